@@ -1,0 +1,138 @@
+"""Run the official Array API conformance suite (data-apis/array-api-tests) on our namespaces.
+
+The suite is not on PyPI: point ``ARRAY_API_TESTS_DIR`` at a checkout of it, with the spec stubs
+of data-apis/array-api checked out inside it as ``array-api/`` (its ``stubs.py`` looks there).
+
+    ARRAY_API_TESTS_DIR=/tmp/array-api-tests python -m conformance.run_official numpy strict
+
+prints passed/failed/skipped per backend. Each backend has ``conformance/xfails/<backend>.txt``
+listing only the failures its backend has itself, each with its reason; a failure not listed
+there makes the exit status 1. Runs are reproducible: a fixed hypothesis seed, and Python's
+``random`` re-seeded before every test (see ``_reseed.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+XFAILS = Path(__file__).resolve().parent / "xfails"
+BACKENDS = {
+    "numpy": "numpy",
+    "strict": "array_api_strict",
+    "cubed": "cubed",
+}
+DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5}
+
+
+@dataclass
+class Result:
+    backend: str
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)
+    xfailed: int = 0
+    skipped: int = 0
+    unexpected_pass: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.backend:8s} passed {self.passed:5d}  failed {len(self.failed):3d}  "
+            f"xfailed {self.xfailed:3d}  skipped {self.skipped:3d}"
+        )
+
+
+def suite_dir() -> Path | None:
+    d = os.environ.get("ARRAY_API_TESTS_DIR")
+    return Path(d) if d and (Path(d) / "array_api_tests").is_dir() else None
+
+
+def xfail_ids(backend: str) -> list[str]:
+    """Test ids from ``xfails/<backend>.txt`` (``# reason`` lines and comments dropped)."""
+    path = XFAILS / f"{backend}.txt"
+    if not path.exists():
+        return []
+    ids = []
+    for line in path.read_text().splitlines():
+        line = line.split("  #")[0].strip()
+        if line and not line.startswith("#"):
+            ids.append(line)
+    return ids
+
+
+def run(backend: str, *, max_examples: int | None = None, seed: int = 0,
+        extra: list[str] | None = None) -> Result:  # fmt: skip
+    """Run the suite on ``namespace(<backend>)`` and count the outcomes."""
+    where = suite_dir()
+    if where is None:
+        raise RuntimeError("set ARRAY_API_TESTS_DIR to a checkout of data-apis/array-api-tests")
+    module = BACKENDS[backend]
+    examples = max_examples or DEFAULT_EXAMPLES[backend]
+    env = dict(os.environ)
+    env["ARRAY_API_TESTS_MODULE"] = (
+        f"exec('import {module}, pycograd_xp; xp = pycograd_xp.namespace({module})')"
+    )
+    env["ARRAY_API_TESTS_VERSION"] = "2025.12"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        xfails = Path(tmp) / "xfails.txt"
+        xfails.write_text("\n".join(xfail_ids(backend)) + "\n")
+        cmd = [
+            sys.executable, "-m", "pytest", "array_api_tests", "-q", "-p", "no:cacheprovider",
+            "-p", "conformance._reseed", "-W", "ignore",
+            f"--max-examples={examples}", f"--hypothesis-seed={seed}",
+            f"--xfails-file={xfails}", "--json-report", f"--json-report-file={report}",
+            *(extra or []),
+        ]  # fmt: skip
+        subprocess.run(cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False)
+        data = json.loads(report.read_text())
+    res = Result(backend)
+    for t in data.get("tests", []):
+        outcome = t["outcome"]
+        if outcome == "passed":
+            res.passed += 1
+        elif outcome == "skipped":
+            res.skipped += 1
+        elif outcome == "xfailed":
+            res.xfailed += 1
+        elif outcome == "xpassed":
+            res.passed += 1
+            res.unexpected_pass.append(t["nodeid"])
+        else:
+            res.failed.append(t["nodeid"])
+    for c in data.get("collectors", []):
+        if c.get("outcome") == "failed":
+            res.failed.append(f"collection: {c['nodeid']}")
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("backends", nargs="*", default=list(BACKENDS), choices=list(BACKENDS))
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if suite_dir() is None:
+        print("skipped: ARRAY_API_TESTS_DIR does not point at a checkout of array-api-tests")
+        return 0
+    status = 0
+    for backend in args.backends:
+        res = run(backend, max_examples=args.max_examples, seed=args.seed)
+        print(res.line(), flush=True)
+        for nodeid in res.failed:
+            print(f"    FAILED {nodeid}")
+        for nodeid in res.unexpected_pass:
+            print(f"    XPASS (remove from xfails/{backend}.txt) {nodeid}")
+        status |= bool(res.failed)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The Array API surface: ``namespace(backend)`` and the Array class.
+
+One module per category of the standard declares its rows (``_elementwise``, ``_statistical``,
+...); ``_build`` turns the rows into a namespace module for one backend.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+from typing import Any
+
+from ._array import Array
+from ._backend import Backend, resolve
+from ._build import AxisError, build
+from ._ops import REGISTRY, Primitive
+
+__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace"]
+
+_CACHE: dict[str, ModuleType] = {}
+_LOCK = threading.Lock()
+
+
+def namespace(backend: Any = None) -> ModuleType:
+    """Return the differentiable Array API namespace over ``backend``.
+
+    ``backend`` is a conforming namespace module: ``numpy`` (the default, also when None),
+    ``cupy``, ``cubed`` (or ``cubed.array_api``), ``array_api_strict``, an ``array_api_compat``
+    wrapper, or any object implementing the standard (or its import name as a string). The result
+    is a real module named ``pycograd_xp.<backend>``, the same object on every call.
+
+    Raises TypeError when ``backend`` is not an Array API namespace.
+    """
+    if isinstance(backend, ModuleType) and backend.__name__ in _CACHE:
+        return _CACHE[backend.__name__]
+    b = resolve(backend)
+    with _LOCK:
+        mod = _CACHE.get(b.name)
+        if mod is None:
+            mod = _CACHE[b.name] = build(b)
+        elif mod._backend.xp is not b.xp:
+            raise TypeError(
+                f"namespace(): a different backend named {b.name!r} already has a namespace"
+            )
+        if isinstance(backend, ModuleType):
+            _CACHE.setdefault(backend.__name__, mod)
+    return mod

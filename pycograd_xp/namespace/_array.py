@@ -1,0 +1,214 @@
+"""The Array class.
+
+Every namespace gets its own subclass of :class:`Array` (``type(x) is ns.Array`` is the fast
+"is this ours?" test), holding one backend array in ``_data``. ``_node`` is the tape node that
+produced it, or None for an array no gradient flows through.
+
+Operators dispatch to the namespace's functions, so an operator and its function are one row.
+Mutation (``x[idx] = v``, ``x += y``) rebinds ``_data``/``_node`` of this object to the new
+value; on a mutable backend an array no gradient flows through is written in place.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+_SCALARS = (bool, int, float, complex)
+
+
+class Array:
+    """An array of a pycograd_xp namespace: a backend array plus its place on the tape."""
+
+    __slots__ = ("_data", "_node", "__weakref__")
+    __array_ufunc__ = None  # NumPy must defer to us, not turn us into an ndarray
+    __array_priority__ = 1000
+
+    # Set on each namespace's subclass.
+    _ns: Any
+    _backend: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"{type(self).__name__}: arrays are created with the namespace's creation "
+            "functions, e.g. xp.asarray(data)"
+        )
+
+    # -- attributes ---------------------------------------------------------------------------
+    @property
+    def dtype(self) -> Any:
+        return self._data.dtype
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int | None:
+        return self._data.size
+
+    @property
+    def device(self) -> Any:
+        from array_api_compat import device
+
+        return device(self._data)
+
+    @property
+    def T(self) -> Array:  # noqa: N802 - the standard's name
+        if self.ndim != 2:
+            raise ValueError(
+                f"Array.T: only defined for 2-D arrays, got shape {self.shape}; "
+                "use xp.matrix_transpose or xp.permute_dims"
+            )
+        return self._ns.permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Array:  # noqa: N802 - the standard's name
+        return self._ns.matrix_transpose(self)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
+        from array_api_compat import to_device
+
+        return self._ns.asarray(to_device(self._data, device, stream=stream))
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        if api_version is not None and api_version not in self._ns._api_versions:
+            raise ValueError(
+                f"__array_namespace__: api_version {api_version!r} is not supported; "
+                f"supported: {', '.join(self._ns._api_versions)}"
+            )
+        return self._ns
+
+    # -- conversions (they compute on lazy backends) --------------------------------------------
+    def _concrete(self, what: str) -> Any:
+        if self._node is not None:
+            raise TypeError(
+                f"{what}: this array is being differentiated; converting it would drop its "
+                "gradient. Use xp-level functions, or take the value with "
+                "pycograd_xp.stop_gradient(x) / x.detach() first"
+            )
+        return self._data
+
+    def __bool__(self) -> bool:
+        return bool(self._concrete("__bool__"))
+
+    def __int__(self) -> int:
+        return int(self._concrete("__int__"))
+
+    def __float__(self) -> float:
+        return float(self._concrete("__float__"))
+
+    def __complex__(self) -> complex:
+        return complex(self._concrete("__complex__"))
+
+    def __index__(self) -> int:
+        return operator.index(self._concrete("__index__"))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        import numpy as np
+
+        data = self._concrete("__array__")
+        if copy is False:
+            return np.asarray(data, dtype=dtype, copy=False)
+        return np.asarray(data, dtype=dtype)
+
+    def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:  # fmt: skip
+        data = self._concrete("__dlpack__")
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}  # fmt: skip
+        return data.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self, /) -> tuple[Any, int]:
+        return self._data.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        name = self._ns.__name__
+        dtype = getattr(self.dtype, "name", self.dtype)
+        tail = ", grad_fn=" + self._node.name if self._node is not None else ""
+        if self._backend.lazy:
+            chunks = getattr(self._data, "chunks", None)
+            chunk_txt = f", chunks={chunks}" if chunks is not None else ""
+            return f"{name}.Array(<lazy>, shape={self.shape}, dtype={dtype}{chunk_txt}{tail})"
+        try:
+            import numpy as np
+
+            body = np.array2string(np.asarray(self._data), separator=", ", prefix="Array(")
+        except Exception:  # a backend whose data NumPy cannot read (e.g. on a GPU)
+            body = f"<shape={self.shape}>"
+        return f"{name}.Array({body}, dtype={dtype}{tail})"
+
+    __str__ = __repr__
+
+    # -- indexing ----------------------------------------------------------------------------
+    def __getitem__(self, key: Any, /) -> Array:
+        return self._ns._getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any, /) -> None:
+        self._ns._setitem(self, key, value)
+
+    def _rebind(self, new: Array, what: str) -> Array:
+        """Make this object hold ``new``'s value (in-place operators and setitem)."""
+        if new.dtype != self.dtype:
+            raise TypeError(
+                f"{what}: the result has dtype {new.dtype}, but an in-place operation must keep "
+                f"this array's dtype {self.dtype}; use the out-of-place operator instead"
+            )
+        if new.shape != self.shape:
+            raise ValueError(
+                f"{what}: the result has shape {new.shape}, but an in-place operation must keep "
+                f"this array's shape {self.shape}; use the out-of-place operator instead"
+            )
+        self._data = new._data
+        self._node = new._node
+        return self
+
+
+def _operator(fname: str, reflected: bool = False) -> Any:
+    def op(self: Array, other: Any, /) -> Any:
+        if type(other) is not type(self) and not isinstance(other, _SCALARS):
+            if isinstance(other, Array):
+                raise TypeError(
+                    f"{fname}: cannot mix arrays of {self._ns.__name__} and "
+                    f"{other._ns.__name__}; convert one with the other's asarray"
+                )
+            return NotImplemented
+        f = getattr(self._ns, fname)
+        return f(other, self) if reflected else f(self, other)
+
+    return op
+
+
+def _inplace(fname: str) -> Any:
+    forward = _operator(fname)
+
+    def op(self: Array, other: Any, /) -> Any:
+        new = forward(self, other)
+        if new is NotImplemented:
+            return new
+        return self._rebind(new, f"__i{fname}__")
+
+    return op
+
+
+_BINARY_OPERATORS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+}  # fmt: skip
+for _op, _fname in _BINARY_OPERATORS.items():
+    setattr(Array, f"__{_op}__", _operator(_fname))
+    setattr(Array, f"__r{_op}__", _operator(_fname, reflected=True))
+    setattr(Array, f"__i{_op}__", _inplace(_fname))
+for _op, _fname in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+                    "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
+    setattr(Array, f"__{_op}__", _operator(_fname))
+for _op, _fname in {"neg": "negative", "pos": "positive", "abs": "abs",
+                    "invert": "bitwise_invert"}.items():  # fmt: skip
+    setattr(Array, f"__{_op}__", lambda self, /, _f=_fname: getattr(self._ns, _f)(self))
+Array.__hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,360 @@
+"""Build a namespace module for one backend from the primitive table.
+
+``build(backend)`` makes a fresh module ``pycograd_xp.<backend>`` with its own Array subclass and
+one public function per row of :data:`~pycograd_xp.namespace._ops.REGISTRY`. Each public
+function unwraps our arrays to backend arrays, checks dtypes (and axes where the row asks),
+calls the row's ``impl`` on the backend, and wraps the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from . import (  # noqa: F401  # noqa: F401  # noqa: F401
+    _creation,
+    _data_types,
+    _elementwise,
+    _fft,
+    _indexing,
+    _linalg,
+    _linear_algebra,
+    _manipulation,
+    _searching,
+    _set,
+    _sorting,
+    _statistical,
+    _utility,
+)
+from ._array import _SCALARS, Array
+from ._backend import Backend
+from ._linalg import LINALG_ALIASES
+from ._ops import CATEGORIES, REGISTRY, Primitive
+
+API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float32", "float64", "complex64", "complex128")  # fmt: skip
+CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
+# Python values that pass to the backend unchanged.
+_PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
+# Functions whose job is to take data from outside (foreign arrays are welcome there).
+_CONVERTERS = frozenset({"asarray", "from_dlpack"})
+
+
+class AxisError(ValueError, IndexError):
+    """An axis argument outside ``[-ndim, ndim)``."""
+
+
+class Info:
+    """``__array_namespace_info__()``: the backend's own answers, never more than it has."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._info = backend.xp.__array_namespace_info__()
+
+    def capabilities(self) -> dict[str, Any]:
+        return dict(self._info.capabilities())
+
+    def default_device(self) -> Any:
+        return self._info.default_device()
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        return dict(self._info.default_dtypes(device=device))
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
+        return dict(self._info.dtypes(device=device, kind=kind))
+
+    def devices(self) -> tuple[Any, ...]:
+        return tuple(self._info.devices())
+
+
+def _dtype_error(fname: str, dtype: Any, category: str) -> TypeError:
+    return TypeError(
+        f"{fname}(): got an array of dtype {dtype}, but this function takes {category} dtypes; "
+        "convert first, e.g. xp.astype(x, xp.float64)"
+    )
+
+
+def _missing(fname: str, backend: Backend, missing: str) -> Callable[..., Any]:
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{fname}(): the {backend.name} backend does not implement {missing}; "
+            "use a backend that does (e.g. numpy) for this function"
+        )
+
+    return unavailable
+
+
+def _has(xp: Any, dotted: str) -> bool:
+    obj = xp
+    for part in dotted.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return False
+    return True
+
+
+class _Builder:
+    """Everything one namespace's functions close over: its backend and its Array class."""
+
+    def __init__(self, backend: Backend, mod: ModuleType) -> None:
+        self.backend = backend
+        self.bk = bk = backend.xp
+        self.mod = mod
+        self.Arr = type("Array", (Array,), {"__slots__": (), "_ns": mod, "_backend": backend,
+                                             "__module__": mod.__name__,
+                                             "__qualname__": "Array"})  # fmt: skip
+        all_dtypes = list(bk.__array_namespace_info__().dtypes().values())
+        self.categories = {
+            cat: frozenset(dt for dt in all_dtypes if any(bk.isdtype(dt, k) for k in kinds))
+            for cat, kinds in CATEGORIES.items()
+        }
+
+    # -- moving between our arrays and the backend's --------------------------------------------
+    def new(self) -> Callable[[Any], Array]:
+        """The fastest way to wrap one backend array (no checks)."""
+        Arr, obj_new = self.Arr, object.__new__
+
+        def new(data: Any) -> Array:
+            a = obj_new(Arr)
+            a._data = data
+            a._node = None
+            return a
+
+        return new
+
+    def wrap(self) -> Callable[[Any], Any]:
+        """Wrap a backend result: an array, a (named) tuple or list of them, or a plain value."""
+        T, bk, new = self.backend.array_type, self.bk, self.new()
+
+        def wrap(r: Any) -> Any:
+            if type(r) is T:
+                return new(r)
+            if isinstance(r, T):
+                return new(r)
+            if isinstance(r, tuple):
+                items = [wrap(e) for e in r]
+                return type(r)(*items) if hasattr(r, "_fields") else tuple(items)
+            if isinstance(r, list):
+                return [wrap(e) for e in r]
+            if hasattr(r, "shape") and hasattr(r, "dtype"):  # NumPy's 0-d results are scalars
+                return new(bk.asarray(r))
+            return r
+
+        return wrap
+
+    def unwrap(self, fname: str) -> Callable[[Any], Any]:
+        """Map our arrays (also inside tuples and lists) to backend arrays; refuse foreign ones."""
+        Arr, mod = self.Arr, self.mod
+
+        def unwrap(a: Any) -> Any:
+            t = type(a)
+            if t is Arr:
+                return a._data
+            if t in _PLAIN:
+                return a
+            if t is tuple or t is list:
+                return t(unwrap(e) for e in a)
+            if isinstance(a, Array):
+                raise TypeError(
+                    f"{fname}(): cannot mix arrays of {mod.__name__} and {a._ns.__name__}; "
+                    f"convert with {mod.__name__}.asarray first"
+                )
+            if isinstance(a, (int, float, complex)):  # NumPy scalars that subclass Python's
+                return a
+            if not isinstance(a, type) and (
+                hasattr(a, "__array_namespace__") or hasattr(a, "__array__")
+            ):
+                raise TypeError(
+                    f"{fname}(): got a {type(a).__module__}.{type(a).__name__}, not an array of "
+                    f"{mod.__name__}; convert it with {mod.__name__}.asarray(...)"
+                )
+            return a  # dtypes, devices, and other plain values
+
+        return unwrap
+
+    def unwrap_foreign(self) -> Callable[[Any], Any]:
+        """For converters: our arrays unwrap, anything else (lists, NumPy arrays) passes."""
+        Arr = self.Arr
+
+        def unwrap(a: Any) -> Any:
+            if type(a) is Arr:
+                return a._data
+            if isinstance(a, Array):  # another namespace's array: take its value
+                return a._concrete("asarray")
+            if type(a) is list or type(a) is tuple:
+                return type(a)(unwrap(e) for e in a)
+            return a
+
+        return unwrap
+
+    # -- one public function per row -------------------------------------------------------------
+    def function(self, prim: Primitive) -> Callable[..., Any]:
+        missing = [n for n in prim.needs if not _has(self.bk, n)]
+        if missing:
+            f = _missing(prim.name, self.backend, ", ".join(missing))
+            if prim.signature is not None:
+                f.__signature__ = prim.signature  # type: ignore[attr-defined]
+        elif prim.kind == "unary":
+            f = self.unary(prim)
+        elif prim.kind == "binary":
+            f = self.binary(prim)
+        else:
+            f = self.general(prim)
+        f.__name__ = f.__qualname__ = prim.short_name
+        f.__module__ = self.mod.__name__
+        f.__doc__ = (prim.impl.__doc__ if prim.impl is not None else None) or (
+            f"``{prim.name}`` of the Array API standard, differentiable, on the "
+            f"{self.backend.name} backend."
+        )
+        return f
+
+    def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
+        if prim.impl is None:
+            return getattr(self.bk, prim.name)
+        return functools.partial(prim.impl, self.bk)
+
+    def unary(self, prim: Primitive) -> Callable[[Any], Array]:
+        name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
+        Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
+        unwrap = self.unwrap(name)
+
+        def f(x: Array, /) -> Array:
+            if type(x) is not Arr:
+                unwrap(x)  # raises a clear TypeError for foreign arrays
+                raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
+            d = x._data
+            if d.dtype not in allowed:
+                raise _dtype_error(name, d.dtype, prim.dtypes)
+            r = fn(d)
+            return new(r) if type(r) is T else wrap(r)
+
+        return f
+
+    def binary(self, prim: Primitive) -> Callable[[Any, Any], Array]:
+        name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
+        Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
+        unwrap = self.unwrap(name)
+
+        def operand(x: Any) -> Any:
+            if isinstance(x, _SCALARS):
+                return x
+            unwrap(x)
+            raise TypeError(
+                f"{name}(): expected an array or a Python scalar, got {type(x).__name__}"
+            )
+
+        def f(x1: Any, x2: Any, /) -> Array:
+            if type(x1) is Arr:
+                d1 = x1._data
+                if d1.dtype not in allowed:
+                    raise _dtype_error(name, d1.dtype, prim.dtypes)
+                if type(x2) is Arr:
+                    d2 = x2._data
+                    if d2.dtype not in allowed:
+                        raise _dtype_error(name, d2.dtype, prim.dtypes)
+                else:
+                    d2 = operand(x2)
+            elif type(x2) is Arr:
+                d1, d2 = operand(x1), x2._data
+                if d2.dtype not in allowed:
+                    raise _dtype_error(name, d2.dtype, prim.dtypes)
+            else:
+                operand(x1), operand(x2)
+                raise TypeError(
+                    f"{name}(): at least one argument must be an array, got two scalars"
+                )
+            r = fn(d1, d2)
+            return new(r) if type(r) is T else wrap(r)
+
+        return f
+
+    def general(self, prim: Primitive) -> Callable[..., Any]:
+        name, impl, bk = prim.name, prim.impl, self.bk
+        Arr, wrap = self.Arr, self.wrap()
+        allowed = self.categories[prim.dtypes] if prim.dtypes else None
+        unwrap = self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name)
+        axis_check = prim.axis_check
+        assert impl is not None
+
+        def f(*args: Any, **kwargs: Any) -> Any:
+            if allowed is not None:
+                for a in args:
+                    if type(a) is Arr and a._data.dtype not in allowed:
+                        raise _dtype_error(name, a._data.dtype, prim.dtypes)
+            if axis_check and kwargs.get("axis") is not None and args and type(args[0]) is Arr:
+                _check_axis(name, kwargs["axis"], args[0].ndim)
+            raw = [unwrap(a) for a in args]
+            kw = {k: unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
+            return wrap(impl(bk, *raw, **kw))
+
+        f.__signature__ = prim.signature  # type: ignore[attr-defined]
+        return f
+
+    # -- indexing -------------------------------------------------------------------------------
+    def getitem(self) -> Callable[[Array, Any], Array]:
+        unwrap, wrap = self.unwrap("__getitem__"), self.wrap()
+
+        def getitem(x: Array, key: Any) -> Array:
+            return wrap(x._data[unwrap(key)])
+
+        return getitem
+
+    def setitem(self) -> Callable[[Array, Any, Any], None]:
+        unwrap, backend = self.unwrap("__setitem__"), self.backend
+
+        def setitem(x: Array, key: Any, value: Any) -> None:
+            if not backend.mutable:
+                raise NotImplementedError(
+                    f"__setitem__: the {backend.name} backend has immutable arrays; "
+                    "build the new array with xp.where(mask, value, x) instead"
+                )
+            x._data[unwrap(key)] = unwrap(value)
+
+        return setitem
+
+
+def _check_axis(fname: str, axis: Any, ndim: int) -> None:
+    for a in axis if isinstance(axis, tuple) else (axis,):
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"{fname}(): axis must be an int or a tuple of ints, got {axis!r}")
+        if not -ndim <= a < ndim:
+            raise AxisError(
+                f"{fname}(): axis {a} is out of range for an array of {ndim} dimensions; "
+                f"use an axis in [{-ndim}, {ndim - 1}]"
+            )
+
+
+def build(backend: Backend) -> ModuleType:
+    """Make the namespace module ``pycograd_xp.<backend.name>``."""
+    name = f"pycograd_xp.{backend.name}"
+    mod = ModuleType(name, f"The Array API standard over {backend.xp.__name__}, differentiable.")
+    b = _Builder(backend, mod)
+    ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
+    for prim in REGISTRY.values():
+        target = ext[prim.scope] if prim.scope else mod
+        setattr(target, prim.short_name, b.function(prim))
+    for alias in LINALG_ALIASES:
+        setattr(ext["linalg"], alias, getattr(mod, alias))
+    for dtype_name in DTYPE_NAMES:
+        setattr(mod, dtype_name, getattr(backend.xp, dtype_name))
+    for const in CONSTANTS:
+        setattr(mod, const, getattr(backend.xp, const))
+    info = Info(backend)
+    mod.__dict__.update(
+        __array_api_version__="2025.12",
+        __array_namespace_info__=lambda: info,
+        _api_versions=API_VERSIONS,
+        _backend=backend,
+        _getitem=b.getitem(),
+        _setitem=b.setitem(),
+        Array=b.Arr,
+        linalg=ext["linalg"],
+        fft=ext["fft"],
+    )
+    for m in (mod, *ext.values()):
+        sys.modules[m.__name__] = m
+    return mod

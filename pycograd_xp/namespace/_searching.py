@@ -1,0 +1,38 @@
+"""Searching functions. All return indices or counts, except ``where``, which selects values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._ops import primitive
+
+
+@primitive("real numeric", axis_check=True)
+def argmax(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    return bk.argmax(x, axis=axis, keepdims=keepdims)
+
+
+@primitive("real numeric", axis_check=True)
+def argmin(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    return bk.argmin(x, axis=axis, keepdims=keepdims)
+
+
+@primitive(axis_check=True)
+def count_nonzero(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return bk.count_nonzero(x, axis=axis, keepdims=keepdims)
+
+
+@primitive()
+def nonzero(bk: Any, x: Any, /) -> tuple[Any, ...]:
+    return tuple(bk.nonzero(x))
+
+
+@primitive("real numeric")
+def searchsorted(bk: Any, x1: Any, x2: Any, /, *, side: str = "left",
+                 sorter: Any = None) -> Any:  # fmt: skip
+    return bk.searchsorted(x1, x2, side=side, sorter=sorter)
+
+
+@primitive()
+def where(bk: Any, condition: Any, x1: Any, x2: Any, /) -> Any:
+    return bk.where(condition, x1, x2)
