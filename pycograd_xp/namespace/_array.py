@@ -168,47 +168,58 @@ class Array:
         return self
 
 
-def _operator(fname: str, reflected: bool = False) -> Any:
-    def op(self: Array, other: Any, /) -> Any:
-        if type(other) is not type(self) and not isinstance(other, _SCALARS):
-            if isinstance(other, Array):
-                raise TypeError(
-                    f"{fname}: cannot mix arrays of {self._ns.__name__} and "
-                    f"{other._ns.__name__}; convert one with the other's asarray"
-                )
-            return NotImplemented
-        f = getattr(self._ns, fname)
-        return f(other, self) if reflected else f(self, other)
-
-    return op
-
-
-def _inplace(fname: str) -> Any:
-    forward = _operator(fname)
-
-    def op(self: Array, other: Any, /) -> Any:
-        new = forward(self, other)
-        if new is NotImplemented:
-            return new
-        return self._rebind(new, f"__i{fname}__")
-
-    return op
-
-
-_BINARY_OPERATORS = {
+BINARY_OPERATORS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
     "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
     "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
     "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
 }  # fmt: skip
-for _op, _fname in _BINARY_OPERATORS.items():
-    setattr(Array, f"__{_op}__", _operator(_fname))
-    setattr(Array, f"__r{_op}__", _operator(_fname, reflected=True))
-    setattr(Array, f"__i{_op}__", _inplace(_fname))
-for _op, _fname in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                    "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
-    setattr(Array, f"__{_op}__", _operator(_fname))
-for _op, _fname in {"neg": "negative", "pos": "positive", "abs": "abs",
-                    "invert": "bitwise_invert"}.items():  # fmt: skip
-    setattr(Array, f"__{_op}__", lambda self, /, _f=_fname: getattr(self._ns, _f)(self))
-Array.__hash__ = None  # type: ignore[assignment]
+COMPARISONS = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+               "eq": "equal", "ne": "not_equal"}  # fmt: skip
+UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
+
+
+def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> Any:
+    def op(self: Array, other: Any, /) -> Any:
+        if type(other) is not cls and not isinstance(other, _SCALARS):
+            if isinstance(other, Array):
+                raise TypeError(
+                    f"{name}: cannot mix arrays of {self._ns.__name__} and "
+                    f"{other._ns.__name__}; convert one with the other's asarray"
+                )
+            return NotImplemented
+        return f(other, self) if reflected else f(self, other)
+
+    op.__name__ = name
+    return op
+
+
+def _inplace(cls: type[Array], f: Any, name: str) -> Any:
+    forward = _operator(cls, f, name)
+
+    def op(self: Array, other: Any, /) -> Any:
+        new = forward(self, other)
+        if new is NotImplemented:
+            return new
+        return self._rebind(new, name)
+
+    op.__name__ = name
+    return op
+
+
+def install_operators(cls: type[Array], ns: Any) -> None:
+    """Bind every operator of ``cls`` (one namespace's Array class) to that namespace's function.
+
+    Binding per namespace, to the function object itself, keeps the operator as cheap as a call
+    of the function.
+    """
+    for op, fname in BINARY_OPERATORS.items():
+        f = getattr(ns, fname)
+        setattr(cls, f"__{op}__", _operator(cls, f, f"__{op}__"))
+        setattr(cls, f"__r{op}__", _operator(cls, f, f"__r{op}__", reflected=True))
+        setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__"))
+    for op, fname in COMPARISONS.items():
+        setattr(cls, f"__{op}__", _operator(cls, getattr(ns, fname), f"__{op}__"))
+    for op, fname in UNARY_OPERATORS.items():
+        setattr(cls, f"__{op}__", lambda self, /, _f=getattr(ns, fname): _f(self))
+    cls.__hash__ = None  # type: ignore[assignment]

@@ -27,6 +27,10 @@ class Backend:
     array_type: type  # the backend's array class
     lazy: bool  # values are computed on demand (Cubed, Dask)
     mutable: bool  # ``x[idx] = v`` writes the backend array in place
+    # NumPy returns scalars (np.float64, ...) from 0-d operations: their type and the fast way
+    # back to a 0-d array. None where the backend always returns arrays.
+    scalar_type: type | None = None
+    scalar_to_array: Any = None
 
 
 def _short_name(mod_name: str) -> str:
@@ -72,4 +76,9 @@ def resolve(backend: Any = None) -> Backend:
     array_type = type(probe)
     lazy = name.startswith(_LAZY)
     mutable = hasattr(array_type, "__setitem__") and not lazy
-    return Backend(xp=xp, name=name, array_type=array_type, lazy=lazy, mutable=mutable)
+    scalar_type = scalar_to_array = None
+    if name == "numpy":
+        import numpy
+
+        scalar_type, scalar_to_array = numpy.generic, numpy.asarray
+    return Backend(xp, name, array_type, lazy, mutable, scalar_type, scalar_to_array)

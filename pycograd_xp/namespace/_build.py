@@ -9,6 +9,7 @@ calls the row's ``impl`` on the backend, and wraps the result.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -29,7 +30,7 @@ from . import (  # noqa: F401  # noqa: F401  # noqa: F401
     _statistical,
     _utility,
 )
-from ._array import _SCALARS, Array
+from ._array import _SCALARS, Array, install_operators
 from ._backend import Backend
 from ._linalg import LINALG_ALIASES
 from ._ops import CATEGORIES, REGISTRY, Primitive
@@ -40,6 +41,13 @@ DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "ui
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 # Python values that pass to the backend unchanged.
 _PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
+# Parameter names of the standard that never hold arrays: passed to the backend untouched.
+_PLAIN_PARAMS = frozenset({
+    "axis", "axes", "dtype", "keepdims", "device", "copy", "k", "offset", "correction",
+    "descending", "stable", "side", "mode", "norm", "upper", "full_matrices", "include_initial",
+    "indexing", "endpoint", "invert", "ord", "n", "s", "d", "num", "shape", "source",
+    "destination", "shift", "n_rows", "n_cols", "kind", "type", "from_", "to", "rtol",
+})  # fmt: skip
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
 
@@ -129,10 +137,14 @@ class _Builder:
     def wrap(self) -> Callable[[Any], Any]:
         """Wrap a backend result: an array, a (named) tuple or list of them, or a plain value."""
         T, bk, new = self.backend.array_type, self.bk, self.new()
+        scalar_type = self.backend.scalar_type or ()
+        scalar_to_array = self.backend.scalar_to_array
 
         def wrap(r: Any) -> Any:
             if type(r) is T:
                 return new(r)
+            if isinstance(r, scalar_type):
+                return new(scalar_to_array(r))
             if isinstance(r, T):
                 return new(r)
             if isinstance(r, tuple):
@@ -273,25 +285,75 @@ class _Builder:
         return f
 
     def general(self, prim: Primitive) -> Callable[..., Any]:
-        name, impl, bk = prim.name, prim.impl, self.bk
-        Arr, wrap = self.Arr, self.wrap()
-        allowed = self.categories[prim.dtypes] if prim.dtypes else None
-        unwrap = self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name)
-        axis_check = prim.axis_check
-        assert impl is not None
+        """A function with the row's exact signature, compiled from source like ``namedtuple``.
 
-        def f(*args: Any, **kwargs: Any) -> Any:
-            if allowed is not None:
-                for a in args:
-                    if type(a) is Arr and a._data.dtype not in allowed:
-                        raise _dtype_error(name, a._data.dtype, prim.dtypes)
-            if axis_check and kwargs.get("axis") is not None and args and type(args[0]) is Arr:
-                _check_axis(name, kwargs["axis"], args[0].ndim)
-            raw = [unwrap(a) for a in args]
-            kw = {k: unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
-            return wrap(impl(bk, *raw, **kw))
+        For ``sum(x, /, *, axis=None, dtype=None, keepdims=False)`` the source reads::
 
-        f.__signature__ = prim.signature  # type: ignore[attr-defined]
+            def sum(x, /, *, axis=None, dtype=None, keepdims=False):
+                if type(x) is Arr:
+                    if x._data.dtype not in allowed: dtype_error(x)
+                    x = x._data
+                else:
+                    x = unwrap(x)
+                if axis is not None: check_axis(axis, x.ndim)
+                return wrap(impl(bk, x, axis=axis, dtype=dtype, keepdims=keepdims))
+
+        Parameters in :data:`_PLAIN_PARAMS` never hold arrays and pass through untouched; the
+        dtype check applies to the positional parameters that hold arrays. Compiling saves the
+        ``*args``/``**kwargs`` packing and unpacking a generic wrapper pays on every call.
+        """
+        name, sig = prim.name, prim.signature
+        assert prim.impl is not None and sig is not None
+        env = {
+            "Arr": self.Arr, "wrap": self.wrap(), "impl": prim.impl, "bk": self.bk,
+            "unwrap": self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name),
+            "allowed": self.categories[prim.dtypes] if prim.dtypes else None,
+            "dtype_error": lambda data: _dtype_error(name, data.dtype, prim.dtypes),
+            "check_axis": lambda axis, ndim: _check_axis(name, axis, ndim),
+            "defaults": [p.default for p in sig.parameters.values()],
+        }  # fmt: skip
+        params, call, body = [], [], []
+        seen_kwonly = False
+        P = inspect.Parameter
+        for i, p in enumerate(sig.parameters.values()):
+            default = "" if p.default is P.empty else f"=defaults[{i}]"
+            if p.kind is P.VAR_POSITIONAL:
+                params.append(f"*{p.name}")
+                call.append(f"*{p.name}")
+                seen_kwonly = True
+            else:
+                if p.kind is P.KEYWORD_ONLY and not seen_kwonly:
+                    params.append("*")
+                    seen_kwonly = True
+                params.append(p.name + default)
+                if p.kind is P.POSITIONAL_ONLY and (
+                    i + 1 == len(sig.parameters)
+                    or list(sig.parameters.values())[i + 1].kind is not P.POSITIONAL_ONLY
+                ):
+                    params.append("/")
+                call.append(p.name if p.kind is not P.KEYWORD_ONLY else f"{p.name}={p.name}")
+            if p.name in _PLAIN_PARAMS:
+                continue
+            if p.kind is P.POSITIONAL_ONLY and env["allowed"] is not None:
+                body += [f"    if type({p.name}) is Arr:",
+                         f"        if {p.name}._data.dtype not in allowed:",
+                         f"            raise dtype_error({p.name}._data)",
+                         f"        {p.name} = {p.name}._data",
+                         "    else:",
+                         f"        {p.name} = unwrap({p.name})"]  # fmt: skip
+            else:
+                body.append(f"    {p.name} = unwrap({p.name})")
+        if prim.axis_check:
+            first = next(iter(sig.parameters))
+            body.append(f"    if axis is not None: check_axis(axis, {first}.ndim)")
+        src = (
+            f"def {prim.short_name}({', '.join(params)}):\n"
+            + "\n".join(body)
+            + f"\n    return wrap(impl(bk, {', '.join(call)}))\n"
+        )
+        exec(compile(src, f"<pycograd_xp {name}>", "exec"), env)
+        f = env[prim.short_name]
+        f.__signature__ = sig  # type: ignore[attr-defined]
         return f
 
     # -- indexing -------------------------------------------------------------------------------
@@ -343,6 +405,7 @@ def build(backend: Backend) -> ModuleType:
         setattr(mod, dtype_name, getattr(backend.xp, dtype_name))
     for const in CONSTANTS:
         setattr(mod, const, getattr(backend.xp, const))
+    install_operators(b.Arr, mod)
     info = Info(backend)
     mod.__dict__.update(
         __array_api_version__="2025.12",
