@@ -1,6 +1,6 @@
 """Array-agnostic code on pycograd_xp: the same function on NumPy, array-api-strict and Cubed.
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
 
 from __future__ import annotations

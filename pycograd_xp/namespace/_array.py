@@ -207,6 +207,14 @@ def _inplace(cls: type[Array], f: Any, name: str) -> Any:
     return op
 
 
+def _unary_operator(f: Any, name: str) -> Any:
+    def op(self: Array, /) -> Any:
+        return f(self)
+
+    op.__name__ = name
+    return op
+
+
 def install_operators(cls: type[Array], ns: Any) -> None:
     """Bind every operator of ``cls`` (one namespace's Array class) to that namespace's function.
 
@@ -221,5 +229,5 @@ def install_operators(cls: type[Array], ns: Any) -> None:
     for op, fname in COMPARISONS.items():
         setattr(cls, f"__{op}__", _operator(cls, getattr(ns, fname), f"__{op}__"))
     for op, fname in UNARY_OPERATORS.items():
-        setattr(cls, f"__{op}__", lambda self, /, _f=getattr(ns, fname): _f(self))
+        setattr(cls, f"__{op}__", _unary_operator(getattr(ns, fname), f"__{op}__"))
     cls.__hash__ = None  # type: ignore[assignment]

@@ -30,9 +30,7 @@ def test_same_object_for_same_backend():
 def test_names_are_unique_and_safe():
     import cubed
 
-    names = {
-        pycograd_xp.namespace(b).__name__ for b in (np, array_api_strict, cubed)
-    }
+    names = {pycograd_xp.namespace(b).__name__ for b in (np, array_api_strict, cubed)}
     assert names == {"pycograd_xp.numpy", "pycograd_xp.array_api_strict", "pycograd_xp.cubed"}
     for name in names:
         assert "marray" not in name
