@@ -1,8 +1,12 @@
 """pycograd_xp: reverse-mode autodiff for any Python Array API backend.
 
 ``xp = pycograd_xp.namespace(backend)`` returns a complete Array API namespace (standard 2025.12,
-with ``linalg`` and ``fft``) over ``backend`` (NumPy by default). ``from pycograd_xp import numpy
-as xp`` is the same as ``namespace(numpy)``; likewise for every installed backend module name.
+with ``linalg`` and ``fft``) over ``backend`` (NumPy by default) whose arrays carry tape nodes.
+``from pycograd_xp import numpy as xp`` is the same as ``namespace(numpy)``; likewise for every
+installed backend module name.
+
+Differentiate with JAX's functional names (``grad``, ``value_and_grad``, ``vjp``) or PyTorch's
+imperative ones (``x.requires_grad_()``, ``loss.backward()``, ``x.grad``).
 """
 
 from __future__ import annotations
@@ -10,9 +14,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from ._api import enable_grad, grad, no_grad, stop_gradient, value_and_grad, vjp
 from .namespace import Array, AxisError, namespace
+from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
-__all__ = ["Array", "AxisError", "namespace"]
+__all__ = [
+    "Array", "AxisError", "enable_grad", "grad", "namespace", "no_grad", "stop_gradient",
+    "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "value_and_grad", "vjp",
+]  # fmt: skip
 __version__ = "0.1.0"
 
 

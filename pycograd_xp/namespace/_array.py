@@ -83,6 +83,94 @@ class Array:
             )
         return self._ns
 
+    # -- autodiff, imperative face (PyTorch's names) -------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this array (a leaf marked with ``requires_grad_`` or any
+        result computed from one)."""
+        return self._node is not None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Array:
+        """Mark this array as a leaf whose ``.grad`` ``backward()`` fills; returns it."""
+        from .._tape import leaf
+
+        if requires_grad:
+            if not self._backend.xp.isdtype(self._data.dtype, ("real floating",
+                                                                "complex floating")):  # fmt: skip
+                raise TypeError(
+                    f"requires_grad_: dtype {self._data.dtype} cannot require gradients; only "
+                    "floating-point arrays can (cast with xp.astype)"
+                )
+            if self._node is None:
+                self._node = leaf(self._ns)
+        elif self._node is not None:
+            if self._node.prim is not None:
+                raise RuntimeError(
+                    "requires_grad_(False): only leaves can stop requiring grad; use "
+                    "x.detach() for a copy without gradient"
+                )
+            self._node = None
+        return self
+
+    @property
+    def grad(self) -> Array | None:
+        """The gradient accumulated by ``backward()`` (leaves only); assign None to reset."""
+        node = self._node
+        g = getattr(node, "grad", None) if node is not None and node.prim is None else None
+        if g is None or isinstance(g, Array):
+            return g
+        w = object.__new__(type(self))
+        w._data, w._node = g, None
+        return w
+
+    @grad.setter
+    def grad(self, value: Array | None) -> None:
+        node = self._node
+        if node is None or node.prim is not None:
+            raise RuntimeError("grad can only be set on a leaf that requires grad")
+        node.grad = None if value is None else value._data
+
+    def backward(self, cotangent: Array | None = None, retain_graph: bool = False,
+                 create_graph: bool = False) -> None:  # fmt: skip
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf this array depends on.
+
+        A non-scalar array needs a ``cotangent`` of its shape. The graph's saved values are
+        freed unless ``retain_graph``; ``create_graph`` records the backward pass itself (for
+        higher-order gradients).
+        """
+        from .._tape import backward
+
+        if self._node is None:
+            raise RuntimeError(
+                "backward: this array does not depend on any array that requires grad; mark "
+                "the inputs with x.requires_grad_() first"
+            )
+        if cotangent is None:
+            if self.shape != ():
+                raise RuntimeError(
+                    f"backward: the array has shape {self.shape}; a non-scalar needs a "
+                    "cotangent of that shape: x.backward(cotangent)"
+                )
+            g = self._backend.xp.ones_like(self._data)
+        else:
+            if type(cotangent) is not type(self) or cotangent.shape != self.shape:
+                raise ValueError(
+                    f"backward: the cotangent must be an array of {self._ns.__name__} with "
+                    f"shape {self.shape}"
+                )
+            g = cotangent._data
+        if create_graph:
+            w = object.__new__(type(self))
+            w._data, w._node = g, None if cotangent is None else cotangent._node
+            g = w
+        backward([(self._node, g)], retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> Array:
+        """The same values, with no gradient (``pycograd_xp.stop_gradient``)."""
+        d = object.__new__(type(self))
+        d._data, d._node = self._data, None
+        return d
+
     # -- conversions (they compute on lazy backends) --------------------------------------------
     def _concrete(self, what: str) -> Any:
         if self._node is not None:
@@ -163,6 +251,18 @@ class Array:
                 f"{what}: the result has shape {new.shape}, but an in-place operation must keep "
                 f"this array's shape {self.shape}; use the out-of-place operator instead"
             )
+        node = self._node
+        if node is not None and node.prim is None:  # a leaf that requires grad
+            from .._tape import MODE
+
+            if MODE.enabled:
+                raise RuntimeError(
+                    f"{what}: this array is a leaf that requires grad; updating it in place "
+                    "would lose its gradient. Do it under pycograd_xp.no_grad() (as optimizer "
+                    "steps do), or on a copy"
+                )
+            self._data = new._data  # stays a leaf, keeps its .grad
+            return self
         self._data = new._data
         self._node = new._node
         return self

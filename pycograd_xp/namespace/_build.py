@@ -15,6 +15,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
+from .._tape import MODE, record
 from . import (  # noqa: F401  # noqa: F401  # noqa: F401
     _creation,
     _data_types,
@@ -32,6 +34,7 @@ from . import (  # noqa: F401  # noqa: F401  # noqa: F401
 )
 from ._array import _SCALARS, Array, install_operators
 from ._backend import Backend
+from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
 from ._ops import CATEGORIES, REGISTRY, Primitive
 
@@ -50,6 +53,13 @@ _PLAIN_PARAMS = frozenset({
 })  # fmt: skip
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
+
+
+def _any_tracked(a: Any) -> bool:
+    """Whether a list/tuple argument holds an array that is being differentiated."""
+    if isinstance(a, list | tuple):
+        return any(_any_tracked(e) for e in a)
+    return isinstance(a, Array) and a._node is not None
 
 
 class AxisError(ValueError, IndexError):
@@ -232,7 +242,7 @@ class _Builder:
     def unary(self, prim: Primitive) -> Callable[[Any], Array]:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap = self.unwrap(name)
+        unwrap, mod, diff = self.unwrap(name), self.mod, prim.vjp is not None
 
         def f(x: Array, /) -> Array:
             if type(x) is not Arr:
@@ -242,14 +252,17 @@ class _Builder:
             if d.dtype not in allowed:
                 raise _dtype_error(name, d.dtype, prim.dtypes)
             r = fn(d)
-            return new(r) if type(r) is T else wrap(r)
+            out = new(r) if type(r) is T else wrap(r)
+            if x._node is not None and diff and MODE.enabled:
+                return record(prim, mod, out, (x,), {})
+            return out
 
         return f
 
     def binary(self, prim: Primitive) -> Callable[[Any, Any], Array]:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap = self.unwrap(name)
+        unwrap, mod, diff = self.unwrap(name), self.mod, prim.vjp is not None
 
         def operand(x: Any) -> Any:
             if isinstance(x, _SCALARS):
@@ -280,7 +293,17 @@ class _Builder:
                     f"{name}(): at least one argument must be an array, got two scalars"
                 )
             r = fn(d1, d2)
-            return new(r) if type(r) is T else wrap(r)
+            out = new(r) if type(r) is T else wrap(r)
+            if (
+                diff
+                and MODE.enabled
+                and (
+                    (type(x1) is Arr and x1._node is not None)
+                    or (type(x2) is Arr and x2._node is not None)
+                )
+            ):
+                return record(prim, mod, out, (x1, x2), {})
+            return out
 
         return f
 
@@ -290,13 +313,18 @@ class _Builder:
         For ``sum(x, /, *, axis=None, dtype=None, keepdims=False)`` the source reads::
 
             def sum(x, /, *, axis=None, dtype=None, keepdims=False):
+                tracked = False
                 if type(x) is Arr:
-                    if x._data.dtype not in allowed: dtype_error(x)
-                    x = x._data
+                    if x._data.dtype not in allowed: raise dtype_error(x._data)
+                    x_ = x._data
+                    if x._node is not None: tracked = True
                 else:
-                    x = unwrap(x)
-                if axis is not None: check_axis(axis, x.ndim)
-                return wrap(impl(bk, x, axis=axis, dtype=dtype, keepdims=keepdims))
+                    x_ = unwrap(x)
+                if axis is not None: check_axis(axis, x_.ndim)
+                out = wrap(impl(bk, x_, axis=axis, dtype=dtype, keepdims=keepdims))
+                if tracked and MODE.enabled:
+                    return record(prim, ns, out, (x,), {"axis": axis, ...})
+                return out
 
         Parameters in :data:`_PLAIN_PARAMS` never hold arrays and pass through untouched; the
         dtype check applies to the positional parameters that hold arrays. Compiling saves the
@@ -304,6 +332,7 @@ class _Builder:
         """
         name, sig = prim.name, prim.signature
         assert prim.impl is not None and sig is not None
+        diff = prim.vjp is not None
         env = {
             "Arr": self.Arr, "wrap": self.wrap(), "impl": prim.impl, "bk": self.bk,
             "unwrap": self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name),
@@ -311,62 +340,87 @@ class _Builder:
             "dtype_error": lambda data: _dtype_error(name, data.dtype, prim.dtypes),
             "check_axis": lambda axis, ndim: _check_axis(name, axis, ndim),
             "defaults": [p.default for p in sig.parameters.values()],
+            "MODE": MODE, "record": record, "prim": prim, "ns": self.mod,
+            "any_tracked": _any_tracked,
         }  # fmt: skip
-        params, call, body = [], [], []
-        seen_kwonly = False
         P = inspect.Parameter
-        for i, p in enumerate(sig.parameters.values()):
+        plist = list(sig.parameters.values())
+        params, call, body, rec_args, rec_kwargs = [], [], ["    tracked = False"], [], []
+        for i, p in enumerate(plist):
             default = "" if p.default is P.empty else f"=defaults[{i}]"
+            plain = p.name in _PLAIN_PARAMS
+            var = p.name if plain else p.name + "_"
             if p.kind is P.VAR_POSITIONAL:
                 params.append(f"*{p.name}")
-                call.append(f"*{p.name}")
-                seen_kwonly = True
-            else:
-                if p.kind is P.KEYWORD_ONLY and not seen_kwonly:
+                call.append(f"*{var}")
+                rec_args.append(f"*{p.name}")
+            elif p.kind is P.KEYWORD_ONLY:
+                if not any(q.kind in (P.KEYWORD_ONLY, P.VAR_POSITIONAL) for q in plist[:i]):
                     params.append("*")
-                    seen_kwonly = True
                 params.append(p.name + default)
+                call.append(f"{p.name}={var}")
+                rec_kwargs.append(f"{p.name!r}: {p.name}")
+            else:
+                params.append(p.name + default)
+                call.append(var)
+                rec_args.append(p.name)
                 if p.kind is P.POSITIONAL_ONLY and (
-                    i + 1 == len(sig.parameters)
-                    or list(sig.parameters.values())[i + 1].kind is not P.POSITIONAL_ONLY
+                    i + 1 == len(plist) or plist[i + 1].kind is not P.POSITIONAL_ONLY
                 ):
                     params.append("/")
-                call.append(p.name if p.kind is not P.KEYWORD_ONLY else f"{p.name}={p.name}")
-            if p.name in _PLAIN_PARAMS:
+            if plain:
                 continue
-            if p.kind is P.POSITIONAL_ONLY and env["allowed"] is not None:
-                body += [f"    if type({p.name}) is Arr:",
-                         f"        if {p.name}._data.dtype not in allowed:",
-                         f"            raise dtype_error({p.name}._data)",
-                         f"        {p.name} = {p.name}._data",
-                         "    else:",
-                         f"        {p.name} = unwrap({p.name})"]  # fmt: skip
+            n = p.name
+            if p.kind is not P.VAR_POSITIONAL:
+                lines = [f"    if type({n}) is Arr:"]
+                if p.kind is P.POSITIONAL_ONLY and env["allowed"] is not None:
+                    lines += [f"        if {n}._data.dtype not in allowed:",
+                              f"            raise dtype_error({n}._data)"]  # fmt: skip
+                lines += [f"        {n}_ = {n}._data"]
+                if diff:
+                    lines += [f"        if {n}._node is not None: tracked = True"]
+                lines += ["    else:", f"        {n}_ = unwrap({n})"]
             else:
-                body.append(f"    {p.name} = unwrap({p.name})")
+                lines = [f"    {n}_ = unwrap({n})"]
+            if diff and (p.kind is P.VAR_POSITIONAL or "array" in n):
+                lines += [f"    if not tracked and any_tracked({n}): tracked = True"]
+            body += lines
         if prim.axis_check:
-            first = next(iter(sig.parameters))
-            body.append(f"    if axis is not None: check_axis(axis, {first}.ndim)")
-        src = (
-            f"def {prim.short_name}({', '.join(params)}):\n"
-            + "\n".join(body)
-            + f"\n    return wrap(impl(bk, {', '.join(call)}))\n"
-        )
+            body.append(f"    if axis is not None: check_axis(axis, {plist[0].name}_.ndim)")
+        body.append(f"    out = wrap(impl(bk, {', '.join(call)}))")
+        if diff:
+            body += ["    if tracked and MODE.enabled:",
+                     f"        return record(prim, ns, out, ({', '.join(rec_args)},), "
+                     f"{{{', '.join(rec_kwargs)}}})"]  # fmt: skip
+        body.append("    return out")
+        src = f"def {prim.short_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
         exec(compile(src, f"<pycograd_xp {name}>", "exec"), env)
         f = env[prim.short_name]
         f.__signature__ = sig  # type: ignore[attr-defined]
+        f._source = src  # type: ignore[attr-defined]
         return f
 
     # -- indexing -------------------------------------------------------------------------------
     def getitem(self) -> Callable[[Array, Any], Array]:
-        unwrap, wrap = self.unwrap("__getitem__"), self.wrap()
+        unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
 
         def getitem(x: Array, key: Any) -> Array:
-            return wrap(x._data[unwrap(key)])
+            out = wrap(x._data[unwrap(key)])
+            if x._node is not None and MODE.enabled:
+                return record(GETITEM, mod, out, (x, key), {})
+            return out
 
         return getitem
 
     def setitem(self) -> Callable[[Array, Any, Any], None]:
-        unwrap, backend = self.unwrap("__setitem__"), self.backend
+        """``x[key] = value``: rebind ``x`` to the updated array.
+
+        While gradients are being recorded the update is functional (copy, then write), so no
+        value saved on the tape can change under it; under ``no_grad`` a mutable backend is
+        written in place.
+        """
+        unwrap, backend, mod, new, bk = self.unwrap("__setitem__"), self.backend, self.mod, \
+            self.new(), self.bk  # fmt: skip
 
         def setitem(x: Array, key: Any, value: Any) -> None:
             if not backend.mutable:
@@ -374,7 +428,23 @@ class _Builder:
                     f"__setitem__: the {backend.name} backend has immutable arrays; "
                     "build the new array with xp.where(mask, value, x) instead"
                 )
-            x._data[unwrap(key)] = unwrap(value)
+            k, v = unwrap(key), unwrap(value)
+            if not MODE.enabled:
+                x._data[k] = v
+                return
+            if x._node is not None and x._node.prim is None:
+                raise RuntimeError(
+                    "__setitem__: this array is a leaf that requires grad; writing into it "
+                    "would lose its gradient. Update it under pycograd_xp.no_grad(), or write "
+                    "into a copy (xp.asarray(x, copy=True))"
+                )
+            data = bk.asarray(x._data, copy=True)
+            data[k] = v
+            out = new(data)
+            tracked = x._node is not None or (isinstance(value, Array) and value._node is not None)
+            if tracked:
+                record(SETITEM, mod, out, (x, key, value), {})
+            x._data, x._node = out._data, out._node
 
         return setitem
 
@@ -397,6 +467,8 @@ def build(backend: Backend) -> ModuleType:
     b = _Builder(backend, mod)
     ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
     for prim in REGISTRY.values():
+        if prim.kind == "method":  # __getitem__/__setitem__: served by the Array class
+            continue
         target = ext[prim.scope] if prim.scope else mod
         setattr(target, prim.short_name, b.function(prim))
     for alias in LINALG_ALIASES:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from ._ops import primitive
+from ._ops import Primitive, _register, primitive
 
 
 @primitive()
@@ -15,3 +16,14 @@ def take(bk: Any, x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
 @primitive()
 def take_along_axis(bk: Any, x: Any, indices: Any, /, *, axis: int = -1) -> Any:
     return bk.take_along_axis(x, indices, axis=axis)
+
+
+def method(name: str, *params: str) -> Primitive:
+    """A row for an Array method of the standard (``__getitem__``, ``__setitem__``)."""
+    P = inspect.Parameter
+    sig = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
+    return _register(Primitive(name, "method", None, None, (), signature=sig))
+
+
+GETITEM = method("__getitem__", "x", "key")
+SETITEM = method("__setitem__", "x", "key", "value")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
@@ -55,7 +55,25 @@ class Primitive:
     needs: tuple[str, ...]
     axis_check: bool = False
     signature: inspect.Signature | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Autodiff (filled in by pycograd_xp.vjp): the VJP rule, the arguments it saves for
+    # backward (parameter names, or "out"), keyword arguments that are differentiable, and
+    # whether the function is declared non-differentiable.
+    vjp: Callable[..., Any] | None = None
+    saves: frozenset[str] = frozenset()
+    diff_kwargs: tuple[str, ...] = ()
+    nondiff: bool = False
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """Names of the positional parameters, in order (what ``saves`` refers to)."""
+        if self.kind == "unary":
+            return ("x",)
+        if self.kind == "binary":
+            return ("x1", "x2")
+        assert self.signature is not None
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                 inspect.Parameter.VAR_POSITIONAL)  # fmt: skip
+        return tuple(p.name for p in self.signature.parameters.values() if p.kind in kinds)
 
     @property
     def scope(self) -> str:
@@ -112,3 +130,26 @@ def primitive(
         )
 
     return declare
+
+
+def defvjp(name: str, rule: Callable[..., Any], *, saves: tuple[str, ...] = (),
+           diff_kwargs: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Attach the VJP ``rule(ns, g, out, <the function's arguments>)`` to row ``name``.
+
+    ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps only
+    those. The rule returns one cotangent per positional argument (None for no gradient), then
+    one per name in ``diff_kwargs``.
+    """
+    prim = REGISTRY[name]
+    if prim.vjp is not None or prim.nondiff:
+        raise RuntimeError(f"{name}: derivative declared twice")
+    prim.vjp, prim.saves, prim.diff_kwargs = rule, frozenset(saves), diff_kwargs
+
+
+def nondifferentiable(*names: str) -> None:
+    """Declare functions whose outputs carry no gradient (integer/boolean results, constants)."""
+    for name in names:
+        prim = REGISTRY[name]
+        if prim.vjp is not None or prim.nondiff:
+            raise RuntimeError(f"{name}: derivative declared twice")
+        prim.nondiff = True

@@ -62,7 +62,10 @@ def test_cubed_info_claims_no_more_than_cubed(cxp):
 
 
 def test_every_registered_row_is_public(xp):
-    for name in REGISTRY:
+    for name, prim in REGISTRY.items():
+        if prim.kind == "method":  # __getitem__/__setitem__ live on the Array class
+            assert hasattr(xp.Array, name)
+            continue
         scope, _, short = name.rpartition(".")
         owner = getattr(xp, scope) if scope else xp
         assert callable(getattr(owner, short)), name

@@ -1,0 +1,271 @@
+"""The transforms: ``grad``, ``value_and_grad``, ``vjp`` (JAX's names and semantics), grad mode
+(``no_grad``, ``enable_grad``) and ``stop_gradient``. The imperative face (``x.backward()``)
+lives on the Array class; both run :func:`pycograd_xp._tape.backward`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _tape
+from .namespace._array import Array
+from .namespace._ops import Primitive
+from .tree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "value_and_grad", "vjp"]
+
+# The node each differentiated input gets inside a trace: identity onto the caller's value, so
+# an outer trace (grad of grad) sees through it.
+INPUT = Primitive("input", "general", None, None, (), vjp=lambda ns, g, out, x: (g,))
+
+
+class _Depth(threading.local):
+    value = 0
+
+
+_DEPTH = _Depth()
+
+
+class no_grad:  # noqa: N801 - the name PyTorch users know
+    """Record nothing inside this block (also a decorator). Under it ``x[idx] = v`` writes a
+    mutable backend array in place, and in-place operators keep a leaf a leaf (optimizer
+    updates)."""
+
+    _enabled = False
+
+    def __enter__(self) -> None:
+        self._prev = _tape.MODE.enabled
+        _tape.MODE.enabled = self._enabled
+
+    def __exit__(self, *exc: Any) -> None:
+        _tape.MODE.enabled = self._prev
+
+    def __call__(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with type(self)():
+                return f(*args, **kwargs)
+
+        return wrapped
+
+
+class enable_grad(no_grad):  # noqa: N801
+    """Record again inside a ``no_grad`` block (also a decorator)."""
+
+    _enabled = True
+
+
+def stop_gradient(x: Any) -> Any:
+    """``x`` (an array or a pytree of arrays) with the same values and no gradient."""
+
+    def detach(a: Any) -> Any:
+        if isinstance(a, Array) and a._node is not None:
+            d = object.__new__(type(a))
+            d._data, d._node = a._data, None
+            return d
+        return a
+
+    return tree_map(detach, x)
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int, where: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not isinstance(i, int) or not -nargs <= i < nargs:
+            raise ValueError(
+                f"{where}: argnums={argnums!r} does not name a positional argument of a call "
+                f"with {nargs} positional argument(s)"
+            )
+    return tuple(i % nargs for i in nums)
+
+
+def _track(a: Any, where: str, path: str) -> Any:
+    """A fresh array object holding ``a``'s value, marked as a differentiated input."""
+    if not isinstance(a, Array):
+        raise TypeError(
+            f"{where}: {path} is a {type(a).__name__}, not an array of a pycograd_xp namespace; "
+            "convert it with xp.asarray(...) before differentiating"
+        )
+    xp = a._backend.xp
+    if not xp.isdtype(a._data.dtype, ("real floating", "complex floating")):
+        raise TypeError(
+            f"{where}: {path} has dtype {a._data.dtype}; only floating-point arrays can be "
+            "differentiated (cast it with xp.astype(x, xp.float64), or pass it as a "
+            "non-differentiated argument)"
+        )
+    parents = [(0, a._node)] if a._node is not None else []
+    t = object.__new__(type(a))
+    t._data = a._data
+    t._node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
+                         {}, None, parents)  # fmt: skip
+    return t
+
+
+def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...],
+           where: str) -> tuple[Any, list, list]:  # fmt: skip
+    """Run ``f`` with the ``argnums`` arguments tracked. Returns (output, targets, structures)."""
+    call_args = list(args)
+    targets, structures = [], []
+    for i in argnums:
+        leaves, td = tree_flatten(args[i])
+        tracked = [_track(leaf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf"
+                                                          else "")) for j, leaf in
+                   enumerate(leaves)]  # fmt: skip
+        targets.append(tracked)
+        structures.append(td)
+        call_args[i] = tree_unflatten(td, tracked)
+    with enable_grad():
+        out = f(*call_args, **kwargs)
+    return out, targets, structures
+
+
+def _nested(targets: list) -> bool:
+    """Whether an outer trace is running (then gradients must be differentiable themselves)."""
+    return _DEPTH.value > 1 or any(t._node.parents for ts in targets for t in ts)
+
+
+def _pull(out_leaves: list, cts: list, targets: list, structures: list, *, retain: bool,
+          create: bool) -> list:  # fmt: skip
+    """Backward from ``out_leaves`` with cotangents ``cts``; one gradient tree per argnum."""
+    roots = [(o._node, c._data if not create else c) for o, c in zip(out_leaves, cts,
+                                                                       strict=True)
+             if isinstance(o, Array) and o._node is not None]  # fmt: skip
+    flat_targets = [t._node for ts in targets for t in ts]
+    found = _tape.backward(roots, targets=flat_targets, retain_graph=retain,
+                           create_graph=create) if roots else {}  # fmt: skip
+    grads = []
+    for ts, td in zip(targets, structures, strict=True):
+        leaves = []
+        for t in ts:
+            g = found.get(id(t._node))
+            xp = t._backend.xp
+            if g is None:
+                leaves.append(t._ns.zeros_like(stop_gradient(t)))
+            elif isinstance(g, Array):
+                leaves.append(g)
+            else:
+                w = object.__new__(type(t))
+                w._data = g if g.dtype == t._data.dtype else xp.astype(g, t._data.dtype)
+                w._node = None
+                leaves.append(w)
+        grads.append(tree_unflatten(td, leaves))
+    return grads
+
+
+def _finish(tree: Any, nested: bool) -> Any:
+    return tree if nested else stop_gradient(tree)
+
+
+def _check_out(out: Any, where: str, scalar: bool) -> None:
+    leaves = tree_flatten(out)[0]
+    for o in leaves:
+        if not isinstance(o, Array):
+            raise TypeError(
+                f"{where}: the function returned a {type(o).__name__}; it must return arrays of "
+                "a pycograd_xp namespace"
+            )
+    if scalar:
+        if not isinstance(out, Array) or out.shape != ():
+            what = f"shape {out.shape}" if isinstance(out, Array) else type(out).__name__
+            raise TypeError(
+                f"{where}: the function must return a scalar (shape ()) array, got {what}; "
+                "reduce it (e.g. xp.sum) or use pycograd_xp.vjp with a cotangent"
+            )
+        if not out._backend.xp.isdtype(out._data.dtype, "real floating"):
+            raise TypeError(
+                f"{where}: the output has dtype {out._data.dtype}; grad needs a real "
+                "floating-point output (for complex outputs use pycograd_xp.vjp)"
+            )
+
+
+def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """``f``'s value and its gradient with respect to the ``argnums`` arguments.
+
+    ``f`` must return a real scalar array (or ``(scalar, aux)`` with ``has_aux``). Arguments may
+    be pytrees of floating-point arrays; the gradient has the same structure (a tuple of them
+    when ``argnums`` is a sequence). Inputs the output does not depend on get zeros.
+    """
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        where = f"value_and_grad({getattr(f, '__name__', 'f')})"
+        nums = _argnums(argnums, len(args), where)
+        _DEPTH.value += 1
+        try:
+            res, targets, structures = _trace(f, args, kwargs, nums, where)
+            if has_aux:
+                if not (isinstance(res, tuple) and len(res) == 2):
+                    raise TypeError(f"{where}: with has_aux=True the function must return "
+                                    "a pair (output, aux)")  # fmt: skip
+                out, aux = res
+            else:
+                out, aux = res, None
+            _check_out(out, where, scalar=True)
+            nested = _nested(targets)
+            one = out._ns.ones_like(stop_gradient(out))
+            grads = _pull([out], [one], targets, structures, retain=False, create=nested)
+        finally:
+            _DEPTH.value -= 1
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        value = _finish(out, nested)
+        if has_aux:
+            return (value, _finish(aux, nested)), g
+        return value, g
+
+    return wrapped
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
+         has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """The gradient of the real scalar function ``f`` (see :func:`value_and_grad`)."""
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        (value, g) = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """``(out, vjp_fn)``: ``f(*primals)`` and the map from an output cotangent (same structure
+    and shapes as ``out``) to the tuple of input cotangents, one per primal. ``vjp_fn`` may be
+    called several times (the graph is kept while it lives). With ``has_aux``, ``f`` returns
+    ``(out, aux)`` and the result is ``(out, vjp_fn, aux)``."""
+    where = f"vjp({getattr(f, '__name__', 'f')})"
+    _DEPTH.value += 1
+    try:
+        res, targets, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
+        nested = _nested(targets)
+    finally:
+        _DEPTH.value -= 1
+    out, aux = res if has_aux else (res, None)
+    _check_out(out, where, scalar=False)
+    out_leaves, out_td = tree_flatten(out)
+
+    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
+        ct_leaves, ct_td = tree_flatten(cotangent)
+        if ct_td != out_td:
+            raise ValueError(f"{where}: the cotangent's structure {ct_td!r} differs from the "
+                             f"output's {out_td!r}")  # fmt: skip
+        for o, c in zip(out_leaves, ct_leaves, strict=True):
+            if not isinstance(c, Array) or type(c) is not type(o):
+                raise TypeError(f"{where}: each cotangent must be an array of {o._ns.__name__}")
+            if c.shape != o.shape:
+                raise ValueError(f"{where}: a cotangent has shape {c.shape}, but the output "
+                                 f"has shape {o.shape}")  # fmt: skip
+        _DEPTH.value += 1
+        try:
+            create = nested or _DEPTH.value > 1 or any(c._node is not None for c in ct_leaves)
+            return tuple(_pull(out_leaves, ct_leaves, targets, structures, retain=True,
+                               create=create))  # fmt: skip
+        finally:
+            _DEPTH.value -= 1
+
+    value = _finish(out, nested)
+    return (value, vjp_fn, _finish(aux, nested)) if has_aux else (value, vjp_fn)

@@ -1,0 +1,326 @@
+"""The tape: nodes, grad mode, and the backward pass.
+
+A tracked array's ``_node`` is the :class:`Node` that made it. A node keeps the primitive row, its
+parents (the nodes of its tracked array inputs), and only the residuals the row's VJP rule
+declared (``Primitive.saves``): every other array input is kept as an :class:`Abstract` (shape
+and dtype, no data). The output is kept only when the rule saves ``"out"``.
+
+``backward`` walks the nodes reachable from a root in reverse creation order (creation order is a
+topological order), calls each rule once with the summed cotangent of its output, reduces each
+input cotangent to its input's shape and realness (the one place broadcasting is undone), and
+frees the node's residuals unless asked to retain the graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+_seq = itertools.count()
+
+
+class _GradMode(threading.local):
+    enabled = True
+
+
+MODE = _GradMode()
+
+
+class Abstract:
+    """An array input a rule did not save: its shape and dtype only (reading data fails)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
+        self.shape, self.dtype = shape, dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"Abstract(shape={self.shape}, dtype={self.dtype})"
+
+
+class Node:
+    """One recorded primitive application (or a leaf, when ``prim`` is None).
+
+    ``args``/``kwargs`` are the call's arguments with arrays replaced by saved snapshots
+    (arrays of the namespace) or :class:`Abstract` placeholders. ``parents`` lists
+    ``(position, node)`` for every tracked array input, where ``position`` is the index of the
+    positional argument (or the kwarg name), plus an index into it for list arguments.
+    ``out`` is the output (a snapshot when saved, else Abstract), ``grad`` the accumulated
+    gradient of a leaf (imperative API).
+    """
+
+    __slots__ = ("prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns", "__weakref__")
+
+    def __init__(self, prim: Any, ns: Any, args: tuple, kwargs: dict, out: Any,
+                 parents: list) -> None:  # fmt: skip
+        self.prim, self.ns, self.args, self.kwargs = prim, ns, args, kwargs
+        self.out, self.parents = out, parents
+        self.seq = next(_seq)
+        self.grad = None
+
+    @property
+    def name(self) -> str:
+        return self.prim.name if self.prim is not None else "leaf"
+
+    def __repr__(self) -> str:
+        return f"<Node {self.seq} {self.name}>"
+
+
+class Select:
+    """Output ``index`` of a multi-output node (``eigh``, ``unstack``, ...)."""
+
+    __slots__ = ("node", "index", "count", "seq", "__weakref__")
+
+    prim = None
+    parents = ()
+    name = "select"
+
+    def __init__(self, node: Node, index: int, count: int) -> None:
+        self.node, self.index, self.count = node, index, count
+        self.seq = next(_seq)
+
+
+def leaf(ns: Any) -> Node:
+    return Node(None, ns, (), {}, None, [])
+
+
+def _toposort(roots: Iterable[Any], stop_below: int) -> list[Any]:
+    """Nodes reachable from ``roots`` (not below sequence ``stop_below``), newest first."""
+    seen: dict[int, Any] = {}
+    stack = [r for r in roots]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.seq < stop_below:
+            continue
+        seen[id(n)] = n
+        if isinstance(n, Select):
+            stack.append(n.node)
+        else:
+            stack.extend(p for _, p in n.parents)
+    return sorted(seen.values(), key=lambda n: n.seq, reverse=True)
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, list):
+        return [_add(x, y) for x, y in zip(a, b, strict=True)]
+    return a + b
+
+
+def _part(node: Node, cts: Any, position: Any) -> Any:
+    """The cotangent of one input from the rule's result tuple.
+
+    A rule returns one entry per positional argument (a list for a list argument), then one
+    per name in its row's ``diff_kwargs``.
+    """
+    if isinstance(position, tuple):
+        pos, sub = position
+        part = cts[pos]
+        return None if part is None else part[sub]
+    if isinstance(position, str):
+        return cts[len(node.args) + node.prim.diff_kwargs.index(position)]
+    return cts[position]
+
+
+def _fit(ops: Any, ct: Any, like: Any) -> Any:
+    """Reduce a cotangent to its input's shape (undo broadcasting) and realness."""
+    shape = tuple(like.shape)
+    if tuple(ct.shape) != shape:
+        lead = ct.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1
+        )
+        ct = ops.sum(ct, axis=axes, keepdims=True) if axes else ct
+        if lead:
+            ct = ops.reshape(ct, shape)
+    complex_ct = ops.isdtype(ct.dtype, "complex floating")
+    if complex_ct and not ops.isdtype(like.dtype, "complex floating"):
+        ct = ops.real(ct)
+    if ct.dtype != like.dtype:
+        ct = ops.astype(ct, like.dtype)
+    return ct
+
+
+def _arg_at(node: Node, position: Any) -> Any:
+    if isinstance(position, tuple):
+        return node.args[position[0]][position[1]]
+    if isinstance(position, str):
+        return node.kwargs[position]
+    return node.args[position]
+
+
+def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
+             retain_graph: bool = False, create_graph: bool = False) -> dict[int, Any]:  # fmt: skip
+    """Run the backward pass from ``roots`` (pairs of node and cotangent).
+
+    Cotangents are backend arrays, or arrays of the namespace when ``create_graph`` (then the
+    rules run on the differentiable namespace and record their own nodes, for higher order).
+    Returns ``{id(node): cotangent}`` for the ``targets``; leaves (nodes without a primitive)
+    that are not targets accumulate into ``node.grad``.
+    """
+    targets = list(targets)
+    target_ids = {id(t) for t in targets}
+    stop_below = min((t.seq for t in targets), default=0)
+    cts: dict[int, Any] = {}
+    for node, g in roots:
+        cts[id(node)] = _add(cts.get(id(node)), g)
+    results: dict[int, Any] = {}
+    for node in _toposort([n for n, _ in roots], stop_below):
+        g = cts.pop(id(node), None)
+        if g is None:
+            continue
+        if id(node) in target_ids:
+            results[id(node)] = g
+            continue
+        if isinstance(node, Select):
+            parts = cts.get(id(node.node)) or [None] * node.count
+            parts = list(parts)
+            parts[node.index] = _add(parts[node.index], g)
+            cts[id(node.node)] = parts
+            continue
+        if node.prim is None:
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        _run_rule(node, g, cts, retain_graph, create_graph)
+    return results
+
+
+def _run_rule(node: Node, g: Any, cts: dict[int, Any], retain_graph: bool,
+              create_graph: bool) -> None:  # fmt: skip
+    if node.args is None:
+        raise RuntimeError(
+            f"backward through {node.name} a second time: its saved values were freed after the "
+            "first backward; pass retain_graph=True to the first backward to keep them"
+        )
+    ns = node.ns
+    if create_graph:
+        ops, args, kwargs, out = ns, node.args, node.kwargs, node.out
+    else:
+        ops = ns._backend.xp
+        args = tuple(_raw(a) for a in node.args)
+        kwargs = {k: _raw(v) for k, v in node.kwargs.items()}
+        out = _raw(node.out)
+    if isinstance(g, list):  # multi-output: missing parts are zeros
+        g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
+             zip(g, out, strict=True)]  # fmt: skip
+    with _mode(create_graph):
+        results = node.prim.vjp(ops, g, out, *args, **kwargs)
+        for position, parent in node.parents:
+            ct = _part(node, results, position)
+            if ct is None:
+                continue
+            ct = _fit(ops, ct, _arg_at(node, position))
+            cts[id(parent)] = _add(cts.get(id(parent)), ct)
+    if not retain_graph:
+        node.args = node.kwargs = node.out = None
+
+
+def _raw(a: Any) -> Any:
+    from .namespace._array import Array
+
+    if isinstance(a, Array):
+        return a._data
+    if isinstance(a, list):
+        return [_raw(e) for e in a]
+    if isinstance(a, tuple):
+        return tuple(_raw(e) for e in a)
+    return a
+
+
+class _mode:
+    """Context manager setting grad mode (used by no_grad/enable_grad and the engine)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        self.prev = MODE.enabled
+        MODE.enabled = self.enabled
+
+    def __exit__(self, *exc: Any) -> None:
+        MODE.enabled = self.prev
+
+
+FLOATING = ("real floating", "complex floating")
+
+
+def _differentiable(a: Any) -> bool:
+    return a._node is not None and a._backend.xp.isdtype(a._data.dtype, FLOATING)
+
+
+def _snapshot(a: Any) -> Any:
+    """A new array object with ``a``'s current value and node (immune to later rebinding)."""
+    s = object.__new__(type(a))
+    s._data, s._node = a._data, a._node
+    return s
+
+
+def _keep(a: Any, keep: bool) -> Any:
+    from .namespace._array import Array
+
+    if isinstance(a, Array):
+        return _snapshot(a) if keep else Abstract(tuple(a._data.shape), a._data.dtype)
+    if isinstance(a, list | tuple) and any(isinstance(e, Array) for e in a):
+        return type(a)(_keep(e, keep) for e in a)
+    return a
+
+
+def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
+    """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
+
+    Called by the namespace's functions only when grad mode is on and some input is tracked.
+    Inputs that are not floating-point, and outputs that are not, never carry nodes.
+    """
+    from .namespace._array import Array
+
+    parents = []
+    for i, a in enumerate(args):
+        if isinstance(a, Array):
+            if _differentiable(a):
+                parents.append((i, a._node))
+        elif isinstance(a, list | tuple):
+            parents.extend(((i, j), e._node) for j, e in enumerate(a)
+                           if isinstance(e, Array) and _differentiable(e))  # fmt: skip
+    for name in prim.diff_kwargs:
+        a = kwargs.get(name)
+        if isinstance(a, Array) and _differentiable(a):
+            parents.append((name, a._node))
+    if not parents:
+        return out
+    names = prim.arg_names
+    saves = prim.saves
+    kept_args = tuple(
+        _keep(a, (names[min(i, len(names) - 1)] in saves)) for i, a in enumerate(args)
+    )
+    kept_kwargs = {k: _keep(v, k in saves) for k, v in kwargs.items()}
+    outs = list(out) if isinstance(out, tuple) else [out]
+    floating = [isinstance(o, Array) and o._backend.xp.isdtype(o._data.dtype, FLOATING)
+                for o in outs]  # fmt: skip
+    if not any(floating):
+        return out
+    node = Node(prim, ns, kept_args, kept_kwargs, None, parents)
+    if isinstance(out, tuple):
+        for i, o in enumerate(outs):
+            if floating[i]:
+                o._node = Select(node, i, len(outs))
+        node.out = [_keep(o, "out" in saves) for o in outs]
+    else:
+        out._node = node
+        node.out = _keep(out, "out" in saves)
+    return out

@@ -1,0 +1,129 @@
+"""Pytrees: nested dicts, lists, tuples, NamedTuples and dataclasses whose leaves are arrays.
+
+``tree_flatten`` returns the leaves in a fixed order and a ``TreeDef`` that ``tree_unflatten``
+rebuilds from new leaves. Dict keys are visited in sorted order when they sort (as in JAX), so
+two dicts with the same keys flatten alike. None is an empty subtree, not a leaf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure",
+           "tree_unflatten"]  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeDef:
+    """The structure of a pytree: a node kind, its static data and its children's structures."""
+
+    kind: str  # "leaf", "none", "tuple", "list", "namedtuple", "dict", "dataclass"
+    meta: Any = None  # the NamedTuple/dataclass type, the dict keys
+    children: tuple[TreeDef, ...] = ()
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __repr__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = ", ".join(map(repr, self.children))
+        name = getattr(self.meta, "__name__", self.kind) if self.kind != "dict" else "dict"
+        return f"{name}({inner})"
+
+
+def _dict_keys(d: dict) -> list:
+    try:
+        return sorted(d)
+    except TypeError:
+        return list(d)
+
+
+def _children(x: Any) -> tuple[str, Any, list] | None:
+    if x is None:
+        return "none", None, []
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return "namedtuple", type(x), list(x)
+    if isinstance(x, tuple):
+        return "tuple", None, list(x)
+    if isinstance(x, list):
+        return "list", None, list(x)
+    if isinstance(x, dict):
+        keys = _dict_keys(x)
+        return "dict", tuple(keys), [x[k] for k in keys]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        names = tuple(f.name for f in dataclasses.fields(x) if f.init)
+        return "dataclass", (type(x), names), [getattr(x, n) for n in names]
+    return None
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+    """The leaves of ``tree`` (depth first) and its structure."""
+    leaves: list[Any] = []
+
+    def walk(x: Any) -> TreeDef:
+        parts = _children(x)
+        if parts is None:
+            leaves.append(x)
+            return TreeDef("leaf")
+        kind, meta, kids = parts
+        return TreeDef(kind, meta, tuple(walk(k) for k in kids))
+
+    return leaves, walk(tree)
+
+
+def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any:
+    """Rebuild a tree of structure ``treedef`` from ``leaves`` (as many as it has)."""
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(
+            f"tree_unflatten: the structure {treedef!r} has {treedef.num_leaves} leaves, "
+            f"got {len(leaves)}"
+        )
+    it = iter(leaves)
+
+    def build(td: TreeDef) -> Any:
+        if td.kind == "leaf":
+            return next(it)
+        kids = [build(c) for c in td.children]
+        if td.kind == "none":
+            return None
+        if td.kind == "tuple":
+            return tuple(kids)
+        if td.kind == "list":
+            return kids
+        if td.kind == "namedtuple":
+            return td.meta(*kids)
+        if td.kind == "dict":
+            return dict(zip(td.meta, kids, strict=True))
+        cls, names = td.meta
+        return cls(**dict(zip(names, kids, strict=True)))
+
+    return build(treedef)
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    return tree_flatten(tree)[0]
+
+
+def tree_structure(tree: Any) -> TreeDef:
+    return tree_flatten(tree)[1]
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """Apply ``f`` leafwise to ``tree`` and trees of the same structure ``rest``."""
+    leaves, td = tree_flatten(tree)
+    others = []
+    for r in rest:
+        r_leaves, r_td = tree_flatten(r)
+        if r_td != td:
+            raise ValueError(f"tree_map: structures differ: {td!r} and {r_td!r}")
+        others.append(r_leaves)
+    return tree_unflatten(td, [f(*xs) for xs in zip(leaves, *others, strict=True)])

@@ -1,0 +1,95 @@
+"""Helpers shared by the VJP rules. Each works on the raw backend namespace (first-order
+backward) and on our differentiable namespace (higher order), using standard functions only,
+except where a backend offers a faster exact primitive (NumPy's ``add.at``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCALARS = (bool, int, float, complex)
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, SCALARS)
+
+
+def is_complex(ns: Any, x: Any) -> bool:
+    return ns.isdtype(x.dtype, "complex floating")
+
+
+def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, an int or a tuple) as sorted non-negative ints."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
+
+
+def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    """Broadcast a reduction's cotangent ``g`` back to the shape of its input ``like``.
+
+    On Cubed the result keeps the input's chunking (a plain ``broadcast_to`` would make size-1
+    chunks along the new dimensions: a plan of thousands of tasks).
+    """
+    if not keepdims:
+        for a in norm_axes(axis, like.ndim):
+            g = ns.expand_dims(g, axis=a)
+    chunks = getattr(like, "chunks", None)
+    if chunks is not None and getattr(ns, "__name__", "") == "cubed":
+        return ns.broadcast_to(g, tuple(like.shape), chunks=chunks)
+    return ns.broadcast_to(g, tuple(like.shape))
+
+
+def count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def sgn(ns: Any, x: Any) -> Any:
+    """d|x|/dx in the JAX convention: sign(x) for reals, conj(x)/|x| (0 at 0) for complex."""
+    if not is_complex(ns, x):
+        return ns.sign(x)
+    a = ns.abs(x)
+    return ns.conj(x) / ns.where(a == 0, 1.0, a)
+
+
+def to_complex(ns: Any, g: Any) -> Any:
+    return ns.astype(g, ns.complex64 if g.dtype == ns.float32 else ns.complex128)
+
+
+def mT(ns: Any, x: Any) -> Any:
+    return ns.matrix_transpose(x)
+
+
+def move_to_last(ns: Any, x: Any, axis: int) -> Any:
+    return ns.moveaxis(x, axis, -1)
+
+
+def index_add(ns: Any, size: int, flat_index: Any, values: Any) -> Any:
+    """A length-``size`` vector with ``values`` summed at ``flat_index`` (duplicates add up).
+
+    NumPy: ``add.at``. Elsewhere a sort-based segment sum built from standard functions
+    (argsort, cumulative_sum, a boolean mask, a duplicate-free setitem), which is itself
+    differentiable for higher order.
+    """
+    dtype = values.dtype
+    if getattr(ns, "__name__", "") == "array_api_compat.numpy":
+        import numpy as np
+
+        out = np.zeros(size, dtype=dtype)
+        np.add.at(out, flat_index, values)
+        return out
+    if flat_index.shape[0] == 0:
+        return ns.zeros(size, dtype=dtype)
+    order = ns.argsort(flat_index)
+    idx = ns.take(flat_index, order)
+    sums = ns.cumulative_sum(ns.take(values, order), include_initial=True)
+    last = ns.concat([idx[1:] != idx[:-1], ns.asarray([True])])
+    ends = ns.concat([ns.asarray([False]), last])
+    starts = ns.concat([ns.asarray([True]), last[:-1], ns.asarray([False])])
+    out = ns.zeros(size, dtype=dtype)
+    out[idx[last]] = sums[ends] - sums[starts]
+    return out

@@ -1,0 +1,60 @@
+"""VJP rules of matmul, tensordot, vecdot and matrix_transpose (holomorphic in the JAX
+convention: transposes, not conjugate transposes, except vecdot, which conjugates x1)."""
+
+from __future__ import annotations
+
+from ..namespace._ops import defvjp
+from ._helpers import mT
+
+
+def _matmul(ns, g, out, x1, x2, /):
+    # Promote 1-D operands to matrices as matmul does, then drop the unit axis again; the
+    # engine sums any broadcast batch axes.
+    a = ns.expand_dims(x1, axis=0) if x1.ndim == 1 else x1
+    b = ns.expand_dims(x2, axis=-1) if x2.ndim == 1 else x2
+    if x1.ndim == 1:
+        g = ns.expand_dims(g, axis=-2)
+    if x2.ndim == 1:
+        g = ns.expand_dims(g, axis=-1)
+    ga, gb = g @ mT(ns, b), mT(ns, a) @ g
+    return (ga[..., 0, :] if x1.ndim == 1 else ga), (gb[..., 0] if x2.ndim == 1 else gb)
+
+
+def _tensordot_axes(axes, nd1, nd2):
+    if isinstance(axes, int):
+        return list(range(nd1 - axes, nd1)), list(range(axes))
+    a, b = axes
+    return [i % nd1 for i in a], [i % nd2 for i in b]
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def _tensordot(ns, g, out, x1, x2, /, *, axes=2):
+    a_ax, b_ax = _tensordot_axes(axes, x1.ndim, x2.ndim)
+    free_a = [i for i in range(x1.ndim) if i not in a_ax]
+    free_b = [i for i in range(x2.ndim) if i not in b_ax]
+    na = len(free_a)
+    # g . x2 over x2's free axes: axes free_a + (x1's contracted axes, in x2's axis order)
+    t1 = ns.tensordot(g, x2, axes=(list(range(na, g.ndim)), free_b))
+    order1 = free_a + [a_ax[b_ax.index(j)] for j in sorted(b_ax)]
+    # x1 . g over x1's free axes: (x2's contracted axes, in x1's axis order) + free_b
+    t2 = ns.tensordot(x1, g, axes=(free_a, list(range(na))))
+    order2 = [b_ax[a_ax.index(i)] for i in sorted(a_ax)] + free_b
+    return ns.permute_dims(t1, _inverse(order1)), ns.permute_dims(t2, _inverse(order2))
+
+
+def _vecdot(ns, g, out, x1, x2, /, *, axis=-1):
+    # out = sum(conj(x1) * x2): x2 gets g conj(x1); x1 gets conj(g x2).
+    ge = ns.expand_dims(g, axis=axis)
+    return ns.conj(ge * x2), ge * ns.conj(x1)
+
+
+defvjp("matmul", _matmul, saves=("x1", "x2"))
+defvjp("tensordot", _tensordot, saves=("x1", "x2"))
+defvjp("vecdot", _vecdot, saves=("x1", "x2"))
+defvjp("matrix_transpose", lambda ns, g, out, x, /: (mT(ns, g),))
