@@ -17,26 +17,12 @@ from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
 from .._tape import MODE, record
-from . import (  # noqa: F401  # noqa: F401  # noqa: F401
-    _creation,
-    _data_types,
-    _elementwise,
-    _fft,
-    _indexing,
-    _linalg,
-    _linear_algebra,
-    _manipulation,
-    _searching,
-    _set,
-    _sorting,
-    _statistical,
-    _utility,
-)
 from ._array import _SCALARS, Array, install_operators
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
-from ._ops import CATEGORIES, REGISTRY, Primitive
+from ._ops import CATEGORIES, Primitive
+from ._table import REGISTRY
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

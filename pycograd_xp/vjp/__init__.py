@@ -6,6 +6,7 @@ raw backend namespace for a first-order backward and the differentiable namespac
 higher-order gradient is asked for.
 """
 
+from ..namespace import _table  # noqa: F401  (the rows the rules attach to)
 from . import (  # noqa: F401
     _creation,
     _data_types,
