@@ -10,6 +10,7 @@ Broadcasting is not handled here: the engine reduces every cotangent to its inpu
 
 from __future__ import annotations
 
+import cmath
 import math
 
 from ..namespace._ops import defvjp, nondifferentiable
@@ -73,9 +74,13 @@ defvjp("divide", lambda ns, g, out, x1, x2: (g / x2, -g * out / x2), saves=("x2"
 
 def _pow(ns, g, out, x1, x2):
     # d/dx1 = x2 x1^(x2-1); d/dx2 = out log(x1), taken as 0 where x1 == 0 (as in JAX)
-    g1 = g * x2 * ns.pow(x1, x2 - 1)
-    if is_scalar(x2) or is_scalar(x1):
+    g1 = None if is_scalar(x1) else g * x2 * ns.pow(x1, x2 - 1)
+    if is_scalar(x2):
         return g1, None
+    if is_scalar(x1):
+        log1 = 0.0 if x1 == 0 else cmath.log(x1) if isinstance(x1, complex) or x1 < 0 else \
+            math.log(x1)  # fmt: skip
+        return g1, g * out * log1
     safe = ns.where(x1 == 0, 1.0, x1)
     return g1, ns.where(x1 == 0, 0.0, g * out * ns.log(safe))
 
@@ -110,12 +115,13 @@ defvjp("minimum", lambda ns, g, out, x1, x2: (_select(ns, g, x1 < x2, x1 == x2),
        saves=("x1", "x2"))  # fmt: skip
 # copysign(x1, x2) = |x1| sign(x2): slope +-1 in x1, piecewise constant in x2.
 defvjp("copysign", lambda ns, g, out, x1, x2: (
-    ns.where(ns.signbit(x1) == ns.signbit(out), g, -g), None), saves=("x1", "out"))  # fmt: skip
+    None if is_scalar(x1) else ns.where(ns.signbit(x1) == ns.signbit(out), g, -g), None),
+    saves=("x1", "out"))  # fmt: skip
 # nextafter(x1, x2) moves x1 by one ulp: slope 1 in x1, 0 in x2.
 defvjp("nextafter", lambda ns, g, out, x1, x2: (g, None))
 # remainder(x1, x2) = x1 - floor(x1 / x2) x2
 defvjp("remainder", lambda ns, g, out, x1, x2: (
-    g, None if is_scalar(x1) else -g * ns.floor(x1 / x2)), saves=("x1", "x2"))  # fmt: skip
+    g, None if is_scalar(x2) else -g * ns.floor(x1 / x2)), saves=("x1", "x2"))  # fmt: skip
 
 
 def _clip(ns, g, out, x, /, min=None, max=None):

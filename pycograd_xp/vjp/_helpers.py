@@ -71,25 +71,21 @@ def move_to_last(ns: Any, x: Any, axis: int) -> Any:
 def index_add(ns: Any, size: int, flat_index: Any, values: Any) -> Any:
     """A length-``size`` vector with ``values`` summed at ``flat_index`` (duplicates add up).
 
-    NumPy: ``add.at``. Elsewhere a sort-based segment sum built from standard functions
-    (argsort, cumulative_sum, a boolean mask, a duplicate-free setitem), which is itself
-    differentiable for higher order.
+    NumPy: ``add.at``. Elsewhere a sort-based segment sum from standard functions only (no
+    scatter, which array-api-strict and Cubed lack): sort the indices, take cumulative sums of
+    the values in that order, and read each position's segment off with ``searchsorted``. It is
+    itself differentiable, for higher order.
     """
-    dtype = values.dtype
     if getattr(ns, "__name__", "") == "array_api_compat.numpy":
         import numpy as np
 
-        out = np.zeros(size, dtype=dtype)
+        out = np.zeros(size, dtype=values.dtype)
         np.add.at(out, flat_index, values)
         return out
-    if flat_index.shape[0] == 0:
-        return ns.zeros(size, dtype=dtype)
     order = ns.argsort(flat_index)
     idx = ns.take(flat_index, order)
     sums = ns.cumulative_sum(ns.take(values, order), include_initial=True)
-    last = ns.concat([idx[1:] != idx[:-1], ns.asarray([True])])
-    ends = ns.concat([ns.asarray([False]), last])
-    starts = ns.concat([ns.asarray([True]), last[:-1], ns.asarray([False])])
-    out = ns.zeros(size, dtype=dtype)
-    out[idx[last]] = sums[ends] - sums[starts]
-    return out
+    positions = ns.arange(size, dtype=idx.dtype)
+    hi = ns.searchsorted(idx, positions, side="right")
+    lo = ns.searchsorted(idx, positions, side="left")
+    return ns.take(sums, hi) - ns.take(sums, lo)

@@ -10,6 +10,8 @@ from ._helpers import mT
 def _matmul(ns, g, out, x1, x2, /):
     # Promote 1-D operands to matrices as matmul does, then drop the unit axis again; the
     # engine sums any broadcast batch axes.
+    if x1.ndim == 1 and x2.ndim == 1:  # an inner product
+        return g * x2, g * x1
     a = ns.expand_dims(x1, axis=0) if x1.ndim == 1 else x1
     b = ns.expand_dims(x2, axis=-1) if x2.ndim == 1 else x2
     if x1.ndim == 1:

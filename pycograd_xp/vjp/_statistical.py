@@ -50,9 +50,9 @@ def _var(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def _std(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
-    (gv,) = _var(ns, g / (2 * out), None, x, axis=axis, correction=correction,
-                 keepdims=keepdims)  # fmt: skip
-    return (gv,)
+    # std = sqrt(var); where std is 0 (constant data) the gradient is taken as 0
+    gv = ns.where(out == 0, 0.0, g / (2 * ns.where(out == 0, 1.0, out)))
+    return _var(ns, gv, None, x, axis=axis, correction=correction, keepdims=keepdims)
 
 
 def _along(ns, x, axis, start=None, stop=None):

@@ -1,0 +1,440 @@
+"""The gradient-conformance cases: for every differentiable function of the standard, calls swept
+over shapes (scalar, (3,), (2, 3), (1, 3), broadcasting pairs), axes (None, 0, -1, tuples),
+keepdims, correction and the other options, real and complex, each with inputs drawn from the
+function's smooth domain.
+
+``cases()`` returns ``{function name: [Case, ...]}``; ``conformance/test_gradients.py`` runs
+the dot-product test on each, and checks that every differentiable row has cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SHAPES = [(), (3,), (2, 3), (1, 3)]
+PAIRS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((1, 3), (2, 1)), ((), (2, 3)), ((3,), ())]
+AXES_2D = [None, 0, -1, (0, 1)]
+
+
+@dataclass
+class Case:
+    label: str
+    f: Callable[..., Any]  # f(xp) -> the function of arrays to differentiate
+    args: tuple[np.ndarray, ...]
+    backends: tuple[str, ...] = ("numpy", "array_api_strict")
+
+
+# array-api-strict refuses index kinds outside the standard (integer arrays beside slices,
+# integer-array assignment); those cases run on NumPy only.
+NUMPY_ONLY = ("numpy",)
+_rng = np.random.default_rng(1234)
+
+
+def arr(shape, lo=-2.0, hi=2.0, cplx=False, away=0.0):
+    """Random float64 (or complex128) values in [lo, hi], at least ``away`` from 0."""
+    a = _rng.uniform(lo, hi, shape)
+    if away:
+        a = np.sign(a + (a == 0)) * (away + np.abs(a))
+    if cplx:
+        a = a + 1j * _rng.uniform(lo, hi, shape)
+    return np.asarray(a)
+
+
+def spd(n, batch=()):
+    a = _rng.standard_normal((*batch, n, n))
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+UNARY_DOMAINS = {
+    "abs": dict(away=0.2), "acos": dict(lo=-0.8, hi=0.8), "acosh": dict(lo=1.2, hi=3.0),
+    "asin": dict(lo=-0.8, hi=0.8), "asinh": {}, "atan": {}, "atanh": dict(lo=-0.8, hi=0.8),
+    "cos": {}, "cosh": {}, "exp": {}, "expm1": {}, "log": dict(lo=0.5, hi=2.0),
+    "log1p": dict(lo=-0.5, hi=2.0), "log2": dict(lo=0.5, hi=2.0), "log10": dict(lo=0.5, hi=2.0),
+    "reciprocal": dict(away=0.5), "sin": {}, "sinh": {}, "sqrt": dict(lo=0.5, hi=2.0),
+    "tan": dict(lo=-1.2, hi=1.2), "tanh": {}, "square": {}, "negative": {}, "positive": {},
+    "conj": {}, "real": {}, "sign": dict(away=0.2),
+}  # fmt: skip
+# Holomorphic (or explicitly complex-aware) rules checked on complex inputs too.
+COMPLEX_UNARY = {
+    "abs": dict(away=0.3), "exp": {}, "expm1": {}, "log": dict(lo=0.5, hi=2.0),
+    "log1p": dict(lo=0.2, hi=2.0), "sin": {}, "cos": {}, "tan": dict(lo=-0.5, hi=0.5),
+    "sinh": {}, "cosh": {}, "tanh": dict(lo=-0.5, hi=0.5), "sqrt": dict(lo=0.5, hi=2.0),
+    "square": {}, "reciprocal": dict(away=0.5), "conj": {}, "real": {}, "imag": {},
+    "sign": dict(away=0.3), "negative": {}, "asin": dict(lo=-0.5, hi=0.5),
+    "acos": dict(lo=-0.5, hi=0.5), "atan": dict(lo=-0.5, hi=0.5), "asinh": dict(lo=-0.5, hi=0.5),
+    "atanh": dict(lo=-0.5, hi=0.5), "acosh": dict(lo=1.5, hi=3.0), "log2": dict(lo=0.5, hi=2.0),
+    "log10": dict(lo=0.5, hi=2.0),
+}  # fmt: skip
+BINARY_DOMAINS = {
+    "add": ({}, {}), "subtract": ({}, {}), "multiply": ({}, {}), "divide": ({}, dict(away=0.5)),
+    "pow": (dict(lo=0.5, hi=2.0), {}), "atan2": ({}, dict(away=0.3)),
+    "hypot": (dict(away=0.2), {}), "logaddexp": ({}, {}), "maximum": ({}, {}),
+    "minimum": ({}, {}), "copysign": (dict(away=0.2), dict(away=0.2)), "nextafter": ({}, {}),
+    "remainder": ({}, dict(lo=0.7, hi=1.3)),
+}  # fmt: skip
+COMPLEX_BINARY = {"add", "subtract", "multiply", "divide", "pow"}
+
+
+def _call(name):
+    scope, _, short = name.rpartition(".")
+
+    def get(xp):
+        return getattr(getattr(xp, scope) if scope else xp, short)
+
+    return get
+
+
+def _unary_cases(out):
+    for name, dom in UNARY_DOMAINS.items():
+        for shape in SHAPES:
+            out.setdefault(name, []).append(
+                Case(f"{shape}", lambda xp, g=_call(name): g(xp), (arr(shape, **dom),))
+            )
+    for name, dom in COMPLEX_UNARY.items():
+        for shape in [(), (2, 3)]:
+            out.setdefault(name, []).append(
+                Case(f"complex {shape}", lambda xp, g=_call(name): g(xp),
+                     (arr(shape, cplx=True, **dom),)))  # fmt: skip
+
+
+def _binary_cases(out):
+    for name, (d1, d2) in BINARY_DOMAINS.items():
+        for s1, s2 in PAIRS:
+            out.setdefault(name, []).append(
+                Case(f"{s1} {s2}", lambda xp, g=_call(name): g(xp),
+                     (arr(s1, **d1), arr(s2, **d2))))  # fmt: skip
+        out[name].append(Case("array op scalar", lambda xp, g=_call(name): (
+            lambda x: g(xp)(x, 1.5)), (arr((2, 3), **d1),)))  # fmt: skip
+        out[name].append(Case("scalar op array", lambda xp, g=_call(name): (
+            lambda x: g(xp)(1.5, x)), (arr((2, 3), **d2),)))  # fmt: skip
+        if name in COMPLEX_BINARY:
+            out[name].append(
+                Case(
+                    "complex",
+                    lambda xp, g=_call(name): g(xp),
+                    (arr((2, 3), cplx=True, **d1), arr((3,), cplx=True, **d2)),
+                )
+            )
+    out["clip"] = [
+        Case("scalars", lambda xp: lambda x: xp.clip(x, -1.0, 1.0), (arr((2, 3)),)),
+        Case("arrays", lambda xp: lambda x, lo, hi: xp.clip(x, lo, hi),
+             (arr((2, 3)), arr((3,), -1.5, -0.5), arr((2, 1), 0.5, 1.5))),
+        Case("max only", lambda xp: lambda x, hi: xp.clip(x, max=hi),
+             (arr((2, 3)), arr((2, 3)))),
+    ]  # fmt: skip
+
+
+def _reduction_cases(out):
+    for name in ("sum", "mean", "prod", "max", "min", "var", "std"):
+        for axis in AXES_2D:
+            for keepdims in (False, True):
+                corrections = (0.0, 1.0) if name in ("var", "std") else (None,)
+                for c in corrections:
+                    kw = {"axis": axis, "keepdims": keepdims}
+                    if c is not None:
+                        kw["correction"] = c
+                    out.setdefault(name, []).append(
+                        Case(
+                            f"{kw}",
+                            lambda xp, n=name, kw=kw: lambda x: getattr(xp, n)(x, **kw),
+                            (arr((2, 3), 0.5, 2.0),),
+                        )
+                    )
+        for shape in ((), (3,), (1, 3)):
+            out[name].append(Case(f"{shape}", lambda xp, n=name: getattr(xp, n),
+                                  (arr(shape, 0.5, 2.0),)))  # fmt: skip
+    prod_zero = np.array([[1.5, 0.0, -2.0], [0.0, 0.0, 3.0]])
+    for axis in (None, 0, 1):
+        out["prod"].append(Case(f"zeros axis={axis}", lambda xp, a=axis: (
+            lambda x: xp.prod(x, axis=a)), (prod_zero,)))  # fmt: skip
+    for name in ("sum", "mean", "prod"):
+        out[name].append(Case("complex", lambda xp, n=name: (
+            lambda x: getattr(xp, n)(x, axis=0)), (arr((2, 3), cplx=True),)))  # fmt: skip
+    ties = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]])
+    for name in ("max", "min"):
+        out[name].append(Case("ties", lambda xp, n=name: (
+            lambda x: getattr(xp, n)(x, axis=1) + 0 * xp.sum(x)), (ties,)))  # fmt: skip
+    for name in ("cumulative_sum", "cumulative_prod"):
+        for axis in (0, 1, -1):
+            for inc in (False, True):
+                out.setdefault(name, []).append(
+                    Case(f"axis={axis} include_initial={inc}", lambda xp, n=name, a=axis, i=inc:
+                         lambda x: getattr(xp, n)(x, axis=a, include_initial=i),
+                         (arr((2, 3), 0.5, 2.0),)))  # fmt: skip
+        out[name].append(Case("1-D", lambda xp, n=name: getattr(xp, n), (arr((4,), 0.5, 2.0),)))
+        out[name].append(Case("complex", lambda xp, n=name: (
+            lambda x: getattr(xp, n)(x, axis=1)), (arr((2, 3), cplx=True),)))  # fmt: skip
+    zeros = np.array([[2.0, 0.0, 3.0, 0.0, 1.5], [0.0, 1.2, 2.0, 1.1, 0.7]])
+    for inc in (False, True):
+        out["cumulative_prod"].append(Case(f"zeros include_initial={inc}", lambda xp, i=inc: (
+            lambda x: xp.cumulative_prod(x, axis=1, include_initial=i)), (zeros,)))  # fmt: skip
+
+
+def _manipulation_cases(out):
+    a23, a3 = arr((2, 3)), arr((3,))
+    out["broadcast_to"] = [Case("(3,)->(2,3)", lambda xp: lambda x: xp.broadcast_to(x, (2, 3)),
+                                (a3,)),
+                           Case("(1,3)->(4,2,3)", lambda xp: lambda x: xp.broadcast_to(
+                               x, (4, 2, 3)), (arr((1, 3)),))]  # fmt: skip
+    out["broadcast_arrays"] = [Case("pair", lambda xp: xp.broadcast_arrays,
+                                    (arr((2, 1)), arr((3,))))]  # fmt: skip
+    out["concat"] = [
+        Case("axis 0", lambda xp: lambda a, b: xp.concat([a, b]), (a23, arr((1, 3)))),
+        Case("axis -1", lambda xp: lambda a, b: xp.concat([a, b], axis=-1), (a23, arr((2, 2)))),
+        Case("axis None", lambda xp: lambda a, b: xp.concat([a, b], axis=None), (a23, a3)),
+    ]
+    out["stack"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda a, b: xp.stack([a, b], axis=ax),
+                         (a23, arr((2, 3)))) for ax in (0, 1, -1)]  # fmt: skip
+    out["unstack"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.unstack(x, axis=ax),
+                           (a23,)) for ax in (0, -1)]  # fmt: skip
+    out["expand_dims"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.expand_dims(
+        x, axis=ax), (a23,)) for ax in (0, -1, 1)]  # fmt: skip
+    out["squeeze"] = [Case("axis 0", lambda xp: lambda x: xp.squeeze(x, axis=0), (arr((1, 3)),))]
+    out["reshape"] = [Case(f"{s}", lambda xp, s=s: lambda x: xp.reshape(x, s), (a23,))
+                      for s in [(3, 2), (-1,), (1, 6)]]  # fmt: skip
+    out["flip"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.flip(x, axis=ax), (a23,))
+                   for ax in (None, 0, -1, (0, 1))]  # fmt: skip
+    out["moveaxis"] = [Case("0->-1", lambda xp: lambda x: xp.moveaxis(x, 0, -1),
+                            (arr((2, 3, 4)),))]  # fmt: skip
+    out["permute_dims"] = [Case("(2,0,1)", lambda xp: lambda x: xp.permute_dims(x, (2, 0, 1)),
+                                (arr((2, 3, 4)),))]  # fmt: skip
+    out["matrix_transpose"] = [Case("batch", lambda xp: xp.matrix_transpose, (arr((2, 3, 4)),))]
+    out["repeat"] = [
+        Case("int axis 1", lambda xp: lambda x: xp.repeat(x, 2, axis=1), (a23,)),
+        Case("int axis None", lambda xp: lambda x: xp.repeat(x, 3), (a23,)),
+        Case("array axis 0", lambda xp: lambda x: xp.repeat(
+            x, xp.asarray([2, 0, 3]), axis=0), (a3,)),
+    ]  # fmt: skip
+    out["roll"] = [
+        Case(f"{sh} {ax}", lambda xp, sh=sh, ax=ax: lambda x: xp.roll(x, sh, axis=ax), (a23,))
+        for sh, ax in [(1, None), (1, 0), (-2, 1), ((1, 2), (0, 1))]
+    ]
+    out["tile"] = [Case(f"{r}", lambda xp, r=r: lambda x: xp.tile(x, r), (a23,))
+                   for r in [(2, 1), (2,), (2, 1, 3)]]  # fmt: skip
+    out["where"] = [Case("pair", lambda xp: lambda a, b: xp.where(
+        xp.asarray(np.array([[True, False, True], [False, False, True]])), a, b),
+        (a23, arr((3,))))]  # fmt: skip
+    out["where"].append(Case("scalar", lambda xp: lambda a: xp.where(a > 0, a, 0.0), (a23,)))
+    out["sort"] = [Case(f"axis {ax} desc {d}", lambda xp, ax=ax, d=d: lambda x: xp.sort(
+        x, axis=ax, descending=d), (a23,)) for ax in (0, -1) for d in (False, True)]  # fmt: skip
+    out["diff"] = [
+        Case("n=1", lambda xp: xp.diff, (a23,)),
+        Case("n=2 axis 0", lambda xp: lambda x: xp.diff(x, axis=0, n=2), (arr((4, 3)),)),
+        Case("prepend/append", lambda xp: lambda x, p, q: xp.diff(x, prepend=p, append=q),
+             (a23, arr((2, 1)), arr((2, 2)))),
+    ]  # fmt: skip
+    out["astype"] = [Case("to complex", lambda xp: lambda x: xp.abs(xp.astype(
+        x, xp.complex128) * (1 + 2j)), (a23,))]  # fmt: skip
+    out["asarray"] = [Case("identity", lambda xp: lambda x: xp.asarray(x) * 2, (a23,))]
+    out["tril"] = [
+        Case("k=0", lambda xp: xp.tril, (arr((3, 3)),)),
+        Case("k=1", lambda xp: lambda x: xp.tril(x, k=1), (a23,)),
+    ]
+    out["triu"] = [Case("k=-1", lambda xp: lambda x: xp.triu(x, k=-1), (a23,))]
+    out["meshgrid"] = [Case(f"{ix}", lambda xp, ix=ix: lambda a, b: xp.meshgrid(
+        a, b, indexing=ix), (arr((2,)), arr((3,)))) for ix in ("xy", "ij")]  # fmt: skip
+
+
+def _indexing_cases(out):
+    a = arr((3, 4))
+    idx = np.array([2, 0, 2, 1])
+
+    def getitem(key_fn):
+        return lambda xp: lambda x: x[key_fn(xp)]
+
+    out["__getitem__"] = [
+        Case("basic", getitem(lambda xp: (slice(None, None, -1), slice(1, 3))), (a,)),
+        Case("int and ellipsis", getitem(lambda xp: (1, ...)), (a,)),
+        Case("newaxis", getitem(lambda xp: (None, 0, slice(None))), (a,), NUMPY_ONLY),
+        Case("int array dup", getitem(lambda xp: (xp.asarray(idx), slice(None))), (a,),
+             NUMPY_ONLY),
+        Case("two int arrays", getitem(lambda xp: (xp.asarray(idx[:3]), xp.asarray([3, 3, 0]))),
+             (a,)),
+        Case("mask", getitem(lambda xp: xp.asarray(a > 0)), (a,)),
+    ]  # fmt: skip
+
+    def setitem(key_fn):
+        def f(xp):
+            def g(x, v):
+                y = x * 1.0
+                y[key_fn(xp)] = v
+                return y
+
+            return g
+
+        return f
+
+    out["__setitem__"] = [
+        Case("slice", setitem(lambda xp: (slice(0, 2), 1)), (a, arr((2,)))),
+        Case("broadcast value", setitem(lambda xp: (slice(None), slice(1, 3))), (a, arr((2,)))),
+        Case("mask scalar-shaped value", setitem(lambda xp: xp.asarray(a > 0)), (a, arr(()))),
+        Case("int array", setitem(lambda xp: (xp.asarray([2, 0]), slice(None))),
+             (a, arr((2, 4))), NUMPY_ONLY),
+    ]  # fmt: skip
+    out["take"] = [
+        Case(
+            f"axis {ax}",
+            lambda xp, ax=ax: (
+                lambda x: xp.take(x, xp.asarray(idx[:3] if ax == 0 else idx), axis=ax)
+            ),
+            (a,),
+        )
+        for ax in (0, 1)
+    ]
+    out["take"].append(Case("1-D", lambda xp: lambda x: xp.take(x, xp.asarray([1, 1, 0])),
+                            (arr((3,)),)))  # fmt: skip
+    ind = np.array([[0, 0, 2, 1], [1, 1, 1, 0], [3, 3, 2, 2]])
+    out["take_along_axis"] = [
+        Case("axis -1", lambda xp: lambda x: xp.take_along_axis(x, xp.asarray(ind), axis=-1),
+             (a,)),
+        Case("axis 0", lambda xp: lambda x: xp.take_along_axis(
+            x, xp.asarray(ind[:2, :] % 3), axis=0), (a,)),
+    ]  # fmt: skip
+
+
+def _linear_algebra_cases(out):
+    out["matmul"] = [
+        Case(f"{s1} {s2}", lambda xp: xp.matmul, (arr(s1), arr(s2)))
+        for s1, s2 in [((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)),
+                       ((2, 2, 3), (3, 4)), ((1, 2, 3), (5, 3, 2))]
+    ]  # fmt: skip
+    out["matmul"].append(
+        Case("complex", lambda xp: xp.matmul, (arr((2, 3), cplx=True), arr((3, 2), cplx=True)))
+    )
+    out["tensordot"] = [
+        Case(f"axes={ax}", lambda xp, ax=ax: lambda a, b: xp.tensordot(a, b, axes=ax),
+             (arr(s1), arr(s2)))
+        for ax, s1, s2 in [(1, (2, 3), (3, 4)), (2, (2, 3, 4), (3, 4, 5)), (0, (2,), (3,)),
+                           (((0, 2), (1, 0)), (3, 2, 4), (4, 3))]
+    ]  # fmt: skip
+    out["vecdot"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda a, b: xp.vecdot(a, b, axis=ax),
+                          (arr((2, 3)), arr((3,)) if ax == -1 else arr((2, 1))))
+                     for ax in (-1, -2)]  # fmt: skip
+    out["vecdot"].append(
+        Case("complex", lambda xp: xp.vecdot, (arr((2, 3), cplx=True), arr((2, 3), cplx=True)))
+    )
+
+
+def _linalg_cases(out):
+    L = "linalg."
+    sq = arr((3, 3)) + 3 * np.eye(3)
+    out[L + "inv"] = [Case("3x3", lambda xp: xp.linalg.inv, (sq,)),
+                      Case("batch", lambda xp: xp.linalg.inv, (arr((2, 3, 3)) + 3 * np.eye(3),)),
+                      Case("complex", lambda xp: xp.linalg.inv,
+                           (arr((2, 2), cplx=True) + 3 * np.eye(2),))]  # fmt: skip
+    out[L + "det"] = [Case("3x3", lambda xp: xp.linalg.det, (sq,)),
+                      Case("complex", lambda xp: xp.linalg.det,
+                           (arr((2, 2), cplx=True) + 2 * np.eye(2),))]  # fmt: skip
+    out[L + "slogdet"] = [Case("real", lambda xp: xp.linalg.slogdet, (sq,)),
+                          Case("negative det", lambda xp: xp.linalg.slogdet,
+                               (np.diag([-1.0, 2.0, 3.0]) + 0.1 * arr((3, 3)),)),
+                          Case("complex", lambda xp: xp.linalg.slogdet,
+                               (arr((2, 2), cplx=True) + 2 * np.eye(2),))]  # fmt: skip
+    out[L + "solve"] = [Case("matrix rhs", lambda xp: xp.linalg.solve, (sq, arr((3, 2)))),
+                        Case("vector rhs", lambda xp: xp.linalg.solve, (sq, arr((3,)))),
+                        Case("batch", lambda xp: xp.linalg.solve,
+                             (arr((2, 3, 3)) + 3 * np.eye(3), arr((2, 3, 1))))]  # fmt: skip
+    out[L + "matrix_power"] = [Case(f"n={n}", lambda xp, n=n: lambda x: xp.linalg.matrix_power(
+        x, n), (sq / 3,)) for n in (0, 1, 3, -2)]  # fmt: skip
+    out[L + "cholesky"] = [
+        Case(
+            f"upper={u}",
+            lambda xp, u=u: lambda a: xp.linalg.cholesky(a @ a.mT + 3 * xp.eye(3), upper=u),
+            (arr((3, 3)),),
+        )
+        for u in (False, True)
+    ]
+    out[L + "eigh"] = [Case("sym", lambda xp: lambda a: (lambda w, v: (w, v * v))(
+        *xp.linalg.eigh(a + a.mT)), (arr((3, 3)),))]  # fmt: skip
+    out[L + "eigvalsh"] = [Case("sym", lambda xp: lambda a: xp.linalg.eigvalsh(a + a.mT),
+                                (arr((3, 3)),))]  # fmt: skip
+    out[L + "eigvals"] = [Case("spd, order-free", lambda xp: lambda a: xp.sum(
+        xp.linalg.eigvals(a) ** 2), (spd(3),))]  # fmt: skip
+    for shape, fm in [((4, 3), False), ((3, 4), False), ((3, 3), True)]:
+        out.setdefault(L + "svd", []).append(Case(f"{shape} full={fm}", lambda xp, fm=fm: (
+            lambda a: (lambda u, s, vh: (u * u, s, vh * vh))(
+                *xp.linalg.svd(a, full_matrices=fm))), (arr(shape),)))  # fmt: skip
+    out[L + "svdvals"] = [Case(f"{s}", lambda xp: xp.linalg.svdvals, (arr(s),))
+                          for s in [(4, 3), (3, 4)]]  # fmt: skip
+    out[L + "qr"] = [Case(f"{s}", lambda xp: xp.linalg.qr, (arr(s),)) for s in [(4, 3), (3, 3)]]
+    out[L + "pinv"] = [Case(f"{s}", lambda xp: xp.linalg.pinv, (arr(s),))
+                       for s in [(4, 3), (3, 4)]]  # fmt: skip
+    out[L + "matrix_norm"] = [
+        Case(f"ord={o} keepdims={k}", lambda xp, o=o, k=k: lambda x: xp.linalg.matrix_norm(
+            x, ord=o, keepdims=k), (arr((3, 4)),))
+        for o in ("fro", "nuc", 2, -2, 1, -1, float("inf"), -float("inf")) for k in (False, True)
+    ]  # fmt: skip
+    out[L + "matrix_norm"].append(Case("fro complex", lambda xp: xp.linalg.matrix_norm,
+                                       (arr((2, 3), cplx=True),)))  # fmt: skip
+    out[L + "vector_norm"] = [
+        Case(f"ord={o} axis={ax} keepdims={k}", lambda xp, o=o, ax=ax, k=k: (
+            lambda x: xp.linalg.vector_norm(x, ord=o, axis=ax, keepdims=k)), (arr((2, 3)),))
+        for o in (2, 1, 3, 0.5, float("inf"), -float("inf")) for ax in (None, 0, -1, (0, 1))
+        for k in (False, True)
+    ]  # fmt: skip
+    out[L + "vector_norm"].append(Case("complex", lambda xp: xp.linalg.vector_norm,
+                                       (arr((2, 3), cplx=True),)))  # fmt: skip
+    out[L + "trace"] = [Case(f"offset={k}", lambda xp, k=k: lambda x: xp.linalg.trace(
+        x, offset=k), (arr((2, 3, 4)),)) for k in (0, 1, -1)]  # fmt: skip
+    out[L + "diagonal"] = [Case(f"offset={k}", lambda xp, k=k: lambda x: xp.linalg.diagonal(
+        x, offset=k), (arr((2, 3, 4)),)) for k in (0, 2, -1)]  # fmt: skip
+    out[L + "cross"] = [Case("3-vectors", lambda xp: xp.linalg.cross, (arr((2, 3)), arr((3,)))),
+                        Case("axis -2", lambda xp: lambda a, b: xp.linalg.cross(a, b, axis=-2),
+                             (arr((3, 2)), arr((3, 2))))]  # fmt: skip
+    out[L + "outer"] = [Case("real", lambda xp: xp.linalg.outer, (arr((3,)), arr((2,)))),
+                        Case("complex", lambda xp: xp.linalg.outer,
+                             (arr((3,), cplx=True), arr((2,), cplx=True)))]  # fmt: skip
+
+
+def _fft_cases(out):
+    F = "fft."
+    for name in ("fft", "ifft"):
+        out[F + name] = [
+            Case(f"n={n} norm={nm}", lambda xp, name=name, n=n, nm=nm: lambda x: getattr(
+                xp.fft, name)(x, n=n, norm=nm), (arr((2, 5), cplx=True),))
+            for n in (None, 3, 8) for nm in ("backward", "ortho", "forward")
+        ]  # fmt: skip
+    for name in ("fftn", "ifftn"):
+        out[F + name] = [
+            Case(f"s={s} axes={ax}", lambda xp, name=name, s=s, ax=ax: lambda x: getattr(
+                xp.fft, name)(x, s=s, axes=ax, norm="ortho"), (arr((2, 3, 4), cplx=True),))
+            for s, ax in [(None, None), ((3, 2), (0, 2)), (None, (1,))]
+        ]  # fmt: skip
+    out[F + "rfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.rfft(
+        x, n=n, norm=nm), (arr((2, 6)),)) for n in (None, 4, 9)
+        for nm in ("backward", "ortho", "forward")]  # fmt: skip
+    out[F + "irfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.irfft(
+        x, n=n, norm=nm), (arr((2, 4), cplx=True),)) for n in (None, 5, 7, 4)
+        for nm in ("backward", "ortho", "forward")]  # fmt: skip
+    out[F + "hfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.hfft(
+        x, n=n, norm=nm), (arr((2, 4), cplx=True),)) for n in (None, 5)
+        for nm in ("backward", "ortho")]  # fmt: skip
+    out[F + "ihfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.ihfft(
+        x, n=n, norm=nm), (arr((2, 6)),)) for n in (None, 5)
+        for nm in ("backward", "forward")]  # fmt: skip
+    out[F + "rfftn"] = [
+        Case(
+            f"s={s} axes={ax}",
+            lambda xp, s=s, ax=ax: lambda x: xp.fft.rfftn(x, s=s, axes=ax),
+            (arr((2, 3, 4)),),
+        )
+        for s, ax in [(None, None), ((3, 6), (0, 2))]
+    ]
+    out[F + "irfftn"] = [Case(f"s={s} axes={ax}", lambda xp, s=s, ax=ax: lambda x: xp.fft.irfftn(
+        x, s=s, axes=ax), (arr((2, 3, 3), cplx=True),))
+        for s, ax in [(None, None), ((3, 5), (1, 2)), ((2, 4), (0, 2))]]  # fmt: skip
+    for name in ("fftshift", "ifftshift"):
+        out[F + name] = [Case(f"axes={ax}", lambda xp, name=name, ax=ax: lambda x: getattr(
+            xp.fft, name)(x, axes=ax), (arr((3, 4)),)) for ax in (None, 0, (0, 1))]  # fmt: skip
+
+
+def cases() -> dict[str, list[Case]]:
+    out: dict[str, list[Case]] = {}
+    for build in (_unary_cases, _binary_cases, _reduction_cases, _manipulation_cases,
+                  _indexing_cases, _linear_algebra_cases, _linalg_cases, _fft_cases):  # fmt: skip
+        build(out)
+    return out
