@@ -92,12 +92,12 @@ def _unary_cases(out):
     for name, dom in UNARY_DOMAINS.items():
         for shape in SHAPES:
             out.setdefault(name, []).append(
-                Case(f"{shape}", lambda xp, g=_call(name): g(xp), (arr(shape, **dom),))
+                Case(f"{shape}", lambda xp, n=name: _call(n)(xp), (arr(shape, **dom),))
             )
     for name, dom in COMPLEX_UNARY.items():
         for shape in [(), (2, 3)]:
             out.setdefault(name, []).append(
-                Case(f"complex {shape}", lambda xp, g=_call(name): g(xp),
+                Case(f"complex {shape}", lambda xp, n=name: _call(n)(xp),
                      (arr(shape, cplx=True, **dom),)))  # fmt: skip
 
 
@@ -105,17 +105,17 @@ def _binary_cases(out):
     for name, (d1, d2) in BINARY_DOMAINS.items():
         for s1, s2 in PAIRS:
             out.setdefault(name, []).append(
-                Case(f"{s1} {s2}", lambda xp, g=_call(name): g(xp),
+                Case(f"{s1} {s2}", lambda xp, n=name: _call(n)(xp),
                      (arr(s1, **d1), arr(s2, **d2))))  # fmt: skip
-        out[name].append(Case("array op scalar", lambda xp, g=_call(name): (
-            lambda x: g(xp)(x, 1.5)), (arr((2, 3), **d1),)))  # fmt: skip
-        out[name].append(Case("scalar op array", lambda xp, g=_call(name): (
-            lambda x: g(xp)(1.5, x)), (arr((2, 3), **d2),)))  # fmt: skip
+        out[name].append(Case("array op scalar", lambda xp, n=name: (
+            lambda x: _call(n)(xp)(x, 1.5)), (arr((2, 3), **d1),)))  # fmt: skip
+        out[name].append(Case("scalar op array", lambda xp, n=name: (
+            lambda x: _call(n)(xp)(1.5, x)), (arr((2, 3), **d2),)))  # fmt: skip
         if name in COMPLEX_BINARY:
             out[name].append(
                 Case(
                     "complex",
-                    lambda xp, g=_call(name): g(xp),
+                    lambda xp, n=name: _call(n)(xp),
                     (arr((2, 3), cplx=True, **d1), arr((3,), cplx=True, **d2)),
                 )
             )

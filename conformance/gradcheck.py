@@ -49,8 +49,8 @@ def check_vjp(xp: Any, f: Callable[..., Any], *args: np.ndarray, eps: float = 1e
         with pycograd_xp.no_grad():
             res = f(*[xp.asarray(a + t * vi) for a, vi in zip(args, v, strict=True)])
         leaves = tree_flatten(res)[0]
-        return float(sum(np.real(np.sum(ui * to_numpy(o))) for ui, o in zip(u, leaves,
-                                                                            strict=True)))  # fmt: skip
+        pairs = zip(u, leaves, strict=True)
+        return float(sum(np.real(np.sum(ui * to_numpy(o))) for ui, o in pairs))
 
     fd = (phi(eps) - phi(-eps)) / (2 * eps)
     scale = max(1.0, abs(fd), abs(lhs))
