@@ -134,7 +134,8 @@ def _pull(out_leaves: list, cts: list, targets: list, structures: list, *, retai
                                                                        strict=True)
              if isinstance(o, Array) and o._node is not None]  # fmt: skip
     flat_targets = [t._node for ts in targets for t in ts]
-    found = _tape.backward(roots, targets=flat_targets, retain_graph=retain,
+    # A differentiable backward pass goes through the forward residuals again later: keep them.
+    found = _tape.backward(roots, targets=flat_targets, retain_graph=retain or create,
                            create_graph=create) if roots else {}  # fmt: skip
     grads = []
     for ts, td in zip(targets, structures, strict=True):

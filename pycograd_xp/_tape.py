@@ -29,12 +29,13 @@ MODE = _GradMode()
 
 
 class Abstract:
-    """An array input a rule did not save: its shape and dtype only (reading data fails)."""
+    """An array input a rule did not save: shape, dtype and (chunked backends) chunks only;
+    reading data fails."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "chunks")
 
-    def __init__(self, shape: tuple[int, ...], dtype: Any) -> None:
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, shape: tuple[int, ...], dtype: Any, chunks: Any = None) -> None:
+        self.shape, self.dtype, self.chunks = shape, dtype, chunks
 
     @property
     def ndim(self) -> int:
@@ -275,7 +276,10 @@ def _keep(a: Any, keep: bool) -> Any:
     from .namespace._array import Array
 
     if isinstance(a, Array):
-        return _snapshot(a) if keep else Abstract(tuple(a._data.shape), a._data.dtype)
+        if keep:
+            return _snapshot(a)
+        d = a._data
+        return Abstract(tuple(d.shape), d.dtype, getattr(d, "chunks", None))
     if isinstance(a, list | tuple) and any(isinstance(e, Array) for e in a):
         return type(a)(_keep(e, keep) for e in a)
     return a

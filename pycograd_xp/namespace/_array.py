@@ -163,7 +163,9 @@ class Array:
             w = object.__new__(type(self))
             w._data, w._node = g, None if cotangent is None else cotangent._node
             g = w
-        backward([(self._node, g)], retain_graph=retain_graph, create_graph=create_graph)
+        backward(
+            [(self._node, g)], retain_graph=retain_graph or create_graph, create_graph=create_graph
+        )
 
     def detach(self) -> Array:
         """The same values, with no gradient (``pycograd_xp.stop_gradient``)."""

@@ -27,7 +27,9 @@ def _is_basic(key):
 def _getitem(ns, g, out, x, key):
     if _is_basic(key):  # a view: no element is picked twice
         ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
-        ct[key] = g
+        parts = key if isinstance(key, tuple) else (key,)
+        picked = tuple(k for k in parts if k is not None)  # new axes hold no elements
+        ct[picked] = ns.reshape(g, tuple(ct[picked].shape))
         return ct, None
     return _scatter(ns, x, g, _positions(ns, x)[key]), None
 

@@ -1,0 +1,163 @@
+"""The transforms: grad, value_and_grad, vjp, higher order, grad mode, stop_gradient."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from conformance.gradcheck import to_numpy
+
+
+def f_cubic(xp):
+    return lambda x: xp.sum(x**3 + xp.sin(x))
+
+
+def test_grad_matches_analytic(xp):
+    x = xp.asarray([0.5, -1.0, 2.0])
+    g = pg.grad(f_cubic(xp))(x)
+    a = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(to_numpy(g), 3 * a**2 + np.cos(a))
+    assert type(g) is xp.Array and not g.requires_grad
+    assert not x.requires_grad  # the caller's array is untouched
+
+
+def test_value_and_grad_argnums_and_aux(xp):
+    def f(a, b, c):
+        return xp.sum(a * b) + c, {"norm": xp.sum(a * a)}
+
+    a, b = xp.asarray([1.0, 2.0]), xp.asarray([3.0, 4.0])
+    c = xp.asarray(0.5)
+    (value, aux), (ga, gc) = pg.value_and_grad(f, argnums=(0, 2), has_aux=True)(a, b, c)
+    assert float(value) == 11.5 and float(aux["norm"]) == 5.0
+    np.testing.assert_allclose(to_numpy(ga), [3.0, 4.0])
+    assert float(gc) == 1.0
+    g, aux2 = pg.grad(f, has_aux=True)(a, b, c)
+    np.testing.assert_allclose(to_numpy(g), [3.0, 4.0])
+    assert not value.requires_grad and not aux["norm"].requires_grad
+
+
+class Pair(NamedTuple):
+    w: object
+    b: object
+
+
+@dataclasses.dataclass
+class Params:
+    w: object
+    extra: list
+
+
+def test_pytrees_in_and_out(xp):
+    params = {"layer": Pair(xp.asarray([1.0, 2.0]), xp.asarray(0.5)),
+              "dc": Params(xp.asarray([3.0]), [xp.asarray(2.0)])}  # fmt: skip
+
+    def loss(p):
+        return (xp.sum(p["layer"].w ** 2) + p["layer"].b * 3
+                + xp.sum(p["dc"].w) * p["dc"].extra[0])  # fmt: skip
+
+    g = pg.grad(loss)(params)
+    assert isinstance(g["layer"], Pair) and isinstance(g["dc"], Params)
+    np.testing.assert_allclose(to_numpy(g["layer"].w), [2.0, 4.0])
+    assert float(g["layer"].b) == 3.0
+    np.testing.assert_allclose(to_numpy(g["dc"].w), [2.0])
+    assert float(g["dc"].extra[0]) == 3.0
+
+
+def test_vjp_any_output_shape_called_twice(xp):
+    x = xp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    out, pullback = pg.vjp(lambda x: (xp.exp(x), xp.sum(x, axis=0)), x)
+    u = (xp.ones((2, 2)), xp.asarray([1.0, -1.0]))
+    (g1,) = pullback(u)
+    (g2,) = pullback(u)
+    want = np.exp(to_numpy(x)) + np.array([1.0, -1.0])
+    np.testing.assert_allclose(to_numpy(g1), want)
+    np.testing.assert_allclose(to_numpy(g2), want)
+    with pytest.raises(ValueError, match="cotangent has shape"):
+        pullback((xp.ones((2,)), xp.ones((2,))))
+
+
+def test_unused_input_gets_zeros(xp):
+    g = pg.grad(lambda a, b: xp.sum(a), argnums=1)(xp.ones(3), xp.ones((2, 2)))
+    np.testing.assert_array_equal(to_numpy(g), np.zeros((2, 2)))
+
+
+def test_errors(xp):
+    with pytest.raises(TypeError, match=r"scalar \(shape \(\)\) array, got shape \(3,\)"):
+        pg.grad(lambda x: x * 2)(xp.ones(3))
+    with pytest.raises(TypeError, match="dtype .*int64; only floating-point arrays"):
+        pg.grad(lambda x: xp.sum(x))(xp.asarray([1, 2]))
+    with pytest.raises(TypeError, match="dtype .*bool"):
+        pg.grad(lambda x: xp.sum(x))(xp.asarray([True]))
+    with pytest.raises(TypeError, match="returned a float"):
+        pg.grad(lambda x: 1.0)(xp.ones(3))
+    with pytest.raises(TypeError, match="not an array of a pycograd_xp namespace"):
+        pg.grad(lambda x: x)(1.0)
+    with pytest.raises(TypeError, match="real floating-point output"):
+        pg.grad(lambda x: xp.sum(xp.astype(x, xp.complex128)))(xp.ones(2))
+    with pytest.raises(ValueError, match="argnums=3"):
+        pg.grad(lambda x: xp.sum(x), argnums=3)(xp.ones(2))
+
+
+def test_higher_order_and_hvp(xp):
+    f = lambda x: xp.sum(xp.sin(x) * x**2)  # noqa: E731
+    x = xp.asarray([0.3, -1.2, 2.0])
+    a = to_numpy(x)
+    d2 = pg.grad(lambda x: xp.sum(pg.grad(f)(x)))(x)
+    # f'' = 2 sin + 4x cos - x^2 sin (the Hessian is diagonal)
+    np.testing.assert_allclose(to_numpy(d2), 2 * np.sin(a) + 4 * a * np.cos(a)
+                               - a**2 * np.sin(a), rtol=1e-10)  # fmt: skip
+    # Hessian-vector product, reverse over reverse, against finite differences of the gradient
+    v = xp.asarray([1.0, 0.5, -2.0])
+    hvp = pg.grad(lambda x: xp.sum(pg.grad(f)(x) * v))(x)
+    eps = 1e-6
+    gp = to_numpy(pg.grad(f)(xp.asarray(a + eps * to_numpy(v))))
+    gm = to_numpy(pg.grad(f)(xp.asarray(a - eps * to_numpy(v))))
+    np.testing.assert_allclose(to_numpy(hvp), (gp - gm) / (2 * eps), rtol=1e-6)
+    # third order
+    d3 = pg.grad(lambda x: pg.grad(lambda y: pg.grad(lambda z: xp.sum(z**4))(y)[0])(x)[0])(x)
+    np.testing.assert_allclose(to_numpy(d3), [24 * a[0], 0.0, 0.0])
+
+
+def test_hessian_of_matrix_function(xp):
+    # A non-elementwise Hessian: f(x) = log det(A + x x^T), checked column by column
+    a = np.array([[3.0, 0.5, 0.0], [0.5, 2.0, 0.3], [0.0, 0.3, 4.0]])
+    A = xp.asarray(a)
+
+    def f(x):
+        return xp.log(xp.linalg.det(A + xp.linalg.outer(x, x)))
+
+    x0 = np.array([0.2, -0.4, 0.7])
+    eps = 1e-6
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = 1.0
+        col = pg.grad(lambda x, e=e: xp.sum(pg.grad(f)(x) * xp.asarray(e)))(xp.asarray(x0))
+        fd = (to_numpy(pg.grad(f)(xp.asarray(x0 + eps * e)))
+              - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * e)))) / (2 * eps)  # fmt: skip
+        np.testing.assert_allclose(to_numpy(col), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_no_grad_and_enable_grad(xp):
+    x = xp.ones(2).requires_grad_()
+    with pg.no_grad():
+        y = x * 2
+        with pg.enable_grad():
+            z = x * 2
+    assert not y.requires_grad and z.requires_grad
+
+    @pg.no_grad()
+    def step(a):
+        return a * 3
+
+    assert not step(x).requires_grad
+
+
+def test_stop_gradient(xp):
+    g = pg.grad(lambda x: xp.sum(x * pg.stop_gradient(x)))(xp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(to_numpy(g), [1.0, 2.0])
+    tree = pg.stop_gradient({"a": xp.ones(1).requires_grad_() * 2})
+    assert not tree["a"].requires_grad
