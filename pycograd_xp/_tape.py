@@ -158,14 +158,6 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
     return ct
 
 
-def _arg_at(node: Node, position: Any) -> Any:
-    if isinstance(position, tuple):
-        return node.args[position[0]][position[1]]
-    if isinstance(position, str):
-        return node.kwargs[position]
-    return node.args[position]
-
-
 def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
              retain_graph: bool = False, create_graph: bool = False) -> dict[int, Any]:  # fmt: skip
     """Run the backward pass from ``roots`` (pairs of node and cotangent).
@@ -182,23 +174,24 @@ def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
     for node, g in roots:
         cts[id(node)] = _add(cts.get(id(node)), g)
     results: dict[int, Any] = {}
-    for node in _toposort([n for n, _ in roots], stop_below):
-        g = cts.pop(id(node), None)
-        if g is None:
-            continue
-        if id(node) in target_ids:
-            results[id(node)] = g
-            continue
-        if isinstance(node, Select):
-            parts = cts.get(id(node.node)) or [None] * node.count
-            parts = list(parts)
-            parts[node.index] = _add(parts[node.index], g)
-            cts[id(node.node)] = parts
-            continue
-        if node.prim is None:
-            node.grad = g if node.grad is None else node.grad + g
-            continue
-        _run_rule(node, g, cts, retain_graph, create_graph)
+    prev, MODE.enabled = MODE.enabled, create_graph
+    try:
+        for node in _toposort([n for n, _ in roots], stop_below):
+            g = cts.pop(id(node), None)
+            if g is None:
+                continue
+            if id(node) in target_ids:
+                results[id(node)] = g
+            elif type(node) is Select:
+                parts = list(cts.get(id(node.node)) or [None] * node.count)
+                parts[node.index] = _add(parts[node.index], g)
+                cts[id(node.node)] = parts
+            elif node.prim is None:
+                node.grad = _add(node.grad, g)
+            else:
+                _run_rule(node, g, cts, retain_graph, create_graph)
+    finally:
+        MODE.enabled = prev
     return results
 
 
@@ -209,60 +202,45 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], retain_graph: bool,
             f"backward through {node.name} a second time: its saved values were freed after the "
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
-    ns = node.ns
     if create_graph:
-        ops, args, kwargs, out = ns, node.args, node.kwargs, node.out
+        ops, args, kwargs, out = node.ns, node.args, node.kwargs, node.out
     else:
-        ops = ns._backend.xp
-        args = tuple(_raw(a) for a in node.args)
-        kwargs = {k: _raw(v) for k, v in node.kwargs.items()}
+        ops = node.ns._backend.xp
+        args = tuple(map(_raw, node.args))
+        kwargs = {k: _raw(v) for k, v in node.kwargs.items()} if node.kwargs else {}
         out = _raw(node.out)
-    if isinstance(g, list):  # multi-output: missing parts are zeros
+    if type(g) is list:  # multi-output: missing parts are zeros
         g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
              zip(g, out, strict=True)]  # fmt: skip
-    with _mode(create_graph):
-        results = node.prim.vjp(ops, g, out, *args, **kwargs)
-        for position, parent in node.parents:
-            ct = _part(node, results, position)
-            if ct is None:
-                continue
-            ct = _fit(ops, ct, _arg_at(node, position))
-            cts[id(parent)] = _add(cts.get(id(parent)), ct)
+    results = node.prim.vjp(ops, g, out, *args, **kwargs)
+    for position, parent in node.parents:
+        if type(position) is int:
+            ct, like = results[position], args[position]
+        else:
+            ct, like = _part(node, results, position), _arg_at(args, kwargs, position)
+        if ct is None:
+            continue
+        if ct.shape != like.shape or ct.dtype != like.dtype:
+            ct = _fit(ops, ct, like)
+        key = id(parent)
+        old = cts.get(key)
+        cts[key] = ct if old is None else _add(old, ct)
     if not retain_graph:
         node.args = node.kwargs = node.out = None
 
 
-def _raw(a: Any) -> Any:
-    from .namespace._array import Array
+def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
+    if isinstance(position, tuple):
+        return args[position[0]][position[1]]
+    return kwargs[position]
 
+
+def _raw(a: Any) -> Any:
     if isinstance(a, Array):
         return a._data
-    if isinstance(a, list):
-        return [_raw(e) for e in a]
-    if isinstance(a, tuple):
-        return tuple(_raw(e) for e in a)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(map(_raw, a))
     return a
-
-
-class _mode:
-    """Context manager setting grad mode (used by no_grad/enable_grad and the engine)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        self.prev = MODE.enabled
-        MODE.enabled = self.enabled
-
-    def __exit__(self, *exc: Any) -> None:
-        MODE.enabled = self.prev
-
-
-FLOATING = ("real floating", "complex floating")
-
-
-def _differentiable(a: Any) -> bool:
-    return a._node is not None and a._backend.xp.isdtype(a._data.dtype, FLOATING)
 
 
 def _snapshot(a: Any) -> Any:
@@ -272,16 +250,16 @@ def _snapshot(a: Any) -> Any:
     return s
 
 
-def _keep(a: Any, keep: bool) -> Any:
-    from .namespace._array import Array
+def _abstract(d: Any, chunked: bool) -> Abstract:
+    return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
+
+def _keep(a: Any, keep: bool, chunked: bool) -> Any:
+    """What a node holds for argument ``a``: a snapshot if its rule saves it, else its shape."""
     if isinstance(a, Array):
-        if keep:
-            return _snapshot(a)
-        d = a._data
-        return Abstract(tuple(d.shape), d.dtype, getattr(d, "chunks", None))
-    if isinstance(a, list | tuple) and any(isinstance(e, Array) for e in a):
-        return type(a)(_keep(e, keep) for e in a)
+        return _snapshot(a) if keep else _abstract(a._data, chunked)
+    if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
+        return type(a)(_keep(e, keep, chunked) for e in a)
     return a
 
 
@@ -291,40 +269,45 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     Called by the namespace's functions only when grad mode is on and some input is tracked.
     Inputs that are not floating-point, and outputs that are not, never carry nodes.
     """
-    from .namespace._array import Array
-
+    floating = ns._floating
     parents = []
     for i, a in enumerate(args):
         if isinstance(a, Array):
-            if _differentiable(a):
+            if a._node is not None and a._data.dtype in floating:
                 parents.append((i, a._node))
-        elif isinstance(a, list | tuple):
-            parents.extend(((i, j), e._node) for j, e in enumerate(a)
-                           if isinstance(e, Array) and _differentiable(e))  # fmt: skip
+        elif type(a) is list or type(a) is tuple:
+            parents.extend(((i, j), e._node) for j, e in enumerate(a) if isinstance(e, Array)
+                           and e._node is not None and e._data.dtype in floating)  # fmt: skip
     for name in prim.diff_kwargs:
         a = kwargs.get(name)
-        if isinstance(a, Array) and _differentiable(a):
+        if isinstance(a, Array) and a._node is not None and a._data.dtype in floating:
             parents.append((name, a._node))
     if not parents:
         return out
-    names = prim.arg_names
-    saves = prim.saves
-    kept_args = tuple(
-        _keep(a, (names[min(i, len(names) - 1)] in saves)) for i, a in enumerate(args)
-    )
-    kept_kwargs = {k: _keep(v, k in saves) for k, v in kwargs.items()}
-    outs = list(out) if isinstance(out, tuple) else [out]
-    floating = [isinstance(o, Array) and o._backend.xp.isdtype(o._data.dtype, FLOATING)
-                for o in outs]  # fmt: skip
-    if not any(floating):
+    chunked, saves, names = ns._backend.lazy, prim.saves, prim.arg_names
+    last = len(names) - 1
+    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked)
+                      for i, a in enumerate(args))  # fmt: skip
+    kept_kwargs = {k: _keep(v, k in saves, chunked) for k, v in kwargs.items()} if kwargs else {}
+    if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
+        node = Node(prim, ns, kept_args, kept_kwargs, None, parents)
+        any_floating = False
+        for i, o in enumerate(out):
+            if isinstance(o, Array) and o._data.dtype in floating:
+                o._node = Select(node, i, len(out))
+                any_floating = True
+        if not any_floating:
+            return out
+        node.out = [_keep(o, "out" in saves, chunked) for o in out]
+        return out
+    if out._data.dtype not in floating:
         return out
     node = Node(prim, ns, kept_args, kept_kwargs, None, parents)
-    if isinstance(out, tuple):
-        for i, o in enumerate(outs):
-            if floating[i]:
-                o._node = Select(node, i, len(outs))
-        node.out = [_keep(o, "out" in saves) for o in outs]
-    else:
-        out._node = node
-        node.out = _keep(out, "out" in saves)
+    out._node = node
+    if "out" in saves:
+        node.out = _snapshot(out)
     return out
+
+
+# Imported last: the namespace package imports this module while it is being built.
+from .namespace._array import Array  # noqa: E402

@@ -470,6 +470,7 @@ def build(backend: Backend) -> ModuleType:
         __array_namespace_info__=lambda: info,
         _api_versions=API_VERSIONS,
         _backend=backend,
+        _floating=b.categories["floating-point"],
         _getitem=b.getitem(),
         _setitem=b.setitem(),
         Array=b.Arr,
