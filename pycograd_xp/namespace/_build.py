@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
-from .._tape import MODE, record
+from .._tape import MODE, elementwise_recorder, record
 from ._array import _SCALARS, Array, install_operators
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
@@ -220,6 +220,10 @@ class _Builder:
         )
         return f
 
+    def recorder(self, prim: Primitive) -> Callable[..., Any]:
+        floating = self.categories["floating-point"]
+        return elementwise_recorder(prim, self.mod, floating, self.backend.lazy)
+
     def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
         if prim.impl is None:
             return getattr(self.bk, prim.name)
@@ -228,7 +232,7 @@ class _Builder:
     def unary(self, prim: Primitive) -> Callable[[Any], Array]:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap, mod, diff = self.unwrap(name), self.mod, prim.vjp is not None
+        unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
         def f(x: Array, /) -> Array:
             if type(x) is not Arr:
@@ -240,7 +244,7 @@ class _Builder:
             r = fn(d)
             out = new(r) if type(r) is T else wrap(r)
             if x._node is not None and diff and MODE.enabled:
-                return record(prim, mod, out, (x,), {})
+                return rec(out, x)
             return out
 
         return f
@@ -248,7 +252,7 @@ class _Builder:
     def binary(self, prim: Primitive) -> Callable[[Any, Any], Array]:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap, mod, diff = self.unwrap(name), self.mod, prim.vjp is not None
+        unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
         def operand(x: Any) -> Any:
             if isinstance(x, _SCALARS):
@@ -288,7 +292,7 @@ class _Builder:
                     or (type(x2) is Arr and x2._node is not None)
                 )
             ):
-                return record(prim, mod, out, (x1, x2), {})
+                return rec(out, x1, x2)
             return out
 
         return f

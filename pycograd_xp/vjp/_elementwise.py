@@ -66,10 +66,15 @@ def _sign(ns, g, out, x):
 unary("sign", _sign, saves=("x", "out"))
 
 # -- binary -------------------------------------------------------------------------------------
+# A Python-scalar operand never gets a gradient: its cotangent is not computed.
 defvjp("add", lambda ns, g, out, x1, x2: (g, g))
-defvjp("subtract", lambda ns, g, out, x1, x2: (g, -g))
-defvjp("multiply", lambda ns, g, out, x1, x2: (g * x2, g * x1), saves=("x1", "x2"))
-defvjp("divide", lambda ns, g, out, x1, x2: (g / x2, -g * out / x2), saves=("x2", "out"))
+defvjp("subtract", lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g))
+defvjp("multiply", lambda ns, g, out, x1, x2: (None if is_scalar(x1) else g * x2,
+                                               None if is_scalar(x2) else g * x1),
+       saves=("x1", "x2"))  # fmt: skip
+defvjp("divide", lambda ns, g, out, x1, x2: (None if is_scalar(x1) else g / x2,
+                                             None if is_scalar(x2) else -g * out / x2),
+       saves=("x2", "out"))  # fmt: skip
 
 
 def _pow(ns, g, out, x1, x2):
