@@ -213,6 +213,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], retain_graph: bool,
     if type(g) is list:  # multi-output: missing parts are zeros
         g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
              zip(g, out, strict=True)]  # fmt: skip
+    if node.prim.takes_needs:  # the rule skips the cotangents no parent needs
+        kwargs = {**kwargs, "needs": {p for p, _ in node.parents}}
     results = node.prim.vjp(ops, g, out, *args, **kwargs)
     for position, parent in node.parents:
         if type(position) is int:

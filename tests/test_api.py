@@ -117,6 +117,11 @@ def test_higher_order_and_hvp(xp):
     gp = to_numpy(pg.grad(f)(xp.asarray(a + eps * to_numpy(v))))
     gm = to_numpy(pg.grad(f)(xp.asarray(a - eps * to_numpy(v))))
     np.testing.assert_allclose(to_numpy(hvp), (gp - gm) / (2 * eps), rtol=1e-6)
+    # through tanh, whose rule updates a fresh temporary with augmented assignment
+    t = xp.asarray([0.3, -0.7])
+    d2t = pg.grad(lambda x: xp.sum(pg.grad(lambda y: xp.sum(xp.tanh(y)))(x)))(t)
+    th = np.tanh(to_numpy(t))
+    np.testing.assert_allclose(to_numpy(d2t), -2 * th * (1 - th**2), rtol=1e-12)
     # third order
     d3 = pg.grad(lambda x: pg.grad(lambda y: pg.grad(lambda z: xp.sum(z**4))(y)[0])(x)[0])(x)
     np.testing.assert_allclose(to_numpy(d3), [24 * a[0], 0.0, 0.0])

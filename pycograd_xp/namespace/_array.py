@@ -14,6 +14,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from .._tape import MODE
+
 _SCALARS = (bool, int, float, complex)
 
 
@@ -298,8 +300,17 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
 
 def _inplace(cls: type[Array], f: Any, name: str) -> Any:
     forward = _operator(cls, f, name)
+    raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
 
     def op(self: Array, other: Any, /) -> Any:
+        # Under no_grad, on a backend whose arrays are writable, write the buffer in place (an
+        # optimizer step: no copy); elsewhere compute the new value and rebind to it.
+        if (not MODE.enabled and self._backend.mutable and
+                (type(other) is cls and other._data.dtype == self._data.dtype
+                 and other._data.shape == self._data.shape or isinstance(other, _SCALARS)) and
+                self._data.dtype in self._ns._floating):  # fmt: skip
+            self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
+            return self
         new = forward(self, other)
         if new is NotImplemented:
             return new

@@ -62,6 +62,7 @@ class Primitive:
     saves: frozenset[str] = frozenset()
     diff_kwargs: tuple[str, ...] = ()
     nondiff: bool = False
+    takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -133,17 +134,20 @@ def primitive(
 
 
 def defvjp(name: str, rule: Callable[..., Any], *, saves: tuple[str, ...] = (),
-           diff_kwargs: tuple[str, ...] = ()) -> None:  # fmt: skip
+           diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False) -> None:  # fmt: skip
     """Attach the VJP ``rule(ns, g, out, <the function's arguments>)`` to row ``name``.
 
     ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps only
     those. The rule returns one cotangent per positional argument (None for no gradient), then
-    one per name in ``diff_kwargs``.
+    one per name in ``diff_kwargs``. With ``takes_needs`` the rule also gets ``needs=``, the
+    set of argument positions whose cotangent is wanted, and may return None for the others
+    (a matmul with a constant operand then does one product instead of two).
     """
     prim = REGISTRY[name]
     if prim.vjp is not None or prim.nondiff:
         raise RuntimeError(f"{name}: derivative declared twice")
     prim.vjp, prim.saves, prim.diff_kwargs = rule, frozenset(saves), diff_kwargs
+    prim.takes_needs = takes_needs
 
 
 def nondifferentiable(*names: str) -> None:

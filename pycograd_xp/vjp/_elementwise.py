@@ -42,7 +42,19 @@ unary("sin", lambda ns, g, out, x: (g * ns.cos(x),))
 unary("sinh", lambda ns, g, out, x: (g * ns.cosh(x),))
 unary("sqrt", lambda ns, g, out, x: (g / (2 * out),), saves=("out",))
 unary("tan", lambda ns, g, out, x: (g * (1 + out * out),), saves=("out",))
-unary("tanh", lambda ns, g, out, x: (g * (1 - out * out),), saves=("out",))
+
+
+def _tanh(ns, g, out, x):
+    # g (1 - out^2) with one temporary: augmented assignment writes a fresh temporary in place
+    # on backends with writable arrays, and rebinds it elsewhere (Cubed, or while recording)
+    t = -out
+    t *= out
+    t += 1
+    t *= g
+    return (t,)
+
+
+unary("tanh", _tanh, saves=("out",))
 unary("square", lambda ns, g, out, x: (2 * g * x,))
 unary("negative", lambda ns, g, out, x: (-g,), saves=())
 unary("positive", lambda ns, g, out, x: (g,), saves=())

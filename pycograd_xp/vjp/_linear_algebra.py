@@ -7,7 +7,7 @@ from ..namespace._ops import defvjp
 from ._helpers import mT
 
 
-def _matmul(ns, g, out, x1, x2, /):
+def _matmul(ns, g, out, x1, x2, /, *, needs=(0, 1)):
     # Promote 1-D operands to matrices as matmul does, then drop the unit axis again; the
     # engine sums any broadcast batch axes.
     if x1.ndim == 1 and x2.ndim == 1:  # an inner product
@@ -18,8 +18,13 @@ def _matmul(ns, g, out, x1, x2, /):
         g = ns.expand_dims(g, axis=-2)
     if x2.ndim == 1:
         g = ns.expand_dims(g, axis=-1)
-    ga, gb = g @ mT(ns, b), mT(ns, a) @ g
-    return (ga[..., 0, :] if x1.ndim == 1 else ga), (gb[..., 0] if x2.ndim == 1 else gb)
+    ga = g @ mT(ns, b) if 0 in needs else None
+    gb = mT(ns, a) @ g if 1 in needs else None
+    if ga is not None and x1.ndim == 1:
+        ga = ga[..., 0, :]
+    if gb is not None and x2.ndim == 1:
+        gb = gb[..., 0]
+    return ga, gb
 
 
 def _tensordot_axes(axes, nd1, nd2):
@@ -36,18 +41,22 @@ def _inverse(perm):
     return tuple(inv)
 
 
-def _tensordot(ns, g, out, x1, x2, /, *, axes=2):
+def _tensordot(ns, g, out, x1, x2, /, *, axes=2, needs=(0, 1)):
     a_ax, b_ax = _tensordot_axes(axes, x1.ndim, x2.ndim)
     free_a = [i for i in range(x1.ndim) if i not in a_ax]
     free_b = [i for i in range(x2.ndim) if i not in b_ax]
     na = len(free_a)
     # g . x2 over x2's free axes: axes free_a + (x1's contracted axes, in x2's axis order)
-    t1 = ns.tensordot(g, x2, axes=(list(range(na, g.ndim)), free_b))
-    order1 = free_a + [a_ax[b_ax.index(j)] for j in sorted(b_ax)]
-    # x1 . g over x1's free axes: (x2's contracted axes, in x1's axis order) + free_b
-    t2 = ns.tensordot(x1, g, axes=(free_a, list(range(na))))
-    order2 = [b_ax[a_ax.index(i)] for i in sorted(a_ax)] + free_b
-    return ns.permute_dims(t1, _inverse(order1)), ns.permute_dims(t2, _inverse(order2))
+    g1 = g2 = None
+    if 0 in needs:
+        t1 = ns.tensordot(g, x2, axes=(list(range(na, g.ndim)), free_b))
+        order1 = free_a + [a_ax[b_ax.index(j)] for j in sorted(b_ax)]
+        g1 = ns.permute_dims(t1, _inverse(order1))
+    if 1 in needs:  # x1 . g over x1's free axes: (x2's contracted axes, in x1's order) + free_b
+        t2 = ns.tensordot(x1, g, axes=(free_a, list(range(na))))
+        order2 = [b_ax[a_ax.index(i)] for i in sorted(a_ax)] + free_b
+        g2 = ns.permute_dims(t2, _inverse(order2))
+    return g1, g2
 
 
 def _vecdot(ns, g, out, x1, x2, /, *, axis=-1):
@@ -56,7 +65,7 @@ def _vecdot(ns, g, out, x1, x2, /, *, axis=-1):
     return ns.conj(ge * x2), ge * ns.conj(x1)
 
 
-defvjp("matmul", _matmul, saves=("x1", "x2"))
-defvjp("tensordot", _tensordot, saves=("x1", "x2"))
+defvjp("matmul", _matmul, saves=("x1", "x2"), takes_needs=True)
+defvjp("tensordot", _tensordot, saves=("x1", "x2"), takes_needs=True)
 defvjp("vecdot", _vecdot, saves=("x1", "x2"))
 defvjp("matrix_transpose", lambda ns, g, out, x, /: (mT(ns, g),))
