@@ -89,8 +89,7 @@ def _track(a: Any, where: str, path: str) -> Any:
             f"{where}: {path} is a {type(a).__name__}, not an array of a pycograd_xp namespace; "
             "convert it with xp.asarray(...) before differentiating"
         )
-    xp = a._backend.xp
-    if not xp.isdtype(a._data.dtype, ("real floating", "complex floating")):
+    if a._data.dtype not in a._ns._floating:
         raise TypeError(
             f"{where}: {path} has dtype {a._data.dtype}; only floating-point arrays can be "
             "differentiated (cast it with xp.astype(x, xp.float64), or pass it as a "
@@ -142,22 +141,29 @@ def _pull(out_leaves: list, cts: list, targets: list, structures: list, *, retai
         leaves = []
         for t in ts:
             g = found.get(id(t._node))
-            xp = t._backend.xp
-            if g is None:
-                leaves.append(t._ns.zeros_like(stop_gradient(t)))
+            if g is None:  # the output does not depend on this input
+                leaves.append(_detached(t, t._backend.xp.zeros_like(t._data)))
             elif isinstance(g, Array):
                 leaves.append(g)
             else:
-                w = object.__new__(type(t))
-                w._data = g if g.dtype == t._data.dtype else xp.astype(g, t._data.dtype)
-                w._node = None
-                leaves.append(w)
+                leaves.append(_detached(t, g))
         grads.append(tree_unflatten(td, leaves))
     return grads
 
 
+def _detached(like: Array, data: Any) -> Array:
+    a = object.__new__(type(like))
+    a._data, a._node = data, None
+    return a
+
+
 def _finish(tree: Any, nested: bool) -> Any:
-    return tree if nested else stop_gradient(tree)
+    """What a transform returns: as computed inside an outer trace, else without gradient."""
+    if nested:
+        return tree
+    if isinstance(tree, Array):
+        return _detached(tree, tree._data)
+    return stop_gradient(tree)
 
 
 def _check_out(out: Any, where: str, scalar: bool) -> None:
@@ -175,7 +181,7 @@ def _check_out(out: Any, where: str, scalar: bool) -> None:
                 f"{where}: the function must return a scalar (shape ()) array, got {what}; "
                 "reduce it (e.g. xp.sum) or use pycograd_xp.vjp with a cotangent"
             )
-        if not out._backend.xp.isdtype(out._data.dtype, "real floating"):
+        if out._data.dtype not in out._ns._real_floating:
             raise TypeError(
                 f"{where}: the output has dtype {out._data.dtype}; grad needs a real "
                 "floating-point output (for complex outputs use pycograd_xp.vjp)"
@@ -207,7 +213,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 out, aux = res, None
             _check_out(out, where, scalar=True)
             nested = _nested(targets)
-            one = out._ns.ones_like(stop_gradient(out))
+            one = _detached(out, out._backend.xp.ones_like(out._data))
             grads = _pull([out], [one], targets, structures, retain=False, create=nested)
         finally:
             _DEPTH.value -= 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -177,11 +178,12 @@ def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
     prev, MODE.enabled = MODE.enabled, create_graph
     try:
         for node in _toposort([n for n, _ in roots], stop_below):
-            g = cts.pop(id(node), None)
+            key = id(node)
+            g = cts.pop(key, None)
             if g is None:
                 continue
-            if id(node) in target_ids:
-                results[id(node)] = g
+            if key in target_ids:
+                results[key] = g
             elif type(node) is Select:
                 parts = list(cts.get(id(node.node)) or [None] * node.count)
                 parts[node.index] = _add(parts[node.index], g)
@@ -189,33 +191,41 @@ def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
             elif node.prim is None:
                 node.grad = _add(node.grad, g)
             else:
-                _run_rule(node, g, cts, retain_graph, create_graph)
+                _run_rule(node, g, cts, create_graph)
+                if not retain_graph:
+                    node.args = node.kwargs = node.out = None
     finally:
         MODE.enabled = prev
     return results
 
 
-def _run_rule(node: Node, g: Any, cts: dict[int, Any], retain_graph: bool,
-              create_graph: bool) -> None:  # fmt: skip
-    if node.args is None:
+def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> None:
+    """Call ``node``'s VJP rule with cotangent ``g`` and add its results into ``cts``."""
+    args = node.args
+    if args is None:
         raise RuntimeError(
             f"backward through {node.name} a second time: its saved values were freed after the "
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
+    kwargs = node.kwargs
     if create_graph:
-        ops, args, kwargs, out = node.ns, node.args, node.kwargs, node.out
+        ops, out = node.ns, node.out
     else:
         ops = node.ns._backend.xp
         args = tuple([a._data if isinstance(a, Array) else _raw(a) if type(a) in _SEQUENCES
-                      else a for a in node.args])  # fmt: skip
-        kwargs = {k: _raw(v) for k, v in node.kwargs.items()} if node.kwargs else {}
-        out = _raw(node.out)
+                      else a for a in args])  # fmt: skip
+        if kwargs:
+            kwargs = {k: _raw(v) for k, v in kwargs.items()}
+        out = node.out
+        if out is not None:
+            out = _raw(out)
     if type(g) is list:  # multi-output: missing parts are zeros
         g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
              zip(g, out, strict=True)]  # fmt: skip
-    if node.prim.takes_needs:  # the rule skips the cotangents no parent needs
+    prim = node.prim
+    if prim.takes_needs:  # the rule skips the cotangents no parent needs
         kwargs = {**kwargs, "needs": {p for p, _ in node.parents}}
-    results = node.prim.vjp(ops, g, out, *args, **kwargs)
+    results = prim.vjp(ops, g, out, *args, **kwargs)
     for position, parent in node.parents:
         if type(position) is int:
             ct, like = results[position], args[position]
@@ -228,8 +238,6 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], retain_graph: bool,
         key = id(parent)
         old = cts.get(key)
         cts[key] = ct if old is None else _add(old, ct)
-    if not retain_graph:
-        node.args = node.kwargs = node.out = None
 
 
 def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
@@ -239,6 +247,7 @@ def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
 
 
 _SEQUENCES = (list, tuple)
+_PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
 
 def _raw(a: Any) -> Any:
@@ -253,7 +262,34 @@ def _snapshot(a: Any) -> Any:
     """A new array object with ``a``'s current value and node (immune to later rebinding)."""
     s = object.__new__(type(a))
     s._data, s._node = a._data, a._node
+    if a._node is None:
+        mark_saved(a._data)
     return s
+
+
+# Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
+# into one in place (x[idx] = v on an untracked array) would change a saved value, so setitem
+# copies such a buffer first. Keyed by the ultimate base buffer, so views are covered too.
+_SAVED_BUFFERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _base(d: Any) -> Any:
+    while getattr(d, "base", None) is not None:
+        d = d.base
+    return d
+
+
+def mark_saved(d: Any) -> None:
+    b = _base(d)
+    try:
+        _SAVED_BUFFERS[id(b)] = b
+    except TypeError:  # not weak-referenceable: nothing to protect it with
+        pass
+
+
+def is_saved(d: Any) -> bool:
+    b = _base(d)
+    return _SAVED_BUFFERS.get(id(b)) is b
 
 
 def _abstract(d: Any, chunked: bool) -> Abstract:
@@ -262,6 +298,8 @@ def _abstract(d: Any, chunked: bool) -> Abstract:
 
 def _keep(a: Any, keep: bool, chunked: bool) -> Any:
     """What a node holds for argument ``a``: a snapshot if its rule saves it, else its shape."""
+    if type(a) in _PLAIN:
+        return a
     if isinstance(a, Array):
         return _snapshot(a) if keep else _abstract(a._data, chunked)
     if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
@@ -318,8 +356,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
 def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool) -> Any:
     """``record`` specialised for one elementwise row of one namespace: the hot path.
 
-    ``rec(out, x1, x2=None)`` is called only when an input is tracked and grad mode is on. What
-    the row saves is looked up once here, not on every call.
+    ``rec(out, x)`` (unary) or ``rec(out, x1, x2)`` (binary) is called only when an input is
+    tracked and grad mode is on. What the row saves is looked up once here, not on every call.
     """
     saves = prim.saves
     save = [name in saves for name in prim.arg_names]
@@ -330,29 +368,42 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
         if not isinstance(a, Array):
             return a  # a Python scalar
         if save[i]:
-            s = object.__new__(type(a))
-            s._data, s._node = a._data, a._node
-            return s
+            return _snapshot(a)
         d = a._data
         return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
-    def rec(out: Any, *args: Any) -> Any:
-        if out._data.dtype not in floating:
+    def rec1(out: Any, x: Any) -> Any:
+        d = out._data
+        if d.dtype not in floating or x._data.dtype not in floating:
             return out
-        parents = [(i, a._node) for i, a in enumerate(args) if isinstance(a, Array)
-                   and a._node is not None and a._data.dtype in floating]  # fmt: skip
-        if not parents:
-            return out
-        kept = (keep(args[0], 0),) if len(args) == 1 else (keep(args[0], 0), keep(args[1], 1))
-        node = new_node(prim, ns, kept, {}, None, parents)
+        node = new_node(prim, ns, (keep(x, 0),), {}, None, [(0, x._node)])
         out._node = node
         if save_out:
             s = object.__new__(type(out))
-            s._data, s._node = out._data, node
+            s._data, s._node = d, node
             node.out = s
         return out
 
-    return rec
+    def rec2(out: Any, x1: Any, x2: Any) -> Any:
+        d = out._data
+        if d.dtype not in floating:
+            return out
+        parents = []
+        if isinstance(x1, Array) and x1._node is not None and x1._data.dtype in floating:
+            parents.append((0, x1._node))
+        if isinstance(x2, Array) and x2._node is not None and x2._data.dtype in floating:
+            parents.append((1, x2._node))
+        if not parents:
+            return out
+        node = new_node(prim, ns, (keep(x1, 0), keep(x2, 1)), {}, None, parents)
+        out._node = node
+        if save_out:
+            s = object.__new__(type(out))
+            s._data, s._node = d, node
+            node.out = s
+        return out
+
+    return rec1 if prim.kind == "unary" else rec2
 
 
 # Imported last: the namespace package imports this module while it is being built.

@@ -135,3 +135,21 @@ def test_tape_keeps_only_declared_residuals(xp):
     loss = xp.sum(s + e + a)
     loss.backward()
     assert s._node.args is None and e._node.out is None  # freed after their VJP ran
+
+
+def test_writes_into_saved_buffers_do_not_change_gradients(xp):
+    x = xp.asarray([1.0, 2.0])  # data: no gradient flows through it
+    w = xp.asarray([3.0, 4.0]).requires_grad_()
+    loss = xp.sum(w * x)  # the tape saves x for w's gradient
+    x[0] = 100.0  # copy-on-write: the saved value stays
+    loss.backward()
+    np.testing.assert_array_equal(to_numpy(w.grad), [1.0, 2.0])
+    np.testing.assert_array_equal(to_numpy(x), [100.0, 2.0])
+
+
+def test_untracked_writes_are_in_place_on_numpy():
+    xp = pg.namespace(np)
+    x = xp.asarray([1.0, 2.0, 3.0])
+    alias = xp.asarray(x, copy=False)
+    x[0] = 7.0
+    assert float(alias[0]) == 7.0  # NumPy semantics where no tape is involved

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
-from .._tape import MODE, elementwise_recorder, record
+from .._tape import MODE, elementwise_recorder, is_saved, record
 from ._array import _SCALARS, Array, install_operators
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
@@ -35,7 +35,7 @@ _PLAIN_PARAMS = frozenset({
     "axis", "axes", "dtype", "keepdims", "device", "copy", "k", "offset", "correction",
     "descending", "stable", "side", "mode", "norm", "upper", "full_matrices", "include_initial",
     "indexing", "endpoint", "invert", "ord", "n", "s", "d", "num", "shape", "source",
-    "destination", "shift", "n_rows", "n_cols", "kind", "type", "from_", "to", "rtol",
+    "destination", "shift", "n_rows", "n_cols", "kind", "rtol",
 })  # fmt: skip
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
@@ -304,7 +304,7 @@ class _Builder:
 
             def sum(x, /, *, axis=None, dtype=None, keepdims=False):
                 tracked = False
-                if type(x) is Arr:
+                if typeof(x) is Arr:
                     if x._data.dtype not in allowed: raise dtype_error(x._data)
                     x_ = x._data
                     if x._node is not None: tracked = True
@@ -330,7 +330,7 @@ class _Builder:
             "dtype_error": lambda data: _dtype_error(name, data.dtype, prim.dtypes),
             "check_axis": lambda axis, ndim: _check_axis(name, axis, ndim),
             "defaults": [p.default for p in sig.parameters.values()],
-            "MODE": MODE, "record": record, "prim": prim, "ns": self.mod,
+            "MODE": MODE, "record": record, "prim": prim, "ns": self.mod, "typeof": type,
             "any_tracked": _any_tracked,
         }  # fmt: skip
         P = inspect.Parameter
@@ -362,7 +362,7 @@ class _Builder:
                 continue
             n = p.name
             if p.kind is not P.VAR_POSITIONAL:
-                lines = [f"    if type({n}) is Arr:"]
+                lines = [f"    if typeof({n}) is Arr:"]  # a parameter may be named "type"
                 if p.kind is P.POSITIONAL_ONLY and env["allowed"] is not None:
                     lines += [f"        if {n}._data.dtype not in allowed:",
                               f"            raise dtype_error({n}._data)"]  # fmt: skip
@@ -405,9 +405,10 @@ class _Builder:
     def setitem(self) -> Callable[[Array, Any, Any], None]:
         """``x[key] = value``: rebind ``x`` to the updated array.
 
-        While gradients are being recorded the update is functional (copy, then write), so no
-        value saved on the tape can change under it; under ``no_grad`` a mutable backend is
-        written in place.
+        On a mutable backend the buffer is written in place (NumPy semantics: views see it)
+        unless a tape could see the change: when ``x`` or ``value`` is being differentiated, or
+        ``x``'s buffer is saved for a backward pass. Then the update is functional (copy, then
+        write) and recorded. Under ``no_grad`` it is always in place.
         """
         unwrap, backend, mod, new, bk = self.unwrap("__setitem__"), self.backend, self.mod, \
             self.new(), self.bk  # fmt: skip
@@ -419,8 +420,10 @@ class _Builder:
                     "build the new array with xp.where(mask, value, x) instead"
                 )
             k, v = unwrap(key), unwrap(value)
-            if not MODE.enabled:
-                x._data[k] = v
+            value_tracked = isinstance(value, Array) and value._node is not None
+            if not MODE.enabled or (x._node is None and not value_tracked
+                                    and not is_saved(x._data)):  # fmt: skip
+                x._data[k] = v  # nothing on a tape can see this buffer change
                 return
             if x._node is not None and x._node.prim is None:
                 raise RuntimeError(
@@ -431,8 +434,7 @@ class _Builder:
             data = bk.asarray(x._data, copy=True)
             data[k] = v
             out = new(data)
-            tracked = x._node is not None or (isinstance(value, Array) and value._node is not None)
-            if tracked:
+            if x._node is not None or value_tracked:
                 record(SETITEM, mod, out, (x, key, value), {})
             x._data, x._node = out._data, out._node
 
@@ -475,6 +477,7 @@ def build(backend: Backend) -> ModuleType:
         _api_versions=API_VERSIONS,
         _backend=backend,
         _floating=b.categories["floating-point"],
+        _real_floating=b.categories["real floating-point"],
         _getitem=b.getitem(),
         _setitem=b.setitem(),
         Array=b.Arr,
