@@ -14,6 +14,7 @@ frees the node's residuals unless asked to retain the graph.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Iterable
@@ -102,17 +103,23 @@ def leaf(ns: Any) -> Node:
 def _toposort(roots: Iterable[Any], stop_below: int) -> list[Any]:
     """Nodes reachable from ``roots`` (not below sequence ``stop_below``), newest first."""
     seen: dict[int, Any] = {}
-    stack = [r for r in roots]
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
     while stack:
-        n = stack.pop()
-        if id(n) in seen or n.seq < stop_below:
+        n = pop()
+        k = id(n)
+        if k in seen or n.seq < stop_below:
             continue
-        seen[id(n)] = n
-        if isinstance(n, Select):
-            stack.append(n.node)
+        seen[k] = n
+        if type(n) is Select:
+            push(n.node)
         else:
-            stack.extend(p for _, p in n.parents)
-    return sorted(seen.values(), key=lambda n: n.seq, reverse=True)
+            for _, p in n.parents:
+                push(p)
+    return sorted(seen.values(), key=_SEQ, reverse=True)
+
+
+_SEQ = operator.attrgetter("seq")
 
 
 def _add(a: Any, b: Any) -> Any:

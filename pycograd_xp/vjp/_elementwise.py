@@ -45,8 +45,11 @@ unary("tan", lambda ns, g, out, x: (g * (1 + out * out),), saves=("out",))
 
 
 def _tanh(ns, g, out, x):
-    # g (1 - out^2) with one temporary: augmented assignment writes a fresh temporary in place
-    # on backends with writable arrays, and rebinds it elsewhere (Cubed, or while recording)
+    if out.size is not None and out.size < 65536:  # small: fewest calls
+        return (g * (1 - out * out),)
+    # large: g (1 - out^2) with one temporary, for a lower memory peak. Augmented assignment
+    # writes a fresh temporary in place on backends with writable arrays, and rebinds it
+    # elsewhere (Cubed, or while recording for higher order)
     t = -out
     t *= out
     t += 1
