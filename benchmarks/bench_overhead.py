@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import timeit
 
+import _common  # noqa: F401  (pins threads)
 import array_api_compat.numpy as raw_xp
 import numpy as np
 
