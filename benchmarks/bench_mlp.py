@@ -11,87 +11,27 @@ For the fastest NumPy kernels run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
 from __future__ import annotations
 
 import _common  # noqa: F401  (pins threads before the contenders load)
+import _mlp
 import numpy as np
-
-import pycograd_xp as pg
 
 SIZES = (784, 512, 512, 10)
 BATCH, LR = 256, 0.01
 
 
-def init(dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    params = []
-    for i, o in zip(SIZES[:-1], SIZES[1:], strict=True):
-        params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(dtype),
-                   np.zeros(o, dtype)]  # fmt: skip
-    x = rng.standard_normal((BATCH, SIZES[0])).astype(dtype)
-    y = np.eye(SIZES[-1], dtype=dtype)[rng.integers(0, SIZES[-1], BATCH)]
-    return params, x, y
+def init(dtype):
+    return _mlp.init(SIZES, BATCH, dtype)
 
 
-def loss_fn(m, params, x, y):
-    """The model as array code; ``m`` is any namespace with tanh/max/exp/log/sum/mean."""
-    h = x
-    for i in range(0, len(params) - 2, 2):
-        h = m.tanh(h @ params[i] + params[i + 1])
-    logits = h @ params[-2] + params[-1]
-    z = logits - m.max(logits, axis=1, keepdims=True)
-    logp = z - m.log(m.sum(m.exp(z), axis=1, keepdims=True))
-    return -m.sum(y * logp) / x.shape[0]
+loss_fn = _mlp.loss_fn
 
 
 def numpy_step(params, x, y):
-    hs, h = [x], x
-    for i in range(0, len(params) - 2, 2):
-        h = np.tanh(h @ params[i] + params[i + 1])
-        hs.append(h)
-    logits = h @ params[-2] + params[-1]
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    g = (p - y) / x.shape[0]
-    for i in range(len(params) - 2, -1, -2):
-        h = hs[i // 2]
-        gw, gb = h.T @ g, g.sum(axis=0)
-        if i:
-            g = (g @ params[i].T) * (1 - h * h)
-        params[i] -= LR * gw
-        params[i + 1] -= LR * gb
+    _mlp.numpy_step(params, x, y, LR)
 
 
 def contenders(dtype):
     params, x, y = init(dtype)
-    out = {}
-    p_np = [p.copy() for p in params]
-    out["numpy by hand"] = lambda: numpy_step(p_np, x, y)
-
-    xp = pg.namespace(np)
-    p_pg = [xp.asarray(p.copy()) for p in params]
-    xa, ya = xp.asarray(x), xp.asarray(y)
-    vg = pg.value_and_grad(lambda p: loss_fn(xp, p, xa, ya))
-
-    def pg_step():
-        _, grads = vg(p_pg)
-        with pg.no_grad():
-            for p, g in zip(p_pg, grads, strict=True):
-                p -= LR * g
-
-    out["pycograd_xp (numpy)"] = pg_step
-    try:
-        import autograd
-        import autograd.numpy as anp
-
-        p_ag = [p.copy() for p in params]
-        g_ag = autograd.grad(lambda p: loss_fn(anp, p, x, y))
-
-        def ag_step():
-            for p, g in zip(p_ag, g_ag(p_ag), strict=True):
-                p -= LR * g
-
-        out["HIPS autograd"] = ag_step
-    except ImportError:
-        print("  (autograd not installed)")
+    out = _mlp.numpy_contenders(params, x, y, LR)
     try:
         import torch
 

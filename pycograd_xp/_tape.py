@@ -379,17 +379,18 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
         d = a._data
         return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
+    def attach(out: Any, kept: tuple, parents: list) -> Any:
+        node = new_node(prim, ns, kept, {}, None, parents)
+        out._node = node
+        if save_out:
+            node.out = _snapshot(out)
+        return out
+
     def rec1(out: Any, x: Any) -> Any:
         d = out._data
         if d.dtype not in floating or x._data.dtype not in floating:
             return out
-        node = new_node(prim, ns, (keep(x, 0),), {}, None, [(0, x._node)])
-        out._node = node
-        if save_out:
-            s = object.__new__(type(out))
-            s._data, s._node = d, node
-            node.out = s
-        return out
+        return attach(out, (keep(x, 0),), [(0, x._node)])
 
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
         d = out._data
@@ -402,13 +403,7 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
             parents.append((1, x2._node))
         if not parents:
             return out
-        node = new_node(prim, ns, (keep(x1, 0), keep(x2, 1)), {}, None, parents)
-        out._node = node
-        if save_out:
-            s = object.__new__(type(out))
-            s._data, s._node = d, node
-            node.out = s
-        return out
+        return attach(out, (keep(x1, 0), keep(x2, 1)), parents)
 
     return rec1 if prim.kind == "unary" else rec2
 

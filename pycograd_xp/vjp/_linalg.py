@@ -26,6 +26,13 @@ def _eye_like(ns, x):
     return ns.eye(n, dtype=x.dtype)
 
 
+def _inverse_gaps(ns, d):
+    """F[..., i, j] = 1 / (d_j - d_i) off the diagonal (0 on it, and where d_i == d_j)."""
+    gaps = d[..., None, :] - d[..., :, None]
+    apart = gaps != 0
+    return ns.where(apart, 1.0 / ns.where(apart, gaps, 1.0), 0.0)
+
+
 def _inv(ns, g, out, x, /):
     return (-mT(ns, out) @ g @ mT(ns, out),)
 
@@ -84,9 +91,7 @@ def _eigh(ns, g, out, x, /):
     _real_only(ns, x, "eigh")
     gw, gV = g
     w, V = out
-    diff = w[..., None, :] - w[..., :, None]  # w_j - w_i
-    off = diff != 0
-    F = ns.where(off, 1.0 / ns.where(off, diff, 1.0), 0.0)
+    F = _inverse_gaps(ns, w)
     inner = F * (mT(ns, V) @ gV)
     n = w.shape[-1]
     inner = inner + ns.eye(n, dtype=x.dtype) * gw[..., None, :]
@@ -112,9 +117,7 @@ def _svd_ct(ns, x, U, s, Vh, gU, gs, gVh):
     k = s.shape[-1]
     eye = ns.eye(k, dtype=x.dtype)
     s2 = s * s
-    diff = s2[..., None, :] - s2[..., :, None]  # s_j^2 - s_i^2
-    off = diff != 0
-    F = ns.where(off, 1.0 / ns.where(off, diff, 1.0), 0.0)
+    F = _inverse_gaps(ns, s2)
     S = s[..., None, :] * eye
     ct = U @ (gs[..., None, :] * eye) @ Vh if gs is not None else 0
     if gU is not None:

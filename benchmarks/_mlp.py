@@ -1,0 +1,90 @@
+"""The tanh MLP with softmax cross-entropy that the step benchmarks train, written once: as array
+code for any namespace-like module, and as hand-written NumPy backprop (the baseline)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def init(sizes, batch, dtype, seed=0):
+    """Parameters [W1, b1, W2, b2, ...] for layer widths ``sizes``, a batch and one-hot labels."""
+    rng = np.random.default_rng(seed)
+    params = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(dtype), np.zeros(o, dtype)]
+    x = rng.standard_normal((batch, sizes[0])).astype(dtype)
+    y = np.eye(sizes[-1], dtype=dtype)[rng.integers(0, sizes[-1], batch)]
+    return params, x, y
+
+
+def loss_fn(m, params, x, y):
+    """Mean cross-entropy; ``m`` is any module with tanh/max/exp/log/sum."""
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = m.tanh(h @ params[i] + params[i + 1])
+    logits = h @ params[-2] + params[-1]
+    z = logits - m.max(logits, axis=1, keepdims=True)
+    logp = z - m.log(m.sum(m.exp(z), axis=1, keepdims=True))
+    return -m.sum(y * logp) / x.shape[0]
+
+
+def numpy_step(params, x, y, lr):
+    """One SGD step by hand: forward keeping the activations, backward freeing them as it goes,
+    each parameter updated in place as soon as its gradient exists."""
+    hs, h = [x], x
+    for i in range(0, len(params) - 2, 2):
+        h = np.tanh(h @ params[i] + params[i + 1])
+        hs.append(h)
+    logits = h @ params[-2] + params[-1]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    g = (p - y) / x.shape[0]
+    del p, logits, h
+    for i in range(len(params) - 2, -1, -2):
+        h = hs.pop()
+        gw, gb = h.T @ g, g.sum(axis=0)
+        if i:
+            g = g @ params[i].T
+            g *= 1 - h * h
+        del h
+        params[i] -= lr * gw
+        params[i + 1] -= lr * gb
+        del gw, gb
+
+
+def numpy_contenders(params, x, y, lr):
+    """One-step closures for the contenders that compute with NumPy: hand-written backprop,
+    pycograd_xp over NumPy and (if installed) HIPS autograd, each on its own copy of params."""
+    import pycograd_xp as pg
+
+    out = {}
+    p_np = [p.copy() for p in params]
+    out["numpy by hand"] = lambda: numpy_step(p_np, x, y, lr)
+
+    xp = pg.namespace(np)
+    p_pg = [xp.asarray(p.copy()) for p in params]
+    xa, ya = xp.asarray(x), xp.asarray(y)
+    vg = pg.value_and_grad(lambda p: loss_fn(xp, p, xa, ya))
+
+    def pg_step():
+        _, grads = vg(p_pg)
+        with pg.no_grad():
+            for p, g in zip(p_pg, grads, strict=True):
+                p -= lr * g
+
+    out["pycograd_xp (numpy)"] = pg_step
+    try:
+        import autograd
+        import autograd.numpy as anp
+    except ImportError:
+        print("  (autograd not installed: pip install -e '.[bench]')")
+        return out
+    p_ag = [p.copy() for p in params]
+    g_ag = autograd.grad(lambda p: loss_fn(anp, p, x, y))
+
+    def ag_step():
+        for p, g in zip(p_ag, g_ag(p_ag), strict=True):
+            p -= lr * g
+
+    out["HIPS autograd"] = ag_step
+    return out
