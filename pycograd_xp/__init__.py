@@ -36,4 +36,9 @@ def __getattr__(name: str) -> ModuleType:
             f"module 'pycograd_xp' has no attribute {name!r} (no backend module {name!r} is "
             "installed)"
         ) from None
-    return namespace(backend)
+    try:
+        return namespace(backend)
+    except TypeError:  # e.g. a submodule of ours shadowing a stdlib name is being imported
+        raise AttributeError(
+            f"module 'pycograd_xp' has no attribute {name!r} ({name!r} is not an array namespace)"
+        ) from None

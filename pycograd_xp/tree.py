@@ -2,7 +2,9 @@
 
 ``tree_flatten`` returns the leaves in a fixed order and a ``TreeDef`` that ``tree_unflatten``
 rebuilds from new leaves. Dict keys are visited in sorted order when they sort (as in JAX), so
-two dicts with the same keys flatten alike. None is an empty subtree, not a leaf.
+two dicts with the same keys flatten alike. None is an empty subtree, not a leaf. A dataclass
+field declared with ``metadata={"static": True}`` (``pycograd_xp.nn.static()``) is part of the
+structure, not a leaf.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def _children(x: Any) -> tuple[str, Any, list] | None:
         keys = _dict_keys(x)
         return "dict", tuple(keys), [x[k] for k in keys]
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        names = tuple(f.name for f in dataclasses.fields(x) if f.init)
-        return "dataclass", (type(x), names), [getattr(x, n) for n in names]
+        # fields marked static (metadata {"static": True}) are structure, not leaves
+        fields = [f for f in dataclasses.fields(x) if f.init]
+        names = tuple(f.name for f in fields if not f.metadata.get("static"))
+        statics = tuple((f.name, getattr(x, f.name)) for f in fields if f.metadata.get("static"))
+        return "dataclass", (type(x), names, statics), [getattr(x, n) for n in names]
     return None
 
 
@@ -103,8 +108,8 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any
             return td.meta(*kids)
         if td.kind == "dict":
             return dict(zip(td.meta, kids, strict=True))
-        cls, names = td.meta
-        return cls(**dict(zip(names, kids, strict=True)))
+        cls, names, statics = td.meta
+        return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
 
     return build(treedef)
 

@@ -1,0 +1,442 @@
+"""Functional neural-network layers, numerically stable, written in Array API code.
+
+Every function takes arrays of any pycograd_xp namespace (it finds the namespace from its
+inputs), so it is differentiable and runs on every backend. Shapes follow PyTorch's
+conventions: ``linear`` weights are (in, out); convolutions take (N, C, L) / (N, C, H, W)
+inputs and (O, C, K...) kernels. Random layers (dropout, initializers) take an explicit
+:class:`pycograd_xp.random.Key`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import array_api_compat
+
+from . import random
+from ._api import stop_gradient
+from .tree import tree_flatten
+
+__all__ = [
+    "Linear", "Module", "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits",
+    "conv1d", "conv2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "glorot_normal",
+    "glorot_uniform", "he_normal", "he_uniform", "layer_norm", "leaky_relu", "linear",
+    "log_softmax", "logsumexp", "max_pool2d", "mse", "multi_head_attention", "normal", "relu",
+    "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "softplus", "tanh",
+    "uniform",
+]  # fmt: skip
+
+
+def _ns(*xs: Any) -> Any:
+    return array_api_compat.array_namespace(*xs)
+
+
+def _reduce(loss: Any, reduction: str, where: str) -> Any:
+    xp = _ns(loss)
+    if reduction == "mean":
+        return xp.mean(loss)
+    if reduction == "sum":
+        return xp.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{where}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+# -- activations --------------------------------------------------------------------------------
+def linear(x: Any, w: Any, b: Any = None) -> Any:
+    """``x @ w + b`` with ``w`` of shape (in, out)."""
+    y = x @ w
+    return y if b is None else y + b
+
+
+def relu(x: Any) -> Any:
+    xp = _ns(x)
+    return xp.where(x > 0, x, xp.zeros_like(x))  # gradient 0 at 0, as in PyTorch
+
+
+def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+    return _ns(x).where(x > 0, x, negative_slope * x)
+
+
+def elu(x: Any, alpha: float = 1.0) -> Any:
+    xp = _ns(x)
+    # expm1 of min(x, 0): the branch not taken never overflows, so its zero gradient stays 0
+    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, xp.zeros_like(x))))
+
+
+def sigmoid(x: Any) -> Any:
+    """``1 / (1 + exp(-x))`` as ``(tanh(x / 2) + 1) / 2``: stable for any x."""
+    return 0.5 * (_ns(x).tanh(0.5 * x) + 1)
+
+
+def tanh(x: Any) -> Any:
+    return _ns(x).tanh(x)
+
+
+def silu(x: Any) -> Any:
+    return x * sigmoid(x)
+
+
+def softplus(x: Any) -> Any:
+    """``log(1 + exp(x))``, stable (logaddexp)."""
+    return _ns(x).logaddexp(_ns(x).zeros_like(x), x)
+
+
+def _erf(xp: Any, x: Any) -> Any:
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): erf is not in the Array API standard.
+    s = xp.sign(x)
+    a = xp.abs(x)
+    t = 1 / (1 + 0.3275911 * a)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return s * (1 - poly * xp.exp(-a * a))
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """GELU: the tanh approximation (default), or ``x Phi(x)`` with erf to 1.5e-7."""
+    xp = _ns(x)
+    if approximate:
+        return 0.5 * x * (1 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + _erf(xp, x / math.sqrt(2.0)))
+
+
+def logsumexp(x: Any, axis: int | tuple[int, ...] | None = -1, keepdims: bool = False) -> Any:
+    xp = _ns(x)
+    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))  # the shift has no gradient
+    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else xp.squeeze(out, axis=axis if axis is not None else
+                                           tuple(range(x.ndim)))  # fmt: skip
+
+
+def log_softmax(x: Any, axis: int = -1) -> Any:
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x: Any, axis: int = -1) -> Any:
+    return _ns(x).exp(log_softmax(x, axis=axis))
+
+
+# -- losses -------------------------------------------------------------------------------------
+def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
+    """Softmax cross-entropy over the last axis. ``labels``: integer class indices (shape
+    ``logits.shape[:-1]``) or class probabilities / one-hot (shape ``logits.shape``)."""
+    xp = _ns(logits)
+    logp = log_softmax(logits, axis=-1)
+    if xp.isdtype(labels.dtype, "integral"):
+        picked = xp.take_along_axis(logp, xp.expand_dims(labels, axis=-1), axis=-1)
+        loss = -xp.squeeze(picked, axis=-1)
+    else:
+        loss = -xp.sum(labels * logp, axis=-1)
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def binary_cross_entropy_with_logits(logits: Any, targets: Any, reduction: str = "mean") -> Any:
+    """``-[y log sigmoid(x) + (1-y) log(1 - sigmoid(x))]`` as ``softplus(x) - x y`` (stable)."""
+    return _reduce(softplus(logits) - logits * targets, reduction,
+                   "binary_cross_entropy_with_logits")  # fmt: skip
+
+
+def mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
+    d = pred - target
+    return _reduce(d * d, reduction, "mse")
+
+
+# -- normalization ------------------------------------------------------------------------------
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5,
+               axis: int | tuple[int, ...] = -1) -> Any:  # fmt: skip
+    xp = _ns(x)
+    mu = xp.mean(x, axis=axis, keepdims=True)
+    var = xp.var(x, axis=axis, keepdims=True)
+    y = (x - mu) / xp.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, axis: int = -1) -> Any:
+    xp = _ns(x)
+    y = x / xp.sqrt(xp.mean(x * x, axis=axis, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def batch_norm(x: Any, state: dict[str, Any], weight: Any = None, bias: Any = None, *,
+               training: bool, momentum: float = 0.1, eps: float = 1e-5,
+               axis: int = 1) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """Batch normalization over every axis but ``axis`` (the channels). ``state`` holds the
+    running ``mean`` and ``var`` (shape (C,)); returns ``(y, new_state)``. Training normalizes
+    with the batch's statistics and updates the running ones (unbiased variance, as PyTorch);
+    evaluation uses the running ones."""
+    xp = _ns(x)
+    axis = axis % x.ndim
+    reduce = tuple(a for a in range(x.ndim) if a != axis)
+    shape = tuple(x.shape[a] if a == axis else 1 for a in range(x.ndim))
+    if training:
+        mu = xp.mean(x, axis=reduce)
+        var = xp.var(x, axis=reduce)
+        n = math.prod(x.shape[a] for a in reduce)
+        unbiased = stop_gradient(var) * (n / max(n - 1, 1))
+        new_state = {"mean": (1 - momentum) * state["mean"] + momentum * stop_gradient(mu),
+                     "var": (1 - momentum) * state["var"] + momentum * unbiased}  # fmt: skip
+    else:
+        mu, var, new_state = state["mean"], state["var"], state
+    y = (x - xp.reshape(mu, shape)) / xp.sqrt(xp.reshape(var, shape) + eps)
+    if weight is not None:
+        y = y * xp.reshape(weight, shape)
+    if bias is not None:
+        y = y + xp.reshape(bias, shape)
+    return y, new_state
+
+
+# -- stochastic and lookup layers ---------------------------------------------------------------
+def dropout(key: random.Key, x: Any, rate: float, training: bool = True) -> Any:
+    """Zero each element with probability ``rate`` and scale the rest by ``1 / (1 - rate)``."""
+    if not training or rate == 0.0:
+        return x
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
+    xp = _ns(x)
+    keep = random.bernoulli(key, 1.0 - rate, tuple(x.shape), xp=xp)
+    return xp.where(keep, x / (1.0 - rate), xp.zeros_like(x))
+
+
+def embedding(ids: Any, table: Any) -> Any:
+    """Rows of ``table`` (V, D) for integer ``ids`` of any shape: shape ``ids.shape + (D,)``."""
+    xp = _ns(table)
+    rows = xp.take(table, xp.reshape(ids, (-1,)), axis=0)
+    return xp.reshape(rows, (*ids.shape, table.shape[1]))
+
+
+# -- attention ----------------------------------------------------------------------------------
+def scaled_dot_product_attention(q: Any, k: Any, v: Any, mask: Any = None,
+                                 causal: bool = False) -> Any:  # fmt: skip
+    """``softmax(q k^T / sqrt(d)) v`` over the last two axes. ``mask``: booleans broadcastable
+    to (..., Lq, Lk), True where attention is allowed; ``causal`` adds the lower-triangular
+    mask. Masked scores get the dtype's lowest value, so a fully masked row stays finite."""
+    xp = _ns(q, k, v)
+    scores = (q @ xp.matrix_transpose(k)) / math.sqrt(q.shape[-1])
+    if causal:
+        lq, lk = q.shape[-2], k.shape[-2]
+        tri = xp.astype(xp.tril(xp.ones((lq, lk), dtype=xp.int8)), xp.bool)
+        mask = tri if mask is None else xp.logical_and(mask, tri)
+    if mask is not None:
+        low = xp.full_like(scores, xp.finfo(scores.dtype).min)
+        scores = xp.where(mask, scores, low)
+    return softmax(scores, axis=-1) @ v
+
+
+def multi_head_attention(x: Any, params: dict[str, Any], num_heads: int, mask: Any = None,
+                         context: Any = None, causal: bool = False) -> Any:  # fmt: skip
+    """Multi-head attention of ``x`` (B, L, D) over ``context`` (default ``x``) with
+    ``params`` ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo``."""
+    xp = _ns(x)
+    context = x if context is None else context
+    b, lq, d = x.shape
+    lk = context.shape[1]
+    if d % num_heads:
+        raise ValueError(f"multi_head_attention: width {d} is not divisible by {num_heads} heads")
+    hd = d // num_heads
+
+    def heads(t: Any, w: str, bias: str, length: int) -> Any:
+        t = linear(t, params[w], params.get(bias))
+        return xp.permute_dims(xp.reshape(t, (b, length, num_heads, hd)), (0, 2, 1, 3))
+
+    q, k, v = heads(x, "wq", "bq", lq), heads(context, "wk", "bk", lk), \
+        heads(context, "wv", "bv", lk)  # fmt: skip
+    out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
+    out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (b, lq, d))
+    return linear(out, params["wo"], params.get("bo"))
+
+
+# -- convolution and pooling --------------------------------------------------------------------
+def _pad(xp: Any, x: Any, axis: int, before: int, after: int, value: float = 0.0) -> Any:
+    if not before and not after:
+        return x
+    parts = []
+    for n in (before, None, after):
+        if n is None:
+            parts.append(x)
+        elif n:
+            shape = list(x.shape)
+            shape[axis] = n
+            parts.append(xp.full(tuple(shape), value, dtype=x.dtype))
+    return xp.concat(parts, axis=axis)
+
+
+def _pair(v: Any, n: int) -> tuple[int, ...]:
+    return tuple(v) if isinstance(v, tuple | list) else (v,) * n
+
+
+def _patches(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
+             dilation: tuple[int, ...]) -> Any:  # fmt: skip
+    """Sliding windows of the trailing ``len(kernel)`` axes of ``x`` (already padded):
+    shape ``x.shape[:-n] + kernel + out_sizes``, built from strided slices (differentiable)."""
+    xp = _ns(x)
+    n = len(kernel)
+    spatial = x.shape[-n:]
+    out = [(spatial[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(n)]
+    if min(out) < 1:
+        raise ValueError(f"convolution/pooling: kernel {kernel} (dilation {dilation}) is larger "
+                         f"than the padded input {tuple(spatial)}")  # fmt: skip
+    windows = []
+    for offsets in _grid(kernel):
+        idx = [slice(None)] * (x.ndim - n)
+        for i, o in enumerate(offsets):
+            start = o * dilation[i]
+            idx.append(slice(start, start + stride[i] * (out[i] - 1) + 1, stride[i]))
+        windows.append(x[tuple(idx)])
+    stacked = xp.stack(windows, axis=x.ndim - n)  # (..., prod(kernel), *out)
+    return xp.reshape(stacked, (*x.shape[:-n], *kernel, *out))
+
+
+def _grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
+    grid: list[tuple[int, ...]] = [()]
+    for k in kernel:
+        grid = [g + (i,) for g in grid for i in range(k)]
+    return grid
+
+
+def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: int) -> Any:
+    xp = _ns(x, w)
+    stride, padding, dilation = _pair(stride, n), _pair(padding, n), _pair(dilation, n)
+    for i in range(n):
+        x = _pad(xp, x, x.ndim - n + i, padding[i], padding[i])
+    cols = _patches(x, tuple(w.shape[2:]), stride, dilation)  # (N, C, *K, *out)
+    # contract channels and kernel offsets: (N, *out, O)
+    y = xp.tensordot(cols, w, axes=(list(range(1, 2 + n)), list(range(1, 2 + n))))
+    y = xp.permute_dims(y, (0, y.ndim - 1, *range(1, y.ndim - 1)))
+    if b is not None:
+        y = y + xp.reshape(b, (1, -1) + (1,) * n)
+    return y
+
+
+def conv1d(x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0,
+           dilation: int = 1) -> Any:  # fmt: skip
+    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C, K) -> (N, O, L')."""
+    return _conv(x, w, b, stride, padding, dilation, 1)
+
+
+def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1) -> Any:  # fmt: skip
+    """2-D convolution: x (N, C, H, W), w (O, C, KH, KW) -> (N, O, H', W'). ``stride``,
+    ``padding``, ``dilation``: an int or a pair."""
+    return _conv(x, w, b, stride, padding, dilation, 2)
+
+
+def _pool(x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
+    xp = _ns(x)
+    kernel = _pair(kernel, 2)
+    stride = _pair(kernel if stride is None else stride, 2)
+    padding = _pair(padding, 2)
+    fill = xp.finfo(x.dtype).min if how == "max" else 0.0
+    for i in range(2):
+        x = _pad(xp, x, x.ndim - 2 + i, padding[i], padding[i], fill)
+    cols = _patches(x, kernel, stride, (1, 1))  # (N, C, KH, KW, H', W')
+    reduce = xp.max if how == "max" else xp.mean
+    return reduce(cols, axis=(2, 3))
+
+
+def max_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
+    """Max over windows of (N, C, H, W) (stride defaults to the kernel size)."""
+    return _pool(x, kernel, stride, padding, "max")
+
+
+def avg_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
+    """Mean over windows (zero padding counts, as PyTorch's default)."""
+    return _pool(x, kernel, stride, padding, "avg")
+
+
+# -- initializers -------------------------------------------------------------------------------
+def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    if len(shape) == 2:  # linear (in, out)
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])  # conv (O, C, *K)
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def normal(key: random.Key, shape: tuple[int, ...], std: float = 1.0, *, xp: Any = None,
+           dtype: Any = None) -> Any:  # fmt: skip
+    return random.normal(key, shape, xp=xp, dtype=dtype, std=std)
+
+
+def uniform(key: random.Key, shape: tuple[int, ...], low: float = -1.0, high: float = 1.0, *,
+            xp: Any = None, dtype: Any = None) -> Any:  # fmt: skip
+    return random.uniform(key, shape, xp=xp, dtype=dtype, minval=low, maxval=high)
+
+
+def glorot_uniform(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
+                   dtype: Any = None) -> Any:  # fmt: skip
+    fan_in, fan_out = _fans(shape)
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
+
+
+def glorot_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
+                  dtype: Any = None) -> Any:  # fmt: skip
+    fan_in, fan_out = _fans(shape)
+    return normal(key, shape, math.sqrt(2.0 / (fan_in + fan_out)), xp=xp, dtype=dtype)
+
+
+def he_uniform(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
+               dtype: Any = None) -> Any:  # fmt: skip
+    limit = math.sqrt(6.0 / _fans(shape)[0])
+    return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
+
+
+def he_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
+              dtype: Any = None) -> Any:  # fmt: skip
+    return normal(key, shape, math.sqrt(2.0 / _fans(shape)[0]), xp=xp, dtype=dtype)
+
+
+# -- modules ------------------------------------------------------------------------------------
+class Module:
+    """Base for small models as dataclasses: array fields are parameters (pytree leaves),
+    nested modules nest, fields declared with ``static()`` (sizes, flags) are not leaves.
+    ``grad`` and the optimizers take a module wherever they take a pytree."""
+
+    def named_parameters(self) -> dict[str, Any]:
+        """``{"layer1.w": array, ...}`` in tree order."""
+        out: dict[str, Any] = {}
+
+        def walk(obj: Any, prefix: str) -> None:
+            if isinstance(obj, Module):
+                for f in dataclasses.fields(obj):
+                    if not f.metadata.get("static"):
+                        walk(getattr(obj, f.name), f"{prefix}{f.name}.")
+            elif isinstance(obj, dict):
+                for k, v in obj.items():
+                    walk(v, f"{prefix}{k}.")
+            elif isinstance(obj, list | tuple):
+                for i, v in enumerate(obj):
+                    walk(v, f"{prefix}{i}.")
+            elif obj is not None:
+                out[prefix[:-1]] = obj
+
+        walk(self, "")
+        return out
+
+    def num_parameters(self) -> int:
+        return sum(math.prod(p.shape) for p in tree_flatten(self)[0])
+
+
+def static(default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field that is configuration, not a parameter."""
+    return dataclasses.field(default=default, metadata={"static": True})
+
+
+@dataclasses.dataclass
+class Linear(Module):
+    w: Any
+    b: Any = None
+
+    @classmethod
+    def init(cls, key: random.Key, n_in: int, n_out: int, *, xp: Any = None,
+             dtype: Any = None, bias: bool = True) -> Linear:  # fmt: skip
+        w = glorot_uniform(key, (n_in, n_out), xp=xp, dtype=dtype)
+        b = _ns(w).zeros((n_out,), dtype=w.dtype) if bias else None
+        return cls(w, b)
+
+    def __call__(self, x: Any) -> Any:
+        return linear(x, self.w, self.b)

@@ -1,0 +1,109 @@
+"""Splittable random keys (JAX's model) and samplers that make arrays in any namespace.
+
+A :class:`Key` is an immutable value: the same key always gives the same numbers, and ``split``
+and ``fold_in`` derive new independent keys from it, so randomness is explicit, reproducible and
+safe to use in parallel. Numbers come from NumPy's Philox generator seeded by the key's
+``SeedSequence``; they are made on the host and handed to ``xp.asarray``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Key", "bernoulli", "fold_in", "key", "normal", "permutation", "randint", "split",
+           "uniform"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Key:
+    """A random key: a seed and the path of splits and folds that led here."""
+
+    data: tuple[int, ...]
+
+    def __repr__(self) -> str:
+        return f"Key{self.data}"
+
+
+def key(seed: int) -> Key:
+    """The root key for a non-negative integer ``seed``."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"key: seed must be a non-negative int, got {seed!r}")
+    return Key((seed,))
+
+
+def _check(k: Any, where: str) -> Key:
+    if not isinstance(k, Key):
+        raise TypeError(f"{where}: expected a pycograd_xp.random.Key (from key(seed)), got "
+                        f"{type(k).__name__}")  # fmt: skip
+    return k
+
+
+def split(k: Key, num: int = 2) -> tuple[Key, ...]:
+    """``num`` new keys, independent of each other and of ``k``."""
+    _check(k, "split")
+    return tuple(Key((*k.data, 0, i)) for i in range(num))
+
+
+def fold_in(k: Key, data: int) -> Key:
+    """A new key from ``k`` and an integer (a step number, a device index, ...)."""
+    _check(k, "fold_in")
+    return Key((*k.data, 1, int(data)))
+
+
+def _generator(k: Key) -> np.random.Generator:
+    seq = np.random.SeedSequence(k.data[0], spawn_key=k.data[1:])
+    return np.random.Generator(np.random.Philox(seq))
+
+
+def _xp(xp: Any) -> Any:
+    if xp is None:
+        import pycograd_xp
+
+        return pycograd_xp.namespace(np)
+    return xp
+
+
+def _float_dtype(xp: Any, dtype: Any) -> Any:
+    return xp.float64 if dtype is None else dtype
+
+
+def uniform(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
+            minval: float = 0.0, maxval: float = 1.0) -> Any:  # fmt: skip
+    """Uniform floats in ``[minval, maxval)`` (float64 unless ``dtype``), in namespace ``xp``
+    (default: pycograd_xp over NumPy)."""
+    xp = _xp(xp)
+    values = _generator(_check(k, "uniform")).uniform(minval, maxval, shape)
+    return xp.asarray(values, dtype=_float_dtype(xp, dtype))
+
+
+def normal(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
+           mean: float = 0.0, std: float = 1.0) -> Any:  # fmt: skip
+    """Normal floats with ``mean`` and ``std``."""
+    xp = _xp(xp)
+    values = _generator(_check(k, "normal")).normal(mean, std, shape)
+    return xp.asarray(values, dtype=_float_dtype(xp, dtype))
+
+
+def bernoulli(k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None) -> Any:
+    """Booleans, True with probability ``p``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"bernoulli: p must be in [0, 1], got {p!r}")
+    xp = _xp(xp)
+    return xp.asarray(_generator(_check(k, "bernoulli")).random(shape) < p)
+
+
+def randint(k: Key, shape: tuple[int, ...], low: int, high: int, *, xp: Any = None,
+            dtype: Any = None) -> Any:  # fmt: skip
+    """Integers in ``[low, high)`` (int64 unless ``dtype``)."""
+    xp = _xp(xp)
+    values = _generator(_check(k, "randint")).integers(low, high, shape)
+    return xp.asarray(values, dtype=xp.int64 if dtype is None else dtype)
+
+
+def permutation(k: Key, n: int, *, xp: Any = None) -> Any:
+    """A random permutation of ``0 .. n-1`` (int64)."""
+    xp = _xp(xp)
+    return xp.asarray(_generator(_check(k, "permutation")).permutation(n))

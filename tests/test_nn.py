@@ -1,0 +1,204 @@
+"""nn layers: values against NumPy formulas (and PyTorch when installed), gradients against
+finite differences, modules as pytrees."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from conformance.gradcheck import check_vjp, to_numpy
+from pycograd_xp import nn, random
+
+rng = np.random.default_rng(0)
+
+
+def A(*shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, shape)
+
+
+ACTIVATIONS = {
+    "relu": (nn.relu, lambda a: np.maximum(a, 0)),
+    "leaky_relu": (nn.leaky_relu, lambda a: np.where(a > 0, a, 0.01 * a)),
+    "elu": (nn.elu, lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0)))),
+    "sigmoid": (nn.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
+    "silu": (nn.silu, lambda a: a / (1 + np.exp(-a))),
+    "softplus": (nn.softplus, lambda a: np.log1p(np.exp(a))),
+    "gelu": (nn.gelu, lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3)))),
+    "gelu exact": (lambda x: nn.gelu(x, approximate=False),
+                   lambda a: a * 0.5 * (1 + np.vectorize(__import__("math").erf)(a / np.sqrt(2)))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activations(xp, name):
+    f, ref = ACTIVATIONS[name]
+    a = A(3, 4) + 0.05  # away from the kinks at 0
+    np.testing.assert_allclose(to_numpy(f(xp.asarray(a))), ref(a), rtol=1e-6, atol=1e-7)
+    check_vjp(xp, f, a)
+
+
+def test_softmax_family_is_stable(xp):
+    a = np.array([[1000.0, 1000.0, -1000.0], [0.5, -0.5, 2.0]])
+    sm = to_numpy(nn.softmax(xp.asarray(a)))
+    np.testing.assert_allclose(sm[0], [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(sm.sum(axis=1), [1.0, 1.0])
+    lse = to_numpy(nn.logsumexp(xp.asarray(a), axis=1))
+    np.testing.assert_allclose(lse[1], np.log(np.exp(a[1]).sum()))
+    np.testing.assert_allclose(lse[0], 1000 + np.log(2))
+    for f in (nn.softmax, nn.log_softmax, lambda x: nn.logsumexp(x, axis=0)):
+        check_vjp(xp, f, A(3, 4))
+
+
+def test_losses(xp):
+    logits, labels = A(5, 4), np.array([0, 3, 1, 1, 2])
+    onehot = np.eye(4)[labels]
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    want = -logp[np.arange(5), labels]
+    got = nn.cross_entropy(xp.asarray(logits), xp.asarray(labels), reduction="none")
+    np.testing.assert_allclose(to_numpy(got), want)
+    np.testing.assert_allclose(float(nn.cross_entropy(xp.asarray(logits), xp.asarray(onehot))),
+                               want.mean())  # fmt: skip
+    assert float(nn.cross_entropy(xp.asarray(logits), xp.asarray(labels), "sum")) == \
+        pytest.approx(want.sum())  # fmt: skip
+    check_vjp(xp, lambda x: nn.cross_entropy(x, xp.asarray(labels)), logits)
+    check_vjp(xp, lambda x, y: nn.cross_entropy(x, y), logits, onehot)
+    y = (A(6) > 0).astype(float)
+    z = A(6, lo=-30, hi=30)
+    bce = to_numpy(nn.binary_cross_entropy_with_logits(xp.asarray(z), xp.asarray(y), "none"))
+    np.testing.assert_allclose(bce, np.logaddexp(0, z) - z * y)
+    check_vjp(xp, nn.binary_cross_entropy_with_logits, A(6), y)
+    check_vjp(xp, nn.mse, A(2, 3), A(2, 3))
+    with pytest.raises(ValueError, match="reduction must be"):
+        nn.mse(xp.ones(2), xp.ones(2), reduction="avg")
+
+
+def test_normalization(xp):
+    a, w, b = A(4, 6), A(6), A(6)
+    y = to_numpy(nn.layer_norm(xp.asarray(a), xp.asarray(w), xp.asarray(b)))
+    want = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(y, want, rtol=1e-10)
+    check_vjp(xp, nn.layer_norm, a, w, b)
+    check_vjp(xp, nn.rms_norm, a, w)
+    x = A(8, 3, 2)
+    state = {"mean": xp.zeros(3), "var": xp.ones(3)}
+    out, new = nn.batch_norm(xp.asarray(x), state, training=True, momentum=0.5)
+    mu = x.mean(axis=(0, 2))
+    np.testing.assert_allclose(to_numpy(new["mean"]), 0.5 * mu)
+    np.testing.assert_allclose(to_numpy(new["var"]), 0.5 + 0.5 * x.var(axis=(0, 2), ddof=1))
+    np.testing.assert_allclose(to_numpy(out).mean(axis=(0, 2)), 0, atol=1e-12)
+    evald, same = nn.batch_norm(xp.asarray(x), new, training=False)
+    assert same is new
+    check_vjp(xp, lambda x, w, b: nn.batch_norm(x, state, w, b, training=True)[0], x, A(3), A(3))
+
+
+def test_dropout_and_embedding(xp):
+    x = xp.ones((200, 50))
+    y = to_numpy(nn.dropout(random.key(1), x, 0.3))
+    assert set(np.unique(y)) == {0.0, 1 / 0.7} and abs((y == 0).mean() - 0.3) < 0.02
+    np.testing.assert_array_equal(to_numpy(nn.dropout(random.key(1), x, 0.3)), y)
+    assert nn.dropout(random.key(1), x, 0.3, training=False) is x
+    table = A(10, 4)
+    ids = np.array([[1, 1], [9, 0]])
+    e = nn.embedding(xp.asarray(ids), xp.asarray(table))
+    assert e.shape == (2, 2, 4)
+    np.testing.assert_array_equal(to_numpy(e), table[ids])
+    g = pg.grad(lambda t: xp.sum(nn.embedding(xp.asarray(ids), t)))(xp.asarray(table))
+    assert to_numpy(g)[1].tolist() == [2.0] * 4  # id 1 used twice: gradients accumulate
+
+
+def test_attention(xp):
+    q, k, v = A(2, 3, 4), A(2, 5, 4), A(2, 5, 4)
+    s = q @ np.swapaxes(k, -1, -2) / 2.0
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    out = nn.scaled_dot_product_attention(xp.asarray(q), xp.asarray(k), xp.asarray(v))
+    np.testing.assert_allclose(to_numpy(out), p @ v, rtol=1e-10)
+    mask = np.tril(np.ones((3, 5), bool))
+    check_vjp(xp, lambda q, k, v: nn.scaled_dot_product_attention(q, k, v, xp.asarray(mask)),
+              q, k, v)  # fmt: skip
+    check_vjp(xp, lambda q: nn.scaled_dot_product_attention(q, q, q, causal=True), A(2, 4, 4))
+    params = {n: A(8, 8) / 3 for n in ("wq", "wk", "wv", "wo")}
+    x = A(2, 3, 8)
+    check_vjp(xp, lambda x, wq: nn.multi_head_attention(
+        x, {**{k: xp.asarray(v) for k, v in params.items()}, "wq": wq}, num_heads=2,
+        causal=True), x, params["wq"])  # fmt: skip
+
+
+CONVS = [
+    dict(stride=1, padding=0, dilation=1), dict(stride=2, padding=1, dilation=1),
+    dict(stride=1, padding=2, dilation=2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kw", CONVS, ids=str)
+def test_convolution_and_pooling_gradients(xp, kw):
+    x, w, b = A(2, 3, 7, 6), A(4, 3, 3, 2), A(4)
+    y = nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), **kw)
+    check_vjp(xp, lambda x, w, b: nn.conv2d(x, w, b, **kw), x, w, b)
+    check_vjp(xp, lambda x, w: nn.conv1d(x, w, **kw), A(2, 3, 9), A(4, 3, 3))
+    assert y.ndim == 4
+    check_vjp(xp, lambda x: nn.max_pool2d(x, 2, stride=kw["stride"], padding=kw["padding"]
+                                          if kw["padding"] < 2 else 1), x)  # fmt: skip
+    check_vjp(xp, lambda x: nn.avg_pool2d(x, 3, stride=1, padding=1), x)
+
+
+@pytest.mark.parametrize("kw", CONVS, ids=str)
+def test_convolution_and_pooling_match_torch(kw):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    xp = pg.namespace(np)
+    x, w, b = A(2, 3, 7, 6), A(4, 3, 3, 2), A(4)
+    tx, tw, tb = (torch.tensor(a) for a in (x, w, b))
+    np.testing.assert_allclose(to_numpy(nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b),
+                                                  **kw)), F.conv2d(tx, tw, tb, **kw).numpy(),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    x1, w1 = A(2, 3, 9), A(4, 3, 3)
+    np.testing.assert_allclose(to_numpy(nn.conv1d(xp.asarray(x1), xp.asarray(w1), **kw)),
+                               F.conv1d(torch.tensor(x1), torch.tensor(w1), **kw).numpy(),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(to_numpy(nn.max_pool2d(xp.asarray(x), 2, stride=kw["stride"])),
+                               F.max_pool2d(tx, 2, stride=kw["stride"]).numpy())  # fmt: skip
+    np.testing.assert_allclose(to_numpy(nn.avg_pool2d(xp.asarray(x), 3, 1, 1)),
+                               F.avg_pool2d(tx, 3, 1, 1).numpy(), rtol=1e-12)  # fmt: skip
+
+
+def test_initializers(xp):
+    k = random.key(0)
+    w = to_numpy(nn.glorot_uniform(k, (300, 200), xp=xp))
+    limit = np.sqrt(6 / 500)
+    assert w.min() >= -limit and w.max() <= limit and abs(w.std() - limit / np.sqrt(3)) < 0.005
+    assert abs(to_numpy(nn.he_normal(k, (400, 300), xp=xp)).std() - np.sqrt(2 / 400)) < 0.005
+    conv = to_numpy(nn.glorot_normal(k, (16, 8, 3, 3), xp=xp))
+    assert abs(conv.std() - np.sqrt(2 / (8 * 9 + 16 * 9))) < 0.01
+    assert to_numpy(nn.he_uniform(k, (50, 5), xp=xp)).max() <= np.sqrt(6 / 50)
+    assert nn.normal(k, (3,), 0.5, xp=xp).shape == (3,)
+    assert nn.uniform(k, (3,), xp=xp, dtype=xp.float32).dtype == xp.float32
+
+
+@dataclasses.dataclass
+class MLP(nn.Module):
+    layers: list
+    activation: str = nn.static("tanh")
+
+    def __call__(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = getattr(nn, self.activation)(x)
+        return x
+
+
+def test_module_is_a_pytree(xp):
+    k1, k2 = random.split(random.key(0))
+    model = MLP([nn.Linear.init(k1, 3, 5, xp=xp), nn.Linear.init(k2, 5, 2, xp=xp)], "silu")
+    assert list(model.named_parameters()) == ["layers.0.w", "layers.0.b", "layers.1.w",
+                                              "layers.1.b"]  # fmt: skip
+    assert model.num_parameters() == 3 * 5 + 5 + 5 * 2 + 2
+    x = xp.asarray(A(4, 3))
+    g = pg.grad(lambda m: xp.sum(m(x) ** 2))(model)
+    assert isinstance(g, MLP) and g.activation == "silu" and g.layers[0].w.shape == (3, 5)
+    leaves, td = pg.tree_flatten(model)
+    assert len(leaves) == 4 and pg.tree_unflatten(td, leaves).activation == "silu"
