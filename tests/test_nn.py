@@ -4,6 +4,7 @@ finite differences, modules as pytrees."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -26,9 +27,10 @@ ACTIVATIONS = {
     "sigmoid": (nn.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
     "silu": (nn.silu, lambda a: a / (1 + np.exp(-a))),
     "softplus": (nn.softplus, lambda a: np.log1p(np.exp(a))),
-    "gelu": (nn.gelu, lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3)))),
+    "gelu": (nn.gelu, lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi)
+                                                        * (a + 0.044715 * a**3)))),
     "gelu exact": (lambda x: nn.gelu(x, approximate=False),
-                   lambda a: a * 0.5 * (1 + np.vectorize(__import__("math").erf)(a / np.sqrt(2)))),
+                   lambda a: a * 0.5 * (1 + np.vectorize(math.erf)(a / np.sqrt(2)))),
 }  # fmt: skip
 
 
