@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import array_api_compat
 
 from ._api import no_grad
-from .tree import tree_leaves, tree_map
+from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 Schedule = Callable[[int], float]
 
@@ -82,6 +82,16 @@ def _ns(x: Any) -> Any:
 
 def _zeros_like(tree: Any) -> Any:
     return tree_map(lambda p: _ns(p).zeros_like(p), tree)
+
+
+def _leafwise(fn: Callable[..., tuple], *trees: Any) -> tuple[Any, ...]:
+    """Apply ``fn`` to the leaves of ``trees`` (one structure) in one pass; ``fn`` returns a
+    tuple, and each position of it becomes a tree of that structure."""
+    leaves, td = tree_flatten(trees[0])
+    others = [tree_flatten(t)[0] for t in trees[1:]]
+    results = [fn(*xs) for xs in zip(leaves, *others, strict=True)]
+    n = len(results[0]) if results else 0
+    return tuple(tree_unflatten(td, [r[i] for r in results]) for i in range(n))
 
 
 def apply_updates(params: Any, updates: Any) -> Any:
@@ -235,17 +245,22 @@ def adam(lr: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
         t = state["count"] + 1
-        mu = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
-        nu = tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
         c1, c2 = 1 - b1**t, 1 - b2**t
         rate = schedule(state["count"])
-        updates = tree_map(lambda m, v: -rate * (m / c1) / (_ns(v).sqrt(v / c2) + eps), mu, nu)
-        if weight_decay:
-            if params is None:
-                raise ValueError("adamw: update() needs params for the weight decay")
-            on = _masked(mask, params)
-            updates = tree_map(lambda u, p, m: u - rate * weight_decay * p if m else u,
-                               updates, params, on)  # fmt: skip
+        if weight_decay and params is None:
+            raise ValueError("adamw: update() needs params for the weight decay")
+        decay = _masked(mask, params) if weight_decay else tree_map(lambda g: False, grads)
+        ps = params if params is not None else grads
+
+        def leaf(g: Any, m: Any, v: Any, p: Any, on: bool) -> tuple[Any, Any, Any]:
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * (g * g)
+            u = (-rate / c1) * m / (_ns(v).sqrt(v / c2) + eps)
+            if on:
+                u = u - (rate * weight_decay) * p
+            return u, m, v
+
+        updates, mu, nu = _leafwise(leaf, grads, state["mu"], state["nu"], ps, decay)
         return updates, {"count": t, "mu": mu, "nu": nu}
 
     return GradientTransformation(init, update)

@@ -48,11 +48,33 @@ def _dict_keys(d: dict) -> list:
         return list(d)
 
 
+_DATACLASS_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _dataclass_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(leaf field names, static field names) of a dataclass type, computed once per type."""
+    cached = _DATACLASS_FIELDS.get(cls)
+    if cached is None:
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        cached = (tuple(f.name for f in fields if not f.metadata.get("static")),
+                  tuple(f.name for f in fields if f.metadata.get("static")))  # fmt: skip
+        _DATACLASS_FIELDS[cls] = cached
+    return cached
+
+
 def _children(x: Any) -> tuple[str, Any, list] | None:
+    t = type(x)
+    if t is dict:
+        keys = _dict_keys(x)
+        return "dict", tuple(keys), [x[k] for k in keys]
+    if t is list:
+        return "list", None, list(x)
+    if t is tuple:
+        return "tuple", None, list(x)
     if x is None:
         return "none", None, []
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return "namedtuple", type(x), list(x)
+        return "namedtuple", t, list(x)
     if isinstance(x, tuple):
         return "tuple", None, list(x)
     if isinstance(x, list):
@@ -62,10 +84,9 @@ def _children(x: Any) -> tuple[str, Any, list] | None:
         return "dict", tuple(keys), [x[k] for k in keys]
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         # fields marked static (metadata {"static": True}) are structure, not leaves
-        fields = [f for f in dataclasses.fields(x) if f.init]
-        names = tuple(f.name for f in fields if not f.metadata.get("static"))
-        statics = tuple((f.name, getattr(x, f.name)) for f in fields if f.metadata.get("static"))
-        return "dataclass", (type(x), names, statics), [getattr(x, n) for n in names]
+        names, static_names = _dataclass_fields(t)
+        statics = tuple((n, getattr(x, n)) for n in static_names)
+        return "dataclass", (t, names, statics), [getattr(x, n) for n in names]
     return None
 
 

@@ -16,6 +16,7 @@ Category modules declare rows with the decorators below:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class Primitive:
     nondiff: bool = False
     takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
 
-    @property
+    @functools.cached_property
     def arg_names(self) -> tuple[str, ...]:
         """Names of the positional parameters, in order (what ``saves`` refers to)."""
         if self.kind == "unary":

@@ -84,12 +84,13 @@ unary("sign", _sign, saves=("x", "out"))
 # A Python-scalar operand never gets a gradient: its cotangent is not computed.
 defvjp("add", lambda ns, g, out, x1, x2: (g, g))
 defvjp("subtract", lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g))
-defvjp("multiply", lambda ns, g, out, x1, x2: (None if is_scalar(x1) else g * x2,
-                                               None if is_scalar(x2) else g * x1),
-       saves=("x1", "x2"))  # fmt: skip
-defvjp("divide", lambda ns, g, out, x1, x2: (None if is_scalar(x1) else g / x2,
-                                             None if is_scalar(x2) else -g * out / x2),
-       saves=("x2", "out"))  # fmt: skip
+# multiply/divide (and the other rules given needs=) skip the cotangents nobody needs.
+defvjp("multiply", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+    g * x2 if 0 in needs else None, g * x1 if 1 in needs else None),
+    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
+defvjp("divide", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+    g / x2 if 0 in needs else None, -g * out / x2 if 1 in needs else None),
+    saves=("x2", "out"), takes_needs=True)  # fmt: skip
 
 
 def _pow(ns, g, out, x1, x2):
@@ -127,12 +128,14 @@ def _select(ns, g, first, tie):
 
 
 # maximum/minimum: at ties each argument gets half the cotangent (as in JAX and PyTorch).
-defvjp("maximum", lambda ns, g, out, x1, x2: (_select(ns, g, x1 > x2, x1 == x2),
-                                              _select(ns, g, x2 > x1, x1 == x2)),
-       saves=("x1", "x2"))  # fmt: skip
-defvjp("minimum", lambda ns, g, out, x1, x2: (_select(ns, g, x1 < x2, x1 == x2),
-                                              _select(ns, g, x2 < x1, x1 == x2)),
-       saves=("x1", "x2"))  # fmt: skip
+defvjp("maximum", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+    _select(ns, g, x1 > x2, x1 == x2) if 0 in needs else None,
+    _select(ns, g, x2 > x1, x1 == x2) if 1 in needs else None),
+    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
+defvjp("minimum", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+    _select(ns, g, x1 < x2, x1 == x2) if 0 in needs else None,
+    _select(ns, g, x2 < x1, x1 == x2) if 1 in needs else None),
+    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
 # copysign(x1, x2) = |x1| sign(x2): slope +-1 in x1, piecewise constant in x2.
 defvjp("copysign", lambda ns, g, out, x1, x2: (
     None if is_scalar(x1) else ns.where(ns.signbit(x1) == ns.signbit(out), g, -g), None),

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import is_scalar
 
 
-def _where(ns, g, out, condition, x1, x2, /):
+def _where(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
     zero = ns.zeros_like(g)
     return (None,
-            None if is_scalar(x1) else ns.where(condition, g, zero),
-            None if is_scalar(x2) else ns.where(condition, zero, g))  # fmt: skip
+            ns.where(condition, g, zero) if 1 in needs else None,
+            ns.where(condition, zero, g) if 2 in needs else None)  # fmt: skip
 
 
-defvjp("where", _where, saves=("condition",))
+defvjp("where", _where, saves=("condition",), takes_needs=True)
 nondifferentiable("argmax", "argmin", "count_nonzero", "nonzero", "searchsorted")

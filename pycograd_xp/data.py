@@ -1,0 +1,120 @@
+"""Mini-batches over arrays: NumPy arrays, arrays of any pycograd_xp namespace, or anything
+sliceable along its first axis with a ``shape`` (Zarr arrays read chunk by chunk), shuffled
+with an explicit key, prepared ahead in a background thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import random
+from .namespace._array import Array
+
+__all__ = ["Batches"]
+
+
+def _host(a: Any) -> Any:
+    """A source we can slice on the host: our arrays become their NumPy values."""
+    return np.asarray(a._data) if isinstance(a, Array) else a
+
+
+def _take_rows(src: Any, rows: np.ndarray | slice) -> np.ndarray:
+    if isinstance(rows, slice):
+        return np.asarray(src[rows])
+    if hasattr(src, "oindex"):  # Zarr: orthogonal selection wants sorted indices
+        order = np.argsort(rows)
+        picked = np.asarray(src.oindex[rows[order]])
+        out = np.empty_like(picked)
+        out[order] = picked
+        return out
+    return np.asarray(src[rows])
+
+
+class Batches:
+    """Iterate over ``arrays`` (equal first dimensions) in batches of ``batch_size`` rows.
+
+    ``key``: shuffle with this random key (a new order each epoch: the key is folded with the
+    epoch number). ``drop_last=True`` drops the uneven last batch; ``False`` pads every batch
+    to ``batch_size`` and appends a float ``mask`` (1 for real rows, 0 for padding) to each
+    tuple, so ``sum(loss * mask) / sum(mask)`` averages correctly with static shapes.
+    Batches are made in namespace ``xp`` (default: pycograd_xp over NumPy), ``prefetch`` of
+    them ahead in a background thread (0: none).
+    """
+
+    def __init__(self, arrays: Sequence[Any], batch_size: int, *, key: random.Key | None = None,
+                 drop_last: bool = True, xp: Any = None, prefetch: int = 2) -> None:  # fmt: skip
+        self.sources = [_host(a) for a in arrays]
+        lengths = {int(s.shape[0]) for s in self.sources}
+        if len(lengths) != 1:
+            raise ValueError(f"Batches: arrays have different lengths {sorted(lengths)}")
+        if batch_size < 1:
+            raise ValueError(f"Batches: batch_size must be positive, got {batch_size}")
+        self.n = lengths.pop()
+        self.batch_size, self.key, self.drop_last, self.prefetch = (batch_size, key, drop_last,
+                                                                     prefetch)  # fmt: skip
+        if xp is None:
+            import pycograd_xp
+
+            xp = pycograd_xp.namespace(np)
+        self.xp = xp
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.n, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def _batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+        order = None
+        if self.key is not None:
+            order = np.asarray(random.permutation(random.fold_in(self.key, epoch), self.n)._data)
+        for b in range(len(self)):
+            start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.n)
+            rows = slice(start, stop) if order is None else order[start:stop]
+            parts = [_take_rows(s, rows) for s in self.sources]
+            if not self.drop_last:
+                real = stop - start
+                pad = self.batch_size - real
+                if pad:
+                    parts = [np.concatenate([p, np.zeros((pad, *p.shape[1:]), p.dtype)])
+                             for p in parts]  # fmt: skip
+                parts.append(np.concatenate([np.ones(real), np.zeros(pad)]))
+            yield tuple(self.xp.asarray(p) for p in parts)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        if not self.prefetch:
+            yield from self._batches(epoch)
+            return
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        done = object()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for batch in self._batches(epoch):
+                    while not stop.is_set():
+                        try:
+                            q.put(batch, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+                q.put(done)
+            except BaseException as e:  # hand the error to the consumer
+                q.put(e)
+
+        worker = threading.Thread(target=produce, daemon=True)
+        worker.start()
+        try:
+            while (item := q.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()

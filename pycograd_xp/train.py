@@ -1,0 +1,93 @@
+"""A small training loop: value_and_grad, an optimizer update, metrics per epoch, a tqdm progress
+bar, logging, and an optional loss-curve plot (matplotlib, optional).
+
+    step = make_step(loss_fn, optim.adam(1e-3))          # loss_fn(params, *batch) -> scalar
+    params, opt_state, history = fit(step, params, opt_state, batches, epochs=10)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._api import no_grad, value_and_grad
+from .optim import GradientTransformation, apply_updates
+
+__all__ = ["fit", "make_step", "plot_history"]
+
+Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
+
+
+def make_step(loss_fn: Callable[..., Any], tx: GradientTransformation,
+              has_aux: bool = False) -> Step:  # fmt: skip
+    """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for
+    ``loss_fn(params, *batch)`` (returning ``(loss, {name: value})`` when ``has_aux``)."""
+    vg = value_and_grad(loss_fn, has_aux=has_aux)
+
+    def step(params: Any, opt_state: Any, batch: tuple) -> tuple[Any, Any, dict[str, Any]]:
+        value, grads = vg(params, *batch)
+        loss, aux = value if has_aux else (value, {})
+        with no_grad():
+            updates, opt_state = tx.update(grads, opt_state, params)
+            params = apply_updates(params, updates)
+        return params, opt_state, {"loss": loss, **aux}
+
+    return step
+
+
+def fit(step: Step, params: Any, opt_state: Any, batches: Iterable[tuple], *, epochs: int,
+        progress: bool = True, log: Callable[[str], None] | None = print,
+        on_epoch_end: Callable[[int, Any, dict[str, float]], dict[str, float] | None] | None
+        = None) -> tuple[Any, Any, dict[str, list[float]]]:  # fmt: skip
+    """Run ``epochs`` passes of ``step`` over ``batches``.
+
+    Returns the final params and optimizer state and a history ``{metric: [per-epoch mean]}``
+    (plus ``"epoch_seconds"``). ``on_epoch_end(epoch, params, metrics)`` may return extra
+    metrics (e.g. a test accuracy) to record and log.
+    """
+    from tqdm.auto import tqdm
+
+    history: dict[str, list[float]] = {}
+    for epoch in range(epochs):
+        sums: dict[str, float] = {}
+        count = 0
+        t0 = time.perf_counter()
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
+                   leave=False)  # fmt: skip
+        for batch in bar:
+            params, opt_state, metrics = step(params, opt_state, batch)
+            count += 1
+            for k, v in metrics.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            bar.set_postfix(loss=f"{sums['loss'] / count:.4f}")
+        summary = {k: v / max(count, 1) for k, v in sums.items()}
+        summary["epoch_seconds"] = time.perf_counter() - t0
+        if on_epoch_end is not None:
+            summary.update(on_epoch_end(epoch, params, summary) or {})
+        for k, v in summary.items():
+            history.setdefault(k, []).append(v)
+        if log is not None:
+            log(f"epoch {epoch + 1}/{epochs}  " + "  ".join(f"{k} {v:.4g}" for k, v in
+                                                           summary.items()))  # fmt: skip
+    return params, opt_state, history
+
+
+def plot_history(history: dict[str, list[float]], path: str, keys: Iterable[str] = ("loss",)
+                 ) -> None:  # fmt: skip
+    """Save a plot of the per-epoch ``keys`` of ``history`` to ``path`` (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("plot_history needs matplotlib: pip install 'pycograd-xp[plot]'") from e
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k in keys:
+        ax.plot(range(1, len(history[k]) + 1), history[k], marker="o", label=k)
+    ax.set_xlabel("epoch")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

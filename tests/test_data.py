@@ -1,0 +1,65 @@
+"""Batches: order, shuffling with keys, the uneven last batch, masks, Zarr sources, prefetch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import random
+from pycograd_xp.data import Batches
+
+X = np.arange(20.0).reshape(10, 2)
+Y = np.arange(10)
+
+
+def rows(batches):
+    return [np.asarray(b[1]._data).tolist() for b in batches]
+
+
+def test_in_order_and_drop_last():
+    b = Batches((X, Y), 4, prefetch=0)
+    assert len(b) == 2 and rows(b) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_shuffle_is_reproducible_and_new_each_epoch():
+    b1, b2 = (Batches((X, Y), 5, key=random.key(3)) for _ in range(2))
+    e1, e2 = rows(b1), rows(b1)
+    assert rows(b2) == e1 and e1 != e2
+    assert sorted(sum(e1, [])) == list(range(10))
+
+
+def test_uneven_last_batch_with_mask(xp):
+    b = Batches((X, Y), 4, drop_last=False, xp=xp, prefetch=0)
+    batches = list(b)
+    assert len(batches) == 3 and all(t[0].shape == (4, 2) for t in batches)
+    mask = np.asarray(batches[-1][2]._data)
+    np.testing.assert_array_equal(mask, [1, 1, 0, 0])
+    # a masked mean over all batches is the plain mean
+    total = sum(float(xp.sum(x[:, 0] * m)) for x, _, m in batches)
+    count = sum(float(xp.sum(m)) for _, _, m in batches)
+    assert total / count == pytest.approx(X[:, 0].mean())
+
+
+def test_zarr_source_and_our_arrays():
+    zarr = pytest.importorskip("zarr")
+    z = zarr.create_array(store=zarr.storage.MemoryStore(), shape=X.shape, chunks=(3, 2),
+                          dtype="float64")  # fmt: skip
+    z[:] = X
+    xp = pg.namespace(np)
+    b = Batches((z, xp.asarray(Y)), 5, key=random.key(1))
+    for x, y in b:
+        np.testing.assert_array_equal(np.asarray(x._data), X[np.asarray(y._data)])
+
+
+def test_errors_propagate_from_the_prefetch_thread():
+    class Broken:
+        shape = (10,)
+
+        def __getitem__(self, rows):
+            raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        list(Batches((Broken(),), 5))
+    with pytest.raises(ValueError, match="different lengths"):
+        Batches((X, Y[:5]), 2)
