@@ -19,8 +19,11 @@ __all__ = ["Batches"]
 
 
 def _host(a: Any) -> Any:
-    """A source we can slice on the host: our arrays become their NumPy values."""
-    return np.asarray(a._data) if isinstance(a, Array) else a
+    """A source we can slice on the host. Our arrays become their backend arrays when those
+    are lazy (a Cubed array is then read one batch at a time), else their NumPy values."""
+    if isinstance(a, Array):
+        return a._data if a._backend.lazy else np.asarray(a._data)
+    return a
 
 
 def _take_rows(src: Any, rows: np.ndarray | slice) -> np.ndarray:
