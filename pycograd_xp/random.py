@@ -3,7 +3,8 @@
 A :class:`Key` is an immutable value: the same key always gives the same numbers, and ``split``
 and ``fold_in`` derive new independent keys from it, so randomness is explicit, reproducible and
 safe to use in parallel. Numbers come from NumPy's Philox generator seeded by the key's
-``SeedSequence``; they are made on the host and handed to ``xp.asarray``.
+``SeedSequence``; they are made on the host and handed to ``xp.asarray``, except on Cubed, where
+each block is drawn lazily from its own key (``cubed_plugin.random``).
 """
 
 from __future__ import annotations
@@ -70,37 +71,49 @@ def _float_dtype(xp: Any, dtype: Any) -> Any:
     return xp.float64 if dtype is None else dtype
 
 
+def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunks: Any,
+          draw: Any) -> Any:  # fmt: skip
+    """Draw on the host, or block by block on a chunked backend (Cubed) via cubed_plugin."""
+    _check(k, where)
+    if getattr(xp, "_backend", None) is not None and xp._backend.name == "cubed":
+        from cubed_plugin.random import sample
+
+        return sample(xp, k, tuple(shape), chunks, dtype, draw)
+    return xp.asarray(draw(_generator(k), shape), dtype=dtype)
+
+
 def uniform(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
-            minval: float = 0.0, maxval: float = 1.0) -> Any:  # fmt: skip
+            minval: float = 0.0, maxval: float = 1.0, chunks: Any = None) -> Any:  # fmt: skip
     """Uniform floats in ``[minval, maxval)`` (float64 unless ``dtype``), in namespace ``xp``
-    (default: pycograd_xp over NumPy)."""
+    (default: pycograd_xp over NumPy; on Cubed, chunked as ``chunks``)."""
     xp = _xp(xp)
-    values = _generator(_check(k, "uniform")).uniform(minval, maxval, shape)
-    return xp.asarray(values, dtype=_float_dtype(xp, dtype))
+    return _make(k, "uniform", shape, xp, _float_dtype(xp, dtype), chunks,
+                 lambda g, s: g.uniform(minval, maxval, s))  # fmt: skip
 
 
 def normal(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
-           mean: float = 0.0, std: float = 1.0) -> Any:  # fmt: skip
+           mean: float = 0.0, std: float = 1.0, chunks: Any = None) -> Any:  # fmt: skip
     """Normal floats with ``mean`` and ``std``."""
     xp = _xp(xp)
-    values = _generator(_check(k, "normal")).normal(mean, std, shape)
-    return xp.asarray(values, dtype=_float_dtype(xp, dtype))
+    return _make(k, "normal", shape, xp, _float_dtype(xp, dtype), chunks,
+                 lambda g, s: g.normal(mean, std, s))  # fmt: skip
 
 
-def bernoulli(k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None) -> Any:
+def bernoulli(k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None,
+              chunks: Any = None) -> Any:  # fmt: skip
     """Booleans, True with probability ``p``."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: p must be in [0, 1], got {p!r}")
     xp = _xp(xp)
-    return xp.asarray(_generator(_check(k, "bernoulli")).random(shape) < p)
+    return _make(k, "bernoulli", shape, xp, xp.bool, chunks, lambda g, s: g.random(s) < p)
 
 
 def randint(k: Key, shape: tuple[int, ...], low: int, high: int, *, xp: Any = None,
-            dtype: Any = None) -> Any:  # fmt: skip
+            dtype: Any = None, chunks: Any = None) -> Any:  # fmt: skip
     """Integers in ``[low, high)`` (int64 unless ``dtype``)."""
     xp = _xp(xp)
-    values = _generator(_check(k, "randint")).integers(low, high, shape)
-    return xp.asarray(values, dtype=xp.int64 if dtype is None else dtype)
+    return _make(k, "randint", shape, xp, xp.int64 if dtype is None else dtype, chunks,
+                 lambda g, s: g.integers(low, high, s))  # fmt: skip
 
 
 def permutation(k: Key, n: int, *, xp: Any = None) -> Any:

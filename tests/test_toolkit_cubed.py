@@ -63,3 +63,17 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_chunked_random_on_cubed(cxp):
+    k = random.key(4)
+    with cubed.raise_if_computes():
+        a = random.normal(k, (1000, 30), xp=cxp, chunks=(250, 30))
+        b = random.normal(k, (1000, 30), xp=cxp, chunks=(250, 30))
+        m = random.bernoulli(random.fold_in(k, 1), 0.3, (1000, 30), xp=cxp, chunks=(250, 30))
+    assert a._data.chunks == ((250,) * 4, (30,))
+    va, vb = np.asarray(a._data), np.asarray(b._data)
+    np.testing.assert_array_equal(va, vb)  # reproducible for a key and chunking
+    assert abs(va.mean()) < 0.05 and abs(va.std() - 1) < 0.05
+    assert not np.array_equal(va[:250], va[250:500])  # every block its own stream
+    assert abs(np.asarray(m._data).mean() - 0.3) < 0.02
