@@ -57,20 +57,23 @@ class Abstract:
 class Node:
     """One recorded primitive application (or a leaf, when ``prim`` is None).
 
-    ``args``/``kwargs`` are the call's arguments with arrays replaced by saved snapshots
-    (arrays of the namespace) or :class:`Abstract` placeholders. ``parents`` lists
-    ``(position, node)`` for every tracked array input, where ``position`` is the index of the
-    positional argument (or the kwarg name), plus an index into it for list arguments.
-    ``out`` is the output (a snapshot when saved, else Abstract), ``grad`` the accumulated
-    gradient of a leaf (imperative API).
+    ``args``/``kwargs`` are the call's arguments with each array replaced by its backend array
+    when the rule saves it, else by an :class:`Abstract` (shape and dtype). ``saved`` maps the
+    position of each saved array that carried a node to that node (``"out"`` for the output),
+    so a higher-order backward can rebuild them as differentiable arrays; None when there are
+    none. ``parents`` lists ``(position, node)`` for every tracked array input: the index of
+    the positional argument (or the kwarg name), plus an index into it for list arguments.
+    ``out`` is the output's backend array when saved, else None (a list of them, or
+    Abstracts, for several outputs); ``grad`` the accumulated gradient of a leaf.
     """
 
-    __slots__ = ("prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns", "__weakref__")
+    __slots__ = ("prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns", "saved",
+                 "__weakref__")  # fmt: skip
 
     def __init__(self, prim: Any, ns: Any, args: tuple, kwargs: dict, out: Any,
-                 parents: list) -> None:  # fmt: skip
+                 parents: list, saved: dict | None = None) -> None:  # fmt: skip
         self.prim, self.ns, self.args, self.kwargs = prim, ns, args, kwargs
-        self.out, self.parents = out, parents
+        self.out, self.parents, self.saved = out, parents, saved
         self.seq = next(_seq)
         self.grad = None
 
@@ -214,18 +217,12 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
             f"backward through {node.name} a second time: its saved values were freed after the "
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
-    kwargs = node.kwargs
-    if create_graph:
-        ops, out = node.ns, node.out
+    kwargs, out = node.kwargs, node.out
+    if create_graph:  # the rule runs on the namespace: saved values become tracked arrays
+        ops = node.ns
+        args, kwargs, out = _rebuild(node)
     else:
         ops = node.ns._backend.xp
-        args = tuple([a._data if isinstance(a, Array) else _raw(a) if type(a) in _SEQUENCES
-                      else a for a in args])  # fmt: skip
-        if kwargs:
-            kwargs = {k: _raw(v) for k, v in kwargs.items()}
-        out = node.out
-        if out is not None:
-            out = _raw(out)
     if type(g) is list:  # multi-output: missing parts are zeros
         g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
              zip(g, out, strict=True)]  # fmt: skip
@@ -253,25 +250,49 @@ def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
     return kwargs[position]
 
 
-_SEQUENCES = (list, tuple)
 _PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
 
-def _raw(a: Any) -> Any:
-    if isinstance(a, Array):
-        return a._data
-    if type(a) is list or type(a) is tuple:
-        return type(a)(map(_raw, a))
-    return a
+def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
+    """``node``'s saved values as arrays of its namespace carrying the nodes they had."""
+    Arr, array_type = node.ns.Array, node.ns._backend.array_type
+    saved = node.saved or {}
+
+    def wrap(a: Any, position: Any) -> Any:
+        if isinstance(a, array_type):
+            w = object.__new__(Arr)
+            w._data, w._node = a, saved.get(position)
+            return w
+        if type(a) is list or type(a) is tuple:
+            return type(a)(wrap(e, (position, j)) for j, e in enumerate(a))
+        return a
+
+    args = tuple(wrap(a, i) for i, a in enumerate(node.args))
+    kwargs = {k: wrap(v, k) for k, v in node.kwargs.items()}
+    out = node.out
+    if isinstance(out, list):
+        outs = saved.get("out") or [None] * len(out)
+        out = [o if not isinstance(o, array_type) else _tracked(Arr, o, h) for o, h in
+               zip(out, outs, strict=True)]  # fmt: skip
+    elif out is not None:
+        out = _tracked(Arr, out, node)
+    return args, kwargs, out
 
 
-def _snapshot(a: Any) -> Any:
-    """A new array object with ``a``'s current value and node (immune to later rebinding)."""
-    s = object.__new__(type(a))
-    s._data, s._node = a._data, a._node
+def _tracked(Arr: type, data: Any, node: Any) -> Any:
+    w = object.__new__(Arr)
+    w._data, w._node = data, node
+    return w
+
+
+def _save(a: Any, position: Any, saved: dict) -> Any:
+    """The backend array of ``a``, noting its node (for higher order) or protecting its buffer
+    from in-place writes (an untracked array the tape now depends on)."""
     if a._node is None:
         mark_saved(a._data)
-    return s
+    else:
+        saved[position] = a._node
+    return a._data
 
 
 # Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
@@ -303,14 +324,15 @@ def _abstract(d: Any, chunked: bool) -> Abstract:
     return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
 
-def _keep(a: Any, keep: bool, chunked: bool) -> Any:
-    """What a node holds for argument ``a``: a snapshot if its rule saves it, else its shape."""
+def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
+    """What a node holds for argument ``a``: its backend array if the rule saves it, else its
+    shape and dtype."""
     if type(a) in _PLAIN:
         return a
     if isinstance(a, Array):
-        return _snapshot(a) if keep else _abstract(a._data, chunked)
+        return _save(a, position, saved) if keep else _abstract(a._data, chunked)
     if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
-        return type(a)(_keep(e, keep, chunked) for e in a)
+        return type(a)(_keep(e, keep, chunked, (position, j), saved) for j, e in enumerate(a))
     return a
 
 
@@ -337,26 +359,31 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
         return out
     chunked, saves, names = ns._backend.lazy, prim.saves, prim.arg_names
     last = len(names) - 1
-    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked)
+    saved: dict = {}
+    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked, i, saved)
                       for i, a in enumerate(args))  # fmt: skip
-    kept_kwargs = {k: _keep(v, k in saves, chunked) for k, v in kwargs.items()} if kwargs else {}
+    kept_kwargs = {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} \
+        if kwargs else {}  # fmt: skip
     if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
-        node = Node(prim, ns, kept_args, kept_kwargs, None, parents)
-        any_floating = False
+        node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
+        handles = [None] * len(out)
         for i, o in enumerate(out):
             if isinstance(o, Array) and o._data.dtype in floating:
-                o._node = Select(node, i, len(out))
-                any_floating = True
-        if not any_floating:
+                o._node = handles[i] = Select(node, i, len(out))
+        if not any(handles):
             return out
-        node.out = [_keep(o, "out" in saves, chunked) for o in out]
+        keep_out = "out" in saves
+        node.out = [o._data if keep_out else _abstract(o._data, chunked) for o in out]
+        if keep_out:
+            saved["out"] = handles
+            node.saved = saved
         return out
     if out._data.dtype not in floating:
         return out
-    node = Node(prim, ns, kept_args, kept_kwargs, None, parents)
+    node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
     out._node = node
     if "out" in saves:
-        node.out = _snapshot(out)
+        node.out = out._data
     return out
 
 
@@ -371,26 +398,26 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
     save_out = "out" in saves
     new_node = Node
 
-    def keep(a: Any, i: int) -> Any:
+    def keep(a: Any, i: int, saved: dict) -> Any:
         if not isinstance(a, Array):
             return a  # a Python scalar
         if save[i]:
-            return _snapshot(a)
+            return _save(a, i, saved)
         d = a._data
         return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
-    def attach(out: Any, kept: tuple, parents: list) -> Any:
-        node = new_node(prim, ns, kept, {}, None, parents)
+    def attach(out: Any, kept: tuple, parents: list, saved: dict) -> Any:
+        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents,
+                        saved or None)  # fmt: skip
         out._node = node
-        if save_out:
-            node.out = _snapshot(out)
         return out
 
     def rec1(out: Any, x: Any) -> Any:
         d = out._data
         if d.dtype not in floating or x._data.dtype not in floating:
             return out
-        return attach(out, (keep(x, 0),), [(0, x._node)])
+        saved: dict = {}
+        return attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
 
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
         d = out._data
@@ -403,7 +430,8 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
             parents.append((1, x2._node))
         if not parents:
             return out
-        return attach(out, (keep(x1, 0), keep(x2, 1)), parents)
+        saved: dict = {}
+        return attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
 
     return rec1 if prim.kind == "unary" else rec2
 

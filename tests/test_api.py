@@ -166,3 +166,26 @@ def test_stop_gradient(xp):
     np.testing.assert_allclose(to_numpy(g), [1.0, 2.0])
     tree = pg.stop_gradient({"a": xp.ones(1).requires_grad_() * 2})
     assert not tree["a"].requires_grad
+
+
+@pytest.mark.parametrize("which", ["slogdet", "eigh", "unstack"])
+def test_higher_order_through_multi_output_functions(which):
+    # second derivatives need the saved outputs of multi-output rows as tracked arrays
+    xp = pg.namespace(np)
+    a = np.array([[3.0, 0.5, 0.0], [0.5, 2.0, 0.3], [0.0, 0.3, 4.0]])
+
+    def f(x):
+        m = xp.asarray(a) + xp.linalg.outer(x, x)
+        if which == "slogdet":
+            return xp.linalg.slogdet(m).logabsdet
+        if which == "eigh":
+            w, v = xp.linalg.eigh(m)
+            return xp.sum(w**3) + xp.sum(v[:, 0] ** 4)
+        return xp.sum(xp.unstack(m)[1] ** 3)
+
+    x0, v = np.array([0.2, -0.4, 0.7]), np.array([1.0, -0.5, 0.25])
+    hvp = pg.grad(lambda x: xp.sum(pg.grad(f)(x) * xp.asarray(v)))(xp.asarray(x0))
+    eps = 1e-6
+    fd = (to_numpy(pg.grad(f)(xp.asarray(x0 + eps * v)))
+          - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * v)))) / (2 * eps)  # fmt: skip
+    np.testing.assert_allclose(to_numpy(hvp), fd, rtol=1e-5, atol=1e-7)
