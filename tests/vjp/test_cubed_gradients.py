@@ -80,3 +80,22 @@ def test_cotangent_broadcast_keeps_primal_chunks(cxp):
 
 def xp_sum(xp, a):
     return xp.sum(a * a)
+
+
+def test_custom_spec_constants_follow_the_primals(tmp_path, cxp):
+    # every array of one Cubed computation must share one Spec: the backward pass creates its
+    # constants from the primals (ones_like, zeros_like, broadcasts), never with the default
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="500MB")
+    rng = np.random.default_rng(1)
+    x = cxp.asarray(cubed.from_array(rng.standard_normal((60, 4)), chunks=(20, 4), spec=spec))
+    w = cxp.asarray(cubed.from_array(rng.standard_normal(4), spec=spec))
+
+    def loss(w):
+        h = cxp.tanh(x @ w)
+        return cxp.mean(cxp.where(h > 0, h * h, 0.0)) + cxp.max(h) + cxp.sum(cxp.std(x * w, axis=0))
+
+    with cubed.raise_if_computes():
+        value, g = pg.value_and_grad(loss)(w)
+    assert g._data.spec == spec
+    v, gv = cubed.compute(value._data, g._data)
+    assert np.isfinite(v) and np.all(np.isfinite(gv))
