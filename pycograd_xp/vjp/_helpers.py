@@ -41,6 +41,21 @@ def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = Tru
     return ns.broadcast_to(g, tuple(like.shape))
 
 
+def zeros_beside(ns: Any, g: Any, axis: int, size: int) -> Any:
+    """Zeros shaped like ``g`` but ``size`` long on ``axis``, made from ``g`` so that on Cubed
+    they share its Spec and chunking (one chunk along ``axis``: Cubed 0.27's concat gives
+    wrong values when an operand has several chunks there that differ from its neighbour's)."""
+    edge = [slice(None)] * g.ndim
+    edge[axis] = slice(0, 1)
+    block = list(g.shape)
+    block[axis] = size
+    chunks = getattr(g, "chunksize", None)
+    if chunks is not None and getattr(ns, "__name__", "") == "cubed":
+        chunks = tuple(size if a == axis else c for a, c in enumerate(chunks))
+        return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block), chunks=chunks))
+    return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block)))
+
+
 def count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     n = 1
     for a in axes:

@@ -5,7 +5,7 @@ overwritten array (zero at ``key``) and the value (``g[key]``, reduced to ``v``'
 from __future__ import annotations
 
 from ..namespace._ops import defvjp
-from ._helpers import index_add
+from ._helpers import index_add, zeros_beside
 
 
 def _positions(ns, x):
@@ -26,12 +26,46 @@ def _is_basic(key):
 
 def _getitem(ns, g, out, x, key):
     if _is_basic(key):  # a view: no element is picked twice
-        ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
         parts = key if isinstance(key, tuple) else (key,)
         picked = tuple(k for k in parts if k is not None)  # new axes hold no elements
+        ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
+        if not hasattr(type(ct), "__setitem__"):  # immutable arrays (Cubed): pad instead
+            return _pad_back(ns, g, tuple(x.shape), picked), None
         ct[picked] = ns.reshape(g, tuple(ct[picked].shape))
         return ct, None
     return _scatter(ns, x, g, _positions(ns, x)[key]), None
+
+
+def _pad_back(ns, g, shape, key):
+    """The cotangent of ``x[key]`` (ints, unit-step slices, an ellipsis) built by padding ``g``
+    with zeros along each axis: lazy, and no writes into arrays."""
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1 :]
+    key = key + (slice(None),) * (len(shape) - len(key))
+    # drop the axes that None (newaxis) added: g then has the selection's shape
+    g = ns.reshape(g, tuple(len(range(*k.indices(n))) for k, n in zip(key, shape, strict=True)
+                            if isinstance(k, slice)))  # fmt: skip
+    for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
+        if isinstance(k, int):
+            g = ns.expand_dims(g, axis=axis)
+            start, stop = k % n, k % n + 1
+        else:
+            start, stop, step = k.indices(n)
+            if step != 1:
+                raise NotImplementedError(
+                    "x[key] backward on a backend with immutable arrays supports unit-step "
+                    f"slices only, got {k}; use xp.take with explicit indices"
+                )
+            stop = max(stop, start)
+        pieces = []
+        for size in (start, None, n - stop):
+            if size is None:
+                pieces.append(g)
+            elif size:
+                pieces.append(zeros_beside(ns, g, axis, size))
+        g = ns.concat(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
+    return g
 
 
 def _setitem(ns, g, out, x, key, value):

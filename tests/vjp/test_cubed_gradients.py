@@ -99,3 +99,10 @@ def test_custom_spec_constants_follow_the_primals(tmp_path, cxp):
     assert g._data.spec == spec
     v, gv = cubed.compute(value._data, g._data)
     assert np.isfinite(v) and np.all(np.isfinite(gv))
+
+
+@pytest.mark.parametrize("key", [(slice(1, 3),), (0, slice(None)), (Ellipsis, -1),
+                                 (slice(None), None, slice(2, None))], ids=str)  # fmt: skip
+def test_basic_indexing_backward_on_cubed(cxp, key):
+    a = np.random.default_rng(2).uniform(0.5, 2.0, (4, 5))
+    check_vjp(cxp, lambda x: x[key] * 2.0, a)
