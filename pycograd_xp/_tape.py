@@ -250,9 +250,6 @@ def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
     return kwargs[position]
 
 
-_PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
-
-
 def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     """``node``'s saved values as arrays of its namespace carrying the nodes they had."""
     Arr, array_type = node.ns.Array, node.ns._backend.array_type
@@ -327,7 +324,7 @@ def _abstract(d: Any, chunked: bool) -> Abstract:
 def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
     """What a node holds for argument ``a``: its backend array if the rule saves it, else its
     shape and dtype."""
-    if type(a) in _PLAIN:
+    if type(a) in PLAIN_TYPES:
         return a
     if isinstance(a, Array):
         return _save(a, position, saved) if keep else _abstract(a._data, chunked)
@@ -437,4 +434,4 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
 
 
 # Imported last: the namespace package imports this module while it is being built.
-from .namespace._array import Array  # noqa: E402
+from .namespace._array import PLAIN_TYPES, Array  # noqa: E402

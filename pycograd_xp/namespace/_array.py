@@ -17,6 +17,8 @@ from typing import Any
 from .._tape import MODE
 
 _SCALARS = (bool, int, float, complex)
+# Python values that pass to a backend unchanged (and that a tape keeps as they are).
+PLAIN_TYPES = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
 
 class Array:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
 from .._tape import MODE, elementwise_recorder, is_saved, record
-from ._array import _SCALARS, Array, install_operators
+from ._array import _SCALARS, PLAIN_TYPES, Array, install_operators
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
@@ -28,14 +28,12 @@ API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "complex64", "complex128")  # fmt: skip
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
-# Python values that pass to the backend unchanged.
-_PLAIN = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 # Parameter names of the standard that never hold arrays: passed to the backend untouched.
 _PLAIN_PARAMS = frozenset({
     "axis", "axes", "dtype", "keepdims", "device", "copy", "k", "offset", "correction",
     "descending", "stable", "side", "mode", "norm", "upper", "full_matrices", "include_initial",
     "indexing", "endpoint", "invert", "ord", "n", "s", "d", "num", "shape", "source",
-    "destination", "shift", "n_rows", "n_cols", "kind", "rtol",
+    "destination", "shift", "n_rows", "n_cols", "kind",
 })  # fmt: skip
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
@@ -162,7 +160,7 @@ class _Builder:
             t = type(a)
             if t is Arr:
                 return a._data
-            if t in _PLAIN:
+            if t in PLAIN_TYPES:
                 return a
             if t is tuple or t is list:
                 return t(unwrap(e) for e in a)
