@@ -228,7 +228,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
              zip(g, out, strict=True)]  # fmt: skip
     prim = node.prim
     if prim.takes_needs:  # the rule skips the cotangents no parent needs
-        kwargs = {**kwargs, "needs": {p for p, _ in node.parents}}
+        needs = tuple([p for p, _ in node.parents])
+        kwargs = {**kwargs, "needs": needs} if kwargs else {"needs": needs}
     results = prim.vjp(ops, g, out, *args, **kwargs)
     for position, parent in node.parents:
         if type(position) is int:

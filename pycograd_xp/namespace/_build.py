@@ -269,6 +269,8 @@ class _Builder:
                     d2 = x2._data
                     if d2.dtype not in allowed:
                         raise _dtype_error(name, d2.dtype, prim.dtypes)
+                elif isinstance(x2, _SCALARS):
+                    d2 = x2
                 else:
                     d2 = operand(x2)
             elif type(x2) is Arr:
