@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _tape
-from .namespace._array import Array
+from .namespace._array import Array, make
 from .namespace._ops import Primitive
 from .tree import tree_flatten, tree_map, tree_unflatten
 
@@ -63,9 +63,7 @@ def stop_gradient(x: Any) -> Any:
 
     def detach(a: Any) -> Any:
         if isinstance(a, Array) and a._node is not None:
-            d = object.__new__(type(a))
-            d._data, d._node = a._data, None
-            return d
+            return make(type(a), a._data)
         return a
 
     return tree_map(detach, x)
@@ -96,11 +94,9 @@ def _track(a: Any, where: str, path: str) -> Any:
             "non-differentiated argument)"
         )
     parents = [(0, a._node)] if a._node is not None else []
-    t = object.__new__(type(a))
-    t._data = a._data
-    t._node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
-                         {}, None, parents)  # fmt: skip
-    return t
+    node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
+                      {}, None, parents)  # fmt: skip
+    return make(type(a), a._data, node)
 
 
 def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...],
@@ -152,9 +148,7 @@ def _pull(out_leaves: list, cts: list, targets: list, structures: list, *, retai
 
 
 def _detached(like: Array, data: Any) -> Array:
-    a = object.__new__(type(like))
-    a._data, a._node = data, None
-    return a
+    return make(type(like), data)
 
 
 def _finish(tree: Any, nested: bool) -> Any:

@@ -258,9 +258,7 @@ def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
 
     def wrap(a: Any, position: Any) -> Any:
         if isinstance(a, array_type):
-            w = object.__new__(Arr)
-            w._data, w._node = a, saved.get(position)
-            return w
+            return make(Arr, a, saved.get(position))
         if type(a) is list or type(a) is tuple:
             return type(a)(wrap(e, (position, j)) for j, e in enumerate(a))
         return a
@@ -270,17 +268,11 @@ def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     out = node.out
     if isinstance(out, list):
         outs = saved.get("out") or [None] * len(out)
-        out = [o if not isinstance(o, array_type) else _tracked(Arr, o, h) for o, h in
+        out = [o if not isinstance(o, array_type) else make(Arr, o, h) for o, h in
                zip(out, outs, strict=True)]  # fmt: skip
     elif out is not None:
-        out = _tracked(Arr, out, node)
+        out = make(Arr, out, node)
     return args, kwargs, out
-
-
-def _tracked(Arr: type, data: Any, node: Any) -> Any:
-    w = object.__new__(Arr)
-    w._data, w._node = data, node
-    return w
 
 
 def _save(a: Any, position: Any, saved: dict) -> Any:
@@ -435,4 +427,4 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
 
 
 # Imported last: the namespace package imports this module while it is being built.
-from .namespace._array import PLAIN_TYPES, Array  # noqa: E402
+from .namespace._array import PLAIN_TYPES, Array, make  # noqa: E402

@@ -21,6 +21,14 @@ _SCALARS = (bool, int, float, complex)
 PLAIN_TYPES = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
 
+def make(cls: type, data: Any, node: Any = None) -> Any:
+    """An array of class ``cls`` (one namespace's Array) holding backend ``data`` and ``node``:
+    the one way the package builds arrays besides the namespace's own wrappers."""
+    a = object.__new__(cls)
+    a._data, a._node = data, node
+    return a
+
+
 class Array:
     """An array of a pycograd_xp namespace: a backend array plus its place on the tape."""
 
@@ -123,9 +131,7 @@ class Array:
         g = getattr(node, "grad", None) if node is not None and node.prim is None else None
         if g is None or isinstance(g, Array):
             return g
-        w = object.__new__(type(self))
-        w._data, w._node = g, None
-        return w
+        return make(type(self), g)
 
     @grad.setter
     def grad(self, value: Array | None) -> None:
@@ -164,18 +170,14 @@ class Array:
                 )
             g = cotangent._data
         if create_graph:
-            w = object.__new__(type(self))
-            w._data, w._node = g, None if cotangent is None else cotangent._node
-            g = w
+            g = make(type(self), g, None if cotangent is None else cotangent._node)
         backward(
             [(self._node, g)], retain_graph=retain_graph or create_graph, create_graph=create_graph
         )
 
     def detach(self) -> Array:
         """The same values, with no gradient (``pycograd_xp.stop_gradient``)."""
-        d = object.__new__(type(self))
-        d._data, d._node = self._data, None
-        return d
+        return make(type(self), self._data)
 
     # -- conversions (they compute on lazy backends) --------------------------------------------
     def _concrete(self, what: str) -> Any:
