@@ -1,8 +1,21 @@
 """Cubed-specific integration for pycograd_xp. The core package never imports Cubed; code that
-needs it lives here and is imported only when a Cubed namespace is in use.
+needs it lives here and is loaded only when a Cubed namespace is made (through the
+``pycograd_xp.adapters`` entry point, :func:`adapt`).
 
+- :func:`adapt`: Cubed's capabilities for the backend adapter (lazy, chunked, immutable, block
+  sampling).
 - ``cubed_plugin.random``: chunked random sampling, each block drawn lazily from its own key.
-
-Memory projections against ``Spec.allowed_mem``, progress and measured-memory callbacks, chunk
-planning and the chunked training driver are to come (see the issues).
 """
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+def adapt(backend: Any) -> Any:
+    """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
+    from .random import sample
+
+    return dataclasses.replace(backend, lazy=True, chunked=True, mutable=False,
+                               ordered_writes=False, block_sampler=sample)  # fmt: skip

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _tape
-from .namespace._array import Array, make
+from .namespace._array import Array, detach, make
 from .namespace._ops import Primitive
 from .tree import tree_flatten, tree_map, tree_unflatten
 
@@ -60,12 +60,6 @@ class enable_grad(no_grad):  # noqa: N801
 
 def stop_gradient(x: Any) -> Any:
     """``x`` (an array or a pytree of arrays) with the same values and no gradient."""
-
-    def detach(a: Any) -> Any:
-        if isinstance(a, Array) and a._node is not None:
-            return make(type(a), a._data)
-        return a
-
     return tree_map(detach, x)
 
 
@@ -80,7 +74,20 @@ def _argnums(argnums: int | Sequence[int], nargs: int, where: str) -> tuple[int,
     return tuple(i % nargs for i in nums)
 
 
-def _track(a: Any, where: str, path: str) -> Any:
+class _Input:
+    """A differentiated input as it was passed: its node on the tape, its value and its class.
+
+    Captured before ``f`` runs, so whatever ``f`` does to its parameter (``x *= 2``,
+    ``x[i] = v``, as array-api-extra's ``at`` does) the gradient is with respect to this value.
+    """
+
+    __slots__ = ("node", "data", "cls")
+
+    def __init__(self, node: Any, data: Any, cls: type) -> None:
+        self.node, self.data, self.cls = node, data, cls
+
+
+def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
     """A fresh array object holding ``a``'s value, marked as a differentiated input."""
     if not isinstance(a, Array):
         raise TypeError(
@@ -96,68 +103,63 @@ def _track(a: Any, where: str, path: str) -> Any:
     parents = [(0, a._node)] if a._node is not None else []
     node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
                       {}, None, parents)  # fmt: skip
-    return make(type(a), a._data, node)
+    return make(type(a), a._data, node), _Input(node, a._data, type(a))
 
 
 def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...],
            where: str) -> tuple[Any, list, list]:  # fmt: skip
-    """Run ``f`` with the ``argnums`` arguments tracked. Returns (output, targets, structures)."""
+    """Run ``f`` with the ``argnums`` arguments tracked.
+
+    Returns (output, inputs, structures): per argnum, the list of :class:`_Input` of its leaves
+    and its tree structure.
+    """
     call_args = list(args)
-    targets, structures = [], []
+    inputs, structures = [], []
     for i in argnums:
         leaves, td = tree_flatten(args[i])
-        tracked = [_track(leaf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf"
-                                                          else "")) for j, leaf in
-                   enumerate(leaves)]  # fmt: skip
-        targets.append(tracked)
+        tracked, captured = [], []
+        for j, lf in enumerate(leaves):
+            t, c = _track(lf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf"
+                                                         else ""))  # fmt: skip
+            tracked.append(t)
+            captured.append(c)
+        inputs.append(captured)
         structures.append(td)
         call_args[i] = tree_unflatten(td, tracked)
     with enable_grad():
         out = f(*call_args, **kwargs)
-    return out, targets, structures
+    return out, inputs, structures
 
 
-def _nested(targets: list) -> bool:
+def _nested(inputs: list) -> bool:
     """Whether an outer trace is running (then gradients must be differentiable themselves)."""
-    return _DEPTH.value > 1 or any(t._node.parents for ts in targets for t in ts)
+    return _DEPTH.value > 1 or any(c.node.parents for cs in inputs for c in cs)
 
 
-def _pull(out_leaves: list, cts: list, targets: list, structures: list, *, retain: bool,
+def _pull(out_leaves: list, cts: list, inputs: list, structures: list, *, retain: bool,
           create: bool) -> list:  # fmt: skip
     """Backward from ``out_leaves`` with cotangents ``cts``; one gradient tree per argnum."""
     roots = [(o._node, c._data if not create else c) for o, c in zip(out_leaves, cts,
                                                                        strict=True)
              if isinstance(o, Array) and o._node is not None]  # fmt: skip
-    flat_targets = [t._node for ts in targets for t in ts]
     # A differentiable backward pass goes through the forward residuals again later: keep them.
-    found = _tape.backward(roots, targets=flat_targets, retain_graph=retain or create,
-                           create_graph=create) if roots else {}  # fmt: skip
+    found = _tape.backward(roots, targets=[c.node for cs in inputs for c in cs],
+                           retain_graph=retain or create, create_graph=create) if roots else {}
     grads = []
-    for ts, td in zip(targets, structures, strict=True):
+    for cs, td in zip(inputs, structures, strict=True):
         leaves = []
-        for t in ts:
-            g = found.get(id(t._node))
+        for c in cs:
+            g = found.get(id(c.node))
             if g is None:  # the output does not depend on this input
-                leaves.append(_detached(t, t._backend.xp.zeros_like(t._data)))
-            elif isinstance(g, Array):
-                leaves.append(g)
-            else:
-                leaves.append(_detached(t, g))
+                g = c.cls._backend.xp.zeros_like(c.data)
+            leaves.append(g if isinstance(g, Array) else make(c.cls, g))
         grads.append(tree_unflatten(td, leaves))
     return grads
 
 
-def _detached(like: Array, data: Any) -> Array:
-    return make(type(like), data)
-
-
 def _finish(tree: Any, nested: bool) -> Any:
     """What a transform returns: as computed inside an outer trace, else without gradient."""
-    if nested:
-        return tree
-    if isinstance(tree, Array):
-        return _detached(tree, tree._data)
-    return stop_gradient(tree)
+    return tree if nested else stop_gradient(tree)
 
 
 def _check_out(out: Any, where: str, scalar: bool) -> None:
@@ -197,7 +199,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
         nums = _argnums(argnums, len(args), where)
         _DEPTH.value += 1
         try:
-            res, targets, structures = _trace(f, args, kwargs, nums, where)
+            res, inputs, structures = _trace(f, args, kwargs, nums, where)
             if has_aux:
                 if not (isinstance(res, tuple) and len(res) == 2):
                     raise TypeError(f"{where}: with has_aux=True the function must return "
@@ -206,9 +208,9 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
             else:
                 out, aux = res, None
             _check_out(out, where, scalar=True)
-            nested = _nested(targets)
-            one = _detached(out, out._backend.xp.ones_like(out._data))
-            grads = _pull([out], [one], targets, structures, retain=False, create=nested)
+            nested = _nested(inputs)
+            one = make(type(out), out._backend.xp.ones_like(out._data))
+            grads = _pull([out], [one], inputs, structures, retain=False, create=nested)
         finally:
             _DEPTH.value -= 1
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
@@ -241,8 +243,8 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     where = f"vjp({getattr(f, '__name__', 'f')})"
     _DEPTH.value += 1
     try:
-        res, targets, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
-        nested = _nested(targets)
+        res, inputs, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
+        nested = _nested(inputs)
     finally:
         _DEPTH.value -= 1
     out, aux = res if has_aux else (res, None)
@@ -263,7 +265,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         _DEPTH.value += 1
         try:
             create = nested or _DEPTH.value > 1 or any(c._node is not None for c in ct_leaves)
-            return tuple(_pull(out_leaves, ct_leaves, targets, structures, retain=True,
+            return tuple(_pull(out_leaves, ct_leaves, inputs, structures, retain=True,
                                create=create))  # fmt: skip
         finally:
             _DEPTH.value -= 1

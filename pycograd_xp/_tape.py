@@ -9,6 +9,14 @@ and dtype, no data). The output is kept only when the rule saves ``"out"``.
 topological order), calls each rule once with the summed cotangent of its output, reduces each
 input cotangent to its input's shape and realness (the one place broadcasting is undone), and
 frees the node's residuals unless asked to retain the graph.
+
+Node kinds are explicit (:data:`LEAF`, :data:`OP`, :data:`SELECT`), never inferred. This module
+is the engine only: recording (which needs the Array class) lives in
+``pycograd_xp.namespace._record``, and the engine reaches arrays only through a node's namespace.
+
+In-place writes are tracked per buffer (PyTorch's version counters, keyed by the memory's owner
+so views are covered): a residual whose buffer was written after its node was recorded is
+refused when the rule would read it, never silently used.
 """
 
 from __future__ import annotations
@@ -21,6 +29,11 @@ from collections.abc import Iterable
 from typing import Any
 
 _seq = itertools.count()
+
+# Node kinds.
+LEAF = "leaf"  # an array marked with requires_grad_: backward accumulates into its .grad
+OP = "op"  # one primitive applied to tracked inputs
+SELECT = "select"  # output ``index`` of a multi-output op
 
 
 class _GradMode(threading.local):
@@ -55,7 +68,7 @@ class Abstract:
 
 
 class Node:
-    """One recorded primitive application (or a leaf, when ``prim`` is None).
+    """One recorded primitive application (kind :data:`OP`) or a leaf (:data:`LEAF`).
 
     ``args``/``kwargs`` are the call's arguments with each array replaced by its backend array
     when the rule saves it, else by an :class:`Abstract` (shape and dtype). ``saved`` maps the
@@ -67,40 +80,115 @@ class Node:
     Abstracts, for several outputs); ``grad`` the accumulated gradient of a leaf.
     """
 
-    __slots__ = ("prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns", "saved",
-                 "__weakref__")  # fmt: skip
+    __slots__ = ("kind", "prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns",
+                 "saved", "__weakref__")  # fmt: skip
 
     def __init__(self, prim: Any, ns: Any, args: tuple, kwargs: dict, out: Any,
-                 parents: list, saved: dict | None = None) -> None:  # fmt: skip
-        self.prim, self.ns, self.args, self.kwargs = prim, ns, args, kwargs
+                 parents: list, saved: dict | None = None, kind: str = OP) -> None:  # fmt: skip
+        self.kind, self.prim, self.ns, self.args, self.kwargs = kind, prim, ns, args, kwargs
         self.out, self.parents, self.saved = out, parents, saved
         self.seq = next(_seq)
         self.grad = None
 
     @property
     def name(self) -> str:
-        return self.prim.name if self.prim is not None else "leaf"
+        return self.prim.name if self.kind == OP else self.kind
 
     def __repr__(self) -> str:
         return f"<Node {self.seq} {self.name}>"
 
 
 class Select:
-    """Output ``index`` of a multi-output node (``eigh``, ``unstack``, ...)."""
+    """Output ``index`` of a multi-output node (``eigh``, ``svd``, ``unstack``, ...): an
+    intermediate like any other, never a leaf."""
 
     __slots__ = ("node", "index", "count", "seq", "__weakref__")
 
-    prim = None
+    kind = SELECT
     parents = ()
-    name = "select"
 
     def __init__(self, node: Node, index: int, count: int) -> None:
         self.node, self.index, self.count = node, index, count
         self.seq = next(_seq)
 
+    @property
+    def name(self) -> str:
+        return f"{self.node.name}[{self.index}]"
+
 
 def leaf(ns: Any) -> Node:
-    return Node(None, ns, (), {}, None, [])
+    return Node(None, ns, (), {}, None, [], kind=LEAF)
+
+
+def is_leaf(node: Any) -> bool:
+    return node is not None and node.kind == LEAF
+
+
+# -- buffers: what the tape saved, and what was written in place since ----------------------------
+
+# Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
+# into one while recording (x[idx] = v on an untracked array) would change a saved value, so
+# setitem copies such a buffer first. Keyed by the buffer that owns the memory: views are covered.
+_SAVED_BUFFERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# id(buffer) -> (weak reference to it, sequence number of its last in-place write).
+_WRITES: dict[int, tuple[Any, int]] = {}
+
+
+def mark_saved(backend: Any, d: Any) -> None:
+    b = backend.buffer(d)
+    try:
+        _SAVED_BUFFERS[id(b)] = b
+    except TypeError:  # not weak-referenceable: nothing to protect it with
+        pass
+
+
+def is_saved(backend: Any, d: Any) -> bool:
+    b = backend.buffer(d)
+    return _SAVED_BUFFERS.get(id(b)) is b
+
+
+def note_write(backend: Any, d: Any) -> None:
+    """Record that ``d``'s memory was just written in place (its version moves on)."""
+    b = backend.buffer(d)
+    key = id(b)
+    try:
+        ref = weakref.ref(b, lambda _, key=key: _WRITES.pop(key, None))
+    except TypeError:  # not weak-referenceable: cannot be told apart from a later buffer
+        return
+    _WRITES[key] = (ref, next(_seq))
+
+
+def _written_since(backend: Any, d: Any, seq: int) -> bool:
+    b = backend.buffer(d)
+    entry = _WRITES.get(id(b))
+    return entry is not None and entry[0]() is b and entry[1] > seq
+
+
+def _check_unchanged(node: Node) -> None:
+    """Refuse to run ``node``'s rule on a residual written in place after it was saved."""
+    backend = node.ns._backend
+    array_type = backend.array_type
+    found = None
+    for i, a in enumerate(node.args):
+        for e in (a if type(a) is list or type(a) is tuple else (a,)):
+            if isinstance(e, array_type) and _written_since(backend, e, node.seq):
+                found = node.prim.arg_names[min(i, len(node.prim.arg_names) - 1)]
+    for k, v in node.kwargs.items():
+        if isinstance(v, array_type) and _written_since(backend, v, node.seq):
+            found = k
+    outs = node.out if isinstance(node.out, list) else [node.out]
+    if any(isinstance(o, array_type) and _written_since(backend, o, node.seq) for o in outs):
+        found = "its output"
+    if found is not None:
+        raise RuntimeError(
+            f"backward through {node.name}: {found!r}, which {node.name} saved for the backward "
+            "pass, was modified in place afterwards (e.g. under no_grad()), so the gradient would "
+            "use the new value. Modify a copy instead (xp.asarray(x, copy=True)), or run the "
+            "in-place update after backward"
+        )
+
+
+# -- the backward pass ----------------------------------------------------------------------------
 
 
 def _toposort(roots: Iterable[Any], stop_below: int) -> list[Any]:
@@ -175,8 +263,8 @@ def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
 
     Cotangents are backend arrays, or arrays of the namespace when ``create_graph`` (then the
     rules run on the differentiable namespace and record their own nodes, for higher order).
-    Returns ``{id(node): cotangent}`` for the ``targets``; leaves (nodes without a primitive)
-    that are not targets accumulate into ``node.grad``.
+    Returns ``{id(node): cotangent}`` for the ``targets``; leaves that are not targets
+    accumulate into ``node.grad``.
     """
     targets = list(targets)
     target_ids = {id(t) for t in targets}
@@ -192,13 +280,14 @@ def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
             g = cts.pop(key, None)
             if g is None:
                 continue
+            kind = node.kind
             if key in target_ids:
                 results[key] = g
-            elif type(node) is Select:
+            elif kind is SELECT:
                 parts = list(cts.get(id(node.node)) or [None] * node.count)
                 parts[node.index] = _add(parts[node.index], g)
                 cts[id(node.node)] = parts
-            elif node.prim is None:
+            elif kind is LEAF:
                 node.grad = _add(node.grad, g)
             else:
                 _run_rule(node, g, cts, create_graph)
@@ -217,6 +306,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
             f"backward through {node.name} a second time: its saved values were freed after the "
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
+    if _WRITES:
+        _check_unchanged(node)
     kwargs, out = node.kwargs, node.out
     if create_graph:  # the rule runs on the namespace: saved values become tracked arrays
         ops = node.ns
@@ -253,12 +344,12 @@ def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
 
 def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     """``node``'s saved values as arrays of its namespace carrying the nodes they had."""
-    Arr, array_type = node.ns.Array, node.ns._backend.array_type
+    make, array_type = node.ns._make, node.ns._backend.array_type
     saved = node.saved or {}
 
     def wrap(a: Any, position: Any) -> Any:
         if isinstance(a, array_type):
-            return make(Arr, a, saved.get(position))
+            return make(a, saved.get(position))
         if type(a) is list or type(a) is tuple:
             return type(a)(wrap(e, (position, j)) for j, e in enumerate(a))
         return a
@@ -268,163 +359,8 @@ def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     out = node.out
     if isinstance(out, list):
         outs = saved.get("out") or [None] * len(out)
-        out = [o if not isinstance(o, array_type) else make(Arr, o, h) for o, h in
+        out = [o if not isinstance(o, array_type) else make(o, h) for o, h in
                zip(out, outs, strict=True)]  # fmt: skip
     elif out is not None:
-        out = make(Arr, out, node)
+        out = make(out, node)
     return args, kwargs, out
-
-
-def _save(a: Any, position: Any, saved: dict) -> Any:
-    """The backend array of ``a``, noting its node (for higher order) or protecting its buffer
-    from in-place writes (an untracked array the tape now depends on)."""
-    if a._node is None:
-        mark_saved(a._data)
-    else:
-        saved[position] = a._node
-    return a._data
-
-
-# Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
-# into one in place (x[idx] = v on an untracked array) would change a saved value, so setitem
-# copies such a buffer first. Keyed by the ultimate base buffer, so views are covered too.
-_SAVED_BUFFERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
-def _base(d: Any) -> Any:
-    while getattr(d, "base", None) is not None:
-        d = d.base
-    return d
-
-
-def mark_saved(d: Any) -> None:
-    b = _base(d)
-    try:
-        _SAVED_BUFFERS[id(b)] = b
-    except TypeError:  # not weak-referenceable: nothing to protect it with
-        pass
-
-
-def is_saved(d: Any) -> bool:
-    b = _base(d)
-    return _SAVED_BUFFERS.get(id(b)) is b
-
-
-def _abstract(d: Any, chunked: bool) -> Abstract:
-    return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
-
-
-def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
-    """What a node holds for argument ``a``: its backend array if the rule saves it, else its
-    shape and dtype."""
-    if type(a) in PLAIN_TYPES:
-        return a
-    if isinstance(a, Array):
-        return _save(a, position, saved) if keep else _abstract(a._data, chunked)
-    if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
-        return type(a)(_keep(e, keep, chunked, (position, j), saved) for j, e in enumerate(a))
-    return a
-
-
-def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
-    """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
-
-    Called by the namespace's functions only when grad mode is on and some input is tracked.
-    Inputs that are not floating-point, and outputs that are not, never carry nodes.
-    """
-    floating = ns._floating
-    parents = []
-    for i, a in enumerate(args):
-        if isinstance(a, Array):
-            if a._node is not None and a._data.dtype in floating:
-                parents.append((i, a._node))
-        elif type(a) is list or type(a) is tuple:
-            parents.extend(((i, j), e._node) for j, e in enumerate(a) if isinstance(e, Array)
-                           and e._node is not None and e._data.dtype in floating)  # fmt: skip
-    for name in prim.diff_kwargs:
-        a = kwargs.get(name)
-        if isinstance(a, Array) and a._node is not None and a._data.dtype in floating:
-            parents.append((name, a._node))
-    if not parents:
-        return out
-    chunked, saves, names = ns._backend.lazy, prim.saves, prim.arg_names
-    last = len(names) - 1
-    saved: dict = {}
-    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked, i, saved)
-                      for i, a in enumerate(args))  # fmt: skip
-    kept_kwargs = {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} \
-        if kwargs else {}  # fmt: skip
-    if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
-        node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
-        handles = [None] * len(out)
-        for i, o in enumerate(out):
-            if isinstance(o, Array) and o._data.dtype in floating:
-                o._node = handles[i] = Select(node, i, len(out))
-        if not any(handles):
-            return out
-        keep_out = "out" in saves
-        node.out = [o._data if keep_out else _abstract(o._data, chunked) for o in out]
-        if keep_out:
-            saved["out"] = handles
-            node.saved = saved
-        return out
-    if out._data.dtype not in floating:
-        return out
-    node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
-    out._node = node
-    if "out" in saves:
-        node.out = out._data
-    return out
-
-
-def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool) -> Any:
-    """``record`` specialised for one elementwise row of one namespace: the hot path.
-
-    ``rec(out, x)`` (unary) or ``rec(out, x1, x2)`` (binary) is called only when an input is
-    tracked and grad mode is on. What the row saves is looked up once here, not on every call.
-    """
-    saves = prim.saves
-    save = [name in saves for name in prim.arg_names]
-    save_out = "out" in saves
-    new_node = Node
-
-    def keep(a: Any, i: int, saved: dict) -> Any:
-        if not isinstance(a, Array):
-            return a  # a Python scalar
-        if save[i]:
-            return _save(a, i, saved)
-        d = a._data
-        return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
-
-    def attach(out: Any, kept: tuple, parents: list, saved: dict) -> Any:
-        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents,
-                        saved or None)  # fmt: skip
-        out._node = node
-        return out
-
-    def rec1(out: Any, x: Any) -> Any:
-        d = out._data
-        if d.dtype not in floating or x._data.dtype not in floating:
-            return out
-        saved: dict = {}
-        return attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
-
-    def rec2(out: Any, x1: Any, x2: Any) -> Any:
-        d = out._data
-        if d.dtype not in floating:
-            return out
-        parents = []
-        if isinstance(x1, Array) and x1._node is not None and x1._data.dtype in floating:
-            parents.append((0, x1._node))
-        if isinstance(x2, Array) and x2._node is not None and x2._data.dtype in floating:
-            parents.append((1, x2._node))
-        if not parents:
-            return out
-        saved: dict = {}
-        return attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
-
-    return rec1 if prim.kind == "unary" else rec2
-
-
-# Imported last: the namespace package imports this module while it is being built.
-from .namespace._array import PLAIN_TYPES, Array, make  # noqa: E402

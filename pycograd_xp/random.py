@@ -4,7 +4,8 @@ A :class:`Key` is an immutable value: the same key always gives the same numbers
 and ``fold_in`` derive new independent keys from it, so randomness is explicit, reproducible and
 safe to use in parallel. Numbers come from NumPy's Philox generator seeded by the key's
 ``SeedSequence``; they are made on the host and handed to ``xp.asarray``, except on Cubed, where
-each block is drawn lazily from its own key (``cubed_plugin.random``).
+each block is drawn lazily from its own key (the backend's ``block_sampler``, which
+``cubed_plugin`` registers).
 """
 
 from __future__ import annotations
@@ -73,12 +74,16 @@ def _float_dtype(xp: Any, dtype: Any) -> Any:
 
 def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunks: Any,
           draw: Any) -> Any:  # fmt: skip
-    """Draw on the host, or block by block on a chunked backend (Cubed) via cubed_plugin."""
+    """Draw on the host, or block by block where the backend samples blocks lazily (Cubed):
+    the block at offset ``i`` draws from ``fold_in(k, i)``."""
     _check(k, where)
-    if getattr(xp, "_backend", None) is not None and xp._backend.name == "cubed":
-        from cubed_plugin.random import sample
+    sampler = getattr(getattr(xp, "_backend", None), "block_sampler", None)
+    if sampler is not None:
 
-        return sample(xp, k, tuple(shape), chunks, dtype, draw)
+        def draw_block(offset: int, block_shape: tuple[int, ...]) -> np.ndarray:
+            return np.asarray(draw(_generator(fold_in(k, offset)), block_shape), dtype=dtype)
+
+        return xp.asarray(sampler(xp._backend.xp, tuple(shape), chunks, dtype, draw_block))
     return xp.asarray(draw(_generator(k), shape), dtype=dtype)
 
 

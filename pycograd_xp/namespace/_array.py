@@ -14,9 +14,10 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .._tape import MODE
+from .._tape import MODE, backward, is_leaf, leaf, note_write
 
-_SCALARS = (bool, int, float, complex)
+# Python scalars an operator accepts beside an array.
+SCALARS = (bool, int, float, complex)
 # Python values that pass to a backend unchanged (and that a tape keeps as they are).
 PLAIN_TYPES = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
@@ -27,6 +28,12 @@ def make(cls: type, data: Any, node: Any = None) -> Any:
     a = object.__new__(cls)
     a._data, a._node = data, node
     return a
+
+
+def detach(a: Any) -> Any:
+    """``a``'s value with no gradient: a new array object sharing the buffer (anything that is
+    not one of our arrays passes unchanged)."""
+    return make(type(a), a._data) if isinstance(a, Array) else a
 
 
 class Array:
@@ -104,8 +111,6 @@ class Array:
 
     def requires_grad_(self, requires_grad: bool = True) -> Array:
         """Mark this array as a leaf whose ``.grad`` ``backward()`` fills; returns it."""
-        from .._tape import leaf
-
         if requires_grad:
             if not self._backend.xp.isdtype(self._data.dtype, ("real floating",
                                                                 "complex floating")):  # fmt: skip
@@ -116,7 +121,7 @@ class Array:
             if self._node is None:
                 self._node = leaf(self._ns)
         elif self._node is not None:
-            if self._node.prim is not None:
+            if not is_leaf(self._node):
                 raise RuntimeError(
                     "requires_grad_(False): only leaves can stop requiring grad; use "
                     "x.detach() for a copy without gradient"
@@ -128,16 +133,16 @@ class Array:
     def grad(self) -> Array | None:
         """The gradient accumulated by ``backward()`` (leaves only); assign None to reset."""
         node = self._node
-        g = getattr(node, "grad", None) if node is not None and node.prim is None else None
+        g = node.grad if is_leaf(node) else None
         if g is None or isinstance(g, Array):
             return g
         return make(type(self), g)
 
     @grad.setter
     def grad(self, value: Array | None) -> None:
-        node = self._node
-        if node is None or node.prim is not None:
+        if not is_leaf(self._node):
             raise RuntimeError("grad can only be set on a leaf that requires grad")
+        node = self._node
         node.grad = None if value is None else value._data
 
     def backward(self, cotangent: Array | None = None, retain_graph: bool = False,
@@ -148,8 +153,6 @@ class Array:
         freed unless ``retain_graph``; ``create_graph`` records the backward pass itself (for
         higher-order gradients).
         """
-        from .._tape import backward
-
         if self._node is None:
             raise RuntimeError(
                 "backward: this array does not depend on any array that requires grad; mark "
@@ -177,7 +180,7 @@ class Array:
 
     def detach(self) -> Array:
         """The same values, with no gradient (``pycograd_xp.stop_gradient``)."""
-        return make(type(self), self._data)
+        return detach(self)
 
     # -- conversions (they compute on lazy backends) --------------------------------------------
     def _concrete(self, what: str) -> Any:
@@ -259,10 +262,7 @@ class Array:
                 f"{what}: the result has shape {new.shape}, but an in-place operation must keep "
                 f"this array's shape {self.shape}; use the out-of-place operator instead"
             )
-        node = self._node
-        if node is not None and node.prim is None:  # a leaf that requires grad
-            from .._tape import MODE
-
+        if is_leaf(self._node):  # a leaf that requires grad
             if MODE.enabled:
                 raise RuntimeError(
                     f"{what}: this array is a leaf that requires grad; updating it in place "
@@ -289,7 +289,7 @@ UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert":
 
 def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> Any:
     def op(self: Array, other: Any, /) -> Any:
-        if type(other) is not cls and not isinstance(other, _SCALARS):
+        if type(other) is not cls and not isinstance(other, SCALARS):
             if isinstance(other, Array):
                 raise TypeError(
                     f"{name}: cannot mix arrays of {self._ns.__name__} and "
@@ -311,9 +311,10 @@ def _inplace(cls: type[Array], f: Any, name: str) -> Any:
         # optimizer step: no copy); elsewhere compute the new value and rebind to it.
         if (not MODE.enabled and self._backend.mutable and
                 (type(other) is cls and other._data.dtype == self._data.dtype
-                 and other._data.shape == self._data.shape or isinstance(other, _SCALARS)) and
+                 and other._data.shape == self._data.shape or isinstance(other, SCALARS)) and
                 self._data.dtype in self._ns._floating):  # fmt: skip
             self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
+            note_write(self._backend, self._data)
             return self
         new = forward(self, other)
         if new is NotImplemented:

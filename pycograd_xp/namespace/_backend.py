@@ -1,36 +1,94 @@
-"""Resolve what the user passed to ``namespace()`` into a conforming backend namespace.
+"""Resolve what the user passed to ``namespace()`` into a conforming backend and its capabilities.
 
-The only backend-specific knowledge in the package lives here: which modules need the
-array-api-compat wrapper (NumPy, CuPy, PyTorch, Dask do not conform on their own), which ones are
-lazy (their values are futures: never print or branch on them), and which ones let an array be
-written in place.
+A :class:`Backend` says what a backend *can do* (lazy, chunked, writable in place, ordered
+duplicate writes, an exact scatter-add, block-wise sampling, where its memory lives); rules and
+the engine ask for a capability, never compare module names. Capabilities come from probing the
+backend, then from its adapter: NumPy's and array-api-strict's are below; other packages
+register theirs under the ``pycograd_xp.adapters`` entry-point group (``cubed_plugin`` does for
+Cubed), or at run time with :func:`register_adapter`. The core imports no adapter's package.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 # Modules that conform only through array-api-compat's wrapper of the same name.
 _COMPAT_WRAPPED = {"numpy", "cupy", "torch", "dask.array"}
-# Backends whose arrays are futures: printing or branching on them would compute.
-_LAZY = ("cubed", "dask")
+
+
+def _base(d: Any) -> Any:
+    """The array that owns ``d``'s memory: NumPy-style ``.base`` chains, else ``d`` itself."""
+    while getattr(d, "base", None) is not None:
+        d = d.base
+    return d
 
 
 @dataclass(frozen=True)
 class Backend:
-    """A conforming namespace plus the facts the wrapper needs about it."""
+    """A conforming namespace plus what it can do."""
 
-    xp: Any  # the conforming namespace all calls go to
+    xp: Any  # the conforming namespace all calls go to (and first-order rules run on)
     name: str  # short, unique, used for our module's ``__name__`` ("numpy", "cubed", ...)
     array_type: type  # the backend's array class
-    lazy: bool  # values are computed on demand (Cubed, Dask)
-    mutable: bool  # ``x[idx] = v`` writes the backend array in place
+    lazy: bool = False  # values are computed on demand: never print or branch on them
+    chunked: bool = False  # arrays have ``.chunks``; ``broadcast_to`` takes ``chunks=``
+    mutable: bool = False  # ``x[idx] = v`` writes the backend array in place
+    # Duplicate integer indices in ``x[idx] = v``: the last write wins, deterministically.
+    # Where False, a differentiated write with duplicates is refused (which one lands is
+    # unspecified, so no gradient can say which value survived).
+    ordered_writes: bool = False
+    # ``index_add(size, flat_index, values)``: a length-``size`` vector with ``values`` summed
+    # at ``flat_index``, exact and fast (NumPy's ``add.at``); None: a sort-based segment sum.
+    index_add: Callable[..., Any] | None = None
+    # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
+    # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
+    block_sampler: Callable[..., Any] | None = None
+    # The object that owns an array's memory (a view's base): in-place writes are tracked per
+    # buffer, so a write through one view is seen by every array sharing the memory.
+    buffer: Callable[[Any], Any] = _base
     # NumPy returns scalars (np.float64, ...) from 0-d operations: their type and the fast way
     # back to a 0-d array. None where the backend always returns arrays.
     scalar_type: type | None = None
     scalar_to_array: Any = None
+
+
+# Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.
+_ADAPTERS: dict[str, Callable[[Backend], Backend]] = {}
+# The Backend of every resolved namespace, by the id of its ``xp`` (see :func:`capabilities`).
+_BY_XP: dict[int, Backend] = {}
+
+
+def register_adapter(name: str, adapt: Callable[[Backend], Backend]) -> None:
+    """Make ``adapt`` refine the :class:`Backend` of backends whose short name is ``name``
+    (or starts with ``name + "_"``). For namespaces created after the call."""
+    _ADAPTERS[name] = adapt
+
+
+def _adapter(name: str) -> Callable[[Backend], Backend] | None:
+    for key in (name, name.split("_")[0]):
+        if key in _ADAPTERS:
+            return _ADAPTERS[key]
+    for ep in entry_points(group="pycograd_xp.adapters"):
+        if ep.name in (name, name.split("_")[0]):
+            _ADAPTERS[ep.name] = ep.load()
+            return _ADAPTERS[ep.name]
+    return None
+
+
+def capabilities(ns: Any) -> Backend:
+    """The :class:`Backend` behind ``ns``: one of our namespaces, or a backend namespace that
+    one of them wraps (what a first-order VJP rule receives)."""
+    b = getattr(ns, "_backend", None)
+    if b is None:
+        b = _BY_XP.get(id(ns))
+    if b is None:
+        raise TypeError(f"{getattr(ns, '__name__', ns)!r} is not a namespace pycograd_xp wraps")
+    return b
 
 
 def _short_name(mod_name: str) -> str:
@@ -38,6 +96,54 @@ def _short_name(mod_name: str) -> str:
         mod_name = mod_name[len("array_api_compat.") :]
     # "marray" anywhere in a namespace name makes array-api-compat treat it as MArray.
     return mod_name.replace(".", "_").replace("marray", "m_array")
+
+
+def _is_mutable(xp: Any, lazy: bool) -> bool:
+    if lazy:
+        return False
+    probe = xp.zeros(2)
+    try:
+        probe[0] = 1.0
+    except Exception:
+        return False
+    return True
+
+
+def _probe(xp: Any) -> Backend:
+    """The capabilities every backend has or shows by itself."""
+    array_type = type(xp.asarray(0))
+    chunked = hasattr(array_type, "chunks")
+    lazy = chunked and hasattr(array_type, "compute")
+    return Backend(xp, _short_name(xp.__name__), array_type, lazy=lazy, chunked=chunked,
+                   mutable=_is_mutable(xp, lazy))  # fmt: skip
+
+
+def _numpy_index_add(size: int, flat_index: Any, values: Any) -> Any:
+    import numpy as np
+
+    out = np.zeros(size, dtype=values.dtype)
+    np.add.at(out, flat_index, values)
+    return out
+
+
+def _adapt_numpy(b: Backend) -> Backend:
+    import numpy
+
+    return dataclasses.replace(b, ordered_writes=True, index_add=_numpy_index_add,
+                               scalar_type=numpy.generic, scalar_to_array=numpy.asarray)
+
+
+def _strict_buffer(d: Any) -> Any:
+    # array-api-strict wraps a NumPy array; its views share that array's memory.
+    return _base(getattr(d, "_array", d))
+
+
+def _adapt_strict(b: Backend) -> Backend:
+    return dataclasses.replace(b, ordered_writes=True, buffer=_strict_buffer)
+
+
+register_adapter("numpy", _adapt_numpy)
+register_adapter("array_api_strict", _adapt_strict)
 
 
 def resolve(backend: Any = None) -> Backend:
@@ -71,14 +177,9 @@ def resolve(backend: Any = None) -> Backend:
             f"namespace(): module {mod_name!r} does not implement the Python Array API standard "
             "(it has no __array_api_version__) and array-api-compat does not wrap it"
         )
-    name = _short_name(xp.__name__)
-    probe = xp.asarray(0)
-    array_type = type(probe)
-    lazy = name.startswith(_LAZY)
-    mutable = hasattr(array_type, "__setitem__") and not lazy
-    scalar_type = scalar_to_array = None
-    if name == "numpy":
-        import numpy
-
-        scalar_type, scalar_to_array = numpy.generic, numpy.asarray
-    return Backend(xp, name, array_type, lazy, mutable, scalar_type, scalar_to_array)
+    b = _probe(xp)
+    adapt = _adapter(b.name)
+    if adapt is not None:
+        b = adapt(b)
+    _BY_XP[id(b.xp)] = b
+    return b

@@ -16,12 +16,13 @@ from types import ModuleType
 from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
-from .._tape import MODE, elementwise_recorder, is_saved, record
-from ._array import _SCALARS, PLAIN_TYPES, Array, install_operators
+from .._tape import MODE, is_leaf, is_saved, note_write
+from ._array import PLAIN_TYPES, SCALARS, Array, install_operators, make
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
 from ._ops import CATEGORIES, Primitive
+from ._record import elementwise_recorder, record
 from ._table import REGISTRY
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
@@ -220,7 +221,7 @@ class _Builder:
 
     def recorder(self, prim: Primitive) -> Callable[..., Any]:
         floating = self.categories["floating-point"]
-        return elementwise_recorder(prim, self.mod, floating, self.backend.lazy)
+        return elementwise_recorder(prim, self.mod, floating, self.backend.chunked)
 
     def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
         if prim.impl is None:
@@ -253,7 +254,7 @@ class _Builder:
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
         def operand(x: Any) -> Any:
-            if isinstance(x, _SCALARS):
+            if isinstance(x, SCALARS):
                 return x
             unwrap(x)
             raise TypeError(
@@ -269,7 +270,7 @@ class _Builder:
                     d2 = x2._data
                     if d2.dtype not in allowed:
                         raise _dtype_error(name, d2.dtype, prim.dtypes)
-                elif isinstance(x2, _SCALARS):
+                elif isinstance(x2, SCALARS):
                     d2 = x2
                 else:
                     d2 = operand(x2)
@@ -422,10 +423,11 @@ class _Builder:
             k, v = unwrap(key), unwrap(value)
             value_tracked = isinstance(value, Array) and value._node is not None
             if not MODE.enabled or (x._node is None and not value_tracked
-                                    and not is_saved(x._data)):  # fmt: skip
-                x._data[k] = v  # nothing on a tape can see this buffer change
+                                    and not is_saved(backend, x._data)):  # fmt: skip
+                x._data[k] = v  # nothing being recorded can see this buffer change
+                note_write(backend, x._data)  # a retained graph that saved it will refuse it
                 return
-            if x._node is not None and x._node.prim is None:
+            if is_leaf(x._node):
                 raise RuntimeError(
                     "__setitem__: this array is a leaf that requires grad; writing into it "
                     "would lose its gradient. Update it under pycograd_xp.no_grad(), or write "
@@ -476,6 +478,7 @@ def build(backend: Backend) -> ModuleType:
         __array_namespace_info__=lambda: info,
         _api_versions=API_VERSIONS,
         _backend=backend,
+        _make=functools.partial(make, b.Arr),
         _floating=b.categories["floating-point"],
         _real_floating=b.categories["real floating-point"],
         _getitem=b.getitem(),

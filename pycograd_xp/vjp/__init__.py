@@ -6,19 +6,9 @@ raw backend namespace for a first-order backward and the differentiable namespac
 higher-order gradient is asked for.
 """
 
-from ..namespace import _table  # noqa: F401  (the rows the rules attach to)
-from . import (  # noqa: F401
-    _creation,
-    _data_types,
-    _elementwise,
-    _fft,
-    _indexing,
-    _linalg,
-    _linear_algebra,
-    _manipulation,
-    _searching,
-    _set,
-    _sorting,
-    _statistical,
-    _utility,
-)
+import importlib
+
+from ..namespace._table import CATEGORY_MODULES
+
+for _m in CATEGORY_MODULES:
+    importlib.import_module(f".{_m}", __name__)

@@ -6,7 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-SCALARS = (bool, int, float, complex)
+from ..namespace._array import SCALARS
+from ..namespace._backend import capabilities
+
+
+def raw(ns: Any) -> bool:
+    """Whether ``ns`` is a backend namespace (a first-order backward), not one of ours."""
+    return getattr(ns, "_backend", None) is None
+
+
+def chunked(ns: Any) -> bool:
+    """Whether ``ns`` is a chunked backend's own namespace: ``broadcast_to`` takes ``chunks=``
+    there (first order only; our namespace keeps the standard's signature)."""
+    return raw(ns) and capabilities(ns).chunked
 
 
 def is_scalar(x: Any) -> bool:
@@ -35,9 +47,8 @@ def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = Tru
     if not keepdims:
         for a in norm_axes(axis, like.ndim):
             g = ns.expand_dims(g, axis=a)
-    chunks = getattr(like, "chunks", None)
-    if chunks is not None and getattr(ns, "__name__", "") == "cubed":
-        return ns.broadcast_to(g, tuple(like.shape), chunks=chunks)
+    if chunked(ns):
+        return ns.broadcast_to(g, tuple(like.shape), chunks=like.chunks)
     return ns.broadcast_to(g, tuple(like.shape))
 
 
@@ -49,9 +60,8 @@ def zeros_beside(ns: Any, g: Any, axis: int, size: int) -> Any:
     edge[axis] = slice(0, 1)
     block = list(g.shape)
     block[axis] = size
-    chunks = getattr(g, "chunksize", None)
-    if chunks is not None and getattr(ns, "__name__", "") == "cubed":
-        chunks = tuple(size if a == axis else c for a, c in enumerate(chunks))
+    if chunked(ns):
+        chunks = tuple(size if a == axis else c for a, c in enumerate(g.chunksize))
         return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block), chunks=chunks))
     return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block)))
 
@@ -86,17 +96,15 @@ def move_to_last(ns: Any, x: Any, axis: int) -> Any:
 def index_add(ns: Any, size: int, flat_index: Any, values: Any) -> Any:
     """A length-``size`` vector with ``values`` summed at ``flat_index`` (duplicates add up).
 
-    NumPy: ``add.at``. Elsewhere a sort-based segment sum from standard functions only (no
+    A backend's own exact scatter-add where it has one (NumPy's ``add.at``). Elsewhere, and
+    on our namespace (higher order), a sort-based segment sum from standard functions only (no
     scatter, which array-api-strict and Cubed lack): sort the indices, take cumulative sums of
     the values in that order, and read each position's segment off with ``searchsorted``. It is
     itself differentiable, for higher order.
     """
-    if getattr(ns, "__name__", "") == "array_api_compat.numpy":
-        import numpy as np
-
-        out = np.zeros(size, dtype=values.dtype)
-        np.add.at(out, flat_index, values)
-        return out
+    fast = capabilities(ns).index_add
+    if fast is not None and raw(ns):
+        return fast(size, flat_index, values)
     order = ns.argsort(flat_index)
     idx = ns.take(flat_index, order)
     sums = ns.cumulative_sum(ns.take(values, order), include_initial=True)

@@ -1,9 +1,12 @@
 """VJP rules of indexing: gathers (``take``, ``take_along_axis``, ``x[key]``) scatter-add their
 cotangent back, so duplicate indices accumulate; ``x[key] = v`` splits it between the
-overwritten array (zero at ``key``) and the value (``g[key]``, reduced to ``v``'s shape)."""
+overwritten array (zero at ``key``) and the value (``g[key]``, reduced to ``v``'s shape), where
+only the writes that survived get a gradient (with duplicate indices, the backend's own write
+order decides which: the last write on NumPy)."""
 
 from __future__ import annotations
 
+from ..namespace._backend import capabilities
 from ..namespace._ops import defvjp
 from ._helpers import index_add, zeros_beside
 
@@ -28,9 +31,9 @@ def _getitem(ns, g, out, x, key):
     if _is_basic(key):  # a view: no element is picked twice
         parts = key if isinstance(key, tuple) else (key,)
         picked = tuple(k for k in parts if k is not None)  # new axes hold no elements
-        ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
-        if not hasattr(type(ct), "__setitem__"):  # immutable arrays (Cubed): pad instead
+        if not capabilities(ns).mutable:  # immutable arrays (Cubed): pad instead
             return _pad_back(ns, g, tuple(x.shape), picked), None
+        ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
         ct[picked] = ns.reshape(g, tuple(ct[picked].shape))
         return ct, None
     return _scatter(ns, x, g, _positions(ns, x)[key]), None
@@ -68,10 +71,41 @@ def _pad_back(ns, g, shape, key):
     return g
 
 
+def _has_array_index(ns, key):
+    """Whether ``key`` holds an integer index array (which may repeat an index)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(hasattr(k, "dtype") and k.ndim > 0 and not ns.isdtype(k.dtype, "bool")
+               for k in parts)  # fmt: skip
+
+
 def _setitem(ns, g, out, x, key, value):
     gx = ns.asarray(g, copy=True)
     gx[key] = 0
-    return gx, None, g[key]
+    gv = g[key]
+    if _has_array_index(ns, key):  # duplicate indices: only the surviving write gets a gradient
+        gv = ns.where(_survivors(ns, x, key), gv, ns.zeros_like(gv))
+    return gx, None, gv
+
+
+def _survivors(ns, x, key):
+    """For each element written by ``x[key] = ...``, whether its write is the one that stays.
+
+    Writes each element's own number with the backend's own ``__setitem__`` and reads back
+    which numbers stayed: whatever order the backend writes duplicates in, the answer follows
+    it. A backend whose order for duplicates is unspecified is refused when there are any.
+    """
+    probe = ns.zeros(tuple(x.shape), dtype=ns.int64)
+    n = probe[key]
+    ids = ns.reshape(ns.arange(1, n.size + 1, dtype=ns.int64), tuple(n.shape))
+    probe[key] = ids
+    survived = probe[key] == ids
+    if not capabilities(ns).ordered_writes and not bool(ns.all(survived)):
+        raise NotImplementedError(
+            "x[key] = value backward: key repeats an index, and on the "
+            f"{capabilities(ns).name} backend which duplicate write lands is unspecified, so no "
+            "gradient can say which value survived; deduplicate the indices first"
+        )
+    return survived
 
 
 def _take(ns, g, out, x, indices, /, *, axis=None):

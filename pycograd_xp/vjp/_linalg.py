@@ -79,7 +79,9 @@ def _matrix_power(ns, g, out, x, n, /):
 def _cholesky(ns, g, out, x, /, *, upper=False):
     _real_only(ns, x, "cholesky")
     L = mT(ns, out) if upper else out
-    gL = mT(ns, g) if upper else g
+    # Only the triangle carries the output: project the cotangent onto it first, so that a
+    # NaN or inf there from a downstream rule (atan2 at 0/0) cannot leak into the gradient.
+    gL = mT(ns, ns.triu(g)) if upper else ns.tril(g)
     # P = Phi(L^T gL), Phi = lower triangle with the diagonal halved; S = L^-T P L^-1
     P = mT(ns, L) @ gL
     P = ns.tril(P) - 0.5 * ns.tril(ns.triu(P))
@@ -166,7 +168,7 @@ def _qr(ns, g, out, x, /, *, mode="reduced"):
             f"(got shape (..., {m}, {n}) with mode={mode!r})"
         )
     Q, R = out
-    gQ, gR = g
+    gQ, gR = g[0], ns.triu(g[1])  # R is upper triangular: its structural zeros take no cotangent
     M = R @ mT(ns, gR) - mT(ns, gQ) @ Q
     low = ns.tril(M, k=-1)
     sym = low + mT(ns, low) + ns.tril(ns.triu(M))

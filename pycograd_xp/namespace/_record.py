@@ -1,0 +1,143 @@
+"""Recording: attach a tape node to the output of a primitive applied to tracked arrays.
+
+The namespace's functions call :func:`record` (general rows) or a recorder from
+:func:`elementwise_recorder` (the hot elementwise path) only when grad mode is on and an input
+is tracked. A node keeps its parents and only what the row's rule declared it reads
+(``Primitive.saves``); every other array argument is kept as an :class:`Abstract`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._tape import Abstract, Node, Select, mark_saved
+from ._array import PLAIN_TYPES, Array
+
+
+def _parent(a: Any, floating: frozenset) -> Any:
+    """The node of ``a`` if a gradient flows into it (a tracked floating-point array), else None."""
+    if isinstance(a, Array) and a._node is not None and a._data.dtype in floating:
+        return a._node
+    return None
+
+
+def _save(a: Array, position: Any, saved: dict) -> Any:
+    """The backend array of ``a``, noting its node (for higher order) or protecting its buffer
+    from in-place writes while recording (an untracked array the tape now depends on)."""
+    if a._node is None:
+        mark_saved(a._backend, a._data)
+    else:
+        saved[position] = a._node
+    return a._data
+
+
+def _abstract(d: Any, chunked: bool) -> Abstract:
+    return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
+
+
+def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
+    """What a node holds for argument ``a``: its backend array if the rule saves it, else its
+    shape and dtype."""
+    if type(a) in PLAIN_TYPES:
+        return a
+    if isinstance(a, Array):
+        return _save(a, position, saved) if keep else _abstract(a._data, chunked)
+    if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
+        return type(a)(_keep(e, keep, chunked, (position, j), saved) for j, e in enumerate(a))
+    return a
+
+
+def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
+    """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
+
+    Inputs that are not floating-point, and outputs that are not, never carry nodes. Each
+    floating output of a multi-output row gets a :class:`Select` of the one node.
+    """
+    floating = ns._floating
+    parents = []
+    for i, a in enumerate(args):
+        if type(a) is list or type(a) is tuple:
+            parents.extend(((i, j), p) for j, e in enumerate(a)
+                           if (p := _parent(e, floating)) is not None)  # fmt: skip
+        elif (p := _parent(a, floating)) is not None:
+            parents.append((i, p))
+    for name in prim.diff_kwargs:
+        if (p := _parent(kwargs.get(name), floating)) is not None:
+            parents.append((name, p))
+    if not parents:
+        return out
+    chunked, saves, names = ns._backend.chunked, prim.saves, prim.arg_names
+    last = len(names) - 1
+    saved: dict = {}
+    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked, i, saved)
+                      for i, a in enumerate(args))  # fmt: skip
+    kept_kwargs = {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} \
+        if kwargs else {}  # fmt: skip
+    if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
+        node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
+        handles = [None] * len(out)
+        for i, o in enumerate(out):
+            if isinstance(o, Array) and o._data.dtype in floating:
+                o._node = handles[i] = Select(node, i, len(out))
+        if not any(handles):
+            return out
+        keep_out = "out" in saves
+        node.out = [o._data if keep_out else _abstract(o._data, chunked) for o in out]
+        if keep_out:
+            saved["out"] = handles
+            node.saved = saved
+        return out
+    if out._data.dtype not in floating:
+        return out
+    node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
+    out._node = node
+    if "out" in saves:
+        node.out = out._data
+    return out
+
+
+def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool) -> Any:
+    """:func:`record` specialised for one elementwise row of one namespace: the hot path.
+
+    ``rec(out, x)`` (unary) or ``rec(out, x1, x2)`` (binary) is called only when an input is
+    tracked and grad mode is on. What the row saves is looked up once here, not on every call.
+    """
+    saves = prim.saves
+    save = [name in saves for name in prim.arg_names]
+    save_out = "out" in saves
+    new_node = Node
+
+    def keep(a: Any, i: int, saved: dict) -> Any:
+        if not isinstance(a, Array):
+            return a  # a Python scalar
+        if save[i]:
+            return _save(a, i, saved)
+        d = a._data
+        return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
+
+    def attach(out: Any, kept: tuple, parents: list, saved: dict) -> Any:
+        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents,
+                        saved or None)  # fmt: skip
+        out._node = node
+        return out
+
+    def rec1(out: Any, x: Any) -> Any:
+        if out._data.dtype not in floating or x._data.dtype not in floating:
+            return out
+        saved: dict = {}
+        return attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
+
+    def rec2(out: Any, x1: Any, x2: Any) -> Any:
+        if out._data.dtype not in floating:
+            return out
+        parents = []
+        if (p := _parent(x1, floating)) is not None:
+            parents.append((0, p))
+        if (p := _parent(x2, floating)) is not None:
+            parents.append((1, p))
+        if not parents:
+            return out
+        saved: dict = {}
+        return attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
+
+    return rec1 if prim.kind == "unary" else rec2
