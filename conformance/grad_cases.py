@@ -226,6 +226,12 @@ def _manipulation_cases(out):
     out["where"].append(Case("scalar", lambda xp: lambda a: xp.where(a > 0, a, 0.0), (a23,)))
     out["sort"] = [Case(f"axis {ax} desc {d}", lambda xp, ax=ax, d=d: lambda x: xp.sort(
         x, axis=ax, descending=d), (a23,)) for ax in (0, -1) for d in (False, True)]  # fmt: skip
+    # distinct values (where it is differentiable), in 1-D and 2-D; integer outputs carry none
+    for name, pick in [("unique_values", lambda r: r), ("unique_all", lambda r: r.values),
+                       ("unique_counts", lambda r: r.values),
+                       ("unique_inverse", lambda r: r.values)]:  # fmt: skip
+        out[name] = [Case(label, lambda xp, n=name, p=pick: lambda x: p(getattr(xp, n)(x)),
+                          (a,)) for label, a in [("1-D", arr((5,))), ("2-D", a23)]]  # fmt: skip
     out["diff"] = [
         Case("n=1", lambda xp: xp.diff, (a23,)),
         Case("n=2 axis 0", lambda xp: lambda x: xp.diff(x, axis=0, n=2), (arr((4, 3)),)),

@@ -189,3 +189,18 @@ def test_higher_order_through_multi_output_functions(which):
     fd = (to_numpy(pg.grad(f)(xp.asarray(x0 + eps * v)))
           - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * v)))) / (2 * eps)  # fmt: skip
     np.testing.assert_allclose(to_numpy(hvp), fd, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["unique_values", "unique_all", "unique_counts",
+                                  "unique_inverse"])  # fmt: skip
+def test_unique_gradient_goes_to_first_occurrences(xp, name):
+    x = xp.asarray([[0.5, -1.0, 2.0], [0.5, 3.0, -1.0]])
+    w = xp.asarray([1.0, 2.0, 3.0, 4.0])  # one weight per unique value: -1, 0.5, 2, 3
+
+    def f(x):
+        r = getattr(xp, name)(x)
+        values = r if name == "unique_values" else r.values
+        return xp.sum(values * w)
+
+    g = pg.grad(f)(x)
+    np.testing.assert_array_equal(to_numpy(g), [[2.0, 1.0, 3.0], [0.0, 4.0, 0.0]])

@@ -53,16 +53,15 @@ def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = Tru
 
 
 def zeros_beside(ns: Any, g: Any, axis: int, size: int) -> Any:
-    """Zeros shaped like ``g`` but ``size`` long on ``axis``, made from ``g`` so that on Cubed
-    they share its Spec and chunking (one chunk along ``axis``: Cubed 0.27's concat gives
-    wrong values when an operand has several chunks there that differ from its neighbour's)."""
+    """Zeros shaped like ``g`` but ``size`` long on ``axis``, made from ``g`` so that on a chunked
+    backend they share its Spec and its chunk size (Cubed 0.27's concat gives wrong values when
+    its operands' chunk sizes along the axis differ)."""
     edge = [slice(None)] * g.ndim
     edge[axis] = slice(0, 1)
     block = list(g.shape)
     block[axis] = size
     if chunked(ns):
-        chunks = tuple(size if a == axis else c for a, c in enumerate(g.chunksize))
-        return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block), chunks=chunks))
+        return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block), chunks=g.chunksize))
     return ns.zeros_like(ns.broadcast_to(g[tuple(edge)], tuple(block)))
 
 
