@@ -40,8 +40,19 @@ class Array:
     """An array of a pycograd_xp namespace: a backend array plus its place on the tape."""
 
     __slots__ = ("_data", "_node", "__weakref__")
-    __array_ufunc__ = None  # NumPy must defer to us, not turn us into an ndarray
     __array_priority__ = 1000
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        # NumPy must not turn our arrays into ndarrays (that would drop gradients): refuse,
+        # and say what to call instead.
+        name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+        ours = _NUMPY_NAMES.get(name, ufunc.__name__)
+        ns = self._ns.__name__
+        raise TypeError(
+            f"numpy.{name}() was given an array of {ns}; NumPy functions do not take these "
+            f"arrays. Use {ns}.{ours}(...) (xp.{ours}), and convert NumPy arrays with "
+            "xp.asarray(...) first"
+        )
 
     # Set on each namespace's subclass.
     _ns: Any
@@ -276,6 +287,17 @@ class Array:
         return self
 
 
+# NumPy ufunc (and reduction) names whose Array API name differs.
+_NUMPY_NAMES = {
+    "add.reduce": "sum", "multiply.reduce": "prod", "maximum.reduce": "max",
+    "minimum.reduce": "min", "logical_and.reduce": "all", "logical_or.reduce": "any",
+    "add.accumulate": "cumulative_sum", "multiply.accumulate": "cumulative_prod",
+    "true_divide": "divide", "power": "pow", "absolute": "abs", "arctan2": "atan2",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+    "arccosh": "acosh", "arctanh": "atanh", "conjugate": "conj", "invert": "bitwise_invert",
+    "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift", "mod": "remainder",
+}  # fmt: skip
+
 BINARY_OPERATORS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
     "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
@@ -294,6 +316,12 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
                 raise TypeError(
                     f"{name}: cannot mix arrays of {self._ns.__name__} and "
                     f"{other._ns.__name__}; convert one with the other's asarray"
+                )
+            if hasattr(other, "__array_namespace__") or hasattr(other, "__array__"):
+                raise TypeError(
+                    f"{name}: got a {type(other).__module__}.{type(other).__name__}, not an "
+                    f"array of {self._ns.__name__}; convert it with "
+                    f"{self._ns.__name__}.asarray(...) first"
                 )
             return NotImplemented
         return f(other, self) if reflected else f(self, other)

@@ -80,6 +80,29 @@ def _dtype_error(fname: str, dtype: Any, category: str) -> TypeError:
     )
 
 
+def _describe(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{getattr(value.dtype, 'name', value.dtype)}{tuple(value.shape)}"
+    if type(value) is list or type(value) is tuple:
+        inner = ", ".join(_describe(v) for v in value)
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
+def _explain(fname: str, err: Exception, args: tuple, kwargs: dict | None = None) -> Exception:
+    """The backend's error ``err`` from ``fname``, restated with the function's name and what it
+    was called with (shapes and dtypes), as the same exception type when it can be."""
+    called = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in
+                                             (kwargs or {}).items()]  # fmt: skip
+    msg = f"{fname}(): {err} (called with {', '.join(called)})"
+    try:
+        new = type(err)(msg)
+    except Exception:  # an exception type that takes other arguments: keep the original
+        return err
+    new.__cause__ = err
+    return new
+
+
 def _missing(fname: str, backend: Backend, missing: str) -> Callable[..., Any]:
     def unavailable(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -240,7 +263,10 @@ class _Builder:
             d = x._data
             if d.dtype not in allowed:
                 raise _dtype_error(name, d.dtype, prim.dtypes)
-            r = fn(d)
+            try:
+                r = fn(d)
+            except (ValueError, TypeError, IndexError) as e:
+                raise _explain(name, e, (d,)) from e
             out = new(r) if type(r) is T else wrap(r)
             if x._node is not None and diff and MODE.enabled:
                 return rec(out, x)
@@ -283,7 +309,10 @@ class _Builder:
                 raise TypeError(
                     f"{name}(): at least one argument must be an array, got two scalars"
                 )
-            r = fn(d1, d2)
+            try:
+                r = fn(d1, d2)
+            except (ValueError, TypeError, IndexError) as e:
+                raise _explain(name, e, (d1, d2)) from e
             out = new(r) if type(r) is T else wrap(r)
             if (
                 diff
@@ -332,7 +361,7 @@ class _Builder:
             "check_axis": lambda axis, ndim: _check_axis(name, axis, ndim),
             "defaults": [p.default for p in sig.parameters.values()],
             "MODE": MODE, "record": record, "prim": prim, "ns": self.mod, "typeof": type,
-            "any_tracked": _any_tracked,
+            "any_tracked": _any_tracked, "explain": _explain, "name": name,
         }  # fmt: skip
         P = inspect.Parameter
         plist = list(sig.parameters.values())
@@ -378,7 +407,13 @@ class _Builder:
             body += lines
         if prim.axis_check:
             body.append(f"    if axis is not None: check_axis(axis, {plist[0].name}_.ndim)")
-        body.append(f"    out = wrap(impl(bk, {', '.join(call)}))")
+        # a backend error is restated with the function's name and the arguments' shapes
+        pos = "".join(c + ", " for c in call if "=" not in c)
+        kw = ", ".join(f"{k!r}: {v}" for k, _, v in (c.partition("=") for c in call if "=" in c))
+        body += ["    try:",
+                 f"        out = wrap(impl(bk, {', '.join(call)}))",
+                 "    except (ValueError, TypeError, IndexError) as e:",
+                 f"        raise explain(name, e, ({pos}), {{{kw}}}) from e"]  # fmt: skip
         if diff:
             body += ["    if tracked and MODE.enabled:",
                      f"        return record(prim, ns, out, ({', '.join(rec_args)},), "
@@ -396,7 +431,11 @@ class _Builder:
         unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
 
         def getitem(x: Array, key: Any) -> Array:
-            out = wrap(x._data[unwrap(key)])
+            k = unwrap(key)
+            try:
+                out = wrap(x._data[k])
+            except (ValueError, TypeError, IndexError) as e:
+                raise _explain("__getitem__", e, (x._data, k)) from e
             if x._node is not None and MODE.enabled:
                 return record(GETITEM, mod, out, (x, key), {})
             return out
