@@ -3,7 +3,8 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
 ``pycograd_xp.adapters`` entry point, :func:`adapt`).
 
 - :func:`adapt`: Cubed's capabilities for the backend adapter (lazy, chunked, immutable, block
-  sampling).
+  sampling), and Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
+  ``take_along_axis``, the ``fft`` extension, most of ``linalg``: ``cubed_plugin.namespace``).
 - ``cubed_plugin.random``: chunked random sampling, each block drawn lazily from its own key.
 """
 
@@ -15,7 +16,8 @@ from typing import Any
 
 def adapt(backend: Any) -> Any:
     """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
+    from .namespace import augmented
     from .random import sample
 
-    return dataclasses.replace(backend, lazy=True, chunked=True, mutable=False,
+    return dataclasses.replace(backend, xp=augmented(), lazy=True, chunked=True, mutable=False,
                                ordered_writes=False, block_sampler=sample)  # fmt: skip

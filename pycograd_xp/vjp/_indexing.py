@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..namespace._backend import capabilities
 from ..namespace._ops import defvjp
-from ._helpers import index_add, zeros_beside
+from ._helpers import index_add, raw, zeros_beside
 
 
 def _positions(ns, x):
@@ -32,16 +32,20 @@ def _getitem(ns, g, out, x, key):
         parts = key if isinstance(key, tuple) else (key,)
         picked = tuple(k for k in parts if k is not None)  # new axes hold no elements
         if not capabilities(ns).mutable:  # immutable arrays (Cubed): pad instead
-            return _pad_back(ns, g, tuple(x.shape), picked), None
+            return _pad_back(ns, g, tuple(x.shape), picked, getattr(x, "chunks", None)), None
         ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
         ct[picked] = ns.reshape(g, tuple(ct[picked].shape))
         return ct, None
     return _scatter(ns, x, g, _positions(ns, x)[key]), None
 
 
-def _pad_back(ns, g, shape, key):
-    """The cotangent of ``x[key]`` (ints, unit-step slices, an ellipsis) built by padding ``g``
-    with zeros along each axis: lazy, and no writes into arrays."""
+def _pad_back(ns, g, shape, key, chunks=None):
+    """The cotangent of ``x[key]`` (ints, slices of any step, an ellipsis) built from ``g`` by
+    padding with zeros along each axis (and, for a step ``s``, interleaving ``s - 1`` zeros after
+    each element): lazy, and no writes into arrays. ``chunks`` are ``x``'s chunks on a chunked
+    backend: the zeros take ``g``'s chunk size along the axis where ``g`` has several chunks
+    there, else ``x``'s (Cubed 0.27's concat is exact only when its operands share one chunk
+    size along the axis, a one-chunk operand being no longer than it)."""
     if Ellipsis in key:
         i = key.index(Ellipsis)
         key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1 :]
@@ -49,26 +53,97 @@ def _pad_back(ns, g, shape, key):
     # drop the axes that None (newaxis) added: g then has the selection's shape
     g = ns.reshape(g, tuple(len(range(*k.indices(n))) for k, n in zip(key, shape, strict=True)
                             if isinstance(k, slice)))  # fmt: skip
+    if g.size == 0:  # nothing picked: all zeros
+        return _zeros_like_shape(ns, g, shape, chunks)
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
         if isinstance(k, int):
             g = ns.expand_dims(g, axis=axis)
             start, stop = k % n, k % n + 1
         else:
             start, stop, step = k.indices(n)
-            if step != 1:
-                raise NotImplementedError(
-                    "x[key] backward on a backend with immutable arrays supports unit-step "
-                    f"slices only, got {k}; use xp.take with explicit indices"
-                )
-            stop = max(stop, start)
+            m = len(range(start, stop, step))
+            if step == 1:
+                stop = max(stop, start)
+            else:
+                if step < 0:  # the same elements, picked in increasing order from the last one
+                    g = ns.flip(g, axis=axis)
+                    start, step = start + (m - 1) * step, -step
+                if m > 1:
+                    g = _interleave(ns, g, axis, step)
+                span = min(g.shape[axis], n - start)
+                if span < g.shape[axis]:
+                    g = g[(slice(None),) * axis + (slice(0, span),)]
+                stop = start + span
         pieces = []
         for size in (start, None, n - stop):
             if size is None:
                 pieces.append(g)
             elif size:
-                pieces.append(zeros_beside(ns, g, axis, size))
+                pieces.append(_zeros_along(ns, g, axis, size,
+                                           max(chunks[axis]) if chunks else None))
         g = ns.concat(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
     return g
+
+
+def _interleave(ns, g, axis, step):
+    """``g`` with ``step - 1`` zeros after each element along ``axis``: element ``i`` lands at
+    ``i * step``. ``g`` gets a new axis of ``step`` (``g`` at its first position, zeros after)
+    that is one chunk on a chunked backend, so merging it into ``axis`` moves no data: chunk
+    ``c`` becomes ``c * step``."""
+    e = ns.expand_dims(g, axis=axis + 1)
+    inter = ns.where(_first_of(ns, e, axis + 1, step), e, ns.zeros_like(e))
+    shape = list(g.shape)
+    shape[axis] *= step
+    return ns.reshape(inter, tuple(shape))
+
+
+def _first_of(ns, e, axis, size):
+    """A constant boolean array, 1 long on every axis but ``axis``, where it is ``size`` long
+    (one chunk) and True at index 0 only; made from ``e`` (its Spec on a chunked backend)."""
+    b = capabilities(ns)
+    xp, data = (b.xp, e if raw(ns) else e._data) if b.chunked else (ns, e)
+    one = data[(slice(0, 1),) * data.ndim]
+    shape = [1] * data.ndim
+    shape[axis] = size - 1
+    kw = {"chunks": tuple(shape)} if b.chunked else {}
+    rest = xp.zeros_like(xp.broadcast_to(one, tuple(shape), **kw), dtype=xp.bool)
+    shape[axis] = size
+    kw = {"chunks": tuple(shape)} if b.chunked else {}
+    mask = xp.concat([xp.ones_like(one, dtype=xp.bool), rest], axis=axis, **kw)
+    return mask if raw(ns) or not b.chunked else ns._make(mask)
+
+
+def _zeros_along(ns, g, axis, size, chunk):
+    """Zeros shaped like ``g`` but ``size`` long on ``axis``, in ``g``'s Spec and chunking; along
+    ``axis``, chunked like ``g`` where ``g`` has several chunks there, else in chunks of ``chunk``
+    or ``g``'s length, whichever is longer. Over a chunked backend our namespace (higher order)
+    gets the same zeros, as a constant."""
+    b = capabilities(ns)
+    if not b.chunked:
+        return zeros_beside(ns, g, axis, size)
+    data = g if raw(ns) else g._data
+    c = data.chunksize[axis]
+    if data.numblocks[axis] == 1:
+        c = max(c, chunk or 1)
+    edge = [slice(None)] * data.ndim
+    edge[axis] = slice(0, 1)
+    block = list(data.shape)
+    block[axis] = size
+    target = tuple(c if a == axis else s for a, s in enumerate(data.chunksize))
+    z = b.xp.zeros_like(b.xp.broadcast_to(data[tuple(edge)], tuple(block), chunks=target))
+    return z if raw(ns) else ns._make(z)
+
+
+def _zeros_like_shape(ns, g, shape, chunks):
+    """Zeros of ``shape`` made from the empty ``g`` (its Spec on a chunked backend), chunked
+    like ``x`` (``chunks``) where known."""
+    b = capabilities(ns)
+    if not b.chunked:
+        return ns.zeros(tuple(shape), dtype=g.dtype)
+    data = g if raw(ns) else g._data
+    zero = b.xp.reshape(b.xp.sum(data) * 0, (1,) * len(shape))
+    z = b.xp.broadcast_to(zero, tuple(shape), chunks=chunks or "auto")
+    return z if raw(ns) else ns._make(z)
 
 
 def _has_array_index(ns, key):

@@ -1,0 +1,284 @@
+"""The ``linalg`` functions Cubed 0.27 lacks.
+
+Cubed 0.27 has ``matmul``, ``matrix_transpose``, ``outer``, ``qr``, ``svd``, ``svdvals``,
+``tensordot`` and ``vecdot``; everything else of the extension is missing. Added here:
+
+- stacks of matrices whose two matrix axes are one chunk (rechunked to one when a block then
+  fits a task's memory, see :mod:`cubed_plugin._blocks`): ``inv``, ``solve``, ``cholesky``,
+  ``det``, ``slogdet``, ``eigh``, ``eigvalsh``, ``matrix_norm`` with ``ord`` 2, -2 or
+  ``"nuc"``, and ``svd``/``svdvals`` of stacks (or with ``full_matrices=True``; a 2-D
+  ``svd(full_matrices=False)`` stays Cubed's tall-and-skinny QR). One ``numpy.linalg`` call per
+  block; the multi-output ones (``slogdet``, ``eigh``, ``svd``) compute all their outputs in one
+  task per block (Cubed's multi-output ``general_blockwise``), no recomputation.
+- chunk-wise, any chunking: ``vector_norm`` and ``matrix_norm`` with ``ord`` "fro", 1, -1, inf,
+  -inf (Cubed reductions); ``diagonal`` (each block of the diagonal reads only the blocks of
+  ``x`` that the diagonal crosses) and ``trace`` (a sum of the diagonal).
+
+Memory: LAPACK's work buffers are allocated per matrix (outside NumPy's tracked memory; the
+process high-water mark grew by up to two matrices for inv/solve/eigh on NumPy 2.4): blocks
+declare three matrices of 16-byte elements as temporaries.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._blocks import Out, _regular, core_apply
+
+__all__ = ["cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "matrix_norm", "slogdet",
+           "solve", "svd", "svdvals", "trace", "vector_norm"]  # fmt: skip
+
+MATRIX = "the two matrix axes"
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+def _float(dtype: Any) -> Any:
+    dt = np.dtype(dtype)
+    return dt if dt.kind in "fc" else np.dtype(np.float64)
+
+
+def _real(dtype: Any) -> Any:
+    dt = _float(dtype)
+    return np.dtype(np.float32) if dt in (np.float32, np.complex64) else np.dtype(np.float64)
+
+
+def _matrices(fname: str, x: Any, square: bool = True) -> None:
+    if x.ndim < 2:
+        raise ValueError(f"x must have at least 2 dimensions, got {x.ndim} (linalg.{fname})")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"x must be a stack of square matrices, got shape {tuple(x.shape)} "
+                         f"(linalg.{fname})")  # fmt: skip
+
+
+def _temps(ins: list, outs: list) -> int:
+    """Three 16-byte matrices of the largest input's matrix size (LAPACK work copies)."""
+    return 3 * 16 * max(s[-1] * (s[-2] if len(s) > 1 else 1) for s, _ in ins)
+
+
+def _core(x: Any) -> tuple[int, int]:
+    return (x.ndim - 2, x.ndim - 1)
+
+
+def _apply(fname: str, func: Any, x: Any, outs: list[tuple[tuple[int, ...], int, Any]]) -> Any:
+    """``func`` over stacks of matrices of ``x``; each output is (its core shape, -, dtype)."""
+    batch = tuple(x.shape[:-2])
+    nb = len(batch)
+    o = [Out(batch + core, tuple(range(nb, nb + len(core))), dt) for core, dt in outs]
+    return core_apply(f"linalg.{fname}", func, [x], [_core(x)], o, temps=_temps, what=MATRIX)
+
+
+def inv(x: Any, /) -> Any:
+    _matrices("inv", x)
+    return _apply("inv", np.linalg.inv, x, [(tuple(x.shape[-2:]), _float(x.dtype))])
+
+
+def cholesky(x: Any, /, *, upper: bool = False) -> Any:
+    _matrices("cholesky", x)
+    f = functools.partial(np.linalg.cholesky, upper=upper)
+    return _apply("cholesky", f, x, [(tuple(x.shape[-2:]), _float(x.dtype))])
+
+
+def det(x: Any, /) -> Any:
+    _matrices("det", x)
+    return _apply("det", np.linalg.det, x, [((), _float(x.dtype))])
+
+
+def slogdet(x: Any, /) -> SlogdetResult:
+    _matrices("slogdet", x)
+    sign, logabs = _apply("slogdet", np.linalg.slogdet, x,
+                          [((), _float(x.dtype)), ((), _real(x.dtype))])  # fmt: skip
+    return SlogdetResult(sign, logabs)
+
+
+def eigh(x: Any, /) -> EighResult:
+    _matrices("eigh", x)
+    n = x.shape[-1]
+    w, v = _apply("eigh", np.linalg.eigh, x, [((n,), _real(x.dtype)),
+                                             ((n, n), _float(x.dtype))])  # fmt: skip
+    return EighResult(w, v)
+
+
+def eigvalsh(x: Any, /) -> Any:
+    _matrices("eigvalsh", x)
+    return _apply("eigvalsh", np.linalg.eigvalsh, x, [((x.shape[-1],), _real(x.dtype))])
+
+
+def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
+    import cubed
+
+    _matrices("svd", x, square=False)
+    if x.ndim == 2 and not full_matrices:
+        return SVDResult(*cubed.linalg.svd(x, full_matrices=False))
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    f = functools.partial(np.linalg.svd, full_matrices=full_matrices)
+    dt = _float(x.dtype)
+    u, s, vh = _apply("svd", f, x, [((m, m if full_matrices else k), dt), ((k,), _real(dt)),
+                                    ((n if full_matrices else k, n), dt)])  # fmt: skip
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x: Any, /) -> Any:
+    import cubed
+
+    _matrices("svdvals", x, square=False)
+    if x.ndim == 2:
+        return cubed.linalg.svdvals(x)
+    k = min(x.shape[-2:])
+    return _apply("svdvals", np.linalg.svdvals, x, [((k,), _real(x.dtype))])
+
+
+def solve(x1: Any, x2: Any, /) -> Any:
+    import cubed
+
+    _matrices("solve", x1)
+    m = x1.shape[-1]
+    dt = _float(cubed.result_type(x1, x2))
+    if x2.ndim == 1:  # one vector, for every matrix of the stack
+        if x2.shape[0] != m:
+            raise ValueError(f"x2 has {x2.shape[0]} rows, x1's matrices {m} (linalg.solve)")
+        batch = tuple(x1.shape[:-2])
+        out = Out(batch + (m,), (len(batch),), dt)
+        cores = [_core(x1), (0,)]
+    else:
+        if x2.shape[-2] != m:
+            raise ValueError(f"x2's matrices have {x2.shape[-2]} rows, x1's {m} (linalg.solve)")
+        batch = tuple(np.broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2])))
+        out = Out(batch + (m, x2.shape[-1]), (len(batch), len(batch) + 1), dt)
+        cores = [_core(x1), _core(x2)]
+    return core_apply("linalg.solve", _solve_block, [x1, x2], cores, [out], temps=_temps,
+                      what=MATRIX)  # fmt: skip
+
+
+def _solve_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.solve(a, b)
+
+
+# -- norms: Cubed reductions, any chunking ---------------------------------------------------
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+    import cubed
+
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    a = cubed.abs(x)
+    if ord == float("inf"):
+        return cubed.max(a, axis=axis, keepdims=keepdims)
+    if ord == -float("inf"):
+        return cubed.min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return cubed.sum(cubed.astype(x != 0, a.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return cubed.sum(a, axis=axis, keepdims=keepdims)
+    if ord == 2:
+        return cubed.sqrt(cubed.sum(a * a, axis=axis, keepdims=keepdims))
+    if isinstance(ord, bool) or not isinstance(ord, int | float):
+        raise ValueError(f"invalid ord {ord!r} (linalg.vector_norm)")
+    return cubed.pow(cubed.sum(cubed.pow(a, float(ord)), axis=axis, keepdims=keepdims),
+                     1.0 / ord)  # fmt: skip
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
+    import cubed
+
+    _matrices("matrix_norm", x, square=False)
+    inf = float("inf")
+    if ord == "fro":
+        a = cubed.abs(x)
+        return cubed.sqrt(cubed.sum(a * a, axis=(-2, -1), keepdims=keepdims))
+    if ord in (1, -1, inf, -inf) and not isinstance(ord, bool):
+        # 1-norms: the largest column sum (sum over rows); inf-norms: the largest row sum
+        a = cubed.abs(x)
+        sums = cubed.sum(a, axis=-2 if ord in (1, -1) else -1, keepdims=True)
+        pick = cubed.max if ord in (1, inf) else cubed.min
+        r = pick(sums, axis=-1 if ord in (1, -1) else -2, keepdims=True)
+        return r if keepdims else cubed.squeeze(r, axis=(-2, -1))
+    if ord in (2, -2, "nuc") and not isinstance(ord, bool):
+        f = functools.partial(np.linalg.matrix_norm, ord=ord)
+        r = _apply("matrix_norm", f, x, [((), _real(x.dtype))])
+        return cubed.expand_dims(r, axis=(-2, -1)) if keepdims else r
+    raise ValueError(f"invalid ord {ord!r} (linalg.matrix_norm)")
+
+
+# -- diagonal and trace: chunk-wise ----------------------------------------------------------
+
+
+def diagonal(x: Any, /, *, offset: int = 0) -> Any:
+    """The diagonal of each matrix, for any chunking: block ``k`` of the result reads only the
+    blocks of ``x`` that its stretch of the diagonal crosses."""
+    import cubed
+    from cubed.core.ops import general_blockwise
+    from cubed.primitive.blockwise import ChunkKey, FunctionArgs
+
+    _matrices("diagonal", x, square=False)
+    m, n = x.shape[-2:]
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(m - r0, n - c0))
+    batch = tuple(x.shape[:-2])
+    if length == 0 or math.prod(batch) == 0:
+        return cubed.asarray(np.empty(batch + (length,), dtype=x.dtype), spec=x.spec)
+    cm, cn = x.chunksize[-2:]
+    cl = cm
+    segs = functools.partial(_segments, r0=r0, c0=c0, cm=cm, cn=cn, cl=cl, length=length)
+    nblocks = -(-length // cl)
+    chunks = tuple(x.chunks[:-2]) + (_regular(length, cl),)
+    name = x.name
+
+    def back_key(out_key: Any) -> Any:
+        *b, k = out_key.coords
+        keys = tuple(ChunkKey(name, (*b, rb, cb)) for rb, cb, *_ in segs(k))
+        return FunctionArgs(iter(keys), output_name=out_key.name)
+
+    return general_blockwise(
+        functools.partial(_diagonal_block, segs),
+        back_key, x,
+        shapes=[batch + (length,)], dtypes=[x.dtype], chunkss=[chunks],
+        num_input_blocks=(max(len(segs(k)) for k in range(nblocks)),),
+    )  # fmt: skip
+
+
+def _segments(k: int, r0: int, c0: int, cm: int, cn: int, cl: int, length: int) -> list:
+    """Stretches of block ``k`` of the diagonal that lie in one block of ``x``: (row block,
+    column block, row in it, column in it, length)."""
+    lo, hi = k * cl, min((k + 1) * cl, length)
+    out, i = [], lo
+    while i < hi:
+        r, c = r0 + i, c0 + i
+        rb, cb = r // cm, c // cn
+        end = min(hi, (rb + 1) * cm - r0, (cb + 1) * cn - c0)
+        out.append((rb, cb, r - rb * cm, c - cb * cn, end - i))
+        i = end
+    return out
+
+
+def _diagonal_block(segs: Any, blocks: Any, block_id: Any = None) -> np.ndarray:
+    pieces = []
+    for (_, _, r, c, size), blk in zip(segs(block_id[-1]), blocks, strict=True):
+        pieces.append(np.diagonal(blk[..., r : r + size, c : c + size], axis1=-2, axis2=-1))
+    return np.concatenate(pieces, axis=-1)
+
+
+def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    import cubed
+
+    return cubed.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
