@@ -29,6 +29,15 @@ class _Depth(threading.local):
 _DEPTH = _Depth()
 
 
+class _Hooks(threading.local):
+    # Called by value_and_grad between the forward pass and the backward pass (the memory
+    # projection marks the phase there); None: nothing.
+    before_backward = None
+
+
+HOOKS = _Hooks()
+
+
 class no_grad:  # noqa: N801 - the name PyTorch users know
     """Record nothing inside this block (also a decorator). Under it ``x[idx] = v`` writes a
     mutable backend array in place, and in-place operators keep a leaf a leaf (optimizer
@@ -209,6 +218,8 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
                 out, aux = res, None
             _check_out(out, where, scalar=True)
             nested = _nested(inputs)
+            if HOOKS.before_backward is not None:
+                HOOKS.before_backward()
             one = make(type(out), out._backend.xp.ones_like(out._data))
             grads = _pull([out], [one], inputs, structures, retain=False, create=nested)
         finally:

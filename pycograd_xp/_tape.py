@@ -43,6 +43,16 @@ class _GradMode(threading.local):
 MODE = _GradMode()
 
 
+class _Redirect(threading.local):
+    # While pycograd_xp.memory projects a function: the abstract namespace that creation
+    # functions of every other namespace hand their calls to (xp.zeros(shape) inside the
+    # function must not allocate for real).
+    ns = None
+
+
+REDIRECT = _Redirect()
+
+
 class Abstract:
     """An array input a rule did not save: shape, dtype and (chunked backends) chunks only;
     reading data fails."""

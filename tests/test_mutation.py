@@ -284,15 +284,76 @@ def test_writes_into_outputs_of_multi_output_functions(xp, which, transform):
 
 
 def test_view_written_while_recording_keeps_the_saved_value(xp):
-    """A write into a view of a buffer the tape saved, while recording, is copy-on-write."""
+    """A write into a view of a buffer the tape saved, while recording, is copy-on-write: the
+    tape keeps the old value, and the base sees the write (NumPy's aliasing)."""
     w = xp.asarray([1.0, 2.0, 3.0])
     w.requires_grad_()
     y = xp.asarray([3.0, 4.0, 5.0])
     z = xp.sum(w * y)  # saves y
     view = y[0:2]
     view[0] = 100.0
+    np.testing.assert_array_equal(_np(y), [100.0, 4.0, 5.0])
+    view += 1.0
+    np.testing.assert_array_equal(_np(y), [101.0, 5.0, 5.0])
     z.backward()
     np.testing.assert_array_equal(_np(w.grad), [3.0, 4.0, 5.0])
+
+
+def _view_cases(ns):
+    """Functions that write through basic-index views (scikit-learn's _add_to_diagonal writes
+    ``covariances[k, :, :][i, i] += reg``), and read views after writing into their base."""
+
+    def through_view(x):
+        c = x * 1.0
+        v = c[0, ...]
+        v[0] = v[1] * 3.0
+        return ns.sum(ns.sin(c) * ns.asarray(C1))
+
+    def diagonal(x):
+        c = ns.reshape(ns.concat([x, x[0:2, ...]], axis=0), (2, 3, 3))  # a stack of matrices
+        for k in range(2):
+            m = c[k, :, :]
+            for i in range(3):
+                m[i, i] += 0.5 * x[0, i]
+        return ns.sum(c * c)
+
+    def base_then_view(x):
+        c = x * 2.0
+        v = c[1:3, ...]
+        c[1, 0] = ns.sum(x)  # the view sees it
+        return ns.sum(v * ns.asarray(C2[1:3, ...]))
+
+    def nested(x):
+        c = x + 1.0
+        row = c[2, ...]
+        cell = row[1:2]
+        cell *= x[3, 1:2]
+        row[0] = cell[0]
+        return ns.sum(c * ns.asarray(C1)) + ns.sum(row)
+
+    def untracked_base(x):
+        base = ns.asarray(C2, copy=True)
+        v = base[0, ...]
+        v[...] = x[1, ...] * 2.0  # the (untracked) base gets a tracked value through its view
+        return ns.sum(base * base)
+
+    return {"through_view": through_view, "diagonal": diagonal,
+            "base_then_view": base_then_view, "nested": nested,
+            "untracked_base": untracked_base}  # fmt: skip
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+@pytest.mark.parametrize("which", ["through_view", "diagonal", "base_then_view", "nested",
+                                   "untracked_base"])  # fmt: skip
+def test_writes_through_views_keep_numpy_aliasing(xp, which, transform):
+    _check(xp, lambda ns: _view_cases(ns)[which], transform)
+
+
+def test_in_place_operator_on_a_plain_view_writes_the_base(xp):
+    y = xp.zeros(4)
+    v = y[0:2]
+    v += 1.0
+    np.testing.assert_array_equal(_np(y), [1.0, 1.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize("how", ["inplace_op", "setitem", "setitem_view", "inplace_view"])
@@ -476,3 +537,13 @@ def test_second_order_through_basic_indexing_on_cubed(cxp):
             want = np.zeros(4)
             want[sl] = 6 * np.arange(4.0)[sl]
             np.testing.assert_allclose(g._data.compute(), want)
+
+
+def test_numpy_integer_scalars_index_like_python_ints():
+    """scikit-learn's GaussianMixture indexes with np.int64 (NumPy and array-api-strict accept
+    it)."""
+    xp = pg.namespace(np)
+    y = xp.asarray([0.0, 1.0, 2.0])
+    assert float(y[np.int64(1)]) == 1.0
+    y[np.int64(2)] = 5.0
+    np.testing.assert_array_equal(_np(y), [0.0, 1.0, 5.0])

@@ -12,9 +12,10 @@ value; on a mutable backend an array no gradient flows through is written in pla
 from __future__ import annotations
 
 import operator
+import weakref
 from typing import Any
 
-from .._tape import MODE, backward, is_leaf, leaf, note_write
+from .._tape import MODE, backward, is_leaf, is_saved, leaf, note_write
 
 # Python scalars an operator accepts beside an array.
 SCALARS = (bool, int, float, complex)
@@ -39,7 +40,10 @@ def detach(a: Any) -> Any:
 class Array:
     """An array of a pycograd_xp namespace: a backend array plus its place on the tape."""
 
-    __slots__ = ("_data", "_node", "__weakref__")
+    # ``_view``/``_views`` (set only by basic indexing on a writable backend): what this array is
+    # a view of, and the views taken of it, so a write that has to copy keeps NumPy's aliasing
+    # (see :func:`rebind`).
+    __slots__ = ("_data", "_node", "_view", "_views", "__weakref__")
     __array_priority__ = 1000
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -282,9 +286,51 @@ class Array:
                 )
             self._data = new._data  # stays a leaf, keeps its .grad
             return self
-        self._data = new._data
-        self._node = new._node
+        rebind(self, new._data, new._node)
         return self
+
+
+def note_view(view: Array, base: Array, key: Any) -> None:
+    """Remember that ``view`` is ``base[key]`` (basic indexing: NumPy shares the memory)."""
+    view._view = (weakref.ref(base), key, base._backend.buffer(base._data))
+    views = getattr(base, "_views", None)
+    if views is None:
+        base._views = [weakref.ref(view)]
+    else:
+        if len(views) >= 8:  # drop the views that are gone
+            views[:] = [r for r in views if r() is not None]
+        views.append(weakref.ref(view))
+
+
+def rebind(a: Array, data: Any, node: Any) -> None:
+    """Make ``a`` hold a new value that was computed into a new buffer (a write that had to
+    copy because a tape can see it), keeping NumPy's aliasing: the array ``a`` is a view of
+    gets the new values written into it (functionally, so the tape sees that too), and views
+    of ``a`` become views of the new value. Without this, ``v = c[0]; v[0] = 1`` would leave
+    ``c`` unchanged while recording, and differently from NumPy (and from no_grad) silently.
+    """
+    buffer = a._backend.buffer
+    old = buffer(a._data)
+    a._data, a._node = data, node
+    view = getattr(a, "_view", None)
+    if view is not None:
+        base_ref, key, base_buffer = view
+        base = base_ref()
+        if base is not None and buffer(base._data) is base_buffer:
+            base[key] = a  # the base gets the new values (and refreshes its other views)
+            fresh = base[key]  # ``a`` becomes a view of the base's new value again
+            a._data, a._node = fresh._data, fresh._node
+            a._view = (base_ref, key, buffer(base._data))
+        else:
+            a._view = None  # the base is gone or holds other memory now: ``a`` stands alone
+    for ref in getattr(a, "_views", None) or ():
+        v = ref()
+        if v is not None and v is not a and getattr(v, "_view", None) is not None \
+                and buffer(v._data) is old:  # fmt: skip
+            _, key, _ = v._view
+            fresh = a[key]
+            v._data, v._node = fresh._data, fresh._node
+            v._view = (weakref.ref(a), key, buffer(a._data))
 
 
 # NumPy ufunc (and reduction) names whose Array API name differs.
@@ -335,9 +381,12 @@ def _inplace(cls: type[Array], f: Any, name: str) -> Any:
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
 
     def op(self: Array, other: Any, /) -> Any:
-        # Under no_grad, on a backend whose arrays are writable, write the buffer in place (an
-        # optimizer step: no copy); elsewhere compute the new value and rebind to it.
-        if (not MODE.enabled and self._backend.mutable and
+        # On a backend whose arrays are writable, write the buffer in place when no tape can see
+        # it (under no_grad, as optimizer steps do; or nothing here is being differentiated
+        # and the tape saved nothing of it); elsewhere compute the new value and rebind to it.
+        if ((not MODE.enabled or (self._node is None and getattr(other, "_node", None) is None
+                                  and not is_saved(self._backend, self._data)))
+                and self._backend.mutable and
                 (type(other) is cls and other._data.dtype == self._data.dtype
                  and other._data.shape == self._data.shape or isinstance(other, SCALARS)) and
                 self._data.dtype in self._ns._floating):  # fmt: skip

@@ -38,6 +38,9 @@ class Backend:
     lazy: bool = False  # values are computed on demand: never print or branch on them
     chunked: bool = False  # arrays have ``.chunks``; ``broadcast_to`` takes ``chunks=``
     mutable: bool = False  # ``x[idx] = v`` writes the backend array in place
+    # Arrays with a shape and a dtype and no data (pycograd_xp.memory): a function of another
+    # namespace given one of its arrays hands the call over to it.
+    abstract: bool = False
     # Duplicate integer indices in ``x[idx] = v``: the last write wins, deterministically.
     # Where False, a differentiated write with duplicates is refused (which one lands is
     # unspecified, so no gradient can say which value survived).

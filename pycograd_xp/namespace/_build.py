@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
-from .._tape import MODE, is_leaf, is_saved, note_write
-from ._array import PLAIN_TYPES, SCALARS, Array, install_operators, make
+from .._tape import MODE, REDIRECT, is_leaf, is_saved, note_write
+from ._array import PLAIN_TYPES, SCALARS, Array, install_operators, make, note_view, rebind
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
@@ -45,6 +46,26 @@ def _any_tracked(a: Any) -> bool:
     if isinstance(a, list | tuple):
         return any(_any_tracked(e) for e in a)
     return isinstance(a, Array) and a._node is not None
+
+
+class Forward(Exception):  # noqa: N818 - a signal, not an error
+    """An array of an abstract namespace reached a function of a concrete one: the call is
+    handed over to the abstract namespace (see ``pycograd_xp.memory``)."""
+
+    def __init__(self, ns: ModuleType) -> None:
+        self.ns = ns
+
+    def call(self, prim: Primitive, args: tuple, kwargs: dict) -> Any:
+        return _function_of(self.ns, prim)(*args, **kwargs)
+
+
+def _function_of(ns: ModuleType, prim: Primitive) -> Callable[..., Any]:
+    return getattr(getattr(ns, prim.scope) if prim.scope else ns, prim.short_name)
+
+
+# Rows that make arrays from Python values alone: while a function is projected, the ones of
+# every namespace make abstract arrays instead (see ``REDIRECT``).
+_SHAPE_CREATORS = frozenset({"arange", "empty", "eye", "full", "linspace", "ones", "zeros"})
 
 
 class AxisError(ValueError, IndexError):
@@ -92,6 +113,8 @@ def _describe(value: Any) -> str:
 def _explain(fname: str, err: Exception, args: tuple, kwargs: dict | None = None) -> Exception:
     """The backend's error ``err`` from ``fname``, restated with the function's name and what it
     was called with (shapes and dtypes), as the same exception type when it can be."""
+    if str(err).startswith(f"{fname}("):  # already names the function (our own errors)
+        return err
     called = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in
                                              (kwargs or {}).items()]  # fmt: skip
     msg = f"{fname}(): {err} (called with {', '.join(called)})"
@@ -177,8 +200,13 @@ class _Builder:
         return wrap
 
     def unwrap(self, fname: str) -> Callable[[Any], Any]:
-        """Map our arrays (also inside tuples and lists) to backend arrays; refuse foreign ones."""
-        Arr, mod = self.Arr, self.mod
+        """Map our arrays (also inside tuples and lists) to backend arrays; refuse foreign ones.
+
+        An array of an abstract namespace given to a concrete one raises :class:`Forward` (the
+        call moves there); a concrete array given to an abstract namespace becomes a constant
+        of its shape and dtype.
+        """
+        Arr, mod, abstract, bk = self.Arr, self.mod, self.backend.abstract, self.bk
 
         def unwrap(a: Any) -> Any:
             t = type(a)
@@ -189,11 +217,15 @@ class _Builder:
             if t is tuple or t is list:
                 return t(unwrap(e) for e in a)
             if isinstance(a, Array):
+                if a._backend.abstract and not abstract:
+                    raise Forward(a._ns)
+                if abstract:
+                    return bk.asarray(a._data)
                 raise TypeError(
                     f"{fname}(): cannot mix arrays of {mod.__name__} and {a._ns.__name__}; "
                     f"convert with {mod.__name__}.asarray first"
                 )
-            if isinstance(a, (int, float, complex)):  # NumPy scalars that subclass Python's
+            if isinstance(a, numbers.Number):  # NumPy scalars (np.int64 as an index, ...)
                 return a
             if not isinstance(a, type) and (
                 hasattr(a, "__array_namespace__") or hasattr(a, "__array__")
@@ -258,7 +290,10 @@ class _Builder:
 
         def f(x: Array, /) -> Array:
             if type(x) is not Arr:
-                unwrap(x)  # raises a clear TypeError for foreign arrays
+                try:
+                    unwrap(x)  # raises a clear TypeError for foreign arrays
+                except Forward as fw:
+                    return fw.call(prim, (x,), {})
                 raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
             d = x._data
             if d.dtype not in allowed:
@@ -288,42 +323,45 @@ class _Builder:
             )
 
         def f(x1: Any, x2: Any, /) -> Array:
-            if type(x1) is Arr:
-                d1 = x1._data
-                if d1.dtype not in allowed:
-                    raise _dtype_error(name, d1.dtype, prim.dtypes)
-                if type(x2) is Arr:
-                    d2 = x2._data
+            try:
+                if type(x1) is Arr:
+                    d1 = x1._data
+                    if d1.dtype not in allowed:
+                        raise _dtype_error(name, d1.dtype, prim.dtypes)
+                    if type(x2) is Arr:
+                        d2 = x2._data
+                        if d2.dtype not in allowed:
+                            raise _dtype_error(name, d2.dtype, prim.dtypes)
+                    elif isinstance(x2, SCALARS):
+                        d2 = x2
+                    else:
+                        d2 = operand(x2)
+                elif type(x2) is Arr:
+                    d1, d2 = operand(x1), x2._data
                     if d2.dtype not in allowed:
                         raise _dtype_error(name, d2.dtype, prim.dtypes)
-                elif isinstance(x2, SCALARS):
-                    d2 = x2
                 else:
-                    d2 = operand(x2)
-            elif type(x2) is Arr:
-                d1, d2 = operand(x1), x2._data
-                if d2.dtype not in allowed:
-                    raise _dtype_error(name, d2.dtype, prim.dtypes)
-            else:
-                operand(x1), operand(x2)
-                raise TypeError(
-                    f"{name}(): at least one argument must be an array, got two scalars"
-                )
-            try:
-                r = fn(d1, d2)
-            except (ValueError, TypeError, IndexError) as e:
-                raise _explain(name, e, (d1, d2)) from e
-            out = new(r) if type(r) is T else wrap(r)
-            if (
-                diff
-                and MODE.enabled
-                and (
-                    (type(x1) is Arr and x1._node is not None)
-                    or (type(x2) is Arr and x2._node is not None)
-                )
-            ):
-                return rec(out, x1, x2)
-            return out
+                    operand(x1), operand(x2)
+                    raise TypeError(
+                        f"{name}(): at least one argument must be an array, got two scalars"
+                    )
+                try:
+                    r = fn(d1, d2)
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d1, d2)) from e
+                out = new(r) if type(r) is T else wrap(r)
+                if (
+                    diff
+                    and MODE.enabled
+                    and (
+                        (type(x1) is Arr and x1._node is not None)
+                        or (type(x2) is Arr and x2._node is not None)
+                    )
+                ):
+                    return rec(out, x1, x2)
+                return out
+            except Forward as fw:  # an abstract operand: the call moves to its namespace
+                return fw.call(prim, (x1, x2), {})
 
         return f
 
@@ -362,6 +400,7 @@ class _Builder:
             "defaults": [p.default for p in sig.parameters.values()],
             "MODE": MODE, "record": record, "prim": prim, "ns": self.mod, "typeof": type,
             "any_tracked": _any_tracked, "explain": _explain, "name": name,
+            "Forward": Forward, "REDIRECT": REDIRECT,
         }  # fmt: skip
         P = inspect.Parameter
         plist = list(sig.parameters.values())
@@ -419,6 +458,13 @@ class _Builder:
                      f"        return record(prim, ns, out, ({', '.join(rec_args)},), "
                      f"{{{', '.join(rec_kwargs)}}})"]  # fmt: skip
         body.append("    return out")
+        original = f"({', '.join(rec_args)}{',' if rec_args else ''}), {{{', '.join(rec_kwargs)}}}"
+        body = ["    " + line for line in body]
+        body = ["    try:", *body, "    except Forward as fw:  # an abstract argument: move there",
+                f"        return fw.call(prim, {original})"]  # fmt: skip
+        if name in _SHAPE_CREATORS:  # while projecting, make abstract arrays instead
+            body = ["    if REDIRECT.ns is not None and REDIRECT.ns is not ns:",
+                    f"        return Forward(REDIRECT.ns).call(prim, {original})", *body]
         src = f"def {prim.short_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
         exec(compile(src, f"<pycograd_xp {name}>", "exec"), env)
         f = env[prim.short_name]
@@ -429,6 +475,7 @@ class _Builder:
     # -- indexing -------------------------------------------------------------------------------
     def getitem(self) -> Callable[[Array, Any], Array]:
         unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
+        mutable = self.backend.mutable
 
         def getitem(x: Array, key: Any) -> Array:
             k = unwrap(key)
@@ -436,6 +483,8 @@ class _Builder:
                 out = wrap(x._data[k])
             except (ValueError, TypeError, IndexError) as e:
                 raise _explain("__getitem__", e, (x._data, k)) from e
+            if mutable and _is_basic(key):  # NumPy returns a view: keep the aliasing
+                note_view(out, x, key)
             if x._node is not None and MODE.enabled:
                 return record(GETITEM, mod, out, (x, key), {})
             return out
@@ -477,9 +526,18 @@ class _Builder:
             out = new(data)
             if x._node is not None or value_tracked:
                 record(SETITEM, mod, out, (x, key, value), {})
-            x._data, x._node = out._data, out._node
+            rebind(x, out._data, out._node)
 
         return setitem
+
+
+def _is_basic(key: Any) -> bool:
+    """Whether ``key`` is basic indexing (ints, slices, ``...``, None): NumPy gives a view."""
+    parts = key if type(key) is tuple else (key,)
+    return all(type(k) in _BASIC_KEYS for k in parts)
+
+
+_BASIC_KEYS = frozenset({int, slice, type(None), type(Ellipsis)})
 
 
 def _check_axis(fname: str, axis: Any, ndim: int) -> None:

@@ -64,6 +64,12 @@ class Primitive:
     diff_kwargs: tuple[str, ...] = ()
     nondiff: bool = False
     takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
+    # Abstract evaluation (filled in by pycograd_xp.memory.shapes): ``shape(a, *args,
+    # **kwargs)`` gives the output(s) as abstract arrays of the abstract backend ``a``, from
+    # shapes and dtypes only; ``memory(out, *args, **kwargs)`` the bytes the backend call
+    # allocates beyond its output(s) while it runs (its transients; None: none).
+    shape: Callable[..., Any] | None = None
+    memory: Callable[..., int] | None = None
 
     @functools.cached_property
     def arg_names(self) -> tuple[str, ...]:
@@ -158,3 +164,13 @@ def nondifferentiable(*names: str) -> None:
         if prim.vjp is not None or prim.nondiff:
             raise RuntimeError(f"{name}: derivative declared twice")
         prim.nondiff = True
+
+
+def defshape(name: str, rule: Callable[..., Any], *,
+             memory: Callable[..., int] | None = None) -> None:  # fmt: skip
+    """Attach the abstract-evaluation ``rule(a, <the function's arguments>)`` to row ``name``
+    (and the bytes of its transients, ``memory(out, <arguments>)``)."""
+    prim = REGISTRY[name]
+    if prim.shape is not None:
+        raise RuntimeError(f"{name}: shape rule declared twice")
+    prim.shape, prim.memory = rule, memory
