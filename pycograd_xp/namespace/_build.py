@@ -246,6 +246,8 @@ class _Builder:
             if type(a) is Arr:
                 return a._data
             if isinstance(a, Array):  # another namespace's array: take its value
+                if a._backend.abstract and not self.backend.abstract:
+                    raise Forward(a._ns)
                 return a._concrete("asarray")
             if type(a) is list or type(a) is tuple:
                 return type(a)(unwrap(e) for e in a)

@@ -1,0 +1,29 @@
+"""Shape rules of the data type functions: ``astype`` makes an array (or returns its input when
+no copy is needed); the others answer questions about dtypes and run NumPy's own answer."""
+
+from __future__ import annotations
+
+import array_api_compat.numpy as npx
+import numpy as np
+
+from ...namespace._ops import defshape
+from ._helpers import is_array, new
+
+
+def _dtype_of(v):
+    return v.dtype if is_array(v) else v
+
+
+def _astype(a, x, dtype, /, *, copy=True, device=None):
+    if not copy and np.dtype(dtype) == x.dtype:
+        return x
+    return new(x.shape, dtype)
+
+
+defshape("astype", _astype)
+defshape("can_cast", lambda a, from_, to, /: npx.can_cast(_dtype_of(from_), to))
+defshape("finfo", lambda a, type, /: npx.finfo(_dtype_of(type)))
+defshape("iinfo", lambda a, type, /: npx.iinfo(_dtype_of(type)))
+defshape("isdtype", lambda a, dtype, kind: npx.isdtype(np.dtype(dtype), kind))
+defshape("result_type", lambda a, *xs: npx.result_type(*(
+    np.ones((1,) * v.ndim, v.dtype) if is_array(v) else v for v in xs)))  # fmt: skip

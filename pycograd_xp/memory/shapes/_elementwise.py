@@ -1,0 +1,48 @@
+"""Shape rules of the elementwise functions: the broadcast shape of the array arguments and the
+dtype NumPy's own function gives (probed on one-element arrays). ``real``/``imag`` of complex
+input are views, as in NumPy; ``real`` of a real array is that array. Their transients are the
+iterator's buffers for broadcast, cast or differently laid-out operands."""
+
+from __future__ import annotations
+
+import array_api_compat.numpy as npx
+
+from ...namespace._ops import REGISTRY, defshape
+from ._helpers import broadcast, is_array, new, probe_dtype, ufunc_buffers, view
+
+
+def _elementwise(name):
+    ref = getattr(npx, name)
+
+    def rule(a, *xs):
+        shape = broadcast(*(x.shape for x in xs if is_array(x)))
+        return new(shape, probe_dtype(ref, *xs))
+
+    return rule
+
+
+def _real(a, x, /):
+    if x.dtype.kind != "c":
+        return x
+    return view(x, x.shape, dtype=x.dtype.type(0).real.dtype, contiguous=False)
+
+
+def _imag(a, x, /):
+    return view(x, x.shape, dtype=x.dtype.type(0).imag.dtype, contiguous=False)
+
+
+def _clip(a, x, /, min=None, max=None):
+    shape = broadcast(*(v.shape for v in (x, min, max) if is_array(v)))
+    return new(shape, x.dtype)
+
+
+def _buffers(out, *xs, **kw):
+    return ufunc_buffers(out, *xs, *kw.values())
+
+
+for _prim in list(REGISTRY.values()):
+    if _prim.kind in ("unary", "binary") and _prim.name not in ("real", "imag"):
+        defshape(_prim.name, _elementwise(_prim.name), memory=_buffers)
+defshape("real", _real)
+defshape("imag", _imag)
+defshape("clip", _clip, memory=_buffers)

@@ -1,0 +1,104 @@
+"""Helpers shared by the shape rules: making abstract outputs and views, broadcasting, reduced
+shapes, and the output dtype of a backend function found by calling it on one-element arrays
+(no data: a probe of the backend's own dtype rules, never of its values)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._abstract import AbstractArray
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, AbstractArray)
+
+
+def new(shape: Any, dtype: Any) -> AbstractArray:
+    """A fresh array that owns its bytes."""
+    return AbstractArray(shape, dtype)
+
+
+# Constants from outside up to this many elements keep their values (see AbstractArray.value).
+KEEP_VALUES = 1 << 16
+
+
+def constant(data: Any) -> AbstractArray:
+    """An abstract array for data given from outside (a NumPy array, or any array-like)."""
+    data = np.asarray(data)
+    return AbstractArray(data.shape, data.dtype, value=data if data.size <= KEEP_VALUES else None)
+
+
+def as_abstract(x: Any) -> Any:
+    """Arrays from outside (NumPy arrays in an index, saved on the tape) as abstract arrays."""
+    if isinstance(x, AbstractArray) or not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        return x
+    return constant(x)
+
+
+def view(x: AbstractArray, shape: Any, dtype: Any = None, contiguous: bool = True) -> AbstractArray:
+    """A view of ``x``'s memory (owns nothing, keeps ``x``'s buffer alive)."""
+    return AbstractArray(shape, x.dtype if dtype is None else dtype, base=x,
+                         contiguous=contiguous and x.contiguous)  # fmt: skip
+
+
+def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
+
+
+def reduced(shape: tuple[int, ...], axis: Any, keepdims: bool) -> tuple[int, ...]:
+    axes = norm_axes(axis, len(shape))
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def tiny(x: Any) -> Any:
+    """A one-element stand-in for ``x`` with its dtype and rank (Python values pass)."""
+    if isinstance(x, AbstractArray):
+        return np.ones((1,) * x.ndim, dtype=x.dtype)
+    if isinstance(x, list | tuple):
+        return type(x)(tiny(e) for e in x)
+    return x
+
+
+def probe_dtype(fn: Any, *args: Any, **kwargs: Any) -> np.dtype:
+    """The dtype ``fn`` (a NumPy-backend function) gives for arguments of these dtypes."""
+    with np.errstate(all="ignore"):
+        out = fn(*tiny(args), **{k: tiny(v) for k, v in kwargs.items()})
+    return np.dtype(out.dtype)
+
+
+def size_bytes(*xs: Any) -> int:
+    """The bytes of full copies of the arrays among ``xs`` (views count whole)."""
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in xs if isinstance(x, AbstractArray))
+
+
+# NumPy's ufunc machinery iterates in chunks of 8192 elements: an operand that has to be
+# broadcast, cast, or laid out differently from the others is copied through a buffer of that
+# many elements (measured: 64 kB per such float64 operand, beside the output).
+BUFFER_ELEMENTS = 8192
+
+
+def ufunc_buffers(out: Any, *operands: Any) -> int:
+    """The bytes of the buffers NumPy's iterator allocates to compute ``out`` from
+    ``operands`` (arrays and Python scalars)."""
+    arrays = [x for x in operands if isinstance(x, AbstractArray) and x.ndim > 0]
+    if not arrays or not isinstance(out, AbstractArray):
+        return 0
+    op = np.result_type(*(x.dtype for x in arrays))
+    plain = [x for x in arrays if x.shape == out.shape and x.dtype == op]
+    mixed_layout = len({x.contiguous for x in plain}) > 1
+    k = sum(1 for x in arrays if x.shape != out.shape or x.dtype != op
+            or (mixed_layout and not x.contiguous))  # fmt: skip
+    return k * min(out.size, BUFFER_ELEMENTS) * op.itemsize

@@ -1,0 +1,93 @@
+"""Shape rules of indexing. ``x[key]`` with ints, slices, ``...`` and ``None`` is a view; with
+integer arrays or boolean masks (NumPy's advanced indexing) it is a new array, the broadcast
+index shape taking the place of the indexed axes (or going first when they are not adjacent).
+A boolean mask selects a data-dependent number of elements: the rule gives the upper bound,
+all of them. ``x[key] = v`` writes in place: nothing new."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...namespace._ops import defshape
+from ._helpers import as_abstract, broadcast, is_array, new, view
+
+
+def _expand(key, ndim):
+    parts = [as_abstract(p) for p in (key if isinstance(key, tuple) else (key,))]
+    used = sum(p.ndim if is_array(p) and p.dtype.kind == "b" else 1 for p in parts
+               if p is not None and p is not Ellipsis)  # fmt: skip
+    ellipsis = [i for i, p in enumerate(parts) if p is Ellipsis]  # (arrays compare elementwise)
+    if ellipsis:
+        i = ellipsis[0]
+        parts[i:i + 1] = [slice(None)] * (ndim - used)
+    else:
+        parts += [slice(None)] * (ndim - used)
+    return parts
+
+
+def selection(shape, key):
+    """(result shape, whether it is a view) of ``x[key]`` for ``x`` of ``shape``."""
+    parts = _expand(key, len(shape))
+    out, adv_shapes, adv_pos, axis = [], [], [], 0
+    for p in parts:
+        if p is None:
+            out.append(1)
+        elif isinstance(p, slice):
+            out.append(len(range(*p.indices(shape[axis]))))
+            axis += 1
+        elif is_array(p) and p.dtype.kind == "b":
+            if p.value is not None:  # a known mask: exactly its True elements
+                n = int(np.count_nonzero(p.value))
+            else:  # at most every element is selected
+                n = 1
+                for s in shape[axis:axis + p.ndim]:
+                    n *= s
+            adv_shapes.append((n,))
+            adv_pos.append(len(out))
+            axis += p.ndim
+        elif is_array(p):
+            adv_shapes.append(p.shape)
+            adv_pos.append(len(out))
+            axis += 1
+        else:  # an int
+            if not -shape[axis] <= p < shape[axis]:
+                raise IndexError(f"index {p} is out of bounds for axis {axis} with size "
+                                 f"{shape[axis]}")  # fmt: skip
+            axis += 1
+    if not adv_shapes:
+        return tuple(out), True
+    b = broadcast(*adv_shapes)
+    # advanced indices side by side stay in place; separated ones go first (NumPy's rule)
+    first = adv_pos[0] if len(set(adv_pos)) == 1 else 0
+    return tuple(out[:first]) + b + tuple(out[first:]), False
+
+
+def _getitem(a, x, key):
+    shape, is_view = selection(x.shape, key)
+    return view(x, shape, contiguous=False) if is_view else new(shape, x.dtype)
+
+
+def _setitem(a, x, key, value):
+    shape, _ = selection(x.shape, key)
+    if is_array(value):
+        broadcast(value.shape, shape)
+
+
+def _take(a, x, indices, /, *, axis=None):
+    indices = as_abstract(indices)
+    if axis is None:
+        return new(indices.shape, x.dtype)
+    ax = axis % x.ndim
+    return new(x.shape[:ax] + indices.shape + x.shape[ax + 1:], x.dtype)
+
+
+def _take_along_axis(a, x, indices, /, *, axis=-1):
+    indices = as_abstract(indices)
+    return new(broadcast(x.shape[:axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1:],
+                         indices.shape), x.dtype)  # fmt: skip
+
+
+defshape("__getitem__", _getitem)
+defshape("__setitem__", _setitem)
+defshape("take", _take)
+defshape("take_along_axis", _take_along_axis)

@@ -1,0 +1,76 @@
+"""Shape rules of ``matmul``, ``matrix_transpose``, ``tensordot`` and ``vecdot``. NumPy's
+``tensordot`` transposes and reshapes both operands into matrices first: a copy of an operand
+of more than two dimensions whose contracted axes are not already where the matrix product
+wants them (last for the first operand, first for the second); a 2-D operand is always a view.
+``vecdot`` is a gufunc: only the iterator's buffers for broadcast operands."""
+
+from __future__ import annotations
+
+import math
+
+import array_api_compat.numpy as npx
+
+from ...namespace._ops import defshape
+from ._helpers import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
+
+
+def _matmul(a, x1, x2, /):
+    s1, s2 = x1.shape, x2.shape
+    if len(s1) == 1 and len(s2) == 1:
+        if s1 != s2:
+            raise ValueError(f"matmul: shapes {s1} and {s2} are not aligned")
+        shape = ()
+    else:
+        m1 = (1,) + s1 if len(s1) == 1 else s1
+        m2 = s2 + (1,) if len(s2) == 1 else s2
+        if m1[-1] != m2[-2]:
+            raise ValueError(f"matmul: mismatch in the core dimension ({s1} @ {s2})")
+        shape = broadcast(m1[:-2], m2[:-2]) + (m1[-2], m2[-1])
+        if len(s1) == 1:
+            shape = shape[:-2] + shape[-1:]
+        if len(s2) == 1:
+            shape = shape[:-1]
+    return new(shape, probe_dtype(npx.matmul, x1, x2))
+
+
+def _matrix_transpose(a, x, /):
+    return view(x, x.shape[:-2] + (x.shape[-1], x.shape[-2]), contiguous=False)
+
+
+def _axes(x1, x2, axes):
+    if isinstance(axes, int):
+        return list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
+    return [ax % x1.ndim for ax in axes[0]], [ax % x2.ndim for ax in axes[1]]
+
+
+def _tensordot(a, x1, x2, /, *, axes=2):
+    a1, a2 = _axes(x1, x2, axes)
+    shape = tuple(s for i, s in enumerate(x1.shape) if i not in a1) + tuple(
+        s for i, s in enumerate(x2.shape) if i not in a2)  # fmt: skip
+    return new(shape, probe_dtype(npx.tensordot, x1, x2, axes=axes))
+
+
+def _tensordot_memory(out, x1, x2, /, *, axes=2):
+    a1, a2 = _axes(x1, x2, axes)
+    copy1 = x1.ndim > 2 and a1 != list(range(x1.ndim - len(a1), x1.ndim))
+    copy2 = x2.ndim > 2 and a2 != list(range(len(a2)))
+    return (size_bytes(x1) if copy1 or not x1.contiguous and x1.ndim > 2 else 0) + \
+        (size_bytes(x2) if copy2 or not x2.contiguous and x2.ndim > 2 else 0)
+
+
+def _vecdot(a, x1, x2, /, *, axis=-1):
+    shape = list(broadcast(x1.shape, x2.shape))
+    del shape[axis % len(shape)]
+    return new(shape, probe_dtype(npx.vecdot, x1, x2, axis=axis))
+
+
+def _vecdot_memory(out, x1, x2, /, *, axis=-1):
+    full = broadcast(x1.shape, x2.shape)
+    k = sum(1 for x in (x1, x2) if x.shape != full)
+    return k * min(math.prod(full), BUFFER_ELEMENTS) * out.dtype.itemsize
+
+
+defshape("matmul", _matmul)
+defshape("matrix_transpose", _matrix_transpose)
+defshape("tensordot", _tensordot, memory=_tensordot_memory)
+defshape("vecdot", _vecdot, memory=_vecdot_memory)

@@ -1,0 +1,35 @@
+"""Shape rules of the searching functions. ``nonzero`` has a data-dependent size: the rule gives
+its upper bound (every element nonzero)."""
+
+from __future__ import annotations
+
+import array_api_compat.numpy as npx
+
+from ...namespace._ops import defshape
+from ._helpers import broadcast, is_array, new, probe_dtype, reduced, ufunc_buffers
+
+
+def _arg(a, x, /, *, axis=None, keepdims=False):
+    return new(reduced(x.shape, axis, keepdims), "int64")
+
+
+def _nonzero(a, x, /):
+    n = x.size if x.ndim else 1
+    return tuple(new((n,), "int64") for _ in range(max(x.ndim, 1)))
+
+
+def _searchsorted(a, x1, x2, /, *, side="left", sorter=None):
+    return new(x2.shape, "int64")
+
+
+def _where(a, condition, x1, x2, /):
+    shape = broadcast(*(v.shape for v in (condition, x1, x2) if is_array(v)))
+    return new(shape, probe_dtype(npx.where, condition, x1, x2))
+
+
+defshape("argmax", _arg)
+defshape("argmin", _arg)
+defshape("count_nonzero", _arg)
+defshape("nonzero", _nonzero)
+defshape("searchsorted", _searchsorted)
+defshape("where", _where, memory=lambda out, c, x1, x2, /: ufunc_buffers(out, c, x1, x2))

@@ -1,0 +1,125 @@
+"""pycograd_xp.memory's API: specs, projections, limits, and what a projection is made of."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import memory
+
+XP = pg.namespace(np)
+
+
+def mlp_loss(params, x, y):
+    h = x
+    for W, b in params[:-1]:
+        h = XP.tanh(h @ W + b)
+    W, b = params[-1]
+    return XP.mean((h @ W + b - y) ** 2)
+
+
+def _specs(d, layers, batch, dtype="float32"):
+    params = [(memory.spec((d, d), dtype), memory.spec(d, dtype)) for _ in range(layers)]
+    return params, memory.spec((batch, d), dtype), memory.spec((batch, d), dtype)
+
+
+def test_projection_from_specs_counts_what_the_step_holds():
+    d, batch = 1000, 50
+    p = memory.project(mlp_loss, *_specs(d, 3, batch, "float64"))
+    params_bytes = 3 * (d * d + d) * 8
+    act = batch * d * 8
+    assert p.argument_bytes == params_bytes + 2 * act
+    # the tape keeps, per hidden layer, tanh's output (its rule saves "out"); the last layer's
+    # input too: at least 2 activations beyond the arguments
+    assert 2 * act <= p.residual_bytes <= 8 * act
+    # backward adds one gradient per parameter
+    assert p.peak_bytes >= params_bytes * 2 + 2 * act
+    assert p.forward_peak_bytes < p.peak_bytes
+    assert p.peak_op[1] == "backward"
+    phases = {r.phase for r in p.rows}
+    assert phases == {"forward", "backward"}
+    assert all(r.peak_bytes >= r.live_bytes for r in p.rows)
+
+
+def test_a_billion_parameters_project_in_under_a_second_and_ten_megabytes():
+    args = _specs(16384, 4, 64)  # 4 x 16384^2 = 1.07e9 parameters, 4.3 GB of float32
+    t = time.perf_counter()
+    p = memory.project(mlp_loss, *args)
+    elapsed = time.perf_counter() - t
+    tracemalloc.start()
+    memory.project(mlp_loss, *args)
+    allocated = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert p.argument_bytes > 4.29e9 and p.peak_bytes > 2 * p.argument_bytes - 1e8
+    assert elapsed < 1.0, elapsed
+    assert allocated < 10e6, allocated
+
+
+def test_real_arrays_specs_and_pytrees_mix():
+    w = XP.ones((4, 3))
+    p1 = memory.project(lambda w, x: XP.sum((x @ w) ** 2), w, memory.spec((10, 4)))
+    p2 = memory.project(lambda w, x: XP.sum((x @ w) ** 2), memory.spec((4, 3)),
+                        XP.ones((10, 4)))  # fmt: skip
+    assert p1.peak_bytes == p2.peak_bytes
+    p3 = memory.project(lambda t, k: XP.sum(t["a"] * t["b"][0] * k), {"a": w, "b": [w]}, 3)
+    assert p3.argument_bytes == 2 * w.size * 8
+
+
+def test_creation_functions_inside_the_function_do_not_allocate():
+    def f(x):
+        big = XP.zeros((20000, 20000))  # 3.2 GB, if it were real
+        return XP.sum(big[0:1, 0:10] * x)
+
+    tracemalloc.start()
+    p = memory.project(f, XP.ones(10))
+    allocated = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert p.forward_peak_bytes > 3.2e9 and allocated < 10e6
+
+
+def test_check_refuses_a_step_over_the_limit_naming_the_op():
+    p = memory.project(mlp_loss, *_specs(1000, 2, 10, "float64"))
+    assert p.check(p.peak_bytes) is p
+    assert p.check("1 TB") is p
+    with pytest.raises(memory.MemoryLimitError, match=r"projected peak .* at \w+ \(row \d+, "
+                       r"(forward|backward)\) exceeds the limit 1\.0 MB .*remat"):  # fmt: skip
+        p.check("1MB")
+    with pytest.raises(ValueError, match="cannot read 'lots'"):
+        p.check("lots")
+
+
+@pytest.mark.parametrize("text, n", [("2GB", 2 * 10**9), ("512 MiB", 512 * 2**20),
+                                     ("100kB", 10**5), (12345, 12345), ("7", 7)])  # fmt: skip
+def test_parse_bytes(text, n):
+    from pycograd_xp.memory._project import parse_bytes
+
+    assert parse_bytes(text) == n
+
+
+def test_projection_prints_one_line_per_op():
+    p = memory.project(mlp_loss, *_specs(100, 2, 10))
+    text = str(p)
+    assert text.splitlines()[0].startswith("projected step: peak")
+    assert len(text.splitlines()) == 2 + len(p.rows)
+    assert "<- peak" in text and "matmul" in text and "backward" in text
+    d = p.as_dict()
+    assert d["peak_bytes"] == p.peak_bytes and len(d["rows"]) == len(p.rows)
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ValueError, match="negative"):
+        memory.spec((-1, 3))
+    with pytest.raises(TypeError):
+        memory.spec((3,), "not-a-dtype")
+
+
+def test_values_cannot_be_branched_on_while_projecting():
+    def f(x):
+        return XP.sum(x) if float(XP.sum(x)) > 0 else -XP.sum(x)
+
+    with pytest.raises(TypeError, match="being differentiated|no value"):
+        memory.project(f, XP.ones(3))
