@@ -352,20 +352,22 @@ def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
     return kwargs[position]
 
 
+def _wrap_saved(a: Any, position: Any, make: Any, array_type: type, saved: dict) -> Any:
+    # module level, not a closure: a self-calling closure is a reference cycle (see tree.py)
+    if isinstance(a, array_type):
+        return make(a, saved.get(position))
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_wrap_saved(e, (position, j), make, array_type, saved)
+                       for j, e in enumerate(a))  # fmt: skip
+    return a
+
+
 def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     """``node``'s saved values as arrays of its namespace carrying the nodes they had."""
     make, array_type = node.ns._make, node.ns._backend.array_type
     saved = node.saved or {}
-
-    def wrap(a: Any, position: Any) -> Any:
-        if isinstance(a, array_type):
-            return make(a, saved.get(position))
-        if type(a) is list or type(a) is tuple:
-            return type(a)(wrap(e, (position, j)) for j, e in enumerate(a))
-        return a
-
-    args = tuple(wrap(a, i) for i, a in enumerate(node.args))
-    kwargs = {k: wrap(v, k) for k, v in node.kwargs.items()}
+    args = tuple(_wrap_saved(a, i, make, array_type, saved) for i, a in enumerate(node.args))
+    kwargs = {k: _wrap_saved(v, k, make, array_type, saved) for k, v in node.kwargs.items()}
     out = node.out
     if isinstance(out, list):
         outs = saved.get("out") or [None] * len(out)

@@ -90,19 +90,43 @@ def _children(x: Any) -> tuple[str, Any, list] | None:
     return None
 
 
+# The recursions below are module-level functions, not closures: a nested function that calls
+# itself is a reference cycle (function -> cell -> function) holding everything it closes over,
+# here the leaves, so arrays would wait for the garbage collector instead of being freed when
+# the last reference goes (the memory model, and NumPy's peak, rely on the latter).
+
+
+def _walk(x: Any, leaves: list[Any]) -> TreeDef:
+    parts = _children(x)
+    if parts is None:
+        leaves.append(x)
+        return TreeDef("leaf")
+    kind, meta, kids = parts
+    return TreeDef(kind, meta, tuple(_walk(k, leaves) for k in kids))
+
+
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """The leaves of ``tree`` (depth first) and its structure."""
     leaves: list[Any] = []
+    return leaves, _walk(tree, leaves)
 
-    def walk(x: Any) -> TreeDef:
-        parts = _children(x)
-        if parts is None:
-            leaves.append(x)
-            return TreeDef("leaf")
-        kind, meta, kids = parts
-        return TreeDef(kind, meta, tuple(walk(k) for k in kids))
 
-    return leaves, walk(tree)
+def _build(td: TreeDef, it: Any) -> Any:
+    if td.kind == "leaf":
+        return next(it)
+    kids = [_build(c, it) for c in td.children]
+    if td.kind == "none":
+        return None
+    if td.kind == "tuple":
+        return tuple(kids)
+    if td.kind == "list":
+        return kids
+    if td.kind == "namedtuple":
+        return td.meta(*kids)
+    if td.kind == "dict":
+        return dict(zip(td.meta, kids, strict=True))
+    cls, names, statics = td.meta
+    return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any:
@@ -113,26 +137,7 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any
             f"tree_unflatten: the structure {treedef!r} has {treedef.num_leaves} leaves, "
             f"got {len(leaves)}"
         )
-    it = iter(leaves)
-
-    def build(td: TreeDef) -> Any:
-        if td.kind == "leaf":
-            return next(it)
-        kids = [build(c) for c in td.children]
-        if td.kind == "none":
-            return None
-        if td.kind == "tuple":
-            return tuple(kids)
-        if td.kind == "list":
-            return kids
-        if td.kind == "namedtuple":
-            return td.meta(*kids)
-        if td.kind == "dict":
-            return dict(zip(td.meta, kids, strict=True))
-        cls, names, statics = td.meta
-        return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
-
-    return build(treedef)
+    return _build(treedef, iter(leaves))
 
 
 def tree_leaves(tree: Any) -> list[Any]:

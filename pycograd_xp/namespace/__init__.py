@@ -11,11 +11,11 @@ from types import ModuleType
 from typing import Any
 
 from ._array import Array
-from ._backend import Backend, resolve
+from ._backend import Backend, capabilities, resolve
 from ._build import AxisError, build
 from ._ops import REGISTRY, Primitive
 
-__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace"]
+__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of"]
 
 _CACHE: dict[str, ModuleType] = {}
 _LOCK = threading.Lock()
@@ -45,3 +45,11 @@ def namespace(backend: Any = None) -> ModuleType:
         if isinstance(backend, ModuleType):
             _CACHE.setdefault(backend.__name__, mod)
     return mod
+
+
+def of(ns: Any) -> ModuleType:
+    """Our namespace for ``ns``: ``ns`` itself if it is one of ours, else the one that wraps
+    the backend namespace ``ns`` (what a first-order VJP rule receives)."""
+    if getattr(ns, "_backend", None) is not None:
+        return ns
+    return _CACHE[capabilities(ns).name]

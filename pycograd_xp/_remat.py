@@ -1,0 +1,75 @@
+"""``remat(f)``: rematerialization (JAX's name; PyTorch calls it activation checkpointing).
+
+The wrapped segment runs without a tape on the forward pass and is recorded as one node that
+saves only the segment's array inputs. Its VJP rule runs the segment again, this time under
+``vjp``, and pulls the cotangent back through the fresh graph, which is freed as soon as it
+has. Memory between the passes drops to the segment's inputs; the price is one more forward of
+the segment. The rule is Array-API code like every other, so it works on every backend (lazily
+on Cubed), composes with higher-order gradients, and ``pycograd_xp.memory`` sees the recompute.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from . import _api
+from ._tape import MODE
+from .namespace import of as namespace_of
+from .namespace._array import Array, make
+from .namespace._ops import Primitive
+from .namespace._record import record
+
+_ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def remat(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` (arrays and other values in, an array or a tuple of arrays out), recomputed during
+    backward instead of keeping its intermediates. Gradients are identical to ``f``'s."""
+    name = f"remat({getattr(f, '__name__', 'f')})"
+
+    def rule(ops: Any, g: Any, out: Any, *args: Any) -> tuple[Any, ...]:
+        ns = namespace_of(ops)
+        raw = ops is not ns  # first order: backend arrays in and out
+        arrays = [make(ns.Array, a) if raw and isinstance(a, ns._backend.array_type) else a
+                  for a in args]  # fmt: skip
+        picks = [i for i, a in enumerate(arrays) if isinstance(a, Array)]
+
+        def segment(*xs: Any) -> Any:
+            call = list(arrays)
+            for i, x in zip(picks, xs, strict=True):
+                call[i] = x
+            return f(*call)
+
+        with _api.enable_grad():
+            _, pull = _api.vjp(segment, *[arrays[i] for i in picks])
+            ct = [make(ns.Array, c) if raw else c for c in g] if isinstance(g, list) else \
+                (make(ns.Array, g) if raw else g)  # fmt: skip
+            grads = pull(tuple(ct) if isinstance(ct, list) else ct)
+        cts: list[Any] = [None] * len(args)
+        for i, gi in zip(picks, grads, strict=True):
+            cts[i] = gi._data if raw else gi
+        return tuple(cts)
+
+    prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=rule,
+                     saves=frozenset({"args"}))  # fmt: skip
+
+    @functools.wraps(f)
+    def wrapped(*args: Any) -> Any:
+        tracked = [a for a in args if isinstance(a, Array) and a._node is not None]
+        if not tracked or not MODE.enabled:
+            return f(*args)
+        ns = tracked[0]._ns
+        with _api.no_grad():
+            out = f(*args)
+        if isinstance(out, list):
+            out = tuple(out)
+        if not (isinstance(out, Array) or (isinstance(out, tuple) and all(
+                isinstance(o, Array) for o in out))):  # fmt: skip
+            raise TypeError(f"{name}: the function must return an array or a tuple of arrays, "
+                            f"got {type(out).__name__}")  # fmt: skip
+        return record(prim, ns, out, args, {})
+
+    return wrapped
