@@ -27,3 +27,19 @@ def test_digits_reaches_95_percent():
     spec.loader.exec_module(digits)
     result = digits.main(epochs=30, compare_torch=False)
     assert result["test_accuracy"] >= 0.95
+
+
+def test_memory_projection_example_bounds_its_measurement(tmp_path, capsys):
+    import importlib.util
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    spec = importlib.util.spec_from_file_location("mp", EXAMPLES / "memory_projection.py")
+    mp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mp)
+    mp.main(str(tmp_path / "m.png"))
+    out = capsys.readouterr().out
+    ratio = float(out.split("(ratio ")[1].split(")")[0])
+    assert 0.8 <= ratio <= 1.0
+    assert (tmp_path / "m.png").exists()

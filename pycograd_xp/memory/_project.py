@@ -139,6 +139,50 @@ class Projection:
             )
         return self
 
+    def plot(self, path: str | None = None, measured: Measurement | None = None,
+             title: str | None = None) -> Any:  # fmt: skip
+        """Live bytes over the op schedule of the step (the forward pass and the backward pass
+        shaded), each call's peak, and, when ``measured`` is given, the measured peaks beside
+        the projected ones. Saves to ``path`` when given; returns the matplotlib Figure. Needs
+        matplotlib (the ``plot`` extra)."""
+        try:
+            import matplotlib
+
+            if path is not None:
+                matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError("Projection.plot needs matplotlib: pip install 'pycograd-xp[plot]'"
+                              ) from e  # fmt: skip
+        mb = 1e-6
+        fig, ax = plt.subplots(figsize=(8, 4))
+        x = [r.index for r in self.rows]
+        ax.step(x, [r.live_bytes * mb for r in self.rows], where="post", color="black",
+                label="projected live")  # fmt: skip
+        ax.plot(x, [r.peak_bytes * mb for r in self.rows], ".", color="gray", markersize=3,
+                label="projected during each call")  # fmt: skip
+        split = next((r.index for r in self.rows if r.phase == "backward"), len(self.rows))
+        ax.axvspan(-0.5, split - 0.5, color="tab:blue", alpha=0.08, label="forward")
+        ax.axvspan(split - 0.5, len(self.rows) - 0.5, color="tab:orange", alpha=0.08,
+                   label="backward")  # fmt: skip
+        ax.axhline(self.peak_bytes * mb, color="tab:red", lw=1,
+                   label=f"projected peak {_fmt(self.peak_bytes)}")  # fmt: skip
+        if measured is not None:
+            ax.axhline(measured.peak_bytes * mb, color="tab:green", lw=1, ls="--",
+                       label=f"measured peak {_fmt(measured.peak_bytes)}")  # fmt: skip
+            ax.axhline(measured.forward_peak_bytes * mb, color="tab:green", lw=1, ls=":",
+                       label=f"measured forward peak {_fmt(measured.forward_peak_bytes)}")
+        ax.set_xlabel("backend call")
+        ax.set_ylabel("MB live")
+        ax.set_title(title or f"value_and_grad step: peak at {self.peak_op[0]} "
+                              f"({self.peak_op[1]})")  # fmt: skip
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+        return fig
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -123,3 +123,16 @@ def test_values_cannot_be_branched_on_while_projecting():
 
     with pytest.raises(TypeError, match="being differentiated|no value"):
         memory.project(f, XP.ones(3))
+
+
+def test_plot_draws_projected_beside_measured(tmp_path):
+    pytest.importorskip("matplotlib")
+    w = XP.ones((50, 50))
+    f = lambda w, x: XP.sum(XP.tanh(x @ w) ** 2)  # noqa: E731
+    x = XP.ones((20, 50))
+    p, m = memory.project(f, w, x), memory.measure(f, w, x)
+    fig = p.plot(str(tmp_path / "p.png"), measured=m)
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("measured peak") for t in labels)
+    assert any(t.startswith("projected peak") for t in labels)
