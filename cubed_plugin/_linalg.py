@@ -5,11 +5,13 @@ Cubed 0.27 has ``matmul``, ``matrix_transpose``, ``outer``, ``qr``, ``svd``, ``s
 
 - stacks of matrices whose two matrix axes are one chunk (rechunked to one when a block then
   fits a task's memory, see :mod:`cubed_plugin._blocks`): ``inv``, ``solve``, ``cholesky``,
-  ``det``, ``slogdet``, ``eigh``, ``eigvalsh``, ``matrix_norm`` with ``ord`` 2, -2 or
-  ``"nuc"``, and ``svd``/``svdvals`` of stacks (or with ``full_matrices=True``; a 2-D
+  ``det``, ``slogdet``, ``eigh``, ``eigvalsh``, ``eig``, ``eigvals``, ``pinv``,
+  ``matrix_power``, ``matrix_rank``, ``matrix_norm`` with ``ord`` 2, -2 or ``"nuc"``, and
+  ``svd``/``svdvals`` of stacks (or with ``full_matrices=True``; a 2-D
   ``svd(full_matrices=False)`` stays Cubed's tall-and-skinny QR). One ``numpy.linalg`` call per
-  block; the multi-output ones (``slogdet``, ``eigh``, ``svd``) compute all their outputs in one
-  task per block (Cubed's multi-output ``general_blockwise``), no recomputation.
+  block; the multi-output ones (``slogdet``, ``eigh``, ``eig``, ``svd``) compute all their
+  outputs in one task per block (Cubed's multi-output ``general_blockwise``), no recomputation.
+- ``cross``: the vector axis (3 long) one chunk, ``numpy.cross`` per block.
 - chunk-wise, any chunking: ``vector_norm`` and ``matrix_norm`` with ``ord`` "fro", 1, -1, inf,
   -inf (Cubed reductions); ``diagonal`` (each block of the diagonal reads only the blocks of
   ``x`` that the diagonal crosses) and ``trace`` (a sum of the diagonal).
@@ -29,13 +31,19 @@ import numpy as np
 
 from ._blocks import Out, _regular, core_apply
 
-__all__ = ["cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "matrix_norm", "slogdet",
-           "solve", "svd", "svdvals", "trace", "vector_norm"]  # fmt: skip
+__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+           "matrix_norm", "matrix_power", "matrix_rank", "pinv", "slogdet", "solve", "svd",
+           "svdvals", "trace", "vector_norm"]  # fmt: skip
 
 MATRIX = "the two matrix axes"
 
 
 class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class EigResult(NamedTuple):
     eigenvalues: Any
     eigenvectors: Any
 
@@ -120,6 +128,74 @@ def eigh(x: Any, /) -> EighResult:
 def eigvalsh(x: Any, /) -> Any:
     _matrices("eigvalsh", x)
     return _apply("eigvalsh", np.linalg.eigvalsh, x, [((x.shape[-1],), _real(x.dtype))])
+
+
+def _complex(dtype: Any) -> Any:
+    return np.dtype(np.complex64 if _real(dtype) == np.float32 else np.complex128)
+
+
+def eig(x: Any, /) -> EigResult:
+    _matrices("eig", x)
+    n, dt = x.shape[-1], _complex(x.dtype)
+    w, v = _apply("eig", np.linalg.eig, x, [((n,), dt), ((n, n), dt)])
+    return EigResult(w, v)
+
+
+def eigvals(x: Any, /) -> Any:
+    _matrices("eigvals", x)
+    return _apply("eigvals", np.linalg.eigvals, x, [((x.shape[-1],), _complex(x.dtype))])
+
+
+def matrix_power(x: Any, n: int, /) -> Any:
+    _matrices("matrix_power", x)
+    f = functools.partial(np.linalg.matrix_power, n=n)
+    return _apply("matrix_power", f, x, [(tuple(x.shape[-2:]), x.dtype)])
+
+
+def _with_rtol(fname: str, func: Any, x: Any, rtol: Any, core: tuple[int, ...], dtype: Any) -> Any:
+    """``func(block, rtol=...)`` over stacks of matrices; an array ``rtol`` (broadcasting
+    against the stack's batch shape) is blocked alongside."""
+    batch = tuple(x.shape[:-2])
+    nb = len(batch)
+    if hasattr(rtol, "shape"):
+        batch = tuple(np.broadcast_shapes(batch, tuple(rtol.shape)))
+        nb = len(batch)
+        out = Out(batch + core, tuple(range(nb, nb + len(core))), dtype)
+        return core_apply(f"linalg.{fname}", functools.partial(_rtol_block, func), [x, rtol],
+                          [_core(x), ()], [out], temps=_temps, what=MATRIX)  # fmt: skip
+    return _apply(fname, functools.partial(func, rtol=rtol), x, [(core, dtype)])
+
+
+def _rtol_block(func: Any, a: np.ndarray, rtol: np.ndarray) -> np.ndarray:
+    return func(a, rtol=rtol)
+
+
+def pinv(x: Any, /, *, rtol: Any = None) -> Any:
+    _matrices("pinv", x, square=False)
+    m, n = x.shape[-2:]
+    return _with_rtol("pinv", np.linalg.pinv, x, rtol, (n, m), _float(x.dtype))
+
+
+def matrix_rank(x: Any, /, *, rtol: Any = None) -> Any:
+    _matrices("matrix_rank", x, square=False)
+    return _with_rtol("matrix_rank", np.linalg.matrix_rank, x, rtol, (), np.int64)
+
+
+def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    import cubed
+
+    ndim = max(x1.ndim, x2.ndim)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions (linalg.cross)")
+    neg = axis - ndim if axis >= 0 else axis
+    if x1.ndim + neg < 0 or x2.ndim + neg < 0 or x1.shape[neg] != 3 or x2.shape[neg] != 3:
+        raise ValueError(f"x1 and x2 must have 3 elements along axis {axis}, got shapes "
+                         f"{tuple(x1.shape)} and {tuple(x2.shape)} (linalg.cross)")  # fmt: skip
+    shape = list(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    dt = cubed.result_type(x1, x2)
+    f = functools.partial(np.cross, axis=neg)
+    return core_apply("linalg.cross", f, [x1, x2], [(x1.ndim + neg,), (x2.ndim + neg,)],
+                      [Out(tuple(shape), (ndim + neg,), dt)], what=f"axis {axis}")  # fmt: skip
 
 
 def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
