@@ -7,8 +7,9 @@ named ``cubed`` that forwards every attribute to the ``cubed`` module and adds:
   whole (:mod:`cubed_plugin._sorting`);
 - ``fft``: the whole ``fft`` extension (:mod:`cubed_plugin._fft`);
 - ``linalg``: Cubed's own ``linalg`` plus ``inv``, ``solve``, ``cholesky``, ``det``,
-  ``slogdet``, ``eigh``, ``eigvalsh``, ``matrix_norm``, ``vector_norm``, ``trace``,
-  ``diagonal`` (:mod:`cubed_plugin._linalg`).
+  ``slogdet``, ``eigh``, ``eigvalsh``, ``eig``, ``eigvals``, ``pinv``, ``matrix_power``,
+  ``matrix_rank``, ``cross``, ``matrix_norm``, ``vector_norm``, ``trace``, ``diagonal``, and
+  ``svd``/``svdvals`` for stacks (:mod:`cubed_plugin._linalg`).
 
 Functions that need some axes whole (the transformed axes, the sorted axis, the two matrix axes)
 rechunk their input so that those axes are one chunk when a block then fits one task's memory
