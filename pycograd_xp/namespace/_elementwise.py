@@ -1,7 +1,8 @@
 """Elementwise functions: one row each, with the dtype category the standard asks of its inputs.
 
 A row without an ``impl`` calls the backend function of the same name. The few rows with an
-``impl`` honour special cases of the standard that some backends (NumPy) get wrong.
+``impl`` honour special cases of the standard that some backends (NumPy) get wrong: each calls
+the backend, and only for the dtypes concerned corrects the special cases with ``where``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,29 @@ from typing import Any
 
 from ._ops import binary, primitive, unary
 
+_KINDS: dict[tuple[type, Any, str], bool] = {}
+
+
+def _isdtype(bk: Any, dtype: Any, kind: str) -> bool:
+    """``bk.isdtype(dtype, kind)``, remembered: array-api-compat's and array-api-strict's take
+    about 1 us, more than tanh of a small array, and tanh is on the hot path of networks. The
+    key leads with the dtype's type: array-api-strict's dtypes hash like NumPy's, and comparing
+    the two warns."""
+    key = (type(dtype), dtype, kind)
+    try:
+        return _KINDS[key]
+    except KeyError:
+        _KINDS[key] = answer = bk.isdtype(dtype, kind)
+        return answer
+    except TypeError:  # an unhashable dtype
+        return bk.isdtype(dtype, kind)
+
 
 def _floor_divide(bk: Any, x1: Any, x2: Any) -> Any:
     # NumPy returns NaN for inf // finite and -1 for 1 // -inf; the standard asks for
     # floor(x1 / x2) whenever an operand is infinite (+-inf, or a signed zero).
     out = bk.floor_divide(x1, x2)
-    if not bk.isdtype(out.dtype, "real floating"):
+    if not _isdtype(bk, out.dtype, "real floating"):
         return out
     a = bk.asarray(x1, dtype=out.dtype)
     b = bk.asarray(x2, dtype=out.dtype)
@@ -26,21 +44,45 @@ def _expm1(bk: Any, x: Any) -> Any:
     # NumPy's complex expm1 gets the special cases at infinities and the sign of a zero result
     # wrong; exp(x) - 1 has them right there, and expm1 stays exact everywhere else.
     out = bk.expm1(x)
-    if not bk.isdtype(out.dtype, "complex floating"):
+    if not _isdtype(bk, out.dtype, "complex floating"):
         return out
     return bk.where(bk.isfinite(x) & (x != 0), out, bk.exp(x) - 1)
 
 
-for _name in ("abs", "negative", "positive", "square", "sign", "round", "conj", "real"):
+def _tanh(bk: Any, x: Any) -> Any:
+    # The standard asks tanh(+inf + bj) = 1 + 0j for finite b > 0, so (by tanh(conj(x)) =
+    # conj(tanh(x)) and oddness) the zero imaginary part of tanh(+-inf + bj) takes the sign of b.
+    # NumPy gives C99's 1 + 0j * sin(2b), whose zero follows sin(2b) instead: flip it back.
+    out = bk.tanh(x)
+    if not _isdtype(bk, out.dtype, "complex floating"):
+        return out
+    b = bk.imag(x)
+    flipped = bk.signbit(bk.imag(out)) != bk.signbit(b)
+    return bk.where(bk.isinf(bk.real(x)) & bk.isfinite(b) & flipped, bk.conj(out), out)
+
+
+def _sign(bk: Any, x: Any) -> Any:
+    # The standard asks 0 + 0j for a complex zero of any signs; array-api-strict divides x by
+    # |x| (or 1) and keeps the signs (-0 - 0j gives -0 + 0j). It asks NaN + NaN j when a
+    # component is NaN; NumPy's own complex sign (Cubed's) returns 1 + 0j for inf + NaN j.
+    out = bk.sign(x)
+    if not _isdtype(bk, out.dtype, "complex floating"):
+        return out
+    return bk.where(x == 0, 0j, bk.where(bk.isnan(x), complex("nan+nanj"), out))
+
+
+for _name in ("abs", "negative", "positive", "square", "round", "conj", "real"):
     unary(_name, "numeric")
 for _name in ("isfinite", "isinf", "isnan"):
     unary(_name, "numeric")
 for _name in (
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp", "log", "log1p",
-    "log2", "log10", "reciprocal", "sin", "sinh", "sqrt", "tan", "tanh",
+    "log2", "log10", "reciprocal", "sin", "sinh", "sqrt", "tan",
 ):  # fmt: skip
     unary(_name, "floating-point")
 unary("expm1", "floating-point", _expm1)
+unary("tanh", "floating-point", _tanh)
+unary("sign", "numeric", _sign)
 for _name in ("ceil", "floor", "trunc"):
     unary(_name, "real numeric")
 unary("imag", "complex floating-point")
