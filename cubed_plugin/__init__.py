@@ -6,6 +6,9 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   sampling), and Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
   ``take_along_axis``, the ``fft`` extension, most of ``linalg``: ``cubed_plugin.namespace``).
 - ``cubed_plugin.random``: chunked random sampling, each block drawn lazily from its own key.
+- ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
+  runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and ``plan_rows``, which
+  chooses the rows per chunk so every task fits ``allowed_mem``.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any
 
 def adapt(backend: Any) -> Any:
     """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
+    from .memory import project
     from .namespace import augmented
     from .random import sample
 
     return dataclasses.replace(backend, xp=augmented(), lazy=True, chunked=True, mutable=False,
-                               ordered_writes=False, block_sampler=sample)  # fmt: skip
+                               ordered_writes=False, block_sampler=sample,
+                               projector=project)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import re
 import resource
@@ -249,6 +250,27 @@ def _peak_op(tracker: Tracker) -> tuple[str, str, int]:
     return ("arguments", "forward", -1)
 
 
+def _chunked_backend(args: Any, kwargs: dict, backend: Any) -> Any:
+    """The chunked backend whose own plan projects this step (None: the eager model)."""
+    found = None
+    if backend is not None:
+        module = backend if hasattr(backend, "__array_api_version__") else \
+            importlib.import_module(type(backend).__module__.split(".")[0])  # a backend's Spec
+        found = namespace(module)._backend
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, Array) and leaf._backend.chunked:
+            found = leaf._backend
+    if found is None or not found.chunked:
+        if any(isinstance(leaf, Spec) and leaf.chunks is not None
+               for leaf in tree_flatten((args, kwargs))[0]):  # fmt: skip
+            raise ValueError("project: specs with chunks need a chunked backend: pass "
+                             "backend=cubed (or a cubed.Spec)")  # fmt: skip
+        return None
+    if found.projector is None:
+        raise NotImplementedError(f"project: the {found.name} backend registers no projector")
+    return found
+
+
 def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             backend: Any = None, **kwargs: Any) -> Projection:  # fmt: skip
     """Project the memory of ``f(*args, **kwargs)`` and of its ``value_and_grad`` step with
@@ -259,12 +281,14 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     (a function that takes its namespace from a module-level ``xp`` works too: the calls move
     to the abstract namespace). The model is NumPy's (the eager default): which calls make
     views, which allocate, and the transients each row declares.
+
+    On a chunked backend (Cubed arrays among ``args``, or ``backend=cubed`` / a ``cubed.Spec``
+    with chunked specs) the step is projected per task in the backend's own terms and a
+    ``cubed_plugin.memory.ChunkedProjection`` is returned.
     """
-    if backend is not None and getattr(backend, "__name__", "") != "numpy":
-        raise NotImplementedError(
-            f"project(backend={getattr(backend, '__name__', backend)!r}): only the eager NumPy "
-            "model is available so far; pass backend=None"
-        )
+    chunked = _chunked_backend(args, kwargs, backend)
+    if chunked is not None:
+        return chunked.projector(f, *args, argnums=argnums, backend=backend, **kwargs)
     A = abstract_namespace()
     prev_tracker, prev_redirect = CURRENT.tracker, REDIRECT.ns
     REDIRECT.ns = A

@@ -51,6 +51,9 @@ class Backend:
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
     block_sampler: Callable[..., Any] | None = None
+    # ``projector(f, *args, argnums=, backend=, **kwargs)``: per-task memory projections of a
+    # gradient step in the chunked backend's own terms (pycograd_xp.memory.project hands over).
+    projector: Callable[..., Any] | None = None
     # The object that owns an array's memory (a view's base): in-place writes are tracked per
     # buffer, so a write through one view is seen by every array sharing the memory.
     buffer: Callable[[Any], Any] = _base

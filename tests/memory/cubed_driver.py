@@ -1,0 +1,74 @@
+"""A small driver process for measuring Cubed tasks (used by test_chunked.py).
+
+``python cubed_driver.py data DIR`` writes the training data to Zarr (in its own process, so
+the driver stays small); ``python cubed_driver.py run DIR`` builds a logistic-regression
+gradient step on namespace(cubed), projects it, computes it with the processes executor (one
+task per worker process) and prints, as JSON, every op's measured task peak beside Cubed's
+projection for it.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+
+N, D, CHUNK = 120_000, 100, 30_000
+
+
+def data(path: str) -> None:
+    import numpy as np
+    import zarr
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((N, D))
+    y = (X @ rng.standard_normal(D) > 0).astype("float64")
+    zarr.open_array(f"{path}/X.zarr", mode="w", shape=(N, D), chunks=(CHUNK, D), dtype="f8")[:] = X
+    zarr.open_array(f"{path}/y.zarr", mode="w", shape=(N,), chunks=(CHUNK,), dtype="f8")[:] = y
+
+
+def run(path: str) -> None:
+    import cubed
+    import numpy as np
+    from cubed.runtime.create import create_executor
+
+    import pycograd_xp as pg
+    from pycograd_xp import memory
+
+    xp = pg.namespace(cubed)
+    spec = cubed.Spec(work_dir=f"{path}/work", allowed_mem="500MB", reserved_mem="120MB")
+    X = xp.asarray(cubed.from_zarr(f"{path}/X.zarr", spec=spec))
+    y = xp.asarray(cubed.from_zarr(f"{path}/y.zarr", spec=spec))
+    w = xp.asarray(cubed.asarray(np.zeros(D), spec=spec))
+
+    def loss(w, X, y):
+        z = X @ w
+        return xp.mean(xp.log(1.0 + xp.exp(-z)) + (1.0 - y) * z)
+
+    p = memory.project(loss, w, X, y)
+    value, grad = pg.value_and_grad(loss)(w, X, y)
+    plan = cubed.plan(value._data, grad._data)
+    projected = {name: int(node["primitive_op"].projected_mem)
+                 for name, node in plan.dag.nodes(data=True) if node.get("primitive_op")}
+
+    class Peaks(cubed.Callback):
+        def __init__(self) -> None:
+            self.peaks: dict[str, int] = {}
+
+        def on_task_end(self, event) -> None:
+            m = event.peak_measured_mem_end
+            if m is not None:
+                self.peaks[event.name] = max(self.peaks.get(event.name, 0), int(m))
+
+    peaks = Peaks()
+    driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cubed.compute(value._data, grad._data, executor=create_executor("processes"),
+                  callbacks=[peaks], max_tasks_per_child=1)  # fmt: skip
+    print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
+                      "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,
+                      "measured": peaks.peaks,
+                      "projected": {k: projected[k] for k in peaks.peaks}}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    {"data": data, "run": run}[sys.argv[1]](sys.argv[2])
