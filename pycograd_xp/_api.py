@@ -15,7 +15,7 @@ from .namespace._array import Array, detach, make
 from .namespace._ops import Primitive
 from .tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "value_and_grad", "vjp"]
+__all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
 
 # The node each differentiated input gets inside a trace: identity onto the caller's value, so
 # an outer trace (grad of grad) sees through it.
@@ -70,6 +70,13 @@ class enable_grad(no_grad):  # noqa: N801
 def stop_gradient(x: Any) -> Any:
     """``x`` (an array or a pytree of arrays) with the same values and no gradient."""
     return tree_map(detach, x)
+
+
+def unwrap(x: Any) -> Any:
+    """The backend arrays behind ``x`` (an array of ours or a pytree of them), detached: the
+    public way to hand our arrays to the backend's own functions (``cubed.compute``,
+    ``numpy.savez``, ...). Anything that is not one of our arrays passes unchanged."""
+    return tree_map(lambda a: a._data if isinstance(a, Array) else a, x)
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, where: str) -> tuple[int, ...]:

@@ -1,0 +1,179 @@
+"""Loss and gradients of a step on chunked data, in two modes.
+
+- **Graph mode**: the loss written against ``namespace(cubed)``; forward and backward are lazy
+  Cubed operations, loss and every gradient computed in one plan. General; the backward reads
+  the residual inputs from storage again.
+- **One-pass mode**, for losses that are means or sums over independent rows (declared with
+  :func:`row_loss`): one task per row-chunk runs the eager NumPy namespace on that chunk,
+  forward and backward, and returns its partial loss and gradients (one small row), followed by
+  a sum: each chunk of data is read once. The task declares to Cubed, as its extra projected
+  memory, what ``pycograd_xp.memory`` projects for one chunk's step, so Cubed's own check is
+  sound.
+
+Both give the gradient of the same function: the mean (or sum) over rows of the per-row loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import pycograd_xp as pg
+from pycograd_xp import memory
+from pycograd_xp.tree import tree_flatten, tree_unflatten
+
+
+@dataclass(frozen=True)
+class RowLoss:
+    """A loss that is a mean (or sum) over independent rows: ``per_row(params, *rows)`` gives
+    one loss per row (a vector), in any namespace. Calling it gives the reduced loss."""
+
+    per_row: Callable[..., Any]
+    reduction: str = "mean"
+
+    def __call__(self, params: Any, *data: Any) -> Any:
+        losses = self.per_row(params, *data)
+        xp = losses.__array_namespace__()
+        return xp.mean(losses) if self.reduction == "mean" else xp.sum(losses)
+
+
+def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mean") -> Any:
+    """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable (decorator,
+    with or without arguments): the training driver may then use the one-pass mode."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"row_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
+    if per_row is None:
+        return lambda f: RowLoss(f, reduction)
+    return RowLoss(per_row, reduction)
+
+
+def _host(tree: Any) -> Any:
+    """Parameters as NumPy arrays (from our arrays of any eager namespace, or NumPy's)."""
+    return pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), tree)
+
+
+def graph_step(loss: Callable[..., Any], params: Any, data: tuple, spec: Any) -> tuple[Any, Any]:
+    """Lazy (value, grads) of ``loss(params, *data)`` on namespace(cubed): ``params`` (NumPy) go
+    in as Cubed arrays with ``spec`` (through the parameter store when over 1 MB)."""
+    import cubed
+
+    xp = pg.namespace(cubed)
+    store = ParameterStore(spec)
+    p = pg.tree_map(lambda a: xp.asarray(store.put(a)), _host(params))
+    d = tuple(xp.asarray(x) if not isinstance(x, pg.Array) else x for x in data)
+    return pg.value_and_grad(loss)(p, *d)
+
+
+class ParameterStore:
+    """Parameters as Cubed arrays: small ones in the plan (Cubed keeps in-memory arrays up to
+    1 MB), larger ones written to Zarr in the Spec's work_dir (never ``from_array``, which
+    pickles the whole array into every task, uncounted)."""
+
+    LIMIT = 1_000_000
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.n = 0
+
+    def put(self, a: np.ndarray) -> Any:
+        import cubed
+
+        if a.nbytes <= self.LIMIT:
+            return cubed.asarray(a, spec=self.spec)
+        import os
+        import tempfile
+        import uuid
+
+        import zarr
+
+        root = self.spec.work_dir or tempfile.gettempdir()
+        path = os.path.join(root, f"pycograd-params-{uuid.uuid4().hex}.zarr")
+        z = zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype,
+                            chunks=a.shape)  # fmt: skip
+        z[...] = a
+        self.n += 1
+        return cubed.from_zarr(path, spec=self.spec)
+
+
+def chunk_projection(loss: RowLoss, params: Any, data: tuple) -> Any:
+    """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step."""
+    specs = [memory.spec((max(c[0]) if c else 1, *x.shape[1:]), x.dtype)
+             for x, c in ((x, x.chunks) for x in data)]  # fmt: skip
+    param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
+    return memory.project(lambda p, *rows: pg.namespace(np).sum(loss.per_row(p, *rows)),
+                          param_specs, *specs)  # fmt: skip
+
+
+def one_pass_step(loss: RowLoss, params: Any, data: tuple) -> tuple[Any, Any, Any]:
+    """(lazy vector of [loss sum, flat gradient sums], treedef, leaf shapes) of ``loss`` over
+    the row chunks of ``data`` (Cubed arrays with the same row chunking, whole along the other
+    axes)."""
+    from cubed.core.ops import blockwise
+
+    host = _host(params)
+    leaves, td = tree_flatten(host)
+    width = 1 + sum(leaf.size for leaf in leaves)
+    rows = data[0].chunks[0]
+    for i, x in enumerate(data):
+        if x.chunks[0] != rows:
+            raise ValueError(f"one-pass step: data argument {i} is chunked {x.chunks[0]} along "
+                             f"its rows, argument 0 {rows}; chunk them alike")  # fmt: skip
+        if any(len(c) != 1 for c in x.chunks[1:]):
+            raise ValueError(f"one-pass step: data argument {i} has several chunks along an axis "
+                             f"other than the rows ({x.chunks}); rechunk it whole there")
+    extra = chunk_projection(loss, params, data).peak_bytes
+    per_row, np_xp = loss.per_row, pg.namespace(np)
+
+    starts = list(np.cumsum((0,) + tuple(rows)))
+
+    def block(*chunks: np.ndarray) -> np.ndarray:
+        *chunks, row_numbers = chunks
+        first = int(row_numbers[0])
+        where = f"chunk {starts.index(first)} (rows {first} to {first + len(row_numbers) - 1})"
+        p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
+        rows_in = [np_xp.asarray(c) for c in chunks]
+        _check_chunk(rows_in, where)
+        value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
+        parts = [np.asarray(pg.unwrap(value)).reshape(1)]
+        parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
+        return np.concatenate(parts).reshape(1, width)
+
+    import cubed
+
+    args: list[Any] = []
+    for x in data:
+        args += [x, "i" + "jklmnop"[: x.ndim - 1]]
+    # each task learns which rows it has (to name them in errors) from the row numbers (last:
+    # Cubed 0.27's blockwise fails to read a first argument without the contracted axes)
+    args += [cubed.arange(sum(rows), chunks=rows[0], spec=data[0].spec), "i"]
+    parts = blockwise(block, "iz", *args, dtype=np.float64, adjust_chunks={"i": 1},
+                      new_axes={"z": width}, extra_projected_mem=extra)  # fmt: skip
+
+    return cubed.sum(parts, axis=0), td, [leaf.shape for leaf in leaves]
+
+
+def _check_chunk(rows: list, where: str) -> None:
+    for i, r in enumerate(rows):
+        xp = r.__array_namespace__()
+        if not xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
+            raise TypeError(f"data argument {i}, {where}: dtype {r.dtype}; training data must "
+                            "be real numbers")  # fmt: skip
+        if xp.isdtype(r.dtype, "real floating") and not bool(xp.all(xp.isfinite(r))):
+            raise ValueError(f"data argument {i}, {where}: NaN or infinite values; clean the "
+                             "data first")  # fmt: skip
+
+
+def unflatten_sums(total: np.ndarray, td: Any, shapes: list[tuple[int, ...]], count: int,
+                   reduction: str) -> tuple[float, Any]:  # fmt: skip
+    """(loss, grads) from the one-pass sums: divided by ``count`` rows for a mean."""
+    scale = 1.0 / count if reduction == "mean" else 1.0
+    grads, start = [], 1
+    for shape in shapes:
+        size = math.prod(shape)
+        grads.append(total[start:start + size].reshape(shape) * scale)
+        start += size
+    return float(total[0]) * scale, tree_unflatten(td, grads)

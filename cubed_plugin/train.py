@@ -1,0 +1,403 @@
+"""Bounded-memory training on chunked data with Cubed, and its command line.
+
+:func:`fit` runs gradient steps over data chunked in Zarr (far larger than memory, if need be)
+with parameters small and in memory: each step builds the loss and the gradients (one-pass or
+graph mode, see :mod:`cubed_plugin.steps`), checks every task's projected memory against
+``allowed_mem`` before running, computes them in one go, updates the parameters with a
+``pycograd_xp.optim`` transformation on NumPy, deletes the step's intermediate storage, and
+writes atomic checkpoints from which a killed run resumes with nothing lost.
+
+    python -m cubed_plugin.train --rows 2000000 --features 100 --allowed-mem 200MB
+
+makes synthetic data in Zarr, prints the memory plan of a step, trains with a progress bar and
+reports the loss per step and the measured memory against the projection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import pycograd_xp as pg
+from pycograd_xp import checkpoint, optim, random
+from pycograd_xp.memory._project import MemoryLimitError, _fmt
+
+from .compute import check
+from .steps import RowLoss, graph_step, one_pass_step, row_loss, unflatten_sums
+
+__all__ = ["FitResult", "MemoryRecorder", "Progress", "fit", "main", "make_spec", "row_loss"]
+
+
+def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = None,
+              work_dir: str | None = None, measure: bool = False) -> Any:  # fmt: skip
+    """A ``cubed.Spec``; ``reserved_mem`` measured with ``cubed.measure_reserved_mem`` when
+    ``measure`` (it runs a small task), else given (default 100 MB)."""
+    import cubed
+
+    work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
+    if measure:
+        reserved_mem = cubed.measure_reserved_mem(executor=None, work_dir=work_dir)
+    return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem,
+                      reserved_mem=reserved_mem if reserved_mem is not None else "100MB")
+
+
+def _executor(executor: Any) -> Any:
+    if executor is None or not isinstance(executor, str):
+        return executor
+    from cubed.runtime.create import create_executor
+
+    if executor == "dask":
+        return _dask_executor()
+    return create_executor(executor)
+
+
+def _dask_executor() -> Any:
+    from cubed.runtime.create import create_executor
+
+    return create_executor("dask")
+
+
+class Progress:
+    """A tqdm progress bar of a step's tasks (a ``cubed.Callback``; Cubed's own diagnostics
+    pull rich and pandas)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        import cubed
+
+        class _Progress(cubed.Callback):
+            def __init__(self, desc: str = "step", disable: bool = False) -> None:
+                self.desc, self.disable, self.bar = desc, disable, None
+
+            def on_compute_start(self, event: Any) -> None:
+                from tqdm.auto import tqdm
+
+                total = sum(node["primitive_op"].num_tasks for _, node in
+                            event.dag.nodes(data=True) if node.get("primitive_op"))  # fmt: skip
+                self.bar = tqdm(total=total, desc=self.desc, unit="task", leave=False,
+                                disable=self.disable)  # fmt: skip
+
+            def on_task_end(self, event: Any) -> None:
+                if self.bar is not None:
+                    self.bar.update(event.num_tasks)
+
+            def on_compute_end(self, event: Any) -> None:
+                if self.bar is not None:
+                    self.bar.close()
+
+        return _Progress(*args, **kwargs)
+
+
+class MemoryRecorder:
+    """Measured against projected task memory, per op (a ``cubed.Callback``). Only executors
+    that measure tasks (processes) report measured peaks."""
+
+    def __new__(cls) -> Any:
+        import cubed
+
+        class _Recorder(cubed.Callback):
+            def __init__(self) -> None:
+                self.projected: dict[str, int] = {}
+                self.measured: dict[str, int] = {}
+
+            def on_compute_start(self, event: Any) -> None:
+                for name, node in event.dag.nodes(data=True):
+                    op = node.get("primitive_op")
+                    if op is not None:
+                        self.projected[name] = int(op.projected_mem)
+
+            def on_task_end(self, event: Any) -> None:
+                m = event.peak_measured_mem_end
+                if m is not None:
+                    self.measured[event.name] = max(self.measured.get(event.name, 0), int(m))
+
+            def report(self) -> list[tuple[str, int, int | None]]:
+                return [(op, p, self.measured.get(op)) for op, p in self.projected.items()]
+
+            def max_projected(self) -> int:
+                return max(self.projected.values(), default=0)
+
+            def over(self) -> dict[str, tuple[int, int]]:
+                return {op: (m, self.projected[op]) for op, m in self.measured.items()
+                        if op in self.projected and m > self.projected[op]}  # fmt: skip
+
+        return _Recorder()
+
+
+@dataclass
+class FitResult:
+    params: Any  # NumPy arrays
+    opt_state: Any
+    step: int
+    key: random.Key
+    history: dict[str, list[float]] = field(default_factory=dict)
+    memory: Any = None  # the MemoryRecorder of the run
+
+
+def _rows(data: Sequence[Any]) -> int:
+    n = int(data[0].shape[0])
+    for i, x in enumerate(data):
+        if int(x.shape[0]) != n:
+            raise ValueError(f"fit: data argument {i} has {x.shape[0]} rows, argument 0 has {n}")
+    return n
+
+
+def _batches(data: Sequence[Any], batch_rows: int | None, key: random.Key,
+             epoch: int) -> list[tuple[Any, ...]]:  # fmt: skip
+    """The epoch's batches: whole row chunks, shuffled by the key (all of them when
+    ``batch_rows`` is None: full batch)."""
+    chunk = data[0].chunks[0]
+    if batch_rows is None:
+        return [tuple(data)]
+    size = chunk[0]
+    if batch_rows % size:
+        raise ValueError(f"fit: batch_rows={batch_rows} must be a multiple of the data's row "
+                         f"chunks ({size} rows): a batch is made of whole chunks")  # fmt: skip
+    per = batch_rows // size
+    order = np.asarray(pg.unwrap(random.permutation(random.fold_in(key, epoch), len(chunk))))
+    starts = np.cumsum((0,) + tuple(chunk))
+    batches = []
+    for b in range(len(chunk) // per):
+        picks = sorted(order[b * per:(b + 1) * per])
+        batches.append(tuple(_take_chunks(x, starts, picks) for x in data))
+    return batches
+
+
+def _take_chunks(x: Any, starts: np.ndarray, picks: list[int]) -> Any:
+    import cubed
+
+    pieces = [x[int(starts[i]):int(starts[i + 1])] for i in picks]
+    return pieces[0] if len(pieces) == 1 else cubed.concat(pieces, axis=0)
+
+
+def _ckpt(directory: str | None) -> Path | None:
+    if directory is None:
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return Path(directory) / "checkpoint.npz"
+
+
+def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
+        optimizer: optim.GradientTransformation, *, steps: int | None = None,
+        epochs: int | None = None, batch_rows: int | None = None, spec: Any = None,
+        executor: Any = None, callbacks: Sequence[Any] = (), checkpoint_dir: str | None = None,
+        checkpoint_every: int = 1, mode: str = "auto", key: random.Key | None = None,
+        progress: bool = True, log: Callable[[str], None] | None = print) -> FitResult:  # fmt: skip
+    """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
+    (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
+    other axes) to minimize ``loss(params, *data)``.
+
+    ``mode``: "one-pass" (the loss must be a :func:`row_loss`), "graph", or "auto" (one-pass
+    when the loss declares itself row-separable). ``steps`` or ``epochs`` (a pass over all
+    chunks); ``batch_rows`` rows per step (a multiple of the row chunk; None: full batch),
+    drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first.
+    With ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
+    ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
+    """
+    import cubed
+
+    if (steps is None) == (epochs is None):
+        raise ValueError("fit: give exactly one of steps= or epochs=")
+    if mode not in ("auto", "one-pass", "graph"):
+        raise ValueError(f"fit: mode must be 'auto', 'one-pass' or 'graph', got {mode!r}")
+    one_pass = mode == "one-pass" or (mode == "auto" and isinstance(loss, RowLoss))
+    if one_pass and not isinstance(loss, RowLoss):
+        raise TypeError("fit(mode='one-pass'): the loss must be declared row-separable with "
+                        "cubed_plugin.row_loss (a per-row loss), or use mode='graph'")
+    data = tuple(pg.unwrap(x) for x in data)
+    spec = spec if spec is not None else data[0].spec
+    _rows(data)
+    key = key if key is not None else random.key(0)
+    host = pg.tree_map(lambda a: np.array(pg.unwrap(a), dtype=np.float64), params)
+    xp = pg.namespace(np)
+    p = pg.tree_map(xp.asarray, host)
+    state = optimizer.init(p)
+    step, history = 0, {"loss": [], "seconds": []}
+    path = _ckpt(checkpoint_dir)
+    like = {"params": p, "opt_state": state, "step": 0, "key": np.asarray(key.data)}
+    if path is not None and path.exists():
+        saved = checkpoint.load(path, like)
+        p, state, step = saved["params"], saved["opt_state"], int(saved["step"])
+        key = random.Key(tuple(int(k) for k in np.asarray(saved["key"])))
+        if log:
+            log(f"resumed from {path} at step {step}")
+    per_epoch = 1 if batch_rows is None else (len(data[0].chunks[0]) * data[0].chunks[0][0]
+                                              // batch_rows)  # fmt: skip
+    total = steps if steps is not None else epochs * max(per_epoch, 1)
+    recorder = MemoryRecorder()
+    ex = _executor(executor)
+    while step < total:
+        epoch, within = divmod(step, max(per_epoch, 1))
+        batch = _batches(data, batch_rows, key, epoch)[within]
+        rows = _rows(batch)
+        t0 = time.perf_counter()
+        host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+        work = _work_snapshot(spec)
+        if one_pass:
+            total_sums, td, shapes = one_pass_step(loss, host_p, batch)
+            check(total_sums)
+            sums = cubed.compute(total_sums, executor=ex, callbacks=[*callbacks, recorder,
+                                 Progress(f"step {step + 1}", disable=not progress)])[0]
+            value, grads = unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction)
+        else:
+            v, g = graph_step(loss, host_p, batch, spec)
+            check(v, g)
+            from .compute import compute
+
+            value, grads = compute(v, g, executor=ex, callbacks=[*callbacks, recorder,
+                                   Progress(f"step {step + 1}", disable=not progress)])
+            value = float(value)
+        _clean_work(spec, work)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"fit: the loss is {value} at step {step + 1}; lower the "
+                                     "learning rate or check the data")  # fmt: skip
+        updates, state = optimizer.update(pg.tree_map(xp.asarray, grads), state, p)
+        p = optim.apply_updates(p, updates)
+        p = pg.tree_map(lambda a: xp.asarray(np.array(pg.unwrap(a))), p)  # materialized
+        step += 1
+        history["loss"].append(value)
+        history["seconds"].append(time.perf_counter() - t0)
+        if log:
+            log(f"step {step}/{total}  loss {value:.6f}  ({history['seconds'][-1]:.2f} s, "
+                f"{rows} rows)")  # fmt: skip
+        if path is not None and (step % checkpoint_every == 0 or step == total):
+            checkpoint.save(path, {"params": p, "opt_state": state, "step": step,
+                                   "key": np.asarray(key.data)})  # fmt: skip
+    out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+    return FitResult(out, state, step, key, history, recorder)
+
+
+def _work_snapshot(spec: Any) -> set[str]:
+    root = spec.work_dir
+    if root is None or not os.path.isdir(root):
+        return set()
+    return {str(q) for q in Path(root).rglob("*.zarr") if q.is_dir()}
+
+
+def _clean_work(spec: Any, before: set[str]) -> None:
+    """Delete the intermediate storage a step wrote (Cubed deletes it only at process exit: a
+    long run would fill the disk)."""
+    for q in _work_snapshot(spec) - before:
+        shutil.rmtree(q, ignore_errors=True)
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def synthetic(path: str, rows: int, features: int, chunk_rows: int, model: str,
+              seed: int = 0) -> None:  # fmt: skip
+    """Write synthetic data to Zarr chunk by chunk (it never exists whole in memory)."""
+    import zarr
+
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(features) / math.sqrt(features)
+    zx = zarr.open_array(f"{path}/X.zarr", mode="w", shape=(rows, features), dtype="f8",
+                         chunks=(chunk_rows, features))  # fmt: skip
+    zy = zarr.open_array(f"{path}/y.zarr", mode="w", shape=(rows,), dtype="f8",
+                         chunks=(chunk_rows,))  # fmt: skip
+    for start in range(0, rows, chunk_rows):
+        stop = min(start + chunk_rows, rows)
+        x = rng.standard_normal((stop - start, features))
+        z = x @ w if model == "logreg" else np.tanh(x @ w) * 2.0
+        zx[start:stop] = x
+        zy[start:stop] = (z + 0.3 * rng.standard_normal(stop - start) > 0).astype("f8")
+
+
+@row_loss
+def logreg_loss(p: Any, X: Any, y: Any) -> Any:
+    xp = X.__array_namespace__()
+    z = X @ p["w"] + p["b"]
+    return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
+
+
+@row_loss
+def mlp_loss(p: Any, X: Any, y: Any) -> Any:
+    xp = X.__array_namespace__()
+    z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
+    return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
+
+
+def init_params(model: str, features: int, hidden: int = 32, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    if model == "logreg":
+        return {"w": np.zeros(features), "b": np.zeros(())}
+    return {"W1": rng.standard_normal((features, hidden)) / math.sqrt(features),
+            "b1": np.zeros(hidden), "w2": rng.standard_normal(hidden) / math.sqrt(hidden),
+            "b2": np.zeros(())}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> FitResult:
+    ap = argparse.ArgumentParser(prog="python -m cubed_plugin.train",
+                                 description=__doc__.splitlines()[0])  # fmt: skip
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--features", type=int, default=50)
+    ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
+    ap.add_argument("--allowed-mem", default="150MB")
+    ap.add_argument("--reserved-mem", default="80MB")
+    ap.add_argument("--executor", default="threads",
+                    choices=("single-threaded", "threads", "processes", "dask"))
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch-rows", type=int, default=None)
+    ap.add_argument("--mode", choices=("auto", "one-pass", "graph"), default="auto")
+    ap.add_argument("--lr", type=float, default=0.5)
+    ap.add_argument("--data", default=None, help="a directory with X.zarr and y.zarr")
+    ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--checkpoint-dir", default=None)
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    import cubed
+
+    from .memory import plan_rows
+    from .memory import project as project_chunked
+
+    spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir)
+    loss = logreg_loss if a.model == "logreg" else mlp_loss
+    params = init_params(a.model, a.features)
+    xp = pg.namespace(cubed)
+    data_dir = a.data
+    if data_dir is None:
+        data_dir = os.path.join(spec.work_dir, "data")
+        spec_x = pg.memory.spec((a.rows, a.features))
+        spec_y = pg.memory.spec((a.rows,))
+        w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
+        chunk, _ = plan_rows(loss, w, spec_x, spec_y, rows=a.rows, data=(1, 2), backend=spec)
+        chunk = max(1, min(chunk, a.rows))
+        print(f"making {a.rows} x {a.features} synthetic rows in Zarr, {chunk} rows per chunk")
+        synthetic(data_dir, a.rows, a.features, chunk, a.model)
+    X = cubed.from_zarr(f"{data_dir}/X.zarr", spec=spec)
+    y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
+    print(f"data {_fmt(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; allowed_mem "
+          f"{_fmt(spec.allowed_mem)} (reserved {_fmt(spec.reserved_mem)})")
+    w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
+    plan = project_chunked(loss, w, xp.asarray(X), xp.asarray(y))
+    print("memory plan of one step (graph mode, per task):")
+    print("\n".join("  " + line for line in str(plan).splitlines()))
+    result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps, batch_rows=a.batch_rows,
+                 spec=spec, executor=a.executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
+                 progress=not a.quiet)  # fmt: skip
+    rec = result.memory
+    measured = [m for _, _, m in rec.report() if m is not None]
+    print(f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
+          f"{result.history['loss'][-1]:.4f}")
+    print(f"task memory: projected at most {_fmt(rec.max_projected())}"
+          + (f", measured at most {_fmt(max(measured))}" if measured else
+             " (measured peaks: use --executor processes)")
+          + f"; allowed {_fmt(spec.allowed_mem)}; over projected: {len(rec.over())} ops")
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except MemoryLimitError as e:
+        sys.exit(f"refused before running: {e}")

@@ -1,0 +1,188 @@
+"""Bounded-memory training on Cubed: both gradient modes equal NumPy's, training on data ten
+times larger than allowed_mem ends with the parameters a NumPy run gets, resumes from
+checkpoints, refuses over-budget plans and bad data with clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import memory, optim
+
+cubed = pytest.importorskip("cubed")
+zarr = pytest.importorskip("zarr")
+
+from cubed_plugin import compute as cp  # noqa: E402
+from cubed_plugin.steps import graph_step, one_pass_step, row_loss, unflatten_sums  # noqa: E402
+from cubed_plugin.train import fit, init_params, logreg_loss, mlp_loss, synthetic  # noqa: E402
+
+NP = pg.namespace(np)
+
+
+def _data(tmp_path, rows=4000, features=8, chunk=500, model="logreg"):
+    synthetic(str(tmp_path), rows, features, chunk, model)
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="10MB")
+    X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec)
+    y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec)
+    return spec, X, y, np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["logreg", "mlp"])
+def test_both_modes_give_numpys_gradients(tmp_path, which):
+    spec, X, y, Xn, yn = _data(tmp_path, model=which)
+    loss = logreg_loss if which == "logreg" else mlp_loss
+    params = init_params(which, 8)
+    params = pg.tree_map(lambda a: a + 0.05, params)
+    want_v, want_g = pg.value_and_grad(loss)(pg.tree_map(NP.asarray, params), NP.asarray(Xn),
+                                             NP.asarray(yn))  # fmt: skip
+    total, td, shapes = one_pass_step(loss, params, (X, y))
+    v1, g1 = unflatten_sums(np.asarray(cp.compute(total)), td, shapes, len(yn), "mean")
+    v2, g2 = cp.compute(*graph_step(loss, params, (X, y), spec))
+    for v, g in ((v1, g1), (float(v2), g2)):
+        np.testing.assert_allclose(v, float(want_v), rtol=1e-12)
+        for a, b in zip(pg.tree_leaves(g), pg.tree_leaves(want_g), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(pg.unwrap(b)), rtol=1e-10,
+                                       atol=1e-14)  # fmt: skip
+
+
+def _numpy_sgd(loss, params, Xn, yn, lr, steps):
+    p = pg.tree_map(NP.asarray, params)
+    tx = optim.sgd(lr)
+    state = tx.init(p)
+    for _ in range(steps):
+        g = pg.grad(loss)(p, NP.asarray(Xn), NP.asarray(yn))
+        updates, state = tx.update(g, state, p)
+        p = optim.apply_updates(p, updates)
+    return pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+
+
+@pytest.mark.parametrize("mode", ["one-pass", "graph"])
+def test_training_on_data_ten_times_allowed_mem_matches_numpy(tmp_path, mode):
+    rows, features = 60_000, 20  # 9.6 MB of X and 0.5 MB of y, allowed_mem 1 MB
+    synthetic(str(tmp_path), rows, features, 1_000, "logreg")
+    tight = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="1MB", reserved_mem="0")
+    X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=tight)
+    y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
+    assert X.nbytes + y.nbytes >= 10 * tight.allowed_mem
+    params = init_params("logreg", features)
+    result = fit(logreg_loss, params, (X, y), optim.sgd(0.5), steps=3, spec=tight, mode=mode,
+                 executor="single-threaded", progress=False, log=None)  # fmt: skip
+    assert result.memory.max_projected() <= tight.allowed_mem
+    Xn, yn = np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+    want = _numpy_sgd(logreg_loss, params, Xn, yn, 0.5, 3)
+    for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+    assert result.history["loss"][-1] < result.history["loss"][0]
+    # the step's intermediate storage was deleted: nothing left under work_dir but empty dirs
+    left = [q for q in (tmp_path / "work").rglob("*.zarr")]
+    assert left == []
+
+
+def test_resume_from_a_checkpoint_ends_where_an_uninterrupted_run_does(tmp_path):
+    spec, X, y, Xn, yn = _data(tmp_path)
+    params = init_params("mlp", 8)
+    tx = optim.adam(0.05)
+    kw = dict(spec=spec, executor="threads", progress=False, log=None, batch_rows=1000)
+    whole = fit(mlp_loss, params, (X, y), tx, steps=6, **kw)
+    ckpt = tmp_path / "ckpt"
+    first = fit(mlp_loss, params, (X, y), tx, steps=4, checkpoint_dir=str(ckpt), **kw)
+    assert first.step == 4 and (ckpt / "checkpoint.npz").exists()
+    resumed = fit(mlp_loss, params, (X, y), tx, steps=6, checkpoint_dir=str(ckpt), **kw)
+    assert resumed.step == 6
+    for a, b in zip(pg.tree_leaves(resumed.params), pg.tree_leaves(whole.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert resumed.history["loss"] == whole.history["loss"][4:]
+
+
+def test_a_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
+    spec, X, y, _, _ = _data(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1, spec=spec,
+        checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+    with pytest.raises(ValueError):  # another model's checkpoint: structure differs
+        fit(mlp_loss, init_params("mlp", 8), (X, y), optim.sgd(0.1), steps=2, spec=spec,
+            checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+    (ckpt / "checkpoint.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(Exception, match="checkpoint|zip|npz|load"):
+        fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=2, spec=spec,
+            checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+
+
+def test_over_budget_plans_are_refused_before_running(tmp_path):
+    synthetic(str(tmp_path), 4000, 8, 4000, "logreg")
+    tight = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="200kB", reserved_mem="0")
+    X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=tight)
+    y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
+    for mode in ("one-pass", "graph"):
+        with pytest.raises(memory.MemoryLimitError,
+                           match=r"op-\d+ .*exceeds allowed_mem 200\.0 kB"):  # fmt: skip
+            fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1,
+                spec=tight, mode=mode, progress=False, log=None)  # fmt: skip
+
+
+def test_bad_data_is_named_by_chunk(tmp_path):
+    spec, X, y, Xn, yn = _data(tmp_path)
+    Xn[1234, 3] = np.nan
+    bad = cubed.from_array(Xn, chunks=(500, 8), spec=spec)
+    with pytest.raises(ValueError, match=r"chunk 2 \(rows 1000 to 1499\): NaN"):
+        fit(logreg_loss, init_params("logreg", 8), (bad, y), optim.sgd(0.1), steps=1, spec=spec,
+            progress=False, log=None, executor="single-threaded")  # fmt: skip
+    with pytest.raises(ValueError, match=r"data argument 1 has 3000 rows, argument 0 has 4000"):
+        fit(logreg_loss, init_params("logreg", 8), (X, y[:3000]), optim.sgd(0.1), steps=1,
+            spec=spec, progress=False, log=None)  # fmt: skip
+    with pytest.raises(ValueError, match=r"matmul\(\).*\(500, 8\).*\(5,\)"):
+        fit(logreg_loss, init_params("logreg", 5), (X, y), optim.sgd(0.1), steps=1, spec=spec,
+            progress=False, log=None, executor="single-threaded")  # fmt: skip
+
+
+def test_a_task_that_fails_once_is_retried(tmp_path):
+    spec, X, y, Xn, yn = _data(tmp_path)
+    failed = []
+
+    @row_loss
+    def flaky(p, X, y):
+        in_a_task = X.__array_namespace__() is NP  # (not while the step is projected)
+        if in_a_task and not failed:
+            failed.append(1)
+            raise OSError("transient read error")
+        return logreg_loss.per_row(p, X, y)
+
+    result = fit(flaky, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1, spec=spec,
+                 executor="threads", progress=False, log=None)  # fmt: skip
+    assert failed and result.step == 1
+
+
+def test_executors_agree(tmp_path):
+    spec, X, y, _, _ = _data(tmp_path)
+    runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
+                spec=spec, executor=ex, progress=False, log=None).params
+            for ex in ("single-threaded", "threads")]  # fmt: skip
+    for a, b in zip(pg.tree_leaves(runs[0]), pg.tree_leaves(runs[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_compute_and_plan_take_our_arrays(tmp_path):
+    spec, X, y, Xn, yn = _data(tmp_path)
+    xp = pg.namespace(cubed)
+    w = xp.asarray(cubed.asarray(np.full(8, 0.1), spec=spec))
+    v, g = pg.value_and_grad(lambda w, X: xp.sum((X @ w) ** 2))(w, xp.asarray(X))
+    plan = cp.plan(v, g)
+    assert plan.num_tasks > 0
+    vn, gn = cp.compute(v, {"g": g})
+    assert isinstance(gn["g"], np.ndarray)
+    np.testing.assert_allclose(gn["g"], 2 * Xn.T @ (Xn @ np.full(8, 0.1)))
+
+
+def test_the_command_runs_end_to_end(tmp_path, capsys):
+    from cubed_plugin.train import main
+
+    result = main(["--rows", "20000", "--features", "10", "--steps", "2", "--work-dir",
+                   str(tmp_path), "--allowed-mem", "20MB", "--reserved-mem", "5MB",
+                   "--quiet"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "memory plan of one step" in out and "trained 2 steps" in out
+    assert "over projected: 0 ops" in out
+    assert result.history["loss"][1] < result.history["loss"][0]
