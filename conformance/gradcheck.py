@@ -22,7 +22,7 @@ from pycograd_xp.tree import tree_flatten
 
 
 def to_numpy(x: Any) -> np.ndarray:
-    return np.asarray(x._data if isinstance(x, pycograd_xp.Array) else x)
+    return np.asarray(pycograd_xp.unwrap(x) if isinstance(x, pycograd_xp.Array) else x)
 
 
 def _like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ SHAPES = xps.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
 
 def as_numpy(x) -> np.ndarray:
     if isinstance(x, pycograd_xp.Array):
-        x = x._data
+        x = pycograd_xp.unwrap(x)
     return np.asarray(x)
 
 

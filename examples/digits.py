@@ -27,7 +27,7 @@ def load(seed: int = 0):
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
-    order = np.asarray(random.permutation(random.key(seed), len(y))._data)
+    order = np.asarray(pg.unwrap(random.permutation(random.key(seed), len(y))))
     cut = int(0.8 * len(y))
     return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
@@ -49,7 +49,7 @@ def loss_fn(params, x, y):
 def accuracy(params, xp, x, y) -> float:
     with pg.no_grad():
         pred = xp.argmax(logits_fn(params, xp.asarray(x)), axis=1)
-    return float(np.mean(np.asarray(pred._data) == y))
+    return float(np.mean(np.asarray(pg.unwrap(pred)) == y))
 
 
 def torch_trainer(params):
@@ -58,7 +58,7 @@ def torch_trainer(params):
 
     torch.set_num_threads(1)
     w = {
-        n: torch.tensor(np.asarray(getattr(params[layer], f)._data), requires_grad=True)
+        n: torch.tensor(np.asarray(pg.unwrap(getattr(params[layer], f))), requires_grad=True)
         for layer in ("l1", "l2")
         for f, n in (("w", f"{layer}.w"), ("b", f"{layer}.b"))
     }
@@ -66,7 +66,8 @@ def torch_trainer(params):
 
     def epoch(batches):
         for xb, yb in batches:
-            x, y = torch.from_numpy(np.asarray(xb._data)), torch.from_numpy(np.asarray(yb._data))
+            x = torch.from_numpy(np.asarray(pg.unwrap(xb)))
+            y = torch.from_numpy(np.asarray(pg.unwrap(yb)))
             h = torch.relu(x @ w["l1.w"] + w["l1.b"])
             loss = torch.nn.functional.cross_entropy(h @ w["l2.w"] + w["l2.b"], y)
             opt.zero_grad()

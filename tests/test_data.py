@@ -14,7 +14,7 @@ Y = np.arange(10)
 
 
 def rows(batches):
-    return [np.asarray(b[1]._data).tolist() for b in batches]
+    return [np.asarray(pg.unwrap(b[1])).tolist() for b in batches]
 
 
 def test_in_order_and_drop_last():
@@ -33,7 +33,7 @@ def test_uneven_last_batch_with_mask(xp):
     b = Batches((X, Y), 4, drop_last=False, xp=xp, prefetch=0)
     batches = list(b)
     assert len(batches) == 3 and all(t[0].shape == (4, 2) for t in batches)
-    mask = np.asarray(batches[-1][2]._data)
+    mask = np.asarray(pg.unwrap(batches[-1][2]))
     np.testing.assert_array_equal(mask, [1, 1, 0, 0])
     # a masked mean over all batches is the plain mean
     total = sum(float(xp.sum(x[:, 0] * m)) for x, _, m in batches)
@@ -49,7 +49,7 @@ def test_zarr_source_and_our_arrays():
     xp = pg.namespace(np)
     b = Batches((z, xp.asarray(Y)), 5, key=random.key(1))
     for x, y in b:
-        np.testing.assert_array_equal(np.asarray(x._data), X[np.asarray(y._data)])
+        np.testing.assert_array_equal(np.asarray(pg.unwrap(x)), X[np.asarray(pg.unwrap(y))])
 
 
 def test_errors_propagate_from_the_prefetch_thread():

@@ -23,8 +23,8 @@ def params(xp):
     # drawn on the host, so both backends start from the same values (on Cubed the samplers
     # draw block by block: other values)
     k1, k2 = random.split(random.key(0))
-    w1 = np.asarray(nn.he_normal(k1, (4, 8))._data)
-    w2 = np.asarray(nn.glorot_uniform(k2, (8, 3))._data)
+    w1 = np.asarray(pg.unwrap(nn.he_normal(k1, (4, 8))))
+    w2 = np.asarray(pg.unwrap(nn.glorot_uniform(k2, (8, 3))))
     return {
         "w1": xp.asarray(w1),
         "b1": xp.zeros(8),
@@ -52,9 +52,9 @@ def test_layers_optimizer_and_batches_on_cubed(cxp):
                 updates, state = tx.update(grads, state, p)
                 p = optim.apply_updates(p, updates)
             if xp is cxp:  # materialize each step in one compute, as a loop on Cubed must
-                *vals, value = cubed.compute(*(v._data for v in p.values()), value._data)
+                *vals, value = cubed.compute(*(pg.unwrap(v) for v in p.values()), pg.unwrap(value))
                 p = {k: cxp.asarray(v) for k, v in zip(p, vals, strict=True)}
-        results[xp.__name__] = (float(value), {k: np.asarray(v._data) for k, v in p.items()})
+        results[xp.__name__] = (float(value), {k: np.asarray(pg.unwrap(v)) for k, v in p.items()})
     (v_c, p_c), (v_n, p_n) = results["pycograd_xp.cubed"], results["pycograd_xp.numpy"]
     assert v_c == pytest.approx(v_n, rel=1e-10)
     for k in p_n:
@@ -75,9 +75,9 @@ def test_chunked_random_on_cubed(cxp):
         a = random.normal(k, (1000, 30), xp=cxp, chunks=(250, 30))
         b = random.normal(k, (1000, 30), xp=cxp, chunks=(250, 30))
         m = random.bernoulli(random.fold_in(k, 1), 0.3, (1000, 30), xp=cxp, chunks=(250, 30))
-    assert a._data.chunks == ((250,) * 4, (30,))
-    va, vb = np.asarray(a._data), np.asarray(b._data)
+    assert pg.unwrap(a).chunks == ((250,) * 4, (30,))
+    va, vb = np.asarray(pg.unwrap(a)), np.asarray(pg.unwrap(b))
     np.testing.assert_array_equal(va, vb)  # reproducible for a key and chunking
     assert abs(va.mean()) < 0.05 and abs(va.std() - 1) < 0.05
     assert not np.array_equal(va[:250], va[250:500])  # every block its own stream
-    assert abs(np.asarray(m._data).mean() - 0.3) < 0.02
+    assert abs(np.asarray(pg.unwrap(m)).mean() - 0.3) < 0.02

@@ -63,15 +63,15 @@ def test_mlp_and_mlp_with_layernorm_dropout():
     check_vjp(
         xp,
         lambda w1, w2: mlp({"l1": nn.Linear(w1, p["l1"].b), "l2": nn.Linear(w2, p["l2"].b)}, x, y),
-        np.asarray(p["l1"].w._data),
-        np.asarray(p["l2"].w._data),
+        np.asarray(pg.unwrap(p["l1"].w)),
+        np.asarray(pg.unwrap(p["l2"].w)),
     )
     _, h = train(xp, mlp, p, 30)
     assert h["loss"][-1] < 0.15
     pn = init_mlp(xp, norm=True)
     key = random.key(9)
     check_vjp(xp, lambda g, w: mlp({**pn, "g": g, "l1": nn.Linear(w, pn["l1"].b)}, x, y, key),
-              np.ones(32), np.asarray(pn["l1"].w._data))  # fmt: skip
+              np.ones(32), np.asarray(pg.unwrap(pn["l1"].w)))  # fmt: skip
     counter = iter(range(10**6))
     _, h = train(xp, lambda p, x, y: mlp(p, x, y, random.fold_in(key, next(counter))), pn, 30)
     assert h["loss"][-1] < 0.2
@@ -99,8 +99,8 @@ def test_transformer_block():
     labels = (seqs[:, 0, 0] + seqs[:, -1, 1] > 0).astype(np.int64)
     xs, ys = xp.asarray(seqs[:4]), xp.asarray(labels[:4])
     check_vjp(xp, lambda wq, w1: nn.cross_entropy(block({**p, "w1": w1, "attn": {
-        **p["attn"], "wq": wq}}, xs), ys), np.asarray(p["attn"]["wq"]._data),
-        np.asarray(p["w1"]._data))  # fmt: skip
+        **p["attn"], "wq": wq}}, xs), ys), np.asarray(pg.unwrap(p["attn"]["wq"])),
+        np.asarray(pg.unwrap(p["w1"])))  # fmt: skip
     step = make_step(lambda p, x, y: nn.cross_entropy(block(p, x), y), optim.adam(1e-2))
     batches = Batches((seqs, labels), 32, key=random.key(1), prefetch=0)
     _, _, h = fit(step, p, optim.adam(1e-2).init(p), batches, epochs=40, progress=False,

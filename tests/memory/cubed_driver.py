@@ -47,7 +47,7 @@ def run(path: str) -> None:
 
     p = memory.project(loss, w, X, y)
     value, grad = pg.value_and_grad(loss)(w, X, y)
-    plan = cubed.plan(value._data, grad._data)
+    plan = cubed.plan(pg.unwrap(value), pg.unwrap(grad))
     projected = {name: int(node["primitive_op"].projected_mem)
                  for name, node in plan.dag.nodes(data=True) if node.get("primitive_op")}
 
@@ -62,7 +62,7 @@ def run(path: str) -> None:
 
     peaks = Peaks()
     driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    cubed.compute(value._data, grad._data, executor=create_executor("processes"),
+    cubed.compute(pg.unwrap(value), pg.unwrap(grad), executor=create_executor("processes"),
                   callbacks=[peaks], max_tasks_per_child=1)  # fmt: skip
     print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
                       "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,

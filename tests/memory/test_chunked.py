@@ -64,7 +64,7 @@ def test_per_task_projection_equals_cubeds_plan(which):
     yc = xp.asarray(cubed.empty((n,), chunks=(5000,), spec=SPEC))
     with cubed.raise_if_computes():
         v, g = pg.value_and_grad(loss)(params, Xc, yc)
-        plan = cubed.plan(v._data, *[leaf._data for leaf in pg.tree_leaves(g)])
+        plan = cubed.plan(pg.unwrap(v), *[pg.unwrap(leaf) for leaf in pg.tree_leaves(g)])
     assert p.max_task_bytes == plan.max_projected_mem
     assert p.intermediate_bytes == plan.total_intermediate_nbytes
     assert p.num_tasks == plan.num_tasks

@@ -11,7 +11,8 @@ import pycograd_xp
 
 
 def to_np(x) -> np.ndarray:
-    return np.asarray(x._data) if hasattr(x._data, "__array__") else np.asarray(x)
+    data = pycograd_xp.unwrap(x)
+    return np.asarray(data) if hasattr(data, "__array__") else np.asarray(x)
 
 
 def test_attributes(xp):

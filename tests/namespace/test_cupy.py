@@ -25,4 +25,4 @@ def test_namespace_and_gradients_match_numpy():
 
     g_gpu = pg.grad(lambda w: loss(gxp, w))(gxp.asarray(cupy.asarray(a)))
     g_cpu = pg.grad(lambda w: loss(nxp, w))(nxp.asarray(a))
-    np.testing.assert_allclose(cupy.asnumpy(g_gpu._data), g_cpu._data, rtol=1e-10)
+    np.testing.assert_allclose(cupy.asnumpy(pg.unwrap(g_gpu)), pg.unwrap(g_cpu), rtol=1e-10)

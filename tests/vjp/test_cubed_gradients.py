@@ -59,8 +59,8 @@ def test_training_gradients_lazy_chunked_and_equal_to_numpy(cxp):
         )
         # the cotangent of b1 is broadcast over the batch: it must keep the (50,)-row chunks,
         # not become 200 single-row tasks
-        plan = cubed.plan(value._data, *(g._data for g in grads))  # noqa: F841
-    results = cubed.compute(value._data, *(g._data for g in grads))
+        plan = cubed.plan(pg.unwrap(value), *(pg.unwrap(g) for g in grads))  # noqa: F841
+    results = cubed.compute(pg.unwrap(value), *(pg.unwrap(g) for g in grads))
     nxp = pg.namespace(np)
     v_np, g_np = pg.value_and_grad(lambda p: mlp_loss(nxp, p, nxp.asarray(X), nxp.asarray(Y)))(
         [nxp.asarray(p) for p in params])  # fmt: skip
@@ -75,7 +75,7 @@ def test_cotangent_broadcast_keeps_primal_chunks(cxp):
         g = pg.grad(lambda b: xp_sum(cxp, x + b))(cxp.zeros((10,)))
     assert float(cxp.max(g)) == 800.0
     # the summed cotangent came from an array chunked like x: 4 row blocks, not 400
-    assert cubed.plan(g._data).num_tasks < 50
+    assert cubed.plan(pg.unwrap(g)).num_tasks < 50
 
 
 def xp_sum(xp, a):
@@ -96,8 +96,8 @@ def test_custom_spec_constants_follow_the_primals(tmp_path, cxp):
 
     with cubed.raise_if_computes():
         value, g = pg.value_and_grad(loss)(w)
-    assert g._data.spec == spec
-    v, gv = cubed.compute(value._data, g._data)
+    assert pg.unwrap(g).spec == spec
+    v, gv = cubed.compute(pg.unwrap(value), pg.unwrap(g))
     assert np.isfinite(v) and np.all(np.isfinite(gv))
 
 
