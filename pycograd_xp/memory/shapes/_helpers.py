@@ -79,6 +79,25 @@ def probe_dtype(fn: Any, *args: Any, **kwargs: Any) -> np.dtype:
     return np.dtype(out.dtype)
 
 
+def probe_dtypes(fn: Any, *args: Any, **kwargs: Any) -> list[np.dtype]:
+    """The dtypes of the outputs of a function that returns a tuple of arrays."""
+    with np.errstate(all="ignore"):
+        out = fn(*tiny(args), **{k: tiny(v) for k, v in kwargs.items()})
+    return [np.dtype(o.dtype) for o in out]
+
+
+# Some backend calls allocate outside the heap Python and NumPy track (LAPACK workspaces,
+# pocketfft's buffers and plans, the sort buffers and hash tables of C++ code): real memory that
+# tracemalloc does not see. The rules count it through ``native`` so that the projection bounds
+# the process's real peak; set COUNT_NATIVE to False to project on tracemalloc's scale only.
+COUNT_NATIVE = True
+
+
+def native(nbytes: float) -> int:
+    """``nbytes`` allocated by C code outside Python's and NumPy's tracked heap."""
+    return int(nbytes) if COUNT_NATIVE else 0
+
+
 def size_bytes(*xs: Any) -> int:
     """The bytes of full copies of the arrays among ``xs`` (views count whole)."""
     return sum(math.prod(x.shape) * x.dtype.itemsize for x in xs if isinstance(x, AbstractArray))

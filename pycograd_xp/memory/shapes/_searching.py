@@ -1,9 +1,10 @@
-"""Shape rules of the searching functions. ``nonzero`` has a data-dependent size: the rule gives
-its upper bound (every element nonzero)."""
+"""Shape rules of the searching functions. ``nonzero`` has a data-dependent size: exact for a known
+constant (``AbstractArray.value``), else its upper bound (every element nonzero)."""
 
 from __future__ import annotations
 
 import array_api_compat.numpy as npx
+import numpy as np
 
 from ...namespace._ops import defshape
 from ._helpers import broadcast, is_array, new, probe_dtype, reduced, ufunc_buffers
@@ -14,7 +15,10 @@ def _arg(a, x, /, *, axis=None, keepdims=False):
 
 
 def _nonzero(a, x, /):
-    n = x.size if x.ndim else 1
+    if x.value is not None:  # a known constant: exactly its nonzero elements
+        n = int(np.count_nonzero(x.value))
+    else:
+        n = x.size if x.ndim else 1
     return tuple(new((n,), "int64") for _ in range(max(x.ndim, 1)))
 
 
