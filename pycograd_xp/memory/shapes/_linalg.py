@@ -16,7 +16,8 @@ What the calls allocate beyond their outputs (``memory=``), per NumPy 2's ``nump
   (a NumPy copy) and its double-precision outputs are cast back (:func:`_widened`);
 * the Python around the gufuncs: ``qr`` copies its input and masks a triangle, ``pinv`` keeps the
   SVD factors, ``matrix_norm``/``vector_norm`` form ``abs(x)`` or ``conj(x) * x``, ``cross``
-  casts both operands and multiplies through a temporary, ``eig*`` check finiteness.
+  casts both operands and multiplies through a temporary, ``eig*`` check finiteness, ``outer``
+  multiplies two broadcast operands (NumPy's iterator buffers them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from array_api_compat.common._linalg import (
 
 from ...namespace._ops import defshape
 from ._helpers import (
+    BUFFER_ELEMENTS,
     as_abstract,
     broadcast,
     is_array,
@@ -302,6 +304,11 @@ def _outer(a, x1, x2, /):
     return new((x1.size, x2.size), probe_dtype(la.outer, x1, x2))
 
 
+def _outer_memory(out, x1, x2, /):
+    # multiply(x1[:, None], x2[None, :]): NumPy's iterator buffers both broadcast operands
+    return 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize
+
+
 def _pinv(a, x, /, *, rtol=None):
     m, n = _dims(x)
     return new(x.shape[:-2] + (n, m), probe_dtype(la.pinv, x))
@@ -426,7 +433,7 @@ defshape("linalg.inv", _inv, memory=_inv_memory)
 defshape("linalg.matrix_norm", _matrix_norm, memory=_matrix_norm_memory)
 defshape("linalg.matrix_power", _matrix_power, memory=_matrix_power_memory)
 defshape("linalg.matrix_rank", _matrix_rank, memory=_matrix_rank_memory)
-defshape("linalg.outer", _outer)
+defshape("linalg.outer", _outer, memory=_outer_memory)
 defshape("linalg.pinv", _pinv, memory=_pinv_memory)
 defshape("linalg.qr", _qr, memory=_qr_memory)
 defshape("linalg.slogdet", _slogdet, memory=_getrf_memory)
