@@ -57,15 +57,7 @@ def _executor(executor: Any) -> Any:
         return executor
     from cubed.runtime.create import create_executor
 
-    if executor == "dask":
-        return _dask_executor()
     return create_executor(executor)
-
-
-def _dask_executor() -> Any:
-    from cubed.runtime.create import create_executor
-
-    return create_executor("dask")
 
 
 class Progress:
@@ -192,7 +184,8 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         epochs: int | None = None, batch_rows: int | None = None, spec: Any = None,
         executor: Any = None, callbacks: Sequence[Any] = (), checkpoint_dir: str | None = None,
         checkpoint_every: int = 1, mode: str = "auto", key: random.Key | None = None,
-        progress: bool = True, log: Callable[[str], None] | None = print) -> FitResult:  # fmt: skip
+        progress: bool = True, log: Callable[[str], None] | None = print,
+        compute_kwargs: dict | None = None) -> FitResult:  # fmt: skip
     """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
     (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
     other axes) to minimize ``loss(params, *data)``.
@@ -203,6 +196,9 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first.
     With ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
     ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
+    ``executor``: a Cubed executor or its name ("single-threaded", "threads", "processes",
+    "dask"); ``compute_kwargs`` go to ``cubed.compute`` (for "dask",
+    ``{"compute_kwargs": {"address": cluster.scheduler_address}}`` points it at a cluster).
     """
     import cubed
 
@@ -247,7 +243,8 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
             total_sums, td, shapes = one_pass_step(loss, host_p, batch)
             check(total_sums)
             sums = cubed.compute(total_sums, executor=ex, callbacks=[*callbacks, recorder,
-                                 Progress(f"step {step + 1}", disable=not progress)])[0]
+                                 Progress(f"step {step + 1}", disable=not progress)],
+                                 **(compute_kwargs or {}))[0]  # fmt: skip
             value, grads = unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction)
         else:
             v, g = graph_step(loss, host_p, batch, spec)
@@ -255,7 +252,8 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
             from .compute import compute
 
             value, grads = compute(v, g, executor=ex, callbacks=[*callbacks, recorder,
-                                   Progress(f"step {step + 1}", disable=not progress)])
+                                   Progress(f"step {step + 1}", disable=not progress)],
+                                   **(compute_kwargs or {}))  # fmt: skip
             value = float(value)
         _clean_work(spec, work)
         if not math.isfinite(value):
@@ -380,8 +378,14 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
           f"{_fmt(spec.allowed_mem)} (reserved {_fmt(spec.reserved_mem)})")
     w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
     plan = project_chunked(loss, w, xp.asarray(X), xp.asarray(y))
-    print("memory plan of one step (graph mode, per task):")
-    print("\n".join("  " + line for line in str(plan).splitlines()))
+    lines = str(plan).splitlines()
+    top = sorted(plan.rows, key=lambda r: -r.projected_bytes)[:8]
+    print("memory plan of one step (graph mode; per task, Cubed's projections):")
+    print("  " + lines[0] + "\n  " + lines[1])
+    for r in top:
+        print(f"  {r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
+              f"{r.num_tasks:>6}")  # fmt: skip
+    print(f"  ... and {len(plan.rows) - len(top)} more ops")
     result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps, batch_rows=a.batch_rows,
                  spec=spec, executor=a.executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
                  progress=not a.quiet)  # fmt: skip

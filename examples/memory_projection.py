@@ -45,8 +45,10 @@ def main(out: str = "docs/memory_projection.png") -> None:
     labels = xp.asarray(rng.integers(0, 10, batch))
     m = memory.measure(loss, params, x, labels)
     print(f"step: projected {p.peak_bytes / 1e6:.1f} MB, measured {m.peak_bytes / 1e6:.1f} MB "
-          f"(ratio {m.peak_bytes / p.peak_bytes:.3f}); forward alone: projected "
-          f"{p.forward_peak_bytes / 1e6:.1f} MB, measured {m.forward_peak_bytes / 1e6:.1f} MB")
+          f"(ratio {m.peak_bytes / p.traced_peak_bytes:.3f}, tracemalloc's scale); forward "
+          f"alone: projected {p.forward_peak_bytes / 1e6:.1f} MB, measured "
+          f"{m.forward_peak_bytes / 1e6:.1f} MB; resident-set growth of the step "
+          f"{(m.resident_peak_bytes or 0) / 1e6:.1f} MB")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     p.plot(out, measured=m, title="MLP 784-1024x3-10, batch 512, float64: one gradient step")
     print(f"wrote {out}")

@@ -12,6 +12,10 @@ imperative ones (``x.requires_grad_()``, ``loss.backward()``, ``x.grad``).
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
 from types import ModuleType
 
 from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
@@ -43,3 +47,35 @@ def __getattr__(name: str) -> ModuleType:
         raise AttributeError(
             f"module 'pycograd_xp' has no attribute {name!r} ({name!r} is not an array namespace)"
         ) from None
+
+
+class _NamespaceImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import pycograd_xp.numpy`` (and ``.linalg``/``.fft`` under it) in any process: the
+    namespace made for that backend. Last on ``sys.meta_path``, so real submodules come first.
+    Pickled functions that refer to a namespace (cloudpickle, as Cubed's and Dask's workers
+    use) find it again this way."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> object:
+        parts = fullname.split(".")
+        if parts[0] != __name__ or len(parts) not in (2, 3) or parts[1].startswith("_"):
+            return None
+        if len(parts) == 3 and parts[2] not in ("linalg", "fft"):
+            return None
+        try:
+            importlib.util.find_spec(parts[1])
+        except (ImportError, ValueError):
+            return None
+        if importlib.util.find_spec(parts[1]) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        parts = spec.name.split(".")
+        mod = namespace(importlib.import_module(parts[1]))
+        return getattr(mod, parts[2]) if len(parts) == 3 else mod
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+sys.meta_path.append(_NamespaceImporter())

@@ -186,3 +186,18 @@ def test_the_command_runs_end_to_end(tmp_path, capsys):
     assert "memory plan of one step" in out and "trained 2 steps" in out
     assert "over projected: 0 ops" in out
     assert result.history["loss"][1] < result.history["loss"][0]
+
+
+def test_dask_distributed_on_a_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec, X, y, _, _ = _data(tmp_path)
+    want = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
+               spec=spec, executor="threads", progress=False, log=None).params  # fmt: skip
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:  # fmt: skip
+        got = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
+                  spec=spec, executor="dask", progress=False, log=None,
+                  compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}}
+                  ).params  # fmt: skip
+    for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -40,6 +40,6 @@ def test_memory_projection_example_bounds_its_measurement(tmp_path, capsys):
     spec.loader.exec_module(mp)
     mp.main(str(tmp_path / "m.png"))
     out = capsys.readouterr().out
-    ratio = float(out.split("(ratio ")[1].split(")")[0])
+    ratio = float(out.split("(ratio ")[1].split(",")[0])
     assert 0.8 <= ratio <= 1.0
     assert (tmp_path / "m.png").exists()

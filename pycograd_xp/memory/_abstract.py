@@ -55,6 +55,8 @@ class Tracker:
 
     live: int = 0
     peak: int = 0
+    traced_peak: int = 0  # the peak without native transients (what tracemalloc can see)
+    native: int = 0  # native bytes the current call's memory rule declared (see shapes.native)
     phase: str = "forward"
     events: list[Event] = field(default_factory=list)
     peak_event: int = -1  # index into events of the call at the peak (-1: before any call)
@@ -63,6 +65,8 @@ class Tracker:
         self.live += n
         if self.live > self.peak:
             self.peak, self.peak_event = self.live, len(self.events)
+        if self.live > self.traced_peak:
+            self.traced_peak = self.live
 
     def free(self, n: int) -> None:
         self.live -= n
@@ -72,6 +76,8 @@ class Tracker:
         during = self.live + transient
         if during > self.peak:
             self.peak, self.peak_event = during, len(self.events)
+        self.traced_peak = max(self.traced_peak, during - self.native)
+        self.native = 0
         self.events.append(Event(op, self.phase, [(o.shape, o.dtype.name, o.nbytes) for o in
                                                   outs], transient, self.live, during))  # fmt: skip
 

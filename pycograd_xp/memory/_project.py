@@ -123,6 +123,10 @@ class Projection:
     residual_bytes: int  # what the tape holds between the forward and the backward pass
     argument_bytes: int  # the arguments (live throughout)
     overhead_bytes: int  # allowed for Python's objects (included in the peaks above)
+    # The same peaks without what C libraries allocate by themselves (LAPACK and pocketfft
+    # workspaces): what tracemalloc can see, the scale of Measurement.peak_bytes.
+    traced_forward_peak_bytes: int
+    traced_peak_bytes: int
     peak_op: tuple[str, str, int]  # (op, phase, row index) at the peak of the step
     rows: list[Row] = field(repr=False)  # the step, one row per backend call
     forward_rows: list[Row] = field(repr=False)  # f alone
@@ -324,7 +328,9 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
         forward_peak_bytes=fwd.peak + _overhead(len(fwd.events)),
         peak_bytes=step.peak + overhead,
         residual_bytes=(boundary[0] if boundary else step.live) - argument_bytes,
-        argument_bytes=argument_bytes, overhead_bytes=overhead, peak_op=_peak_op(step),
+        argument_bytes=argument_bytes, overhead_bytes=overhead,
+        traced_forward_peak_bytes=fwd.traced_peak + _overhead(len(fwd.events)),
+        traced_peak_bytes=step.traced_peak + overhead, peak_op=_peak_op(step),
         rows=_rows(step), forward_rows=_rows(fwd),
     )  # fmt: skip
 
@@ -332,12 +338,19 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
 @dataclass(frozen=True)
 class Measurement:
     """Measured peaks of ``f`` and of its ``value_and_grad`` step, on the scale of
-    :class:`Projection` (bytes live at the most, the arguments included)."""
+    :class:`Projection` (bytes live at the most, the arguments included).
+
+    The peaks are tracemalloc's (every allocation NumPy and Python make: compare them with
+    ``Projection.traced_*``). Beside them, the growth of the process's resident set (Linux: its
+    peak is reset through ``/proc/self/clear_refs``), what users see: it also holds what C
+    libraries allocate by themselves and what the allocator keeps, and moves with page faults.
+    """
 
     forward_peak_bytes: int
     peak_bytes: int
     argument_bytes: int
-    rss_peak_bytes: int  # the process's lifetime peak resident set (ru_maxrss) after the step
+    resident_forward_peak_bytes: int | None  # by resident-set growth (None: not on Linux)
+    resident_peak_bytes: int | None
     minor_page_faults: int  # during the step (allocator churn shows here, not in tracemalloc)
 
 
@@ -346,10 +359,37 @@ def _nbytes(tree: Any) -> int:
                if isinstance(leaf, Array))  # fmt: skip
 
 
+def _status(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_resident_peak() -> int | None:
+    """Reset the resident-set peak (VmHWM) to the current size; return that size."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status("VmRSS")
+
+
+def _resident_growth(start: int | None) -> int:
+    peak = _status("VmHWM") if start is not None else None
+    return 0 if peak is None or start is None else max(0, peak - start)
+
+
 def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             **kwargs: Any) -> Measurement:  # fmt: skip
-    """Run ``f`` and its ``value_and_grad`` step on the real arrays ``args`` and measure the
-    peak bytes with tracemalloc (NumPy's allocations are traced), arguments included."""
+    """Run ``f`` and its ``value_and_grad`` step on the real arrays ``args`` and measure their
+    peak bytes (tracemalloc, and resident-set growth where the platform tells it), arguments
+    included."""
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
@@ -357,19 +397,25 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     try:
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
+        rss = _reset_resident_peak()
         with _api.no_grad():
             out = f(*args, **kwargs)
+        forward_rss = _resident_growth(rss)
         del out
         forward = tracemalloc.get_traced_memory()[1] - base + argument_bytes
         base = tracemalloc.get_traced_memory()[0]
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         tracemalloc.reset_peak()
+        rss = _reset_resident_peak()
         result = _api.value_and_grad(f, argnums)(*args, **kwargs)
-        peak = tracemalloc.get_traced_memory()[1] - base + argument_bytes
-        usage = resource.getrusage(resource.RUSAGE_SELF)
+        step_rss = _resident_growth(rss)
+        traced = tracemalloc.get_traced_memory()[1] - base
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         del result
     finally:
         if not was_tracing:
             tracemalloc.stop()
-    return Measurement(forward, peak, argument_bytes, usage.ru_maxrss * 1024,
-                       usage.ru_minflt - faults)  # fmt: skip
+    known = rss is not None
+    return Measurement(forward, traced + argument_bytes, argument_bytes,
+                       forward_rss + argument_bytes if known else None,
+                       step_rss + argument_bytes if known else None, faults)

@@ -16,6 +16,7 @@ import weakref
 from typing import Any
 
 from .._tape import MODE, backward, is_leaf, is_saved, leaf, note_write
+from ._ops import REGISTRY
 
 # Python scalars an operator accepts beside an array.
 SCALARS = (bool, int, float, complex)
@@ -376,7 +377,7 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
     return op
 
 
-def _inplace(cls: type[Array], f: Any, name: str) -> Any:
+def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
     forward = _operator(cls, f, name)
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
 
@@ -390,7 +391,10 @@ def _inplace(cls: type[Array], f: Any, name: str) -> Any:
                 (type(other) is cls and other._data.dtype == self._data.dtype
                  and other._data.shape == self._data.shape or isinstance(other, SCALARS)) and
                 self._data.dtype in self._ns._floating):  # fmt: skip
-            self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
+            if raw:
+                self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
+            else:  # the namespace's function honours special cases the backend operator misses
+                self._data[...] = forward(self, other)._data
             note_write(self._backend, self._data)
             return self
         new = forward(self, other)
@@ -420,7 +424,10 @@ def install_operators(cls: type[Array], ns: Any) -> None:
         f = getattr(ns, fname)
         setattr(cls, f"__{op}__", _operator(cls, f, f"__{op}__"))
         setattr(cls, f"__r{op}__", _operator(cls, f, f"__r{op}__", reflected=True))
-        setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__"))
+        # A row with an impl honours special cases the backend misses (floor_divide): its
+        # in-place operator writes that result, not the backend operator's.
+        raw = REGISTRY[fname].impl is None
+        setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__", raw=raw))
     for op, fname in COMPARISONS.items():
         setattr(cls, f"__{op}__", _operator(cls, getattr(ns, fname), f"__{op}__"))
     for op, fname in UNARY_OPERATORS.items():

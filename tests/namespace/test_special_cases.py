@@ -122,3 +122,14 @@ def test_special_cases_over_cubed(cxp):
     assert s[2] == 0 and not np.signbit(s[2].real) and not np.signbit(s[2].imag)
     np.testing.assert_array_equal(t, [1 + 0j, -1 + 0j])
     assert not np.signbit(t.imag).any()
+
+
+def test_in_place_floor_divide_honours_the_special_cases(xp):
+    a = xp.asarray([float("inf"), 1.0, -3.0])
+    a //= xp.asarray([2.0, -float("inf"), 2.0])
+    got = np.asarray(pycograd_xp.unwrap(a))
+    assert got[0] == float("inf") and got[1] == 0.0 and np.signbit(got[1]) and got[2] == -2.0
+    base = xp.asarray([float("inf"), 4.0, 5.0, 6.0])
+    v = base[:3]
+    v //= 2.0
+    np.testing.assert_array_equal(np.asarray(pycograd_xp.unwrap(base)), [float("inf"), 2, 2, 6])

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._abstract import AbstractArray
+from .._abstract import CURRENT, AbstractArray
 
 
 def is_array(x: Any) -> bool:
@@ -94,8 +94,15 @@ COUNT_NATIVE = True
 
 
 def native(nbytes: float) -> int:
-    """``nbytes`` allocated by C code outside Python's and NumPy's tracked heap."""
-    return int(nbytes) if COUNT_NATIVE else 0
+    """``nbytes`` allocated by C code outside Python's and NumPy's tracked heap: part of the
+    call's transients, noted on the tracker so that the projection also says what tracemalloc
+    alone will see (``Projection.traced_peak_bytes``)."""
+    if not COUNT_NATIVE:
+        return 0
+    t = CURRENT.tracker
+    if t is not None:
+        t.native += int(nbytes)
+    return int(nbytes)
 
 
 def size_bytes(*xs: Any) -> int:
