@@ -25,4 +25,8 @@ def adapt(backend: Any) -> Any:
 
     return dataclasses.replace(backend, xp=augmented(), lazy=True, chunked=True, mutable=False,
                                ordered_writes=False, block_sampler=sample,
-                               projector=project)  # fmt: skip
+                               projector=project, like_kwargs=_spec_of)  # fmt: skip
+
+
+def _spec_of(a: Any) -> dict:
+    return {"spec": a.spec} if hasattr(a, "spec") else {}

@@ -324,8 +324,10 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         args, kwargs, out = _rebuild(node)
     else:
         ops = node.ns._backend.xp
-    if type(g) is list:  # multi-output: missing parts are zeros
-        g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype) for gi, o in
+    if type(g) is list:  # multi-output: missing parts are zeros, made like a present part
+        like_kwargs = node.ns._backend.like_kwargs if not create_graph else None
+        kw = like_kwargs(next(gi for gi in g if gi is not None)) if like_kwargs else {}
+        g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype, **kw) for gi, o in
              zip(g, out, strict=True)]  # fmt: skip
     prim = node.prim
     if prim.takes_needs:  # the rule skips the cotangents no parent needs

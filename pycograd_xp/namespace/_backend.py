@@ -51,6 +51,10 @@ class Backend:
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
     block_sampler: Callable[..., Any] | None = None
+    # ``like_kwargs(a)``: keyword arguments that make a new constant (``zeros``, ``eye``,
+    # ``asarray``) of the backend's own namespace belong with array ``a`` (Cubed: its Spec,
+    # since arrays of two Specs cannot meet); None: none needed.
+    like_kwargs: Callable[[Any], dict] | None = None
     # ``projector(f, *args, argnums=, backend=, **kwargs)``: per-task memory projections of a
     # gradient step in the chunked backend's own terms (pycograd_xp.memory.project hands over).
     projector: Callable[..., Any] | None = None

@@ -94,10 +94,16 @@ class Info:
         return tuple(self._info.devices())
 
 
+# A dtype of each category, to suggest in an error.
+_EXAMPLE_DTYPE = {"complex floating-point": "complex128", "integer": "int64",
+                  "integer or boolean": "int64", "boolean": "bool"}  # fmt: skip
+
+
 def _dtype_error(fname: str, dtype: Any, category: str) -> TypeError:
+    example = _EXAMPLE_DTYPE.get(category, "float64")
     return TypeError(
         f"{fname}(): got an array of dtype {dtype}, but this function takes {category} dtypes; "
-        "convert first, e.g. xp.astype(x, xp.float64)"
+        f"convert first, e.g. xp.astype(x, xp.{example})"
     )
 
 

@@ -6,6 +6,7 @@ weights (each interior bin of a half spectrum stands for two bins of the full on
 from __future__ import annotations
 
 from ..namespace._ops import defvjp, nondifferentiable
+from ._helpers import made_like, zeros_beside
 
 DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
@@ -19,9 +20,7 @@ def _resize(ns, ct, axis, size):
         idx = [slice(None)] * ct.ndim
         idx[axis] = slice(0, size)
         return ct[tuple(idx)]
-    shape = list(ct.shape)
-    shape[axis] = size - have
-    return ns.concat([ct, ns.zeros(tuple(shape), dtype=ct.dtype)], axis=axis)
+    return ns.concat([ct, zeros_beside(ns, ct, axis, size - have)], axis=axis)
 
 
 def _axes_of(x, s, axes):
@@ -30,13 +29,13 @@ def _axes_of(x, s, axes):
     return tuple(a % x.ndim for a in axes)
 
 
-def _hermitian_weights(ns, n, m, dtype):
+def _hermitian_weights(ns, n, m, dtype, like):
     """2 for the interior bins of a length-m half spectrum of a length-n signal, 1 at DC and
     (n even) at Nyquist."""
     w = [1.0] + [2.0] * (m - 1)
     if n % 2 == 0 and m > 1:
         w[-1] = 1.0
-    return ns.asarray(w, dtype=dtype)
+    return ns.asarray(w, dtype=dtype, **made_like(ns, like))
 
 
 def _c2c(name):
@@ -69,7 +68,7 @@ def _irfft(ns, g, out, x, /, *, n=None, axis=-1, norm="backward"):
     axis = axis % x.ndim
     size = g.shape[axis]
     half = ns.fft.rfft(g, axis=axis, norm=DUAL[norm])
-    w = _hermitian_weights(ns, size, half.shape[axis], g.dtype)
+    w = _hermitian_weights(ns, size, half.shape[axis], g.dtype, g)
     shape = [1] * g.ndim
     shape[axis] = half.shape[axis]
     ct = ns.conj(half) * ns.reshape(w, tuple(shape))

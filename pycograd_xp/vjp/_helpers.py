@@ -21,6 +21,19 @@ def chunked(ns: Any) -> bool:
     return raw(ns) and capabilities(ns).chunked
 
 
+def made_like(ns: Any, like: Any) -> dict[str, Any]:
+    """Keyword arguments that make a constant (``eye``, ``zeros``, ``asarray``) of the backend's
+    own namespace belong with ``like`` (Cubed: its Spec; Cubed refuses to mix Specs)."""
+    like_kwargs = capabilities(ns).like_kwargs if raw(ns) else None
+    return like_kwargs(like) if like_kwargs is not None else {}
+
+
+def eye(ns: Any, like: Any, n_rows: int, n_cols: int | None = None, *, k: int = 0,
+        dtype: Any = None) -> Any:  # fmt: skip
+    """``ns.eye`` made with ``like``'s Spec on a chunked backend."""
+    return ns.eye(n_rows, n_cols, k=k, dtype=dtype, **made_like(ns, like))
+
+
 def is_scalar(x: Any) -> bool:
     return isinstance(x, SCALARS)
 

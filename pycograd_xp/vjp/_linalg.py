@@ -10,7 +10,7 @@ instead of returning a wrong gradient.
 from __future__ import annotations
 
 from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import expand_to, is_complex, mT, sgn
+from ._helpers import expand_to, eye, is_complex, mT, sgn
 
 
 def _real_only(ns, x, name):
@@ -22,8 +22,7 @@ def _real_only(ns, x, name):
 
 
 def _eye_like(ns, x):
-    n = x.shape[-1]
-    return ns.eye(n, dtype=x.dtype)
+    return eye(ns, x, x.shape[-1], dtype=x.dtype)
 
 
 def _inverse_gaps(ns, d):
@@ -53,7 +52,10 @@ def _slogdet(ns, g, out, x, /):
 
 def _solve(ns, g, out, x1, x2, /):
     vector = x2.ndim == 1
-    gb = ns.linalg.solve(mT(ns, x1), g)
+    if vector:  # g is a stack of vectors: solve it as one-column matrices
+        gb = ns.linalg.solve(mT(ns, x1), g[..., None])[..., 0]
+    else:
+        gb = ns.linalg.solve(mT(ns, x1), g)
     if vector:
         ga = -gb[..., :, None] * out[..., None, :]
     else:
@@ -96,7 +98,7 @@ def _eigh(ns, g, out, x, /):
     F = _inverse_gaps(ns, w)
     inner = F * (mT(ns, V) @ gV)
     n = w.shape[-1]
-    inner = inner + ns.eye(n, dtype=x.dtype) * gw[..., None, :]
+    inner = inner + eye(ns, gV, n, dtype=x.dtype) * gw[..., None, :]
     ct = V @ inner @ mT(ns, V)
     return (0.5 * (ct + mT(ns, ct)),)
 
@@ -117,18 +119,18 @@ def _svd_ct(ns, x, U, s, Vh, gU, gs, gVh):
     """Cotangent of x = U diag(s) Vh (reduced) for real x."""
     V, gV = mT(ns, Vh), mT(ns, gVh) if gVh is not None else None
     k = s.shape[-1]
-    eye = ns.eye(k, dtype=x.dtype)
+    eye_k = eye(ns, s, k, dtype=x.dtype)
     s2 = s * s
     F = _inverse_gaps(ns, s2)
-    S = s[..., None, :] * eye
-    ct = U @ (gs[..., None, :] * eye) @ Vh if gs is not None else 0
+    S = s[..., None, :] * eye_k
+    ct = U @ (gs[..., None, :] * eye_k) @ Vh if gs is not None else 0
     if gU is not None:
         UtgU = mT(ns, U) @ gU
         J = F * (UtgU - mT(ns, UtgU))
         ct = ct + U @ (J @ S) @ Vh
         m = x.shape[-2]
         if m > k:
-            proj = ns.eye(m, dtype=x.dtype) - U @ mT(ns, U)
+            proj = eye(ns, U, m, dtype=x.dtype) - U @ mT(ns, U)
             ct = ct + proj @ gU @ (Vh / s[..., :, None])
     if gV is not None:
         VtgV = mT(ns, V) @ gV
@@ -136,7 +138,7 @@ def _svd_ct(ns, x, U, s, Vh, gU, gs, gVh):
         ct = ct + U @ (S @ K) @ Vh
         n = x.shape[-1]
         if n > k:
-            proj = ns.eye(n, dtype=x.dtype) - V @ Vh
+            proj = eye(ns, V, n, dtype=x.dtype) - V @ Vh
             ct = ct + (U / s[..., None, :]) @ mT(ns, gV) @ proj
     return ct
 
@@ -181,8 +183,8 @@ def _pinv(ns, g, out, x, /, *, rtol=None):
     _real_only(ns, x, "pinv")
     P = out
     m, n = x.shape[-2], x.shape[-1]
-    left = ns.eye(m, dtype=x.dtype) - x @ P
-    right = ns.eye(n, dtype=x.dtype) - P @ x
+    left = eye(ns, P, m, dtype=x.dtype) - x @ P
+    right = eye(ns, P, n, dtype=x.dtype) - P @ x
     gT = mT(ns, g)
     ct = -mT(ns, P) @ g @ mT(ns, P) + left @ gT @ P @ mT(ns, P) + mT(ns, P) @ P @ gT @ right
     return (ct,)
@@ -227,15 +229,15 @@ def _vector_norm(ns, g, out, x, /, *, axis=None, keepdims=False, ord=2):
 
 
 def _trace(ns, g, out, x, /, *, offset=0, dtype=None):
-    eye = ns.eye(x.shape[-2], x.shape[-1], k=offset, dtype=g.dtype)
-    return (g[..., None, None] * eye,)
+    eye_mn = eye(ns, g, x.shape[-2], x.shape[-1], k=offset, dtype=g.dtype)
+    return (g[..., None, None] * eye_mn,)
 
 
 def _diagonal(ns, g, out, x, /, *, offset=0):
     m, n = x.shape[-2], x.shape[-1]
     length = g.shape[-1]
-    rows = ns.eye(length, m, k=max(-offset, 0), dtype=g.dtype)  # picks row l + max(-k, 0)
-    cols = ns.eye(length, n, k=max(offset, 0), dtype=g.dtype)  # picks col l + max(k, 0)
+    rows = eye(ns, g, length, m, k=max(-offset, 0), dtype=g.dtype)  # row l + max(-k, 0)
+    cols = eye(ns, g, length, n, k=max(offset, 0), dtype=g.dtype)  # col l + max(k, 0)
     return (mT(ns, rows) @ (g[..., :, None] * cols),)
 
 

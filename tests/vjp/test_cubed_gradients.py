@@ -106,3 +106,34 @@ def test_custom_spec_constants_follow_the_primals(tmp_path, cxp):
 def test_basic_indexing_backward_on_cubed(cxp, key):
     a = np.random.default_rng(2).uniform(0.5, 2.0, (4, 5))
     check_vjp(cxp, lambda x: x[key] * 2.0, a)
+
+
+@pytest.mark.parametrize("which", ["rfft", "fft_n", "irfft", "eigh", "trace", "diagonal"])
+def test_constants_in_rules_take_the_custom_spec(cxp, which):
+    """Rules that make constants (eye, zeros, weights) make them with the primal's Spec, and
+    the zero cotangents of unused outputs too: Cubed refuses to mix Specs."""
+    cubed = pytest.importorskip("cubed")
+    spec = cubed.Spec(allowed_mem="200MB", reserved_mem="10MB")
+    xn = np.random.default_rng(0).standard_normal((4, 4))
+    fs = {
+        "rfft": lambda x, m: m.sum(m.abs(m.fft.rfft(x))),
+        "fft_n": lambda x, m: m.sum(m.real(m.fft.fft(m.astype(x, m.complex128), n=2))),
+        "irfft": lambda x, m: m.sum(m.fft.irfft(m.astype(x, m.complex128))),
+        "eigh": lambda x, m: m.sum(m.linalg.eigh(x @ x.mT)[0] ** 2),
+        "trace": lambda x, m: m.sum(m.linalg.trace(x) ** 2),
+        "diagonal": lambda x, m: m.sum(m.linalg.diagonal(x) ** 2),
+    }
+    f = fs[which]
+    x = cxp.asarray(cubed.asarray(xn, spec=spec))
+    g = pg.grad(lambda x: f(x, cxp))(x)
+    xp = pg.namespace(np)
+    want = pg.grad(lambda x: f(x, xp))(xp.asarray(xn))
+    np.testing.assert_allclose(pg.unwrap(g).compute(), np.asarray(pg.unwrap(want)), atol=1e-12)
+
+
+def test_solve_with_a_vector_right_side_and_a_stack_of_matrices():
+    xp = pg.namespace(np)
+    rng = np.random.default_rng(0)
+    a = xp.asarray(rng.standard_normal((3, 4, 4)) + 4 * np.eye(4))
+    b = xp.asarray(rng.standard_normal(4))
+    check_vjp(xp, xp.linalg.solve, np.asarray(pg.unwrap(a)), np.asarray(pg.unwrap(b)))
