@@ -8,22 +8,21 @@ from ._helpers import mT
 
 
 def _matmul(ns, g, out, x1, x2, /, *, needs=(0, 1)):
-    # Promote 1-D operands to matrices as matmul does, then drop the unit axis again; the
-    # engine sums any broadcast batch axes.
+    # With a vector operand the cotangents are an outer product (elementwise) and a
+    # vector-matrix product: no transposed copy of the matrix (on Cubed a transpose is a pass
+    # over the data). Otherwise promote as matmul does; the engine sums broadcast batch axes.
     if x1.ndim == 1 and x2.ndim == 1:  # an inner product
         return g * x2, g * x1
-    a = ns.expand_dims(x1, axis=0) if x1.ndim == 1 else x1
-    b = ns.expand_dims(x2, axis=-1) if x2.ndim == 1 else x2
-    if x1.ndim == 1:
-        g = ns.expand_dims(g, axis=-2)
-    if x2.ndim == 1:
-        g = ns.expand_dims(g, axis=-1)
-    ga = g @ mT(ns, b) if 0 in needs else None
-    gb = mT(ns, a) @ g if 1 in needs else None
-    if ga is not None and x1.ndim == 1:
-        ga = ga[..., 0, :]
-    if gb is not None and x2.ndim == 1:
-        gb = gb[..., 0]
+    if x2.ndim == 1:  # (..., n, d) @ (d,) -> (..., n)
+        ga = g[..., :, None] * x2 if 0 in needs else None
+        gb = (g[..., None, :] @ x1)[..., 0, :] if 1 in needs else None
+        return ga, gb
+    if x1.ndim == 1:  # (d,) @ (..., d, m) -> (..., m)
+        ga = (x2 @ g[..., :, None])[..., :, 0] if 0 in needs else None
+        gb = x1[:, None] * g[..., None, :] if 1 in needs else None
+        return ga, gb
+    ga = g @ mT(ns, x2) if 0 in needs else None
+    gb = mT(ns, x1) @ g if 1 in needs else None
     return ga, gb
 
 

@@ -1,0 +1,110 @@
+"""Gradient steps on Cubed, side by side in one run: time per step of logistic regression and of
+least squares on 400,000 x 100 float64 rows in Zarr (16 MB chunks, threads executor).
+
+Contenders, interleaved: graph mode (namespace(cubed), loss and gradient in one plan), one-pass
+mode (one eager task per chunk), a hand-written Cubed gradient of the same model
+(``X.T @ (X @ w - y)`` style), and one read pass over the data (``sum(X)`` on the same chunks:
+the floor a one-pass method can reach). Tasks, projected task memory and the ratios to the
+hand-written gradient and to the read pass are reported.
+
+    python benchmarks/bench_cubed.py [--rows 400000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import _common  # noqa: F401  (thread pinning, glibc thresholds)
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=400_000)
+    ap.add_argument("--features", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    import cubed
+    from cubed.runtime.create import create_executor
+
+    import pycograd_xp as pg
+    from cubed_plugin.steps import graph_step, one_pass_step, row_loss
+    from cubed_plugin.train import synthetic
+
+    work = tempfile.mkdtemp(prefix="bench-cubed-")
+    chunk = 16_000_000 // (8 * a.features)  # 16 MB chunks of X
+    synthetic(work, a.rows, a.features, chunk, "logreg")
+    spec = cubed.Spec(work_dir=f"{work}/w", allowed_mem="2GB", reserved_mem="100MB")
+    X = cubed.from_zarr(f"{work}/X.zarr", spec=spec)
+    y = cubed.from_zarr(f"{work}/y.zarr", spec=spec)
+    ex = create_executor("threads")
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(a.features) * 0.01
+
+    @row_loss
+    def logreg(p, X, y):
+        xp = X.__array_namespace__()
+        z = X @ p["w"]
+        return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
+
+    @row_loss
+    def lsq(p, X, y):
+        r = X @ p["w"] - y
+        return r * r
+
+    def hand(model: str):
+        w = cubed.asarray(w0, spec=spec)
+        z = X @ w
+        if model == "lsq":
+            r = z - y
+            return cubed.mean(r * r), (X.T @ r) * (2.0 / a.rows)
+        s = 1.0 / (1.0 + cubed.exp(-z))
+        loss = cubed.mean(cubed.log(1.0 + cubed.exp(-cubed.abs(z))) + cubed.maximum(z, 0.0)
+                          - y * z)  # fmt: skip
+        return loss, (X.T @ (s - y)) / a.rows
+
+    def timed(build):
+        def run():
+            arrays = build()
+            plan = cubed.plan(*arrays)
+            t0 = time.perf_counter()
+            cubed.compute(*arrays, executor=ex)
+            return time.perf_counter() - t0, plan.num_tasks, plan.max_projected_mem
+        return run
+
+    params = {"w": w0}
+    for model, loss in (("logreg", logreg), ("lsq", lsq)):
+        contenders = {
+            "graph mode": timed(lambda loss=loss: [pg.unwrap(v) for v in
+                                                   (lambda v, g: (v, g["w"]))(
+                                                       *graph_step(loss, params, (X, y), spec))]),
+            "one-pass mode": timed(lambda loss=loss: [one_pass_step(loss, params, (X, y))[0]]),
+            "hand-written Cubed": timed(lambda model=model: list(hand(model))),
+            "one read pass (sum X)": timed(lambda: [cubed.sum(X)]),
+        }  # fmt: skip
+        results = {k: [] for k in contenders}
+        info = {}
+        for f in contenders.values():
+            f()  # warm up
+        for _ in range(a.repeats):
+            for name, f in contenders.items():
+                t, tasks, mem = f()
+                results[name].append(t)
+                info[name] = (tasks, mem)
+        med = {k: statistics.median(v) for k, v in results.items()}
+        hand_t, read_t = med["hand-written Cubed"], med["one read pass (sum X)"]
+        print(f"{model}: {a.rows} x {a.features} float64 ({a.rows * a.features * 8 / 1e6:.0f} MB)"
+              f", chunks of {chunk} rows, threads executor, median of {a.repeats}")
+        print(f"  {'contender':24s} {'s/step':>8s} {'/hand':>7s} {'/read':>7s} {'tasks':>6s} "
+              f"{'max task MB':>12s}")
+        for name, t in med.items():
+            tasks, mem = info[name]
+            print(f"  {name:24s} {t:8.3f} {t / hand_t:7.2f} {t / read_t:7.2f} {tasks:6d} "
+                  f"{mem / 1e6:12.1f}")
+
+
+if __name__ == "__main__":
+    main()
