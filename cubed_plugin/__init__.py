@@ -6,6 +6,10 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   sampling), and Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
   ``take_along_axis``, the ``fft`` extension, most of ``linalg``: ``cubed_plugin.namespace``).
 - ``cubed_plugin.random``: chunked random sampling, each block drawn lazily from its own key.
+- ``cubed_plugin.compute``/``plan``/``check``/``visualize``: our lazy arrays computed in one
+  plan (NumPy results), its plan, and its memory checked before running.
+- ``cubed_plugin.fit`` (``cubed_plugin.train``): bounded-memory training on chunked data, one-pass
+  or graph mode (``cubed_plugin.steps``, ``row_loss``), and ``python -m cubed_plugin.train``.
 - ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
   runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and ``plan_rows``, which
   chooses the rows per chunk so every task fits ``allowed_mem``.
@@ -15,6 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+from ._compute import check, compute, plan, visualize
+from .steps import row_loss
+from .train import fit
+
+__all__ = ["adapt", "check", "compute", "fit", "plan", "row_loss", "visualize"]
 
 
 def adapt(backend: Any) -> Any:

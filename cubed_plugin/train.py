@@ -33,7 +33,7 @@ import pycograd_xp as pg
 from pycograd_xp import checkpoint, optim, random
 from pycograd_xp.memory._project import MemoryLimitError, _fmt
 
-from .compute import check
+from ._compute import check
 from .steps import RowLoss, graph_step, one_pass_step, row_loss, unflatten_sums
 
 __all__ = ["FitResult", "MemoryRecorder", "Progress", "fit", "main", "make_spec", "row_loss"]
@@ -249,7 +249,7 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         else:
             v, g = graph_step(loss, host_p, batch, spec)
             check(v, g)
-            from .compute import compute
+            from ._compute import compute
 
             value, grads = compute(v, g, executor=ex, callbacks=[*callbacks, recorder,
                                    Progress(f"step {step + 1}", disable=not progress)],

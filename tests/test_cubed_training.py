@@ -13,7 +13,7 @@ from pycograd_xp import memory, optim
 cubed = pytest.importorskip("cubed")
 zarr = pytest.importorskip("zarr")
 
-from cubed_plugin import compute as cp  # noqa: E402
+import cubed_plugin as cp  # noqa: E402
 from cubed_plugin.steps import graph_step, one_pass_step, row_loss, unflatten_sums  # noqa: E402
 from cubed_plugin.train import fit, init_params, logreg_loss, mlp_loss, synthetic  # noqa: E402
 
