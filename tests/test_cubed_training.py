@@ -201,3 +201,46 @@ def test_dask_distributed_on_a_local_cluster(tmp_path):
                   ).params  # fmt: skip
     for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "data"
+    synthetic(str(data), 20_000, 10, 2_000, "mlp")
+
+    def command(ckpt):
+        return [sys.executable, "-m", "cubed_plugin.train", "--data", str(data), "--rows",
+                "20000", "--features", "10", "--model", "mlp", "--steps", "8", "--batch-rows",
+                "4000", "--work-dir", str(tmp_path / "work"), "--checkpoint-dir", str(ckpt),
+                "--allowed-mem", "50MB", "--reserved-mem", "5MB", "--quiet"]  # fmt: skip
+
+    whole = tmp_path / "whole"
+    subprocess.run(command(whole), check=True, capture_output=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    def saved_step(path):
+        import json
+
+        z = np.load(path)
+        kinds = json.loads(str(z["__meta__"]))["kinds"]
+        return int(z[f"leaf_{kinds.index('int')}"])  # the step: the checkpoint's one int
+
+    deadline = time.time() + 120
+    path = killed / "checkpoint.npz"
+    while time.time() < deadline and not (path.exists() and saved_step(path) >= 2):
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    step_at_kill = saved_step(path)
+    assert 2 <= step_at_kill < 8
+    out = subprocess.run(command(killed), check=True, capture_output=True, text=True).stdout
+    assert f"resumed from {killed / 'checkpoint.npz'} at step {step_at_kill}" in out
+    a, b = np.load(whole / "checkpoint.npz"), np.load(killed / "checkpoint.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], b[name])
