@@ -13,13 +13,15 @@ from typing import Any
 from . import _tape
 from .namespace._array import Array, detach, make
 from .namespace._ops import Primitive
+from .namespace._record import FORWARD
 from .tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
 
 # The node each differentiated input gets inside a trace: identity onto the caller's value, so
 # an outer trace (grad of grad) sees through it.
-INPUT = Primitive("input", "general", None, None, (), vjp=lambda ns, g, out, x: (g,))
+INPUT = Primitive("input", "general", None, None, (), vjp=lambda ns, g, out, x: (g,),
+                  jvp=lambda ns, t, out, x: t[0])
 
 
 class _Depth(threading.local):
@@ -119,7 +121,10 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
     parents = [(0, a._node)] if a._node is not None else []
     node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
                       {}, None, parents)  # fmt: skip
-    return make(type(a), a._data, node), _Input(node, a._data, type(a))
+    t = make(type(a), a._data, node)
+    if FORWARD.hook is not None and parents:  # inside jvp: the input carries its tangent
+        FORWARD.hook(node, t, (a,), {})
+    return t, _Input(node, a._data, type(a))
 
 
 def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...],

@@ -64,6 +64,10 @@ class Primitive:
     diff_kwargs: tuple[str, ...] = ()
     nondiff: bool = False
     takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
+    # Forward mode (filled in by pycograd_xp.jvp): ``jvp(ns, tangents, out, *args, **kwargs)``
+    # gives the output's tangent from one tangent per positional argument (then per name in
+    # ``diff_kwargs``; None: zero).
+    jvp: Callable[..., Any] | None = None
     # Abstract evaluation (filled in by pycograd_xp.memory.shapes): ``shape(a, *args,
     # **kwargs)`` gives the output(s) as abstract arrays of the abstract backend ``a``, from
     # shapes and dtypes only; ``memory(out, *args, **kwargs)`` the bytes the backend call
@@ -155,6 +159,21 @@ def defvjp(name: str, rule: Callable[..., Any], *, saves: tuple[str, ...] = (),
         raise RuntimeError(f"{name}: derivative declared twice")
     prim.vjp, prim.saves, prim.diff_kwargs = rule, frozenset(saves), diff_kwargs
     prim.takes_needs = takes_needs
+
+
+def defjvp(name: str, rule: Callable[..., Any]) -> None:
+    """Attach the JVP ``rule(ns, tangents, out, <the function's arguments>)`` to row ``name``.
+
+    ``tangents`` holds one tangent per positional argument (a list for a list argument), then
+    one per name in the row's ``diff_kwargs``; None stands for a zero tangent (a constant or a
+    Python scalar), and at least one is not None. The rule returns the output's tangent (a
+    tuple for several outputs, None for a zero one); the engine broadcasts it to the output's
+    shape and dtype.
+    """
+    prim = REGISTRY[name]
+    if prim.jvp is not None:
+        raise RuntimeError(f"{name}: JVP rule declared twice")
+    prim.jvp = rule
 
 
 def nondifferentiable(*names: str) -> None:

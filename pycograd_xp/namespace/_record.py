@@ -8,10 +8,20 @@ is tracked. A node keeps its parents and only what the row's rule declared it re
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .._tape import Abstract, Node, Select, mark_saved
 from ._array import PLAIN_TYPES, Array
+
+
+class _Forward(threading.local):
+    # While pycograd_xp.jvp runs: ``hook(node, out, args, kwargs)``, called on every node
+    # recorded, computes the output's tangent (forward mode); None: nothing.
+    hook = None
+
+
+FORWARD = _Forward()
 
 
 def _parent(a: Any, floating: frozenset) -> Any:
@@ -86,6 +96,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
         if keep_out:
             saved["out"] = handles
             node.saved = saved
+        if FORWARD.hook is not None:
+            FORWARD.hook(node, out, args, kwargs)
         return out
     if out._data.dtype not in floating:
         return out
@@ -93,6 +105,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     out._node = node
     if "out" in saves:
         node.out = out._data
+    if FORWARD.hook is not None:
+        FORWARD.hook(node, out, args, kwargs)
     return out
 
 
@@ -125,7 +139,10 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
         if out._data.dtype not in floating or x._data.dtype not in floating:
             return out
         saved: dict = {}
-        return attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
+        attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
+        if FORWARD.hook is not None:
+            FORWARD.hook(out._node, out, (x,), {})
+        return out
 
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
         if out._data.dtype not in floating:
@@ -138,6 +155,9 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
         if not parents:
             return out
         saved: dict = {}
-        return attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
+        attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
+        if FORWARD.hook is not None:
+            FORWARD.hook(out._node, out, (x1, x2), {})
+        return out
 
     return rec1 if prim.kind == "unary" else rec2

@@ -1,0 +1,316 @@
+"""Forward mode and the Jacobian transforms: ``jvp``, ``jacfwd``, ``jacrev``, ``hessian``
+(JAX's names and signatures).
+
+``jvp`` runs ``f`` once with its primals tracked; as each primitive is recorded, a hook
+computes the output's tangent from its inputs' tangents with the row's JVP rule
+(``Primitive.jvp``, attached by :mod:`pycograd_xp.jvp`), so tangents travel beside the values
+and are freed with them. Contexts nest: each ``jvp`` pushes one, and the rule of a context runs
+with only the outer contexts active, so an outer ``jvp`` sees (and differentiates) the tangent
+computations of an inner one. A first-order ``jvp`` runs the rules on the raw backend; when the
+primals or tangents are themselves being differentiated (``grad`` of ``jvp``, ``jvp`` of
+``jvp``), on the differentiable namespace. ``grad`` inside ``jvp`` records its backward pass
+(its inputs are tracked by the ``jvp``), so the tangents flow through the VJP rules too: that
+is forward-over-reverse.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _api
+from . import jvp as _rules  # noqa: F401  (attaches the JVP rules to the rows)
+from .namespace._array import Array, make
+from .namespace._record import FORWARD
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["hessian", "jacfwd", "jacrev", "jvp"]
+
+
+class _Context:
+    """One running ``jvp``: the tangent of every node recorded inside it that has one."""
+
+    __slots__ = ("tangents", "nested")
+
+    def __init__(self, nested: bool) -> None:
+        self.tangents: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.nested = nested
+
+
+class _Stack(threading.local):
+    contexts: tuple = ()
+
+
+_STACK = _Stack()
+
+
+def _raw(a: Any) -> Any:
+    if isinstance(a, Array):
+        return a._data
+    if type(a) is list:
+        return [_raw(e) for e in a]
+    if isinstance(a, tuple):  # named tuples of outputs become plain ones
+        return tuple(_raw(e) for e in a)
+    if type(a) is dict:
+        return {k: _raw(v) for k, v in a.items()}
+    return a
+
+
+def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
+    """Called on every node recorded while a ``jvp`` runs: each context gets the output's
+    tangent, computed with only the contexts outside it active."""
+    contexts = _STACK.contexts
+    try:
+        for k, ctx in enumerate(contexts):
+            _STACK.contexts = contexts[:k]
+            FORWARD.hook = _hook if k else None
+            _propagate(ctx, node, out, args, kwargs)
+    finally:
+        _STACK.contexts = contexts
+        FORWARD.hook = _hook
+
+
+def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) -> None:
+    tans = ctx.tangents
+    prim = node.prim
+    tangents: list[Any] = [None] * (len(args) + len(prim.diff_kwargs))
+    found = False
+    for position, parent in node.parents:
+        t = tans.get(parent)
+        if t is None:
+            continue
+        found = True
+        if type(position) is int:
+            tangents[position] = t
+        elif type(position) is tuple:
+            i, j = position
+            if tangents[i] is None:
+                tangents[i] = [None] * len(args[i])
+            tangents[i][j] = t
+        else:
+            tangents[len(args) + prim.diff_kwargs.index(position)] = t
+    if not found:
+        return
+    if prim.jvp is None:
+        raise NotImplementedError(
+            f"jvp: {prim.name} has no forward-mode rule; differentiate it with "
+            "pycograd_xp.grad/vjp (reverse mode) instead"
+        )
+    if ctx.nested:
+        ops, o = node.ns, out
+    else:
+        ops, args, kwargs, o = node.ns._backend.xp, _raw(args), _raw(kwargs), _raw(out)
+    t_out = prim.jvp(ops, tuple(tangents), o, *args, **kwargs)
+    if isinstance(out, tuple):
+        for oi, ri, ti in zip(out, o, t_out, strict=True):
+            if isinstance(oi, Array) and oi._node is not None and ti is not None:
+                tans[oi._node] = _fit(ops, ti, ri)
+    elif t_out is not None:
+        tans[out._node] = _fit(ops, t_out, o)
+
+
+def _fit(ops: Any, t: Any, like: Any) -> Any:
+    """A rule's tangent broadcast to its output's shape and cast to its dtype."""
+    if tuple(t.shape) != tuple(like.shape):
+        t = ops.broadcast_to(t, tuple(like.shape))
+    if t.dtype != like.dtype:
+        if ops.isdtype(t.dtype, "complex floating") and not ops.isdtype(
+                like.dtype, "complex floating"):  # fmt: skip
+            t = ops.real(t)
+        t = ops.astype(t, like.dtype)
+    return t
+
+
+def _tracked(a: Any) -> bool:
+    return isinstance(a, Array) and a._node is not None
+
+
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:  # fmt: skip
+    """``(f(*primals), J tangents)``: the value of ``f`` and its directional derivative.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of the same structure: pytrees of
+    floating-point arrays, each tangent shaped and typed like its primal. The output tangent
+    has the output's structure (zeros where the output does not depend on the primals). One
+    pass of ``f``; each primitive's tangent comes from its row's JVP rule. With ``has_aux``,
+    ``f`` returns ``(out, aux)`` and the result is ``(out, tangent, aux)``.
+    """
+    where = f"jvp({getattr(f, '__name__', 'f')})"
+    if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
+        raise TypeError(f"{where}: primals and tangents must be tuples (one entry per "
+                        f"argument of f), got {type(primals).__name__} and "
+                        f"{type(tangents).__name__}")  # fmt: skip
+    p_leaves, p_td = tree_flatten(tuple(primals))
+    t_leaves, t_td = tree_flatten(tuple(tangents))
+    if p_td != t_td:
+        raise ValueError(f"{where}: the tangents' structure {t_td!r} differs from the primals' "
+                         f"{p_td!r}")  # fmt: skip
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves, strict=True)):
+        if not isinstance(t, Array) or type(t) is not type(p):
+            raise TypeError(f"{where}: tangent {i} must be an array of the primal's namespace, "
+                            f"got {type(t).__name__}")  # fmt: skip
+        if t.shape != p.shape or t.dtype != p.dtype:
+            raise ValueError(f"{where}: tangent {i} has shape {t.shape} and dtype {t.dtype}; "
+                             f"its primal has shape {p.shape} and dtype {p.dtype}")  # fmt: skip
+    nested = any(_tracked(a) for a in p_leaves) or any(_tracked(a) for a in t_leaves)
+    tracked, inputs = [], []
+    for i, p in enumerate(p_leaves):
+        a, c = _api._track(p, where, f"primal leaf {i}")
+        tracked.append(a)
+        inputs.append(c)
+    ctx = _Context(nested)
+    for c, t in zip(inputs, t_leaves, strict=True):
+        ctx.tangents[c.node] = t if nested else t._data
+    contexts, prev_hook = _STACK.contexts, FORWARD.hook
+    _STACK.contexts, FORWARD.hook = contexts + (ctx,), _hook
+    try:
+        with _api.enable_grad():
+            res = f(*tree_unflatten(p_td, tracked))
+    finally:
+        _STACK.contexts, FORWARD.hook = contexts, prev_hook
+    out, aux = res if has_aux else (res, None)
+    _api._check_out(out, where, scalar=False)
+    out_leaves, out_td = tree_flatten(out)
+    t_out = []
+    for o in out_leaves:
+        t = ctx.tangents.get(o._node) if o._node is not None else None
+        if t is None:
+            t = o._backend.xp.zeros_like(o._data)
+        t_out.append(t if isinstance(t, Array) else make(type(o), t))
+    tangent = tree_unflatten(out_td, t_out)
+    value = _api._finish(out, nested)
+    tangent = _api._finish(tangent, nested)
+    if has_aux:
+        return value, tangent, _api._finish(aux, nested)
+    return value, tangent
+
+
+# -- Jacobians ------------------------------------------------------------------------------------
+# One pass per basis vector, in a Python loop: ``vmap`` (issue 9) will replace the loops with one
+# batched pass.
+
+
+def _basis(o: Array, k: int) -> Array:
+    """The ``k``-th basis vector of ``o``'s flattened space, shaped like ``o``."""
+    bk = o._backend.xp
+    e = bk.reshape(bk.eye(1, o._data.size if o.ndim else 1, k=k, dtype=o._data.dtype), o.shape)
+    return make(type(o), e)
+
+
+def _zeros(o: Array) -> Array:
+    return make(type(o), o._backend.xp.zeros_like(o._data))
+
+
+def _assemble(ns: Any, parts: list, out_shape: tuple, in_shape: tuple, rows: bool) -> Any:
+    """Stack per-basis-vector results into the ``out_shape + in_shape`` Jacobian."""
+    if not parts:  # an empty input or output
+        return ns.zeros(out_shape + in_shape, dtype=ns.float64)
+    flat = [ns.reshape(p, (-1,)) for p in parts]
+    j = ns.stack(flat, axis=0 if rows else 1)
+    return ns.reshape(j, out_shape + in_shape)
+
+
+def _diff_call(f: Callable[..., Any], args: tuple, nums: tuple[int, ...], kwargs: dict):
+    def g(*diff: Any) -> Any:
+        call = list(args)
+        for i, d in zip(nums, diff, strict=True):
+            call[i] = d
+        return f(*call, **kwargs)
+
+    return g
+
+
+def _jac_tree(out_td: Any, per_out: list, in_tds: list, argnums: Any) -> Any:
+    leaves = []
+    for per_arg in per_out:
+        trees = tuple(tree_unflatten(td, js) for td, js in zip(in_tds, per_arg, strict=True))
+        leaves.append(trees[0] if isinstance(argnums, int) else trees)
+    return tree_unflatten(out_td, leaves)
+
+
+def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
+           has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by reverse mode: one
+    ``vjp`` pullback per output element. Each output leaf of shape ``S`` and input leaf of
+    shape ``T`` give a block of shape ``S + T``; blocks are nested as JAX nests them (output
+    structure outside, the arguments' structure inside, a tuple when ``argnums`` is a
+    sequence). Real floating-point inputs and outputs."""
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _api._argnums(argnums, len(args), f"jacrev({getattr(f, '__name__', 'f')})")
+        g = _diff_call(f, args, nums, kwargs)
+        res = _api.vjp(g, *[args[i] for i in nums], has_aux=has_aux)
+        out, pull = res[0], res[1]
+        out_leaves, out_td = tree_flatten(out)
+        in_flat = [tree_flatten(args[i]) for i in nums]
+        per_out = []
+        for oi, o in enumerate(out_leaves):
+            rows = []
+            for k in range(o.size):
+                cts = [_basis(o, k) if j == oi else _zeros(q) for j, q in enumerate(out_leaves)]
+                rows.append(pull(tree_unflatten(out_td, cts)))
+            per_arg = []
+            for a, (leaves, _) in enumerate(in_flat):
+                per_arg.append([
+                    _assemble(o._ns, [tree_flatten(r[a])[0][li] for r in rows], tuple(o.shape),
+                              tuple(x.shape), rows=True)
+                    for li, x in enumerate(leaves)])  # fmt: skip
+            per_out.append(per_arg)
+        jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
+        return (jac, res[2]) if has_aux else jac
+
+    return wrapped
+
+
+def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
+           has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode: one
+    ``jvp`` per input element. Same layout as :func:`jacrev`."""
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _api._argnums(argnums, len(args), f"jacfwd({getattr(f, '__name__', 'f')})")
+        g = _diff_call(f, args, nums, kwargs)
+        primals = tuple(args[i] for i in nums)
+        p_leaves, p_td = tree_flatten(primals)
+        in_flat = [tree_flatten(args[i]) for i in nums]
+        columns: list[list] = []  # per input leaf (flattened over all argnums): the columns
+        out_td = aux = out_leaves = None
+        for li, x in enumerate(p_leaves):
+            cols = []
+            for k in range(x.size):
+                ts = [_basis(x, k) if j == li else _zeros(q) for j, q in enumerate(p_leaves)]
+                res = jvp(g, primals, tree_unflatten(p_td, ts), has_aux=has_aux)
+                out_leaves, out_td = tree_flatten(res[0])
+                aux = res[2] if has_aux else None
+                cols.append(tree_flatten(res[1])[0])
+            columns.append(cols)
+        if out_td is None:  # no input element at all: evaluate once for the structure
+            res = g(*primals)
+            out, aux = res if has_aux else (res, None)
+            out_leaves, out_td = tree_flatten(out)
+        per_out = []
+        for oi, o in enumerate(out_leaves):
+            per_arg, start = [], 0
+            for leaves, _ in in_flat:
+                per_arg.append([
+                    _assemble(o._ns, [c[oi] for c in columns[start + li]], tuple(o.shape),
+                              tuple(x.shape), rows=False)
+                    for li, x in enumerate(leaves)])  # fmt: skip
+                start += len(leaves)
+            per_out.append(per_arg)
+        jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
+        return (jac, aux) if has_aux else jac
+
+    return wrapped
+
+
+def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
+            has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+    """The Hessian of the real scalar function ``f``: forward over reverse,
+    ``jacfwd(jacrev(f))``. Blocks of shape ``T1 + T2`` per pair of input leaves."""
+    return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -1,0 +1,5 @@
+"""JVP rules of the data-type functions."""
+
+from ._helpers import linear
+
+linear("astype")
