@@ -64,6 +64,20 @@ def run(path: str) -> None:
     driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cubed.compute(pg.unwrap(value), pg.unwrap(grad), executor=create_executor("processes"),
                   callbacks=[peaks], max_tasks_per_child=1)  # fmt: skip
+    # the one-pass step: each task declares pycograd_xp.memory's projection of its chunk's step
+    from cubed_plugin.steps import one_pass_step, row_loss
+
+    @row_loss
+    def per_row(p, X, y):
+        z = X @ p["w"]
+        return X.__array_namespace__().log(1.0 + X.__array_namespace__().exp(-z)) + (1.0 - y) * z
+
+    total, _, _ = one_pass_step(per_row, {"w": np.zeros(D)}, (pg.unwrap(X), pg.unwrap(y)))
+    for name, node in cubed.plan(total).dag.nodes(data=True):
+        if node.get("primitive_op"):
+            projected[name] = int(node["primitive_op"].projected_mem)
+    cubed.compute(total, executor=create_executor("processes"), callbacks=[peaks],
+                  max_tasks_per_child=1)  # fmt: skip
     print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
                       "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,
                       "measured": peaks.peaks,
