@@ -124,7 +124,8 @@ def transposed_rule(prim: Any) -> Any:
                     ct = _tape._fit(ns, ct, t)
                 roots.append((ct._node, t if nested else t._data))
             found = _tape.backward(roots, targets=[h for h in handles if h is not None],
-                                   create_graph=nested) if roots else {}  # fmt: skip
+                                   create_graph=nested,
+                                   retain_graph=nested) if roots else {}  # fmt: skip
         res = []
         for h in handles:
             r = found.get(id(h)) if h is not None else None

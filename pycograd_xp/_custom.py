@@ -1,0 +1,214 @@
+"""``custom_vjp`` and ``custom_jvp`` (JAX's decorator shapes): user-given derivatives.
+
+A decorated function becomes a row of its own, built at call time like ``remat``'s: the
+function runs untraced, and one node is recorded for it whose VJP (``custom_vjp``) or JVP
+(``custom_jvp``) is the user's rule. Rules are written against the arrays they get (arrays of
+our namespace, so they are Array-API code and differentiable again for higher order).
+
+* ``@custom_vjp def f(*args)``; ``f.defvjp(fwd, bwd)`` with ``fwd(*args) -> (out, residuals)``
+  and ``bwd(residuals, g) -> one cotangent per argument`` (None for no gradient). ``jvp`` of
+  it raises, as in JAX.
+* ``@custom_jvp def f(*args)``; ``f.defjvp(rule)`` with ``rule(primals, tangents) ->
+  (out, tangent_out)``; reverse mode (``grad``/``vjp``) transposes the rule (it must be linear
+  in the tangents, as JAX requires), so both modes come from one rule.
+
+Arguments are arrays or Python values (passed through); outputs an array or a tuple of arrays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import _api, _tape
+from ._tape import MODE
+from .namespace import of as namespace_of
+from .namespace._array import Array, make
+from .namespace._ops import Primitive
+from .namespace._record import record
+
+__all__ = ["custom_jvp", "custom_vjp"]
+
+_ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _ours(ops: Any, a: Any) -> Any:
+    """``a`` as an array of our namespace (rules get raw arrays in a first-order pass)."""
+    ns = namespace_of(ops)
+    if isinstance(a, ns._backend.array_type):
+        return make(ns.Array, a)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_ours(ops, e) for e in a)
+    return a
+
+
+def _back(ops: Any, a: Any) -> Any:
+    """What a rule returns to the engine: raw arrays on a raw namespace."""
+    if a is None or ops is namespace_of(ops):
+        return a
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_back(ops, e) for e in a)
+    return a._data if isinstance(a, Array) else a
+
+
+class _Active(threading.local):
+    # The custom functions whose rule (fwd, bwd, the jvp rule) is running: calling one inside
+    # its own rule (JAX's fwd(x) = (f(x), ...)) runs the plain function, recorded as usual.
+    ids: frozenset = frozenset()
+
+
+_ACTIVE = _Active()
+
+
+@contextlib.contextmanager
+def _inside(f: Any) -> Any:
+    prev = _ACTIVE.ids
+    _ACTIVE.ids = prev | {id(f)}
+    try:
+        yield
+    finally:
+        _ACTIVE.ids = prev
+
+
+def _fresh(out: Any) -> Any:
+    """New array objects holding ``out``'s values (the node recorded for the call goes on them,
+    never on an argument returned as is)."""
+    if isinstance(out, tuple):
+        return tuple(make(type(o), o._data) for o in out)
+    return make(type(out), out._data)
+
+
+def _tracked(args: tuple) -> list:
+    return [a for a in args if isinstance(a, Array) and a._node is not None]
+
+
+def _check_out(out: Any, where: str) -> Any:
+    if isinstance(out, list):
+        out = tuple(out)
+    if not (isinstance(out, Array) or (isinstance(out, tuple) and out and all(
+            isinstance(o, Array) for o in out))):  # fmt: skip
+        raise TypeError(f"{where}: the function must return an array or a tuple of arrays, "
+                        f"got {type(out).__name__}")  # fmt: skip
+    return out
+
+
+class custom_vjp:  # noqa: N801 - JAX's name
+    """``f`` with a user-given VJP: ``f.defvjp(fwd, bwd)`` (see the module docstring)."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+        self.name = f"custom_vjp({getattr(fun, '__name__', 'f')})"
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if not _tracked(args) or not MODE.enabled or id(self) in _ACTIVE.ids:
+            return self.fun(*args)
+        if self.fwd is None:
+            raise TypeError(f"{self.name}: no rule; call f.defvjp(fwd, bwd) first")
+        ns = _tracked(args)[0]._ns
+        with _inside(self):
+            res = self.fwd(*args)  # recorded: residuals that depend on args stay differentiable
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise TypeError(f"{self.name}: fwd must return a pair (out, residuals)")
+        out, residuals = _fresh(_check_out(res[0], self.name)), res[1]
+        bwd, name, nargs, me = self.bwd, self.name, len(args), self
+
+        def vjp_rule(ops: Any, g: Any, o: Any, *a: Any) -> tuple:
+            with _inside(me):
+                ct = tuple(_ours(ops, g)) if isinstance(g, list) else _ours(ops, g)
+                cts = bwd(residuals, ct)
+            if not isinstance(cts, tuple | list) or len(cts) != nargs:
+                raise TypeError(f"{name}: bwd must return a tuple of {nargs} cotangent(s), one "
+                                f"per argument of f")  # fmt: skip
+            return tuple(_back(ops, c) for c in cts)
+
+        def jvp_rule(*_: Any, **__: Any) -> Any:
+            raise TypeError(f"{name}: can't apply forward-mode autodiff (jvp) to a custom_vjp "
+                            "function; use custom_jvp for a rule that serves both modes")
+
+        prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=vjp_rule,
+                         jvp=jvp_rule)  # fmt: skip
+        return record(prim, ns, out, args, {})
+
+
+class custom_jvp:  # noqa: N801 - JAX's name
+    """``f`` with a user-given JVP: ``f.defjvp(rule)`` (see the module docstring)."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.rule: Callable[..., Any] | None = None
+        self.name = f"custom_jvp({getattr(fun, '__name__', 'f')})"
+
+    def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        self.rule = rule
+        return rule
+
+    def __call__(self, *args: Any) -> Any:
+        if not _tracked(args) or not MODE.enabled or id(self) in _ACTIVE.ids:
+            return self.fun(*args)
+        if self.rule is None:
+            raise TypeError(f"{self.name}: no rule; call f.defjvp(rule) first")
+        ns = _tracked(args)[0]._ns
+        with _api.no_grad():
+            out = _fresh(_check_out(self.fun(*args), self.name))
+        rule, name, me = self.rule, self.name, self
+
+        def jvp_rule(ops: Any, tangents: tuple, o: Any, *a: Any) -> Any:
+            a = _ours(ops, a)
+            ts = tuple(ns.zeros_like(x) if t is None and isinstance(x, Array) else _ours(ops, t)
+                       for x, t in zip(a, tangents, strict=True))  # fmt: skip
+            with _inside(me):
+                res = rule(a, ts)
+            if not (isinstance(res, tuple) and len(res) == 2):
+                raise TypeError(f"{name}: the jvp rule must return a pair (out, tangent_out)")
+            t_out = res[1]
+            return _back(ops, tuple(t_out) if isinstance(t_out, list) else t_out)
+
+        def vjp_rule(ops: Any, g: Any, o: Any, *a: Any) -> tuple:
+            return _transpose_jvp(jvp_rule, ops, g, o, a)
+
+        prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=vjp_rule,
+                         jvp=jvp_rule, saves=frozenset({"args", "out"}))  # fmt: skip
+        return record(prim, ns, out, args, {})
+
+
+def _transpose_jvp(jvp_rule: Callable[..., Any], ops: Any, g: Any, o: Any, a: tuple) -> tuple:
+    """Reverse mode from a JVP rule linear in its tangents: record the rule with the tangents
+    tracked, then pull ``g`` back through that recording to the tangents."""
+    ns = namespace_of(ops)
+    nested = ops is ns
+    a = _ours(ops, a)
+    with _api.enable_grad():
+        ts, handles = [], []
+        for x in a:
+            if isinstance(x, Array) and x._data.dtype in ns._floating:
+                t, inp = _api._track(ns.zeros_like(x), "custom_jvp", "a tangent")
+                ts.append(t)
+                handles.append(inp.node)
+            else:
+                ts.append(None)
+                handles.append(None)
+        t_out = jvp_rule(ns, tuple(ts), _ours(ops, o), *a)
+        outs = list(t_out) if isinstance(t_out, tuple) else [t_out]
+        gs = list(g) if isinstance(g, list) else [g]
+        roots = []
+        for to, gi in zip(outs, gs, strict=True):
+            if to is None or gi is None or to._node is None:
+                continue
+            if to.shape != gi.shape:
+                to = ns.broadcast_to(to, tuple(gi.shape))
+            roots.append((to._node, gi))
+        found = _tape.backward(roots, targets=[h for h in handles if h is not None],
+                               create_graph=nested,
+                               retain_graph=nested) if roots else {}  # fmt: skip
+    return tuple(found.get(id(h)) if h is not None else None for h in handles)
