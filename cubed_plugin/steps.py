@@ -136,11 +136,17 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple) -> tuple[Any, Any, An
         where = f"chunk {starts.index(first)} (rows {first} to {first + len(row_numbers) - 1})"
         p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
         rows_in = [np_xp.asarray(c) for c in chunks]
-        _check_chunk(rows_in, where)
+        for i, r in enumerate(rows_in):
+            if not np_xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
+                raise TypeError(f"data argument {i}, {where}: dtype {r.dtype}; training data "
+                                "must be real numbers")  # fmt: skip
         value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
         parts = [np.asarray(pg.unwrap(value)).reshape(1)]
         parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
-        return np.concatenate(parts).reshape(1, width)
+        out = np.concatenate(parts)
+        if not np.isfinite(out).all():  # only then read the chunk again, to say where
+            _check_finite(rows_in, where)
+        return out.reshape(1, width)
 
     import cubed
 
@@ -156,15 +162,16 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple) -> tuple[Any, Any, An
     return cubed.sum(parts, axis=0), td, [leaf.shape for leaf in leaves]
 
 
-def _check_chunk(rows: list, where: str) -> None:
+def _check_finite(rows: list, where: str) -> None:
+    """Name the data argument with NaN or infinite values (called when a chunk's loss or
+    gradient is not finite: checking every chunk up front would read it twice)."""
     for i, r in enumerate(rows):
         xp = r.__array_namespace__()
-        if not xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
-            raise TypeError(f"data argument {i}, {where}: dtype {r.dtype}; training data must "
-                            "be real numbers")  # fmt: skip
         if xp.isdtype(r.dtype, "real floating") and not bool(xp.all(xp.isfinite(r))):
             raise ValueError(f"data argument {i}, {where}: NaN or infinite values; clean the "
                              "data first")  # fmt: skip
+    raise FloatingPointError(f"{where}: the loss or its gradient is not finite although the "
+                             "data is; lower the learning rate or check the loss")
 
 
 def unflatten_sums(total: np.ndarray, td: Any, shapes: list[tuple[int, ...]], count: int,
