@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _api
 from ._tape import MODE
+from .jvp._helpers import transposed_rule
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._ops import Primitive
@@ -55,6 +56,7 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
 
     prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=rule,
                      saves=frozenset({"args"}))  # fmt: skip
+    prim.jvp = transposed_rule(prim)  # forward mode: the segment's VJP, transposed
 
     @functools.wraps(f)
     def wrapped(*args: Any) -> Any:

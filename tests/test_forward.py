@@ -108,3 +108,16 @@ def test_jvp_errors(xp):
         pg.jvp(xp.sin, (x,), (xp.ones(3),))
     with pytest.raises(ValueError, match="structure"):
         pg.jvp(xp.sin, (x,), (x, x))
+
+
+def test_remat_under_jvp_and_hessian(xp):
+    def f(x):
+        return xp.sum(xp.sin(x) * x, axis=0)
+
+    x = xp.asarray(np.random.default_rng(2).standard_normal((3, 2)))
+    t = xp.ones_like(x)
+    np.testing.assert_allclose(_np(pg.jvp(pg.remat(f), (x,), (t,))[1]),
+                               _np(pg.jvp(f, (x,), (t,))[1]), atol=1e-12)  # fmt: skip
+    h1 = pg.hessian(lambda x: xp.sum(pg.remat(f)(x) ** 2))(x)
+    np.testing.assert_allclose(_np(h1), _np(pg.hessian(lambda x: xp.sum(f(x) ** 2))(x)),
+                               atol=1e-12)  # fmt: skip
