@@ -244,3 +244,21 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
     assert sorted(a.files) == sorted(b.files)
     for name in a.files:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_an_mlp_trains_on_data_ten_times_allowed_mem_like_numpy(tmp_path):
+    rows, features = 120_000, 20  # 20 MB of data, allowed_mem 2 MB
+    synthetic(str(tmp_path), rows, features, 1_000, "mlp")
+    tight = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="2MB", reserved_mem="0")
+    X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=tight)
+    y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
+    assert X.nbytes + y.nbytes >= 10 * tight.allowed_mem
+    params = init_params("mlp", features)
+    result = fit(mlp_loss, params, (X, y), optim.sgd(0.5), steps=2, spec=tight,
+                 mode="one-pass", executor="threads", progress=False, log=None)  # fmt: skip
+    assert 0 < result.memory.max_projected() <= tight.allowed_mem
+    Xn, yn = np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+    want = _numpy_sgd(mlp_loss, params, Xn, yn, 0.5, 2)
+    for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
