@@ -262,3 +262,13 @@ def test_an_mlp_trains_on_data_ten_times_allowed_mem_like_numpy(tmp_path):
     want = _numpy_sgd(mlp_loss, params, Xn, yn, 0.5, 2)
     for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_processes_executor_agrees(tmp_path):
+    spec, X, y, _, _ = _data(tmp_path)
+    runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
+                spec=spec, executor=ex, progress=False, log=None).params
+            for ex in ("threads", "processes")]  # fmt: skip
+    for a, b in zip(pg.tree_leaves(runs[0]), pg.tree_leaves(runs[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
