@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...vjp._helpers import norm_axes
 from .._abstract import CURRENT, AbstractArray
 
 
@@ -46,14 +47,6 @@ def view(x: AbstractArray, shape: Any, dtype: Any = None, contiguous: bool = Tru
 
 def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*shapes))
-
-
-def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
-    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
 
 
 def reduced(shape: tuple[int, ...], axis: Any, keepdims: bool) -> tuple[int, ...]:
