@@ -13,7 +13,7 @@ from typing import Any
 from . import _tape
 from .namespace._array import Array, detach, make
 from .namespace._ops import Primitive
-from .namespace._record import FORWARD
+from .namespace._record import BATCH, FORWARD
 from .tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
@@ -118,6 +118,9 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
             "differentiated (cast it with xp.astype(x, xp.float64), or pass it as a "
             "non-differentiated argument)"
         )
+    top = BATCH.ns
+    if top is not None and a._backend.level < top._backend.level:  # inside vmap: that level
+        a = top._make(top._backend.lift(a))
     parents = [(0, a._node)] if a._node is not None else []
     node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
                       {}, None, parents)  # fmt: skip

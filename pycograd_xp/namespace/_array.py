@@ -268,6 +268,11 @@ class Array:
 
     def _rebind(self, new: Array, what: str) -> Array:
         """Make this object hold ``new``'s value (in-place operators and setitem)."""
+        if type(new) is not type(self):  # vmap: a batched result
+            raise TypeError(
+                f"{what}: the result is batched by vmap ({new._ns.__name__}) but this array is "
+                "not; use the out-of-place operator (x = x + y) instead"
+            )
         if new.dtype != self.dtype:
             raise TypeError(
                 f"{what}: the result has dtype {new.dtype}, but an in-place operation must keep "
@@ -360,6 +365,8 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
     def op(self: Array, other: Any, /) -> Any:
         if type(other) is not cls and not isinstance(other, SCALARS):
             if isinstance(other, Array):
+                if other._backend.level != self._backend.level:  # vmap: the function lifts
+                    return f(other, self) if reflected else f(self, other)
                 raise TypeError(
                     f"{name}: cannot mix arrays of {self._ns.__name__} and "
                     f"{other._ns.__name__}; convert one with the other's asarray"

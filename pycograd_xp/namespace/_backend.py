@@ -65,6 +65,12 @@ class Backend:
     # back to a 0-d array. None where the backend always returns arrays.
     scalar_type: type | None = None
     scalar_to_array: Any = None
+    # vmap's batched namespaces (pycograd_xp._vmap): their nesting level (0: an ordinary
+    # backend). A function given an array of a higher level hands the call over to that
+    # level's namespace; ``lift(a)`` makes an array ``a`` of a lower level one of this backend's
+    # arrays (unbatched).
+    level: int = 0
+    lift: Callable[[Any], Any] | None = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.

@@ -213,6 +213,7 @@ class _Builder:
         of its shape and dtype.
         """
         Arr, mod, abstract, bk = self.Arr, self.mod, self.backend.abstract, self.bk
+        level, lift = self.backend.level, self.backend.lift
 
         def unwrap(a: Any) -> Any:
             t = type(a)
@@ -223,6 +224,10 @@ class _Builder:
             if t is tuple or t is list:
                 return t(unwrap(e) for e in a)
             if isinstance(a, Array):
+                if a._backend.level != level:  # vmap: the higher level takes the call
+                    if a._backend.level > level:
+                        raise Forward(a._ns)
+                    return lift(a)
                 if a._backend.abstract and not abstract:
                     raise Forward(a._ns)
                 if abstract:
@@ -252,6 +257,10 @@ class _Builder:
             if type(a) is Arr:
                 return a._data
             if isinstance(a, Array):  # another namespace's array: take its value
+                if a._backend.level != self.backend.level:  # vmap: see unwrap
+                    if a._backend.level > self.backend.level:
+                        raise Forward(a._ns)
+                    return self.backend.lift(a)
                 if a._backend.abstract and not self.backend.abstract:
                     raise Forward(a._ns)
                 return a._concrete("asarray")
@@ -282,6 +291,10 @@ class _Builder:
         )
         return f
 
+    def lifted(self, x: Any) -> bool:
+        """Whether ``x`` is an array of a lower vmap level, which this namespace takes in."""
+        return self.backend.lift is not None and isinstance(x, Array)
+
     def recorder(self, prim: Primitive) -> Callable[..., Any]:
         floating = self.categories["floating-point"]
         return elementwise_recorder(prim, self.mod, floating, self.backend.chunked)
@@ -295,13 +308,16 @@ class _Builder:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
+        lifted = self.lifted
 
         def f(x: Array, /) -> Array:
             if type(x) is not Arr:
                 try:
-                    unwrap(x)  # raises a clear TypeError for foreign arrays
+                    d = unwrap(x)  # raises a clear TypeError for foreign arrays
                 except Forward as fw:
                     return fw.call(prim, (x,), {})
+                if lifted(x):
+                    return wrap(fn(d))
                 raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
             d = x._data
             if d.dtype not in allowed:
@@ -322,10 +338,14 @@ class _Builder:
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
+        lifted = self.lifted
+
         def operand(x: Any) -> Any:
             if isinstance(x, SCALARS):
                 return x
-            unwrap(x)
+            d = unwrap(x)
+            if lifted(x):
+                return d
             raise TypeError(
                 f"{name}(): expected an array or a Python scalar, got {type(x).__name__}"
             )
@@ -349,7 +369,9 @@ class _Builder:
                     if d2.dtype not in allowed:
                         raise _dtype_error(name, d2.dtype, prim.dtypes)
                 else:
-                    operand(x1), operand(x2)
+                    d1, d2 = operand(x1), operand(x2)
+                    if lifted(x1) or lifted(x2):
+                        return wrap(fn(d1, d2))
                     raise TypeError(
                         f"{name}(): at least one argument must be an array, got two scalars"
                     )
@@ -486,7 +508,10 @@ class _Builder:
         mutable = self.backend.mutable
 
         def getitem(x: Array, key: Any) -> Array:
-            k = unwrap(key)
+            try:
+                k = unwrap(key)
+            except Forward as fw:  # a batched index (vmap): the call moves to its level
+                return fw.ns._getitem(fw.ns._make(fw.ns._backend.lift(x)), key)
             try:
                 out = wrap(x._data[k])
             except (ValueError, TypeError, IndexError) as e:
@@ -516,7 +541,14 @@ class _Builder:
                     f"__setitem__: the {backend.name} backend has immutable arrays; "
                     "build the new array with xp.where(mask, value, x) instead"
                 )
-            k, v = unwrap(key), unwrap(value)
+            try:
+                k, v = unwrap(key), unwrap(value)
+            except Forward as fw:
+                raise TypeError(
+                    f"__setitem__: cannot write a value of {fw.ns.__name__} (batched by vmap) "
+                    f"into an array of {mod.__name__}, which is not batched; build the result "
+                    "with xp.where, or write into an array created inside the vmapped function"
+                ) from None
             value_tracked = isinstance(value, Array) and value._node is not None
             if not MODE.enabled or (x._node is None and not value_tracked
                                     and not is_saved(backend, x._data)):  # fmt: skip

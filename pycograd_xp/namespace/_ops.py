@@ -74,6 +74,12 @@ class Primitive:
     # allocates beyond its output(s) while it runs (its transients; None: none).
     shape: Callable[..., Any] | None = None
     memory: Callable[..., int] | None = None
+    # Batching (filled in by pycograd_xp.batching): ``batch(ns, dims, *args, **kwargs)`` runs
+    # the row on arrays of the inner namespace ``ns`` whose batch axis is 0, where ``dims[i]``
+    # says whether positional argument i is batched (a list of them for a list argument); it
+    # returns the output(s), batched along axis 0. ``unbatchable``: why vmap cannot batch it.
+    batch: Callable[..., Any] | None = None
+    unbatchable: str | None = None
 
     @functools.cached_property
     def arg_names(self) -> tuple[str, ...]:
@@ -193,3 +199,22 @@ def defshape(name: str, rule: Callable[..., Any], *,
     if prim.shape is not None:
         raise RuntimeError(f"{name}: shape rule declared twice")
     prim.shape, prim.memory = rule, memory
+
+
+def defbatch(name: str, rule: Callable[..., Any]) -> None:
+    """Attach the batching ``rule(ns, dims, <the function's arguments>)`` to row ``name``
+    (see :class:`Primitive`; pycograd_xp.vmap calls it when an argument is batched)."""
+    prim = REGISTRY[name]
+    if prim.batch is not None or prim.unbatchable is not None:
+        raise RuntimeError(f"{name}: batching rule declared twice")
+    prim.batch = rule
+
+
+def unbatchable(reason: str, *names: str) -> None:
+    """Declare rows that vmap cannot batch, and why (the error vmap raises names the row and
+    gives ``reason``)."""
+    for name in names:
+        prim = REGISTRY[name]
+        if prim.batch is not None or prim.unbatchable is not None:
+            raise RuntimeError(f"{name}: batching rule declared twice")
+        prim.unbatchable = reason

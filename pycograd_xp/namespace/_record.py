@@ -24,6 +24,16 @@ class _Forward(threading.local):
 FORWARD = _Forward()
 
 
+class _Batch(threading.local):
+    # While pycograd_xp.vmap runs a function: the batched namespace of the innermost vmap; a
+    # transform started inside it (grad, jvp) tracks its inputs at that level, so that its
+    # derivative is batched too (per-example gradients). None: outside any vmap.
+    ns = None
+
+
+BATCH = _Batch()
+
+
 def _parent(a: Any, floating: frozenset) -> Any:
     """The node of ``a`` if a gradient flows into it (a tracked floating-point array), else None."""
     if isinstance(a, Array) and a._node is not None and a._data.dtype in floating:

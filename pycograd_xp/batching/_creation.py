@@ -1,0 +1,98 @@
+"""Creation rows: ``*_like`` keep the batch axis; ``full`` with a batched fill value broadcasts
+it; tril/triu work on the last two axes. Rows whose result shape would depend on each example's
+values (arange, linspace with batched ends) cannot batch."""
+
+from __future__ import annotations
+
+from ..namespace._ops import defbatch, unbatchable
+from ._helpers import batched, to_rank
+
+
+def _like(name):
+    return lambda ns, dims, x, /, **kw: getattr(ns, name)(x, **kw)
+
+
+def _full(ns, dims, shape, fill_value, *, dtype=None, device=None):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    n = fill_value.shape[0]
+    v = to_rank(ns, fill_value, len(shape))
+    out = ns.broadcast_to(v, (n, *shape))
+    return ns.astype(out, dtype, copy=True) if dtype is not None else ns.asarray(out, copy=True)
+
+
+def _full_like(ns, dims, x, /, fill_value, *, dtype=None, device=None):
+    if not dims[1]:
+        return ns.full_like(x, fill_value, dtype=dtype)
+    n = fill_value.shape[0]
+    shape = tuple(x.shape[1:]) if dims[0] else tuple(x.shape)
+    out = ns.broadcast_to(to_rank(ns, fill_value, len(shape)), (n, *shape))
+    return ns.astype(out, dtype if dtype is not None else x.dtype, copy=True)
+
+
+def _asarray(ns, dims, obj, /, *, dtype=None, device=None, copy=None):
+    if dims[0] is True:
+        return ns.asarray(obj, dtype=dtype, copy=copy)
+    # a (nested) list holding batched arrays: stack the examples' values
+    n = _first_batch(obj, dims[0])
+    return ns.asarray(ns.stack(_stacked(ns, obj, dims[0], n), axis=1), dtype=dtype)
+
+
+def _first_batch(obj, d):
+    for o, di in zip(obj, d, strict=True):
+        if di is True:
+            return o.shape[0]
+        if isinstance(di, list):
+            n = _first_batch(o, di)
+            if n is not None:
+                return n
+    return None
+
+
+def _stacked(ns, obj, d, n):
+    out = []
+    for o, di in zip(obj, d, strict=True):
+        if isinstance(di, list):
+            out.append(ns.stack(_stacked(ns, o, di, n), axis=1))
+        else:
+            out.append(batched(ns, ns.asarray(o) if not hasattr(o, "shape") else o, di, n))
+    return out
+
+
+def _last2(name):
+    return lambda ns, dims, x, /, **kw: getattr(ns, name)(x, **kw)
+
+
+def _meshgrid(ns, dims, *arrays, indexing="xy"):
+    n = next(a.shape[0] for a, d in zip(arrays, dims, strict=True) if d)
+    lens = [a.shape[-1] for a in arrays]
+    k = len(arrays)
+    pos = list(range(k))
+    if indexing == "xy" and k >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * k
+    for i, p in enumerate(pos):
+        shape[p] = lens[i]
+    out = []
+    for a, d, p in zip(arrays, dims, pos, strict=True):
+        a = batched(ns, a, d, n)
+        view = [1] * k
+        view[p] = a.shape[1]
+        out.append(ns.broadcast_to(ns.reshape(a, (n, *view)), (n, *shape)))
+    return out
+
+
+for _n in ("empty_like", "ones_like", "zeros_like"):
+    defbatch(_n, _like(_n))
+for _n in ("tril", "triu"):
+    defbatch(_n, _last2(_n))
+defbatch("full", _full)
+defbatch("full_like", _full_like)
+defbatch("asarray", _asarray)
+defbatch("meshgrid", _meshgrid)
+unbatchable("its length would depend on each example's values; build the grid outside vmap "
+            "(or use start + step * xp.arange(n))", "arange")  # fmt: skip
+unbatchable("batched start/stop would give each example its own grid; use "
+            "start + (stop - start) * xp.linspace(0, 1, num)", "linspace")  # fmt: skip
+unbatchable("a batched value has no single DLPack buffer; use xp.asarray", "from_dlpack")
+unbatchable("it takes only Python values (a shape), never a batched array", "empty", "eye",
+            "ones", "zeros", "fft.fftfreq", "fft.rfftfreq", "broadcast_shapes")  # fmt: skip

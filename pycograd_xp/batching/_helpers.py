@@ -1,0 +1,67 @@
+"""What batching rules share: ranks, alignment, axis shifts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def batch_size(dims: Any, args: Any) -> int:
+    """The batch size: axis 0 of the first batched argument (list arguments searched too)."""
+    for d, a in zip(dims, args, strict=False):
+        if d is True:
+            return a.shape[0]
+        if isinstance(d, list):
+            for di, ai in zip(d, a, strict=True):
+                if di:
+                    return ai.shape[0]
+    raise AssertionError("a batching rule was called with no batched argument")
+
+
+def rank(x: Any, batched: bool) -> int:
+    """Rank of one example of ``x`` (a Python scalar is rank 0)."""
+    return getattr(x, "ndim", 0) - (1 if batched else 0)
+
+
+def to_rank(ns: Any, x: Any, r: int) -> Any:
+    """Batched ``x`` with ones inserted after the batch axis to make examples of rank ``r``."""
+    have = x.ndim - 1
+    if have >= r:
+        return x
+    return ns.reshape(x, (x.shape[0], *(1,) * (r - have), *x.shape[1:]))
+
+
+def align(ns: Any, dims: Any, *xs: Any) -> list:
+    """Elementwise operands aligned for broadcasting: batched ones padded to the common rank."""
+    r = max(rank(x, d) for x, d in zip(xs, dims, strict=True))
+    return [to_rank(ns, x, r) if d else x for x, d in zip(xs, dims, strict=True)]
+
+
+def batched(ns: Any, x: Any, d: bool, n: int) -> Any:
+    """``x`` with a batch axis of ``n`` (broadcast when it has none)."""
+    if d:
+        return x
+    if not hasattr(x, "shape"):
+        x = ns.asarray(x)
+    return ns.broadcast_to(x, (n, *x.shape))
+
+
+def norm_axis(a: int, nd: int) -> int:
+    return a + nd if a < 0 else a
+
+
+def shift(axis: Any, nd: int) -> Any:
+    """An axis (int or tuple) of an example of rank ``nd``, as an axis of the batched array."""
+    if isinstance(axis, tuple | list):
+        return tuple(norm_axis(a, nd) + 1 for a in axis)
+    return norm_axis(axis, nd) + 1
+
+
+def all_axes(nd: int) -> tuple[int, ...]:
+    """Every axis of an example of rank ``nd``, in the batched array."""
+    return tuple(range(1, nd + 1))
+
+
+def fn(ns: Any, name: str) -> Any:
+    """The function ``name`` (dotted for extensions) of ``ns``."""
+    scope, _, short = name.rpartition(".")
+    return getattr(getattr(ns, scope) if scope else ns, short)

@@ -1,0 +1,133 @@
+"""Indexing: the batch axis is one more leading slice of the key. Integer index arrays of the
+example (batched or not) become one gather over the whole batch (the batch indexed by an
+arange beside them); a batched boolean mask selects a different number of elements per example
+and cannot batch. take/take_along_axis gather along a shifted axis; a batched index into an
+unbatched array is one take over the flattened indices."""
+
+from __future__ import annotations
+
+from ..namespace._ops import defbatch
+from ._helpers import batched, norm_axis, shift, to_rank
+
+
+def _take(ns, dims, x, indices, /, *, axis=None):
+    bx, bi = dims
+    a = 0 if axis is None else axis
+    if bx and not bi:
+        return ns.take(x, indices, axis=shift(a, x.ndim - 1))
+    n, k = indices.shape[0], indices.shape[1]
+    if bi and not bx:
+        a = norm_axis(a, x.ndim)
+        y = ns.take(x, ns.reshape(indices, (-1,)), axis=a)
+        return ns.moveaxis(ns.reshape(y, (*x.shape[:a], n, k, *x.shape[a + 1:])), a, 0)
+    nd = x.ndim - 1
+    a = norm_axis(a, nd)
+    idx = ns.reshape(indices, (n, *(1,) * a, k, *(1,) * (nd - 1 - a)))
+    shape = (n, *x.shape[1:a + 1], k, *x.shape[a + 2:])
+    return ns.take_along_axis(x, ns.broadcast_to(idx, shape), axis=a + 1)
+
+
+def _take_along_axis(ns, dims, x, indices, /, *, axis=-1):
+    n = x.shape[0] if dims[0] else indices.shape[0]
+    x, indices = batched(ns, x, dims[0], n), batched(ns, indices, dims[1], n)
+    return ns.take_along_axis(x, indices, axis=shift(axis, x.ndim - 1))
+
+
+def _is_index_array(p):
+    return hasattr(p, "shape") and not isinstance(p, bool | int)
+
+
+def _plain_key(T, key):
+    parts = key if type(key) is tuple else (key,)
+    return parts, tuple(p.data if type(p) is T else p for p in parts)
+
+
+def _advanced(parts):
+    """Positions of the key's advanced entries (index arrays, and ints beside them)."""
+    arrays = [i for i, p in enumerate(parts) if _is_index_array(p)]
+    if not arrays:
+        return []
+    return [i for i, p in enumerate(parts) if _is_index_array(p) or type(p) is int]
+
+
+def _before(parts, first, nd):
+    """How many result axes the key's entries before position ``first`` make."""
+    consumed = sum(getattr(p, "ndim", 1) if _is_index_array(p) and _is_mask(p) else
+                   (1 if p is not None and p is not Ellipsis else 0) for p in parts)  # fmt: skip
+    n = 0
+    for p in parts[:first]:
+        if p is Ellipsis:
+            n += nd - consumed
+        elif p is None or type(p) is slice:
+            n += 1
+    return n
+
+
+def _is_mask(p):
+    return "bool" in str(p.dtype)
+
+
+def _getitem(ns, T, x, key):
+    parts, plain = _plain_key(T, key)
+    batched_key = [i for i, p in enumerate(parts) if type(p) is T and p.batched]
+    if not batched_key:
+        if not x.batched:
+            return T(x.data[plain if type(key) is tuple else plain[0]], False)
+        out = x.data[(slice(None), *plain)]
+        adv = _advanced(plain)
+        if adv and adv != list(range(adv[0], adv[-1] + 1)):  # NumPy puts them first
+            k = max(getattr(plain[i], "ndim", 0) for i in adv)
+            out = ns.moveaxis(out, k, 0)
+        return T(out, True)
+    if any(_is_mask(parts[i].data) for i in batched_key):
+        raise NotImplementedError(
+            "vmap: __getitem__ with a batched boolean mask cannot be batched: each example "
+            "would select a different number of elements; use xp.where(mask, x, 0) instead"
+        )
+    n = parts[batched_key[0]].data.shape[0]
+    adv = _advanced(plain)
+    k = max(p.ndim - 1 if type(p) is T and p.batched else getattr(p.data if type(p) is T else p,
+                                                                    "ndim", 0)
+            for p in (parts[i] for i in adv))  # fmt: skip
+    new = []
+    for i, p in enumerate(parts):
+        v = p.data if type(p) is T else p
+        if i in adv and type(p) is T and p.batched:
+            v = to_rank(ns, v, k)
+        new.append(v)
+    ar = ns.reshape(ns.arange(n), (n, *(1,) * k))
+    data = batched(ns, x.data, x.batched, n)
+    out = data[(ar, *new)]
+    contiguous = adv == list(range(adv[0], adv[-1] + 1))
+    if contiguous and adv[0] > 0:
+        pre = _before(plain, adv[0], data.ndim - 1)
+        if pre:
+            out = ns.moveaxis(out, tuple(range(1, 1 + k)), tuple(range(1 + pre, 1 + pre + k)))
+    return T(out, True)
+
+
+def _setitem(ns, T, x, key, value):
+    parts, plain = _plain_key(T, key)
+    if any(type(p) is T and p.batched for p in parts):
+        raise NotImplementedError(
+            "vmap: __setitem__ with a batched index cannot be batched; build the result with "
+            "xp.where(mask, value, x) instead"
+        )
+    vb = type(value) is T and value.batched
+    v = value.data if type(value) is T else value
+    if not x.batched and not vb:
+        x.data[plain if type(key) is tuple else plain[0]] = v
+        return
+    if not x.batched:  # each example gets its own copy to write into
+        x.data = ns.asarray(ns.broadcast_to(x.data, (v.shape[0], *x.data.shape)), copy=True)
+        x.batched = True
+    bkey = (slice(None), *plain)
+    if vb:
+        v = to_rank(ns, v, x.data[bkey].ndim - 1)
+    x.data[bkey] = v
+
+
+defbatch("take", _take)
+defbatch("take_along_axis", _take_along_axis)
+defbatch("__getitem__", _getitem)
+defbatch("__setitem__", _setitem)
