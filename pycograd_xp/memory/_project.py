@@ -388,9 +388,17 @@ def _resident_growth(start: int | None) -> int:
 def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             **kwargs: Any) -> Measurement:  # fmt: skip
     """Run ``f`` and its ``value_and_grad`` step on the real arrays ``args`` and measure their
-    peak bytes (tracemalloc, and resident-set growth where the platform tells it), arguments
-    included."""
+    peak bytes (tracemalloc, and resident-set growth where the platform tells it; on a device
+    backend, its own allocator: CuPy's memory pool), arguments included."""
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
+    device = next((leaf._backend.device_peak for leaf in tree_flatten((args, kwargs))[0]
+                   if isinstance(leaf, Array) and leaf._backend.device_peak), None)  # fmt: skip
+    if device is not None:  # a device backend measures with its own allocator (CuPy's pool)
+        with _api.no_grad():
+            forward = device(lambda: f(*args, **kwargs))
+        step = device(lambda: _api.value_and_grad(f, argnums)(*args, **kwargs))
+        return Measurement(forward + argument_bytes, step + argument_bytes, argument_bytes,
+                           None, None, 0)
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()

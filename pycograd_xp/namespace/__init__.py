@@ -10,6 +10,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, resolve
 from ._build import AxisError, build

@@ -55,6 +55,9 @@ class Backend:
     # ``asarray``) of the backend's own namespace belong with array ``a`` (Cubed: its Spec,
     # since arrays of two Specs cannot meet); None: none needed.
     like_kwargs: Callable[[Any], dict] | None = None
+    # ``device_peak(run)``: the peak bytes the backend's own allocator hands out while ``run()``
+    # runs (CuPy: its memory pool); None: host memory, measured with tracemalloc.
+    device_peak: Callable[[Callable[[], Any]], int] | None = None
     # ``projector(f, *args, argnums=, backend=, **kwargs)``: per-task memory projections of a
     # gradient step in the chunked backend's own terms (pycograd_xp.memory.project hands over).
     projector: Callable[..., Any] | None = None

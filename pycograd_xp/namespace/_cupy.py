@@ -1,0 +1,42 @@
+"""CuPy's capabilities for the backend adapter: its own peak-memory instrument (the memory
+pool's hooks), and no defined order for duplicate writes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ._backend import Backend, register_adapter
+
+
+def device_peak(run: Callable[[], Any]) -> int:
+    """The most bytes CuPy's memory pool hands out at once while ``run()`` runs (beyond what was
+    already in use), the stream synchronized at the end."""
+    import cupy
+
+    class _Peak(cupy.cuda.MemoryHook):
+        name = "pycograd_xp_peak"
+
+        def __init__(self) -> None:
+            self.live = self.peak = 0
+
+        def malloc_postprocess(self, **kw: Any) -> None:
+            self.live += kw["mem_size"]
+            self.peak = max(self.peak, self.live)
+
+        def free_postprocess(self, **kw: Any) -> None:
+            self.live -= kw["mem_size"]
+
+    hook = _Peak()
+    with hook:
+        run()
+        cupy.cuda.get_current_stream().synchronize()
+    return hook.peak
+
+
+def _adapt_cupy(b: Backend) -> Backend:
+    return dataclasses.replace(b, ordered_writes=False, device_peak=device_peak)
+
+
+register_adapter("cupy", _adapt_cupy)
