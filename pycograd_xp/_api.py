@@ -283,14 +283,19 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
             raise ValueError(f"{where}: the cotangent's structure {ct_td!r} differs from the "
                              f"output's {out_td!r}")  # fmt: skip
         for o, c in zip(out_leaves, ct_leaves, strict=True):
-            if not isinstance(c, Array) or type(c) is not type(o):
+            if not isinstance(c, Array) or (type(c) is not type(o)
+                                            and c._backend.level <= o._backend.level):
                 raise TypeError(f"{where}: each cotangent must be an array of {o._ns.__name__}")
             if c.shape != o.shape:
                 raise ValueError(f"{where}: a cotangent has shape {c.shape}, but the output "
                                  f"has shape {o.shape}")  # fmt: skip
         _DEPTH.value += 1
         try:
-            create = nested or _DEPTH.value > 1 or any(c._node is not None for c in ct_leaves)
+            # a cotangent batched by vmap: the rules run on the namespace, which hands each
+            # call to the batched level
+            create = nested or _DEPTH.value > 1 or any(
+                c._node is not None or c._backend.level > o._backend.level
+                for c, o in zip(ct_leaves, out_leaves, strict=True))
             return tuple(_pull(out_leaves, ct_leaves, inputs, structures, retain=True,
                                create=create))  # fmt: skip
         finally:

@@ -7,7 +7,7 @@ unbatched array is one take over the flattened indices."""
 from __future__ import annotations
 
 from ..namespace._ops import defbatch
-from ._helpers import batched, norm_axis, shift, to_rank
+from ._helpers import batched, norm_axis, rank, shift, to_rank
 
 
 def _take(ns, dims, x, indices, /, *, axis=None):
@@ -70,22 +70,27 @@ def _is_mask(p):
 def _getitem(ns, T, x, key):
     parts, plain = _plain_key(T, key)
     batched_key = [i for i, p in enumerate(parts) if type(p) is T and p.batched]
-    if not batched_key:
+    adv = _advanced(plain)
+    whole = bool(adv) and len(adv) == len(plain) and not any(
+        _is_mask(plain[i]) for i in adv if _is_index_array(plain[i]))  # only integer indices
+    if not batched_key and not whole:
         if not x.batched:
             return T(x.data[plain if type(key) is tuple else plain[0]], False)
+        if len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0]):
+            return T(_masked(ns, x.data, plain[0]), True)
         out = x.data[(slice(None), *plain)]
-        adv = _advanced(plain)
         if adv and adv != list(range(adv[0], adv[-1] + 1)):  # NumPy puts them first
             k = max(getattr(plain[i], "ndim", 0) for i in adv)
             out = ns.moveaxis(out, k, 0)
         return T(out, True)
+    if not x.batched and not batched_key:
+        return T(x.data[plain if type(key) is tuple else plain[0]], False)
     if any(_is_mask(parts[i].data) for i in batched_key):
         raise NotImplementedError(
             "vmap: __getitem__ with a batched boolean mask cannot be batched: each example "
             "would select a different number of elements; use xp.where(mask, x, 0) instead"
         )
-    n = parts[batched_key[0]].data.shape[0]
-    adv = _advanced(plain)
+    n = x.data.shape[0] if x.batched else parts[batched_key[0]].data.shape[0]
     k = max(p.ndim - 1 if type(p) is T and p.batched else getattr(p.data if type(p) is T else p,
                                                                     "ndim", 0)
             for p in (parts[i] for i in adv))  # fmt: skip
@@ -106,6 +111,14 @@ def _getitem(ns, T, x, key):
     return T(out, True)
 
 
+def _masked(ns, data, mask):
+    """``data[:, mask]`` (a mask of each example's leading axes) as one take of the flattened
+    positions (the standard allows a mask only as the sole index)."""
+    idx = ns.nonzero(ns.reshape(mask, (-1,)))[0]
+    flat = ns.reshape(data, (data.shape[0], -1, *data.shape[1 + mask.ndim:]))
+    return ns.take(flat, idx, axis=1)
+
+
 def _setitem(ns, T, x, key, value):
     parts, plain = _plain_key(T, key)
     if any(type(p) is T and p.batched for p in parts):
@@ -121,6 +134,12 @@ def _setitem(ns, T, x, key, value):
     if not x.batched:  # each example gets its own copy to write into
         x.data = ns.asarray(ns.broadcast_to(x.data, (v.shape[0], *x.data.shape)), copy=True)
         x.batched = True
+    if (len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0])
+            and rank(v, vb) == 0):  # fmt: skip
+        mask = plain[0]
+        mask = ns.reshape(mask, (*mask.shape, *(1,) * (x.data.ndim - 1 - mask.ndim)))
+        x.data = ns.where(mask, to_rank(ns, v, x.data.ndim - 1) if vb else v, x.data)
+        return
     bkey = (slice(None), *plain)
     if vb:
         v = to_rank(ns, v, x.data[bkey].ndim - 1)

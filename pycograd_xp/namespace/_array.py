@@ -268,11 +268,12 @@ class Array:
 
     def _rebind(self, new: Array, what: str) -> Array:
         """Make this object hold ``new``'s value (in-place operators and setitem)."""
-        if type(new) is not type(self):  # vmap: a batched result
-            raise TypeError(
-                f"{what}: the result is batched by vmap ({new._ns.__name__}) but this array is "
-                "not; use the out-of-place operator (x = x + y) instead"
-            )
+        if type(new) is not type(self) and not is_leaf(self._node):
+            # vmap: a batched result; this object now holds a value of that level (the name
+            # is rebound, as it is for every in-place update here)
+            self.__class__ = type(new)
+            self._data, self._node = new._data, new._node
+            return self
         if new.dtype != self.dtype:
             raise TypeError(
                 f"{what}: the result has dtype {new.dtype}, but an in-place operation must keep "

@@ -535,6 +535,11 @@ class _Builder:
         unwrap, backend, mod, new, bk = self.unwrap("__setitem__"), self.backend, self.mod, \
             self.new(), self.bk  # fmt: skip
 
+        def new_like(x: Array) -> Array:
+            a = new(x._data)
+            a._node = x._node
+            return a
+
         def setitem(x: Array, key: Any, value: Any) -> None:
             if not backend.mutable:
                 raise NotImplementedError(
@@ -543,12 +548,11 @@ class _Builder:
                 )
             try:
                 k, v = unwrap(key), unwrap(value)
-            except Forward as fw:
-                raise TypeError(
-                    f"__setitem__: cannot write a value of {fw.ns.__name__} (batched by vmap) "
-                    f"into an array of {mod.__name__}, which is not batched; build the result "
-                    "with xp.where, or write into an array created inside the vmapped function"
-                ) from None
+            except Forward as fw:  # a batched value or key (vmap): x becomes batched
+                lifted = fw.ns._make(fw.ns._backend.lift(new_like(x)))
+                fw.ns._setitem(lifted, key, value)
+                x._rebind(lifted, "__setitem__")
+                return
             value_tracked = isinstance(value, Array) and value._node is not None
             if not MODE.enabled or (x._node is None and not value_tracked
                                     and not is_saved(backend, x._data)):  # fmt: skip
