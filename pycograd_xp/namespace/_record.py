@@ -67,6 +67,18 @@ def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
     return a
 
 
+def _lift(ns: Any, a: Any) -> Any:
+    """``a`` as an array of the batched namespace ``ns`` if it is an array of a lower vmap
+    level (so the node saves it at ``ns``'s level and never takes a lower level's node)."""
+    if isinstance(a, Array):
+        if a._backend.level < ns._backend.level:
+            return ns._make(ns._backend.lift(a))
+        return a
+    if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
+        return type(a)(_lift(ns, e) for e in a)
+    return a
+
+
 def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
 
@@ -74,6 +86,9 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     floating output of a multi-output row gets a :class:`Select` of the one node.
     """
     floating = ns._floating
+    if ns._backend.lift is not None:  # vmap: arrays of lower levels enter unbatched
+        args = tuple(_lift(ns, a) for a in args)
+        kwargs = {k: _lift(ns, v) for k, v in kwargs.items()} if kwargs else kwargs
     parents = []
     for i, a in enumerate(args):
         if type(a) is list or type(a) is tuple:
@@ -157,6 +172,8 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
         if out._data.dtype not in floating:
             return out
+        if ns._backend.lift is not None:  # vmap: arrays of lower levels enter unbatched
+            x1, x2 = _lift(ns, x1), _lift(ns, x2)
         parents = []
         if (p := _parent(x1, floating)) is not None:
             parents.append((0, p))

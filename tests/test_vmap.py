@@ -1,0 +1,172 @@
+"""pycograd_xp.vmap: per-example gradients, both orders with grad, nesting, pytrees and axes,
+no loop over the batch, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp.namespace._table import REGISTRY
+
+xp = pg.namespace(np)
+rng = np.random.default_rng(0)
+
+
+def _mlp(sizes=(6, 5, 4, 3), batch=7):
+    params = []
+    for i, o in zip(sizes[:-1], sizes[1:], strict=True):
+        params.append({"w": xp.asarray(rng.standard_normal((i, o)) / np.sqrt(i)),
+                       "b": xp.asarray(rng.standard_normal(o) * 0.1)})  # fmt: skip
+    X = xp.asarray(rng.standard_normal((batch, sizes[0])))
+    Y = xp.asarray(np.eye(sizes[-1])[rng.integers(0, sizes[-1], batch)])
+    return params, X, Y
+
+
+def loss(params, x, y):
+    h = x
+    for layer in params[:-1]:
+        h = xp.tanh(h @ layer["w"] + layer["b"])
+    logits = h @ params[-1]["w"] + params[-1]["b"]
+    z = logits - xp.max(logits)
+    return -xp.sum(y * (z - xp.log(xp.sum(xp.exp(z)))))
+
+
+def _stack_trees(trees):
+    return pg.tree_map(lambda *ls: np.stack([pg.unwrap(a) for a in ls]), *trees)
+
+
+def _assert_trees_close(a, b, **kw):
+    la, lb = pg.tree_leaves(a), pg.tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_allclose(np.asarray(pg.unwrap(x)), np.asarray(pg.unwrap(y)), **kw)
+
+
+def test_per_example_gradients_of_an_mlp_match_a_loop():
+    params, X, Y = _mlp()
+    got = pg.vmap(pg.grad(loss), in_axes=(None, 0, 0))(params, X, Y)
+    want = _stack_trees([pg.grad(loss)(params, X[i, ...], Y[i, ...]) for i in range(7)])
+    assert pg.unwrap(got[0]["w"]).shape == (7, 6, 5)
+    _assert_trees_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_grad_of_a_function_using_vmap():
+    params, X, Y = _mlp()
+
+    def total(p):
+        return xp.sum(pg.vmap(loss, in_axes=(None, 0, 0))(p, X, Y))
+
+    got = pg.grad(total)(params)
+    per = [pg.grad(loss)(params, X[i, ...], Y[i, ...]) for i in range(7)]
+    want = pg.tree_map(lambda *ls: sum(pg.unwrap(a) for a in ls), *per)
+    _assert_trees_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_value_and_grad_with_batched_inputs_and_per_example_input_gradients():
+    params, X, Y = _mlp()
+    vals, gx = pg.vmap(pg.value_and_grad(loss, argnums=1), in_axes=(None, 0, 0))(params, X, Y)
+    for i in range(7):
+        v, g = pg.value_and_grad(loss, argnums=1)(params, X[i, ...], Y[i, ...])
+        np.testing.assert_allclose(pg.unwrap(vals)[i], pg.unwrap(v), rtol=1e-12)
+        np.testing.assert_allclose(pg.unwrap(gx)[i], pg.unwrap(g), rtol=1e-12, atol=1e-14)
+
+
+def test_no_loop_over_the_batch():
+    """Each batching rule runs once per call whatever the batch size."""
+    params, _, _ = _mlp()
+    calls, counts = [], []
+    prim = REGISTRY["matmul"]
+    rule = prim.batch
+    prim.batch = lambda *a, **k: calls.append(1) or rule(*a, **k)
+    try:
+        for batch in (2, 40):
+            calls.clear()
+            _, X, Y = _mlp(batch=batch)
+            pg.vmap(pg.grad(loss), in_axes=(None, 0, 0))(params, X, Y)
+            counts.append(len(calls))
+    finally:
+        prim.batch = rule
+    assert counts[0] == counts[1] > 0
+
+
+def test_nested_vmap_and_mixed_levels():
+    A = xp.asarray(rng.standard_normal((3, 4)))
+    B = xp.asarray(rng.standard_normal((5, 4)))
+    got = pg.vmap(lambda a: pg.vmap(lambda b: xp.sum(a * b) + xp.max(a))(B))(A)
+    a, b = pg.unwrap(A), pg.unwrap(B)
+    np.testing.assert_allclose(pg.unwrap(got), a @ b.T + a.max(1)[:, None], rtol=1e-12)
+    # an inner vmap over arrays the outer one does not batch still gets its own level
+    got = pg.vmap(lambda a: pg.vmap(lambda b: b * xp.sum(a))(B))(A)
+    np.testing.assert_allclose(pg.unwrap(got), a.sum(1)[:, None, None] * b, rtol=1e-12)
+
+
+def test_hessian_free_per_example_second_order():
+    x = xp.asarray(rng.standard_normal((4, 3)))
+
+    def f(v):
+        return xp.sum(xp.sin(v) * v)
+
+    got = pg.vmap(pg.grad(pg.grad(lambda v: f(v) * 1.0)))  # grad of a non-scalar raises
+    with pytest.raises(TypeError):
+        got(x)
+    gg = pg.vmap(pg.grad(lambda v: xp.sum(pg.grad(f)(v))))(x)
+    v = pg.unwrap(x)
+    np.testing.assert_allclose(pg.unwrap(gg), 2 * np.cos(v) - v * np.sin(v), rtol=1e-12)
+
+
+def test_in_axes_and_out_axes_pytrees():
+    X = xp.asarray(rng.standard_normal((3, 4)))
+    Z = xp.asarray(rng.standard_normal((4, 3)))
+    c = xp.asarray(2.0)
+
+    def f(d, k):
+        return {"s": d["x"] * d["z"] * k, "t": (d["x"] + 1, k)}
+
+    out = pg.vmap(f, in_axes=({"x": 0, "z": 1}, None), out_axes={"s": 1, "t": (0, None)})(
+        {"x": X, "z": Z}, c)
+    x, z = pg.unwrap(X), pg.unwrap(Z)
+    np.testing.assert_allclose(pg.unwrap(out["s"]), (x * z.T * 2).T)
+    np.testing.assert_allclose(pg.unwrap(out["t"][0]), x + 1)
+    assert pg.unwrap(out["t"][1]).shape == ()
+
+
+def test_unbatched_outputs_are_broadcast_and_jvp_inside_vmap():
+    X = xp.asarray(rng.standard_normal((3, 2)))
+    w = xp.asarray(rng.standard_normal(2))
+    out = pg.vmap(lambda x: (x, w))(X)
+    assert pg.unwrap(out[1]).shape == (3, 2)
+    t = pg.vmap(lambda x: pg.jvp(lambda v: xp.sin(v) * w, (x,), (xp.ones_like(x),))[1])(X)
+    np.testing.assert_allclose(pg.unwrap(t), np.cos(pg.unwrap(X)) * pg.unwrap(w), rtol=1e-12)
+
+
+def test_errors_name_the_problem():
+    X = xp.asarray(rng.standard_normal((3, 2)))
+    with pytest.raises(ValueError, match="different sizes"):
+        pg.vmap(lambda a, b: a + b)(X, xp.ones((4, 2)))
+    with pytest.raises(ValueError, match="no argument is batched"):
+        pg.vmap(lambda a: a, in_axes=None)(X)
+    with pytest.raises(ValueError, match="out_axes=None"):
+        pg.vmap(lambda a: a, out_axes=None)(X)
+    with pytest.raises(TypeError, match="Python scalar"):
+        pg.vmap(lambda a: a if float(xp.sum(a)) > 0 else -a)(X)
+    with pytest.raises(NotImplementedError, match=r"vmap: unique_values\(\) cannot be batched"):
+        pg.vmap(xp.unique_values)(X)
+    with pytest.raises(ValueError, match="in_axes has 2 entries"):
+        pg.vmap(lambda a: a, in_axes=(0, 0))(X)
+
+
+def test_array_api_strict_per_example_gradients():
+    strict = pytest.importorskip("array_api_strict")
+    ns = pg.namespace(strict)
+    W = ns.asarray(rng.standard_normal((3, 2)))
+    X = ns.asarray(rng.standard_normal((5, 3)))
+
+    def f(w, x):
+        return ns.sum(ns.tanh(x @ w) ** 2)
+
+    got = pg.vmap(pg.grad(f), in_axes=(None, 0))(W, X)
+    for i in range(5):
+        want = pg.grad(f)(W, X[i, ...])
+        np.testing.assert_allclose(np.asarray(pg.unwrap(got[i, ...])), np.asarray(pg.unwrap(want)),
+                                   rtol=1e-12)  # fmt: skip
