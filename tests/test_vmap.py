@@ -170,3 +170,30 @@ def test_array_api_strict_per_example_gradients():
         want = pg.grad(f)(W, X[i, ...])
         np.testing.assert_allclose(np.asarray(pg.unwrap(got[i, ...])), np.asarray(pg.unwrap(want)),
                                    rtol=1e-12)  # fmt: skip
+
+
+def test_vmap_composes_with_custom_rules(xp):
+    @pg.custom_vjp
+    def clipped(x):
+        return x * 1.0
+
+    clipped.defvjp(lambda x: (clipped(x), None), lambda res, g: (xp.clip(g, -1.0, 1.0),))
+
+    @pg.custom_jvp
+    def lse(x):
+        return xp.log(xp.sum(xp.exp(x)))
+
+    @lse.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = lse(x)
+        return y, xp.sum(xp.exp(x - y) * t)
+
+    X = xp.asarray(np.arange(6.0).reshape(3, 2))
+    rows = [X[i, ...] for i in range(3)]
+    for f in (lambda x: xp.sum(clipped(x) * 5.0), lse):
+        got = pg.vmap(pg.grad(f))(X)
+        want = xp.stack([pg.grad(f)(r) for r in rows])
+        np.testing.assert_allclose(np.asarray(pg.unwrap(got)), np.asarray(pg.unwrap(want)))
+    np.testing.assert_allclose(np.asarray(pg.unwrap(pg.vmap(lse)(X))),
+                               [float(pg.unwrap(lse(r))) for r in rows])  # fmt: skip
