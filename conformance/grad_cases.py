@@ -449,3 +449,12 @@ def cases() -> dict[str, list[Case]]:
                   _indexing_cases, _linear_algebra_cases, _linalg_cases, _fft_cases):  # fmt: skip
         build(out)
     return out
+
+
+def params() -> list:
+    """``pytest.param(backend, name, case)`` for every case on every backend it runs on: what
+    the gradient, JVP and batching suites parametrize over."""
+    import pytest
+
+    return [pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
+            for name, cs in cases().items() for case in cs for backend in case.backends]

@@ -19,18 +19,12 @@ import pytest
 
 import pycograd_xp
 import pycograd_xp.batching  # noqa: F401  (attaches the batching rules)
-from conformance.grad_cases import cases
+from conformance.grad_cases import params
 from conformance.gradcheck import to_numpy
 from pycograd_xp.namespace._table import REGISTRY
 from pycograd_xp.tree import tree_flatten
 
-CASES = cases()
-PARAMS = [
-    pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
-    for name, cs in CASES.items()
-    for case in cs
-    for backend in case.backends
-]
+PARAMS = params()
 SCALES = (1.0, 0.97, 1.02)  # three different examples, each inside the case's domain
 
 

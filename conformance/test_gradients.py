@@ -9,17 +9,12 @@ import numpy as np
 import pytest
 
 import pycograd_xp
-from conformance.grad_cases import cases
+from conformance.grad_cases import cases, params
 from conformance.gradcheck import check_vjp
 from pycograd_xp.namespace._table import REGISTRY
 
 CASES = cases()
-PARAMS = [
-    pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
-    for name, cs in CASES.items()
-    for case in cs
-    for backend in case.backends
-]
+PARAMS = params()
 
 
 @pytest.mark.parametrize("backend, name, case", PARAMS)

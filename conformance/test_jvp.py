@@ -16,18 +16,12 @@ import numpy as np
 import pytest
 
 import pycograd_xp
-from conformance.grad_cases import cases
+from conformance.grad_cases import params
 from conformance.gradcheck import _like, to_numpy
 from pycograd_xp.namespace._table import REGISTRY
 from pycograd_xp.tree import tree_flatten, tree_unflatten
 
-CASES = cases()
-PARAMS = [
-    pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
-    for name, cs in CASES.items()
-    for case in cs
-    for backend in case.backends
-]
+PARAMS = params()
 
 
 def check_jvp(xp: Any, f: Any, *args: np.ndarray, eps: float = 1e-6, rtol: float = 1e-5,

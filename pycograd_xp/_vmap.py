@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .namespace import namespace
-from .namespace._array import Array, make
+from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
 from .namespace._record import BATCH
 from .namespace._table import REGISTRY
@@ -63,10 +64,7 @@ class BatchedArray:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def dtype(self) -> Any:
@@ -123,14 +121,6 @@ class BatchedArray:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _operator(fname: str, reflected: bool = False) -> Callable[..., Any]:
-    def op(self: BatchedArray, other: Any) -> Any:
-        f = getattr(self._mod, fname)
-        return f(other, self) if reflected else f(self, other)
-
-    return op
-
-
 def _inplace(fname: str) -> Callable[..., Any]:
     def op(self: BatchedArray, other: Any) -> Any:
         new = getattr(self._mod, fname)(self, other)
@@ -140,20 +130,7 @@ def _inplace(fname: str) -> Callable[..., Any]:
     return op
 
 
-_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-           "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
-           "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift"}  # fmt: skip
-for _op, _f in _BINARY.items():
-    setattr(BatchedArray, f"__{_op}__", _operator(_f))
-    setattr(BatchedArray, f"__r{_op}__", _operator(_f, reflected=True))
-    setattr(BatchedArray, f"__i{_op}__", _inplace(_f))
-for _op, _f in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
-    setattr(BatchedArray, f"__{_op}__", _operator(_f))
-for _op, _f in {"neg": "negative", "pos": "positive", "abs": "abs",
-                "invert": "bitwise_invert"}.items():  # fmt: skip
-    setattr(BatchedArray, f"__{_op}__", lambda self, _f=_f: getattr(self._mod, _f)(self))
+install_backend_operators(BatchedArray, lambda self, f: getattr(self._mod, f), _inplace)
 
 
 # -- the batched backend: one function per row ----------------------------------------------------

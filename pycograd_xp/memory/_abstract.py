@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..namespace._array import install_backend_operators
 from ..namespace._table import REGISTRY
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -166,14 +167,6 @@ class AbstractArray:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _operator(fname: str, reflected: bool = False) -> Callable[..., Any]:
-    def op(self: AbstractArray, other: Any) -> Any:
-        f = getattr(ABSTRACT, fname)
-        return f(other, self) if reflected else f(self, other)
-
-    return op
-
-
 def _inplace(fname: str) -> Callable[..., Any]:
     def op(self: AbstractArray, other: Any) -> Any:
         new = getattr(ABSTRACT, fname)(self, other)  # the temporary NumPy avoids: an upper bound
@@ -183,20 +176,7 @@ def _inplace(fname: str) -> Callable[..., Any]:
     return op
 
 
-_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-           "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
-           "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift"}  # fmt: skip
-for _op, _f in _BINARY.items():
-    setattr(AbstractArray, f"__{_op}__", _operator(_f))
-    setattr(AbstractArray, f"__r{_op}__", _operator(_f, reflected=True))
-    setattr(AbstractArray, f"__i{_op}__", _inplace(_f))
-for _op, _f in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
-    setattr(AbstractArray, f"__{_op}__", _operator(_f))
-for _op, _f in {"neg": "negative", "pos": "positive", "abs": "abs",
-                "invert": "bitwise_invert"}.items():  # fmt: skip
-    setattr(AbstractArray, f"__{_op}__", lambda self, _f=_f: getattr(ABSTRACT, _f)(self))
+install_backend_operators(AbstractArray, lambda self, f: getattr(ABSTRACT, f), _inplace)
 
 
 def _outputs(r: Any) -> list[AbstractArray]:

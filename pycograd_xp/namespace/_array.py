@@ -362,6 +362,28 @@ COMPARISONS = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater
 UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
 
 
+def install_backend_operators(cls: type, function: Any, inplace: Any) -> None:
+    """Operators for a backend array class that pycograd_xp itself builds (the abstract and the
+    batched backends): each calls ``function(self, fname)``, that backend's function of the
+    standard's name; ``inplace(fname)`` makes the in-place operators."""
+
+    def binary(fname: str, reflected: bool) -> Any:
+        def op(self: Any, other: Any) -> Any:
+            f = function(self, fname)
+            return f(other, self) if reflected else f(self, other)
+
+        return op
+
+    for op, fname in BINARY_OPERATORS.items():
+        setattr(cls, f"__{op}__", binary(fname, False))
+        setattr(cls, f"__r{op}__", binary(fname, True))
+        setattr(cls, f"__i{op}__", inplace(fname))
+    for op, fname in COMPARISONS.items():
+        setattr(cls, f"__{op}__", binary(fname, False))
+    for op, fname in UNARY_OPERATORS.items():
+        setattr(cls, f"__{op}__", lambda self, fname=fname: function(self, fname)(self))
+
+
 def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> Any:
     def op(self: Array, other: Any, /) -> Any:
         if type(other) is not cls and not isinstance(other, SCALARS):
