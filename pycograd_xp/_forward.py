@@ -11,6 +11,15 @@ primals or tangents are themselves being differentiated (``grad`` of ``jvp``, ``
 ``jvp``), on the differentiable namespace. ``grad`` inside ``jvp`` records its backward pass
 (its inputs are tracked by the ``jvp``), so the tangents flow through the VJP rules too: that
 is forward-over-reverse.
+
+``jvp`` and ``vmap`` compose in both orders. Inside ``vmap``, primals and tangents of lower
+levels are lifted to the batched level (batched tangents with shared primals: ``jacfwd``), and
+each rule runs at its node's level, so a transform a rule starts (a derived rule tracks a
+cotangent) stays there even while an inner ``vmap`` runs. Around ``vmap`` (``jvp`` of a
+batched function, or the batched pullback inside ``jacrev`` inside ``jvp``: ``hessian``), the
+batching rules call the lower level's namespace, whose recording carries the tangents.
+``jacrev`` is the pullback ``vmap``-ed over an identity's rows and ``jacfwd`` is ``jvp``
+``vmap``-ed over basis tangents: one batched pass each.
 """
 
 from __future__ import annotations
@@ -21,10 +30,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _api
+from . import _api, _vmap
 from . import jvp as _rules  # noqa: F401  (attaches the JVP rules to the rows)
 from .namespace._array import Array, make
-from .namespace._record import FORWARD
+from .namespace._record import BATCH, FORWARD
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["hessian", "jacfwd", "jacrev", "jvp"]
@@ -103,7 +112,13 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
         ops, o = node.ns, out
     else:
         ops, args, kwargs, o = node.ns._backend.xp, _raw(args), _raw(kwargs), _raw(out)
-    t_out = prim.jvp(ops, tuple(tangents), o, *args, **kwargs)
+    # The rule runs at its node's vmap level: a transform inside it (a derived rule tracks a
+    # cotangent) must not lift its arrays to an inner vmap that happens to be running.
+    prev, BATCH.ns = BATCH.ns, node.ns if node.ns._backend.level else None
+    try:
+        t_out = prim.jvp(ops, tuple(tangents), o, *args, **kwargs)
+    finally:
+        BATCH.ns = prev
     if isinstance(out, tuple):
         for oi, ri, ti in zip(out, o, t_out, strict=True):
             if isinstance(oi, Array) and oi._node is not None and ti is not None:
@@ -122,6 +137,14 @@ def _fit(ops: Any, t: Any, like: Any) -> Any:
             t = ops.real(t)
         t = ops.astype(t, like.dtype)
     return t
+
+
+def _lift(top: Any, a: Any) -> Any:
+    """``a`` as an array of the batched namespace ``top`` if it is of a lower vmap level (its
+    node kept: an outer transform still sees through it)."""
+    if isinstance(a, Array) and a._backend.level < top._backend.level:
+        return make(top.Array, top._backend.lift(a))
+    return a
 
 
 def _tracked(a: Any) -> bool:
@@ -148,6 +171,10 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     if p_td != t_td:
         raise ValueError(f"{where}: the tangents' structure {t_td!r} differs from the primals' "
                          f"{p_td!r}")  # fmt: skip
+    top = BATCH.ns  # inside vmap: primals and tangents of lower levels enter unbatched
+    if top is not None:
+        p_leaves = [_lift(top, a) for a in p_leaves]
+        t_leaves = [_lift(top, a) for a in t_leaves]
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves, strict=True)):
         if not isinstance(t, Array) or type(t) is not type(p):
             raise TypeError(f"{where}: tangent {i} must be an array of the primal's namespace, "
@@ -189,8 +216,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
 
 
 # -- Jacobians ------------------------------------------------------------------------------------
-# One pass per basis vector, in a Python loop: ``vmap`` (issue 9) will replace the loops with one
-# batched pass.
+# One batched pass: ``vmap`` of the pullback over the rows of an identity (jacrev), of ``jvp``
+# over the basis tangents (jacfwd). Where a row of the derivative cannot batch
+# (:class:`~pycograd_xp._vmap.UnbatchableError`: a data-dependent shape, e.g. a custom rule calling
+# ``nonzero``), one pass per basis vector in a Python loop instead.
+
+
+def _basis_batch(x: Array, total: int, offset: int) -> Array:
+    """Rows ``offset .. offset + x.size`` of the ``total``-square identity's columns, as a batch
+    of ``total`` arrays shaped like ``x`` (of ``x``'s namespace and dtype)."""
+    ns = x._ns
+    return ns.reshape(ns.eye(total, x.size, k=-offset, dtype=x.dtype), (total, *x.shape))
 
 
 def _basis(o: Array, k: int) -> Array:
@@ -213,6 +249,14 @@ def _assemble(ns: Any, parts: list, out_shape: tuple, in_shape: tuple, rows: boo
     return ns.reshape(j, out_shape + in_shape)
 
 
+def _offsets(leaves: list) -> list[int]:
+    """Where each leaf's elements start in the concatenation of all of them, and the total."""
+    out = [0]
+    for a in leaves:
+        out.append(out[-1] + a.size)
+    return out
+
+
 def _diff_call(f: Callable[..., Any], args: tuple, nums: tuple[int, ...], kwargs: dict):
     def g(*diff: Any) -> Any:
         call = list(args)
@@ -231,13 +275,44 @@ def _jac_tree(out_td: Any, per_out: list, in_tds: list, argnums: Any) -> Any:
     return tree_unflatten(out_td, leaves)
 
 
+def _rev_batched(pull: Callable[..., Any], out_leaves: list, out_td: Any,
+                 in_flat: list) -> list:  # fmt: skip
+    """Every block at once: the pullback ``vmap``-ed over the identity's rows."""
+    offs = _offsets(out_leaves)
+    cts = [_basis_batch(o, offs[-1], offs[i]) for i, o in enumerate(out_leaves)]
+    rows = _vmap.vmap(lambda c: pull(tree_unflatten(out_td, c)))(cts)
+    per_out = []
+    for oi, o in enumerate(out_leaves):
+        lo, hi = offs[oi], offs[oi + 1]
+        per_out.append([[o._ns.reshape(r[lo:hi, ...], (*o.shape, *x.shape))
+                         for r, x in zip(tree_flatten(rows[a])[0], leaves, strict=True)]
+                        for a, (leaves, _) in enumerate(in_flat)])  # fmt: skip
+    return per_out
+
+
+def _rev_loop(pull: Callable[..., Any], out_leaves: list, out_td: Any, in_flat: list) -> list:
+    """Every block by one pullback per output element (rows that cannot batch)."""
+    per_out = []
+    for oi, o in enumerate(out_leaves):
+        rows = []
+        for k in range(o.size):
+            cts = [_basis(o, k) if j == oi else _zeros(q) for j, q in enumerate(out_leaves)]
+            rows.append(pull(tree_unflatten(out_td, cts)))
+        per_out.append([[_assemble(o._ns, [tree_flatten(r[a])[0][li] for r in rows],
+                                   tuple(o.shape), tuple(x.shape), rows=True)
+                         for li, x in enumerate(leaves)]
+                        for a, (leaves, _) in enumerate(in_flat)])  # fmt: skip
+    return per_out
+
+
 def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
            has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
     """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by reverse mode: one
-    ``vjp`` pullback per output element. Each output leaf of shape ``S`` and input leaf of
-    shape ``T`` give a block of shape ``S + T``; blocks are nested as JAX nests them (output
-    structure outside, the arguments' structure inside, a tuple when ``argnums`` is a
-    sequence). Real floating-point inputs and outputs."""
+    ``vjp``, its pullback ``vmap``-ed over the rows of an identity (one batched backward pass).
+    Each output leaf of shape ``S`` and input leaf of shape ``T`` give a block of shape
+    ``S + T``; blocks are nested as JAX nests them (output structure outside, the arguments'
+    structure inside, a tuple when ``argnums`` is a sequence). Real floating-point inputs and
+    outputs. Where a row of the backward pass cannot batch, one pullback per output element."""
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -247,60 +322,91 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
         out, pull = res[0], res[1]
         out_leaves, out_td = tree_flatten(out)
         in_flat = [tree_flatten(args[i]) for i in nums]
-        per_out = []
-        for oi, o in enumerate(out_leaves):
-            rows = []
-            for k in range(o.size):
-                cts = [_basis(o, k) if j == oi else _zeros(q) for j, q in enumerate(out_leaves)]
-                rows.append(pull(tree_unflatten(out_td, cts)))
-            per_arg = []
-            for a, (leaves, _) in enumerate(in_flat):
-                per_arg.append([
-                    _assemble(o._ns, [tree_flatten(r[a])[0][li] for r in rows], tuple(o.shape),
-                              tuple(x.shape), rows=True)
-                    for li, x in enumerate(leaves)])  # fmt: skip
-            per_out.append(per_arg)
+        per_out = None
+        if _offsets(out_leaves)[-1]:
+            try:
+                per_out = _rev_batched(pull, out_leaves, out_td, in_flat)
+            except _vmap.UnbatchableError:
+                pass
+        if per_out is None:
+            per_out = _rev_loop(pull, out_leaves, out_td, in_flat)
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
         return (jac, res[2]) if has_aux else jac
 
     return wrapped
 
 
+def _fwd_batched(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
+    """Every column at once: ``jvp`` ``vmap``-ed over the basis tangents. Per input leaf (over
+    all argnums) and output leaf, a block of shape ``(n, *out.shape)``; the output's structure
+    and aux (blocks, output shapes, output structure, aux)."""
+    p_leaves, p_td = tree_flatten(primals)
+    offs = _offsets(p_leaves)
+    ts = [_basis_batch(x, offs[-1], offs[i]) for i, x in enumerate(p_leaves)]
+
+    def push(t_leaves: list) -> Any:
+        res = jvp(g, primals, tree_unflatten(p_td, t_leaves), has_aux=has_aux)
+        return (res[1], res[2]) if has_aux else res[1]
+
+    res = _vmap.vmap(push, out_axes=(0, None) if has_aux else 0)(ts)
+    tan, aux = res if has_aux else (res, None)
+    t_leaves, out_td = tree_flatten(tan)
+    columns = [[t[offs[li]:offs[li + 1], ...] for t in t_leaves] for li in range(len(p_leaves))]
+    return columns, [tuple(t.shape[1:]) for t in t_leaves], out_td, aux
+
+
+def _fwd_loop(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
+    """Every column by one ``jvp`` per input element (rows that cannot batch): blocks of
+    shape ``(n, *out.shape)`` as :func:`_fwd_batched` gives them."""
+    p_leaves, p_td = tree_flatten(primals)
+    columns: list[list] = []
+    out_td = aux = out_leaves = None
+    for li, x in enumerate(p_leaves):
+        cols = []
+        for k in range(x.size):
+            ts = [_basis(x, k) if j == li else _zeros(q) for j, q in enumerate(p_leaves)]
+            res = jvp(g, primals, tree_unflatten(p_td, ts), has_aux=has_aux)
+            out_leaves, out_td = tree_flatten(res[1])
+            aux = res[2] if has_aux else None
+            cols.append(out_leaves)
+        columns.append(cols)
+    if out_td is None:  # no input element at all: evaluate once for the structure
+        res = g(*primals)
+        out, aux = res if has_aux else (res, None)
+        out_leaves, out_td = tree_flatten(out)
+    blocks = [[o._ns.stack([c[oi] for c in cols]) if cols else
+               o._ns.zeros((0, *o.shape), dtype=o.dtype)
+               for oi, o in enumerate(out_leaves)] for cols in columns]  # fmt: skip
+    return blocks, [tuple(o.shape) for o in out_leaves], out_td, aux
+
+
 def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
            has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
-    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode: one
-    ``jvp`` per input element. Same layout as :func:`jacrev`."""
+    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode: ``jvp``
+    ``vmap``-ed over the basis tangents of the inputs (one batched forward pass). Same layout as
+    :func:`jacrev`. Where a row of the forward pass cannot batch, one ``jvp`` per input
+    element."""
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _api._argnums(argnums, len(args), f"jacfwd({getattr(f, '__name__', 'f')})")
         g = _diff_call(f, args, nums, kwargs)
         primals = tuple(args[i] for i in nums)
-        p_leaves, p_td = tree_flatten(primals)
+        found = None
+        if _offsets(tree_flatten(primals)[0])[-1]:
+            try:
+                found = _fwd_batched(g, primals, has_aux)
+            except _vmap.UnbatchableError:
+                pass
+        columns, out_shapes, out_td, aux = found or _fwd_loop(g, primals, has_aux)
         in_flat = [tree_flatten(args[i]) for i in nums]
-        columns: list[list] = []  # per input leaf (flattened over all argnums): the columns
-        out_td = aux = out_leaves = None
-        for li, x in enumerate(p_leaves):
-            cols = []
-            for k in range(x.size):
-                ts = [_basis(x, k) if j == li else _zeros(q) for j, q in enumerate(p_leaves)]
-                res = jvp(g, primals, tree_unflatten(p_td, ts), has_aux=has_aux)
-                out_leaves, out_td = tree_flatten(res[0])
-                aux = res[2] if has_aux else None
-                cols.append(tree_flatten(res[1])[0])
-            columns.append(cols)
-        if out_td is None:  # no input element at all: evaluate once for the structure
-            res = g(*primals)
-            out, aux = res if has_aux else (res, None)
-            out_leaves, out_td = tree_flatten(out)
         per_out = []
-        for oi, o in enumerate(out_leaves):
+        for oi, shape in enumerate(out_shapes):
             per_arg, start = [], 0
             for leaves, _ in in_flat:
-                per_arg.append([
-                    _assemble(o._ns, [c[oi] for c in columns[start + li]], tuple(o.shape),
-                              tuple(x.shape), rows=False)
-                    for li, x in enumerate(leaves)])  # fmt: skip
+                blocks = [columns[start + li][oi] for li in range(len(leaves))]
+                per_arg.append([b._ns.reshape(b._ns.moveaxis(b, 0, -1), (*shape, *x.shape))
+                                for b, x in zip(blocks, leaves, strict=True)])  # fmt: skip
                 start += len(leaves)
             per_out.append(per_arg)
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)

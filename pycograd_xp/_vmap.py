@@ -33,12 +33,13 @@ from typing import Any
 from .namespace import namespace
 from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
+from .namespace._ops import UnbatchableError
 from .namespace._record import BATCH
 from .namespace._table import REGISTRY
 from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["BatchedArray", "batched_namespace", "vmap"]
+__all__ = ["BatchedArray", "UnbatchableError", "batched_namespace", "vmap"]
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "complex64", "complex128")  # fmt: skip
@@ -190,7 +191,7 @@ def _function(prim: Any, inner: ModuleType, T: type) -> Callable[..., Any]:
             return wrap(inner_fn(*[_plain(a, T) for a in args], **plain_kw), False)
         rule = prim.batch
         if rule is None:
-            raise NotImplementedError(
+            raise UnbatchableError(
                 f"vmap: {name}() cannot be batched: "
                 f"{prim.unbatchable or 'it has no batching rule'}; call it outside vmap"
             )

@@ -121,3 +121,177 @@ def test_remat_under_jvp_and_hessian(xp):
     h1 = pg.hessian(lambda x: xp.sum(pg.remat(f)(x) ** 2))(x)
     np.testing.assert_allclose(_np(h1), _np(pg.hessian(lambda x: xp.sum(f(x) ** 2))(x)),
                                atol=1e-12)  # fmt: skip
+
+
+# -- Jacobians as one batched pass (vmap of the pullback / of jvp) --------------------------------
+
+
+def _no_loops(monkeypatch):
+    """Make the per-basis-vector fallbacks fail: the Jacobians must come from one vmap."""
+    from pycograd_xp import _forward
+
+    def refuse(*a, **k):
+        raise AssertionError("a Jacobian fell back to a Python loop over basis vectors")
+
+    monkeypatch.setattr(_forward, "_rev_loop", refuse)
+    monkeypatch.setattr(_forward, "_fwd_loop", refuse)
+
+
+def _fd_tree(f, args, argnum, leaf, eps=1e-6):
+    """Central differences of every output leaf of ``f`` (NumPy arrays in and out) with respect
+    to one leaf of one argument: a list of out + in shaped blocks."""
+    x0 = pg.tree_leaves(args[argnum])[leaf]
+
+    def at(v):
+        leaves, td = pg.tree_flatten(args[argnum])
+        leaves = list(leaves)
+        leaves[leaf] = v
+        call = list(args)
+        call[argnum] = pg.tree_unflatten(td, leaves)
+        return [np.asarray(o) for o in pg.tree_leaves(f(*call))]
+
+    base = at(x0)
+    cols = []
+    for k in range(x0.size):
+        e = np.zeros(x0.size)
+        e[k] = eps
+        up, dn = at(x0 + e.reshape(x0.shape)), at(x0 - e.reshape(x0.shape))
+        cols.append([((u - d) / (2 * eps)).reshape(-1) for u, d in zip(up, dn, strict=True)])
+    return [np.stack([c[i] for c in cols], -1).reshape(b.shape + x0.shape)
+            for i, b in enumerate(base)]
+
+
+def test_batched_jacobians_of_pytrees_and_argnums_match_finite_differences(xp, monkeypatch):
+    _no_loops(monkeypatch)
+    rng = np.random.default_rng(3)
+    p0 = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    x0 = rng.standard_normal((4, 3))
+
+    def f(p, x):
+        h = xp.tanh(x @ p["w"] + p["b"])
+        return {"h": h, "s": (xp.sum(h**2), xp.max(x, axis=0))}
+
+    def f_np(p, x):
+        out = f(pg.tree_map(xp.asarray, p), xp.asarray(x))
+        return pg.tree_map(_np, out)
+
+    p, x = pg.tree_map(xp.asarray, p0), xp.asarray(x0)
+    for jac in (pg.jacrev, pg.jacfwd):
+        j = jac(f, argnums=(0, 1))(p, x)
+        got = [_np(a) for a in pg.tree_leaves(j)]  # output leaves outside, argnums inside
+        want_by_in = [_fd_tree(f_np, (p0, x0), 0, i) for i in range(2)] + [
+            _fd_tree(f_np, (p0, x0), 1, 0)]
+        # per output leaf: (b, w) of argument 0 (dict keys sorted), then x
+        want = [w for o in range(3) for w in (want_by_in[0][o], want_by_in[1][o],
+                                              want_by_in[2][o])]  # fmt: skip
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, atol=1e-6)
+    jr, jf = pg.jacrev(f, argnums=1)(p, x), pg.jacfwd(f, argnums=1)(p, x)
+    for a, b in zip(pg.tree_leaves(jr), pg.tree_leaves(jf), strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), atol=1e-12)
+
+
+def test_batched_hessian_of_pytrees_and_has_aux(xp, monkeypatch):
+    _no_loops(monkeypatch)
+    rng = np.random.default_rng(4)
+    a0, b0 = rng.standard_normal((2, 3)), rng.standard_normal(3)
+
+    def f(p):
+        z = p["a"] @ p["b"]
+        return xp.log(xp.sum(xp.exp(z))) + xp.sum(p["b"] ** 3) / 3, z
+
+    p = {"a": xp.asarray(a0), "b": xp.asarray(b0)}
+    h, aux = pg.hessian(f, has_aux=True)(p)
+    np.testing.assert_allclose(_np(aux), a0 @ b0)
+    def grad_at(k_in, k_out):  # NumPy in and out: one block of the gradient, one input moved
+        def g(v):
+            q = {**p, k_in: xp.asarray(v)}
+            return _np(pg.grad(lambda q: f(q)[0])(q)[k_out])
+
+        return g
+
+    for k_in, v0 in (("a", a0), ("b", b0)):
+        for k_out in ("a", "b"):
+            np.testing.assert_allclose(_np(h[k_out][k_in]), _fd_jacobian(grad_at(k_in, k_out),
+                                                                        v0), atol=1e-7)
+    rr = pg.jacrev(pg.jacrev(lambda q: f(q)[0]))(p)  # reverse over reverse, also batched
+    for a, b in zip(pg.tree_leaves(h), pg.tree_leaves(rr), strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), atol=1e-12)
+    ff = pg.jacfwd(pg.jacfwd(lambda q: f(q)[0]))(p)  # forward over forward
+    for a, b in zip(pg.tree_leaves(h), pg.tree_leaves(ff), strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), atol=1e-12)
+
+
+def test_jacobians_compose_with_vmap_and_jvp(xp, monkeypatch):
+    _no_loops(monkeypatch)
+    rng = np.random.default_rng(5)
+    X = xp.asarray(rng.standard_normal((4, 3)))
+    w = xp.asarray(rng.standard_normal((3, 3)))
+
+    def f(x):
+        return xp.sin(x @ w) * xp.sum(x**2)
+
+    for jac in (pg.jacrev, pg.jacfwd, pg.hessian):
+        g = (lambda x, jac=jac: jac(lambda v: xp.sum(f(v)))(x)) if jac is pg.hessian else jac(f)
+        per = pg.vmap(g)(X)  # per-example Jacobians / Hessians
+        loop = np.stack([_np(g(X[i, ...])) for i in range(4)])
+        np.testing.assert_allclose(_np(per), loop, atol=1e-12)
+    # jvp of vmap and vmap of jvp agree with the batched Jacobian
+    T = xp.asarray(rng.standard_normal((4, 3)))
+    j = _np(pg.vmap(pg.jacfwd(f))(X))
+    t1 = _np(pg.jvp(pg.vmap(f), (X,), (T,))[1])
+    t2 = _np(pg.vmap(lambda x, t: pg.jvp(f, (x,), (t,))[1])(X, T))
+    np.testing.assert_allclose(t1, np.einsum("bij,bj->bi", j, _np(T)), atol=1e-12)
+    np.testing.assert_allclose(t2, t1, atol=1e-12)
+
+
+def test_empty_inputs_and_outputs(xp):
+    x = xp.asarray(np.zeros((0, 2)))
+    for jac in (pg.jacrev, pg.jacfwd):
+        assert jac(lambda v: xp.sum(v) * xp.ones(3))(x).shape == (3, 0, 2)
+        assert jac(lambda v: v * 2.0)(x).shape == (0, 2, 0, 2)
+
+
+def test_unbatchable_derivative_falls_back_to_a_loop(xp, monkeypatch):
+    """A custom rule calling nonzero (a data-dependent shape) cannot run on a batch of basis
+    vectors: jacrev/jacfwd fall back to one pass per basis vector, with the same values."""
+    from pycograd_xp import _forward
+
+    @pg.custom_vjp
+    def keep_large(x):
+        return x * 1.0
+
+    def large(v):  # entries of magnitude >= 0.5, found by their indices (nonzero)
+        idx = xp.nonzero(xp.abs(v) >= 0.5)[0]
+        return xp.where(xp.isin(xp.arange(v.shape[0]), idx), v, 0.0)
+
+    def bwd(res, g):  # only cotangent entries of magnitude >= 0.5 pass
+        return (large(g),)
+
+    keep_large.defvjp(lambda x: (keep_large(x), None), bwd)
+
+    @pg.custom_jvp
+    def keep_jvp(x):
+        return x * 1.0
+
+    @keep_jvp.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return keep_jvp(x), large(t)
+
+    w = xp.asarray([0.25, 2.0, -0.75])
+    x = xp.asarray([1.0, 2.0, 3.0])
+    calls = []
+    for name in ("_rev_loop", "_fwd_loop"):
+        real = getattr(_forward, name)
+        monkeypatch.setattr(_forward, name,
+                            lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))  # fmt: skip
+    jr = _np(pg.jacrev(lambda v: keep_large(v) * w)(x))  # cotangents w e_k reach the rule
+    np.testing.assert_allclose(jr, np.diag([0.0, 2.0, -0.75]))  # 0.25 is dropped
+    jf = _np(pg.jacfwd(lambda v: keep_jvp(v * w))(x))  # tangents w e_k reach the rule
+    np.testing.assert_allclose(jf, np.diag([0.0, 2.0, -0.75]))
+    assert calls == ["_rev_loop", "_fwd_loop"]
+    _, pull = pg.vjp(lambda v: keep_large(v) * w, x)
+    with pytest.raises(NotImplementedError, match=r"vmap: nonzero\(\) cannot be batched"):
+        pg.vmap(pull)(xp.asarray(np.eye(3)))

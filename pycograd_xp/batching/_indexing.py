@@ -6,7 +6,7 @@ unbatched array is one take over the flattened indices."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
+from ..namespace._ops import UnbatchableError, defbatch
 from ._helpers import batched, norm_axis, rank, shift, to_rank
 
 
@@ -86,7 +86,7 @@ def _getitem(ns, T, x, key):
     if not x.batched and not batched_key:
         return T(x.data[plain if type(key) is tuple else plain[0]], False)
     if any(_is_mask(parts[i].data) for i in batched_key):
-        raise NotImplementedError(
+        raise UnbatchableError(
             "vmap: __getitem__ with a batched boolean mask cannot be batched: each example "
             "would select a different number of elements; use xp.where(mask, x, 0) instead"
         )
@@ -122,7 +122,7 @@ def _masked(ns, data, mask):
 def _setitem(ns, T, x, key, value):
     parts, plain = _plain_key(T, key)
     if any(type(p) is T and p.batched for p in parts):
-        raise NotImplementedError(
+        raise UnbatchableError(
             "vmap: __setitem__ with a batched index cannot be batched; build the result with "
             "xp.where(mask, value, x) instead"
         )

@@ -210,6 +210,12 @@ def defbatch(name: str, rule: Callable[..., Any]) -> None:
     prim.batch = rule
 
 
+class UnbatchableError(NotImplementedError):
+    """vmap met a batched argument a row cannot batch (its result's shape would depend on each
+    example's data); the message names the row and the way out. ``jacfwd``/``jacrev`` catch it
+    and fall back to one pass per basis vector."""
+
+
 def unbatchable(reason: str, *names: str) -> None:
     """Declare rows that vmap cannot batch, and why (the error vmap raises names the row and
     gives ``reason``)."""
