@@ -20,7 +20,7 @@ from types import ModuleType
 
 from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
 from ._custom import custom_jvp, custom_vjp
-from ._forward import hessian, jacfwd, jacrev, jvp
+from ._forward import hessian, jacfwd, jacrev, jvp, linearize
 from ._remat import remat
 from ._vmap import vmap
 from .namespace import Array, AxisError, namespace
@@ -28,7 +28,7 @@ from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [
     "Array", "AxisError", "custom_jvp", "custom_vjp", "enable_grad", "grad", "hessian", "jacfwd",
-    "jacrev", "jvp", "namespace", "no_grad", "remat", "stop_gradient", "tree_flatten",
+    "jacrev", "jvp", "linearize", "namespace", "no_grad", "remat", "stop_gradient", "tree_flatten",
     "tree_leaves", "tree_map", "tree_unflatten", "unwrap", "value_and_grad", "vjp", "vmap",
 ]  # fmt: skip
 __version__ = "0.1.0"

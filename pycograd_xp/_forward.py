@@ -1,5 +1,5 @@
-"""Forward mode and the Jacobian transforms: ``jvp``, ``jacfwd``, ``jacrev``, ``hessian``
-(JAX's names and signatures).
+"""Forward mode and the Jacobian transforms: ``jvp``, ``linearize``, ``jacfwd``, ``jacrev``,
+``hessian`` (JAX's names and signatures).
 
 ``jvp`` runs ``f`` once with its primals tracked; as each primitive is recorded, a hook
 computes the output's tangent from its inputs' tangents with the row's JVP rule
@@ -30,13 +30,13 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _api, _vmap
+from . import _api, _tape, _vmap
 from . import jvp as _rules  # noqa: F401  (attaches the JVP rules to the rows)
 from .namespace._array import Array, make
 from .namespace._record import BATCH, FORWARD
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["hessian", "jacfwd", "jacrev", "jvp"]
+__all__ = ["hessian", "jacfwd", "jacrev", "jvp", "linearize"]
 
 
 class _Context:
@@ -213,6 +213,50 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     if has_aux:
         return value, tangent, _api._finish(aux, nested)
     return value, tangent
+
+
+def linearize(f: Callable[..., Any], *primals: Any,
+              has_aux: bool = False) -> tuple[Any, ...]:  # fmt: skip
+    """``(f(*primals), f_jvp)`` as JAX's ``linearize``: ``f_jvp(*tangents)`` is the JVP of ``f``
+    at the fixed ``primals`` (``jvp(f, primals, tangents)[1]``), one tangent pytree per primal.
+    With ``has_aux``, ``(out, f_jvp, aux)``.
+
+    ``f_jvp`` recomputes: each call is one ``jvp`` pass (``f`` with its tangents, about 2.5x
+    ``f`` alone for an MLP), not a stored linear graph. The tape records the reverse direction
+    only, so a stored linearization would cost two backward passes per call (the pullback
+    recorded, then transposed) and hold every residual while ``f_jvp`` lives; recomputing holds
+    nothing but the primals. ``f_jvp`` composes like ``jvp``: ``vmap(f_jvp)`` pushes a batch of
+    tangents in one pass, ``grad`` through it is the transposed map.
+    """
+    where = f"linearize({getattr(f, '__name__', 'f')})"
+    leaves, td = tree_flatten(primals)
+    for i, a in enumerate(leaves):
+        if not isinstance(a, Array):
+            raise TypeError(f"{where}: primal leaf {i} is a {type(a).__name__}, not an array of "
+                            "a pycograd_xp namespace; convert it with xp.asarray(...)")  # fmt: skip
+    # Fresh array objects holding the values passed, their buffers protected as the tape's
+    # residuals are: a later write while recording copies, one under no_grad is detected.
+    fixed = tree_unflatten(td, [make(type(a), a._data, a._node) for a in leaves])
+    for a in leaves:
+        _tape.mark_saved(a._backend, a._data)
+    seq = next(_tape._seq)
+    res = f(*fixed)
+    out, aux = res if has_aux else (res, None)
+    _api._check_out(out, where, scalar=False)
+
+    def f_jvp(*tangents: Any) -> Any:
+        if len(tangents) != len(fixed):
+            raise TypeError(f"{where}: f_jvp takes one tangent per primal ({len(fixed)}), got "
+                            f"{len(tangents)}")  # fmt: skip
+        for i, a in enumerate(leaves):
+            if _tape._written_since(a._backend, a._data, seq):
+                raise RuntimeError(f"{where}: primal leaf {i} was modified in place after "
+                                   "linearize (e.g. under no_grad()), so f_jvp would use the "
+                                   "new value; linearize again, or modify a copy "
+                                   "(xp.asarray(x, copy=True))")  # fmt: skip
+        return jvp(f, fixed, tangents, has_aux=has_aux)[1]
+
+    return (out, f_jvp, aux) if has_aux else (out, f_jvp)
 
 
 # -- Jacobians ------------------------------------------------------------------------------------

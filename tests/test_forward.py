@@ -295,3 +295,58 @@ def test_unbatchable_derivative_falls_back_to_a_loop(xp, monkeypatch):
     _, pull = pg.vjp(lambda v: keep_large(v) * w, x)
     with pytest.raises(NotImplementedError, match=r"vmap: nonzero\(\) cannot be batched"):
         pg.vmap(pull)(xp.asarray(np.eye(3)))
+
+
+# -- linearize -------------------------------------------------------------------------------------
+
+
+def test_linearize_matches_jvp_and_jacobian(xp):
+    rng = np.random.default_rng(6)
+    p = {"w": xp.asarray(rng.standard_normal((3, 2))), "b": xp.asarray(rng.standard_normal(2))}
+    x = xp.asarray(rng.standard_normal((4, 3)))
+
+    def f(p, x):
+        return {"y": xp.tanh(x @ p["w"] + p["b"]), "n": xp.sum(p["w"] ** 2)}
+
+    out, f_jvp = pg.linearize(f, p, x)
+    np.testing.assert_allclose(_np(out["y"]), _np(f(p, x)["y"]))
+    for seed in (0, 1):  # several tangents, one fixed linearization point
+        r = np.random.default_rng(seed)
+        tp = pg.tree_map(lambda a, r=r: xp.asarray(r.standard_normal(a.shape)), p)
+        tx = xp.asarray(r.standard_normal((4, 3)))
+        want = pg.jvp(f, (p, x), (tp, tx))[1]
+        got = f_jvp(tp, tx)
+        for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
+            np.testing.assert_allclose(_np(a), _np(b), atol=1e-14)
+    # a batch of tangents in one pass: the Jacobian's columns
+    g = lambda x: xp.sin(x) * xp.sum(x**2)  # noqa: E731
+    x0 = xp.asarray([0.3, -0.2, 0.9])
+    _, g_jvp = pg.linearize(g, x0)
+    cols = pg.vmap(g_jvp)(xp.asarray(np.eye(3)))
+    np.testing.assert_allclose(_np(cols).T, _np(pg.jacrev(g)(x0)), atol=1e-12)
+    # grad through f_jvp (linear in the tangent): the transposed map, J^T c
+    c = xp.asarray([1.0, -2.0, 0.5])
+    gt = pg.grad(lambda t: xp.sum(g_jvp(t) * c))(xp.zeros(3))
+    np.testing.assert_allclose(_np(gt), _np(pg.vjp(g, x0)[1](c)[0]), atol=1e-12)
+
+
+def test_linearize_has_aux_fixed_primals_and_errors(xp):
+    x = xp.asarray([1.0, 2.0])
+    out, f_jvp, aux = pg.linearize(lambda v: (xp.exp(v), xp.sum(v)), x, has_aux=True)
+    np.testing.assert_allclose(_np(aux), 3.0)
+    x[0] = 5.0  # the linearization point is the value passed (x now holds a copy)
+    np.testing.assert_allclose(_np(f_jvp(xp.ones(2))), np.exp([1.0, 2.0]))
+    y = xp.asarray([0.5, 1.0])
+    _, y_jvp = pg.linearize(xp.exp, y)
+    buffer = pg.unwrap(y)
+    with pg.no_grad():
+        y[1] = 3.0  # a mutable backend writes in place here: detected, never silently used
+    assert pg.unwrap(y) is buffer
+    with pytest.raises(RuntimeError, match="modified in place after linearize"):
+        y_jvp(xp.ones(2))
+    with pytest.raises(TypeError, match="one tangent per primal"):
+        f_jvp(xp.ones(2), xp.ones(2))
+    with pytest.raises(ValueError, match="shape"):
+        f_jvp(xp.ones(3))
+    with pytest.raises(TypeError, match="primal leaf 0"):
+        pg.linearize(xp.sin, [1.0])
