@@ -197,3 +197,94 @@ def test_vmap_composes_with_custom_rules(xp):
         np.testing.assert_allclose(np.asarray(pg.unwrap(got)), np.asarray(pg.unwrap(want)))
     np.testing.assert_allclose(np.asarray(pg.unwrap(pg.vmap(lse)(X))),
                                [float(pg.unwrap(lse(r))) for r in rows])  # fmt: skip
+
+
+# -- batched keys, ends and repeats ----------------------------------------------------------------
+
+
+def _loop(f, *args):
+    """``f`` per example (axis 0 of every argument; integer scalars as Python ints, which every
+    backend takes as a key), stacked: what vmap must equal."""
+    def example(a, i):
+        e = a[i, ...]
+        return int(e) if e.ndim == 0 and "int" in str(e.dtype) else e
+
+    return np.stack([np.asarray(pg.unwrap(f(*(example(a, i) for a in args))))
+                     for i in range(args[0].shape[0])])  # fmt: skip
+
+
+def test_setitem_with_batched_keys_matches_a_loop_with_gradients(xp):
+    X = xp.asarray(rng.standard_normal((3, 2, 4)))
+    V = xp.asarray(rng.standard_normal((3, 2)))
+    idx = xp.asarray([1, -1, 0])  # each example writes its own column (negative: from the end)
+    row = xp.asarray([0, 1, 1])
+
+    def col(x, i, v):
+        y = x * 1.0
+        y[:, i] = v
+        return xp.sum(y**2 * xp.reshape(xp.arange(8.0), (2, 4)))
+
+    def elem(x, r, i):
+        y = x * 1.0
+        y[r, i] = 5.0
+        return y
+
+    def masked(x):
+        y = x * 1.0
+        y[x > 0.0] = 0.5  # a mask per example, one scalar value
+        return y
+
+    np.testing.assert_allclose(pg.unwrap(pg.vmap(col)(X, idx, V)), _loop(col, X, idx, V))
+    got = pg.vmap(pg.grad(col, argnums=(0, 2)), in_axes=(0, 0, 0))(X, idx, V)
+    for k in range(2):
+        want = _loop(lambda x, i, v, k=k: pg.grad(col, argnums=(0, 2))(x, i, v)[k], X, idx, V)
+        np.testing.assert_allclose(pg.unwrap(got[k]), want, rtol=1e-12)
+    np.testing.assert_allclose(pg.unwrap(pg.vmap(elem)(X, row, idx)), _loop(elem, X, row, idx))
+    np.testing.assert_allclose(pg.unwrap(pg.vmap(masked)(X)), _loop(masked, X))
+    # the value shared by every example, the array batched by the key alone
+    W = xp.asarray(rng.standard_normal((2, 4)))
+    shared = pg.vmap(lambda i: elem(W, 1, i), in_axes=0)(idx)
+    np.testing.assert_allclose(pg.unwrap(shared), _loop(lambda i: elem(W, 1, i), idx))
+
+
+def test_linspace_with_batched_ends():
+    a, b = xp.asarray([0.0, 1.0, -2.0]), xp.asarray([1.0, 3.0, 2.0])
+    for kw in ({}, {"endpoint": False}, {"dtype": xp.float32}):
+        got = pg.vmap(lambda s, e, kw=kw: xp.linspace(s, e, 5, **kw))(a, b)
+        want = np.stack([np.linspace(s, e, 5, **{k: (np.float32 if k == "dtype" else v)
+                                                  for k, v in kw.items()})
+                         for s, e in zip([0.0, 1.0, -2.0], [1.0, 3.0, 2.0], strict=True)])
+        assert pg.unwrap(got).dtype == want.dtype
+        np.testing.assert_allclose(pg.unwrap(got), want, rtol=1e-6 if kw else 1e-15)
+    got = pg.vmap(lambda s: xp.linspace(s, 4.0, 3), in_axes=0)(a)  # one end batched
+    np.testing.assert_allclose(pg.unwrap(got)[:, -1], 4.0)
+
+
+def test_rows_that_cannot_batch_name_themselves():
+    from pycograd_xp._vmap import UnbatchableError
+
+    X = xp.asarray(rng.standard_normal((3, 4)))
+    R = xp.asarray(np.array([[1, 2], [0, 1], [2, 2]]))
+
+    def set_vector(x):
+        y = x * 1.0
+        y[x > 0.0] = xp.ones(2)  # how many elements each mask selects depends on the data
+        return y
+
+    def set_array_key(x, r):
+        y = x * 1.0
+        y[r] = 1.0
+        return y
+
+    cases = [
+        (r"nonzero\(\)", lambda: pg.vmap(lambda x: xp.nonzero(x > 0)[0])(X)),
+        (r"unique_counts\(\)", lambda: pg.vmap(lambda x: xp.unique_counts(x)[1])(X)),
+        (r"arange\(\)", lambda: pg.vmap(lambda n: xp.arange(n))(xp.asarray([1, 2, 3]))),
+        (r"repeat\(\)", lambda: pg.vmap(lambda x, r: xp.repeat(x[:2], r))(X, R)),
+        (r"__getitem__ with a batched boolean mask", lambda: pg.vmap(lambda x: x[x > 0])(X)),
+        (r"__setitem__ with a batched boolean mask", lambda: pg.vmap(set_vector)(X)),
+        (r"__setitem__ with a batched index", lambda: pg.vmap(set_array_key)(X, R)),
+    ]
+    for pattern, run in cases:
+        with pytest.raises(UnbatchableError, match=r"vmap: " + pattern):
+            run()

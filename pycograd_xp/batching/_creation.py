@@ -1,11 +1,13 @@
 """Creation rows: ``*_like`` keep the batch axis; ``full`` with a batched fill value broadcasts
-it; tril/triu work on the last two axes. Rows whose result shape would depend on each example's
-values (arange, linspace with batched ends) cannot batch."""
+it; tril/triu work on the last two axes; linspace with batched ends scales one shared grid
+(its length is a Python int). arange's length would depend on each example's values: it
+cannot batch."""
 
 from __future__ import annotations
 
+from ..namespace._array import detach
 from ..namespace._ops import defbatch, unbatchable
-from ._helpers import batched, to_rank
+from ._helpers import batch_size, batched, to_rank
 
 
 def _like(name):
@@ -81,6 +83,24 @@ def _meshgrid(ns, dims, *arrays, indexing="xy"):
     return out
 
 
+def _linspace(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
+    # num is a Python int, so each example's grid has the same length: start + (stop - start)
+    # times one shared unit grid (linspace has no gradient: the ends are detached)
+    n = batch_size(dims, (start, stop))
+    t = ns.linspace(0.0, 1.0, num, dtype=dtype, endpoint=endpoint)
+    ends = []
+    for v, d in zip((start, stop), dims[:2], strict=True):
+        v = detach(batched(ns, v, d, n))
+        if not ns.isdtype(v.dtype, ("real floating", "complex floating")) or dtype is not None:
+            v = ns.astype(v, t.dtype)
+        ends.append(v[:, None])
+    a, b = ends
+    out = a + (b - a) * t
+    if endpoint and num > 1:  # the last point is stop exactly, as in NumPy
+        out = ns.where(ns.arange(num) == num - 1, b, out)
+    return out
+
+
 for _n in ("empty_like", "ones_like", "zeros_like"):
     defbatch(_n, _like(_n))
 for _n in ("tril", "triu"):
@@ -89,10 +109,9 @@ defbatch("full", _full)
 defbatch("full_like", _full_like)
 defbatch("asarray", _asarray)
 defbatch("meshgrid", _meshgrid)
+defbatch("linspace", _linspace)
 unbatchable("its length would depend on each example's values; build the grid outside vmap "
             "(or use start + step * xp.arange(n))", "arange")  # fmt: skip
-unbatchable("batched start/stop would give each example its own grid; use "
-            "start + (stop - start) * xp.linspace(0, 1, num)", "linspace")  # fmt: skip
 unbatchable("a batched value has no single DLPack buffer; use xp.asarray", "from_dlpack")
 unbatchable("it takes only Python values (a shape), never a batched array", "empty", "eye",
             "ones", "zeros", "fft.fftfreq", "fft.rfftfreq", "broadcast_shapes")  # fmt: skip

@@ -85,6 +85,11 @@ def _getitem(ns, T, x, key):
         return T(out, True)
     if not x.batched and not batched_key:
         return T(x.data[plain if type(key) is tuple else plain[0]], False)
+    if batched_key:
+        entries = _simple_key(T, parts, x.ndim)
+        if entries is not None:
+            return T(_gather_simple(ns, T, batched(ns, x.data, x.batched, parts[
+                batched_key[0]].data.shape[0]), entries), True)
     if any(_is_mask(parts[i].data) for i in batched_key):
         raise UnbatchableError(
             "vmap: __getitem__ with a batched boolean mask cannot be batched: each example "
@@ -122,10 +127,8 @@ def _masked(ns, data, mask):
 def _setitem(ns, T, x, key, value):
     parts, plain = _plain_key(T, key)
     if any(type(p) is T and p.batched for p in parts):
-        raise UnbatchableError(
-            "vmap: __setitem__ with a batched index cannot be batched; build the result with "
-            "xp.where(mask, value, x) instead"
-        )
+        _setitem_batched_key(ns, T, x, parts, value)
+        return
     vb = type(value) is T and value.batched
     v = value.data if type(value) is T else value
     if not x.batched and not vb:
@@ -144,6 +147,113 @@ def _setitem(ns, T, x, key, value):
     if vb:
         v = to_rank(ns, v, x.data[bkey].ndim - 1)
     x.data[bkey] = v
+
+
+def _setitem_batched_key(ns, T, x, parts, value):
+    """``x[key] = value`` with a key that differs per example, as one ``where`` over a mask of
+    the positions written (standard functions only; no scatter): a batched boolean mask as the
+    sole key with a value of rank 0 per example, or batched 0-d integer indices beside Python
+    ints, full slices and an ellipsis (each example writes its own row, column, element)."""
+    vb = type(value) is T and value.batched
+    v = value.data if type(value) is T else value
+    n = next(p.data.shape[0] for p in parts if type(p) is T and p.batched)
+    data = batched(ns, x.data, x.batched, n)
+    nd = data.ndim - 1
+    if len(parts) == 1 and _is_mask(parts[0].data):
+        if rank(v, vb) != 0:
+            raise UnbatchableError(
+                "vmap: __setitem__ with a batched boolean mask cannot be batched with a value "
+                "of rank > 0: each example would take a different number of values; write a "
+                "scalar per example, or use xp.where(mask, values, x)"
+            )  # fmt: skip
+        mask = parts[0].data
+        mask = ns.reshape(mask, (*mask.shape, *(1,) * (nd - (mask.ndim - 1))))
+        x.data, x.batched = ns.where(mask, to_rank(ns, v, nd) if vb else v, data), True
+        return
+    entries = _simple_key(T, parts, nd)
+    if entries is None:
+        raise UnbatchableError(
+            "vmap: __setitem__ with a batched index cannot be batched with this key: a "
+            "batched key may hold 0-d integer indices, Python ints, full slices and an "
+            "ellipsis, or be a boolean mask alone (the standard has no integer-array "
+            "writes); build the result with xp.where(mask, value, x) instead"
+        )  # fmt: skip
+    mask, written = None, []
+    for axis, p in enumerate(entries):
+        if type(p) is slice and p == slice(None):
+            continue
+        d = data.shape[1 + axis]
+        view = (*(1,) * (1 + axis), d, *(1,) * (nd - axis - 1))
+        pos = ns.reshape(ns.arange(d), view)
+        if type(p) is int:
+            eq = pos == (p + d if p < 0 else p)
+        else:
+            i = _index_value(ns, T, p, d)
+            if type(p) is T and p.batched:
+                i = ns.reshape(i, (n, *(1,) * nd))
+            eq = pos == i
+        mask = eq if mask is None else ns.logical_and(mask, eq)
+        written.append(axis)
+    # the value broadcasts against x[key] of one example: the written axes become length 1
+    if vb:
+        v = to_rank(ns, v, nd - len(written))
+        for axis in written:
+            v = ns.expand_dims(v, axis=1 + axis)
+    elif hasattr(v, "shape"):
+        v = ns.reshape(v, (*(1,) * (nd - len(written) - v.ndim), *v.shape))
+        for axis in written:
+            v = ns.expand_dims(v, axis=axis)
+    if hasattr(v, "dtype") and v.dtype != data.dtype:  # written values take x's dtype
+        v = ns.astype(v, data.dtype)
+    x.data, x.batched = ns.where(mask, v, data), True
+
+
+def _simple_key(T, parts, nd):
+    """The key as one entry per axis of an example (an ellipsis becomes full slices) if each
+    entry is a Python int, a full slice or a 0-d integer array (batched or not); else None."""
+    out = []
+    for p in parts:
+        if p is Ellipsis:
+            out += [slice(None)] * (nd - (len(parts) - 1))
+            continue
+        d = p.data if type(p) is T else p
+        ok = type(p) is int or (type(p) is slice and p == slice(None)) or (
+            hasattr(d, "shape") and d.ndim == (1 if type(p) is T and p.batched else 0)
+            and not _is_mask(d) and "int" in str(d.dtype))  # fmt: skip
+        if not ok:
+            return None
+        out.append(p)
+    return out + [slice(None)] * (nd - len(out))
+
+
+def _index_value(ns, T, p, d):
+    """A 0-d integer key entry as an array of non-negative positions (batched: one per
+    example, shaped ``(n,)``)."""
+    i = p.data if type(p) is T else p
+    return ns.where(i < 0, i + d, i)
+
+
+def _gather_simple(ns, T, data, entries):
+    """``data[key]`` per example for a simple key (see :func:`_simple_key`): one
+    ``take_along_axis`` per batched entry, basic indexing for the others (standard functions
+    only: the standard has no integer arrays beside slices). Axes are taken last to first."""
+    n = data.shape[0]
+    for axis in reversed(range(len(entries))):
+        p = entries[axis]
+        if type(p) is slice:
+            continue
+        d = data.shape[1 + axis]
+        if type(p) is int:
+            data = data[(slice(None),) * (1 + axis) + (p,)]
+            continue
+        i = _index_value(ns, T, p, d)
+        if not (type(p) is T and p.batched):
+            i = ns.broadcast_to(i, (n,))
+        shape = list(data.shape)
+        shape[1 + axis] = 1
+        i = ns.broadcast_to(ns.reshape(i, (n, *(1,) * (data.ndim - 1))), tuple(shape))
+        data = ns.squeeze(ns.take_along_axis(data, i, axis=1 + axis), axis=1 + axis)
+    return data
 
 
 defbatch("take", _take)

@@ -3,7 +3,7 @@ past it, list arguments broadcast their unbatched members to the batch."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
+from ..namespace._ops import UnbatchableError, defbatch
 from ._helpers import batch_size, batched, shift, to_rank
 
 
@@ -49,8 +49,9 @@ def _permute_dims(ns, dims, x, /, axes):
 
 def _repeat(ns, dims, x, repeats, /, *, axis=None):
     if len(dims) > 1 and dims[1]:
-        raise NotImplementedError("vmap: repeat() cannot be batched over its repeats: each "
-                                  "example's length would differ")  # fmt: skip
+        raise UnbatchableError("vmap: repeat() cannot be batched over its repeats: each "
+                               "example's length would depend on its repeats' values; pass "
+                               "repeats unbatched (in_axes=None) or as a Python int")  # fmt: skip
     if axis is None:
         return ns.repeat(ns.reshape(x, (x.shape[0], -1)), repeats, axis=1)
     return ns.repeat(x, repeats, axis=shift(axis, x.ndim - 1))
