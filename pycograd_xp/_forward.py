@@ -268,16 +268,16 @@ def linearize(f: Callable[..., Any], *primals: Any,
 
 def _basis_batch(x: Array, total: int, offset: int) -> Array:
     """Rows ``offset .. offset + x.size`` of the ``total``-square identity's columns, as a batch
-    of ``total`` arrays shaped like ``x`` (of ``x``'s namespace and dtype)."""
-    ns = x._ns
-    return ns.reshape(ns.eye(total, x.size, k=-offset, dtype=x.dtype), (total, *x.shape))
+    of ``total`` arrays shaped like ``x`` (of ``x``'s dtype)."""
+    return _vmap.constant_like(x, lambda bk, kw: bk.reshape(
+        bk.eye(total, x.size, k=-offset, dtype=x.dtype, **kw), (total, *x.shape)))
 
 
 def _basis(o: Array, k: int) -> Array:
-    """The ``k``-th basis vector of ``o``'s flattened space, shaped like ``o``."""
-    bk = o._backend.xp
-    e = bk.reshape(bk.eye(1, o._data.size if o.ndim else 1, k=k, dtype=o._data.dtype), o.shape)
-    return make(type(o), e)
+    """The ``k``-th basis vector of ``o``'s flattened space, an array like ``o``."""
+    e = _vmap.constant_like(o, lambda bk, kw: bk.reshape(
+        bk.eye(1, o.size if o.ndim else 1, k=k, dtype=o.dtype, **kw), o.shape))
+    return _lift(o._ns, e) if o._backend.level else e
 
 
 def _zeros(o: Array) -> Array:

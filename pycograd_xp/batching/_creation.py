@@ -5,6 +5,7 @@ cannot batch."""
 
 from __future__ import annotations
 
+from .._vmap import constant_like
 from ..namespace._array import detach
 from ..namespace._ops import defbatch, unbatchable
 from ._helpers import batch_size, batched, to_rank
@@ -87,7 +88,9 @@ def _linspace(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoin
     # num is a Python int, so each example's grid has the same length: start + (stop - start)
     # times one shared unit grid (linspace has no gradient: the ends are detached)
     n = batch_size(dims, (start, stop))
-    t = ns.linspace(0.0, 1.0, num, dtype=dtype, endpoint=endpoint)
+    like = start if dims[0] else stop
+    t = constant_like(like, lambda bk, kw: bk.linspace(0.0, 1.0, num, dtype=dtype,
+                                                       endpoint=endpoint, **kw))  # fmt: skip
     ends = []
     for v, d in zip((start, stop), dims[:2], strict=True):
         v = detach(batched(ns, v, d, n))
@@ -97,7 +100,8 @@ def _linspace(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoin
     a, b = ends
     out = a + (b - a) * t
     if endpoint and num > 1:  # the last point is stop exactly, as in NumPy
-        out = ns.where(ns.arange(num) == num - 1, b, out)
+        last = constant_like(like, lambda bk, kw: bk.arange(num, **kw)) == num - 1
+        out = ns.where(last, b, out)
     return out
 
 

@@ -6,6 +6,7 @@ unbatched array is one take over the flattened indices."""
 
 from __future__ import annotations
 
+from .._vmap import constant_like
 from ..namespace._ops import UnbatchableError, defbatch
 from ._helpers import batched, norm_axis, rank, shift, to_rank
 
@@ -184,7 +185,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
             continue
         d = data.shape[1 + axis]
         view = (*(1,) * (1 + axis), d, *(1,) * (nd - axis - 1))
-        pos = ns.reshape(ns.arange(d), view)
+        pos = ns.reshape(constant_like(data, lambda bk, kw, d=d: bk.arange(d, **kw)), view)
         if type(p) is int:
             eq = pos == (p + d if p < 0 else p)
         else:

@@ -1,0 +1,115 @@
+"""The transforms beyond grad on Cubed, lazily: jvp, linearize, jacrev, jacfwd, hessian, vmap,
+vmap(grad) and grad(vmap) build Cubed graphs without computing (``cubed.raise_if_computes``),
+run in one ``cubed.compute`` under a small Spec, and equal NumPy's results; what Cubed cannot
+do fails with an error naming the function and the way out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+
+cubed = pytest.importorskip("cubed")
+
+nxp = pg.namespace(np)
+rng = np.random.default_rng(0)
+X0, W0, X1 = rng.standard_normal(5), rng.standard_normal((5, 3)), rng.standard_normal((6, 5))
+
+
+@pytest.fixture
+def spec(tmp_path):
+    return cubed.Spec(work_dir=str(tmp_path), allowed_mem="50MB", reserved_mem="0")
+
+
+def _on(cxp, spec, a, chunks):
+    return cxp.asarray(cubed.from_array(a, chunks=chunks, spec=spec))
+
+
+def _computed(tree):
+    """Every leaf of ``tree`` (Cubed arrays of ours) in one ``cubed.compute``, as NumPy."""
+    leaves, td = pg.tree_flatten(tree)
+    values = cubed.compute(*(pg.unwrap(a) for a in leaves))
+    return pg.tree_unflatten(td, [np.asarray(v) for v in values])
+
+
+def _close(got, want, **kw):
+    g, w = pg.tree_leaves(got), pg.tree_leaves(want)
+    assert len(g) == len(w)
+    for a, b in zip(g, w, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(pg.unwrap(b)), **kw)
+
+
+def _fns(xp, w):
+    def f(x):  # R^5 -> R^3
+        return xp.tanh(x @ w) * xp.sum(x**2)
+
+    def loss(x):  # R^5 -> R
+        return xp.sum(f(x) ** 2) + xp.max(xp.sin(x))
+
+    return f, loss
+
+
+def test_forward_mode_jacobians_and_hessian_on_cubed(cxp, spec):
+    x, w = _on(cxp, spec, X0, (3,)), _on(cxp, spec, W0, (3, 3))
+    f, loss = _fns(cxp, w)
+    nf, nloss = _fns(nxp, nxp.asarray(W0))
+    xn, t = nxp.asarray(X0), np.linspace(-1.0, 1.0, 5)
+    with cubed.raise_if_computes():  # every transform only builds the graph
+        tangent = pg.jvp(f, (x,), (_on(cxp, spec, t, (3,)),))[1]
+        out, f_jvp = pg.linearize(f, x)
+        lin = f_jvp(_on(cxp, spec, t, (3,)))
+        jr, jf = pg.jacrev(f)(x), pg.jacfwd(f)(x)
+        h = pg.hessian(loss)(x)
+    got = _computed({"t": tangent, "out": out, "lin": lin, "jr": jr, "jf": jf, "h": h})
+    want_t = pg.jvp(nf, (xn,), (nxp.asarray(t),))[1]
+    _close([got["t"], got["lin"], got["out"]], [want_t, want_t, nf(xn)], rtol=1e-12)
+    _close([got["jr"], got["jf"]], [pg.jacrev(nf)(xn)] * 2, rtol=1e-12, atol=1e-14)
+    _close(got["h"], pg.hessian(nloss)(xn), rtol=1e-10, atol=1e-12)
+
+
+def test_vmap_and_per_example_gradients_on_cubed(cxp, spec):
+    X, w = _on(cxp, spec, X1, (3, 5)), _on(cxp, spec, W0, (5, 3))
+    _, loss = _fns(cxp, w)
+    _, nloss = _fns(nxp, nxp.asarray(W0))
+    idx = _on(cxp, spec, np.array([0, 4, 1, 2, 3, -1]), (3,))
+
+    def write(x, i):  # a key batched per example: one where, no mutation (Cubed is immutable)
+        y = x * 1.0
+        y[i] = 0.0
+        return xp_sum(y)
+
+    xp_sum = cxp.sum
+    with cubed.raise_if_computes():
+        values = pg.vmap(loss)(X)
+        grads = pg.vmap(pg.grad(loss))(X)
+        total = pg.grad(lambda X: cxp.sum(pg.vmap(loss)(X)))(X)
+        written = pg.vmap(write)(X, idx)
+        jac = pg.vmap(pg.jacrev(loss))(X)
+    got = _computed([values, grads, total, written, jac])
+    per = [pg.grad(nloss)(nxp.asarray(X1[i])) for i in range(6)]
+    _close(got[0], np.array([float(pg.unwrap(nloss(nxp.asarray(r)))) for r in X1]), rtol=1e-12)
+    _close(got[1], np.stack([pg.unwrap(g) for g in per]), rtol=1e-12)
+    _close(got[2], np.stack([pg.unwrap(g) for g in per]), rtol=1e-12)
+    _close(got[4], np.stack([pg.unwrap(g) for g in per]), rtol=1e-12)
+    want = X1.copy()
+    want[np.arange(6), [0, 4, 1, 2, 3, -1]] = 0.0
+    _close(got[3], want.sum(axis=1), rtol=1e-12)
+
+
+def test_what_cubed_cannot_do_fails_clearly(cxp, spec):
+    X = _on(cxp, spec, X1, (3, 5))
+
+    def write(x):
+        y = x * 1.0
+        y[0] = 1.0  # an unbatched key writes in place: Cubed's arrays are immutable
+        return y
+
+    with pytest.raises(NotImplementedError, match=r"__setitem__: the cubed backend has "
+                                                  r"immutable arrays; .*xp\.where"):  # fmt: skip
+        pg.vmap(write)(X)
+    with pytest.raises(NotImplementedError, match=r"nonzero\(\): the cubed backend does not "
+                                                  r"implement nonzero"):  # fmt: skip
+        pg.vmap(lambda x: cxp.nonzero(x > 0)[0])(X)
+    with pytest.raises(NotImplementedError, match=r"__getitem__ with a batched boolean mask"):
+        pg.vmap(lambda x: x[x > 0])(X)
