@@ -3,7 +3,8 @@
     python benchmarks/bench_chain.py
 
 Contenders side by side in one process, interleaved: hand-written NumPy backprop, HIPS autograd,
-PyTorch eager, JAX eager and jit (CPU), pycograd_xp over NumPy. Shapes (8,) and (100,).
+PyTorch eager, JAX eager and jit (CPU), pycograd_xp over NumPy, uncompiled and through
+``pycograd_xp.compile``. Shapes (8,) and (100,).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def contenders(shape):
     xa = xp.asarray(a)
     g_pg = pg.grad(lambda x: chain(xp, x))
     out["pycograd_xp (numpy)"] = lambda: g_pg(xa)
+    g_c = pg.compile(g_pg)
+    out["pycograd_xp compiled"] = lambda: g_c(xa)
     try:
         import autograd
         import autograd.numpy as anp
@@ -103,6 +106,8 @@ def main() -> None:
         print(_common.table(f"chain of {n_ops} elementwise ops, shape {shape}: µs per op "
                             "(forward + backward)", per_op, "numpy by hand", unit="µs/op",
                             scale=1e6))  # fmt: skip
+        r = per_op["pycograd_xp compiled"] / per_op["numpy by hand"]
+        print(f"  pycograd_xp compiled / numpy by hand: {r:.2f} (goal <= 1.5)")
         if "PyTorch eager" in per_op:
             r = per_op["pycograd_xp (numpy)"] / per_op["PyTorch eager"]
             print(f"  pycograd_xp / PyTorch eager: {r:.2f}")

@@ -19,6 +19,7 @@ import sys
 from types import ModuleType
 
 from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
+from ._compile import TracingError, compile
 from ._custom import custom_jvp, custom_vjp
 from ._forward import hessian, jacfwd, jacrev, jvp, linearize
 from ._remat import remat
@@ -27,9 +28,10 @@ from .namespace import Array, AxisError, namespace
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [
-    "Array", "AxisError", "custom_jvp", "custom_vjp", "enable_grad", "grad", "hessian", "jacfwd",
-    "jacrev", "jvp", "linearize", "namespace", "no_grad", "remat", "stop_gradient", "tree_flatten",
-    "tree_leaves", "tree_map", "tree_unflatten", "unwrap", "value_and_grad", "vjp", "vmap",
+    "Array", "AxisError", "TracingError", "compile", "custom_jvp", "custom_vjp", "enable_grad",
+    "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "namespace", "no_grad", "remat",
+    "stop_gradient", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "unwrap",
+    "value_and_grad", "vjp", "vmap",
 ]  # fmt: skip
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@ from . import _tape
 from .namespace._array import Array, detach, make
 from .namespace._ops import Primitive
 from .namespace._record import BATCH, FORWARD
-from .tree import tree_flatten, tree_map, tree_unflatten
+from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
 
@@ -279,7 +279,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
         ct_leaves, ct_td = tree_flatten(cotangent)
-        if ct_td != out_td:
+        if not same_structure(ct_td, out_td):
             raise ValueError(f"{where}: the cotangent's structure {ct_td!r} differs from the "
                              f"output's {out_td!r}")  # fmt: skip
         for o, c in zip(out_leaves, ct_leaves, strict=True):

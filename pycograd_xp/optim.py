@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import array_api_compat
 
 from ._api import no_grad
+from ._host import host
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 Schedule = Callable[[int], float]
@@ -170,7 +171,7 @@ def sgd(lr: float | Schedule, momentum: float = 0.0, nesterov: bool = False,
         if weight_decay:
             on = _masked(mask, params)
             grads = tree_map(lambda g, p, m: g + weight_decay * p if m else g, grads, params, on)
-        rate = schedule(state["count"])
+        rate = host(schedule, state["count"])
         velocity = state["velocity"]
         if momentum:
             velocity = tree_map(lambda v, g: momentum * v + g, velocity, grads)
@@ -209,7 +210,7 @@ def rmsprop(lr: float | Schedule, decay: float = 0.9, eps: float = 1e-8,
         if momentum:
             mom = tree_map(lambda m, u: momentum * m + u, mom, scaled)
             scaled = mom
-        rate = schedule(state["count"])
+        rate = host(schedule, state["count"])
         return tree_map(lambda u: -rate * u, scaled), {"count": state["count"] + 1, "nu": nu,
                                                        "mom": mom}  # fmt: skip
 
@@ -227,7 +228,7 @@ def adagrad(lr: float | Schedule, eps: float = 1e-10,
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
         acc = tree_map(lambda a, g: a + g * g, state["sum_sq"], grads)
-        rate = schedule(state["count"])
+        rate = host(schedule, state["count"])
         updates = tree_map(lambda g, a: -rate * g / (_ns(a).sqrt(a) + eps), grads, acc)
         return updates, {"count": state["count"] + 1, "sum_sq": acc}
 
@@ -246,7 +247,7 @@ def adam(lr: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
         t = state["count"] + 1
         c1, c2 = 1 - b1**t, 1 - b2**t
-        rate = schedule(state["count"])
+        rate = host(schedule, state["count"])
         if weight_decay and params is None:
             raise ValueError("adamw: update() needs params for the weight decay")
         decay = _masked(mask, params) if weight_decay else tree_map(lambda g: False, grads)

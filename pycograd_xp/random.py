@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ._host import HostScalar
+
 __all__ = ["Key", "bernoulli", "fold_in", "key", "normal", "permutation", "randint", "split",
            "uniform"]  # fmt: skip
 
@@ -77,6 +79,11 @@ def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunk
     """Draw on the host, or block by block where the backend samples blocks lazily (Cubed):
     the block at offset ``i`` draws from ``fold_in(k, i)``."""
     _check(k, where)
+    if any(isinstance(d, HostScalar) for d in k.data):  # a key compile replays with new values
+        from ._compile import host_array
+
+        return host_array(lambda *data: draw(_generator(Key(data)), shape), k.data,
+                          tuple(shape), dtype)  # fmt: skip
     sampler = getattr(getattr(xp, "_backend", None), "block_sampler", None)
     if sampler is not None:
 

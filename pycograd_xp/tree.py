@@ -140,6 +140,21 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any
     return _build(treedef, iter(leaves))
 
 
+def same_structure(a: TreeDef, b: TreeDef) -> bool:
+    """Whether two structures match, taking NamedTuples of the same name and fields as the same
+    (two backends' ``SlogdetResult`` classes, say, or a compiled function's and its caller's)."""
+    if a == b:
+        return True
+    if a.kind != b.kind or len(a.children) != len(b.children):
+        return False
+    if a.kind == "namedtuple":
+        if (a.meta.__name__, a.meta._fields) != (b.meta.__name__, b.meta._fields):
+            return False
+    elif a.meta != b.meta:
+        return False
+    return all(same_structure(x, y) for x, y in zip(a.children, b.children, strict=True))
+
+
 def tree_leaves(tree: Any) -> list[Any]:
     return tree_flatten(tree)[0]
 

@@ -85,6 +85,10 @@ class Tracker:
 
 class _Current(threading.local):
     tracker: Tracker | None = None
+    # While pycograd_xp.compile traces: its recorder, which every call of the abstract backend
+    # goes through (``call``, ``inplace``, ``opaque``), and which the shape rules tell when an
+    # output's shape depends on data (``data_dependent``). None: not tracing.
+    recorder: Any = None
 
 
 CURRENT = _Current()
@@ -122,7 +126,7 @@ class AbstractArray:
             t.alloc(self.nbytes)
 
     def __del__(self) -> None:
-        t = self._tracker
+        t = getattr(self, "_tracker", None)  # None also when __init__ refused the shape
         if t is not None:
             t.free(self.nbytes)
 
@@ -159,16 +163,32 @@ class AbstractArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         ABSTRACT.__setitem__(self, key, value)
 
-    def __bool__(self) -> bool:
-        raise TypeError("an abstract array has no value: a function being projected cannot "
-                        "branch on array values (use xp.where)")  # fmt: skip
+    def _no_value(self, how: str) -> Any:
+        raise TypeError(f"{how} of an array while tracing (pycograd_xp.memory.project, "
+                        "pycograd_xp.compile): abstract arrays have no value, so a traced "
+                        "function cannot branch on array values (use xp.where)")  # fmt: skip
 
-    __float__ = __int__ = __index__ = __complex__ = __bool__  # type: ignore[assignment]
+    def __bool__(self) -> bool:
+        return self._no_value("bool()")
+
+    def __float__(self) -> float:
+        return self._no_value("float()")
+
+    def __int__(self) -> int:
+        return self._no_value("int()")
+
+    def __index__(self) -> int:
+        return self._no_value("use as an index (__index__)")
+
+    def __complex__(self) -> complex:
+        return self._no_value("complex()")
     __hash__ = None  # type: ignore[assignment]
 
 
 def _inplace(fname: str) -> Callable[..., Any]:
     def op(self: AbstractArray, other: Any) -> Any:
+        if CURRENT.recorder is not None:  # compile: the write itself is replayed
+            return CURRENT.recorder.inplace(fname, self, other)
         new = getattr(ABSTRACT, fname)(self, other)  # the temporary NumPy avoids: an upper bound
         del new
         return self
@@ -196,6 +216,8 @@ def _function(prim: Any) -> Callable[..., Any]:
         rule = prim.shape
         if rule is None:
             raise NotImplementedError(f"{name}: no shape rule, so it cannot be projected")
+        if CURRENT.recorder is not None:  # compile: the call is recorded for the replay
+            return CURRENT.recorder.call(prim, rule, args, kwargs)
         out = rule(ABSTRACT, *args, **kwargs)
         t = CURRENT.tracker
         if t is not None:

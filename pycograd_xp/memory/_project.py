@@ -217,6 +217,8 @@ class Projection:
 
 def _adapt_abstract(b: Any) -> Any:
     def index_add(size: int, flat_index: Any, values: Any) -> Any:
+        if CURRENT.recorder is not None:  # compile: the replay calls the backend's own
+            return CURRENT.recorder.index_add(size, flat_index, values)
         return ABSTRACT.zeros((size,), dtype=values.dtype)  # NumPy: zeros, then add.at in place
 
     return dataclasses.replace(b, abstract=True, mutable=True, ordered_writes=True,

@@ -15,11 +15,13 @@ import operator
 import weakref
 from typing import Any
 
+from .._host import HostScalar
 from .._tape import MODE, backward, is_leaf, is_saved, leaf, note_write
 from ._ops import REGISTRY
 
-# Python scalars an operator accepts beside an array.
-SCALARS = (bool, int, float, complex)
+# Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
+# argument of a function pycograd_xp.compile is tracing).
+SCALARS = (bool, int, float, complex, HostScalar)
 # Python values that pass to a backend unchanged (and that a tape keeps as they are).
 PLAIN_TYPES = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 

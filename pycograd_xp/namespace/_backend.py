@@ -48,6 +48,11 @@ class Backend:
     # ``index_add(size, flat_index, values)``: a length-``size`` vector with ``values`` summed
     # at ``flat_index``, exact and fast (NumPy's ``add.at``); None: a sort-based segment sum.
     index_add: Callable[..., Any] | None = None
+    # ``windows(x, window_shape, axis)``: every window of ``x`` along ``axis`` as one strided
+    # view, shape ``x.shape`` with ``axis`` shrunk, then ``window_shape`` (NumPy's
+    # ``sliding_window_view``); convolutions take their columns from it with one copy. None:
+    # the columns are a stack of strided slices.
+    windows: Callable[..., Any] | None = None
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
     block_sampler: Callable[..., Any] | None = None
@@ -74,6 +79,12 @@ class Backend:
     # arrays (unbatched).
     level: int = 0
     lift: Callable[[Any], Any] | None = None
+    # pycograd_xp.compile: ``owns_buffer(a)``, whether array ``a`` owns its memory (is no view);
+    # with no other reference to it (its reference count says so), a dead temporary's buffer
+    # can take an elementwise result in place. None: never written in place. ``takes_out(f)``:
+    # whether backend function ``f`` accepts ``out=`` (NumPy's ufuncs).
+    owns_buffer: Callable[[Any], bool] | None = None
+    takes_out: Callable[[Any], bool] | None = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.
@@ -145,11 +156,18 @@ def _numpy_index_add(size: int, flat_index: Any, values: Any) -> Any:
     return out
 
 
+def _owns_buffer(d: Any) -> bool:
+    return d.base is None
+
+
 def _adapt_numpy(b: Backend) -> Backend:
     import numpy
 
     return dataclasses.replace(b, ordered_writes=True, index_add=_numpy_index_add,
-                               scalar_type=numpy.generic, scalar_to_array=numpy.asarray)
+                               windows=numpy.lib.stride_tricks.sliding_window_view,
+                               scalar_type=numpy.generic, scalar_to_array=numpy.asarray,
+                               owns_buffer=_owns_buffer,
+                               takes_out=lambda f: isinstance(f, numpy.ufunc))  # fmt: skip
 
 
 def _strict_buffer(d: Any) -> Any:

@@ -22,6 +22,14 @@ def new(shape: Any, dtype: Any) -> AbstractArray:
     return AbstractArray(shape, dtype)
 
 
+def data_dependent(what: str) -> None:
+    """An output's shape depends on values the abstract arrays do not have (only an upper
+    bound is known): the projection goes on with the bound; a compile trace stops here."""
+    recorder = CURRENT.recorder
+    if recorder is not None:
+        recorder.data_dependent(what)
+
+
 # Constants from outside up to this many elements keep their values (see AbstractArray.value).
 KEEP_VALUES = 1 << 16
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import as_abstract, broadcast, is_array, new, view
+from ._helpers import as_abstract, broadcast, data_dependent, is_array, new, view
 
 
 def _expand(key, ndim):
@@ -25,8 +25,9 @@ def _expand(key, ndim):
     return parts
 
 
-def selection(shape, key):
-    """(result shape, whether it is a view) of ``x[key]`` for ``x`` of ``shape``."""
+def selection(shape, key, exact=True):
+    """(result shape, whether it is a view) of ``x[key]`` for ``x`` of ``shape``. ``exact``:
+    the caller needs the exact shape (not for a write of one value through a mask)."""
     parts = _expand(key, len(shape))
     out, adv_shapes, adv_pos, axis = [], [], [], 0
     for p in parts:
@@ -39,6 +40,8 @@ def selection(shape, key):
             if p.value is not None:  # a known mask: exactly its True elements
                 n = int(np.count_nonzero(p.value))
             else:  # at most every element is selected
+                if exact:
+                    data_dependent("indexing with a boolean mask computed from data (x[mask])")
                 n = 1
                 for s in shape[axis:axis + p.ndim]:
                     n *= s
@@ -68,7 +71,8 @@ def _getitem(a, x, key):
 
 
 def _setitem(a, x, key, value):
-    shape, _ = selection(x.shape, key)
+    # one value written through a mask (x[mask] = 0.0) needs no count of the selected elements
+    shape, _ = selection(x.shape, key, exact=is_array(value) and value.size != 1)
     if is_array(value):
         broadcast(value.shape, shape)
 

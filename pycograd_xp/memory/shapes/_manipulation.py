@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import as_abstract, broadcast, is_array, new, norm_axes, view
+from ._helpers import as_abstract, broadcast, data_dependent, is_array, new, norm_axes, view
 
 
 def _broadcast_arrays(a, *arrays):
@@ -67,6 +67,7 @@ def _repeat(a, x, repeats, /, *, axis=None):
     n = x.size if axis is None else x.shape[axis % x.ndim]
     if is_array(repeats):
         if repeats.value is None:
+            data_dependent("repeat with an array of repeats computed from data")
             raise NotImplementedError(
                 "repeat: an array of repeats computed inside the function gives a data-dependent "
                 "shape, which cannot be projected; pass repeats as a Python int or a constant"

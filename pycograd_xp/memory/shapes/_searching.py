@@ -7,7 +7,7 @@ import array_api_compat.numpy as npx
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import broadcast, is_array, new, probe_dtype, reduced, ufunc_buffers
+from ._helpers import broadcast, data_dependent, is_array, new, probe_dtype, reduced, ufunc_buffers
 
 
 def _arg(a, x, /, *, axis=None, keepdims=False):
@@ -18,6 +18,7 @@ def _nonzero(a, x, /):
     if x.value is not None:  # a known constant: exactly its nonzero elements
         n = int(np.count_nonzero(x.value))
     else:
+        data_dependent("nonzero")
         n = x.size if x.ndim else 1
     return tuple(new((n,), "int64") for _ in range(max(x.ndim, 1)))
 

@@ -33,13 +33,14 @@ from array_api_compat.common._aliases import (
 )
 
 from ...namespace._ops import defshape
-from ._helpers import as_abstract, is_array, native, new
+from ._helpers import as_abstract, data_dependent, is_array, native, new
 
 
 def _distinct(x):
     """The number of distinct values: exact for a known constant, else every element."""
     if x.value is not None:
         return int(npx.unique_values(np.asarray(x.value)).shape[0])
+    data_dependent("unique_* (the number of distinct values)")
     return x.size
 
 

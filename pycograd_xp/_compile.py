@@ -1,0 +1,774 @@
+"""``compile``: trace a function once per structure, then replay a flat schedule of backend calls.
+
+The trace runs the function, and everything it calls (``value_and_grad``, the VJP rules, an
+optimizer's update), through the real engine on the abstract backend of ``pycograd_xp.memory``:
+arrays with a shape and a dtype and no data. Each call that reaches the abstract backend is one
+standard function of one row (its shape rule gives the output's shape and dtype), and the
+recorder notes it: which function, on which earlier results, with which constants. The result is
+the exact sequence of backend calls the engine would make on real arrays of those shapes,
+forward pass, backward pass and update, with every Python-level decision (which rule, which
+cotangents to sum, which dtype casts) already taken.
+
+That sequence becomes the source of one Python function (like ``namedtuple``'s): one line per
+backend call, calling the backend's own function directly, with ``del`` at each value's last use
+(the liveness the memory model computes, over the order the engine executes), and, on backends
+that write in place safely (NumPy, CuPy), elementwise results written into a dead operand's
+buffer instead of a fresh one when nothing else holds that buffer. No wrapper objects, no nodes,
+no topological sort, no dtype checks run at replay.
+
+Soundness: a trace never sees values. Whatever needs one while tracing (``bool()``/``float()``
+of an array, an output shape that depends on data) raises :class:`TracingError` naming it, so a
+schedule never bakes in a branch. Python numbers among the arguments stay dynamic
+(``pycograd_xp._host``) unless their value is needed, in which case they become part of the
+cache key. A function called with tracked arrays (inside ``grad``) runs uncompiled.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import itertools
+import linecache
+import operator
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._host import HostScalar, ValueNeededError
+from ._tape import MODE, REDIRECT
+from .memory._abstract import ABSTRACT, CURRENT, DTYPE_NAMES, AbstractArray
+from .memory.shapes._helpers import KEEP_VALUES
+from .namespace._array import Array, make
+from .namespace._ops import REGISTRY
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["Compiled", "TracingError", "compile"]
+
+
+class TracingError(TypeError):
+    """A compiled function needed an array's value (or a data-dependent shape) while tracing."""
+
+
+# -- the trace ------------------------------------------------------------------------------------
+
+
+class _Sym:
+    """A reference, in a recorded call's arguments, to an earlier result (symbol ``n``)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class _Host:
+    """A reference to a host expression (a Python number computed at each call)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+@dataclass
+class _Call:
+    fn: tuple  # ("row", prim) | ("inplace", fname) | ("index_add",)
+    args: tuple  # templates: _Sym, _Host, constants, tuples/lists of them
+    kwargs: dict
+    outs: Any  # _Sym, a tuple/list of _Sym (or None for a non-array output), or None
+    mutates: int | None = None  # the symbol whose buffer the call writes in place
+    reads: list[int] = field(default_factory=list)
+    writes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Meta:
+    shape: tuple[int, ...]
+    dtype: Any
+    owns: bool  # owns its memory (not a view)
+
+
+class _Recorder:
+    """What the abstract backend reports while ``compile`` traces (see ``memory._abstract``)."""
+
+    def __init__(self, backend: Any) -> None:
+        # the target backend's dtype objects (by id: they live as long as its module) as NumPy's
+        self.dtypes = {id(getattr(backend.xp, n)): np.dtype(n) for n in DTYPE_NAMES
+                       if hasattr(backend.xp, n)}  # fmt: skip
+        self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
+        self.ex = (self.dtypes, backend.array_type)
+        self.calls: list[_Call] = []
+        self.ids: dict[int, int] = {}  # id(AbstractArray) -> symbol
+        self.keep: list[Any] = []  # every array seen, alive until the trace ends (ids stay unique)
+        self.meta: list[_Meta] = []
+        self.hosts: dict[int, int] = {}  # id(HostScalar) -> host expression index
+        self.host_list: list[HostScalar] = []
+
+    # symbols
+    def new(self, a: AbstractArray) -> int:
+        n = len(self.meta)
+        self.ids[id(a)] = n
+        self.keep.append(a)
+        self.meta.append(_Meta(a.shape, a.dtype, a.base is None))
+        return n
+
+    def sym(self, a: AbstractArray, where: str) -> int:
+        n = self.ids.get(id(a))
+        if n is None:
+            raise TracingError(
+                f"compile: {where} got an array that was made outside the traced calls (an "
+                "abstract array from another trace or projection); pass arrays as arguments"
+            )
+        return n
+
+    def host(self, h: HostScalar) -> int:
+        n = self.hosts.get(id(h))
+        if n is None:
+            for a in h.args:
+                if isinstance(a, HostScalar):
+                    self.host(a)
+            n = self.hosts[id(h)] = len(self.host_list)
+            self.host_list.append(h)
+        return n
+
+    def template(self, v: Any, where: str, reads: list[int]) -> Any:
+        t = type(v)
+        if t is AbstractArray:
+            n = self.sym(v, where)
+            reads.append(n)
+            return _Sym(n)
+        if t is HostScalar:
+            return _Host(self.host(v))
+        if t is tuple or t is list:
+            return t(self.template(e, where, reads) for e in v)
+        if t is slice and any(type(p) is HostScalar for p in (v.start, v.stop, v.step)):
+            raise ValueNeededError(next(p for p in (v.start, v.stop, v.step)
+                                        if type(p) is HostScalar), "use in a slice")  # fmt: skip
+        return v
+
+    def _outs(self, out: Any) -> Any:
+        if type(out) is AbstractArray:
+            return _Sym(self.new(out))
+        if isinstance(out, tuple | list) and any(type(o) is AbstractArray for o in out):
+            return tuple(_Sym(self.new(o)) if type(o) is AbstractArray else None for o in out)
+        return None
+
+    # what the abstract backend calls
+    def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        out = rule(ABSTRACT, *_examples(args, *self.ex), **_examples(kwargs, *self.ex))
+        name = prim.name
+        reads: list[int] = []
+        targs = self.template(args, name, reads)
+        tkw = {k: self.template(v, name, reads) for k, v in kwargs.items()}
+        if name == "__setitem__":
+            target = self.sym(args[0], name)
+            self.calls.append(_Call(("row", prim), targs, tkw, None, target, reads))
+            return out
+        known = _arrays(out)
+        if not known or all(id(o) in self.ids for o in known):
+            return out  # metadata (a dtype, a bool), or an input returned as it is
+        outs = self._outs(out)
+        self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs)))
+        return out
+
+    def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
+        REGISTRY[fname].shape(ABSTRACT, x, _examples(other, *self.ex))  # validates them
+        reads: list[int] = []
+        targs = self.template((x, other), fname, reads)
+        n = self.sym(x, fname)
+        self.calls.append(_Call(("inplace", fname), targs, {}, _Sym(n), n, reads, [n]))
+        return x
+
+    def index_add(self, size: int, flat_index: Any, values: Any) -> AbstractArray:
+        out = AbstractArray((size,), values.dtype)
+        reads: list[int] = []
+        targs = self.template((size, flat_index, values), "index_add", reads)
+        outs = self._outs(out)
+        self.calls.append(_Call(("index_add",), targs, {}, outs, None, reads, _syms(outs)))
+        return out
+
+    def host_array(self, fn: Callable[..., Any], args: tuple, shape: tuple[int, ...],
+                   dtype: Any) -> AbstractArray:  # fmt: skip
+        """An array the replay makes on the host from host numbers: ``fn(*args)``, a NumPy
+        array, handed to the backend's ``asarray(..., dtype=dtype)`` (random draws)."""
+        out = AbstractArray(shape, _np_dtype(dtype))
+        reads: list[int] = []
+        targs = self.template(args, "a host array", reads)
+        outs = self._outs(out)
+        self.calls.append(_Call(("host_array", fn, dtype), targs, {}, outs, None, reads,
+                                _syms(outs)))  # fmt: skip
+        return out
+
+    def data_dependent(self, what: str) -> None:
+        raise TracingError(
+            f"compile: {what} gives an output whose shape depends on array values, which a "
+            "compiled schedule cannot fix in advance; keep shapes static (xp.where(mask, x, 0) "
+            "instead of x[mask], a fixed size instead of nonzero/unique), or call this part "
+            "outside the compiled function"
+        )
+
+
+def _arrays(out: Any) -> list[AbstractArray]:
+    if type(out) is AbstractArray:
+        return [out]
+    if isinstance(out, tuple | list):
+        return [o for o in out if type(o) is AbstractArray]
+    return []
+
+
+def _syms(outs: Any) -> list[int]:
+    if type(outs) is _Sym:
+        return [outs.n]
+    if isinstance(outs, tuple):
+        return [o.n for o in outs if o is not None]
+    return []
+
+
+def _examples(v: Any, dtypes: dict[int, np.dtype], array_type: type) -> Any:
+    """``v`` as the shape rules take it: each host scalar replaced by its example (a Python
+    number), each dtype of the target backend by NumPy's (the abstract backend's), each array
+    of the target backend (a constant the function closes over) by an abstract one."""
+    t = type(v)
+    if t is HostScalar:
+        return v.example
+    if t is tuple or t is list:
+        return t(_examples(e, dtypes, array_type) for e in v)
+    if t is dict:
+        return {k: _examples(e, dtypes, array_type) for k, e in v.items()}
+    if t is array_type and t is not np.ndarray:
+        dtype = _np_dtype(v.dtype)
+        try:  # small constants keep their values (a mask's selected count, see constant())
+            value = np.asarray(v) if _size(v.shape) <= KEEP_VALUES else None
+        except Exception:  # a device array
+            value = None
+        return AbstractArray(v.shape, dtype, value=value)
+    d = dtypes.get(id(v))
+    if d is None and t is dtypes.get(0) and t is not type:  # equal, not the module's own
+        d = _np_dtype(v)
+    return v if d is None else d
+
+
+# -- the replay: one generated Python function per trace -------------------------------------------
+
+# Elementwise rows with an in-place operator of the standard (the result may go into a dead
+# operand's buffer), and the commutative ones (either operand's buffer will do).
+_INPLACE = {"add": operator.iadd, "subtract": operator.isub, "multiply": operator.imul,
+            "divide": operator.itruediv}  # fmt: skip
+_COMMUTATIVE = frozenset({"add", "multiply"})
+_OPERATOR_INPLACE = {"add": operator.iadd, "subtract": operator.isub,
+                     "multiply": operator.imul, "divide": operator.itruediv,
+                     "floor_divide": operator.ifloordiv, "remainder": operator.imod,
+                     "pow": operator.ipow, "bitwise_and": operator.iand,
+                     "bitwise_or": operator.ior, "bitwise_xor": operator.ixor,
+                     "bitwise_left_shift": operator.ilshift,
+                     "bitwise_right_shift": operator.irshift}  # fmt: skip
+# Results at least this large are written into a dead operand's buffer (smaller ones gain
+# nothing: the check would cost more than the allocation it saves).
+ELIDE_MIN_BYTES = 8 * 1024
+
+
+def _probe_refcount() -> int:
+    # What sys.getrefcount reports for an object held by one local variable only (it differs
+    # between Python versions), measured the way generated code asks.
+    ns: dict[str, Any] = {"rc": sys.getrefcount}
+    exec("def probe():\n    t = [0]\n    return rc(t)\n", ns)  # noqa: S102
+    return ns["probe"]()
+
+
+_SOLE = _probe_refcount()
+_FILES = itertools.count()  # each replay function's source gets its own name for tracebacks
+
+
+def _backend_function(fn: tuple, backend: Any) -> Callable[..., Any]:
+    kind = fn[0]
+    if kind == "inplace":
+        return _OPERATOR_INPLACE[fn[1]]
+    if kind == "host_array":
+        return functools.partial(_host_array, backend.xp.asarray, fn[1], fn[2])
+    if kind == "index_add":
+        if backend.index_add is not None:
+            return backend.index_add
+        from .vjp._helpers import index_add
+
+        return functools.partial(index_add, backend.xp)
+    prim = fn[1]
+    if prim.name == "__getitem__":
+        return operator.getitem
+    if prim.name == "__setitem__":
+        return operator.setitem
+    mod = getattr(backend.xp, prim.scope) if prim.scope else backend.xp
+    f = getattr(mod, prim.short_name, None)
+    if f is None and prim.impl is not None:  # a row beyond the standard (conv2d): its impl
+        return functools.partial(prim.impl, backend.xp)
+    if f is None:
+        raise NotImplementedError(f"compile: the {backend.name} backend has no {prim.name}")
+    return f
+
+
+def _host_array(asarray: Callable[..., Any], fn: Callable[..., Any], dtype: Any,
+                *args: Any) -> Any:  # fmt: skip
+    return asarray(fn(*args), dtype=dtype)
+
+
+def host_array(fn: Callable[..., Any], args: tuple, shape: tuple[int, ...], dtype: Any) -> Any:
+    """While ``compile`` traces: an array of the abstract namespace that each replay makes as
+    ``asarray(fn(*args), dtype=dtype)`` from the host numbers ``args`` (host scalars and
+    constants); ``fn`` returns a NumPy array of ``shape``. How ``pycograd_xp.random`` draws
+    from a key that is an argument of the compiled function."""
+    from .memory._project import abstract_namespace
+
+    rec = CURRENT.recorder
+    if rec is None:
+        raise RuntimeError("host_array: only while pycograd_xp.compile traces")
+    return make(abstract_namespace().Array, rec.host_array(fn, args, shape, dtype))
+
+
+class _Source:
+    """Builds the replay function's source text and its globals."""
+
+    def __init__(self, backend: Any) -> None:
+        self.globals: dict[str, Any] = {}
+        self.by_id: dict[int, str] = {}
+        self.xp = backend.xp
+
+    def const(self, v: Any) -> str:
+        t = type(v)
+        if v is None or t is bool or t is int or t is str:
+            return repr(v)
+        if t is float and np.isfinite(v):
+            return repr(v)
+        if v is Ellipsis:
+            return "..."
+        if t is tuple:
+            return "(" + "".join(self.const(e) + ", " for e in v) + ")"
+        if t is list:
+            return "[" + ", ".join(self.const(e) for e in v) + "]"
+        if t is _Sym:
+            return f"t{v.n}"
+        if t is _Host:
+            return f"h{v.n}"
+        if isinstance(v, np.dtype):  # the abstract backend's dtypes are NumPy's
+            return self.bind(getattr(self.xp, v.name), "k")
+        return self.bind(v, "k")
+
+    def bind(self, v: Any, prefix: str) -> str:
+        name = self.by_id.get(id(v))
+        if name is None:
+            name = self.by_id[id(v)] = f"{prefix}{len(self.by_id)}"
+            self.globals[name] = v
+        return name
+
+
+@dataclass
+class _Plan:
+    """A trace ready to replay: the generated function and how to call it."""
+
+    replay: Callable[..., Any]
+    source: str
+    array_inputs: list[int]  # leaf positions of the array arguments
+    scalar_inputs: list[int]  # leaf positions of the dynamic Python numbers
+    out_def: Any
+    outs: list[tuple[str, Any]]  # per output leaf: ("array", i) | ("host", i) | ("const", v)
+    ns: Any
+    calls: int  # backend calls per replay
+    elided: int  # of them, results written into a dead operand's buffer (when nothing holds it)
+
+
+def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
+              out_templates: list[Any], backend: Any) -> tuple[Callable, str, int, int]:
+    calls = rec.calls
+    needed: set[int] = {t.n for t in out_templates if type(t) is _Sym}
+    needed_hosts: set[int] = {t.n for t in out_templates if type(t) is _Host}
+    keep = [False] * len(calls)
+    for j in range(len(calls) - 1, -1, -1):  # dead code: calls none of whose results is used
+        c = calls[j]
+        if c.mutates is not None or any(w in needed for w in c.writes):
+            keep[j] = True
+            needed.update(c.reads)
+            _collect_hosts((c.args, c.kwargs), needed_hosts)
+    live = [c for c, k in zip(calls, keep, strict=True) if k]
+    for n in range(len(rec.host_list) - 1, -1, -1):  # and what those host numbers need
+        if n in needed_hosts:
+            needed_hosts.update(rec.hosts[id(a)] for a in rec.host_list[n].args
+                                if isinstance(a, HostScalar))  # fmt: skip
+    last: dict[int, int] = {}
+    for j, c in enumerate(live):
+        for n in c.reads:
+            last[n] = j
+        for n in c.writes:
+            last.setdefault(n, j)
+            last[n] = max(last[n], j)
+    protected = set(inputs) | {t.n for t in out_templates if type(t) is _Sym}
+    src = _Source(backend)
+    src.globals["_rc"] = sys.getrefcount
+    params = [f"t{n}" for n in inputs] + [f"h{rec.hosts[id(h)]}" for h in host_inputs]
+    lines = [f"def replay({', '.join(params)}):"]
+    for n, h in enumerate(rec.host_list):  # the host expressions, in order
+        if h.op is not None and n in needed_hosts:
+            args = ", ".join(src.const(_Host(rec.hosts[id(a)]) if isinstance(a, HostScalar) else a)
+                             for a in h.args)  # fmt: skip
+            lines.append(f"    h{n} = {src.bind(h.op, 'op')}({args})")
+    elide = backend.owns_buffer is not None
+    elided = 0
+    for j, c in enumerate(live):
+        f = src.bind(_backend_function(c.fn, backend), "f")
+        args = ", ".join(src.const(a) for a in c.args)
+        kw = "".join(f", {k}={src.const(v)}" for k, v in c.kwargs.items())
+        call = f"{f}({args}{kw})" if args else f"{f}({kw[2:]})"
+        lhs = _lhs(c.outs)
+        line = f"    {lhs} = {call}" if lhs else f"    {call}"
+        if elide and c.fn[0] == "row" and not kw:
+            fast = _elision(c, j, rec, last, protected, src, backend)
+            if fast is not None:
+                line = f"    {lhs} = {fast} else {call}"
+                elided += 1
+        lines.append(line)
+        dead = sorted({n for n in (*c.reads, *c.writes) if last.get(n) == j and n not in protected})
+        if dead:
+            lines.append("    del " + ", ".join(f"t{n}" for n in dead))
+    lines.append("    return (" + "".join(src.const(t) + ", " for t in out_templates) + ")")
+    source = "\n".join(lines) + "\n"
+    glb = src.globals
+    filename = f"<pycograd_xp.compile replay {next(_FILES)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(builtins.compile(source, filename, "exec"), glb)  # noqa: S102
+    return glb["replay"], source, len(live), elided
+
+
+def _elision(c: _Call, j: int, rec: _Recorder, last: dict[int, int], protected: set[int],
+             src: _Source, backend: Any) -> str | None:  # fmt: skip
+    """The guarded in-place form of call ``c`` (``cond and result`` text), or None."""
+    prim = c.fn[1]
+    if type(c.outs) is not _Sym:
+        return None
+    out = rec.meta[c.outs.n]
+    if out.dtype.itemsize * _size(out.shape) < ELIDE_MIN_BYTES:
+        return None
+
+    def dead_operand(a: Any) -> int | None:
+        if type(a) is not _Sym or a.n in protected or last.get(a.n) != j:
+            return None
+        m = rec.meta[a.n]
+        return a.n if m.owns and m.shape == out.shape and m.dtype == out.dtype else None
+
+    name = prim.name
+    if prim.kind == "binary" and name in _INPLACE:
+        x1, x2 = c.args
+        n = dead_operand(x1)
+        if n is None and name in _COMMUTATIVE:
+            n = dead_operand(x2)
+            x1, x2 = x2, x1
+        if n is None:
+            return None
+        iop = src.bind(_INPLACE[name], "op")
+        return (f"{iop}(t{n}, {src.const(x2)}) if _rc(t{n}) == {_SOLE} and "
+                f"{src.bind(backend.owns_buffer, 'own')}(t{n})")
+    if prim.kind == "unary" and backend.takes_out is not None:
+        f = _backend_function(c.fn, backend)
+        if not backend.takes_out(f):
+            return None
+        n = dead_operand(c.args[0])
+        if n is None:
+            return None
+        return (f"{src.bind(f, 'f')}(t{n}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
+                f"{src.bind(backend.owns_buffer, 'own')}(t{n})")
+    return None
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _lhs(outs: Any) -> str:
+    if type(outs) is _Sym:
+        return f"t{outs.n}"
+    if isinstance(outs, tuple):
+        return ", ".join(f"t{o.n}" if o is not None else "_" for o in outs) + ","
+    return ""
+
+
+def _collect_hosts(v: Any, into: set[int]) -> None:
+    t = type(v)
+    if t is _Host:
+        into.add(v.n)
+    elif t is tuple or t is list:
+        for e in v:
+            _collect_hosts(e, into)
+    elif t is dict:
+        for e in v.values():
+            _collect_hosts(e, into)
+
+
+# -- compile --------------------------------------------------------------------------------------
+
+
+class _TraceState(threading.local):
+    depth = 0
+
+
+_TRACING = _TraceState()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One trace of a compiled function: why it happened, and what the replay does."""
+
+    reason: str
+    calls: int  # backend calls per replay
+    elided: int  # of them, written into a dead operand's buffer when nothing else holds it
+    static_scalars: tuple[int, ...]  # leaf positions of Python numbers made static
+
+
+class Compiled:
+    """``compile(f)``: call it like ``f``. See :func:`compile`."""
+
+    def __init__(self, f: Callable[..., Any], static_argnums: Sequence[int], max_traces: int,
+                 on_trace: Callable[[Trace], None] | None) -> None:  # fmt: skip
+        self.f = f
+        self.static_argnums = frozenset(static_argnums)
+        self.max_traces = max_traces
+        self.on_trace = on_trace
+        self._cache: OrderedDict[Any, _Plan] = OrderedDict()
+        self._static_scalars: dict[Any, frozenset[int]] = {}  # per structure: numbers made static
+        self.traces: list[Trace] = []
+        self.fallbacks = 0  # calls run uncompiled (tracked arrays: inside grad, jvp or vmap)
+        functools.update_wrapper(self, f)
+
+    def __repr__(self) -> str:
+        return f"<compiled {getattr(self.f, '__name__', self.f)!r}: {len(self._cache)} traces>"
+
+    def source(self, *args: Any, **kwargs: Any) -> str:
+        """The generated replay function for these arguments (tracing if needed)."""
+        key, leaves, td, ns = self._key(args, kwargs)
+        plan = self._cache.get(key)
+        return (plan if plan is not None else self._plan(key, leaves, td, ns)[0]).source
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key, leaves, td, ns = self._key(args, kwargs)
+        if key is None:  # tracked or abstract arrays: run the function itself
+            self.fallbacks += 1
+            return self.f(*args, **kwargs)
+        plan = self._cache.get(key)
+        if plan is None:
+            plan, _ = self._plan(key, leaves, td, ns)
+        else:
+            self._cache.move_to_end(key)
+        results = plan.replay(*[leaves[i]._data for i in plan.array_inputs],
+                              *[leaves[i] for i in plan.scalar_inputs])  # fmt: skip
+        return tree_unflatten(plan.out_def, _outputs(plan, results))
+
+    # the cache key: structure, shapes and dtypes, static values, namespace
+    def _key(self, args: tuple, kwargs: dict) -> tuple[Any, list, Any, Any]:
+        leaves, td = tree_flatten((args, kwargs))
+        parts: list[Any] = [td]
+        ns = None
+        static_pos = self._static_positions(args, td)
+        grad_on = MODE.enabled
+        for i, leaf in enumerate(leaves):
+            t = type(leaf)
+            if isinstance(leaf, Array):
+                if (leaf._node is not None and grad_on) or leaf._backend.abstract or \
+                        leaf._backend.level or _TRACING.depth:  # fmt: skip
+                    return None, leaves, td, ns
+                if ns is None:
+                    ns = leaf._ns
+                elif leaf._ns is not ns:
+                    raise TypeError(f"compile: arguments mix arrays of {ns.__name__} and "
+                                    f"{leaf._ns.__name__}")  # fmt: skip
+                d = leaf._data
+                parts.append((d.shape, d.dtype))
+            elif (t is int or t is float) and i not in static_pos:
+                parts.append(t)
+            else:
+                try:
+                    hash(leaf)
+                except TypeError:
+                    raise TypeError(
+                        f"compile: argument leaf {i} ({t.__name__}) is neither an array nor a "
+                        "hashable static value; pass arrays as arrays, or make it hashable"
+                    ) from None
+                parts.append(("static", t, leaf))
+        return tuple(parts), leaves, td, ns
+
+    def _static_positions(self, args: tuple, td: Any) -> frozenset[int]:
+        found = self._static_scalars.get(td, frozenset())
+        if not self.static_argnums:
+            return found
+        # leaf positions of the static arguments
+        pos, i = set(found), 0
+        for k, a in enumerate(args):
+            n = tree_flatten(a)[1].num_leaves
+            if k in self.static_argnums:
+                pos.update(range(i, i + n))
+            i += n
+        return frozenset(pos)
+
+    def _plan(self, key: Any, leaves: list, td: Any, ns: Any) -> tuple[_Plan, Any]:
+        if key is None:
+            raise TypeError("compile: tracked or abstract arrays among the arguments")
+        reason = "first call" if not self.traces else "new shapes, dtypes or static values"
+        while True:
+            args = tree_unflatten(td, leaves)[0]
+            static = self._static_positions(args, td)
+            try:
+                plan = _trace(self.f, leaves, td, ns, static)
+                break
+            except ValueNeededError as e:
+                roots = _roots(e.scalar)
+                if not roots or roots <= static:
+                    raise
+                self._static_scalars[td] = self._static_scalars.get(td, frozenset()) | roots
+                reason = f"argument {e.scalar.name} made static ({e.how} while tracing)"
+                key, leaves, td, ns = self._key(*tree_unflatten(td, leaves))
+        self._cache[key] = plan
+        if len(self._cache) > self.max_traces:
+            self._cache.popitem(last=False)
+        trace = Trace(reason, plan.calls, plan.elided,
+                      tuple(sorted(self._static_scalars.get(td, ()))))  # fmt: skip
+        self.traces.append(trace)
+        if self.on_trace is not None:
+            self.on_trace(trace)
+        return plan, key
+
+
+def _roots(h: HostScalar) -> frozenset[int]:
+    """Leaf positions of the arguments a host scalar was computed from."""
+    out: set[int] = set()
+    stack = [h]
+    while stack:
+        s = stack.pop()
+        if s.op is None:
+            out.add(s.index)
+        stack.extend(a for a in s.args if isinstance(a, HostScalar))
+    return frozenset(out)
+
+
+def _outputs(plan: _Plan, results: tuple) -> list[Any]:
+    ns = plan.ns
+    Arr, T = ns.Array, ns._backend.array_type
+    to_array = ns._backend.scalar_to_array
+    out = []
+    for kind, v in plan.outs:
+        if kind == "array":
+            d = results[v]
+            if type(d) is not T and to_array is not None:
+                d = to_array(d)
+            out.append(make(Arr, d))
+        elif kind == "host":
+            out.append(results[v])
+        else:
+            out.append(v)
+    return out
+
+
+def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
+           static: frozenset[int]) -> _Plan:  # fmt: skip
+    from . import namespace as _namespace
+    from .memory._project import abstract_namespace
+
+    if ns is None:
+        import numpy
+
+        ns = _namespace(numpy)
+    A = abstract_namespace()
+    rec = _Recorder(ns._backend)
+    a_leaves: list[Any] = []
+    array_inputs: list[int] = []
+    scalar_inputs: list[int] = []
+    input_syms: list[int] = []
+    host_inputs: list[HostScalar] = []
+    for i, leaf in enumerate(leaves):
+        t = type(leaf)
+        if isinstance(leaf, Array):
+            a = AbstractArray(leaf._data.shape, _np_dtype(leaf._data.dtype))
+            input_syms.append(rec.new(a))
+            array_inputs.append(i)
+            a_leaves.append(make(A.Array, a))
+        elif (t is int or t is float) and i not in static:
+            h = HostScalar(None, (), leaf, index=i, name=f"leaf {i}")
+            rec.host(h)
+            host_inputs.append(h)
+            scalar_inputs.append(i)
+            a_leaves.append(h)
+        else:
+            a_leaves.append(leaf)
+    # host inputs are named by leaf position: renumber the expression table so h<i> is input i
+    args, kwargs = tree_unflatten(td, a_leaves)
+    prev = CURRENT.recorder, CURRENT.tracker, REDIRECT.ns
+    CURRENT.recorder, CURRENT.tracker, REDIRECT.ns = rec, None, A
+    _TRACING.depth += 1
+    try:
+        out = f(*args, **kwargs)
+    except TypeError as e:
+        if isinstance(e, TracingError | ValueNeededError) or "have no value" not in str(e):
+            raise
+        how = str(e).split(" of an array")[0]
+        raise TracingError(
+            f"compile({getattr(f, '__name__', 'f')}): {how} of an array while tracing. A "
+            "compiled function is traced once for all values, so it cannot branch on an "
+            "array's value or turn one into a Python number: use xp.where(condition, a, b) "
+            "for a branch, pass a Python number (or a static_argnums argument) instead of an "
+            "array, or call this part outside the compiled function"
+        ) from e
+    finally:
+        _TRACING.depth -= 1
+        CURRENT.recorder, CURRENT.tracker, REDIRECT.ns = prev
+    out_leaves, out_def = tree_flatten(out)
+    templates: list[Any] = []
+    outs: list[tuple[str, Any]] = []
+    for leaf in out_leaves:
+        d = leaf._data if isinstance(leaf, Array) and leaf._backend.abstract else leaf
+        if type(d) is AbstractArray:
+            outs.append(("array", len(templates)))
+            templates.append(_Sym(rec.sym(d, "the output")))
+        elif type(d) is HostScalar:
+            outs.append(("host", len(templates)))
+            templates.append(_Host(rec.host(d)))
+        else:
+            outs.append(("const", leaf))
+    replay, source, calls, elided = _generate(rec, input_syms, host_inputs, templates,
+                                              ns._backend)  # fmt: skip
+    return _Plan(replay, source, array_inputs, scalar_inputs, out_def, outs, ns, calls, elided)
+
+
+def _np_dtype(dtype: Any) -> np.dtype:
+    """The NumPy dtype of any backend's dtype object (array-api-strict's are not NumPy's)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(str(dtype).rsplit(".", 1)[-1])
+
+
+def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+            max_traces: int = 64, on_trace: Callable[[Trace], None] | None = None) -> Any:  # noqa: A001
+    """Compile ``f``: trace it once per structure of its arguments, then replay the recorded
+    backend calls directly.
+
+    ``f`` takes and returns pytrees of arrays of one pycograd_xp namespace, Python numbers and
+    other values; it may be ``value_and_grad(loss)``, ``grad(loss)`` or a whole training step
+    (``pycograd_xp.train.make_step``, optimizer update included). The first call for a given
+    structure (pytree structure, shapes, dtypes, static values, namespace) traces; later calls
+    replay. A new structure traces again (at most ``max_traces`` are kept, least recently used
+    first out); ``compiled.traces`` lists them and ``on_trace(trace)`` is told of each.
+
+    Python ``int``/``float`` arguments are dynamic (a step count, a learning rate: no retrace
+    when they change) unless their value is needed while tracing, which makes them static
+    (``static_argnums`` makes whole arguments static from the start; ``bool`` and other values
+    are always static). Anything that needs an array's value while tracing raises
+    :class:`TracingError`. Called with arrays being differentiated (inside ``grad``, ``jvp``,
+    ``vmap``) the function runs uncompiled (``compiled.fallbacks`` counts it).
+    """
+    if f is None:
+        return functools.partial(compile, static_argnums=static_argnums, max_traces=max_traces,
+                                 on_trace=on_trace)  # fmt: skip
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    return Compiled(f, static_argnums, max_traces, on_trace)

@@ -1,0 +1,244 @@
+"""pycograd_xp.compile: same results as uncompiled, retraces, sound refusals, dynamic Python
+numbers and keys, in-place reuse of dead buffers, and peak memory no higher than uncompiled."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import nn, optim, random
+from pycograd_xp.train import make_step
+
+xp = pg.namespace(np)
+BACKENDS = ["numpy", "array_api_strict"]
+
+
+def _mlp(ns, sizes, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"w": ns.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(dtype)),
+             "b": ns.asarray(np.zeros(b, dtype))}
+            for a, b in zip(sizes[:-1], sizes[1:], strict=True)]  # fmt: skip
+
+
+def _loss(ns):
+    def loss(params, x, y):
+        h = x
+        for i, layer in enumerate(params):
+            h = h @ layer["w"] + layer["b"]
+            if i < len(params) - 1:
+                h = ns.tanh(h)
+        return nn.cross_entropy(h, y)
+
+    return loss
+
+
+def _same(a, b):
+    for u, v in zip(pg.tree_leaves(a), pg.tree_leaves(b), strict=True):
+        if isinstance(u, pg.Array):
+            np.testing.assert_array_equal(np.asarray(pg.unwrap(u)), np.asarray(pg.unwrap(v)))
+        else:
+            assert u == v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("tx", ["adam", "sgd-cosine-momentum", "adamw-clip"])
+def test_training_step_with_optimizer_matches_uncompiled(backend, tx):
+    ns = pg.namespace(pytest.importorskip(backend))
+    transform = {"adam": optim.adam(1e-2),
+                 "sgd-cosine-momentum": optim.sgd(optim.cosine_decay_schedule(0.1, 4), 0.9),
+                 "adamw-clip": optim.chain(optim.clip_by_global_norm(1.0),
+                                           optim.adamw(1e-2))}[tx]  # fmt: skip
+    params = _mlp(ns, [6, 16, 16, 3], "float32")
+    rng = np.random.default_rng(1)
+    x = ns.asarray(rng.standard_normal((8, 6)).astype("float32"))
+    y = ns.asarray(rng.integers(0, 3, 8))
+    step = make_step(_loss(ns), transform)
+    compiled = pg.compile(step)
+    p1, s1 = params, transform.init(params)
+    p2, s2 = params, transform.init(params)
+    for _ in range(5):  # the step count and the schedule change every step: no retrace
+        p1, s1, m1 = step(p1, s1, (x, y))
+        p2, s2, m2 = compiled(p2, s2, (x, y))
+        _same((p1, s1, m1), (p2, s2, m2))
+    assert len(compiled.traces) == 1
+
+
+def test_value_and_grad_and_grad_match_uncompiled():
+    rng = np.random.default_rng(0)
+    a, b = xp.asarray(rng.standard_normal((4, 3))), xp.asarray(rng.standard_normal(3))
+
+    def f(a, b):
+        return xp.sum(xp.exp(xp.sin(a) * b) ** 2) / 3
+
+    for t in (pg.value_and_grad(f, argnums=(0, 1)), pg.grad(f),
+              pg.grad(lambda a, b: xp.sum(pg.grad(f)(a, b)), argnums=(0, 1))):
+        _same(pg.compile(t)(a, b), t(a, b))
+
+
+def test_a_new_shape_retraces_and_the_cache_is_bounded():
+    seen = []
+    c = pg.compile(lambda x: xp.sum(x * x), max_traces=2, on_trace=seen.append)
+    for n in (3, 3, 4, 5, 3):  # 3 traces, 3 replays, 4 and 5 trace, 3 was evicted: traces
+        np.testing.assert_allclose(float(c(xp.ones(n))), n)
+    assert [t.reason for t in c.traces] == ["first call"] + \
+        ["new shapes, dtypes or static values"] * 3
+    assert seen == c.traces
+    assert len(c._cache) == 2
+    c(xp.ones(3, dtype=xp.float32))  # a new dtype traces too
+    assert len(c.traces) == 5
+
+
+@pytest.mark.parametrize("escape", ["bool", "float", "int"])
+def test_a_value_dependent_branch_is_refused(escape):
+    def f(x):
+        s = xp.sum(x)
+        if escape == "bool":
+            return x if s > 0 else -x
+        if escape == "float":
+            return x * float(s)
+        return x * int(s)
+
+    with pytest.raises(pg.TracingError, match=r"compile\(f\): .* of an array while tracing.*"
+                                              r"xp\.where"):  # fmt: skip
+        pg.compile(f)(xp.ones(3))
+
+
+@pytest.mark.parametrize("f", [lambda x: x[x > 0], lambda x: xp.nonzero(x)[0],
+                               lambda x: xp.unique_values(x),
+                               lambda x: xp.repeat(x, xp.astype(x > 0, xp.int64))],
+                         ids=["mask", "nonzero", "unique", "repeat"])  # fmt: skip
+def test_a_data_dependent_shape_is_refused(f):
+    with pytest.raises(pg.TracingError, match="depends on array values"):
+        pg.compile(f)(xp.asarray([1.0, -2.0, 3.0]))
+
+
+def test_masks_that_keep_shapes_compile():
+    x = xp.asarray([1.0, -2.0, 3.0])
+
+    def f(x):
+        y = xp.where(x > 0, x, 0.0)
+        y[x < 0] = 5.0  # a masked write keeps the shape
+        return y
+
+    _same(pg.compile(f)(x), f(x))
+
+
+def test_python_numbers_are_dynamic_until_their_value_is_needed():
+    x = xp.asarray([1.0, 2.0])
+    c = pg.compile(lambda x, lr, n: x * lr + n)
+    for lr, n in [(0.5, 1), (0.25, 2), (2.0, 3)]:
+        _same(c(x, lr, n), x * lr + n)
+    assert len(c.traces) == 1
+
+    def g(x, n):
+        for _ in range(n):  # the loop needs n's value: n becomes static
+            x = x * 2
+        return x
+
+    c = pg.compile(g)
+    _same(c(x, 2), g(x, 2))
+    _same(c(x, 2), g(x, 2))
+    _same(c(x, 3), g(x, 3))
+    assert len(c.traces) == 2 and "made static" in c.traces[0].reason
+    s = pg.compile(g, static_argnums=1)
+    _same(s(x, 2), g(x, 2))
+    assert s.traces[0].reason == "first call"
+
+
+def test_random_keys_are_arguments():
+    x = xp.ones(6)
+
+    def f(k, x):
+        k1, k2 = random.split(k)
+        return nn.dropout(k1, x, 0.5) + random.normal(k2, (6,), xp=xp)
+
+    c = pg.compile(f)
+    for seed in (0, 1, 2):
+        _same(c(random.key(seed), x), f(random.key(seed), x))
+    assert len(c.traces) == 1
+
+
+def test_inside_grad_the_function_runs_uncompiled():
+    c = pg.compile(lambda y: xp.sin(y) * y)
+    x = xp.asarray([0.3, 0.7])
+    g = pg.grad(lambda x: xp.sum(c(x)))(x)
+    _same(g, pg.grad(lambda x: xp.sum(xp.sin(x) * x))(x))
+    assert c.fallbacks == 1 and not c.traces
+
+
+def test_writes_into_arguments_reach_the_caller_as_uncompiled():
+    def f(x):
+        x[0] = 7.0
+        x *= 2
+        return x + 1
+
+    a, b = xp.asarray([1.0, 2.0, 3.0]), xp.asarray([1.0, 2.0, 3.0])
+    _same(pg.compile(f)(a), f(b))
+    _same(a, b)
+
+
+def test_dead_temporaries_take_results_in_place_and_inputs_are_never_written():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 64))
+    x = xp.asarray(a.copy())
+
+    def f(x):
+        y = xp.exp(x) * 2.0
+        z = xp.tanh(y) + y
+        return xp.sum(z * z - x)
+
+    c = pg.compile(pg.value_and_grad(f))
+    _same(c(x), pg.value_and_grad(f)(x))
+    assert c.traces[0].elided > 0
+    np.testing.assert_array_equal(np.asarray(pg.unwrap(x)), a)
+    _same(c(x), pg.value_and_grad(f)(x))  # the replay
+    assert "(t" in c.source(x) and "_rc(" in c.source(x)
+
+
+def test_a_held_temporary_is_not_overwritten():
+    # y is returned and also used after its last arithmetic use: never written in place
+    def f(x):
+        y = xp.exp(x)
+        z = y * 2.0
+        return y, z + 1.0
+
+    x = xp.asarray(np.linspace(0, 1, 4096))
+    _same(pg.compile(f)(x), f(x))
+
+
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak
+
+
+def test_compiled_step_peak_memory_is_no_higher():
+    params = _mlp(xp, [64] + [128] * 10 + [10], "float32")
+    rng = np.random.default_rng(2)
+    x = xp.asarray(rng.standard_normal((256, 64)).astype("float32"))
+    y = xp.asarray(rng.integers(0, 10, 256))
+    vg = pg.value_and_grad(_loss(xp))
+    c = pg.compile(vg)
+    c(params, x, y)  # trace
+    uncompiled = _peak(lambda: vg(params, x, y))
+    compiled = _peak(lambda: c(params, x, y))
+    assert compiled <= uncompiled, (compiled, uncompiled)
+
+
+def test_errors():
+    c = pg.compile(lambda x, y: x + y)
+    strict = pg.namespace(pytest.importorskip("array_api_strict"))
+    with pytest.raises(TypeError, match="mix arrays"):
+        c(xp.ones(2), strict.ones(2))
+    with pytest.raises(TypeError, match="neither an array nor a hashable"):
+        pg.compile(lambda x, d: x)(xp.ones(2), np.ones(2))
