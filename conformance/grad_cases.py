@@ -443,10 +443,44 @@ def _fft_cases(out):
             xp.fft, name)(x, axes=ax), (arr((3, 4)),)) for ax in (None, 0, (0, 1))]  # fmt: skip
 
 
+def _nn_cases(out):
+    """The convolution and pooling rows, through their public face (pycograd_xp.nn)."""
+    from pycograd_xp import nn
+
+    conv2d = [  # x shape, w shape, stride, padding, dilation, groups
+        ((2, 3, 5, 6), (4, 3, 3, 2), 1, 0, 1, 1), ((1, 2, 7, 6), (3, 2, 3, 3), 2, 1, 1, 1),
+        ((2, 2, 7, 7), (2, 2, 2, 3), (2, 3), (2, 1), (2, 1), 1),
+        ((1, 4, 5, 5), (6, 2, 3, 3), 1, 1, 1, 2), ((1, 1, 4, 4), (2, 1, 1, 1), 3, 0, 1, 1),
+    ]  # fmt: skip
+    out["_conv2d"] = [
+        Case(f"x{xs} w{ws} s={s} p={p} d={d} g={g}", lambda xp, s=s, p=p, d=d, g=g: (
+            lambda x, w: nn.conv2d(x, w, stride=s, padding=p, dilation=d, groups=g)),
+            (arr(xs), arr(ws))) for xs, ws, s, p, d, g in conv2d
+    ]  # fmt: skip
+    out["_conv2d"].append(Case("with bias", lambda xp: lambda x, w, b: nn.conv2d(
+        x, w, b, padding=1), (arr((2, 2, 4, 4)), arr((3, 2, 3, 3)), arr((3,)))))  # fmt: skip
+    conv1d = [((2, 3, 7), (4, 3, 3), 1, 0, 1, 1), ((1, 2, 9), (2, 2, 2), 2, 2, 3, 1),
+              ((2, 4, 6), (4, 1, 3), 1, 1, 1, 4)]  # fmt: skip
+    out["_conv1d"] = [
+        Case(f"x{xs} w{ws} s={s} p={p} d={d} g={g}", lambda xp, s=s, p=p, d=d, g=g: (
+            lambda x, w: nn.conv1d(x, w, stride=s, padding=p, dilation=d, groups=g)),
+            (arr(xs), arr(ws))) for xs, ws, s, p, d, g in conv1d
+    ]  # fmt: skip
+    pools = [((2, 3, 6, 6), 2, None, 0), ((1, 2, 7, 5), 3, 2, 1), ((2, 1, 5, 6), (2, 3), 1, 0),
+             ((1, 2, 5, 5), 2, (1, 2), (1, 0))]  # fmt: skip
+    for how in ("max", "avg"):
+        f = getattr(nn, f"{how}_pool2d")
+        out[f"_{how}_pool2d"] = [
+            Case(f"x{xs} k={k} s={s} p={p}", lambda xp, f=f, k=k, s=s, p=p: (
+                lambda x: f(x, k, s, p)), (arr(xs),)) for xs, k, s, p in pools
+        ]  # fmt: skip
+
+
 def cases() -> dict[str, list[Case]]:
     out: dict[str, list[Case]] = {}
     for build in (_unary_cases, _large_cases, _binary_cases, _reduction_cases, _manipulation_cases,
-                  _indexing_cases, _linear_algebra_cases, _linalg_cases, _fft_cases):  # fmt: skip
+                  _indexing_cases, _linear_algebra_cases, _linalg_cases, _fft_cases,
+                  _nn_cases):  # fmt: skip
         build(out)
     return out
 

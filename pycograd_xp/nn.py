@@ -251,95 +251,63 @@ def multi_head_attention(x: Any, params: dict[str, Any], num_heads: int, mask: A
 
 
 # -- convolution and pooling --------------------------------------------------------------------
-def _pad(xp: Any, x: Any, axis: int, before: int, after: int, value: float = 0.0) -> Any:
-    if not before and not after:
-        return x
-    parts = []
-    for n in (before, None, after):
-        if n is None:
-            parts.append(x)
-        elif n:
-            shape = list(x.shape)
-            shape[axis] = n
-            parts.append(xp.full(tuple(shape), value, dtype=x.dtype))
-    return xp.concat(parts, axis=axis)
-
-
+# Each is one row of the primitive table (pycograd_xp.namespace._nn): one im2col and one matrix
+# product on NumPy, a backward that is itself a convolution, shape and memory rules.
 def _pair(v: Any, n: int) -> tuple[int, ...]:
     return tuple(v) if isinstance(v, tuple | list) else (v,) * n
 
 
-def _patches(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
-             dilation: tuple[int, ...]) -> Any:  # fmt: skip
-    """Sliding windows of the trailing ``len(kernel)`` axes of ``x`` (already padded):
-    shape ``x.shape[:-n] + kernel + out_sizes``, built from strided slices (differentiable)."""
-    xp = _ns(x)
-    n = len(kernel)
-    spatial = x.shape[-n:]
-    out = [(spatial[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(n)]
-    if min(out) < 1:
-        raise ValueError(f"convolution/pooling: kernel {kernel} (dilation {dilation}) is larger "
-                         f"than the padded input {tuple(spatial)}")  # fmt: skip
-    windows = []
-    for offsets in _grid(kernel):
-        idx = [slice(None)] * (x.ndim - n)
-        for i, o in enumerate(offsets):
-            start = o * dilation[i]
-            idx.append(slice(start, start + stride[i] * (out[i] - 1) + 1, stride[i]))
-        windows.append(x[tuple(idx)])
-    stacked = xp.stack(windows, axis=x.ndim - n)  # (..., prod(kernel), *out)
-    return xp.reshape(stacked, (*x.shape[:-n], *kernel, *out))
+def _row(xp: Any, name: str) -> Any:
+    """Row ``name`` of ``xp``: ours have it (recorded); a raw namespace runs the row's impl."""
+    f = getattr(xp, name, None)
+    if f is not None:
+        return f
+    from .namespace._table import REGISTRY
+
+    impl = REGISTRY[name].impl
+    return lambda *args, **kwargs: impl(xp, *args, **kwargs)
 
 
-def _grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
-    grid: list[tuple[int, ...]] = [()]
-    for k in kernel:
-        grid = [g + (i,) for g in grid for i in range(k)]
-    return grid
-
-
-def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: int) -> Any:
-    xp = _ns(x, w)
-    stride, padding, dilation = _pair(stride, n), _pair(padding, n), _pair(dilation, n)
-    for i in range(n):
-        x = _pad(xp, x, x.ndim - n + i, padding[i], padding[i])
-    cols = _patches(x, tuple(w.shape[2:]), stride, dilation)  # (N, C, *K, *out)
-    # contract channels and kernel offsets: (N, *out, O)
-    y = xp.tensordot(cols, w, axes=(list(range(1, 2 + n)), list(range(1, 2 + n))))
-    y = xp.permute_dims(y, (0, y.ndim - 1, *range(1, y.ndim - 1)))
+def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, groups: int,
+          n: int) -> Any:  # fmt: skip
+    try:
+        xp = _ns(x, w)
+    except TypeError:  # vmap: arrays of two levels; the lower level's row hands the call up
+        xp = _ns(x)
+    y = _row(xp, f"_conv{n}d")(x, w, stride=_pair(stride, n), dilation=_pair(dilation, n),
+                               padding=tuple((p, p) for p in _pair(padding, n)),
+                               groups=groups)  # fmt: skip
     if b is not None:
         y = y + xp.reshape(b, (1, -1) + (1,) * n)
     return y
 
 
 def conv1d(x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0,
-           dilation: int = 1) -> Any:  # fmt: skip
-    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C, K) -> (N, O, L')."""
-    return _conv(x, w, b, stride, padding, dilation, 1)
+           dilation: int = 1, groups: int = 1) -> Any:  # fmt: skip
+    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C / groups, K) ->
+    (N, O, L'). Differentiable in ``x``, ``w`` and ``b``."""
+    return _conv(x, w, b, stride, padding, dilation, groups, 1)
 
 
 def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1) -> Any:  # fmt: skip
-    """2-D convolution: x (N, C, H, W), w (O, C, KH, KW) -> (N, O, H', W'). ``stride``,
-    ``padding``, ``dilation``: an int or a pair."""
-    return _conv(x, w, b, stride, padding, dilation, 2)
+           dilation: Any = 1, groups: int = 1) -> Any:  # fmt: skip
+    """2-D convolution: x (N, C, H, W), w (O, C / groups, KH, KW) -> (N, O, H', W').
+    ``stride``, ``padding``, ``dilation``: an int or a pair; ``groups`` splits the channels
+    into independent convolutions. Differentiable in ``x``, ``w`` and ``b``."""
+    return _conv(x, w, b, stride, padding, dilation, groups, 2)
 
 
 def _pool(x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
-    xp = _ns(x)
     kernel = _pair(kernel, 2)
     stride = _pair(kernel if stride is None else stride, 2)
-    padding = _pair(padding, 2)
-    fill = xp.finfo(x.dtype).min if how == "max" else 0.0
-    for i in range(2):
-        x = _pad(xp, x, x.ndim - 2 + i, padding[i], padding[i], fill)
-    cols = _patches(x, kernel, stride, (1, 1))  # (N, C, KH, KW, H', W')
-    reduce = xp.max if how == "max" else xp.mean
-    return reduce(cols, axis=(2, 3))
+    padding = tuple((p, p) for p in _pair(padding, 2))
+    return _row(_ns(x), f"_{how}_pool2d")(x, kernel=kernel, stride=stride, padding=padding)
 
 
 def max_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Max over windows of (N, C, H, W) (stride defaults to the kernel size)."""
+    """Max over windows of the last two axes of (..., H, W) (stride defaults to the kernel
+    size; padding never wins). The gradient of a window goes to its first maximum in row-major
+    order, as PyTorch's."""
     return _pool(x, kernel, stride, padding, "max")
 
 

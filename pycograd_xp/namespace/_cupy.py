@@ -36,7 +36,10 @@ def device_peak(run: Callable[[], Any]) -> int:
 
 
 def _adapt_cupy(b: Backend) -> Backend:
-    return dataclasses.replace(b, ordered_writes=False, device_peak=device_peak)
+    import cupy
+
+    return dataclasses.replace(b, ordered_writes=False, device_peak=device_peak,
+                               windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None))
 
 
 register_adapter("cupy", _adapt_cupy)

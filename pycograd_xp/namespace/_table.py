@@ -4,10 +4,11 @@ import importlib
 
 from ._ops import REGISTRY
 
-# The spec's categories, one module each here and one each in pycograd_xp.vjp (their rules).
+# The spec's categories, one module each here and one each in pycograd_xp.vjp (their rules);
+# "_nn" holds the fused convolution and pooling rows behind pycograd_xp.nn (private names).
 CATEGORY_MODULES = ("_creation", "_data_types", "_elementwise", "_fft", "_indexing", "_linalg",
                     "_linear_algebra", "_manipulation", "_searching", "_set", "_sorting",
-                    "_statistical", "_utility")  # fmt: skip
+                    "_statistical", "_utility", "_nn")  # fmt: skip
 for _m in CATEGORY_MODULES:
     importlib.import_module(f".{_m}", __package__)
 

@@ -1,0 +1,185 @@
+"""Workload: one small-CNN training step (issue 11, point 6), float32, one thread.
+
+    python benchmarks/bench_cnn.py
+
+x (64, 1, 28, 28) -> conv 3x3x16 -> relu -> max-pool 2 -> conv 3x3x32 -> relu -> max-pool 2
+-> linear 10 -> softmax cross-entropy, ``value_and_grad`` over the weights. Contenders side by
+side in one process, interleaved, medians and ratios against hand-written NumPy backprop
+(im2col through a sliding-window view and one GEMM per convolution, the same algorithm as the
+rows): pycograd_xp with the convolution and pooling rows, pycograd_xp with the composed
+convolution it used before (strided slices and a stack, ``conformance/composed_nn.py``), and
+PyTorch eager when it is installed. Then the step's peak memory: measured (tracemalloc)
+against ``pycograd_xp.memory.project``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import _common  # noqa: F401  (pins threads before the contenders load)
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pycograd_xp as pg  # noqa: E402
+from conformance import composed_nn  # noqa: E402
+from pycograd_xp import memory, nn  # noqa: E402
+
+N = 64
+
+
+def init(dtype=np.float32):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, 1, 28, 28)).astype(dtype)
+    y = rng.integers(0, 10, N)
+    params = {
+        "w1": (rng.standard_normal((16, 1, 3, 3)) * 0.3).astype(dtype),
+        "b1": np.zeros(16, dtype),
+        "w2": (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(dtype),
+        "b2": np.zeros(32, dtype),
+        "w3": (rng.standard_normal((32 * 5 * 5, 10)) * 0.05).astype(dtype),
+        "b3": np.zeros(10, dtype),
+    }
+    return params, x, y
+
+
+def loss_fn(layers, p, x, y):
+    h = layers.max_pool2d(nn.relu(layers.conv2d(x, p["w1"], p["b1"])), 2)
+    h = layers.max_pool2d(nn.relu(layers.conv2d(h, p["w2"], p["b2"])), 2)
+    logits = nn.linear(h.__array_namespace__().reshape(h, (h.shape[0], -1)), p["w3"], p["b3"])
+    return nn.cross_entropy(logits, y)
+
+
+# -- hand-written NumPy ----------------------------------------------------------------------------
+def _cols(x, k):  # (N, C, H, W) -> (N, C*k*k, H'*W'), one copy out of a window view
+    v = sliding_window_view(x, (k, k), axis=(2, 3))  # (N, C, H', W', k, k)
+    n, c, h, w = v.shape[:4]
+    return np.transpose(v, (0, 1, 4, 5, 2, 3)).reshape(n, c * k * k, h * w), (h, w)
+
+
+def _conv_fwd(x, w, b):
+    cols, (h, ww) = _cols(x, w.shape[2])
+    y = np.matmul(w.reshape(w.shape[0], -1), cols).reshape(x.shape[0], w.shape[0], h, ww)
+    return y + b[None, :, None, None], cols
+
+
+def _conv_bwd(g, x, w, cols, need_x):
+    n, o = g.shape[:2]
+    gm = g.reshape(n, o, -1)
+    gw = np.matmul(gm, np.swapaxes(cols, 1, 2)).sum(0).reshape(w.shape)
+    gb = g.sum(axis=(0, 2, 3))
+    if not need_x:
+        return None, gw, gb
+    k = w.shape[2]
+    gp = np.pad(g, ((0, 0), (0, 0), (k - 1, k - 1), (k - 1, k - 1)))
+    wt = np.ascontiguousarray(np.flip(np.swapaxes(w, 0, 1), (2, 3)))
+    gcols, (h, ww) = _cols(gp, k)
+    gx = np.matmul(wt.reshape(wt.shape[0], -1), gcols).reshape(n, w.shape[1], h, ww)
+    return gx, gw, gb
+
+
+def _pool_fwd(x):
+    h, w = x.shape[2] // 2 * 2, x.shape[3] // 2 * 2
+    a, b = x[:, :, 0:h:2, 0:w:2], x[:, :, 0:h:2, 1:w:2]
+    c, d = x[:, :, 1:h:2, 0:w:2], x[:, :, 1:h:2, 1:w:2]
+    return np.maximum(np.maximum(a, b), np.maximum(c, d))
+
+
+def _pool_bwd(g, x, out):
+    h, w = out.shape[2] * 2, out.shape[3] * 2
+    gx = np.zeros_like(x)
+    rest = g
+    for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        sl = (slice(None), slice(None), slice(i, h, 2), slice(j, w, 2))
+        if (i, j) == (1, 1):
+            gx[sl] = rest
+        else:
+            hit = x[sl] == out
+            gx[sl] = np.where(hit, rest, 0)
+            rest = np.where(hit, 0, rest)
+    return gx
+
+
+def numpy_step(p, x, y):
+    z1, c1 = _conv_fwd(x, p["w1"], p["b1"])
+    a1 = np.maximum(z1, 0)
+    m1 = _pool_fwd(a1)
+    z2, c2 = _conv_fwd(m1, p["w2"], p["b2"])
+    a2 = np.maximum(z2, 0)
+    m2 = _pool_fwd(a2)
+    f = m2.reshape(N, -1)
+    logits = f @ p["w3"] + p["b3"]
+    s = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(s)
+    prob = e / e.sum(axis=1, keepdims=True)
+    loss = -np.log(prob[np.arange(N), y]).mean()
+    gl = prob
+    gl[np.arange(N), y] -= 1
+    gl /= N
+    g = {"w3": f.T @ gl, "b3": gl.sum(0)}
+    gm2 = (gl @ p["w3"].T).reshape(m2.shape)
+    gz2 = _pool_bwd(gm2, a2, m2) * (z2 > 0)
+    gm1, g["w2"], g["b2"] = _conv_bwd(gz2, m1, p["w2"], c2, True)
+    gz1 = _pool_bwd(gm1, a1, m1) * (z1 > 0)
+    _, g["w1"], g["b1"] = _conv_bwd(gz1, x, p["w1"], c1, False)
+    return loss, g
+
+
+def contenders():
+    params, x, y = init()
+    xp = pg.namespace(np)
+    p_x = {k: xp.asarray(v) for k, v in params.items()}
+    x_x, y_x = xp.asarray(x), xp.asarray(y)
+    rows = pg.value_and_grad(lambda p: loss_fn(nn, p, x_x, y_x))
+    composed = pg.value_and_grad(lambda p: loss_fn(composed_nn, p, x_x, y_x))
+    out = {"numpy by hand": lambda: numpy_step(params, x, y),
+           "pycograd_xp (rows)": lambda: rows(p_x),
+           "pycograd_xp (composed, old)": lambda: composed(p_x)}  # fmt: skip
+    # the same loss and gradients
+    loss_n, g_n = numpy_step(params, x, y)
+    loss_r, g_r = rows(p_x)
+    assert abs(float(loss_r) - float(loss_n)) < 1e-4
+    for k in params:
+        np.testing.assert_allclose(pg.unwrap(g_r[k]), g_n[k], rtol=2e-3, atol=2e-5, err_msg=k)
+    torch = _common.optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+        import torch.nn.functional as tf
+
+        p_t = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+        xt, yt = torch.tensor(x), torch.tensor(y)
+
+        def torch_step():
+            h = tf.max_pool2d(tf.relu(tf.conv2d(xt, p_t["w1"], p_t["b1"])), 2)
+            h = tf.max_pool2d(tf.relu(tf.conv2d(h, p_t["w2"], p_t["b2"])), 2)
+            loss = tf.cross_entropy(h.reshape(N, -1) @ p_t["w3"] + p_t["b3"], yt)
+            return torch.autograd.grad(loss, list(p_t.values()))
+
+        out["PyTorch eager"] = torch_step
+    return out, (p_x, x_x, y_x)
+
+
+def main() -> None:
+    cs, (p_x, x_x, y_x) = contenders()
+    med = _common.interleaved(cs, repeats=11, number=5)
+    print(_common.table(f"CNN step, x ({N}, 1, 28, 28) float32, conv 3x3x16, pool 2, conv 3x3x32, "
+                        "pool 2, linear 10", med, "numpy by hand"))  # fmt: skip
+    if "PyTorch eager" in med:
+        print(f"  pycograd_xp (rows) / PyTorch eager: "
+              f"{med['pycograd_xp (rows)'] / med['PyTorch eager']:.2f}")
+    f = lambda p: loss_fn(nn, p, x_x, y_x)  # noqa: E731
+    proj = memory.project(f, p_x)
+    meas = memory.measure(f, p_x)
+    print(f"Step peak memory (rows): measured {meas.peak_bytes / 2**20:.2f} MiB (tracemalloc), "
+          f"projected {proj.peak_bytes / 2**20:.2f} MiB "
+          f"(traced part {proj.traced_peak_bytes / 2**20:.2f} MiB); "
+          f"measured / projected {meas.peak_bytes / proj.peak_bytes:.2f}")
+    g = lambda p: loss_fn(composed_nn, p, x_x, y_x)  # noqa: E731
+    meas_c = memory.measure(g, p_x)
+    print(f"Step peak memory (composed, old): measured {meas_c.peak_bytes / 2**20:.2f} MiB")
+
+
+if __name__ == "__main__":
+    main()

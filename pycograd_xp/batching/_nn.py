@@ -1,0 +1,52 @@
+"""Convolution and pooling batch as one call, never one per example: a batched input folds its
+batch axis into N; a batched weight folds it into the groups (each example's kernels see only
+its own channels), so per-example weights cost one grouped convolution. Pooling works on the
+trailing axes, so a batched input is just one more leading axis."""
+
+from __future__ import annotations
+
+from ..namespace._ops import defbatch
+
+
+def _conv(name):
+    def rule(ns, dims, x, w, /, *, stride, padding, dilation, groups):
+        f = getattr(ns, name)
+        kw = dict(stride=stride, padding=padding, dilation=dilation)
+        bx, bw = dims
+        if not bw:  # (B, N, C, *S) as (B*N, C, *S)
+            b, n = x.shape[0], x.shape[1]
+            y = f(ns.reshape(x, (b * n, *x.shape[2:])), w, groups=groups, **kw)
+            return ns.reshape(y, (b, n, *y.shape[1:]))
+        k = w.ndim - 3  # spatial axes
+        b, o, cg, kernel = w.shape[0], w.shape[1], w.shape[2], tuple(w.shape[3:])
+        og = o // groups
+        # kernels ordered (group, example, out channel): one group per (group, example)
+        wg = ns.permute_dims(ns.reshape(w, (b, groups, og, cg, *kernel)),
+                             (1, 0, 2, 3, *range(4, 4 + k)))  # fmt: skip
+        wg = ns.reshape(wg, (groups * b * og, cg, *kernel))
+        if bx:  # input channels ordered (group, example, channel) likewise
+            n, spatial = x.shape[1], tuple(x.shape[3:])
+            xg = ns.permute_dims(ns.reshape(x, (b, n, groups, cg, *spatial)),
+                                 (1, 2, 0, 3, *range(4, 4 + k)))  # fmt: skip
+            y = f(ns.reshape(xg, (n, groups * b * cg, *spatial)), wg, groups=groups * b, **kw)
+        else:  # every example's kernels read the same channels of the shared input
+            n = x.shape[0]
+            y = f(x, wg, groups=groups, **kw)
+        out = tuple(y.shape[2:])
+        y = ns.permute_dims(ns.reshape(y, (n, groups, b, og, *out)), (2, 0, 1, 3, *range(4, 4 + k)))
+        return ns.reshape(y, (b, n, o, *out))
+
+    return rule
+
+
+def _pool(name):
+    def rule(ns, dims, x, /, **kwargs):
+        return getattr(ns, name)(x, **kwargs)
+
+    return rule
+
+
+defbatch("_conv1d", _conv("_conv1d"))
+defbatch("_conv2d", _conv("_conv2d"))
+defbatch("_max_pool2d", _pool("_max_pool2d"))
+defbatch("_avg_pool2d", _pool("_avg_pool2d"))

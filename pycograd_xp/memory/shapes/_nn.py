@@ -1,0 +1,62 @@
+"""Shape and memory rules of convolution and pooling. The transients are the impl's (see
+``pycograd_xp.namespace._nn``): a padded copy of the input where there is padding, the columns
+(N, C * prod(K), prod(out)) copied out of the window view for the product, and a copy of the
+weight when it is not contiguous (a flipped kernel in a transposed convolution). Pooling reduces
+strided slices pairwise: one output-sized temporary beside the padded copy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...namespace._nn import out_sizes
+from ...namespace._ops import defshape
+from ._helpers import new
+
+
+def _padded_bytes(x, padding):
+    n = len(padding)
+    if not any(b > 0 or a > 0 for b, a in padding):
+        return 0
+    spatial = [max(s + min(b, 0) + min(a, 0), 0) + max(b, 0) + max(a, 0)
+               for s, (b, a) in zip(x.shape[x.ndim - n:], padding, strict=True)]  # fmt: skip
+    return math.prod(x.shape[: x.ndim - n]) * math.prod(spatial) * x.dtype.itemsize
+
+
+def _conv(fname):
+    def shape(a, x, w, /, *, stride, padding, dilation, groups):
+        n = w.ndim - 2
+        if x.ndim != n + 2 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+            raise ValueError(f"{fname}(): input {x.shape} and weight {w.shape} do not match "
+                             f"with groups={groups}")  # fmt: skip
+        out = out_sizes(fname, x.shape[2:], w.shape[2:], stride, padding, dilation)
+        return new((x.shape[0], w.shape[0], *out), np.result_type(x.dtype, w.dtype))
+
+    def memory(out, x, w, /, *, stride, padding, dilation, groups):
+        cols = x.shape[0] * x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])
+        cast = cols * out.dtype.itemsize if x.dtype != out.dtype else 0  # matmul's cast copy
+        w_bytes = math.prod(w.shape) * max(w.dtype.itemsize, out.dtype.itemsize)
+        return _padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes
+
+    return shape, memory
+
+
+def _pool(fname):
+    def shape(a, x, /, *, kernel, stride, padding):
+        n = len(kernel)
+        out = out_sizes(fname, x.shape[x.ndim - n:], kernel, stride, padding, (1,) * n)
+        return new((*x.shape[: x.ndim - n], *out), x.dtype)
+
+    def memory(out, x, /, *, kernel, stride, padding):
+        return _padded_bytes(x, padding) + out.nbytes
+
+    return shape, memory
+
+
+for _name in ("conv1d", "conv2d"):
+    _s, _m = _conv(_name)
+    defshape(f"_{_name}", _s, memory=_m)
+for _name in ("max_pool2d", "avg_pool2d"):
+    _s, _m = _pool(_name)
+    defshape(f"_{_name}", _s, memory=_m)

@@ -1,0 +1,303 @@
+"""Convolution and pooling: the fused rows behind :mod:`pycograd_xp.nn`.
+
+These four rows are not names of the Array API standard, so they are private attributes of
+each namespace (``xp._conv2d``): the standard surface stays exactly the standard's, and the
+abstract backend (``pycograd_xp.memory``), vmap's batched backends and ``compile`` still see
+them as ordinary rows, because each of those builds one function per row of the table whatever
+its name. :mod:`pycograd_xp.nn` is their public face.
+
+Layout is PyTorch's: ``x`` (N, C, *S), ``w`` (O, C / groups, *K), output (N, O, *S'). The
+rows take normalized keyword arguments, one entry per spatial axis: ``stride`` and
+``dilation`` ints, ``padding`` (before, after) pairs (a negative entry crops).
+
+An implementation is one im2col and one matrix product. On a backend with the ``windows``
+capability (NumPy, CuPy: a strided sliding-window view) the columns are one copy out of a
+view; elsewhere (array-api-strict) they are a stack of ``prod(K)`` strided slices. A chunked
+backend (Cubed) contracts the channels once per window offset instead (no reshapes).
+Pooling reduces the strided slices pairwise (``maximum``/``add``): cheaper than any reduction
+over a window view. A backend built from the table (the abstract and batched backends) has the
+row itself, and gets the call.
+
+The helpers below are Array-API code on a namespace ``bk`` (raw or ours); the VJP, JVP and
+batching rules use them too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._backend import Backend, capabilities, resolve
+from ._ops import primitive
+
+FP = "real floating-point"
+
+
+def caps(bk: Any) -> Backend:
+    """The capabilities of a namespace: ours carry them; a raw one is looked up or resolved."""
+    try:
+        return capabilities(bk)
+    except TypeError:  # a conforming namespace no namespace() call has met yet
+        return resolve(bk)
+
+
+def _raw(bk: Any) -> bool:
+    return getattr(bk, "_backend", None) is None
+
+
+def _like(bk: Any, x: Any) -> dict[str, Any]:
+    like = caps(bk).like_kwargs if _raw(bk) else None
+    return like(x) if like is not None else {}
+
+
+def grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every offset of a window, in row-major order (the order that breaks max-pool ties)."""
+    out: list[tuple[int, ...]] = [()]
+    for k in kernel:
+        out = [g + (i,) for g in out for i in range(k)]
+    return out
+
+
+def out_sizes(fname: str, spatial: tuple[int, ...], kernel: tuple[int, ...], stride: Any,
+              padding: Any, dilation: Any) -> tuple[int, ...]:  # fmt: skip
+    """Output sizes of a window op; a clear error when a window does not fit."""
+    out = tuple((s + pb + pa - d * (k - 1) - 1) // st + 1 for s, k, st, (pb, pa), d in
+                zip(spatial, kernel, stride, padding, dilation, strict=True))  # fmt: skip
+    if min(out, default=1) < 1:
+        raise ValueError(f"{fname}(): the window {kernel} (dilation {tuple(dilation)}) is larger "
+                         f"than the padded input {spatial} (padding {tuple(padding)}); "
+                         "use a smaller kernel or more padding")  # fmt: skip
+    return out
+
+
+def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
+    """``x`` with ``padding`` (one (before, after) pair per trailing axis) of ``value`` around
+    its trailing axes; a negative entry crops. A copy only where something is added."""
+    n = len(padding)
+    if any(b < 0 or a < 0 for b, a in padding):
+        idx = (slice(None),) * (x.ndim - n) + tuple(
+            slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(padding, x.shape[-n:],
+                                                                    strict=True))  # fmt: skip
+        x = x[idx]
+        padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    if not any(b or a for b, a in padding):
+        return x
+    lead = tuple(x.shape[: x.ndim - n])
+    if _raw(bk) and caps(bk).mutable:  # one fill and one write
+        shape = lead + tuple(s + b + a for s, (b, a) in zip(x.shape[-n:], padding, strict=True))
+        out = bk.full(shape, value, dtype=x.dtype)
+        out[(slice(None),) * len(lead) + tuple(slice(b, b + s) for (b, _), s in
+                                               zip(padding, x.shape[-n:], strict=True))] = x
+        return out
+    for i, (b, a) in enumerate(padding):  # immutable arrays (or recorded): concatenate
+        axis = x.ndim - n + i
+        parts = []
+        for m in (b, None, a):
+            if m is None:
+                parts.append(x)
+            elif m:
+                shape = list(x.shape)
+                shape[axis] = m
+                parts.append(bk.full(tuple(shape), value, dtype=x.dtype, **_like(bk, x)))
+        if len(parts) > 1:
+            x = bk.concat(parts, axis=axis)
+    return x
+
+
+def window_slices(x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
+                  out: tuple[int, ...]) -> list[Any]:  # fmt: skip
+    """For each window offset (row-major), the strided slice of ``x``'s trailing axes that
+    holds that element of every window: shape ``x.shape[:-n] + out``."""
+    lead = (slice(None),) * (x.ndim - len(kernel))
+    return [x[lead + tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
+                           zip(offs, dilation, stride, out, strict=True))]  # fmt: skip
+            for offs in grid(kernel)]
+
+
+def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
+            out: tuple[int, ...]) -> Any:  # fmt: skip
+    """im2col of a padded ``x`` (N, C, *S): (N, C * prod(kernel), prod(out)), one copy."""
+    n, (N, C) = len(kernel), x.shape[:2]
+    windows = caps(bk).windows if _raw(bk) else None
+    if windows is not None:  # one view, then the one copy the product needs
+        span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True))
+        v = windows(x, span, axis=tuple(range(2, 2 + n)))  # (N, C, *full, *span)
+        v = v[(slice(None),) * 2 + tuple(slice(0, s * (m - 1) + 1, s) for s, m in
+                                         zip(stride, out, strict=True))  # fmt: skip
+              + tuple(slice(None, None, d) for d in dilation)]  # (N, C, *out, *kernel)
+        v = bk.permute_dims(v, (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n)))
+    else:
+        v = bk.stack(window_slices(x, kernel, stride, dilation, out), axis=2)
+    return bk.reshape(v, (N, C * math.prod(kernel), math.prod(out)))
+
+
+def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[int, ...],
+             stride: Any, dilation: Any) -> Any:  # fmt: skip
+    """The transpose of :func:`window_slices`: an array of ``shape`` (zeros) with each part
+    added at its window offset. One zero fill and one strided write (or add, where windows
+    overlap) per offset on a raw mutable backend; elsewhere each part is dilated by the stride
+    and padded into place, and the parts are summed (on a chunked backend, whose reshapes need
+    regular chunks, placed by products with 0/1 matrices instead: exact for finite values)."""
+    n = len(kernel)
+    lead, sizes = tuple(shape[: len(shape) - n]), tuple(shape[len(shape) - n:])
+    out = tuple(parts[0].shape[parts[0].ndim - n:])
+    spots = [tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
+                   zip(offs, dilation, stride, out, strict=True)) for offs in grid(kernel)]
+    if _raw(bk) and caps(bk).mutable:
+        overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
+                      zip(stride, dilation, kernel, strict=True))  # fmt: skip
+        dx = bk.zeros(shape, dtype=parts[0].dtype)
+        for spot, part in zip(spots, parts, strict=True):
+            idx = (slice(None),) * len(lead) + spot
+            if overlap:
+                dx[idx] += part
+            else:
+                dx[idx] = part
+        return dx
+    total = None
+    if _raw(bk) and caps(bk).chunked:  # no reshape of irregular chunks: 0/1 placement products
+        for spot, part in zip(spots, parts, strict=True):
+            placed = part
+            for i, (sp, size, m) in enumerate(zip(spot, sizes, out, strict=True)):
+                rows = bk.arange(size, **_like(bk, part))[:, None]
+                cols = sp.start + sp.step * bk.arange(m, **_like(bk, part))[None, :]
+                e = bk.astype(rows == cols, part.dtype)  # (size, m)
+                if i == n - 1:  # the last axis
+                    placed = bk.matmul(placed, bk.matrix_transpose(e))
+                else:  # n == 2: the second-to-last axis
+                    placed = bk.matmul(e, placed)
+            total = placed if total is None else total + placed
+        return total
+    for spot, part in zip(spots, parts, strict=True):
+        for i, s in enumerate(stride):  # s - 1 zeros after each element along axis i
+            if s == 1:
+                continue
+            axis = part.ndim - n + i
+            m = part.shape[axis]
+            zero = bk.zeros_like(part)
+            part = bk.reshape(bk.stack([part] + [zero] * (s - 1), axis=axis + 1),
+                              tuple(part.shape[:axis]) + (m * s,) + tuple(part.shape[axis + 1:]))
+            part = part[(slice(None),) * axis + (slice(0, (m - 1) * s + 1), ...)]
+        placed = pad(bk, part, tuple((sp.start, size - sp.start - p) for sp, size, p in
+                                     zip(spot, sizes, part.shape[part.ndim - n:], strict=True)))
+        total = placed if total is None else total + placed
+    return total
+
+
+def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilation: Any,
+         groups: int) -> Any:  # fmt: skip
+    """The convolution (cross-correlation) of ``x`` with ``w``: one im2col, one product."""
+    n = w.ndim - 2
+    N, C, out_c, Cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
+    kernel = tuple(w.shape[2:])
+    if x.ndim != n + 2 or C != Cg * groups or out_c % groups:
+        raise ValueError(f"{fname}(): input {tuple(x.shape)} and weight {tuple(w.shape)} do "
+                         f"not match with groups={groups}: expected x (N, C, {n} spatial axes) "
+                         "and w (O, C / groups, kernel...) with O divisible by groups")  # fmt: skip
+    out = out_sizes(fname, tuple(x.shape[2:]), kernel, stride, padding, dilation)
+    if _raw(bk) and caps(bk).chunked:
+        return _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride, dilation, out,
+                                groups)  # fmt: skip
+    cols = columns(bk, pad(bk, x, padding), kernel, stride, dilation, out)  # (N, Q, P)
+    if groups == 1:
+        y = bk.matmul(bk.reshape(w, (out_c, -1)), cols)  # (N, out_c, P)
+    else:
+        cols = bk.reshape(cols, (N, groups, cols.shape[1] // groups, cols.shape[2]))
+        y = bk.matmul(bk.reshape(w, (groups, out_c // groups, -1)), cols)  # (N, G, out_c/G, P)
+    return bk.reshape(y, (N, out_c, *out))
+
+
+def _group(x: Any, axis: int, i: int, size: int) -> Any:
+    return x[(slice(None),) * axis + (slice(i * size, (i + 1) * size), ...)]
+
+
+def _conv_by_offsets(bk: Any, x: Any, w: Any, kernel: tuple[int, ...], stride: Any,
+                     dilation: Any, out: tuple[int, ...], groups: int) -> Any:  # fmt: skip
+    """A chunked backend's convolution: one contraction over the channels per window offset,
+    summed. No columns, so no reshape (which a chunked backend refuses on the irregular chunks
+    that padding and strided slices leave)."""
+    og, cg = w.shape[0] // groups, w.shape[1]
+    ys = []
+    for gi in range(groups):
+        xg, wg = _group(x, 1, gi, cg), _group(w, 0, gi, og)
+        acc = None
+        for offs, sl in zip(grid(kernel), window_slices(xg, kernel, stride, dilation, out),
+                            strict=True):  # fmt: skip
+            t = bk.tensordot(sl, wg[(slice(None), slice(None), *offs)], axes=([1], [1]))
+            acc = t if acc is None else acc + t  # (N, *out, O / G)
+        ys.append(acc)
+    return bk.moveaxis(ys[0] if groups == 1 else bk.concat(ys, axis=-1), -1, 1)
+
+
+def weight_grad_by_offsets(bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], stride: Any,
+                           dilation: Any, groups: int) -> Any:  # fmt: skip
+    """A chunked backend's weight cotangent (``x`` padded): one contraction per offset."""
+    kernel, out = tuple(w_shape[2:]), tuple(g.shape[2:])
+    og, cg = w_shape[0] // groups, w_shape[1]
+    axes = [0, *range(2, 2 + len(kernel))]
+    ws = []
+    for gi in range(groups):
+        gg, xg = _group(g, 1, gi, og), _group(x, 1, gi, cg)
+        parts = [bk.tensordot(gg, sl, axes=(axes, axes)) for sl in
+                 window_slices(xg, kernel, stride, dilation, out)]  # each (O / G, C / G)
+        ws.append(bk.reshape(bk.stack(parts, axis=-1), (og, cg, *kernel)))
+    return ws[0] if groups == 1 else bk.concat(ws, axis=0)
+
+
+def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
+    """Max or mean over windows, reduced pairwise over the strided slices."""
+    n = len(kernel)
+    out = out_sizes(fname, tuple(x.shape[-n:]), kernel, stride, padding, (1,) * n)
+    fill = bk.finfo(x.dtype).min if how == "max" else 0.0
+    parts = window_slices(pad(bk, x, padding, fill), kernel, stride, (1,) * n, out)
+    acc = parts[0] if len(parts) > 1 else bk.asarray(parts[0], copy=True)  # never a view of x
+    for p in parts[1:]:
+        acc = bk.maximum(acc, p) if how == "max" else acc + p
+    return acc if how == "max" else acc / math.prod(kernel)
+
+
+def _own(bk: Any, name: str) -> Any:
+    """The backend's own function for this row (abstract and batched backends are built from
+    the table), or None."""
+    return getattr(bk, name, None)
+
+
+@primitive(FP, needs=())
+def _conv1d(bk: Any, x: Any, w: Any, /, *, stride: Any = (1,), padding: Any = ((0, 0),),
+            dilation: Any = (1,), groups: int = 1) -> Any:  # fmt: skip
+    """Convolution (cross-correlation) of x (N, C, L) with w (O, C / groups, K): (N, O, L')."""
+    own = _own(bk, "_conv1d")
+    if own is not None:
+        return own(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv1d", x, w, stride, padding, dilation, groups)
+
+
+@primitive(FP, needs=())
+def _conv2d(bk: Any, x: Any, w: Any, /, *, stride: Any = (1, 1),
+            padding: Any = ((0, 0), (0, 0)), dilation: Any = (1, 1), groups: int = 1) -> Any:
+    """Convolution (cross-correlation) of x (N, C, H, W) with w (O, C / groups, KH, KW):
+    (N, O, H', W')."""
+    own = _own(bk, "_conv2d")
+    if own is not None:
+        return own(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv2d", x, w, stride, padding, dilation, groups)
+
+
+@primitive(FP, needs=())
+def _max_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
+                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+    """Max over the windows of the last two axes (padding never wins)."""
+    own = _own(bk, "_max_pool2d")
+    if own is not None:
+        return own(x, kernel=kernel, stride=stride, padding=padding)
+    return pool(bk, "max_pool2d", x, kernel, stride, padding, "max")
+
+
+@primitive(FP, needs=())
+def _avg_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
+                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+    """Mean over the windows of the last two axes (zero padding counts, as PyTorch's default)."""
+    own = _own(bk, "_avg_pool2d")
+    if own is not None:
+        return own(x, kernel=kernel, stride=stride, padding=padding)
+    return pool(bk, "avg_pool2d", x, kernel, stride, padding, "avg")

@@ -1,0 +1,187 @@
+"""The convolution and pooling rows behind pycograd_xp.nn (pycograd_xp.namespace._nn): values
+against a direct loop and against the composed version they replaced, on namespace(numpy) and
+namespace(array_api_strict); max-pool ties; the private surface; Cubed; the memory projection of
+a CNN step. Gradients, JVPs, batching and per-row shape/memory rules are swept by the
+conformance suites (``conformance/grad_cases.py``, ``_nn_cases``)."""
+
+from __future__ import annotations
+
+import itertools
+
+import array_api_strict
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from conformance import composed_nn
+from pycograd_xp import memory, nn
+
+BACKENDS = [np, array_api_strict]
+rng = np.random.default_rng(7)
+
+
+def _np(a):
+    return np.asarray(pg.unwrap(a))
+
+
+def loop_conv2d(x, w, stride, padding, dilation, groups):
+    """A direct loop over every output element (float64)."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp_ = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp_[:, :, ph:ph + h, pw:pw + wd] = x
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for b, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
+        g = oc // og
+        for ci, a, e in itertools.product(range(cg), range(kh), range(kw)):
+            y[b, oc, i, j] += (w[oc, ci, a, e]
+                               * xp_[b, g * cg + ci, i * sh + a * dh, j * sw + e * dw])
+    return y
+
+
+def loop_pool2d(x, kernel, stride, padding, how):
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    fill = -np.inf if how == "max" else 0.0
+    xp_ = np.full(x.shape[:-2] + (x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw), fill)
+    xp_[..., ph:ph + x.shape[-2], pw:pw + x.shape[-1]] = x
+    oh = (xp_.shape[-2] - kh) // sh + 1
+    ow = (xp_.shape[-1] - kw) // sw + 1
+    y = np.zeros(x.shape[:-2] + (oh, ow))
+    for i, j in itertools.product(range(oh), range(ow)):
+        win = xp_[..., i * sh:i * sh + kh, j * sw:j * sw + kw]
+        y[..., i, j] = win.max(axis=(-2, -1)) if how == "max" else win.mean(axis=(-2, -1))
+    return y
+
+
+CONVS = [  # x shape, w shape, stride, padding, dilation, groups
+    ((2, 3, 7, 8), (4, 3, 3, 2), (2, 1), (1, 0), (1, 2), 1),
+    ((1, 2, 5, 5), (3, 2, 3, 3), (1, 1), (0, 0), (1, 1), 1),
+    ((2, 4, 6, 7), (6, 2, 2, 3), (3, 2), (2, 1), (1, 1), 2),
+    ((1, 3, 9, 6), (2, 3, 1, 1), (2, 2), (0, 0), (1, 1), 1),
+    ((2, 4, 8, 8), (4, 1, 3, 3), (1, 1), (1, 1), (2, 2), 4),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("xs, ws, s, p, d, g", CONVS)
+def test_conv2d_matches_a_loop_and_the_composed_version(backend, xs, ws, s, p, d, g):
+    xp = pg.namespace(backend)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
+    got = nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s, padding=p,
+                    dilation=d, groups=g)  # fmt: skip
+    want = loop_conv2d(x, w, s, p, d, g) + b[:, None, None]
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+    if g == 1:  # the composed version had no groups
+        old = composed_nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s,
+                                 padding=p, dilation=d)  # fmt: skip
+        np.testing.assert_allclose(_np(got), _np(old), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_conv1d_is_conv2d_on_a_row(backend):
+    xp = pg.namespace(backend)
+    x, w = rng.standard_normal((2, 4, 11)), rng.standard_normal((6, 2, 3))
+    got = nn.conv1d(xp.asarray(x), xp.asarray(w), stride=2, padding=1, dilation=2, groups=2)
+    want = loop_conv2d(x[:, :, None, :], w[:, :, None, :], (1, 2), (0, 1), (1, 2), 2)[:, :, 0]
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+
+
+POOLS = [((2, 3, 6, 6), 2, None, 0), ((1, 2, 7, 5), 3, 2, 1), ((2, 1, 5, 6), (2, 3), 1, 0),
+         ((3, 1, 2, 5, 5), 2, (1, 2), (1, 0))]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("how", ["max", "avg"])
+@pytest.mark.parametrize("xs, k, s, p", POOLS)
+def test_pools_match_a_loop_and_the_composed_version(backend, how, xs, k, s, p):
+    xp = pg.namespace(backend)
+    x = rng.standard_normal(xs)
+    pair = (lambda v: v if isinstance(v, tuple) else (v, v))
+    f = getattr(nn, f"{how}_pool2d")
+    got = _np(f(xp.asarray(x), k, s, p))
+    want = loop_pool2d(x, pair(k), pair(k if s is None else s), pair(p), how)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if len(xs) == 4:
+        old = _np(getattr(composed_nn, f"{how}_pool2d")(xp.asarray(x), k, s, p))
+        np.testing.assert_allclose(got, old, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_max_pool_ties_send_the_gradient_to_the_first_maximum(backend):
+    xp = pg.namespace(backend)
+    x = xp.asarray(np.array([[[[1.0, 3.0, 2.0, 2.0], [3.0, 0.0, 2.0, 2.0]]]]))
+    g = pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 2)))(x)
+    want = np.array([[[[0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]])  # as PyTorch: row-major
+    np.testing.assert_array_equal(_np(g), want)
+
+
+def test_rows_stay_off_the_standard_surface():
+    xp = pg.namespace(np)
+    public = {n for n in dir(xp) if not n.startswith("_")}
+    assert not public & {"conv1d", "conv2d", "max_pool2d", "avg_pool2d", "nn"}
+    assert callable(xp._conv2d) and callable(xp._max_pool2d)
+
+
+def test_shape_errors_name_the_function():
+    xp = pg.namespace(np)
+    x = xp.ones((1, 3, 4, 4))
+    with pytest.raises(ValueError, match=r"conv2d\(\): input \(1, 3, 4, 4\) and weight"):
+        nn.conv2d(x, xp.ones((2, 2, 3, 3)))
+    with pytest.raises(ValueError, match=r"conv2d\(\): the window \(5, 5\).*larger"):
+        nn.conv2d(x, xp.ones((2, 3, 5, 5)))
+    with pytest.raises(ValueError, match=r"max_pool2d\(\): the window"):
+        nn.max_pool2d(x, 5)
+
+
+def test_raw_numpy_arrays_run_the_rows_impl():
+    x, w = rng.standard_normal((1, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
+    np.testing.assert_allclose(np.asarray(nn.conv2d(x, w, padding=1)),
+                               loop_conv2d(x, w, (1, 1), (1, 1), (1, 1), 1), rtol=1e-12)
+
+
+def test_cubed_values_match_numpy():
+    cubed = pytest.importorskip("cubed")
+    xc = pg.namespace(cubed)
+    x, w = rng.standard_normal((2, 4, 6, 6)), rng.standard_normal((4, 2, 3, 3))
+    y = nn.max_pool2d(nn.conv2d(xc.asarray(x), xc.asarray(w), padding=1, groups=2), 2)
+    want = loop_pool2d(loop_conv2d(x, w, (1, 1), (1, 1), (1, 1), 2), (2, 2), (2, 2), (0, 0), "max")
+    np.testing.assert_allclose(np.asarray(pg.unwrap(y).compute()), want, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_cubed_gradients_match_numpy():
+    cubed = pytest.importorskip("cubed")
+    xc, xn = pg.namespace(cubed), pg.namespace(np)
+    x, w = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((4, 2, 3, 3))
+
+    def loss(ns, x, w):
+        h = nn.conv2d(x, w, stride=2, padding=1, groups=2)
+        return ns.sum(nn.max_pool2d(h, 2) ** 2) + ns.sum(nn.avg_pool2d(x, 3, 2, 1))
+
+    gc = pg.grad(lambda x, w: loss(xc, x, w), argnums=(0, 1))(xc.asarray(x), xc.asarray(w))
+    gn = pg.grad(lambda x, w: loss(xn, x, w), argnums=(0, 1))(xn.asarray(x), xn.asarray(w))
+    for a, b in zip(gc, gn, strict=True):
+        np.testing.assert_allclose(np.asarray(pg.unwrap(a).compute()), _np(b), rtol=1e-10)
+
+
+def test_a_cnn_step_is_projected_and_the_projection_bounds_it():
+    xp = pg.namespace(np)
+    x = xp.asarray(rng.standard_normal((8, 1, 12, 12)).astype(np.float32))
+    p = {"w1": xp.asarray(rng.standard_normal((4, 1, 3, 3)).astype(np.float32)),
+         "w2": xp.asarray(rng.standard_normal((8, 4, 3, 3)).astype(np.float32)),
+         "w3": xp.asarray(rng.standard_normal((8 * 2 * 2, 3)).astype(np.float32))}  # fmt: skip
+    y = xp.asarray(np.arange(8) % 3)
+
+    def f(p):
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"], padding=1)), 2)
+        h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["w2"])), 2)
+        return nn.cross_entropy(xp.reshape(h, (8, -1)) @ p["w3"], y)
+
+    proj = memory.project(f, p)
+    meas = memory.measure(f, p)
+    assert any(r.op == "_conv2d" for r in proj.rows)
+    assert meas.peak_bytes <= proj.peak_bytes, (meas, proj)
