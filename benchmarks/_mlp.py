@@ -73,6 +73,16 @@ def numpy_contenders(params, x, y, lr):
                 p -= lr * g
 
     out["pycograd_xp (numpy)"] = pg_step
+
+    def sgd_step(p, x, y):  # the same step as one function, for pycograd_xp.compile
+        _, grads = pg.value_and_grad(lambda q: loss_fn(xp, q, x, y))(p)
+        with pg.no_grad():
+            for q, g in zip(p, grads, strict=True):
+                q -= lr * g  # in place, as by hand
+
+    p_c = [xp.asarray(p.copy()) for p in params]
+    compiled = pg.compile(sgd_step)
+    out["pycograd_xp compiled"] = lambda: compiled(p_c, xa, ya)
     try:
         import autograd
         import autograd.numpy as anp

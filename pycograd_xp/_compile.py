@@ -93,6 +93,10 @@ class _Meta:
     owns: bool  # owns its memory (not a view)
 
 
+# ``zeros_like(x)`` and kin read only ``x``'s shape and dtype: recorded as ``zeros(shape, ...)``
+_LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like"})
+
+
 class _Recorder:
     """What the abstract backend reports while ``compile`` traces (see ``memory._abstract``)."""
 
@@ -102,6 +106,7 @@ class _Recorder:
                        if hasattr(backend.xp, n)}  # fmt: skip
         self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
         self.ex = (self.dtypes, backend.array_type)
+        self.chunked = backend.chunked
         self.calls: list[_Call] = []
         self.ids: dict[int, int] = {}  # id(AbstractArray) -> symbol
         self.keep: list[Any] = []  # every array seen, alive until the trace ends (ids stay unique)
@@ -172,6 +177,10 @@ class _Recorder:
         known = _arrays(out)
         if not known or all(id(o) in self.ids for o in known):
             return out  # metadata (a dtype, a bool), or an input returned as it is
+        if name in _LIKE and not self.chunked:  # needs x's shape, not x: x may die earlier
+            prim, reads = REGISTRY[name[:-5]], []
+            targs = (out.shape, *targs[1:])
+            tkw = {**tkw, "dtype": out.dtype}
         outs = self._outs(out)
         self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs)))
         return out
