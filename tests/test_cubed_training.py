@@ -155,6 +155,40 @@ def test_a_task_that_fails_once_is_retried(tmp_path):
     assert failed and result.step == 1
 
 
+def test_a_task_that_fails_once_is_retried_on_dask(tmp_path):
+    """The same fault on Dask distributed: the task's first attempt fails (in a worker process,
+    so the mark that it failed is a file), Dask retries it and the step completes with the
+    parameters of an unfaulted run."""
+    distributed = pytest.importorskip("distributed")
+    import os
+
+    spec, X, y, _, _ = _data(tmp_path)
+    mark = str(tmp_path / "failed-once")
+
+    @row_loss
+    def flaky(p, X, y):
+        in_a_task = X.__array_namespace__() is pg.namespace(np)  # (not while projected)
+        if in_a_task:
+            try:
+                os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                raise OSError("transient read error")
+        return logreg_loss.per_row(p, X, y)
+
+    kw = dict(steps=1, spec=spec, progress=False, log=None)
+    want = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), **kw).params
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:  # fmt: skip
+        result = fit(flaky, init_params("logreg", 8), (X, y), optim.sgd(0.1), executor="dask",
+                     compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}},
+                     **kw)  # fmt: skip
+    assert os.path.exists(mark) and result.step == 1
+    for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
 def test_executors_agree(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
     runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
