@@ -45,7 +45,7 @@ from .memory._abstract import ABSTRACT, CURRENT, DTYPE_NAMES, AbstractArray
 from .memory.shapes._helpers import KEEP_VALUES
 from .namespace._array import Array, make
 from .namespace._ops import REGISTRY
-from .tree import tree_flatten, tree_unflatten
+from .tree import _children, _dict_keys, tree_flatten, tree_unflatten
 
 __all__ = ["Compiled", "TracingError", "compile"]
 
@@ -381,7 +381,7 @@ class _Plan:
     source: str
     array_inputs: list[int]  # leaf positions of the array arguments
     scalar_inputs: list[int]  # leaf positions of the dynamic Python numbers
-    out_def: Any
+    rebuild: Callable[[list], Any]  # the output tree from its leaves
     outs: list[tuple[str, Any]]  # per output leaf: ("array", i) | ("host", i) | ("const", v)
     ns: Any
     calls: int  # backend calls per replay
@@ -556,37 +556,39 @@ class Compiled:
 
     def source(self, *args: Any, **kwargs: Any) -> str:
         """The generated replay function for these arguments (tracing if needed)."""
-        key, leaves, td, ns = self._key(args, kwargs)
+        key, leaves, sig, ns = self._key(args, kwargs)
         plan = self._cache.get(key)
-        return (plan if plan is not None else self._plan(key, leaves, td, ns)[0]).source
+        return (plan if plan is not None else self._plan(key, leaves, sig, ns, args, kwargs)[0]
+                ).source  # fmt: skip
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, leaves, td, ns = self._key(args, kwargs)
+        key, leaves, sig, ns = self._key(args, kwargs)
         if key is None:  # tracked or abstract arrays: run the function itself
             self.fallbacks += 1
             return self.f(*args, **kwargs)
         plan = self._cache.get(key)
         if plan is None:
-            plan, _ = self._plan(key, leaves, td, ns)
+            plan, _ = self._plan(key, leaves, sig, ns, args, kwargs)
         else:
             self._cache.move_to_end(key)
         results = plan.replay(*[leaves[i]._data for i in plan.array_inputs],
                               *[leaves[i] for i in plan.scalar_inputs])  # fmt: skip
-        return tree_unflatten(plan.out_def, _outputs(plan, results))
+        return plan.rebuild(_outputs(plan, results))
 
     # the cache key: structure, shapes and dtypes, static values, namespace
     def _key(self, args: tuple, kwargs: dict) -> tuple[Any, list, Any, Any]:
-        leaves, td = tree_flatten((args, kwargs))
-        parts: list[Any] = [td]
+        leaves: list[Any] = []
+        sig = _signature((args, kwargs), leaves)
+        parts: list[Any] = [sig]
         ns = None
-        static_pos = self._static_positions(args, td)
+        static_pos = self._static_positions(args, sig)
         grad_on = MODE.enabled
         for i, leaf in enumerate(leaves):
             t = type(leaf)
             if isinstance(leaf, Array):
                 if (leaf._node is not None and grad_on) or leaf._backend.abstract or \
                         leaf._backend.level or _TRACING.depth:  # fmt: skip
-                    return None, leaves, td, ns
+                    return None, leaves, sig, ns
                 if ns is None:
                     ns = leaf._ns
                 elif leaf._ns is not ns:
@@ -605,10 +607,10 @@ class Compiled:
                         "hashable static value; pass arrays as arrays, or make it hashable"
                     ) from None
                 parts.append(("static", t, leaf))
-        return tuple(parts), leaves, td, ns
+        return tuple(parts), leaves, sig, ns
 
-    def _static_positions(self, args: tuple, td: Any) -> frozenset[int]:
-        found = self._static_scalars.get(td, frozenset())
+    def _static_positions(self, args: tuple, sig: Any) -> frozenset[int]:
+        found = self._static_scalars.get(sig, frozenset())
         if not self.static_argnums:
             return found
         # leaf positions of the static arguments
@@ -620,13 +622,14 @@ class Compiled:
             i += n
         return frozenset(pos)
 
-    def _plan(self, key: Any, leaves: list, td: Any, ns: Any) -> tuple[_Plan, Any]:
+    def _plan(self, key: Any, leaves: list, sig: Any, ns: Any, args: tuple,
+              kwargs: dict) -> tuple[_Plan, Any]:  # fmt: skip
         if key is None:
             raise TypeError("compile: tracked or abstract arrays among the arguments")
         reason = "first call" if not self.traces else "new shapes, dtypes or static values"
+        td = tree_flatten((args, kwargs))[1]
         while True:
-            args = tree_unflatten(td, leaves)[0]
-            static = self._static_positions(args, td)
+            static = self._static_positions(args, sig)
             try:
                 plan = _trace(self.f, leaves, td, ns, static)
                 break
@@ -634,18 +637,70 @@ class Compiled:
                 roots = _roots(e.scalar)
                 if not roots or roots <= static:
                     raise
-                self._static_scalars[td] = self._static_scalars.get(td, frozenset()) | roots
+                self._static_scalars[sig] = self._static_scalars.get(sig, frozenset()) | roots
                 reason = f"argument {e.scalar.name} made static ({e.how} while tracing)"
-                key, leaves, td, ns = self._key(*tree_unflatten(td, leaves))
+                key = self._key(args, kwargs)[0]
         self._cache[key] = plan
         if len(self._cache) > self.max_traces:
             self._cache.popitem(last=False)
         trace = Trace(reason, plan.calls, plan.elided,
-                      tuple(sorted(self._static_scalars.get(td, ()))))  # fmt: skip
+                      tuple(sorted(self._static_scalars.get(sig, ()))))  # fmt: skip
         self.traces.append(trace)
         if self.on_trace is not None:
             self.on_trace(trace)
         return plan, key
+
+
+def _signature(x: Any, leaves: list) -> Any:
+    """The structure of pytree ``x`` as nested tuples (hashable, cheap to compare), appending
+    its leaves to ``leaves`` in ``tree_flatten``'s order: the per-call part of the cache key."""
+    t = type(x)
+    if t is tuple or t is list:
+        return (t, *[_signature(e, leaves) for e in x])
+    if t is dict:
+        keys = _dict_keys(x)
+        return (dict, tuple(keys), *[_signature(x[k], leaves) for k in keys])
+    if x is None:
+        return None
+    parts = _children(x)
+    if parts is None:
+        leaves.append(x)
+        return 0
+    kind, meta, kids = parts
+    return (kind, meta, *[_signature(k, leaves) for k in kids])
+
+
+def _rebuilder(td: Any) -> Callable[[list], Any]:
+    """A function rebuilding a tree of structure ``td`` from its leaves, generated once."""
+    glb: dict[str, Any] = {}
+    counter = itertools.count()
+
+    def bind(v: Any) -> str:
+        name = f"k{len(glb)}"
+        glb[name] = v
+        return name
+
+    def expr(d: Any) -> str:
+        if d.kind == "leaf":
+            return f"L[{next(counter)}]"
+        if d.kind == "none":
+            return "None"
+        kids = [expr(c) for c in d.children]
+        if d.kind == "tuple":
+            return "(" + "".join(k + ", " for k in kids) + ")"
+        if d.kind == "list":
+            return "[" + ", ".join(kids) + "]"
+        if d.kind == "namedtuple":
+            return f"{bind(d.meta)}({', '.join(kids)})"
+        if d.kind == "dict":
+            return "{" + ", ".join(f"{bind(k)}: {v}" for k, v in zip(d.meta, kids,
+                                                                     strict=True)) + "}"
+        cls, names, statics = d.meta
+        fields = ", ".join(f"{n}={v}" for n, v in zip(names, kids, strict=True))
+        return f"{bind(cls)}({fields}{''.join(f', {n}={bind(v)}' for n, v in statics)})"
+
+    exec(f"def rebuild(L):\n    return {expr(td)}\n", glb)  # noqa: S102
+    return glb["rebuild"]
 
 
 def _roots(h: HostScalar) -> frozenset[int]:
@@ -745,7 +800,8 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
             outs.append(("const", leaf))
     replay, source, calls, elided = _generate(rec, input_syms, host_inputs, templates,
                                               ns._backend)  # fmt: skip
-    return _Plan(replay, source, array_inputs, scalar_inputs, out_def, outs, ns, calls, elided)
+    return _Plan(replay, source, array_inputs, scalar_inputs, _rebuilder(out_def), outs, ns,
+                 calls, elided)  # fmt: skip
 
 
 def _np_dtype(dtype: Any) -> np.dtype:

@@ -27,6 +27,8 @@ def test_digits_reaches_95_percent():
     spec.loader.exec_module(digits)
     result = digits.main(epochs=30, compare_torch=False)
     assert result["test_accuracy"] >= 0.95
+    # the compiled step: traced for the full batches and the shorter last one, then replayed
+    assert result["compiled_equals_uncompiled"] and result["compiled_traces"] <= 2
 
 
 def test_memory_projection_example_bounds_its_measurement(tmp_path, capsys):
