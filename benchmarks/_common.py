@@ -11,7 +11,7 @@ from collections.abc import Callable
 # glibc hands large freed blocks back to the OS and page-faults them in again on the next step,
 # which moves eager-step ratios by up to 50% between runs. Keep them for every contender alike:
 # the thresholds are read at process start, so re-execute once with them set.
-if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+if "MALLOC_MMAP_THRESHOLD_" not in os.environ and "PYCOGRAD_BENCH_KEEP_MALLOC" not in os.environ:
     os.environ["MALLOC_MMAP_THRESHOLD_"] = os.environ["MALLOC_TRIM_THRESHOLD_"] = str(2**30)
     os.execv(sys.executable, [sys.executable, *sys.argv])
 

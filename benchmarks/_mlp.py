@@ -28,6 +28,24 @@ def loss_fn(m, params, x, y):
     return -m.sum(y * logp) / x.shape[0]
 
 
+def torch_module():
+    """PyTorch's functions under the names ``loss_fn`` uses (imports torch)."""
+    import torch
+
+    class T:
+        tanh, exp, log = torch.tanh, torch.exp, torch.log
+
+        @staticmethod
+        def max(a, axis, keepdims):
+            return torch.amax(a, dim=axis, keepdim=keepdims)
+
+        @staticmethod
+        def sum(a, axis=None, keepdims=False):
+            return torch.sum(a) if axis is None else torch.sum(a, dim=axis, keepdim=keepdims)
+
+    return T
+
+
 def numpy_step(params, x, y, lr):
     """One SGD step by hand: forward keeping the activations, backward freeing them as it goes,
     each parameter updated in place as soon as its gradient exists."""

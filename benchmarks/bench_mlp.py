@@ -39,16 +39,7 @@ def contenders(dtype):
         p_t = [torch.tensor(p.copy(), requires_grad=True) for p in params]
         xt, yt = torch.tensor(x), torch.tensor(y)
 
-        class T:  # torch's names for the few functions the model uses
-            tanh, exp, log = torch.tanh, torch.exp, torch.log
-
-            @staticmethod
-            def max(a, axis, keepdims):
-                return torch.amax(a, dim=axis, keepdim=keepdims)
-
-            @staticmethod
-            def sum(a, axis=None, keepdims=False):
-                return torch.sum(a) if axis is None else torch.sum(a, dim=axis, keepdim=keepdims)
+        T = _mlp.torch_module()  # torch's names for the few functions the model uses
 
         def torch_step():
             loss = loss_fn(T, p_t, xt, yt)

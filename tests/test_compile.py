@@ -242,3 +242,16 @@ def test_errors():
         c(xp.ones(2), strict.ones(2))
     with pytest.raises(TypeError, match="neither an array nor a hashable"):
         pg.compile(lambda x, d: x)(xp.ones(2), np.ones(2))
+
+
+def test_arrays_the_function_closes_over_are_constants():
+    rng = np.random.default_rng(3)
+    x = xp.asarray(rng.standard_normal((5, 4)))
+    w = xp.asarray(rng.standard_normal((4, 2)))
+
+    def loss(w):  # operators between the captured x and the traced w
+        return xp.sum(xp.tanh(x @ w) * (1 + x[:, :2]))
+
+    g = pg.grad(loss)
+    _same(pg.compile(g)(w), g(w))
+    assert pg.memory.project(loss, w).peak_bytes > 0

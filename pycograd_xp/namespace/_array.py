@@ -390,7 +390,10 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
     def op(self: Array, other: Any, /) -> Any:
         if type(other) is not cls and not isinstance(other, SCALARS):
             if isinstance(other, Array):
-                if other._backend.level != self._backend.level:  # vmap: the function lifts
+                # vmap: the function lifts; an abstract array (memory.project, compile): the
+                # function hands the call over to the abstract namespace
+                if other._backend.level != self._backend.level or other._backend.abstract or \
+                        self._backend.abstract:  # fmt: skip
                     return f(other, self) if reflected else f(self, other)
                 raise TypeError(
                     f"{name}: cannot mix arrays of {self._ns.__name__} and "

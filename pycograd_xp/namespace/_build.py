@@ -338,13 +338,13 @@ class _Builder:
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
-        lifted = self.lifted
+        lifted, abstract = self.lifted, self.backend.abstract
 
         def operand(x: Any) -> Any:
             if isinstance(x, SCALARS):
                 return x
             d = unwrap(x)
-            if lifted(x):
+            if lifted(x) or (abstract and isinstance(x, Array)):  # a constant from outside
                 return d
             raise TypeError(
                 f"{name}(): expected an array or a Python scalar, got {type(x).__name__}"
