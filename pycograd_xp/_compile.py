@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ._host import HostScalar, ValueNeededError
+from ._proxy import Proxy
 from ._tape import MODE, REDIRECT
 from .memory._abstract import ABSTRACT, CURRENT, DTYPE_NAMES, AbstractArray
 from .memory.shapes._helpers import KEEP_VALUES
@@ -107,6 +108,8 @@ class _Recorder:
         self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
         self.ex = (self.dtypes, backend.array_type)
         self.chunked = backend.chunked
+        self.real_type = backend.array_type  # a lazy backend's arrays (proxied while tracing)
+        self.by_real: dict[int, Proxy] = {}
         self.calls: list[_Call] = []
         self.ids: dict[int, int] = {}  # id(AbstractArray) -> symbol
         self.keep: list[Any] = []  # every array seen, alive until the trace ends (ids stay unique)
@@ -119,7 +122,7 @@ class _Recorder:
         n = len(self.meta)
         self.ids[id(a)] = n
         self.keep.append(a)
-        self.meta.append(_Meta(a.shape, a.dtype, a.base is None))
+        self.meta.append(_Meta(a.shape, a.dtype, getattr(a, "base", None) is None))
         return n
 
     def sym(self, a: AbstractArray, where: str) -> int:
@@ -143,7 +146,7 @@ class _Recorder:
 
     def template(self, v: Any, where: str, reads: list[int]) -> Any:
         t = type(v)
-        if t is AbstractArray:
+        if t is AbstractArray or t is Proxy:
             n = self.sym(v, where)
             reads.append(n)
             return _Sym(n)
@@ -157,11 +160,42 @@ class _Recorder:
         return v
 
     def _outs(self, out: Any) -> Any:
-        if type(out) is AbstractArray:
+        if type(out) is AbstractArray or type(out) is Proxy:
             return _Sym(self.new(out))
-        if isinstance(out, tuple | list) and any(type(o) is AbstractArray for o in out):
-            return tuple(_Sym(self.new(o)) if type(o) is AbstractArray else None for o in out)
+        if isinstance(out, tuple | list) and any(type(o) in _TRACED for o in out):
+            return tuple(_Sym(self.new(o)) if type(o) in _TRACED else None for o in out)
         return None
+
+    def call_real(self, prim: Any, fn: Callable[..., Any], mod: Any, args: tuple,
+                  kwargs: dict) -> Any:  # fmt: skip
+        """A call of the recording namespace over a lazy backend (``pycograd_xp._proxy``): the
+        backend's own function on the real arrays, the outputs as proxies."""
+        out = fn(*_real_examples(args), **_real_examples(kwargs))
+        wrapped = self._proxies(out, mod)
+        name = prim.name
+        reads: list[int] = []
+        targs = self.template(args, name, reads)
+        tkw = {k: self.template(v, name, reads) for k, v in kwargs.items()}
+        known = _arrays(wrapped)
+        if not known or all(id(o) in self.ids for o in known):
+            return wrapped
+        outs = self._outs(wrapped)
+        self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs)))
+        return wrapped
+
+    def _proxies(self, out: Any, mod: Any) -> Any:
+        t = type(out)
+        if t is self.real_type:
+            known = self.by_real.get(id(out))
+            if known is not None:
+                return known
+            p = Proxy(out, mod)
+            self.by_real[id(out)] = p
+            return p
+        if isinstance(out, tuple | list) and any(type(o) is self.real_type for o in out):
+            items = [self._proxies(o, mod) for o in out]
+            return t(*items) if hasattr(out, "_fields") else t(items)
+        return out
 
     # what the abstract backend calls
     def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -222,12 +256,29 @@ class _Recorder:
         )
 
 
-def _arrays(out: Any) -> list[AbstractArray]:
-    if type(out) is AbstractArray:
+_TRACED = (AbstractArray, Proxy)  # the array types a trace runs on
+
+
+def _arrays(out: Any) -> list[Any]:
+    if type(out) in _TRACED:
         return [out]
     if isinstance(out, tuple | list):
-        return [o for o in out if type(o) is AbstractArray]
+        return [o for o in out if type(o) in _TRACED]
     return []
+
+
+def _real_examples(v: Any) -> Any:
+    """``v`` for the lazy backend's own function: real arrays, host scalars' examples."""
+    t = type(v)
+    if t is Proxy:
+        return v.real
+    if t is HostScalar:
+        return v.example
+    if t is tuple or t is list:
+        return t(_real_examples(e) for e in v)
+    if t is dict:
+        return {k: _real_examples(e) for k, e in v.items()}
+    return v
 
 
 def _syms(outs: Any) -> list[int]:
@@ -334,6 +385,12 @@ def host_array(fn: Callable[..., Any], args: tuple, shape: tuple[int, ...], dtyp
     rec = CURRENT.recorder
     if rec is None:
         raise RuntimeError("host_array: only while pycograd_xp.compile traces")
+    if rec.by_real is not None and rec.chunked:
+        raise NotImplementedError(
+            "compile on a chunked backend: a random key among the arguments (draws made on the "
+            "host for each call) is not supported; pass the key as a static argument "
+            "(static_argnums) or draw outside the compiled function"
+        )
     return make(abstract_namespace().Array, rec.host_array(fn, args, shape, dtype))
 
 
@@ -595,7 +652,8 @@ class Compiled:
                     raise TypeError(f"compile: arguments mix arrays of {ns.__name__} and "
                                     f"{leaf._ns.__name__}")  # fmt: skip
                 d = leaf._data
-                parts.append((d.shape, d.dtype))
+                parts.append((d.shape, d.dtype) if not leaf._backend.chunked else
+                             (d.shape, d.dtype, d.chunks, id(d.spec)))  # fmt: skip
             elif (t is int or t is float) and i not in static_pos:
                 parts.append(t)
             else:
@@ -736,13 +794,15 @@ def _outputs(plan: _Plan, results: tuple) -> list[Any]:
 def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
            static: frozenset[int]) -> _Plan:  # fmt: skip
     from . import namespace as _namespace
+    from ._proxy import recording
     from .memory._project import abstract_namespace
 
     if ns is None:
         import numpy
 
         ns = _namespace(numpy)
-    A = abstract_namespace()
+    lazy = ns._backend.lazy
+    A = recording(ns._backend) if lazy else abstract_namespace()
     rec = _Recorder(ns._backend)
     a_leaves: list[Any] = []
     array_inputs: list[int] = []
@@ -752,7 +812,10 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
     for i, leaf in enumerate(leaves):
         t = type(leaf)
         if isinstance(leaf, Array):
-            a = AbstractArray(leaf._data.shape, _np_dtype(leaf._data.dtype))
+            if lazy:  # the real lazy array, proxied
+                a = rec.by_real[id(leaf._data)] = Proxy(leaf._data, A._backend.xp)
+            else:
+                a = AbstractArray(leaf._data.shape, _np_dtype(leaf._data.dtype))
             input_syms.append(rec.new(a))
             array_inputs.append(i)
             a_leaves.append(make(A.Array, a))
@@ -790,7 +853,7 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
     outs: list[tuple[str, Any]] = []
     for leaf in out_leaves:
         d = leaf._data if isinstance(leaf, Array) and leaf._backend.abstract else leaf
-        if type(d) is AbstractArray:
+        if type(d) in _TRACED:
             outs.append(("array", len(templates)))
             templates.append(_Sym(rec.sym(d, "the output")))
         elif type(d) is HostScalar:

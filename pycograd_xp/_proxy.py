@@ -1,0 +1,172 @@
+"""Tracing over a lazy backend (Cubed): a recording namespace whose arrays are the real lazy
+arrays behind a thin proxy.
+
+``compile`` traces eager backends on the abstract backend (shapes and dtypes only). A lazy,
+chunked backend decides more from its arrays than their shapes: chunks, the ``Spec`` every
+constant must share, its own functional (non-mutating) writes. There the trace runs on the
+backend itself: each array is a :class:`Proxy` of a real lazy array (building a lazy array
+computes nothing), and every function of :func:`recording` calls the backend's own function on
+the real arrays and reports the call to the recorder, exactly like the abstract backend's.
+Reading a value (``bool()``, ``float()``) is refused, as on abstract arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .memory._abstract import CURRENT
+from .namespace._array import install_backend_operators
+from .namespace._backend import _BY_XP, Backend
+from .namespace._table import REGISTRY
+
+
+class Proxy:
+    """A real array of a lazy backend, seen by a trace (the replay uses the backend's own)."""
+
+    __slots__ = ("real", "ns", "__weakref__")
+
+    def __init__(self, real: Any, ns: ModuleType) -> None:
+        self.real, self.ns = real, ns
+
+    shape = property(lambda self: self.real.shape)
+    dtype = property(lambda self: self.real.dtype)
+    ndim = property(lambda self: self.real.ndim)
+    size = property(lambda self: self.real.size)
+    device = property(lambda self: self.real.device)
+    chunks = property(lambda self: self.real.chunks)
+    spec = property(lambda self: self.real.spec)
+
+    @property
+    def T(self) -> Proxy:  # noqa: N802
+        return self.ns.permute_dims(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Proxy:  # noqa: N802
+        return self.ns.matrix_transpose(self)
+
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> ModuleType:
+        return self.ns
+
+    def __repr__(self) -> str:
+        return f"Proxy({self.real!r})"
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.ns.__getitem__(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.ns.__setitem__(self, key, value)
+
+    def _no_value(self, how: str) -> Any:
+        raise TypeError(f"{how} of an array while tracing (pycograd_xp.compile): a traced "
+                        "function's arrays have no value, so it cannot branch on array values "
+                        "(use xp.where)")  # fmt: skip
+
+    def __bool__(self) -> bool:
+        return self._no_value("bool()")
+
+    def __float__(self) -> float:
+        return self._no_value("float()")
+
+    def __int__(self) -> int:
+        return self._no_value("int()")
+
+    def __index__(self) -> int:
+        return self._no_value("use as an index (__index__)")
+
+    def __complex__(self) -> complex:
+        return self._no_value("complex()")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._no_value("conversion to NumPy")
+
+
+def _inplace(fname: str) -> Callable[..., Any]:
+    def op(self: Proxy, other: Any) -> Any:  # immutable arrays: a new value, as the backend's
+        return getattr(self.ns, fname)(self, other)
+
+    return op
+
+
+install_backend_operators(Proxy, lambda self, f: getattr(self.ns, f), _inplace)
+
+
+def real(v: Any) -> Any:
+    """``v`` with each proxy replaced by its real array."""
+    t = type(v)
+    if t is Proxy:
+        return v.real
+    if t is tuple or t is list:
+        return t(real(e) for e in v)
+    if t is dict:
+        return {k: real(e) for k, e in v.items()}
+    return v
+
+
+def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]:
+    from ._compile import _backend_function
+
+    if prim.name == "__getitem__":
+        fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
+    elif prim.name == "__setitem__":
+        def fn(x: Any, key: Any, value: Any) -> None:
+            x[key] = value
+    else:
+        fn = _backend_function(("row", prim), target)
+
+    def f(*args: Any, **kwargs: Any) -> Any:
+        rec = CURRENT.recorder
+        if rec is None:  # outside a trace (building the namespace): the backend itself
+            return fn(*real(args), **real(kwargs))
+        return rec.call_real(prim, fn, mod, args, kwargs)
+
+    f.__name__ = f.__qualname__ = prim.short_name
+    return f
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def recording(target: Backend) -> Any:
+    """The differentiable namespace over the recording module of ``target`` (cached)."""
+    from .namespace._build import build
+
+    ns = _CACHE.get(target.name)
+    if ns is not None:
+        return ns
+    mod = ModuleType(f"tracing_{target.name}", f"{target.name}, recorded by pycograd_xp.compile")
+    ext = {"linalg": ModuleType(f"{mod.__name__}.linalg"),
+           "fft": ModuleType(f"{mod.__name__}.fft")}  # fmt: skip
+    for prim in REGISTRY.values():
+        scope = getattr(target.xp, prim.scope, None) if prim.scope else target.xp
+        if prim.kind != "method" and (scope is None or not hasattr(scope, prim.short_name)) \
+                and prim.impl is None:  # fmt: skip
+            continue  # the backend lacks it: so does the recording (the namespace says so)
+        setattr(ext[prim.scope] if prim.scope else mod, prim.short_name,
+                _function(prim, target, mod))  # fmt: skip
+    for name in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
+        if hasattr(mod, name):
+            setattr(ext["linalg"], name, getattr(mod, name))
+    for name, value in vars(target.xp).items():  # dtypes, constants, the info function
+        if not name.startswith("_") and not callable(value) and not hasattr(mod, name) \
+                and not isinstance(value, ModuleType):  # fmt: skip
+            setattr(mod, name, value)
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64", "complex64", "complex128", "e", "pi", "inf",
+                 "nan", "newaxis"):  # fmt: skip
+        if hasattr(target.xp, name):
+            setattr(mod, name, getattr(target.xp, name))
+    mod.__dict__.update(__array_api_version__=target.xp.__array_api_version__,
+                        __array_namespace_info__=target.xp.__array_namespace_info__,
+                        linalg=ext["linalg"], fft=ext["fft"])  # fmt: skip
+    like = target.like_kwargs
+    b = dataclasses.replace(
+        target, xp=mod, name=f"tracing_{target.name}", array_type=Proxy, abstract=True,
+        like_kwargs=(lambda a: like(a.real if type(a) is Proxy else a)) if like else None,
+        projector=None, device_peak=None, owns_buffer=None, takes_out=None,
+    )  # fmt: skip
+    _BY_XP[id(mod)] = b
+    ns = _CACHE[target.name] = build(b)
+    return ns
