@@ -42,7 +42,8 @@ import numpy as np
 from ._host import HostScalar, ValueNeededError
 from ._proxy import Proxy
 from ._tape import MODE, REDIRECT
-from .memory._abstract import ABSTRACT, CURRENT, DTYPE_NAMES, AbstractArray
+from .memory._abstract import ABSTRACT, CALL_SLACK, CURRENT, DTYPE_NAMES, AbstractArray
+from .memory._project import _overhead
 from .memory.shapes._helpers import KEEP_VALUES
 from .namespace._array import Array, make
 from .namespace._ops import REGISTRY
@@ -85,6 +86,7 @@ class _Call:
     mutates: int | None = None  # the symbol whose buffer the call writes in place
     reads: list[int] = field(default_factory=list)
     writes: list[int] = field(default_factory=list)
+    transient: int = 0  # bytes the call allocates beyond its outputs (the row's memory rule)
 
 
 @dataclass
@@ -92,6 +94,11 @@ class _Meta:
     shape: tuple[int, ...]
     dtype: Any
     owns: bool  # owns its memory (not a view)
+    base: int | None = None  # a view's base symbol (None: owns its memory, or unknown)
+
+    @property
+    def nbytes(self) -> int:
+        return _size(self.shape) * np.dtype(self.dtype).itemsize if self.owns else 0
 
 
 # ``zeros_like(x)`` and kin read only ``x``'s shape and dtype: recorded as ``zeros(shape, ...)``
@@ -122,7 +129,9 @@ class _Recorder:
         n = len(self.meta)
         self.ids[id(a)] = n
         self.keep.append(a)
-        self.meta.append(_Meta(a.shape, a.dtype, getattr(a, "base", None) is None))
+        base = getattr(a, "base", None)
+        self.meta.append(_Meta(a.shape, a.dtype, base is None,
+                               None if base is None else self.ids.get(id(base))))  # fmt: skip
         return n
 
     def sym(self, a: AbstractArray, where: str) -> int:
@@ -199,7 +208,9 @@ class _Recorder:
 
     # what the abstract backend calls
     def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        out = rule(ABSTRACT, *_examples(args, *self.ex), **_examples(kwargs, *self.ex))
+        ex_args, ex_kwargs = _examples(args, *self.ex), _examples(kwargs, *self.ex)
+        out = rule(ABSTRACT, *ex_args, **ex_kwargs)
+        transient = int(prim.memory(out, *ex_args, **ex_kwargs)) if prim.memory else 0
         name = prim.name
         reads: list[int] = []
         targs = self.template(args, name, reads)
@@ -216,7 +227,8 @@ class _Recorder:
             targs = (out.shape, *targs[1:])
             tkw = {**tkw, "dtype": out.dtype}
         outs = self._outs(out)
-        self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs)))
+        self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs),
+                                transient))  # fmt: skip
         return out
 
     def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
@@ -443,6 +455,8 @@ class _Plan:
     ns: Any
     calls: int  # backend calls per replay
     elided: int  # of them, results written into a dead operand's buffer (when nothing holds it)
+    peak_bytes: int  # projected peak of a replay, the arguments included (the memory model's)
+    argument_bytes: int
 
 
 def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
@@ -470,6 +484,7 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
             last.setdefault(n, j)
             last[n] = max(last[n], j)
     protected = set(inputs) | {t.n for t in out_templates if type(t) is _Sym}
+    peak = _projected_peak(rec, live, last, inputs, protected)
     src = _Source(backend)
     src.globals["_rc"] = sys.getrefcount
     params = [f"t{n}" for n in inputs] + [f"h{rec.hosts[id(h)]}" for h in host_inputs]
@@ -503,7 +518,37 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
     filename = f"<pycograd_xp.compile replay {next(_FILES)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(builtins.compile(source, filename, "exec"), glb)  # noqa: S102
-    return glb["replay"], source, len(live), elided
+    return glb["replay"], source, len(live), elided, peak
+
+
+def _projected_peak(rec: _Recorder, live: list[_Call], last: dict[int, int], inputs: list[int],
+                    protected: set[int]) -> int:  # fmt: skip
+    """The replay's peak bytes by the memory model: the arguments, each call's new outputs
+    and its transients (the rows' memory rules), each buffer freed when its owner and every
+    view of it are dead (the ``del`` lines). Writes into dead buffers are counted as fresh
+    allocations (the guard may refuse them): an upper bound."""
+    meta = rec.meta
+    owner = {n: (n if m.owns else m.base) for n, m in enumerate(meta)}
+    end: dict[int, int] = {}  # owner -> the call after which its buffer is dead
+    kept = set(protected)
+    for n, j in last.items():
+        o = owner.get(n)
+        if o is None:
+            continue
+        if n in protected:
+            kept.add(o)
+        end[o] = max(end.get(o, j), j)
+    frees: dict[int, int] = {}
+    for o, j in end.items():
+        if o not in kept:
+            frees[j] = frees.get(j, 0) + meta[o].nbytes
+    current = sum(meta[n].nbytes for n in set(inputs))
+    peak = current
+    for j, c in enumerate(live):
+        new = 0 if c.mutates is not None else sum(meta[n].nbytes for n in c.writes)
+        peak = max(peak, current + new + c.transient + CALL_SLACK)
+        current += new - frees.get(j, 0)
+    return peak + _overhead(len(live))
 
 
 def _elision(c: _Call, j: int, rec: _Recorder, last: dict[int, int], protected: set[int],
@@ -591,6 +636,10 @@ class Trace:
     calls: int  # backend calls per replay
     elided: int  # of them, written into a dead operand's buffer when nothing else holds it
     static_scalars: tuple[int, ...]  # leaf positions of Python numbers made static
+    # the replay's projected peak bytes (the arguments included; eager backends: the memory
+    # model's rows, liveness from the schedule), and the arguments' bytes
+    peak_bytes: int
+    argument_bytes: int
 
 
 class Compiled:
@@ -702,7 +751,8 @@ class Compiled:
         if len(self._cache) > self.max_traces:
             self._cache.popitem(last=False)
         trace = Trace(reason, plan.calls, plan.elided,
-                      tuple(sorted(self._static_scalars.get(sig, ()))))  # fmt: skip
+                      tuple(sorted(self._static_scalars.get(sig, ()))), plan.peak_bytes,
+                      plan.argument_bytes)  # fmt: skip
         self.traces.append(trace)
         if self.on_trace is not None:
             self.on_trace(trace)
@@ -861,10 +911,11 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
             templates.append(_Host(rec.host(d)))
         else:
             outs.append(("const", leaf))
-    replay, source, calls, elided = _generate(rec, input_syms, host_inputs, templates,
-                                              ns._backend)  # fmt: skip
+    replay, source, calls, elided, peak = _generate(rec, input_syms, host_inputs, templates,
+                                                    ns._backend)  # fmt: skip
+    arguments = sum(rec.meta[n].nbytes for n in set(input_syms))
     return _Plan(replay, source, array_inputs, scalar_inputs, _rebuilder(out_def), outs, ns,
-                 calls, elided)  # fmt: skip
+                 calls, elided, peak, arguments)  # fmt: skip
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
