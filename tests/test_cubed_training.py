@@ -4,6 +4,8 @@ checkpoints, refuses over-budget plans and bad data with clear errors."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -306,3 +308,56 @@ def test_the_processes_executor_agrees(tmp_path):
             for ex in ("threads", "processes")]  # fmt: skip
     for a, b in zip(pg.tree_leaves(runs[0]), pg.tree_leaves(runs[1]), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+FIT_DRIVER = Path(__file__).with_name("cubed_fit_driver.py")
+
+
+def _numpy_step_blockwise(loss, params, x_path, y_path, lr, block=1_000_000):
+    """One full-batch SGD step of the NumPy backend over data too large to hold with its
+    intermediates: the gradient of the sum over blocks of rows (not the Cubed chunks), then the
+    mean."""
+    zx, zy = zarr.open_array(x_path), zarr.open_array(y_path)
+    n = zx.shape[0]
+    p = pg.tree_map(NP.asarray, params)
+    total = None
+    for start in range(0, n, block):
+        X, y = NP.asarray(zx[start:start + block]), NP.asarray(zy[start:start + block])
+        g = pg.grad(lambda p, X, y: NP.sum(loss.per_row(p, X, y)))(p, X, y)
+        g = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), g)
+        total = g if total is None else pg.tree_map(np.add, total, g)
+    return {k: params[k] - lr * total[k] / n for k in params}
+
+
+@pytest.mark.slow
+def test_fit_on_the_processes_executor_measures_every_task_within_its_projection(tmp_path):
+    """``fit`` itself on the processes executor, from a small driver process, one task per
+    worker (forked from a server that has imported the libraries): for logistic regression
+    and a small MLP on 2.5 GB of data in a 250 MB budget, the MemoryRecorder reports every
+    op's measured task peak at most its projection, at most allowed_mem; the parameters are a
+    NumPy-backend run's."""
+    import json
+    import subprocess
+    import sys
+
+    rows, chunk = 15_120_000, 180_000  # 84 chunks of 28.8 MB of X
+    synthetic(str(tmp_path), rows, 20, chunk, "logreg")
+    out = subprocess.run([sys.executable, str(FIT_DRIVER), str(tmp_path), str(tmp_path / "work"),
+                          "250MB", "100MB", "1", "logreg", "mlp"], check=True,
+                         capture_output=True, text=True).stdout  # fmt: skip
+    report = json.loads(out.strip().splitlines()[-1])
+    allowed = report["allowed_mem"]
+    assert report["data_bytes"] >= 10 * allowed
+    assert report["driver_peak"] < report["reserved_mem"], report["driver_peak"]
+    for model, loss in (("logreg", logreg_loss), ("mlp", mlp_loss)):
+        ops = report[model]["report"]
+        assert len(ops) >= 2
+        for op, projected, measured in ops:
+            assert measured is not None, (model, op)
+            assert measured <= projected <= allowed, (model, op, measured, projected)
+        params = init_params(model, 20, hidden=8)
+        want = _numpy_step_blockwise(loss, params, str(tmp_path / "X.zarr"),
+                                     str(tmp_path / "y.zarr"), 0.5)  # fmt: skip
+        for k, v in want.items():
+            np.testing.assert_allclose(np.asarray(report[model]["params"][k]), v, rtol=1e-9,
+                                       atol=1e-13)  # fmt: skip

@@ -1,0 +1,68 @@
+"""A small driver process that trains with ``cubed_plugin.fit`` on Cubed's processes executor
+(used by test_cubed_training.py): a spawned worker inherits its parent's ``ru_maxrss``, so the
+driver must stay small, and each task runs in a fresh worker (``max_tasks_per_child=1``) so that
+its measured peak is its own.
+
+``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL [MODEL ...]`` trains
+each model (logreg, mlp) from ``init_params`` for STEPS full-batch SGD steps on DATA_DIR's
+X.zarr and y.zarr and prints, as JSON, the final parameters and the MemoryRecorder's projected
+and measured task memory of every op.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+
+
+def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models: str) -> None:
+    import multiprocessing
+
+    # workers fork from a server that has imported what the tasks need, so a task costs a fork,
+    # not an interpreter start; its measured peak starts from the server's (small) footprint
+    multiprocessing.get_context("forkserver").set_forkserver_preload(
+        ["numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"])
+
+    import cubed
+
+    from cubed_plugin.train import fit, init_params, logreg_loss, mlp_loss
+    from pycograd_xp import optim
+
+    spec = cubed.Spec(work_dir=work, allowed_mem=allowed, reserved_mem=reserved)
+    X = cubed.from_zarr(f"{data}/X.zarr", spec=spec)
+    y = cubed.from_zarr(f"{data}/y.zarr", spec=spec)
+    out: dict = {"allowed_mem": int(spec.allowed_mem), "reserved_mem": int(spec.reserved_mem),
+                 "data_bytes": int(X.nbytes + y.nbytes), "chunks": len(X.chunks[0])}
+    for model in models:
+        loss = logreg_loss if model == "logreg" else mlp_loss
+        result = fit(loss, init_params(model, X.shape[1], hidden=8), (X, y), optim.sgd(0.5),
+                     steps=int(steps), spec=spec, executor="processes", progress=False,
+                     log=None, compute_kwargs={"max_tasks_per_child": 1,
+                                     "use_processes": "forkserver"})  # fmt: skip
+        out[model] = {"params": {k: v.tolist() for k, v in result.params.items()},
+                      "report": result.memory.report(),
+                      "max_projected": result.memory.max_projected()}  # fmt: skip
+    out["driver_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(out))
+
+
+def _fresh_peak() -> None:
+    """Run this script again in a forked child: a process started with exec (subprocess) keeps
+    its parent's lifetime peak as its own ``ru_maxrss`` (a pytest process that wrote gigabytes
+    of data), a forked child starts from its parent's current, small, resident set."""
+    import os
+
+    if os.environ.get("PYCOGRAD_FRESH_PEAK"):
+        return
+    os.environ["PYCOGRAD_FRESH_PEAK"] = "1"
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
+if __name__ == "__main__":
+    _fresh_peak()
+    main(*sys.argv[1:])
