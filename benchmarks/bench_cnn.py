@@ -28,6 +28,7 @@ from conformance import composed_nn  # noqa: E402
 from pycograd_xp import memory, nn  # noqa: E402
 
 N = 64
+LR = 0.01
 
 
 def init(dtype=np.float32):
@@ -87,18 +88,15 @@ def _pool_fwd(x):
     return np.maximum(np.maximum(a, b), np.maximum(c, d))
 
 
-def _pool_bwd(g, x, out):
-    h, w = out.shape[2] * 2, out.shape[3] * 2
+def _pool_bwd(g, x, out):  # the first maximum of a window takes it; masks multiply (np.where
+    h, w = out.shape[2] * 2, out.shape[3] * 2  # on a random mask mispredicts a branch per element)
     gx = np.zeros_like(x)
-    rest = g
+    free = np.ones(out.shape, bool)
     for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)):
         sl = (slice(None), slice(None), slice(i, h, 2), slice(j, w, 2))
-        if (i, j) == (1, 1):
-            gx[sl] = rest
-        else:
-            hit = x[sl] == out
-            gx[sl] = np.where(hit, rest, 0)
-            rest = np.where(hit, 0, rest)
+        hit = free if (i, j) == (1, 1) else (x[sl] == out) & free
+        np.multiply(g, hit, out=gx[sl])
+        free &= ~hit
     return gx
 
 
@@ -127,6 +125,19 @@ def numpy_step(p, x, y):
     return loss, g
 
 
+def numpy_sgd(p, x, y):
+    _, g = numpy_step(p, x, y)
+    for k in p:
+        p[k] -= LR * g[k]
+
+
+def sgd_step(p, x, y):  # one function for pycograd_xp.compile: gradients, then SGD in place
+    _, grads = pg.value_and_grad(lambda q: loss_fn(nn, q, x, y))(p)
+    with pg.no_grad():
+        for k, q in p.items():
+            q -= LR * grads[k]
+
+
 def contenders():
     params, x, y = init()
     xp = pg.namespace(np)
@@ -134,9 +145,22 @@ def contenders():
     x_x, y_x = xp.asarray(x), xp.asarray(y)
     rows = pg.value_and_grad(lambda p: loss_fn(nn, p, x_x, y_x))
     composed = pg.value_and_grad(lambda p: loss_fn(composed_nn, p, x_x, y_x))
+    p_np = {k: v.copy() for k, v in params.items()}
+    p_sgd = {k: xp.asarray(v.copy()) for k, v in params.items()}
+    p_c = {k: xp.asarray(v.copy()) for k, v in params.items()}
+    compiled = pg.compile(sgd_step)
     out = {"numpy by hand": lambda: numpy_step(params, x, y),
            "pycograd_xp (rows)": lambda: rows(p_x),
-           "pycograd_xp (composed, old)": lambda: composed(p_x)}  # fmt: skip
+           "pycograd_xp (composed, old)": lambda: composed(p_x),
+           "numpy by hand + SGD": lambda: numpy_sgd(p_np, x, y),
+           "pycograd_xp + SGD": lambda: sgd_step(p_sgd, x_x, y_x),
+           "pycograd_xp compiled + SGD": lambda: compiled(p_c, x_x, y_x)}  # fmt: skip
+    # the compiled step updates as the uncompiled one does
+    compiled(p_c, x_x, y_x)
+    sgd_step(p_sgd, x_x, y_x)
+    for k in params:
+        np.testing.assert_allclose(pg.unwrap(p_c[k]), pg.unwrap(p_sgd[k]), rtol=1e-5, atol=1e-7,
+                                   err_msg=k)  # fmt: skip
     # the same loss and gradients
     loss_n, g_n = numpy_step(params, x, y)
     loss_r, g_r = rows(p_x)
@@ -166,6 +190,9 @@ def main() -> None:
     med = _common.interleaved(cs, repeats=11, number=5)
     print(_common.table(f"CNN step, x ({N}, 1, 28, 28) float32, conv 3x3x16, pool 2, conv 3x3x32, "
                         "pool 2, linear 10", med, "numpy by hand"))  # fmt: skip
+    print(f"  with SGD: pycograd_xp / numpy by hand "
+          f"{med['pycograd_xp + SGD'] / med['numpy by hand + SGD']:.2f}, compiled / numpy by hand "
+          f"{med['pycograd_xp compiled + SGD'] / med['numpy by hand + SGD']:.2f}")
     if "PyTorch eager" in med:
         print(f"  pycograd_xp (rows) / PyTorch eager: "
               f"{med['pycograd_xp (rows)'] / med['PyTorch eager']:.2f}")

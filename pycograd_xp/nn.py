@@ -52,8 +52,9 @@ def linear(x: Any, w: Any, b: Any = None) -> Any:
 
 
 def relu(x: Any) -> Any:
-    xp = _ns(x)
-    return xp.where(x > 0, x, xp.zeros_like(x))  # gradient 0 at 0, as in PyTorch
+    """``where(x > 0, x, 0)``: gradient 0 at 0, as in PyTorch; 0 at NaN. No zero array: where's
+    scalar branch (on NumPy one bitwise pass, see ``Backend.select``)."""
+    return _ns(x).where(x > 0, x, 0.0)
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:

@@ -185,3 +185,43 @@ def test_a_cnn_step_is_projected_and_the_projection_bounds_it():
     meas = memory.measure(f, p)
     assert any(r.op == "_conv2d" for r in proj.rows)
     assert meas.peak_bytes <= proj.peak_bytes, (meas, proj)
+
+
+def test_cnn_step_at_select_sizes_is_bounded_by_its_projection():
+    # relu, its gradient and the max-pool masks above SELECT_MIN (NumPy's bitwise where), and
+    # the input gradient of the second convolution as col2im
+    xp = pg.namespace(np)
+    x = xp.asarray(rng.standard_normal((16, 1, 28, 28)).astype(np.float32))
+    p = {"w1": xp.asarray(rng.standard_normal((16, 1, 3, 3)).astype(np.float32)),
+         "w2": xp.asarray(rng.standard_normal((32, 16, 3, 3)).astype(np.float32)),
+         "w3": xp.asarray(rng.standard_normal((32 * 5 * 5, 10)).astype(np.float32))}  # fmt: skip
+    y = xp.asarray(np.arange(16) % 10)
+
+    def f(p):
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"])), 2)
+        h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["w2"])), 2)
+        return nn.cross_entropy(xp.reshape(h, (16, -1)) @ p["w3"], y)
+
+    meas, proj = memory.measure(f, p), memory.project(f, p)
+    assert meas.peak_bytes <= proj.traced_peak_bytes, (meas, proj)
+    assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int16, np.int64,
+                                   np.complex64, np.bool_])  # fmt: skip
+def test_numpy_select_is_where_bit_for_bit(dtype):
+    from pycograd_xp.namespace._backend import _numpy_select
+
+    r = np.random.default_rng(3)
+    x = (r.standard_normal((70, 80)) * 5).astype(dtype)
+    v = (r.standard_normal(80) * 5).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        x[0, :4] = [-0.0, np.nan, np.inf, -np.inf]
+    c = r.random((70, 80)) > 0.5
+    for a, b in ((x, v), (v, x), (x, 0), (0, x), (x, 0.0), (-0.0, x), (x, np.float64(1.5)),
+                 (x.T.copy().T, v), (x[:, ::2], v[::2])):  # fmt: skip
+        cc = c[:, : np.shape(a if np.ndim(a) == 2 else b)[1]]
+        got, want = _numpy_select(cc, a, b), np.where(cc, a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.base is None
+        assert got.strides == want.strides
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))

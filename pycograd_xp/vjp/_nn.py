@@ -1,12 +1,16 @@
 """VJP rules of convolution and pooling. Each saves only its inputs (max-pool also its small
 output), never the columns: the backward rebuilds what it needs.
 
-* conv, input: the transposed convolution, itself a convolution row (the cotangent dilated by
-  the stride, the kernel flipped with its channel axes swapped per group), so it is
-  differentiable again and batches like the forward;
+* conv, input: on a raw mutable backend (NumPy, CuPy, array-api-strict; also the abstract
+  backend, so projections and ``compile`` see it) col2im: one product ``w^T g`` and ``prod(K)``
+  strided adds back into place, columns of the input's size; elsewhere (ours, so it is
+  differentiable again; immutable or chunked arrays) the transposed convolution, itself a
+  convolution row (the cotangent dilated by the stride, the kernel flipped with its channel axes
+  swapped per group);
 * conv, weight: the correlation of the input with the cotangent, one im2col and one product;
 * max-pool: the whole cotangent of a window goes to its first maximum in row-major window
-  order (PyTorch's choice for ties; the composed ``max`` shared it among tied elements);
+  order (PyTorch's choice for ties; the composed ``max`` shared it among tied elements): one
+  boolean mask per window offset and one ``where(mask, g, 0)`` (NumPy: a bitwise pass);
 * avg-pool: the cotangent spread evenly over each window (padding included, as the forward).
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import math
 
 from ..namespace._nn import (
+    _raw,
     caps,
     columns,
     grid,
@@ -24,6 +29,7 @@ from ..namespace._nn import (
     window_slices,
 )
 from ..namespace._ops import REGISTRY, defvjp
+from ..namespace._searching import select
 
 
 def call(ns, name, *args, **kwargs):
@@ -44,7 +50,14 @@ def dilate(ns, g, stride):
 
 
 def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
-    """The transposed convolution of ``g`` with ``w``: the cotangent of ``x``."""
+    """The transposed convolution of ``g`` with ``w``: the cotangent of ``x``. On a raw
+    mutable backend one product and ``prod(K)`` strided adds back into place (col2im: columns
+    of the input's size, not of the padded cotangent's); elsewhere (immutable or chunked arrays,
+    and ours, so that it is differentiable again) the convolution of the dilated, padded
+    cotangent with the flipped kernel, itself a convolution row."""
+    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+        return col2im(ns, g, x, w, stride=stride, padding=padding, dilation=dilation,
+                      groups=groups)  # fmt: skip
     n = w.ndim - 2
     o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
     wt = ns.reshape(w, (groups, o // groups, cg, *kernel))
@@ -58,6 +71,18 @@ def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
         pads.append((d * (k - 1) - pb, d * (k - 1) - pa + rest))
     return call(ns, name, dilate(ns, g, stride), wt, stride=(1,) * n, padding=tuple(pads),
                 dilation=dilation, groups=groups)  # fmt: skip
+
+
+def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
+    """The cotangent of ``x`` as ``w^T g`` per group, (N, C, *K, *out), each window offset's
+    slice added at its place in the padded input, the padding then dropped."""
+    N, P = g.shape[0], math.prod(g.shape[2:])
+    o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    wm = ns.reshape(w, (groups, o // groups, cg * math.prod(kernel)))
+    cols = ns.matmul(ns.matrix_transpose(wm), ns.reshape(g, (N, groups, o // groups, P)))
+    cols = ns.reshape(cols, (N, groups * cg, *kernel, *g.shape[2:]))  # (N, C, *K, *out)
+    parts = [cols[(slice(None), slice(None), *offs, ...)] for offs in grid(kernel)]
+    return _unpool(ns, parts, x, kernel, stride, padding, dilation)
 
 
 def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
@@ -85,12 +110,12 @@ def _conv(name):
     return rule
 
 
-def _unpool(ns, parts, x, kernel, stride, padding):
+def _unpool(ns, parts, x, kernel, stride, padding, dilation=None):
     """Window contributions summed back onto ``x``'s shape (padding dropped)."""
     n = len(kernel)
     shape = tuple(x.shape[: x.ndim - n]) + tuple(
         s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
-    dx = unwindow(ns, parts, shape, kernel, stride, (1,) * n)
+    dx = unwindow(ns, parts, shape, kernel, stride, dilation or (1,) * n)
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
 
@@ -98,12 +123,14 @@ def _max_pool(ns, g, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
     xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
     parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n:]))
-    zero, rest, cts = ns.zeros_like(g), g, []
-    for part in parts[:-1]:  # the first maximum of each window takes what is left
+    free, cts = None, []  # free: windows whose maximum no earlier offset held
+    for part in parts[:-1]:  # the first maximum of each window takes the whole cotangent
         hit = part == out
-        cts.append(ns.where(hit, rest, zero))
-        rest = ns.where(hit, zero, rest)
-    cts.append(rest)
+        if free is not None:
+            hit = ns.logical_and(hit, free)
+        free = ns.logical_not(hit) if free is None else ns.logical_and(free, ns.logical_not(hit))
+        cts.append(select(ns, hit, g, 0))
+    cts.append(g if free is None else select(ns, free, g, 0))
     return (_unpool(ns, cts, x, kernel, stride, padding),)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..namespace._ops import defvjp, nondifferentiable
+from ..namespace._searching import select
 
 
 def _where(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
-    zero = ns.zeros_like(g)
     return (None,
-            ns.where(condition, g, zero) if 1 in needs else None,
-            ns.where(condition, zero, g) if 2 in needs else None)  # fmt: skip
+            select(ns, condition, g, 0) if 1 in needs else None,
+            select(ns, condition, 0, g) if 2 in needs else None)  # fmt: skip
 
 
 defvjp("where", _where, saves=("condition",), takes_needs=True)

@@ -2,7 +2,9 @@
 ``pycograd_xp.namespace._nn``): a padded copy of the input where there is padding, the columns
 (N, C * prod(K), prod(out)) copied out of the window view for the product, and a copy of the
 weight when it is not contiguous (a flipped kernel in a transposed convolution). Pooling reduces
-strided slices pairwise: one output-sized temporary beside the padded copy."""
+strided slices pairwise: one output-sized temporary beside the padded copy. A convolution's
+input gradient on a mutable backend is no row call but col2im (``vjp/_nn.py``): a product, a
+zero fill and strided adds, each projected by its own rule."""
 
 from __future__ import annotations
 

@@ -6,8 +6,18 @@ from __future__ import annotations
 import array_api_compat.numpy as npx
 import numpy as np
 
+from ...namespace._backend import SELECT_MIN
 from ...namespace._ops import defshape
-from ._helpers import broadcast, data_dependent, is_array, new, probe_dtype, reduced, ufunc_buffers
+from ._helpers import (
+    BUFFER_ELEMENTS,
+    broadcast,
+    data_dependent,
+    is_array,
+    new,
+    probe_dtype,
+    reduced,
+    ufunc_buffers,
+)
 
 
 def _arg(a, x, /, *, axis=None, keepdims=False):
@@ -37,4 +47,15 @@ defshape("argmin", _arg)
 defshape("count_nonzero", _arg)
 defshape("nonzero", _nonzero)
 defshape("searchsorted", _searchsorted)
-defshape("where", _where, memory=lambda out, c, x1, x2, /: ufunc_buffers(out, c, x1, x2))
+def _where_memory(out, c, x1, x2, /):
+    """NumPy's where, or its bitwise blend (``Backend.select``, from ``SELECT_MIN`` elements):
+    an int8 copy of the condition unless a branch is a Python number, and the buffers of its
+    casting passes."""
+    if out.size < SELECT_MIN:
+        return ufunc_buffers(out, c, x1, x2)
+    mask = 0 if not is_array(x1) or not is_array(x2) else out.size
+    return mask + 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize + \
+        ufunc_buffers(out, c, x1, x2)
+
+
+defshape("where", _where, memory=_where_memory)
