@@ -22,9 +22,18 @@ from typing import Any
 
 from ._compute import check, compute, plan, visualize
 from .steps import row_loss
-from .train import fit
 
 __all__ = ["adapt", "check", "compute", "fit", "plan", "row_loss", "visualize"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: ``python -m cubed_plugin.train`` (and the worker processes that
+    # re-run it as their main module) must not find the module imported already by its package
+    if name == "fit":
+        from .train import fit
+
+        return fit
+    raise AttributeError(f"module 'cubed_plugin' has no attribute {name!r}")
 
 
 def adapt(backend: Any) -> Any:

@@ -184,3 +184,37 @@ def unflatten_sums(total: np.ndarray, td: Any, shapes: list[tuple[int, ...]], co
         grads.append(total[start:start + size].reshape(shape) * scale)
         start += size
     return float(total[0]) * scale, tree_unflatten(td, grads)
+
+
+def plan_one_pass_rows(loss: RowLoss, params: Any, data: tuple, rows: int,
+                       spec: Any) -> tuple[int, int]:  # fmt: skip
+    """The most rows per chunk (within 1.5%) for which every task of the one-pass step fits
+    ``spec.allowed_mem``, and that step's largest projected task. ``data`` are
+    :func:`pycograd_xp.memory.spec` objects of ``rows`` rows; nothing is computed."""
+    import cubed
+
+    from pycograd_xp.memory._project import MemoryLimitError, _dtype_name, _fmt
+
+    def at(n: int) -> int:
+        arrays = tuple(cubed.empty(s.shape, dtype=_dtype_name(s.dtype),
+                                   chunks=(n, *s.shape[1:]), spec=spec) for s in data)  # fmt: skip
+        total, _, _ = one_pass_step(loss, params, arrays)
+        return int(cubed.plan(total).max_projected_mem)
+
+    limit = int(spec.allowed_mem)
+    lo = at(1)
+    if lo > limit:
+        raise MemoryLimitError(f"one-pass step: even one row per chunk needs {_fmt(lo)}, over "
+                               f"allowed_mem {_fmt(limit)}; raise allowed_mem")  # fmt: skip
+    top = at(rows)
+    if top <= limit:
+        return rows, top
+    a, best, b = 1, lo, rows  # a fits, b does not
+    while b - a > max(1, a // 64):
+        mid = (a + b) // 2
+        m = at(mid)
+        if m <= limit:
+            a, best = mid, m
+        else:
+            b = mid
+    return a, best

@@ -34,9 +34,17 @@ from pycograd_xp import checkpoint, optim, random
 from pycograd_xp.memory._project import MemoryLimitError, _fmt
 
 from ._compute import check
-from .steps import RowLoss, graph_step, one_pass_step, row_loss, unflatten_sums
+from .steps import (
+    RowLoss,
+    graph_step,
+    one_pass_step,
+    plan_one_pass_rows,
+    row_loss,
+    unflatten_sums,
+)
 
-__all__ = ["FitResult", "MemoryRecorder", "Progress", "fit", "main", "make_spec", "row_loss"]
+__all__ = ["FitResult", "MemoryRecorder", "Progress", "fit", "main", "make_spec",
+           "measuring_processes", "row_loss"]
 
 
 def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = None,
@@ -58,6 +66,20 @@ def _executor(executor: Any) -> Any:
     from cubed.runtime.create import create_executor
 
     return create_executor(executor)
+
+
+def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
+                                                  "cubed_plugin.steps")) -> dict:  # fmt: skip
+    """``compute_kwargs`` for the processes executor under which each task's measured peak is
+    its own: every task runs in a fresh worker (``max_tasks_per_child=1``) forked from a server
+    that has already imported ``preload`` (a fork, not an interpreter start, per task). A
+    spawned worker reused for several tasks reports its largest so far, and one started with
+    exec starts from its parent's lifetime peak; a forked one starts from the server's current,
+    small, resident set."""
+    import multiprocessing
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    return {"use_processes": "forkserver", "max_tasks_per_child": 1}
 
 
 class Progress:
@@ -101,12 +123,18 @@ class MemoryRecorder:
             def __init__(self) -> None:
                 self.projected: dict[str, int] = {}
                 self.measured: dict[str, int] = {}
+                self.kinds: dict[str, str] = {}
+                self.steps: list[list[str]] = []  # the ops of each compute, in plan order
 
             def on_compute_start(self, event: Any) -> None:
+                ops = []
                 for name, node in event.dag.nodes(data=True):
                     op = node.get("primitive_op")
                     if op is not None:
                         self.projected[name] = int(op.projected_mem)
+                        self.kinds[name] = str(node.get("op_name", "?"))
+                        ops.append(name)
+                self.steps.append(ops)
 
             def on_task_end(self, event: Any) -> None:
                 m = event.peak_measured_mem_end
@@ -122,6 +150,27 @@ class MemoryRecorder:
             def over(self) -> dict[str, tuple[int, int]]:
                 return {op: (m, self.projected[op]) for op, m in self.measured.items()
                         if op in self.projected and m > self.projected[op]}  # fmt: skip
+
+            def table(self, allowed_mem: int | None = None) -> str:
+                """Measured against projected task memory per op of the last step; an op's
+                measured peak is the largest over every step at its place in the plan (the
+                steps' plans have one shape)."""
+                if not self.steps:
+                    return "no step computed"
+                last = self.steps[-1]
+                same = [s for s in self.steps if len(s) == len(last)]
+                lines = [f"{'op':14} {'kind':14} {'projected':>11} {'measured':>11} "
+                         f"{'measured/projected':>19}"]  # fmt: skip
+                for j, op in enumerate(last):
+                    proj = max(self.projected[s[j]] for s in same)
+                    ms = [self.measured[s[j]] for s in same if s[j] in self.measured]
+                    meas = max(ms) if ms else None
+                    ratio = f"{meas / proj:19.2f}" if meas is not None and proj else f"{'-':>19}"
+                    lines.append(f"{op:14} {self.kinds[op]:14} {_fmt(proj):>11} "
+                                 f"{_fmt(meas) if meas is not None else '-':>11} {ratio}")
+                if allowed_mem is not None:
+                    lines.append(f"allowed_mem {_fmt(allowed_mem)}; over {len(same)} steps")
+                return "\n".join(lines)
 
         return _Recorder()
 
@@ -362,13 +411,18 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     loss = logreg_loss if a.model == "logreg" else mlp_loss
     params = init_params(a.model, a.features)
     xp = pg.namespace(cubed)
+    one_pass = a.mode != "graph"  # both models are row losses
     data_dir = a.data
     if data_dir is None:
         data_dir = os.path.join(spec.work_dir, "data")
         spec_x = pg.memory.spec((a.rows, a.features))
         spec_y = pg.memory.spec((a.rows,))
-        w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
-        chunk, _ = plan_rows(loss, w, spec_x, spec_y, rows=a.rows, data=(1, 2), backend=spec)
+        if one_pass:
+            chunk, _ = plan_one_pass_rows(loss, params, (spec_x, spec_y), a.rows, spec)
+        else:
+            w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
+            chunk, _ = plan_rows(loss, w, spec_x, spec_y, rows=a.rows, data=(1, 2),
+                                 backend=spec)  # fmt: skip
         chunk = max(1, min(chunk, a.rows))
         print(f"making {a.rows} x {a.features} synthetic rows in Zarr, {chunk} rows per chunk")
         synthetic(data_dir, a.rows, a.features, chunk, a.model)
@@ -376,23 +430,42 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
     print(f"data {_fmt(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; allowed_mem "
           f"{_fmt(spec.allowed_mem)} (reserved {_fmt(spec.reserved_mem)})")
-    w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
-    plan = project_chunked(loss, w, xp.asarray(X), xp.asarray(y))
-    lines = str(plan).splitlines()
-    top = sorted(plan.rows, key=lambda r: -r.projected_bytes)[:8]
-    print("memory plan of one step (graph mode; per task, Cubed's projections):")
-    print("  " + lines[0] + "\n  " + lines[1])
-    for r in top:
-        print(f"  {r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
-              f"{r.num_tasks:>6}")  # fmt: skip
-    print(f"  ... and {len(plan.rows) - len(top)} more ops")
+    if one_pass:
+        total, _, _ = one_pass_step(loss, params, (X, y))
+        plan = cubed.plan(total)
+        print("memory plan of one step (one-pass mode: forward and backward of a chunk in one "
+              "task; per task, Cubed's projections):")  # fmt: skip
+        print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}")
+        for name, node in plan.dag.nodes(data=True):
+            op = node.get("primitive_op")
+            if op is not None and name != "create-arrays":
+                print(f"  {name:10} {node.get('op_name', '?'):14} {_fmt(op.projected_mem):>12} "
+                      f"{op.num_tasks:>6}")  # fmt: skip
+        print(f"  largest task {_fmt(plan.max_projected_mem)} of allowed "
+              f"{_fmt(spec.allowed_mem)}; {plan.num_tasks} tasks")  # fmt: skip
+    else:
+        w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
+        plan = project_chunked(loss, w, xp.asarray(X), xp.asarray(y))
+        lines = str(plan).splitlines()
+        top = sorted(plan.rows, key=lambda r: -r.projected_bytes)[:8]
+        print("memory plan of one step (graph mode; per task, Cubed's projections):")
+        print("  " + lines[0] + "\n  " + lines[1])
+        for r in top:
+            print(f"  {r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
+                  f"{r.num_tasks:>6}")  # fmt: skip
+        print(f"  ... and {len(plan.rows) - len(top)} more ops")
+    measure = a.executor == "processes"
     result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps, batch_rows=a.batch_rows,
                  spec=spec, executor=a.executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
-                 progress=not a.quiet)  # fmt: skip
+                 progress=not a.quiet,
+                 compute_kwargs=measuring_processes() if measure else None)  # fmt: skip
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
     print(f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
           f"{result.history['loss'][-1]:.4f}")
+    if measured:
+        print("task memory per op, measured (one task per worker process) against projected:")
+        print("  " + rec.table(int(spec.allowed_mem)).replace("\n", "\n  "))
     print(f"task memory: projected at most {_fmt(rec.max_projected())}"
           + (f", measured at most {_fmt(max(measured))}" if measured else
              " (measured peaks: use --executor processes)")

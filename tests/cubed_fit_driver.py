@@ -1,7 +1,7 @@
 """A small driver process that trains with ``cubed_plugin.fit`` on Cubed's processes executor
-(used by test_cubed_training.py): a spawned worker inherits its parent's ``ru_maxrss``, so the
-driver must stay small, and each task runs in a fresh worker (``max_tasks_per_child=1``) so that
-its measured peak is its own.
+(used by test_cubed_training.py). Each task runs in a fresh worker forked from a server that has
+imported the libraries (``cubed_plugin.train.measuring_processes``), so its measured peak is its
+own; the driver itself starts from a fork, so its ``ru_maxrss`` is not its parent's.
 
 ``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL [MODEL ...]`` trains
 each model (logreg, mlp) from ``init_params`` for STEPS full-batch SGD steps on DATA_DIR's
@@ -17,16 +17,9 @@ import sys
 
 
 def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models: str) -> None:
-    import multiprocessing
-
-    # workers fork from a server that has imported what the tasks need, so a task costs a fork,
-    # not an interpreter start; its measured peak starts from the server's (small) footprint
-    multiprocessing.get_context("forkserver").set_forkserver_preload(
-        ["numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"])
-
     import cubed
 
-    from cubed_plugin.train import fit, init_params, logreg_loss, mlp_loss
+    from cubed_plugin.train import fit, init_params, logreg_loss, measuring_processes, mlp_loss
     from pycograd_xp import optim
 
     spec = cubed.Spec(work_dir=work, allowed_mem=allowed, reserved_mem=reserved)
@@ -38,8 +31,7 @@ def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models:
         loss = logreg_loss if model == "logreg" else mlp_loss
         result = fit(loss, init_params(model, X.shape[1], hidden=8), (X, y), optim.sgd(0.5),
                      steps=int(steps), spec=spec, executor="processes", progress=False,
-                     log=None, compute_kwargs={"max_tasks_per_child": 1,
-                                     "use_processes": "forkserver"})  # fmt: skip
+                     log=None, compute_kwargs=measuring_processes())  # fmt: skip
         out[model] = {"params": {k: v.tolist() for k, v in result.params.items()},
                       "report": result.memory.report(),
                       "max_projected": result.memory.max_projected()}  # fmt: skip

@@ -224,6 +224,30 @@ def test_the_command_runs_end_to_end(tmp_path, capsys):
     assert result.history["loss"][1] < result.history["loss"][0]
 
 
+def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_path):
+    """``python -m cubed_plugin.train --executor processes`` measures each task in its own
+    worker and ends with a table of every op's measured peak against its projection."""
+    import re
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "cubed_plugin.train", "--executor", "processes",
+                          "--rows", "100000", "--features", "10", "--steps", "2", "--quiet",
+                          "--allowed-mem", "120MB", "--reserved-mem", "90MB", "--work-dir",
+                          str(tmp_path)], check=True, capture_output=True,
+                         text=True)  # fmt: skip
+    assert "RuntimeWarning" not in out.stderr, out.stderr
+    text = out.stdout
+    assert "task memory per op, measured (one task per worker process) against projected" in text
+    rows = re.findall(r"^  (op-\d+|create-arrays) +\S+ +([\d.]+) MB +([\d.]+) MB +([\d.]+)$",
+                      text, flags=re.M)  # fmt: skip
+    assert len(rows) >= 2, text
+    for op, projected, measured, ratio in rows:
+        assert 0 < float(measured) <= float(projected) <= 120.0, (op, projected, measured)
+        assert float(ratio) <= 1.0
+    assert "over projected: 0 ops" in text and "measured at most" in text
+
+
 def test_dask_distributed_on_a_local_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec, X, y, _, _ = _data(tmp_path)
