@@ -77,10 +77,15 @@ def trace_cost() -> None:
 
 
 def _peak(fn) -> tuple[int, int]:
-    """(tracemalloc peak of a call after a warm-up call, resident-set growth over both), in
-    bytes (with large malloc thresholds the allocator keeps what the first call freed)."""
-    rss = _reset_resident_peak()
-    fn()  # warm: the trace, caches
+    """(tracemalloc peak, resident-set growth) of a call after a warm-up call (the trace, a
+    library's own start-up), in bytes. With glibc's default thresholds the warm-up's frees go
+    back to the system and the growth is the call's own; with large fixed ones the allocator
+    keeps them, so the growth is measured over both calls there."""
+    keep = "PYCOGRAD_BENCH_KEEP_MALLOC" not in os.environ
+    rss = _reset_resident_peak() if keep else None
+    fn()
+    if not keep:
+        rss = _reset_resident_peak()
     out = fn()
     grown = _resident_growth(rss)
     del out
@@ -106,12 +111,9 @@ def _memory_contender(name: str) -> tuple[int | None, int]:
         pt = [torch.tensor(q, requires_grad=True) for q in params]
         xt, yt = torch.tensor(x), torch.tensor(y)
 
-        def torch_step():
-            for q in pt:
-                q.grad = None
+        def torch_step():  # value and gradients, returned as ours are (nothing kept in .grad)
             loss = _mlp.loss_fn(_mlp.torch_module(), pt, xt, yt)
-            loss.backward()
-            return loss
+            return loss, torch.autograd.grad(loss, pt)
 
         return None, _peak(torch_step)[1]
     p = [xp.asarray(q) for q in params]
@@ -132,8 +134,8 @@ def memory() -> None:
     except ImportError:
         print("  (torch not installed: no PyTorch row)")
     print("step peak memory, 20-layer tanh MLP (1024 wide), batch 512, float32, MB beyond the "
-          "arguments (84 MB of parameters); RSS over the first two calls (compile's first call "
-          "holds the trace's Python objects for a moment)")  # fmt: skip
+          "arguments (84 MB of parameters); RSS growth of the second call (default malloc) "
+          "and of the first two (fixed thresholds: the first call's start-up included)")
     print(f"  {'contender':24s} {'tracemalloc':>12s} {'RSS default':>12s} {'RSS fixed':>12s}")
     found = {}
     for name in names:

@@ -373,6 +373,8 @@ def _backend_function(fn: tuple, backend: Any) -> Callable[..., Any]:
         return operator.getitem
     if prim.name == "__setitem__":
         return operator.setitem
+    if prim.name == "where" and backend.select is not None:  # the same values, faster
+        return backend.select
     mod = getattr(backend.xp, prim.scope) if prim.scope else backend.xp
     f = getattr(mod, prim.short_name, None)
     if f is None and prim.impl is not None:  # a row beyond the standard (conv2d): its impl
