@@ -32,6 +32,7 @@ import linecache
 import operator
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -520,7 +521,9 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
     filename = f"<pycograd_xp.compile replay {next(_FILES)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(builtins.compile(source, filename, "exec"), glb)  # noqa: S102
-    return glb["replay"], source, len(live), elided, peak
+    replay = glb["replay"]
+    weakref.finalize(replay, linecache.cache.pop, filename, None)  # evicted: source goes too
+    return replay, source, len(live), elided, peak
 
 
 def _projected_peak(rec: _Recorder, live: list[_Call], last: dict[int, int], inputs: list[int],
