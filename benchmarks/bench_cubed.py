@@ -31,7 +31,7 @@ def main() -> None:
     from cubed.runtime.create import create_executor
 
     import pycograd_xp as pg
-    from cubed_plugin.steps import graph_step, one_pass_step, row_loss
+    from cubed_plugin.steps import graph_fusion, graph_step, one_pass_step, row_loss
     from cubed_plugin.train import synthetic
 
     work = tempfile.mkdtemp(prefix="bench-cubed-")
@@ -66,21 +66,27 @@ def main() -> None:
                           - y * z)  # fmt: skip
         return loss, (X.T @ (s - y)) / a.rows
 
-    def timed(build):
+    def timed(build, optimize_function=None):
         def run():
             arrays = build()
-            plan = cubed.plan(*arrays)
+            plan = cubed.plan(*arrays, optimize_function=optimize_function)
             t0 = time.perf_counter()
-            cubed.compute(*arrays, executor=ex)
+            cubed.compute(*arrays, executor=ex, optimize_function=optimize_function)
             return time.perf_counter() - t0, plan.num_tasks, plan.max_projected_mem
         return run
 
     params = {"w": w0}
+
+    def graph(loss):
+        def build():
+            v, g = graph_step(loss, params, (X, y), spec)
+            return [pg.unwrap(v), pg.unwrap(g["w"])]
+        return build
+
     for model, loss in (("logreg", logreg), ("lsq", lsq)):
         contenders = {
-            "graph mode": timed(lambda loss=loss: [pg.unwrap(v) for v in
-                                                   (lambda v, g: (v, g["w"]))(
-                                                       *graph_step(loss, params, (X, y), spec))]),
+            "graph mode": timed(graph(loss), graph_fusion()),
+            "graph, Cubed's fusion": timed(graph(loss)),
             "one-pass mode": timed(lambda loss=loss: [one_pass_step(loss, params, (X, y))[0]]),
             "hand-written Cubed": timed(lambda model=model: list(hand(model))),
             "one read pass (sum X)": timed(lambda: [cubed.sum(X)]),

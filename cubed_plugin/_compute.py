@@ -19,19 +19,21 @@ def _cubed_arrays(trees: tuple) -> tuple[list[Any], Any]:
     return [unwrap(leaf) for leaf in leaves], td
 
 
-def plan(*trees: Any, optimize_graph: bool = True) -> Any:
+def plan(*trees: Any, optimize_graph: bool = True, optimize_function: Any = None) -> Any:
     """Cubed's plan (``cubed.plan``) of all the arrays in ``trees``, computed together."""
     import cubed
 
     arrays, _ = _cubed_arrays(trees)
-    return cubed.plan(*arrays, optimize_graph=optimize_graph)
+    return cubed.plan(*arrays, optimize_graph=optimize_graph,
+                      optimize_function=optimize_function)  # fmt: skip
 
 
-def check(*trees: Any) -> Any:
+def check(*trees: Any, optimize_function: Any = None) -> Any:
     """Raise :class:`MemoryLimitError`, before anything runs, if a task of the plan would
     exceed ``allowed_mem`` (naming the op, its projected memory and the limit); return the
-    plan."""
-    p = plan(*trees)
+    plan (made with ``optimize_function``, Cubed's default when None: give the one the
+    computation will use)."""
+    p = plan(*trees, optimize_function=optimize_function)
     for name, node in p.dag.nodes(data=True):
         op = node.get("primitive_op")
         if op is not None and op.projected_mem > op.allowed_mem:

@@ -56,6 +56,21 @@ def _host(tree: Any) -> Any:
     return pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), tree)
 
 
+def graph_fusion() -> Any:
+    """The ``optimize_function`` graph mode computes with: Cubed's multiple-input fusion allowed
+    8 source arrays and 20 input blocks per fused task (defaults 4 and 10). The backward of an
+    AD graph chains elementwise rules that read the forward residuals again (``r`` and the
+    cotangent twice for ``r * r``), which overruns the defaults, so the cotangent was written
+    to storage and read back by the matmul. Fused tasks' memory stays Cubed's projection, and
+    the plan is checked against ``allowed_mem`` with this optimizer before it runs."""
+    from functools import partial
+
+    from cubed.core.optimization import multiple_inputs_optimize_dag
+
+    return partial(multiple_inputs_optimize_dag, max_total_source_arrays=8,
+                   max_total_num_input_blocks=20)  # fmt: skip
+
+
 def graph_step(loss: Callable[..., Any], params: Any, data: tuple, spec: Any) -> tuple[Any, Any]:
     """Lazy (value, grads) of ``loss(params, *data)`` on namespace(cubed): ``params`` (NumPy) go
     in as Cubed arrays with ``spec`` (through the parameter store when over 1 MB)."""

@@ -36,6 +36,7 @@ from pycograd_xp.memory._project import MemoryLimitError, _fmt
 from ._compute import check
 from .steps import (
     RowLoss,
+    graph_fusion,
     graph_step,
     one_pass_step,
     plan_one_pass_rows,
@@ -297,12 +298,13 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
             value, grads = unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction)
         else:
             v, g = graph_step(loss, host_p, batch, spec)
-            check(v, g)
+            kw = {"optimize_function": graph_fusion(), **(compute_kwargs or {})}
+            check(v, g, optimize_function=kw["optimize_function"])
             from ._compute import compute
 
             value, grads = compute(v, g, executor=ex, callbacks=[*callbacks, recorder,
                                    Progress(f"step {step + 1}", disable=not progress)],
-                                   **(compute_kwargs or {}))  # fmt: skip
+                                   **kw)  # fmt: skip
             value = float(value)
         _clean_work(spec, work)
         if not math.isfinite(value):
