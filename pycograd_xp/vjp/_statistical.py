@@ -12,7 +12,9 @@ def _sum(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
 
 def _mean(ns, g, out, x, /, *, axis=None, keepdims=False):
     n = count(tuple(x.shape), norm_axes(axis, x.ndim))
-    return (expand_to(ns, g, x, axis, keepdims) / n,)
+    # scale the reduced cotangent, then broadcast it (a view on NumPy): the same values as
+    # scaling the broadcast, without an op (and, on NumPy, an array) the size of x
+    return (expand_to(ns, g / n, x, axis, keepdims),)
 
 
 def _prod(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
