@@ -9,13 +9,20 @@ side in one process, interleaved, medians and ratios against hand-written NumPy 
 rows): pycograd_xp with the convolution and pooling rows, pycograd_xp with the composed
 convolution it used before (strided slices and a stack, ``conformance/composed_nn.py``), and
 PyTorch eager when it is installed. Then the step's peak memory: measured (tracemalloc)
-against ``pycograd_xp.memory.project``.
+against ``pycograd_xp.memory.project``, and each contender's in a fresh process of its own
+(``--memory-one NAME``): the resident-set growth of a step after a warm-up step, with glibc's
+default malloc thresholds and with every block of 16 KiB or more mapped on its own (then the
+growth is the live peak whoever allocates: PyTorch's buffers are invisible to tracemalloc, so
+this is the common scale), and tracemalloc's peak where it sees the allocations (NumPy's).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+import tracemalloc
 
 import _common  # noqa: F401  (pins threads before the contenders load)
 import numpy as np
@@ -26,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pycograd_xp as pg  # noqa: E402
 from conformance import composed_nn  # noqa: E402
 from pycograd_xp import memory, nn  # noqa: E402
+from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth  # noqa: E402
 
 N = 64
 LR = 0.01
@@ -169,20 +177,101 @@ def contenders():
         np.testing.assert_allclose(pg.unwrap(g_r[k]), g_n[k], rtol=2e-3, atol=2e-5, err_msg=k)
     torch = _common.optional("torch")
     if torch is not None:
-        torch.set_num_threads(1)
-        import torch.nn.functional as tf
-
-        p_t = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
-        xt, yt = torch.tensor(x), torch.tensor(y)
-
-        def torch_step():
-            h = tf.max_pool2d(tf.relu(tf.conv2d(xt, p_t["w1"], p_t["b1"])), 2)
-            h = tf.max_pool2d(tf.relu(tf.conv2d(h, p_t["w2"], p_t["b2"])), 2)
-            loss = tf.cross_entropy(h.reshape(N, -1) @ p_t["w3"] + p_t["b3"], yt)
-            return torch.autograd.grad(loss, list(p_t.values()))
-
-        out["PyTorch eager"] = torch_step
+        out["PyTorch eager"] = torch_step_fn(torch, params, x, y)
     return out, (p_x, x_x, y_x)
+
+
+def torch_step_fn(torch, params, x, y):
+    """PyTorch's step: the loss and the gradients, returned as ours are (nothing kept in
+    ``.grad``)."""
+    torch.set_num_threads(1)
+    import torch.nn.functional as tf
+
+    p_t = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    xt, yt = torch.tensor(x), torch.tensor(y)
+
+    def torch_step():
+        h = tf.max_pool2d(tf.relu(tf.conv2d(xt, p_t["w1"], p_t["b1"])), 2)
+        h = tf.max_pool2d(tf.relu(tf.conv2d(h, p_t["w2"], p_t["b2"])), 2)
+        loss = tf.cross_entropy(h.reshape(N, -1) @ p_t["w3"] + p_t["b3"], yt)
+        return loss, torch.autograd.grad(loss, list(p_t.values()))
+
+    return torch_step
+
+
+# -- peak memory, each contender in a process of its own -------------------------------------------
+MEMORY_CONTENDERS = ["numpy by hand", "pycograd_xp (rows)", "pycograd_xp compiled",
+                     "PyTorch eager"]  # fmt: skip
+
+
+def _peak(fn) -> tuple[int | None, int]:
+    """(tracemalloc peak or None, resident-set growth) of a step after a warm-up step, bytes
+    beyond what is live before it."""
+    fn()
+    rss = _reset_resident_peak()
+    out = fn()
+    grown = _resident_growth(rss)
+    del out
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak, grown
+
+
+def memory_one(name: str) -> tuple[int | None, int]:
+    params, x, y = init()
+    if name == "numpy by hand":
+        return _peak(lambda: numpy_step(params, x, y))
+    if name == "PyTorch eager":
+        import torch
+
+        return None, _peak(torch_step_fn(torch, params, x, y))[1]  # tracemalloc sees no tensor
+    xp = pg.namespace(np)
+    p_x = {k: xp.asarray(v) for k, v in params.items()}
+    x_x, y_x = xp.asarray(x), xp.asarray(y)
+    step = pg.value_and_grad(lambda p: loss_fn(nn, p, x_x, y_x))
+    if name == "pycograd_xp compiled":
+        step = pg.compile(step)
+    return _peak(lambda: step(p_x))
+
+
+def memory_table() -> dict[str, tuple[int | None, int, int]]:
+    """Each contender in fresh processes: with glibc's default malloc thresholds, and with every
+    block of 16 KiB or more mapped on its own and unmapped when freed (MALLOC_MMAP_THRESHOLD_
+    16384, MALLOC_TRIM_THRESHOLD_ 0), where the growth is the step's live peak whoever
+    allocates (NumPy's, PyTorch's and oneDNN's buffers alike): the scale to compare on."""
+    names = [n for n in MEMORY_CONTENDERS
+             if n != "PyTorch eager" or _common.optional("torch") is not None]  # fmt: skip
+    found = {}
+    for name in names:
+        runs = []
+        for mapped in (False, True):
+            env = dict(os.environ, PYCOGRAD_BENCH_KEEP_MALLOC="1")
+            env.pop("MALLOC_MMAP_THRESHOLD_", None)
+            env.pop("MALLOC_TRIM_THRESHOLD_", None)
+            if mapped:
+                env.update(MALLOC_MMAP_THRESHOLD_="16384", MALLOC_TRIM_THRESHOLD_="0")
+            out = subprocess.run([sys.executable, __file__, "--memory-one", name], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            runs.append(json.loads(out.strip().splitlines()[-1]))
+        found[name] = (runs[1][0], runs[0][1], runs[1][1])
+    print("Step peak memory, each contender in a fresh process, MiB beyond the arguments: "
+          "resident-set growth of the second step with glibc's default malloc, and with every "
+          "block >= 16 KiB mapped on its own (the live peak); tracemalloc peak")
+    print(f"  {'contender':28s} {'RSS default':>11s} {'RSS mapped':>11s} {'tracemalloc':>12s}")
+    for name, (traced, default, mapped) in found.items():
+        tm = f"{traced / 2**20:12.2f}" if traced is not None else f"{'-':>12s}"
+        print(f"  {name:28s} {default / 2**20:11.2f} {mapped / 2**20:11.2f} {tm}")
+    if "PyTorch eager" in found:
+        print(f"  pycograd_xp (rows) / PyTorch eager, live peak (RSS mapped): "
+              f"{found['pycograd_xp (rows)'][2] / found['PyTorch eager'][2]:.2f} (goal <= 1)")
+    return found
 
 
 def main() -> None:
@@ -206,7 +295,11 @@ def main() -> None:
     g = lambda p: loss_fn(composed_nn, p, x_x, y_x)  # noqa: E731
     meas_c = memory.measure(g, p_x)
     print(f"Step peak memory (composed, old): measured {meas_c.peak_bytes / 2**20:.2f} MiB")
+    memory_table()
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--memory-one"]:
+        print(json.dumps(memory_one(sys.argv[2])))
+    else:
+        main()

@@ -225,3 +225,33 @@ def test_numpy_select_is_where_bit_for_bit(dtype):
         assert got.dtype == want.dtype and got.shape == want.shape and got.base is None
         assert got.strides == want.strides
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("xs, ws, s, p, d, g", CONVS + [((5, 3, 6, 7), (8, 3, 3, 3), (1, 1),
+                                                         (1, 1), (1, 1), 1)])  # fmt: skip
+def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
+        monkeypatch, backend, xs, ws, s, p, d, g):  # fmt: skip
+    """The forward, col2im and weight gradient loop over blocks of the batch (their columns
+    within BLOCK_BYTES); blocks of one or two examples give what one block gives."""
+    from pycograd_xp.namespace import _nn as rows
+
+    xp = pg.namespace(backend)
+    x, w = xp.asarray(rng.standard_normal(xs)), xp.asarray(rng.standard_normal(ws))
+    pool = (lambda h: nn.max_pool2d(h, 2)) if min(xs[2:]) >= 6 else (lambda h: h)
+
+    def f(x, w):
+        return xp.sum(pool(nn.relu(nn.conv2d(x, w, stride=s, padding=p, dilation=d,
+                                             groups=g))) ** 2)  # fmt: skip
+
+    step = pg.value_and_grad(f, argnums=(0, 1))
+    want = step(x, w)
+    monkeypatch.setattr(rows, "BLOCK_BYTES", 1)
+    assert len(rows.blocks_of(xs[0], 8)) == xs[0]
+    got = step(x, w)
+    np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12, atol=1e-12)
+    if backend is np:  # the projection follows the blocks
+        assert memory.measure(f, x, w, argnums=(0, 1)).peak_bytes <= memory.project(
+            f, x, w, argnums=(0, 1)).peak_bytes

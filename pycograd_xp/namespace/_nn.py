@@ -115,9 +115,12 @@ def window_slices(x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
 
 
 def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
-            out: tuple[int, ...]) -> Any:  # fmt: skip
-    """im2col of a padded ``x`` (N, C, *S): (N, C * prod(kernel), prod(out)), one copy."""
+            out: tuple[int, ...], batch_inner: bool = False) -> Any:  # fmt: skip
+    """im2col of a padded ``x`` (N, C, *S): (N, C * prod(kernel), prod(out)), one copy; with
+    ``batch_inner`` (C * prod(kernel), N * prod(out)) instead, the layout of one 2-D product
+    over the whole batch (the weight gradient's)."""
     n, (N, C) = len(kernel), x.shape[:2]
+    q, p = C * math.prod(kernel), math.prod(out)
     windows = caps(bk).windows if _raw(bk) else None
     if windows is not None:  # one view, then the one copy the product needs
         span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True))
@@ -125,10 +128,42 @@ def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any
         v = v[(slice(None),) * 2 + tuple(slice(0, s * (m - 1) + 1, s) for s, m in
                                          zip(stride, out, strict=True))  # fmt: skip
               + tuple(slice(None, None, d) for d in dilation)]  # (N, C, *out, *kernel)
+        if batch_inner:  # (C, *kernel, N, *out)
+            v = bk.permute_dims(v, (1, *range(2 + n, 2 + 2 * n), 0, *range(2, 2 + n)))
+            return bk.reshape(v, (q, N * p))
         v = bk.permute_dims(v, (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n)))
+    elif batch_inner:  # slices of (C, N, *S): stacked, (C, prod(K), N, *out)
+        v = bk.stack(window_slices(bk.permute_dims(x, (1, 0, *range(2, 2 + n))), kernel,
+                                   stride, dilation, out), axis=1)  # fmt: skip
+        return bk.reshape(v, (q, N * p))
     else:
         v = bk.stack(window_slices(x, kernel, stride, dilation, out), axis=2)
-    return bk.reshape(v, (N, C * math.prod(kernel), math.prod(out)))
+    return bk.reshape(v, (N, q, p))
+
+
+# Loops over the batch keep each step's columns within this many bytes on a backend that
+# writes in place: the peak stays a fraction of one layer's activations (PyTorch's level), at
+# a few Python calls per block.
+BLOCK_BYTES = 2 * 2**20
+
+
+def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``range(n)`` in near-equal blocks of at most
+    ``BLOCK_BYTES`` of columns each (one block on an immutable or chunked backend, or on ours):
+    a function of shapes only, so a projection and a compiled replay loop as the call does."""
+    if not (_raw(bk) and caps(bk).mutable and not caps(bk).chunked):
+        return [(0, n)]
+    return blocks_of(n, bytes_per_example)
+
+
+def blocks_of(n: int, bytes_per_example: int) -> list[tuple[int, int]]:
+    """The blocks of :func:`batch_blocks` on a backend that writes in place."""
+    k = min(n, max(1, -(-n * bytes_per_example // BLOCK_BYTES)))
+    return [(i * n // k, (i + 1) * n // k) for i in range(k)]
+
+
+def itemsize(bk: Any, dtype: Any) -> int:
+    return bk.finfo(dtype).bits // 8
 
 
 def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[int, ...],
@@ -198,12 +233,24 @@ def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilatio
     if _raw(bk) and caps(bk).chunked:
         return _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride, dilation, out,
                                 groups)  # fmt: skip
-    cols = columns(bk, pad(bk, x, padding), kernel, stride, dilation, out)  # (N, Q, P)
-    if groups == 1:
-        y = bk.matmul(bk.reshape(w, (out_c, -1)), cols)  # (N, out_c, P)
-    else:
-        cols = bk.reshape(cols, (N, groups, cols.shape[1] // groups, cols.shape[2]))
-        y = bk.matmul(bk.reshape(w, (groups, out_c // groups, -1)), cols)  # (N, G, out_c/G, P)
+    xp_ = pad(bk, x, padding)
+    q, p = C * math.prod(kernel), math.prod(out)
+    wm = bk.reshape(w, (out_c, q) if groups == 1 else (groups, out_c // groups, q // groups))
+
+    def product(xb: Any) -> Any:  # (n, out_c, P) for a block of the batch
+        cols = columns(bk, xb, kernel, stride, dilation, out)  # (n, Q, P)
+        if groups == 1:
+            return bk.matmul(wm, cols)
+        cols = bk.reshape(cols, (xb.shape[0], groups, q // groups, p))
+        return bk.reshape(bk.matmul(wm, cols), (xb.shape[0], out_c, p))  # (n, G, out_c/G, P)
+
+    blocks = batch_blocks(bk, N, q * p * itemsize(bk, x.dtype))
+    if len(blocks) == 1:
+        y = product(xp_)
+    else:  # the columns of one block at a time, each product written into its rows
+        y = bk.empty((N, out_c, p), dtype=bk.result_type(x.dtype, w.dtype))
+        for a, b in blocks:
+            y[a:b, ...] = product(xp_[a:b, ...])
     return bk.reshape(y, (N, out_c, *out))
 
 

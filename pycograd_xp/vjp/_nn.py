@@ -20,9 +20,11 @@ import math
 
 from ..namespace._nn import (
     _raw,
+    batch_blocks,
     caps,
     columns,
     grid,
+    itemsize,
     pad,
     unwindow,
     weight_grad_by_offsets,
@@ -75,29 +77,80 @@ def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
 
 def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
     """The cotangent of ``x`` as ``w^T g`` per group, (N, C, *K, *out), each window offset's
-    slice added at its place in the padded input, the padding then dropped."""
-    N, P = g.shape[0], math.prod(g.shape[2:])
+    slice added at its place in the padded input, the padding then dropped. One block of the
+    batch at a time (its columns within ``BLOCK_BYTES``). With stride 1 the adds run over the
+    flattened spatial axes: ``g`` is first padded to the padded input's trailing sizes, so that
+    each offset's columns are one contiguous run of the input's flat index (its padding
+    columns add zeros), one long add per offset instead of one short one per row."""
+    n = w.ndim - 2
+    N = g.shape[0]
     o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
-    wm = ns.reshape(w, (groups, o // groups, cg * math.prod(kernel)))
-    cols = ns.matmul(ns.matrix_transpose(wm), ns.reshape(g, (N, groups, o // groups, P)))
-    cols = ns.reshape(cols, (N, groups * cg, *kernel, *g.shape[2:]))  # (N, C, *K, *out)
-    parts = [cols[(slice(None), slice(None), *offs, ...)] for offs in grid(kernel)]
-    return _unpool(ns, parts, x, kernel, stride, padding, dilation)
+    out = tuple(g.shape[2:])
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[2:], padding, strict=True))
+    flat = all(st == 1 for st in stride)
+    rest = sizes[1:] if flat else out[1:]  # the trailing sizes of the columns' rows
+    p = out[0] * math.prod(rest)
+    kk = math.prod(kernel)
+    wm = ns.matrix_transpose(ns.reshape(w, (groups, o // groups, cg * kk)))
+    dx = ns.zeros((N, groups * cg, *sizes), dtype=g.dtype)
+    overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
+                  zip(stride, dilation, kernel, strict=True))  # fmt: skip
+    for a, b in batch_blocks(ns, N, groups * cg * kk * p * itemsize(ns, g.dtype)):
+        gb = g[a:b, ...]
+        if flat and rest != out[1:]:
+            gb = pad(ns, gb, tuple((0, r - m) for r, m in zip(rest, out[1:], strict=True)))
+        cols = ns.matmul(wm, ns.reshape(gb, (b - a, groups, o // groups, p)))
+        if flat:  # (n, C, prod(K), P): offset k's run starts at its flat index
+            cols = ns.reshape(cols, (b - a, groups * cg, kk, p))
+            dxf = ns.reshape(dx, (N, groups * cg, math.prod(sizes)))
+            steps = [math.prod(sizes[i + 1:]) for i in range(n)]
+            length = sum((m - 1) * st for m, st in zip(out, steps, strict=True)) + 1
+            for k, offs in enumerate(grid(kernel)):
+                start = sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
+                dxf[a:b, :, start:start + length] += cols[:, :, k, :length]
+            continue
+        cols = ns.reshape(cols, (b - a, groups * cg, *kernel, *out))  # (n, C, *K, *out)
+        dxb = dx[a:b, ...]
+        for offs in grid(kernel):
+            part = cols[(slice(None), slice(None), *offs, ...)]
+            idx = (slice(None), slice(None)) + tuple(
+                slice(i * d, i * d + s * (m - 1) + 1, s) for i, d, s, m in
+                zip(offs, dilation, stride, out, strict=True))  # fmt: skip
+            if overlap:
+                dxb[idx] += part
+            else:
+                dxb[idx] = part
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
 
 def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
-    """The correlation of ``x`` with ``g``: the cotangent of ``w``."""
+    """The correlation of ``x`` with ``g``: the cotangent of ``w``. Where one example's
+    product is large against its positions (``O * Q > P``) on a raw backend, one 2-D product
+    per block of the batch, columns (Q, n * P) against the cotangent (O, n * P), summed over
+    the blocks; else a batched product per example and a sum (a long, thin 2-D product is the
+    slower one there)."""
     if getattr(ns, "_backend", None) is None and caps(ns).chunked:
         return weight_grad_by_offsets(ns, g, pad(ns, x, padding), tuple(w.shape), stride,
                                       dilation, groups)  # fmt: skip
     kernel, out = tuple(w.shape[2:]), tuple(g.shape[2:])
     n_, o, p = x.shape[0], w.shape[0], math.prod(out)
-    cols = columns(ns, pad(ns, x, padding), kernel, stride, dilation, out)  # (N, Q, P)
-    q = cols.shape[1]
-    gm = ns.reshape(g, (n_, groups, o // groups, p))
-    cols = ns.reshape(cols, (n_, groups, q // groups, p))
-    gw = ns.sum(ns.matmul(gm, ns.matrix_transpose(cols)), axis=0)  # (G, O/G, Q/G)
-    return ns.reshape(gw, tuple(w.shape))
+    q = x.shape[1] * math.prod(kernel)
+    xpad = pad(ns, x, padding)
+    if o * q <= p or not _raw(ns):
+        cols = columns(ns, xpad, kernel, stride, dilation, out)  # (N, Q, P)
+        gm = ns.reshape(g, (n_, groups, o // groups, p))
+        cols = ns.reshape(cols, (n_, groups, q // groups, p))
+        gw = ns.sum(ns.matmul(gm, ns.matrix_transpose(cols)), axis=0)  # (G, O/G, Q/G)
+        return ns.reshape(gw, tuple(w.shape))
+    gw = None
+    for a, b in batch_blocks(ns, n_, q * p * itemsize(ns, x.dtype)):
+        cols = columns(ns, xpad[a:b, ...], kernel, stride, dilation, out, batch_inner=True)
+        cols = ns.reshape(cols, (groups, q // groups, (b - a) * p))  # (G, Q/G, n P)
+        gq = ns.permute_dims(ns.reshape(g[a:b, ...], (b - a, o, p)), (1, 0, 2))
+        gq = ns.reshape(gq, (groups, o // groups, (b - a) * p))  # (G, O/G, n P)
+        part = ns.matmul(cols, ns.matrix_transpose(gq))  # (G, Q/G, O/G)
+        gw = part if gw is None else gw + part
+    return ns.reshape(ns.matrix_transpose(gw), tuple(w.shape))
 
 
 def _conv(name):
@@ -123,6 +176,8 @@ def _max_pool(ns, g, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
     xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
     parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n:]))
+    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+        return (_max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding),)
     free, cts = None, []  # free: windows whose maximum no earlier offset held
     for part in parts[:-1]:  # the first maximum of each window takes the whole cotangent
         hit = part == out
@@ -132,6 +187,39 @@ def _max_pool(ns, g, out, x, /, *, kernel, stride, padding):
         cts.append(select(ns, hit, g, 0))
     cts.append(g if free is None else select(ns, free, g, 0))
     return (_unpool(ns, cts, x, kernel, stride, padding),)
+
+
+def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
+    """Max-pool's cotangent written offset by offset into one array (one window-sized
+    temporary at a time, never all of them). ``taken``: windows whose maximum an earlier offset
+    held; offset ``k`` takes ``eq_k and not taken``, the last one every window left (a NaN
+    maximum equals nothing). Where the windows tile the padded input exactly, every element is
+    written once and no zero fill is needed."""
+    n = len(kernel)
+    out_sizes_ = tuple(out.shape[out.ndim - n:])
+    lead = tuple(x.shape[: x.ndim - n])
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
+    tiled = all(k == s and m * s == size for k, s, m, size in
+                zip(kernel, stride, out_sizes_, sizes, strict=True))  # fmt: skip
+    overlap = any(s < k for s, k in zip(stride, kernel, strict=True))
+    dx = (ns.empty if tiled else ns.zeros)(lead + sizes, dtype=g.dtype)
+    taken = None
+    for k, (offs, part) in enumerate(zip(grid(kernel), parts, strict=True)):
+        if k == len(parts) - 1:
+            ct = g if taken is None else select(ns, taken, 0, g)
+        else:
+            eq = part == out
+            hit = eq if taken is None else ns.logical_and(eq, ns.logical_not(taken))
+            taken = eq if taken is None else ns.logical_or(taken, eq)
+            ct = select(ns, hit, g, 0)
+        idx = (slice(None),) * len(lead) + tuple(
+            slice(o, o + s * (m - 1) + 1, s) for o, s, m in
+            zip(offs, stride, out_sizes_, strict=True))  # fmt: skip
+        if overlap:
+            dx[idx] += ct
+        else:
+            dx[idx] = ct
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
 
 def _avg_pool(ns, g, out, x, /, *, kernel, stride, padding):

@@ -1,6 +1,8 @@
 """Shape and memory rules of convolution and pooling. The transients are the impl's (see
 ``pycograd_xp.namespace._nn``): a padded copy of the input where there is padding, the columns
-(N, C * prod(K), prod(out)) copied out of the window view for the product, and a copy of the
+(N, C * prod(K), prod(out)) copied out of the window view for the product (of one block of
+the batch at a time, see ``namespace._nn.batch_blocks``: each block's product is a temporary
+too), and a copy of the
 weight when it is not contiguous (a flipped kernel in a transposed convolution). Pooling reduces
 strided slices pairwise: one output-sized temporary beside the padded copy. A convolution's
 input gradient on a mutable backend is no row call but col2im (``vjp/_nn.py``): a product, a
@@ -12,7 +14,7 @@ import math
 
 import numpy as np
 
-from ...namespace._nn import out_sizes
+from ...namespace._nn import blocks_of, out_sizes
 from ...namespace._ops import defshape
 from ._helpers import new
 
@@ -36,10 +38,13 @@ def _conv(fname):
         return new((x.shape[0], w.shape[0], *out), np.result_type(x.dtype, w.dtype))
 
     def memory(out, x, w, /, *, stride, padding, dilation, groups):
-        cols = x.shape[0] * x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])
+        per = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])  # one example's
+        n = max(b - a for a, b in blocks_of(x.shape[0], per * x.dtype.itemsize))
+        cols = n * per  # the columns of one block of the batch at a time
         cast = cols * out.dtype.itemsize if x.dtype != out.dtype else 0  # matmul's cast copy
         w_bytes = math.prod(w.shape) * max(w.dtype.itemsize, out.dtype.itemsize)
-        return _padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes
+        block_out = n * math.prod(out.shape[1:]) * out.dtype.itemsize if n < x.shape[0] else 0
+        return _padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes + block_out
 
     return shape, memory
 
