@@ -124,6 +124,9 @@ def _binary_cases(out):
                     (arr((2, 3), cplx=True, **d1), arr((3,), cplx=True, **d2)),
                 )
             )
+    out["multiply"].append(Case("x * x", lambda xp: lambda x: x * x, (arr((2, 3)),)))  # one term
+    out["multiply"].append(Case("x * x complex", lambda xp: lambda x: x * x,
+                                (arr((3,), cplx=True),)))  # fmt: skip
     out["clip"] = [
         Case("scalars", lambda xp: lambda x: xp.clip(x, -1.0, 1.0), (arr((2, 3)),)),
         Case("arrays", lambda xp: lambda x, lo, hi: xp.clip(x, lo, hi),

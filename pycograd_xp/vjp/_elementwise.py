@@ -85,9 +85,13 @@ unary("sign", _sign, saves=("x", "out"))
 defvjp("add", lambda ns, g, out, x1, x2: (g, g))
 defvjp("subtract", lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g))
 # multiply/divide (and the other rules given needs=) skip the cotangents nobody needs.
-defvjp("multiply", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
-    g * x2 if 0 in needs else None, g * x1 if 1 in needs else None),
-    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
+def _multiply(ns, g, out, x1, x2, *, needs=(0, 1)):
+    if x1 is x2 and needs == (0, 1):  # x * x: one term, (2 g) x, the same bits as g x + g x
+        return (g + g) * x1, None
+    return g * x2 if 0 in needs else None, g * x1 if 1 in needs else None
+
+
+defvjp("multiply", _multiply, saves=("x1", "x2"), takes_needs=True)
 defvjp("divide", lambda ns, g, out, x1, x2, *, needs=(0, 1): (
     g / x2 if 0 in needs else None, -g * out / x2 if 1 in needs else None),
     saves=("x2", "out"), takes_needs=True)  # fmt: skip
