@@ -719,6 +719,7 @@ class Compiled:
                         "hashable static value; pass arrays as arrays, or make it hashable"
                     ) from None
                 parts.append(("static", t, leaf))
+        parts.append(ns)  # NumPy and CuPy arrays share dtypes: the namespace tells them apart
         return tuple(parts), leaves, sig, ns
 
     def _static_positions(self, args: tuple, sig: Any) -> frozenset[int]:

@@ -321,3 +321,10 @@ def test_replay_peak_is_bounded_by_the_projection(workload):
     assert measured + trace.argument_bytes >= 0.5 * trace.peak_bytes  # and not loose
     if workload != "conv":  # freed at last use, dead temporaries reused: lower than uncompiled
         assert measured < 0.9 * _peak(lambda: f(*args))
+
+
+def test_the_namespace_is_part_of_the_key():
+    strict = pg.namespace(pytest.importorskip("array_api_strict"))
+    c = pg.compile(lambda x: x * 2.0)
+    a, b = c(xp.ones(3)), c(strict.ones(3))
+    assert a._ns is xp and b._ns is strict and len(c.traces) == 2
