@@ -447,7 +447,7 @@ def _fft_cases(out):
 
 
 def _nn_cases(out):
-    """The convolution and pooling rows, through their public face (pycograd_xp.nn)."""
+    """The convolution, pooling and relu rows, through their public face (pycograd_xp.nn)."""
     from pycograd_xp import nn
 
     conv2d = [  # x shape, w shape, stride, padding, dilation, groups
@@ -477,6 +477,13 @@ def _nn_cases(out):
             Case(f"x{xs} k={k} s={s} p={p}", lambda xp, f=f, k=k, s=s, p=p: (
                 lambda x: f(x, k, s, p)), (arr(xs),)) for xs, k, s, p in pools
         ]  # fmt: skip
+    out["_conv2d"].append(Case("bias s=2 p=1 g=2", lambda xp: lambda x, w, b: nn.conv2d(
+        x, w, b, stride=2, padding=1, groups=2), (arr((2, 4, 5, 5)), arr((6, 2, 3, 3)),
+                                                  arr((6,)))))  # fmt: skip
+    out["_conv1d"].append(Case("bias", lambda xp: lambda x, w, b: nn.conv1d(x, w, b, padding=1),
+                               (arr((2, 3, 7)), arr((4, 3, 3)), arr((4,)))))  # fmt: skip
+    out["_relu"] = [Case(f"x{xs}", lambda xp: nn.relu, (arr(xs, away=0.05),))
+                    for xs in ((3, 4), (2, 3, 5, 5), ())]  # fmt: skip
 
 
 def cases() -> dict[str, list[Case]]:

@@ -52,9 +52,13 @@ def linear(x: Any, w: Any, b: Any = None) -> Any:
 
 
 def relu(x: Any) -> Any:
-    """``where(x > 0, x, 0)``: gradient 0 at 0, as in PyTorch; 0 at NaN. No zero array: where's
-    scalar branch (on NumPy one bitwise pass, see ``Backend.select``)."""
-    return _ns(x).where(x > 0, x, 0.0)
+    """``where(x > 0, x, 0)``: gradient 0 at 0, as in PyTorch; 0 at NaN. One row
+    (``xp._relu``) whose VJP reads only its output, so the tape keeps no mask beside it; other
+    dtypes than real floating point go through ``where``."""
+    xp = _ns(x)
+    if xp.isdtype(x.dtype, "real floating"):
+        return _row(xp, "_relu")(x)
+    return xp.where(x > 0, x, 0.0)
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
@@ -275,12 +279,10 @@ def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, grou
         xp = _ns(x, w)
     except TypeError:  # vmap: arrays of two levels; the lower level's row hands the call up
         xp = _ns(x)
-    y = _row(xp, f"_conv{n}d")(x, w, stride=_pair(stride, n), dilation=_pair(dilation, n),
-                               padding=tuple((p, p) for p in _pair(padding, n)),
-                               groups=groups)  # fmt: skip
-    if b is not None:
-        y = y + xp.reshape(b, (1, -1) + (1,) * n)
-    return y
+    args = (x, w) if b is None else (x, w, b)  # the bias added inside the row
+    return _row(xp, f"_conv{n}d")(*args, stride=_pair(stride, n), dilation=_pair(dilation, n),
+                                  padding=tuple((p, p) for p in _pair(padding, n)),
+                                  groups=groups)  # fmt: skip
 
 
 def conv1d(x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0,

@@ -255,3 +255,26 @@ def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
     if backend is np:  # the projection follows the blocks
         assert memory.measure(f, x, w, argnums=(0, 1)).peak_bytes <= memory.project(
             f, x, w, argnums=(0, 1)).peak_bytes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_relu_row_is_where_bit_for_bit_with_gradient_0_at_0(backend):
+    # where(x > 0, x, 0) as before the row: 0 at NaN, +0 at -0; gradient 0 at 0 (PyTorch's
+    # threshold_backward too; PyTorch passes g at NaN, we keep 0)
+    xp = pg.namespace(backend)
+    v = np.array([0.0, -0.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 1e-45], np.float32)
+    v = np.concatenate([v, rng.standard_normal(5000).astype(np.float32)])  # the NumPy blend too
+    x = xp.asarray(v)
+    want = np.where(v > 0, v, np.float32(0))
+    np.testing.assert_array_equal(_np(nn.relu(x)).view(np.int32), want.view(np.int32))
+    g = pg.grad(lambda x: xp.sum(nn.relu(x)))(x)
+    np.testing.assert_array_equal(_np(g), (v > 0).astype(np.float32))
+
+
+def test_relu_keeps_no_mask_on_the_tape():
+    xp = pg.namespace(np)
+    w = xp.asarray(rng.standard_normal((64, 64)).astype(np.float32))
+    x = xp.asarray(rng.standard_normal((64, 64)).astype(np.float32))
+    proj = memory.project(lambda w: xp.sum(nn.relu(x @ w)), w)
+    assert any(r.op == "_relu" for r in proj.rows)
+    assert not any(r.op == "greater" and r.phase == "forward" for r in proj.rows)

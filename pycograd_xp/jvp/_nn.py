@@ -1,18 +1,27 @@
-"""JVP rules of convolution and pooling: a convolution is bilinear (the tangent is the
-convolution with one factor replaced by its tangent, summed), average pooling is linear, and
-max pooling passes the tangent of each window's first maximum (the element its VJP picks)."""
+"""JVP rules of convolution and pooling: a convolution is bilinear in input and weight, plus
+its bias (the tangent is the convolution with one factor replaced by its tangent, summed, the
+bias's tangent added inside one of them), average pooling is linear, and
+max pooling passes the tangent of each window's first maximum (the element its VJP picks), relu
+the tangent where its output is positive."""
 
 from __future__ import annotations
 
 from ..namespace._nn import pad, window_slices
 from ..namespace._ops import defjvp
+from ..namespace._searching import select
 from ._helpers import call, linear, plus
 
 
 def _conv(name):
-    def rule(ns, t, out, x, w, /, **kwargs):
-        return plus(None if t[0] is None else call(ns, name, t[0], w, **kwargs),
-                    None if t[1] is None else call(ns, name, x, t[1], **kwargs))  # fmt: skip
+    def rule(ns, t, out, x, w, b=None, /, **kwargs):
+        tb = t[2] if len(t) > 2 else None  # the bias enters affinely: fused into one term
+        tx = None if t[0] is None else call(ns, name, t[0], w, *(() if tb is None else (tb,)),
+                                            **kwargs)  # fmt: skip
+        tw = None if t[1] is None else call(ns, name, x, t[1], *(
+            () if tb is None or tx is not None else (tb,)), **kwargs)  # fmt: skip
+        if tx is None and tw is None:  # the bias's tangent alone, over the channel axis
+            return ns.reshape(tb, (1, -1) + (1,) * (out.ndim - 2))
+        return plus(tx, tw)
 
     return rule
 
@@ -28,7 +37,12 @@ def _max_pool(ns, t, out, x, /, *, kernel, stride, padding):
     return chosen
 
 
+def _relu(ns, t, out, x, /):
+    return select(ns, out > 0, t[0], 0)
+
+
 defjvp("_conv1d", _conv("_conv1d"))
 defjvp("_conv2d", _conv("_conv2d"))
 defjvp("_max_pool2d", _max_pool)
 linear("_avg_pool2d")
+defjvp("_relu", _relu)

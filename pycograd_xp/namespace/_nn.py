@@ -1,6 +1,6 @@
-"""Convolution and pooling: the fused rows behind :mod:`pycograd_xp.nn`.
+"""Convolution, pooling and relu: the fused rows behind :mod:`pycograd_xp.nn`.
 
-These four rows are not names of the Array API standard, so they are private attributes of
+These five rows are not names of the Array API standard, so they are private attributes of
 each namespace (``xp._conv2d``): the standard surface stays exactly the standard's, and the
 abstract backend (``pycograd_xp.memory``), vmap's batched backends and ``compile`` still see
 them as ordinary rows, because each of those builds one function per row of the table whatever
@@ -29,6 +29,7 @@ from typing import Any
 
 from ._backend import Backend, capabilities, resolve
 from ._ops import primitive
+from ._searching import select
 
 FP = "real floating-point"
 
@@ -219,9 +220,32 @@ def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[in
     return total
 
 
+def add_bias(bk: Any, y: Any, b: Any) -> Any:
+    """``y + b`` over the channel axis 1 of ``y`` (N, O, ...): in place in ``y``'s buffer (a
+    fresh product the caller owns) on a raw backend that writes in place, where the sum keeps
+    ``y``'s dtype; else a new array."""
+    if b is None:
+        return y
+    bb = bk.reshape(b, (1, -1) + (1,) * (y.ndim - 2))
+    if (_raw(bk) and caps(bk).mutable and not caps(bk).chunked
+            and bk.result_type(y.dtype, b.dtype) == y.dtype):  # fmt: skip
+        y += bb
+        return y
+    return y + bb
+
+
+def check_bias(fname: str, w: Any, b: Any) -> None:
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ValueError(f"{fname}(): bias {tuple(b.shape)} does not match weight "
+                         f"{tuple(w.shape)}: expected one value per output channel "
+                         f"({w.shape[0]},)")  # fmt: skip
+
+
 def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilation: Any,
-         groups: int) -> Any:  # fmt: skip
-    """The convolution (cross-correlation) of ``x`` with ``w``: one im2col, one product."""
+         groups: int, b: Any = None) -> Any:  # fmt: skip
+    """The convolution (cross-correlation) of ``x`` with ``w``, plus the bias ``b`` (None:
+    none) per output channel: one im2col, one product, the bias added into the product's
+    buffer (of each block of the batch while it is fresh in cache)."""
     n = w.ndim - 2
     N, C, out_c, Cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
     kernel = tuple(w.shape[2:])
@@ -229,10 +253,11 @@ def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilatio
         raise ValueError(f"{fname}(): input {tuple(x.shape)} and weight {tuple(w.shape)} do "
                          f"not match with groups={groups}: expected x (N, C, {n} spatial axes) "
                          "and w (O, C / groups, kernel...) with O divisible by groups")  # fmt: skip
+    check_bias(fname, w, b)
     out = out_sizes(fname, tuple(x.shape[2:]), kernel, stride, padding, dilation)
     if _raw(bk) and caps(bk).chunked:
-        return _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride, dilation, out,
-                                groups)  # fmt: skip
+        return add_bias(bk, _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride,
+                                             dilation, out, groups), b)  # fmt: skip
     xp_ = pad(bk, x, padding)
     q, p = C * math.prod(kernel), math.prod(out)
     wm = bk.reshape(w, (out_c, q) if groups == 1 else (groups, out_c // groups, q // groups))
@@ -246,11 +271,12 @@ def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilatio
 
     blocks = batch_blocks(bk, N, q * p * itemsize(bk, x.dtype))
     if len(blocks) == 1:
-        y = product(xp_)
+        y = add_bias(bk, product(xp_), b)
     else:  # the columns of one block at a time, each product written into its rows
-        y = bk.empty((N, out_c, p), dtype=bk.result_type(x.dtype, w.dtype))
-        for a, b in blocks:
-            y[a:b, ...] = product(xp_[a:b, ...])
+        dtype = bk.result_type(x.dtype, w.dtype, *(() if b is None else (b.dtype,)))
+        y = bk.empty((N, out_c, p), dtype=dtype)
+        for start, stop in blocks:
+            y[start:stop, ...] = add_bias(bk, product(xp_[start:stop, ...]), b)
     return bk.reshape(y, (N, out_c, *out))
 
 
@@ -310,24 +336,25 @@ def _own(bk: Any, name: str) -> Any:
 
 
 @primitive(FP, needs=())
-def _conv1d(bk: Any, x: Any, w: Any, /, *, stride: Any = (1,), padding: Any = ((0, 0),),
-            dilation: Any = (1,), groups: int = 1) -> Any:  # fmt: skip
-    """Convolution (cross-correlation) of x (N, C, L) with w (O, C / groups, K): (N, O, L')."""
+def _conv1d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1,),
+            padding: Any = ((0, 0),), dilation: Any = (1,), groups: int = 1) -> Any:
+    """Convolution (cross-correlation) of x (N, C, L) with w (O, C / groups, K), plus the
+    bias b (O,) when given: (N, O, L')."""
     own = _own(bk, "_conv1d")
     if own is not None:
-        return own(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    return conv(bk, "conv1d", x, w, stride, padding, dilation, groups)
+        return own(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv1d", x, w, stride, padding, dilation, groups, b)
 
 
 @primitive(FP, needs=())
-def _conv2d(bk: Any, x: Any, w: Any, /, *, stride: Any = (1, 1),
+def _conv2d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1, 1),
             padding: Any = ((0, 0), (0, 0)), dilation: Any = (1, 1), groups: int = 1) -> Any:
-    """Convolution (cross-correlation) of x (N, C, H, W) with w (O, C / groups, KH, KW):
-    (N, O, H', W')."""
+    """Convolution (cross-correlation) of x (N, C, H, W) with w (O, C / groups, KH, KW), plus
+    the bias b (O,) when given: (N, O, H', W')."""
     own = _own(bk, "_conv2d")
     if own is not None:
-        return own(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    return conv(bk, "conv2d", x, w, stride, padding, dilation, groups)
+        return own(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv2d", x, w, stride, padding, dilation, groups, b)
 
 
 @primitive(FP, needs=())
@@ -348,3 +375,14 @@ def _avg_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2
     if own is not None:
         return own(x, kernel=kernel, stride=stride, padding=padding)
     return pool(bk, "avg_pool2d", x, kernel, stride, padding, "avg")
+
+
+@primitive(FP, needs=())
+def _relu(bk: Any, x: Any, /) -> Any:
+    """``where(x > 0, x, 0)``: 0 at 0 and at NaN, +0 at -0. One comparison and one select
+    with a Python zero (on NumPy a bitwise blend: faster than ``maximum``, and exact where
+    ``maximum`` keeps NaN and -0). Its VJP reads only the output: no mask is kept."""
+    own = _own(bk, "_relu")
+    if own is not None:
+        return own(x)
+    return select(bk, x > 0, x, 0)

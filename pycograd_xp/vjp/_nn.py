@@ -8,10 +8,13 @@ output), never the columns: the backward rebuilds what it needs.
   convolution row (the cotangent dilated by the stride, the kernel flipped with its channel axes
   swapped per group);
 * conv, weight: the correlation of the input with the cotangent, one im2col and one product;
+* conv, bias: the cotangent summed over the batch and spatial axes;
 * max-pool: the whole cotangent of a window goes to its first maximum in row-major window
   order (PyTorch's choice for ties; the composed ``max`` shared it among tied elements): one
   boolean mask per window offset and one ``where(mask, g, 0)`` (NumPy: a bitwise pass);
-* avg-pool: the cotangent spread evenly over each window (padding included, as the forward).
+* avg-pool: the cotangent spread evenly over each window (padding included, as the forward);
+* relu: ``g`` where the output is positive, 0 elsewhere (0 at 0, as PyTorch's
+  ``threshold_backward``), read from the output alone: the tape keeps no mask beside it.
 """
 
 from __future__ import annotations
@@ -154,11 +157,15 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
 
 
 def _conv(name):
-    def rule(ns, g, out, x, w, /, *, stride, padding, dilation, groups, needs=(0, 1)):
+    def rule(ns, g, out, x, w, b=None, /, *, stride, padding, dilation, groups,
+             needs=(0, 1, 2)):  # fmt: skip
         kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
         gx = input_grad(ns, name, g, x, w, **kw) if 0 in needs else None
         gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
-        return gx, gw
+        if b is None:
+            return gx, gw
+        gb = ns.sum(g, axis=(0, *range(2, g.ndim))) if 2 in needs else None
+        return gx, gw, gb
 
     return rule
 
@@ -230,4 +237,9 @@ def _avg_pool(ns, g, out, x, /, *, kernel, stride, padding):
 defvjp("_conv1d", _conv("_conv1d"), saves=("x", "w"), takes_needs=True)
 defvjp("_conv2d", _conv("_conv2d"), saves=("x", "w"), takes_needs=True)
 defvjp("_max_pool2d", _max_pool, saves=("x", "out"))
+def _relu(ns, g, out, x, /):
+    return (select(ns, out > 0, g, 0),)
+
+
 defvjp("_avg_pool2d", _avg_pool)
+defvjp("_relu", _relu, saves=("out",))

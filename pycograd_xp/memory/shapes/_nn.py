@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
-from ...namespace._nn import blocks_of, out_sizes
+from ...namespace._nn import blocks_of, check_bias, out_sizes
 from ...namespace._ops import defshape
-from ._helpers import new
+from ._helpers import new, ufunc_buffers
+from ._searching import _where_memory
 
 
 def _padded_bytes(x, padding):
@@ -29,22 +30,33 @@ def _padded_bytes(x, padding):
 
 
 def _conv(fname):
-    def shape(a, x, w, /, *, stride, padding, dilation, groups):
+    def shape(a, x, w, b=None, /, *, stride, padding, dilation, groups):
         n = w.ndim - 2
         if x.ndim != n + 2 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
             raise ValueError(f"{fname}(): input {x.shape} and weight {w.shape} do not match "
                              f"with groups={groups}")  # fmt: skip
+        check_bias(fname, w, b)
         out = out_sizes(fname, x.shape[2:], w.shape[2:], stride, padding, dilation)
-        return new((x.shape[0], w.shape[0], *out), np.result_type(x.dtype, w.dtype))
+        dtypes = (x.dtype, w.dtype) if b is None else (x.dtype, w.dtype, b.dtype)
+        return new((x.shape[0], w.shape[0], *out), np.result_type(*dtypes))
 
-    def memory(out, x, w, /, *, stride, padding, dilation, groups):
+    def memory(out, x, w, b=None, /, *, stride, padding, dilation, groups):
         per = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])  # one example's
         n = max(b - a for a, b in blocks_of(x.shape[0], per * x.dtype.itemsize))
         cols = n * per  # the columns of one block of the batch at a time
-        cast = cols * out.dtype.itemsize if x.dtype != out.dtype else 0  # matmul's cast copy
-        w_bytes = math.prod(w.shape) * max(w.dtype.itemsize, out.dtype.itemsize)
-        block_out = n * math.prod(out.shape[1:]) * out.dtype.itemsize if n < x.shape[0] else 0
-        return _padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes + block_out
+        prod = np.result_type(x.dtype, w.dtype)  # the product's dtype
+        cast = cols * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
+        w_bytes = math.prod(w.shape) * max(w.dtype.itemsize, prod.itemsize)
+        block = n * math.prod(out.shape[1:])  # the elements of one block's product
+        block_out = block * prod.itemsize if n < x.shape[0] else 0
+        bias = 0
+        if b is not None:  # added into the product in place; a new sum where it widens it
+            bias = ufunc_buffers(out, new((n, *out.shape[1:]), prod),
+                                 new((1, w.shape[0]) + (1,) * (out.ndim - 2), b.dtype))
+            if prod != out.dtype:
+                bias += block * out.dtype.itemsize
+        return (_padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes
+                + block_out + bias)
 
     return shape, memory
 
@@ -67,3 +79,16 @@ for _name in ("conv1d", "conv2d"):
 for _name in ("max_pool2d", "avg_pool2d"):
     _s, _m = _pool(_name)
     defshape(f"_{_name}", _s, memory=_m)
+
+
+def _relu(a, x, /):
+    return new(x.shape, x.dtype)
+
+
+def _relu_memory(out, x, /):
+    """The mask ``x > 0`` (one byte an element) beside the select's own transients."""
+    mask = new(x.shape, np.bool_)
+    return mask.nbytes + max(ufunc_buffers(mask, x, 0), _where_memory(out, mask, x, 0))
+
+
+defshape("_relu", _relu, memory=_relu_memory)
