@@ -80,7 +80,7 @@ class _Host:
 
 @dataclass
 class _Call:
-    fn: tuple  # ("row", prim) | ("inplace", fname) | ("index_add",)
+    fn: tuple  # ("row", prim) | ("operator", prim, op) | ("inplace", fname) | ("index_add",)
     args: tuple  # templates: _Sym, _Host, constants, tuples/lists of them
     kwargs: dict
     outs: Any  # _Sym, a tuple/list of _Sym (or None for a non-array output), or None
@@ -208,7 +208,10 @@ class _Recorder:
         return out
 
     # what the abstract backend calls
-    def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict,
+             via: Callable[..., Any] | None = None) -> Any:  # fmt: skip
+        """Record one call of ``prim`` (``via``: the Python operator that made it, which the
+        replay then uses too)."""
         ex_args, ex_kwargs = _examples(args, *self.ex), _examples(kwargs, *self.ex)
         out = rule(ABSTRACT, *ex_args, **ex_kwargs)
         transient = int(prim.memory(out, *ex_args, **ex_kwargs)) if prim.memory else 0
@@ -228,8 +231,8 @@ class _Recorder:
             targs = (out.shape, *targs[1:])
             tkw = {**tkw, "dtype": out.dtype}
         outs = self._outs(out)
-        self.calls.append(_Call(("row", prim), targs, tkw, outs, None, reads, _syms(outs),
-                                transient))  # fmt: skip
+        fn = ("row", prim) if via is None else ("operator", prim, via)
+        self.calls.append(_Call(fn, targs, tkw, outs, None, reads, _syms(outs), transient))
         return out
 
     def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
@@ -359,6 +362,8 @@ _FILES = itertools.count()  # each replay function's source gets its own name fo
 
 def _backend_function(fn: tuple, backend: Any) -> Callable[..., Any]:
     kind = fn[0]
+    if kind == "operator":
+        return fn[2]
     if kind == "inplace":
         return _OPERATOR_INPLACE[fn[1]]
     if kind == "host_array":
@@ -506,7 +511,7 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
         call = f"{f}({args}{kw})" if args else f"{f}({kw[2:]})"
         lhs = _lhs(c.outs)
         line = f"    {lhs} = {call}" if lhs else f"    {call}"
-        if elide and c.fn[0] == "row" and not kw:
+        if elide and c.fn[0] in ("row", "operator") and not kw:
             fast = _elision(c, j, rec, last, protected, src, backend)
             if fast is not None:
                 line = f"    {lhs} = {fast} else {call}"

@@ -328,3 +328,15 @@ def test_the_namespace_is_part_of_the_key():
     c = pg.compile(lambda x: x * 2.0)
     a, b = c(xp.ones(3)), c(strict.ones(3))
     assert a._ns is xp and b._ns is strict and len(c.traces) == 2
+
+
+def test_operators_replay_as_operators():
+    # A rule's ``a * b`` on NumPy's 0-d results (scalars, with their own complex arithmetic)
+    # is not np.multiply(a, b) to the last bit: the replay calls the operator, as uncompiled.
+    def step(x, g):
+        out, pullback = pg.vjp(xp.acosh, x)
+        return out, pullback(g)
+
+    x = xp.asarray(np.complex128(2.2287530382476834 + 2.8342317515235003j))
+    g = xp.asarray(np.complex128(0.7839754700613295 + 1.4934311452207607j))
+    _same(pg.compile(step)(x, g), step(x, g))

@@ -17,6 +17,7 @@ ever allocated.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..namespace._array import install_backend_operators
+from ..namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 from ..namespace._table import REGISTRY
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -196,7 +197,25 @@ def _inplace(fname: str) -> Callable[..., Any]:
     return op
 
 
-install_backend_operators(AbstractArray, lambda self, f: getattr(ABSTRACT, f), _inplace)
+# The Python operator behind each function an operator calls: on a backend's own arrays ``a * b``
+# is not always ``multiply(a, b)`` (NumPy's 0-d results are scalars, whose operators use their
+# own arithmetic), so a compile trace records the operator, and its replay calls that.
+PYTHON_OPERATORS = {**{f: getattr(operator, op.rstrip("_") + ("_" if op in ("and", "or") else ""))
+                       for op, f in BINARY_OPERATORS.items()},
+                    **{f: getattr(operator, op) for op, f in COMPARISONS.items()},
+                    "negative": operator.neg, "positive": operator.pos, "abs": operator.abs,
+                    "bitwise_invert": operator.invert}  # fmt: skip
+
+
+def _by_operator(self: AbstractArray, fname: str) -> Callable[..., Any]:
+    if CURRENT.recorder is None:
+        return getattr(ABSTRACT, fname)
+    prim = REGISTRY[fname]
+    return lambda *args: CURRENT.recorder.call(prim, prim.shape, args, {},
+                                               via=PYTHON_OPERATORS[fname])  # fmt: skip
+
+
+install_backend_operators(AbstractArray, _by_operator, _inplace)
 
 
 def _outputs(r: Any) -> list[AbstractArray]:
