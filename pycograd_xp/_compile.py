@@ -7,14 +7,17 @@ standard function of one row (its shape rule gives the output's shape and dtype)
 recorder notes it: which function, on which earlier results, with which constants. The result is
 the exact sequence of backend calls the engine would make on real arrays of those shapes,
 forward pass, backward pass and update, with every Python-level decision (which rule, which
-cotangents to sum, which dtype casts) already taken.
+cotangents to sum, which dtype casts) already taken. On a lazy backend (Cubed) the trace runs
+on the backend's own lazy arrays instead, behind proxies (``pycograd_xp._proxy``): chunks and
+Specs are then decided exactly as uncompiled, and building a lazy array computes nothing.
 
 That sequence becomes the source of one Python function (like ``namedtuple``'s): one line per
 backend call, calling the backend's own function directly, with ``del`` at each value's last use
 (the liveness the memory model computes, over the order the engine executes), and, on backends
 that write in place safely (NumPy, CuPy), elementwise results written into a dead operand's
 buffer instead of a fresh one when nothing else holds that buffer. No wrapper objects, no nodes,
-no topological sort, no dtype checks run at replay.
+no topological sort, no dtype checks run at replay. The memory model projects the replay's peak
+over the same schedule (``Trace.peak_bytes``).
 
 Soundness: a trace never sees values. Whatever needs one while tracing (``bool()``/``float()``
 of an array, an output shape that depends on data) raises :class:`TracingError` naming it, so a
