@@ -317,11 +317,33 @@ def weight_grad_by_offsets(bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], st
     return ws[0] if groups == 1 else bk.concat(ws, axis=0)
 
 
+def rows_first(kernel: Any, stride: Any) -> bool:
+    """Whether a 2-D max-pool reduces each window's rows first: where the columns' windows
+    tile (stride == kernel, both at least 2), the rows' maximum is one pass over runs of whole
+    rows (long inner loops), and only the half-sized columns' pass is strided."""
+    return len(kernel) == 2 and kernel[0] >= 2 and kernel[1] >= 2 and stride[1] == kernel[1]
+
+
 def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
-    """Max or mean over windows, reduced pairwise over the strided slices."""
+    """Max or mean over windows, reduced pairwise over the strided slices (a max-pool whose
+    columns tile: over whole rows first, see :func:`rows_first`)."""
     n = len(kernel)
     out = out_sizes(fname, tuple(x.shape[-n:]), kernel, stride, padding, (1,) * n)
     fill = bk.finfo(x.dtype).min if how == "max" else 0.0
+    if how == "max" and rows_first(kernel, stride):
+        xp_ = pad(bk, x, padding, fill)
+        (kh, kw), (sh, _), (ho, wo) = kernel, stride, out
+        lead = (slice(None),) * (x.ndim - 2)
+        rows = [xp_[lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw))]
+                for i in range(kh)]  # fmt: skip
+        v = rows[0]
+        for r in rows[1:]:
+            v = bk.maximum(v, r)  # (..., ho, wo * kw)
+        cols = [v[lead + (slice(None), slice(j, None, kw))] for j in range(kw)]
+        acc = cols[0]
+        for c in cols[1:]:
+            acc = bk.maximum(acc, c)
+        return acc
     parts = window_slices(pad(bk, x, padding, fill), kernel, stride, (1,) * n, out)
     acc = parts[0] if len(parts) > 1 else bk.asarray(parts[0], copy=True)  # never a view of x
     for p in parts[1:]:

@@ -4,7 +4,8 @@
 the batch at a time, see ``namespace._nn.batch_blocks``: each block's product is a temporary
 too), and a copy of the
 weight when it is not contiguous (a flipped kernel in a transposed convolution). Pooling reduces
-strided slices pairwise: one output-sized temporary beside the padded copy. A convolution's
+strided slices pairwise: one output-sized temporary beside the padded copy (a max-pool whose
+columns tile: the rows' maximum, ``kernel[1]`` times the output, then the columns'). A convolution's
 input gradient on a mutable backend is no row call but col2im (``vjp/_nn.py``): a product, a
 zero fill and strided adds, each projected by its own rule."""
 
@@ -14,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...namespace._nn import blocks_of, check_bias, out_sizes
+from ...namespace._nn import blocks_of, check_bias, out_sizes, rows_first
 from ...namespace._ops import defshape
 from ._helpers import new, ufunc_buffers
 from ._searching import _where_memory
@@ -68,6 +69,11 @@ def _pool(fname):
         return new((*x.shape[: x.ndim - n], *out), x.dtype)
 
     def memory(out, x, /, *, kernel, stride, padding):
+        if fname == "max_pool2d" and rows_first(kernel, stride):  # rows' maximum v, then columns'
+            (kh, kw), m = kernel, math.prod(out.shape) * out.dtype.itemsize
+            v = m * kw  # (..., ho, wo * kw)
+            return _padded_bytes(x, padding) + max(v * (1 if kh == 2 else 2),
+                                                   v + (m if kw > 2 else 0))  # fmt: skip
         return _padded_bytes(x, padding) + out.nbytes
 
     return shape, memory
