@@ -1,7 +1,9 @@
 """Gradient steps on Cubed, side by side in one run: time per step of logistic regression and of
 least squares on 400,000 x 100 float64 rows in Zarr (16 MB chunks, threads executor).
 
-Contenders, interleaved: graph mode (namespace(cubed), loss and gradient in one plan), one-pass
+Contenders, interleaved: graph mode (namespace(cubed), loss and gradient in one plan; as
+written, and with the per-row elementwise tail after ``X @ w`` wrapped in ``pycograd_xp.remat``,
+which on Cubed recomputes it in the backward instead of writing it to storage), one-pass
 mode (one eager task per chunk), a hand-written Cubed gradient of the same model
 (``X.T @ (X @ w - y)`` style), and one read pass over the data (``sum(X)`` on the same chunks:
 the floor a one-pass method can reach). Tasks, projected task memory and the ratios to the
@@ -44,16 +46,21 @@ def main() -> None:
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal(a.features) * 0.01
 
-    @row_loss
-    def logreg(p, X, y):
-        xp = X.__array_namespace__()
-        z = X @ p["w"]
+    def logreg_tail(z, y):
+        xp = z.__array_namespace__()
         return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
 
-    @row_loss
-    def lsq(p, X, y):
-        r = X @ p["w"] - y
+    def lsq_tail(z, y):
+        r = z - y
         return r * r
+
+    # graph mode as written, and with the elementwise tail rematerialized (pycograd_xp.remat,
+    # JAX's checkpoint): on Cubed a value two ops read is written to storage (Cubed fuses no
+    # op into two consumers), so recomputing the cheap tail in the backward beats saving it
+    logreg, lsq = (row_loss(lambda p, X, y, t=t: t(X @ p["w"], y))
+                   for t in (logreg_tail, lsq_tail))  # fmt: skip
+    logreg_remat, lsq_remat = (row_loss(lambda p, X, y, t=t: pg.remat(t)(X @ p["w"], y))
+                               for t in (logreg_tail, lsq_tail))  # fmt: skip
 
     def hand(model: str):
         w = cubed.asarray(w0, spec=spec)
@@ -83,9 +90,10 @@ def main() -> None:
             return [pg.unwrap(v), pg.unwrap(g["w"])]
         return build
 
-    for model, loss in (("logreg", logreg), ("lsq", lsq)):
+    for model, loss, loss_remat in (("logreg", logreg, logreg_remat), ("lsq", lsq, lsq_remat)):
         contenders = {
             "graph mode": timed(graph(loss), graph_fusion()),
+            "graph, remat(tail)": timed(graph(loss_remat), graph_fusion()),
             "graph, Cubed's fusion": timed(graph(loss)),
             "one-pass mode": timed(lambda loss=loss: [one_pass_step(loss, params, (X, y))[0]]),
             "hand-written Cubed": timed(lambda model=model: list(hand(model))),
