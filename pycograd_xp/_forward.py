@@ -375,6 +375,12 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
         if per_out is None:
             per_out = _rev_loop(pull, out_leaves, out_td, in_flat)
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
+        # the batched backward is a differentiable one (create_graph): its nodes stay only for
+        # an outer transform (hessian's jvp, an outer grad), as grad's result does
+        nested = _api._DEPTH.value > 0 or any(
+            isinstance(x, Array) and x._node is not None
+            for leaves, _ in in_flat for x in leaves)  # fmt: skip
+        jac = _api._finish(jac, nested)
         return (jac, res[2]) if has_aux else jac
 
     return wrapped

@@ -340,3 +340,21 @@ def test_operators_replay_as_operators():
     x = xp.asarray(np.complex128(2.2287530382476834 + 2.8342317515235003j))
     g = xp.asarray(np.complex128(0.7839754700613295 + 1.4934311452207607j))
     _same(pg.compile(step)(x, g), step(x, g))
+
+
+def test_transforms_compile():
+    rng = np.random.default_rng(6)
+    x = xp.asarray(rng.standard_normal((6, 4)))  # data the functions close over
+    w = xp.asarray(rng.standard_normal(4))
+    W = xp.asarray(rng.standard_normal((4, 3)))
+    y = xp.asarray(rng.standard_normal((6, 3)))
+
+    def loss(W, x, y):
+        return xp.sum((xp.tanh(x @ W) - y) ** 2)
+
+    for f, args in [(pg.vmap(pg.grad(loss), in_axes=(None, 0, 0)), (W, x, y)),
+                    (pg.jacrev(lambda w: xp.tanh(x @ w)), (w,)),
+                    (pg.jacfwd(lambda w: xp.tanh(x @ w)), (w,)),
+                    (pg.hessian(lambda w: xp.sum(xp.tanh(x @ w) ** 2)), (w,)),
+                    (lambda w, t: pg.jvp(lambda w: xp.sin(x @ w), (w,), (t,)), (w, w))]:
+        _same(pg.compile(f)(*args), f(*args))

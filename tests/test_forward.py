@@ -350,3 +350,27 @@ def test_linearize_has_aux_fixed_primals_and_errors(xp):
         f_jvp(xp.ones(3))
     with pytest.raises(TypeError, match="primal leaf 0"):
         pg.linearize(xp.sin, [1.0])
+
+
+def test_jacobians_carry_no_tape_but_nest():
+    """jacrev's batched backward is a differentiable one: its result must not keep that tape
+    at top level (as grad's does not), yet stay differentiable inside an outer transform."""
+    xp = pg.namespace(np)
+    rng = np.random.default_rng(0)
+    x = xp.asarray(rng.standard_normal((4, 3)))
+    w = xp.asarray(rng.standard_normal(3))
+
+    def f(w):
+        return xp.tanh(x @ w)
+
+    for jac in (pg.jacrev(f)(w), pg.jacfwd(f)(w)):
+        assert jac._node is None
+    outer = pg.grad(lambda w: xp.sum(pg.jacrev(f)(w) ** 2))(w)
+    fd = np.zeros(3)
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = 1e-6
+        hi = float(xp.sum(pg.jacrev(f)(w + xp.asarray(e)) ** 2))
+        lo = float(xp.sum(pg.jacrev(f)(w - xp.asarray(e)) ** 2))
+        fd[i] = (hi - lo) / 2e-6
+    np.testing.assert_allclose(np.asarray(pg.unwrap(outer)), fd, rtol=1e-6, atol=1e-8)

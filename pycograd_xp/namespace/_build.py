@@ -297,7 +297,8 @@ class _Builder:
 
     def recorder(self, prim: Primitive) -> Callable[..., Any]:
         floating = self.categories["floating-point"]
-        return elementwise_recorder(prim, self.mod, floating, self.backend.chunked)
+        return elementwise_recorder(prim, self.mod, floating, self.backend.chunked,
+                                    self.backend.abstract)  # fmt: skip
 
     def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
         if prim.impl is None:

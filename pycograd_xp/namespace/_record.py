@@ -79,6 +79,19 @@ def _lift(ns: Any, a: Any) -> Any:
     return a
 
 
+def _constant(ns: Any, a: Any) -> Any:
+    """``a`` as a constant of the abstract namespace ``ns`` if it is an untracked array of a
+    concrete one (a function being projected or compiled that closes over data): the node then
+    saves an abstract array, never the data."""
+    if isinstance(a, Array):
+        if a._ns is not ns and a._node is None and not a._backend.abstract:
+            return ns.asarray(a)
+        return a
+    if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
+        return type(a)(_constant(ns, e) for e in a)
+    return a
+
+
 def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
 
@@ -89,6 +102,9 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     if ns._backend.lift is not None:  # vmap: arrays of lower levels enter unbatched
         args = tuple(_lift(ns, a) for a in args)
         kwargs = {k: _lift(ns, v) for k, v in kwargs.items()} if kwargs else kwargs
+    if ns._backend.abstract:  # data a projected or compiled function closes over
+        args = tuple(_constant(ns, a) for a in args)
+        kwargs = {k: _constant(ns, v) for k, v in kwargs.items()} if kwargs else kwargs
     parents = []
     for i, a in enumerate(args):
         if type(a) is list or type(a) is tuple:
@@ -135,7 +151,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool) -> Any:
+def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool,
+                         abstract: bool = False) -> Any:
     """:func:`record` specialised for one elementwise row of one namespace: the hot path.
 
     ``rec(out, x)`` (unary) or ``rec(out, x1, x2)`` (binary) is called only when an input is
@@ -174,6 +191,8 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool)
             return out
         if ns._backend.lift is not None:  # vmap: arrays of lower levels enter unbatched
             x1, x2 = _lift(ns, x1), _lift(ns, x2)
+        if abstract:  # data a projected or compiled function closes over
+            x1, x2 = _constant(ns, x1), _constant(ns, x2)
         parents = []
         if (p := _parent(x1, floating)) is not None:
             parents.append((0, p))
