@@ -658,10 +658,12 @@ class Trace:
 class Compiled:
     """``compile(f)``: call it like ``f``. See :func:`compile`."""
 
-    def __init__(self, f: Callable[..., Any], static_argnums: Sequence[int], max_traces: int,
+    def __init__(self, f: Callable[..., Any], static_argnums: Sequence[int],
+                 static_argnames: Sequence[str], max_traces: int,
                  on_trace: Callable[[Trace], None] | None) -> None:  # fmt: skip
         self.f = f
         self.static_argnums = frozenset(static_argnums)
+        self.static_argnames = frozenset(static_argnames)
         self.max_traces = max_traces
         self.on_trace = on_trace
         self._cache: OrderedDict[Any, _Plan] = OrderedDict()
@@ -700,7 +702,7 @@ class Compiled:
         sig = _signature((args, kwargs), leaves)
         parts: list[Any] = [sig]
         ns = None
-        static_pos = self._static_positions(args, sig)
+        static_pos = self._static_positions(args, kwargs, sig)
         grad_on = MODE.enabled
         for i, leaf in enumerate(leaves):
             t = type(leaf)
@@ -730,15 +732,17 @@ class Compiled:
         parts.append(ns)  # NumPy and CuPy arrays share dtypes: the namespace tells them apart
         return tuple(parts), leaves, sig, ns
 
-    def _static_positions(self, args: tuple, sig: Any) -> frozenset[int]:
+    def _static_positions(self, args: tuple, kwargs: dict, sig: Any) -> frozenset[int]:
         found = self._static_scalars.get(sig, frozenset())
-        if not self.static_argnums:
+        if not self.static_argnums and not self.static_argnames:
             return found
-        # leaf positions of the static arguments
+        # leaf positions of the static arguments (positional ones, then keywords in the order
+        # the pytree flattens a dict)
         pos, i = set(found), 0
-        for k, a in enumerate(args):
+        named = [(k, kwargs[k]) for k in _dict_keys(kwargs)]
+        for k, a in [*enumerate(args), *named]:
             n = tree_flatten(a)[1].num_leaves
-            if k in self.static_argnums:
+            if k in self.static_argnums or k in self.static_argnames:
                 pos.update(range(i, i + n))
             i += n
         return frozenset(pos)
@@ -750,7 +754,7 @@ class Compiled:
         reason = "first call" if not self.traces else "new shapes, dtypes or static values"
         td = tree_flatten((args, kwargs))[1]
         while True:
-            static = self._static_positions(args, sig)
+            static = self._static_positions(args, kwargs, sig)
             try:
                 plan = _trace(self.f, leaves, td, ns, static)
                 break
@@ -940,8 +944,9 @@ def _np_dtype(dtype: Any) -> np.dtype:
         return np.dtype(str(dtype).rsplit(".", 1)[-1])
 
 
-def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
-            max_traces: int = 64, on_trace: Callable[[Trace], None] | None = None) -> Any:  # noqa: A001
+def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),  # noqa: A001
+            static_argnames: str | Sequence[str] = (), max_traces: int = 64,
+            on_trace: Callable[[Trace], None] | None = None) -> Any:  # fmt: skip
     """Compile ``f``: trace it once per structure of its arguments, then replay the recorded
     backend calls directly.
 
@@ -954,14 +959,18 @@ def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequen
 
     Python ``int``/``float`` arguments are dynamic (a step count, a learning rate: no retrace
     when they change) unless their value is needed while tracing, which makes them static
-    (``static_argnums`` makes whole arguments static from the start; ``bool`` and other values
-    are always static). Anything that needs an array's value while tracing raises
-    :class:`TracingError`. Called with arrays being differentiated (inside ``grad``, ``jvp``,
-    ``vmap``) the function runs uncompiled (``compiled.fallbacks`` counts it).
+    (``static_argnums`` and ``static_argnames`` make whole arguments static from the start;
+    ``bool`` and other values are always static). Anything that needs an array's value while
+    tracing raises :class:`TracingError`. Called with arrays being differentiated (inside
+    ``grad``, ``jvp``, ``vmap``) the function runs uncompiled (``compiled.fallbacks`` counts
+    it).
     """
     if f is None:
-        return functools.partial(compile, static_argnums=static_argnums, max_traces=max_traces,
+        return functools.partial(compile, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, max_traces=max_traces,
                                  on_trace=on_trace)  # fmt: skip
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
-    return Compiled(f, static_argnums, max_traces, on_trace)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    return Compiled(f, static_argnums, static_argnames, max_traces, on_trace)

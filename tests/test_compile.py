@@ -146,6 +146,10 @@ def test_python_numbers_are_dynamic_until_their_value_is_needed():
     s = pg.compile(g, static_argnums=1)
     _same(s(x, 2), g(x, 2))
     assert s.traces[0].reason == "first call"
+    k = pg.compile(lambda x, *, n: g(x, n), static_argnames="n")
+    _same(k(x, n=3), g(x, 3))
+    _same(k(x, n=2), g(x, 2))
+    assert [t.reason for t in k.traces] == ["first call", "new shapes, dtypes or static values"]
 
 
 def test_random_keys_are_arguments():
