@@ -19,7 +19,8 @@ import sys
 from types import ModuleType
 
 from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
-from ._compile import TracingError, compile
+from ._compile import TracingError
+from ._compile import compile as compile  # noqa: A004  (public, not in __all__: see below)
 from ._custom import custom_jvp, custom_vjp
 from ._forward import hessian, jacfwd, jacrev, jvp, linearize
 from ._remat import remat
@@ -28,11 +29,13 @@ from .namespace import Array, AxisError, namespace
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [
-    "Array", "AxisError", "TracingError", "compile", "custom_jvp", "custom_vjp", "enable_grad",
+    "Array", "AxisError", "TracingError", "custom_jvp", "custom_vjp", "enable_grad",
     "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "namespace", "no_grad", "remat",
     "stop_gradient", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "unwrap",
     "value_and_grad", "vjp", "vmap",
 ]  # fmt: skip
+# ``compile`` is public (``pycograd_xp.compile``) but left out of ``__all__``: a star import
+# must not shadow Python's builtin of the same name.
 __version__ = "0.1.0"
 
 
