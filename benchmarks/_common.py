@@ -54,3 +54,57 @@ def optional(name: str):
     except ImportError:
         print(f"  ({name} not installed: skipped; pip install -e '.[bench]')")
         return None
+
+
+def step_peak(fn: Callable[[], object], rss_over_warmup: bool = False) -> tuple[int, int]:
+    """(tracemalloc peak, resident-set growth) of one call of ``fn`` after a warm-up call (a
+    trace, a library's start-up), in bytes beyond what was live before it. With
+    ``rss_over_warmup`` the growth is measured over both calls (under fixed large malloc
+    thresholds the allocator keeps what the warm-up freed, so only then does it show)."""
+    import tracemalloc
+
+    from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth
+
+    rss = _reset_resident_peak() if rss_over_warmup else None
+    fn()
+    if not rss_over_warmup:
+        rss = _reset_resident_peak()
+    out = fn()
+    grown = _resident_growth(rss)
+    del out
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak, grown
+
+
+MALLOC_SETTINGS = {
+    "default": {},  # glibc's own thresholds
+    # every block of 16 KiB or more mapped on its own and unmapped when freed: the resident
+    # set's growth is then the live peak, whoever allocates (NumPy's, PyTorch's buffers alike)
+    "live": {"MALLOC_MMAP_THRESHOLD_": "16384", "MALLOC_TRIM_THRESHOLD_": "0"},
+    # the large fixed thresholds the timings run with (set above)
+    "fixed": {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**30)},
+}
+
+
+def in_fresh_process(script: str, args: list[str], malloc: str) -> object:
+    """Run ``python script *args`` in a new process under the ``malloc`` setting of
+    :data:`MALLOC_SETTINGS` and return the JSON its last line prints."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, PYCOGRAD_BENCH_KEEP_MALLOC="1")
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    env.update(MALLOC_SETTINGS[malloc])
+    out = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tracemalloc
 
 import _common  # noqa: F401  (pins threads before the contenders load)
 import numpy as np
@@ -33,7 +31,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pycograd_xp as pg  # noqa: E402
 from conformance import composed_nn  # noqa: E402
 from pycograd_xp import memory, nn  # noqa: E402
-from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth  # noqa: E402
 
 N = 64
 LR = 0.01
@@ -205,23 +202,7 @@ MEMORY_CONTENDERS = ["numpy by hand", "pycograd_xp (rows)", "pycograd_xp compile
 
 
 def _peak(fn) -> tuple[int | None, int]:
-    """(tracemalloc peak or None, resident-set growth) of a step after a warm-up step, bytes
-    beyond what is live before it."""
-    fn()
-    rss = _reset_resident_peak()
-    out = fn()
-    grown = _resident_growth(rss)
-    del out
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        out = fn()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    del out
-    return peak, grown
+    return _common.step_peak(fn)
 
 
 def memory_one(name: str) -> tuple[int | None, int]:
@@ -251,15 +232,8 @@ def memory_table() -> dict[str, tuple[int | None, int, int]]:
     found = {}
     for name in names:
         runs = []
-        for mapped in (False, True):
-            env = dict(os.environ, PYCOGRAD_BENCH_KEEP_MALLOC="1")
-            env.pop("MALLOC_MMAP_THRESHOLD_", None)
-            env.pop("MALLOC_TRIM_THRESHOLD_", None)
-            if mapped:
-                env.update(MALLOC_MMAP_THRESHOLD_="16384", MALLOC_TRIM_THRESHOLD_="0")
-            out = subprocess.run([sys.executable, __file__, "--memory-one", name], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            runs.append(json.loads(out.strip().splitlines()[-1]))
+        for malloc in ("default", "live"):
+            runs.append(_common.in_fresh_process(__file__, ["--memory-one", name], malloc))
         found[name] = (runs[1][0], runs[0][1], runs[1][1])
     print("Step peak memory, each contender in a fresh process, MiB beyond the arguments: "
           "resident-set growth of the second step with glibc's default malloc, and with every "

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import tracemalloc
 
 import _common  # noqa: F401  (pins threads before the contenders load)
 import _mlp
@@ -25,7 +23,6 @@ import bench_chain
 import numpy as np
 
 import pycograd_xp as pg
-from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth
 
 xp = pg.namespace(np)
 
@@ -77,28 +74,9 @@ def trace_cost() -> None:
 
 
 def _peak(fn) -> tuple[int, int]:
-    """(tracemalloc peak, resident-set growth) of a call after a warm-up call (the trace, a
-    library's own start-up), in bytes. With glibc's default thresholds the warm-up's frees go
-    back to the system and the growth is the call's own; with large fixed ones the allocator
-    keeps them, so the growth is measured over both calls there."""
-    keep = "PYCOGRAD_BENCH_KEEP_MALLOC" not in os.environ
-    rss = _reset_resident_peak() if keep else None
-    fn()
-    if not keep:
-        rss = _reset_resident_peak()
-    out = fn()
-    grown = _resident_growth(rss)
-    del out
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        out = fn()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    del out
-    return peak, grown
+    # under the fixed large thresholds the growth spans the warm-up (see step_peak)
+    fixed = _common.MALLOC_SETTINGS["fixed"]["MALLOC_MMAP_THRESHOLD_"]
+    return _common.step_peak(fn, os.environ.get("MALLOC_MMAP_THRESHOLD_") == fixed)
 
 
 def _memory_contender(name: str) -> tuple[int | None, int]:
@@ -144,16 +122,7 @@ def memory() -> None:
     for name in names:
         runs = {}
         for malloc in ("default", "live", "fixed"):
-            env = dict(os.environ)
-            if malloc != "fixed":
-                env.pop("MALLOC_MMAP_THRESHOLD_", None)
-                env.pop("MALLOC_TRIM_THRESHOLD_", None)
-                env["PYCOGRAD_BENCH_KEEP_MALLOC"] = "1"
-            if malloc == "live":
-                env.update(MALLOC_MMAP_THRESHOLD_="16384", MALLOC_TRIM_THRESHOLD_="0")
-            out = subprocess.run([sys.executable, __file__, "--memory-one", name], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            runs[malloc] = json.loads(out.strip().splitlines()[-1])
+            runs[malloc] = _common.in_fresh_process(__file__, ["--memory-one", name], malloc)
         traced = runs["fixed"][0]
         found[name] = traced
         tm = f"{traced / 1e6:12.1f}" if traced is not None else f"{'-':>12s}"

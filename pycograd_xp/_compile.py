@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ._host import HostScalar, ValueNeededError
-from ._proxy import Proxy
+from ._proxy import Proxy, real
 from ._tape import MODE, REDIRECT
 from .memory._abstract import ABSTRACT, CALL_SLACK, CURRENT, DTYPE_NAMES, AbstractArray
 from .memory._project import _overhead
@@ -183,7 +183,7 @@ class _Recorder:
                   kwargs: dict) -> Any:  # fmt: skip
         """A call of the recording namespace over a lazy backend (``pycograd_xp._proxy``): the
         backend's own function on the real arrays, the outputs as proxies."""
-        out = fn(*_real_examples(args), **_real_examples(kwargs))
+        out = fn(*real(args), **real(kwargs))
         wrapped = self._proxies(out, mod)
         name = prim.name
         reads: list[int] = []
@@ -284,20 +284,6 @@ def _arrays(out: Any) -> list[Any]:
     if isinstance(out, tuple | list):
         return [o for o in out if type(o) in _TRACED]
     return []
-
-
-def _real_examples(v: Any) -> Any:
-    """``v`` for the lazy backend's own function: real arrays, host scalars' examples."""
-    t = type(v)
-    if t is Proxy:
-        return v.real
-    if t is HostScalar:
-        return v.example
-    if t is tuple or t is list:
-        return t(_real_examples(e) for e in v)
-    if t is dict:
-        return {k: _real_examples(e) for k, e in v.items()}
-    return v
 
 
 def _syms(outs: Any) -> list[int]:

@@ -17,16 +17,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .memory._abstract import CURRENT
+from ._host import HostScalar
+from .memory._abstract import CURRENT, NoValue
 from .namespace._array import install_backend_operators
 from .namespace._backend import _BY_XP, Backend
 from .namespace._table import REGISTRY
 
 
-class Proxy:
+class Proxy(NoValue):
     """A real array of a lazy backend, seen by a trace (the replay uses the backend's own)."""
 
     __slots__ = ("real", "ns", "__weakref__")
+    TRACED_BY = "pycograd_xp.compile"
 
     def __init__(self, real: Any, ns: ModuleType) -> None:
         self.real, self.ns = real, ns
@@ -59,27 +61,7 @@ class Proxy:
     def __setitem__(self, key: Any, value: Any) -> None:
         self.ns.__setitem__(self, key, value)
 
-    def _no_value(self, how: str) -> Any:
-        raise TypeError(f"{how} of an array while tracing (pycograd_xp.compile): a traced "
-                        "function's arrays have no value, so it cannot branch on array values "
-                        "(use xp.where)")  # fmt: skip
-
-    def __bool__(self) -> bool:
-        return self._no_value("bool()")
-
-    def __float__(self) -> float:
-        return self._no_value("float()")
-
-    def __int__(self) -> int:
-        return self._no_value("int()")
-
-    def __index__(self) -> int:
-        return self._no_value("use as an index (__index__)")
-
-    def __complex__(self) -> complex:
-        return self._no_value("complex()")
-
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:  # a real array behind: refuse
         return self._no_value("conversion to NumPy")
 
 
@@ -94,10 +76,13 @@ install_backend_operators(Proxy, lambda self, f: getattr(self.ns, f), _inplace)
 
 
 def real(v: Any) -> Any:
-    """``v`` with each proxy replaced by its real array."""
+    """``v`` as the lazy backend's own functions take it: each proxy replaced by its real
+    array, each host scalar by its example (the number of this trace)."""
     t = type(v)
     if t is Proxy:
         return v.real
+    if t is HostScalar:
+        return v.example
     if t is tuple or t is list:
         return t(real(e) for e in v)
     if t is dict:

@@ -99,7 +99,35 @@ def _prod(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
-class AbstractArray:
+class NoValue:
+    """Arrays a trace runs on (abstract arrays, compile's proxies): anything that needs a value
+    raises a TypeError naming the conversion (compile restates it as a TracingError)."""
+
+    __slots__ = ()
+    TRACED_BY = "pycograd_xp.memory.project, pycograd_xp.compile"
+
+    def _no_value(self, how: str) -> Any:
+        raise TypeError(f"{how} of an array while tracing ({self.TRACED_BY}): a traced "
+                        "function's arrays have no value, so it cannot branch on array values "
+                        "(use xp.where)")  # fmt: skip
+
+    def __bool__(self) -> bool:
+        return self._no_value("bool()")
+
+    def __float__(self) -> float:
+        return self._no_value("float()")
+
+    def __int__(self) -> int:
+        return self._no_value("int()")
+
+    def __index__(self) -> int:
+        return self._no_value("use as an index (__index__)")
+
+    def __complex__(self) -> complex:
+        return self._no_value("complex()")
+
+
+class AbstractArray(NoValue):
     """An array with a shape and a dtype (a NumPy dtype) and no data.
 
     ``base`` is the array that owns the memory of a view (None: this array owns ``nbytes``);
@@ -164,25 +192,6 @@ class AbstractArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         ABSTRACT.__setitem__(self, key, value)
 
-    def _no_value(self, how: str) -> Any:
-        raise TypeError(f"{how} of an array while tracing (pycograd_xp.memory.project, "
-                        "pycograd_xp.compile): abstract arrays have no value, so a traced "
-                        "function cannot branch on array values (use xp.where)")  # fmt: skip
-
-    def __bool__(self) -> bool:
-        return self._no_value("bool()")
-
-    def __float__(self) -> float:
-        return self._no_value("float()")
-
-    def __int__(self) -> int:
-        return self._no_value("int()")
-
-    def __index__(self) -> int:
-        return self._no_value("use as an index (__index__)")
-
-    def __complex__(self) -> complex:
-        return self._no_value("complex()")
     __hash__ = None  # type: ignore[assignment]
 
 
