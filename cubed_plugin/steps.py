@@ -57,21 +57,36 @@ def _host(tree: Any) -> Any:
 
 
 def graph_fusion() -> Any:
-    """The ``optimize_function`` graph mode computes with: Cubed's multiple-input fusion allowed
-    32 source arrays and 80 input blocks per fused task (defaults 4 and 10). The backward of an
-    AD graph chains elementwise rules that read the forward residuals again (``r`` and the
-    cotangent twice for ``r * r``; ``z`` four times in logistic regression's), which overruns
-    the defaults, so cotangents were written to storage and read back by the matmul. Measured
-    on logistic regression, 400,000 x 100 rows in 20 chunks: 274 tasks with the defaults, 184
-    with (8, 20), 139 with (32, 80) and no fewer beyond; the largest task's projected memory is
-    the same for all. Fused tasks' memory stays Cubed's projection, and the plan is checked
-    against ``allowed_mem`` with this optimizer before it runs."""
+    """The ``optimize_function`` graph mode computes with.
+
+    1. Cheap elementwise producers with several consumers are copied into each consumer
+       (:mod:`cubed_plugin._fusion`): Cubed fuses an op only into a single consumer, and a
+       reverse-mode graph fans out everywhere (residuals read by forward and backward,
+       cotangents handed to every branch of a sum), so those arrays were written to storage
+       and read back.
+    2. Cubed's multiple-input fusion, allowed 32 source arrays and 80 input blocks per fused
+       task (defaults 4 and 10): the backward chains elementwise rules that read the forward
+       residuals again, which overran the defaults (logistic regression, 400,000 x 100 rows in
+       20 chunks: 274 tasks with the defaults, 139 with (32, 80), no fewer beyond).
+    3. A producer is never fused into an op that reads several of its blocks per task when it
+       is heavy (a matmul's partial products over the data) or would read over 1/16 of the
+       task's budget, and every fused task's projection counts what it holds as Cubed runs it
+       (all its input blocks at once); Cubed's own fused projection fell short of measured
+       task peaks (``_fusion.multi_block_consumers``, ``_fusion.project_fused``).
+    4. Each fused task opens each input array once and reads each input block once
+       (``apply_blockwise_read_once``): the copies of step 1 read the same residual.
+
+    Measured on that logistic regression (``benchmarks/bench_cubed.py``): 97 tasks and
+    1.17-1.41x a hand-written Cubed gradient with step 2 alone; 63 tasks and 0.94x with all
+    four (least squares 0.94x). Measured task peaks stay within the projections (processes
+    executor, ``tests/test_cubed_training.py``), and the plan is checked against
+    ``allowed_mem`` with this optimizer before it runs."""
     from functools import partial
 
-    from cubed.core.optimization import multiple_inputs_optimize_dag
+    from ._fusion import duplicating_optimizer, single_block_fusion
 
-    return partial(multiple_inputs_optimize_dag, max_total_source_arrays=32,
-                   max_total_num_input_blocks=80)  # fmt: skip
+    return duplicating_optimizer(partial(single_block_fusion, max_total_source_arrays=32,
+                                         max_total_num_input_blocks=80))  # fmt: skip
 
 
 def graph_step(loss: Callable[..., Any], params: Any, data: tuple, spec: Any) -> tuple[Any, Any]:

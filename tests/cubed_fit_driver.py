@@ -3,8 +3,9 @@
 imported the libraries (``cubed_plugin.train.measuring_processes``), so its measured peak is its
 own; the driver itself starts from a fork, so its ``ru_maxrss`` is not its parent's.
 
-``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL [MODEL ...]`` trains
-each model (logreg, mlp) from ``init_params`` for STEPS full-batch SGD steps on DATA_DIR's
+``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL[:MODE] ...`` trains
+each model (logreg, mlp; in ``fit``'s mode MODE, "auto" when not given: one-pass for these
+row losses) from ``init_params`` for STEPS full-batch SGD steps on DATA_DIR's
 X.zarr and y.zarr and prints, as JSON, the final parameters and the MemoryRecorder's projected
 and measured task memory of every op.
 """
@@ -27,12 +28,14 @@ def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models:
     y = cubed.from_zarr(f"{data}/y.zarr", spec=spec)
     out: dict = {"allowed_mem": int(spec.allowed_mem), "reserved_mem": int(spec.reserved_mem),
                  "data_bytes": int(X.nbytes + y.nbytes), "chunks": len(X.chunks[0])}
-    for model in models:
+    for run in models:
+        model, _, mode = run.partition(":")
         loss = logreg_loss if model == "logreg" else mlp_loss
         result = fit(loss, init_params(model, X.shape[1], hidden=8), (X, y), optim.sgd(0.5),
                      steps=int(steps), spec=spec, executor="processes", progress=False,
-                     log=None, compute_kwargs=measuring_processes())  # fmt: skip
-        out[model] = {"params": {k: v.tolist() for k, v in result.params.items()},
+                     log=None, mode=mode or "auto",
+                     compute_kwargs=measuring_processes())  # fmt: skip
+        out[run] = {"params": {k: v.tolist() for k, v in result.params.items()},
                       "report": result.memory.report(),
                       "max_projected": result.memory.max_projected()}  # fmt: skip
     out["driver_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
