@@ -7,9 +7,12 @@ which on Cubed recomputes it in the backward instead of writing it to storage), 
 mode (one eager task per chunk), a hand-written Cubed gradient of the same model
 (``X.T @ (X @ w - y)`` style), and one read pass over the data (``sum(X)`` on the same chunks:
 the floor a one-pass method can reach). Tasks, projected task memory and the ratios to the
-hand-written gradient and to the read pass are reported.
+hand-written gradient and to the read pass are reported; then each contender runs once more on
+the processes executor, each task in a fresh worker (``cubed_plugin.train.measuring_processes``),
+for its largest measured task peak and whether every op's measured peak is within its
+projection.
 
-    python benchmarks/bench_cubed.py [--rows 400000] [--repeats 3]
+    python benchmarks/bench_cubed.py [--rows 400000] [--repeats 3] [--no-measure]
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-measure", action="store_true",
+                    help="skip the measured run on the processes executor")
     a = ap.parse_args()
     import cubed
     from cubed.runtime.create import create_executor
 
     import pycograd_xp as pg
     from cubed_plugin.steps import graph_fusion, graph_step, one_pass_step, row_loss
-    from cubed_plugin.train import synthetic
+    from cubed_plugin.train import MemoryRecorder, measuring_processes, synthetic
 
     work = tempfile.mkdtemp(prefix="bench-cubed-")
     chunk = 16_000_000 // (8 * a.features)  # 16 MB chunks of X
@@ -74,13 +79,22 @@ def main() -> None:
         return loss, (X.T @ (s - y)) / a.rows
 
     def timed(build, optimize_function=None):
-        def run():
+        def run(measure=False):
             arrays = build()
             plan = cubed.plan(*arrays, optimize_function=optimize_function)
+            if measure:  # (largest measured task peak, every op within its projection)
+                rec = MemoryRecorder()
+                cubed.compute(*arrays, executor=processes, callbacks=[rec],
+                              optimize_function=optimize_function,
+                              **measuring_processes())  # fmt: skip
+                ops = [(p, m) for _, p, m in rec.report() if m is not None]
+                return max(m for _, m in ops), all(m <= p for p, m in ops)
             t0 = time.perf_counter()
             cubed.compute(*arrays, executor=ex, optimize_function=optimize_function)
             return time.perf_counter() - t0, plan.num_tasks, plan.max_projected_mem
         return run
+
+    processes = None if a.no_measure else create_executor("processes")
 
     params = {"w": w0}
 
@@ -112,12 +126,15 @@ def main() -> None:
         hand_t, read_t = med["hand-written Cubed"], med["one read pass (sum X)"]
         print(f"{model}: {a.rows} x {a.features} float64 ({a.rows * a.features * 8 / 1e6:.0f} MB)"
               f", chunks of {chunk} rows, threads executor, median of {a.repeats}")
+        measured = {name: f(measure=True) for name, f in contenders.items()} if processes else {}
         print(f"  {'contender':24s} {'s/step':>8s} {'/hand':>7s} {'/read':>7s} {'tasks':>6s} "
-              f"{'max task MB':>12s}")
+              f"{'projected MB':>13s} {'measured MB':>12s} {'within':>7s}")
         for name, t in med.items():
             tasks, mem = info[name]
+            peak, ok = measured.get(name, (None, None))
+            peak_s = "-" if peak is None else f"{peak / 1e6:.1f}"
             print(f"  {name:24s} {t:8.3f} {t / hand_t:7.2f} {t / read_t:7.2f} {tasks:6d} "
-                  f"{mem / 1e6:12.1f}")
+                  f"{mem / 1e6:13.1f} {peak_s:>12s} {'-' if ok is None else str(ok):>7s}")
 
 
 if __name__ == "__main__":
