@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 import threading
 import weakref
 from collections.abc import Iterable
@@ -333,6 +334,9 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
     if prim.takes_needs:  # the rule skips the cotangents no parent needs
         needs = tuple([p for p, _ in node.parents])
         kwargs = {**kwargs, "needs": needs} if kwargs else {"needs": needs}
+    if prim.takes_owned:  # the rule may write into g when only this pass references it
+        owned = not create_graph and _owned(node.ns._backend.owns_buffer, g)
+        kwargs = {**kwargs, "owned": owned} if kwargs else {"owned": owned}
     results = prim.vjp(ops, g, out, *args, **kwargs)
     for position, parent in node.parents:
         if type(position) is int:
@@ -346,6 +350,21 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         key = id(parent)
         old = cts.get(key)
         cts[key] = ct if old is None else _add(old, ct)
+
+
+# References to a cotangent that only the backward pass holds, as _owned counts them: the
+# ``g`` of ``backward``, of ``_run_rule`` and of ``_owned``, and getrefcount's argument. The
+# tests check that a fresh cotangent is owned, so a change here cannot silently switch it off.
+_PASS_REFS = 4
+
+
+def _owned(owns_buffer: Any, g: Any) -> bool:
+    """Whether ``g`` owns its memory (no view: NumPy's ``base is None``, the test its own
+    temporary elision uses) and nothing outside the backward pass holds it: no other
+    cotangent slot (a rule that hands ``g`` to two parents), no saved value, no view of it, no
+    caller (a seed cotangent), no user array."""
+    return (owns_buffer is not None and type(g) is not list and owns_buffer(g)
+            and sys.getrefcount(g) <= _PASS_REFS)
 
 
 def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:

@@ -278,3 +278,120 @@ def test_relu_keeps_no_mask_on_the_tape():
     proj = memory.project(lambda w: xp.sum(nn.relu(x @ w)), w)
     assert any(r.op == "_relu" for r in proj.rows)
     assert not any(r.op == "greater" and r.phase == "forward" for r in proj.rows)
+
+
+# -- relu's VJP writes into a cotangent only the backward pass holds ------------------------------
+
+
+def _owned_flags(monkeypatch):
+    """The ``owned`` flag the tape hands relu's rule, per call (the wrapper adds a frame after
+    the tape's check, so it changes nothing)."""
+    from pycograd_xp.namespace._ops import REGISTRY
+
+    prim, seen = REGISTRY["_relu"], []
+    rule = prim.vjp
+
+    def spy(ns, g, out, x, /, **kw):
+        seen.append(kw.get("owned"))
+        return rule(ns, g, out, x, **kw)
+
+    monkeypatch.setattr(prim, "vjp", spy)
+    return seen
+
+
+def test_a_fresh_cotangent_is_owned_and_written_in_place(monkeypatch):
+    """``relu(x) * c``: the product's VJP makes relu's cotangent, which nothing else holds.
+    If a change to the tape's references (or to CPython's counts) switched ownership off, this
+    fails instead of the memory silently growing."""
+    seen = _owned_flags(monkeypatch)
+    xp = pg.namespace(np)
+    x = xp.asarray(rng.standard_normal((8, 3, 5, 5)))
+    c = xp.asarray(rng.standard_normal((8, 3, 5, 5)))
+    g = pg.grad(lambda x: xp.sum(nn.relu(x) * c))(x)
+    assert seen == [True]
+    np.testing.assert_array_equal(_np(g), np.where(_np(x) > 0, _np(c), 0.0))
+
+
+def test_a_shared_or_caller_held_cotangent_is_never_written(monkeypatch):
+    """Two relus handed the same cotangent by a sum: the first runs while the other still
+    holds it (not owned), the second once nothing else does (owned); a cotangent the caller
+    passes to a vjp function is never owned, so never written. The gradients are select's."""
+    seen = _owned_flags(monkeypatch)
+    xp = pg.namespace(np)
+    x = xp.asarray(rng.standard_normal((6, 4)))
+    y = xp.asarray(rng.standard_normal((6, 4)))
+    c = xp.asarray(rng.standard_normal((6, 4)))
+    gx, gy = pg.grad(lambda x, y: xp.sum((nn.relu(x) + nn.relu(y)) * c), argnums=(0, 1))(x, y)
+    assert seen == [False, True]
+    np.testing.assert_array_equal(_np(gx), np.where(_np(x) > 0, _np(c), 0.0))
+    np.testing.assert_array_equal(_np(gy), np.where(_np(y) > 0, _np(c), 0.0))
+    seen.clear()
+    _, vjp_fn = pg.vjp(nn.relu, x)
+    ct = rng.standard_normal((6, 4))
+    kept = ct.copy()
+    (gx,) = vjp_fn(xp.asarray(ct))
+    np.testing.assert_array_equal(ct, kept)
+    np.testing.assert_array_equal(_np(gx), np.where(_np(x) > 0, kept, 0.0))
+    assert seen == [False]
+
+
+def test_relu_in_place_is_select_bit_for_bit_over_blocks(monkeypatch):
+    """The owned path, over several blocks of the batch: NaN and -0 in the cotangent go
+    through where relu passes it, 0 elsewhere, as the whole-array select."""
+    from pycograd_xp.namespace import _nn as rows
+    from pycograd_xp.vjp import _nn as rules
+
+    monkeypatch.setattr(rules, "MASK_BLOCK_BYTES", 64)  # blocks of one or two examples
+    xp = pg.namespace(np)
+    x = rng.standard_normal((7, 3, 4))
+    x[0, 0, :2] = (0.0, -0.0)
+    c = rng.standard_normal((7, 3, 4))
+    c[1, 1, :3] = (np.nan, -0.0, np.inf)
+    assert len(rows.blocks_of(7, 3 * 4 * 8, 64)) == 7
+    g = pg.grad(lambda x: xp.sum(nn.relu(x) * xp.asarray(c)))(xp.asarray(x))
+    want = np.where(x > 0, c, 0.0)
+    np.testing.assert_array_equal(_np(g).view(np.int64), want.view(np.int64))
+
+
+def test_select_writes_into_out_bit_for_bit():
+    """The select capability's ``out``: a strided view, and ``where(c, out, 0)`` in place."""
+    from pycograd_xp.namespace._backend import _numpy_select
+
+    a = rng.standard_normal((64, 80)).astype(np.float32)
+    a[0, :3] = (np.nan, -0.0, np.inf)
+    cond = rng.random((64, 80)) > 0.5
+    dst = np.full((64, 160), 7.0, np.float32)
+    _numpy_select(cond, a, 0, out=dst[:, ::2])
+    np.testing.assert_array_equal(dst[:, ::2].view(np.int32),
+                                  np.where(cond, a, np.float32(0)).view(np.int32))  # fmt: skip
+    assert (dst[:, 1::2] == 7.0).all()
+    b = a.copy()
+    assert _numpy_select(cond, b, 0, out=b) is b
+    np.testing.assert_array_equal(b.view(np.int32), np.where(cond, a, np.float32(0)).view(np.int32))
+    small = np.zeros(3)
+    _numpy_select(np.array([True, False, True]), np.arange(3.0), 5.0, out=small)
+    np.testing.assert_array_equal(small, [0.0, 5.0, 2.0])
+
+
+def test_max_pool_backward_over_blocks_of_the_batch_is_one_blocks(monkeypatch):
+    """Max-pool's in-place cotangent, block by block of the batch (blocks of one example):
+    the same bits as one block, ties (relu's zeros) and NaN windows included, tiled and
+    overlapping windows."""
+    from pycograd_xp.vjp import _nn as rules
+
+    xp = pg.namespace(np)
+    x = np.maximum(rng.standard_normal((5, 3, 8, 8)), 0.0)  # many tied zero windows
+    x[0, 0, 0, 0] = np.nan
+    c = rng.standard_normal((5, 3, 4, 4))
+    c3 = rng.standard_normal((5, 3, 3, 3))
+
+    def grads():
+        return [_np(pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 2) * xp.asarray(c)))(
+                    xp.asarray(x))),
+                _np(pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 3, stride=2) * xp.asarray(c3)))(
+                    xp.asarray(x)))]  # fmt: skip
+
+    want = grads()
+    monkeypatch.setattr(rules, "MASK_BLOCK_BYTES", 1)
+    for a, b in zip(grads(), want, strict=True):
+        np.testing.assert_array_equal(a.view(np.int64), b.view(np.int64))

@@ -221,8 +221,11 @@ def _adapt_abstract(b: Any) -> Any:
             return CURRENT.recorder.index_add(size, flat_index, values)
         return ABSTRACT.zeros((size,), dtype=values.dtype)  # NumPy: zeros, then add.at in place
 
+    # an abstract array owns its (modelled) memory when it is no view: the tape may then hand
+    # a rule its cotangent to write into, as on NumPy, and the model counts no second array
     return dataclasses.replace(b, abstract=True, mutable=True, ordered_writes=True,
-                               index_add=index_add)  # fmt: skip
+                               index_add=index_add,
+                               owns_buffer=lambda a: getattr(a, "base", 0) is None)  # fmt: skip
 
 
 register_adapter("abstract", _adapt_abstract)

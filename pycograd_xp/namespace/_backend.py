@@ -54,9 +54,10 @@ class Backend:
     # ``sliding_window_view``); convolutions take their columns from it with one copy. None:
     # the columns are a stack of strided slices.
     windows: Callable[..., Any] | None = None
-    # ``select(condition, x1, x2)``: ``where`` with the same values bit for bit, faster where
-    # the backend's own ``where`` branches per element (NumPy: a random mask costs it a
-    # mispredicted branch per element, 10x a bitwise blend). None: the backend's ``where``.
+    # ``select(condition, x1, x2, out=None)``: ``where`` with the same values bit for bit,
+    # faster where the backend's own ``where`` branches per element (NumPy: a random mask costs
+    # it a mispredicted branch per element, 10x a bitwise blend), written into ``out`` when
+    # given (no overlap with the operands). None: the backend's ``where``.
     select: Callable[..., Any] | None = None
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
@@ -165,23 +166,35 @@ def _numpy_index_add(size: int, flat_index: Any, values: Any) -> Any:
 SELECT_MIN = 4096
 
 
-def _numpy_select(condition: Any, x1: Any, x2: Any) -> Any:
+def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     """NumPy's ``where`` as a bitwise blend, ``x2 ^ ((x1 ^ x2) & -condition)`` on the bits (one
     ``&`` where a branch is a Python zero): the same values, NaN payloads and signed zeros
-    included, with no branch per element. Allocates the result, and where neither branch is
-    a Python zero an int8 copy of the condition."""
+    included, with no branch per element. Allocates the result (or writes it into ``out``, an
+    array of the result's shape and dtype, a strided view included, overlapping no operand
+    but ``x1`` itself in ``where(c, out, 0)``), and where neither branch is a Python zero an
+    int8 copy of the condition."""
     import numpy as np
 
     dtype = np.result_type(x1, x2)
     shape = np.broadcast_shapes(np.shape(condition), np.shape(x1), np.shape(x2))
     if (getattr(condition, "dtype", None) != np.bool_ or dtype.itemsize not in (1, 2, 4, 8)
-            or math.prod(shape) < SELECT_MIN):  # fmt: skip
-        return np.where(condition, x1, x2)
+            or math.prod(shape) < SELECT_MIN
+            or (out is not None and out.dtype != dtype)):  # fmt: skip
+        if out is None:
+            return np.where(condition, x1, x2)
+        out[...] = np.where(condition, x1, x2)
+        return out
     # owns its memory (no view of an integer array), laid out as where's (an operand's order)
     like = [v for v in (condition, x1, x2) if isinstance(v, np.ndarray) and v.shape == shape]
-    res = np.empty_like(like[0], dtype=dtype) if like else np.empty(shape, dtype)
+    if out is not None:
+        res = out
+    else:
+        res = np.empty_like(like[0], dtype=dtype) if like else np.empty(shape, dtype)
     bits = np.dtype(f"i{dtype.itemsize}")
     out = res.view(bits)
+    if res is x1 and _zero_bits(x2):  # where(c, out, 0) in place: out's bits & all-or-none
+        np.bitwise_and(out, np.negative(condition.view(np.int8)), out=out)
+        return res
     if _zero_bits(x2) or _zero_bits(x1):  # where(c, x, 0), where(c, 0, x): the mask in out
         np.negative(condition.view(np.int8), out=out)  # all bits set where True
         if not _zero_bits(x2):

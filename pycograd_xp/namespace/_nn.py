@@ -157,9 +157,17 @@ def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int
     return blocks_of(n, bytes_per_example)
 
 
-def blocks_of(n: int, bytes_per_example: int) -> list[tuple[int, int]]:
-    """The blocks of :func:`batch_blocks` on a backend that writes in place."""
-    k = min(n, max(1, -(-n * bytes_per_example // BLOCK_BYTES)))
+# An elementwise rule that writes its result block by block (relu's VJP) keeps each block's
+# cotangent-sized work within this many bytes: its mask then stays a fraction of a layer.
+MASK_BLOCK_BYTES = 1 * 2**20
+
+
+def blocks_of(n: int, bytes_per_example: int,
+              block_bytes: int | None = None) -> list[tuple[int, int]]:  # fmt: skip
+    """The blocks of :func:`batch_blocks` on a backend that writes in place (of at most
+    ``block_bytes`` each, BLOCK_BYTES when None)."""
+    limit = BLOCK_BYTES if block_bytes is None else block_bytes
+    k = min(n, max(1, -(-n * bytes_per_example // limit)))
     return [(i * n // k, (i + 1) * n // k) for i in range(k)]
 
 

@@ -64,6 +64,7 @@ class Primitive:
     diff_kwargs: tuple[str, ...] = ()
     nondiff: bool = False
     takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
+    takes_owned: bool = False  # the rule accepts owned= (it may write into the cotangent)
     # Forward mode (filled in by pycograd_xp.jvp): ``jvp(ns, tangents, out, *args, **kwargs)``
     # gives the output's tangent from one tangent per positional argument (then per name in
     # ``diff_kwargs``; None: zero).
@@ -151,20 +152,25 @@ def primitive(
 
 
 def defvjp(name: str, rule: Callable[..., Any], *, saves: tuple[str, ...] = (),
-           diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False) -> None:  # fmt: skip
+           diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False,
+           takes_owned: bool = False) -> None:  # fmt: skip
     """Attach the VJP ``rule(ns, g, out, <the function's arguments>)`` to row ``name``.
 
     ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps only
     those. The rule returns one cotangent per positional argument (None for no gradient), then
     one per name in ``diff_kwargs``. With ``takes_needs`` the rule also gets ``needs=``, the
     set of argument positions whose cotangent is wanted, and may return None for the others
-    (a matmul with a constant operand then does one product instead of two).
+    (a matmul with a constant operand then does one product instead of two). With
+    ``takes_owned`` it gets ``owned=``: True when the cotangent ``g`` is a backend array that
+    owns its memory and that nothing but the backward pass references (the tape checks), so
+    the rule may write its result into ``g`` and return it (relu's VJP: no second array of
+    the layer's size).
     """
     prim = REGISTRY[name]
     if prim.vjp is not None or prim.nondiff:
         raise RuntimeError(f"{name}: derivative declared twice")
     prim.vjp, prim.saves, prim.diff_kwargs = rule, frozenset(saves), diff_kwargs
-    prim.takes_needs = takes_needs
+    prim.takes_needs, prim.takes_owned = takes_needs, takes_owned
 
 
 def defjvp(name: str, rule: Callable[..., Any]) -> None:

@@ -8,14 +8,19 @@ from ._backend import _BY_XP
 from ._ops import primitive
 
 
-def select(bk: Any, condition: Any, x1: Any, x2: Any) -> Any:
+def select(bk: Any, condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     """``bk.where(condition, x1, x2)``; on a raw namespace whose backend has a faster
     ``select`` capability (NumPy), that one: the same values, bit for bit. A branch may be a
-    Python number (the standard's ``where`` takes scalars; no zero array to fill)."""
+    Python number (the standard's ``where`` takes scalars; no zero array to fill). With
+    ``out`` (a mutable array of the result's shape and dtype, or a view of one) the result is
+    written there and returned: the capability writes it directly, else it is assigned."""
     b = _BY_XP.get(id(bk))
     if b is not None and b.select is not None:
-        return b.select(condition, x1, x2)
-    return bk.where(condition, x1, x2)
+        return b.select(condition, x1, x2) if out is None else b.select(condition, x1, x2, out)
+    if out is None:
+        return bk.where(condition, x1, x2)
+    out[...] = bk.where(condition, x1, x2)
+    return out
 
 
 @primitive("real numeric", axis_check=True)
