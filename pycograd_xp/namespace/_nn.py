@@ -159,7 +159,7 @@ def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int
 
 # An elementwise rule that writes its result block by block (relu's VJP) keeps each block's
 # cotangent-sized work within this many bytes: its mask then stays a fraction of a layer.
-MASK_BLOCK_BYTES = 1 * 2**20
+MASK_BLOCK_BYTES = 2 * 2**20
 
 
 def blocks_of(n: int, bytes_per_example: int,
