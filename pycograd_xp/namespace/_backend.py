@@ -218,11 +218,27 @@ def _owns_buffer(d: Any) -> bool:
     return d.base is None
 
 
+def _numpy_windows(x: Any, window_shape: tuple[int, ...], axis: tuple[int, ...]) -> Any:
+    """NumPy's ``sliding_window_view(x, window_shape, axis=axis)`` (the same read-only view)
+    built with ``as_strided`` directly: a convolution takes one per block of the batch, and
+    the general function's argument handling cost 15 against 4 microseconds a call."""
+    from numpy.lib.stride_tricks import as_strided
+
+    shape = list(x.shape)
+    for w, a in zip(window_shape, axis, strict=True):
+        if not 0 < w <= shape[a]:
+            raise ValueError(f"windows: window {w} does not fit axis {a} of {x.shape}")
+        shape[a] -= w - 1
+    return as_strided(x, tuple(shape) + tuple(window_shape),
+                      tuple(x.strides) + tuple(x.strides[a] for a in axis),
+                      writeable=False)  # fmt: skip
+
+
 def _adapt_numpy(b: Backend) -> Backend:
     import numpy
 
     return dataclasses.replace(b, ordered_writes=True, index_add=_numpy_index_add,
-                               windows=numpy.lib.stride_tricks.sliding_window_view,
+                               windows=_numpy_windows,
                                select=_numpy_select,
                                scalar_type=numpy.generic, scalar_to_array=numpy.asarray,
                                owns_buffer=_owns_buffer,
