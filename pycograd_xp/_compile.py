@@ -32,6 +32,7 @@ import builtins
 import functools
 import itertools
 import linecache
+import math
 import operator
 import sys
 import threading
@@ -578,6 +579,16 @@ def _elision(c: _Call, j: int, rec: _Recorder, last: dict[int, int], protected: 
         iop = src.bind(_INPLACE[name], "op")
         return (f"{iop}(t{n}, {src.const(x2)}) if _rc(t{n}) == {_SOLE} and "
                 f"{src.bind(backend.owns_buffer, 'own')}(t{n})")
+    if name == "where" and backend.select is not None and len(c.args) == 3 and not c.kwargs:
+        # where(c, x, 0) into x's dead buffer (a VJP's mask: relu's), as the eager rule writes
+        # an owned cotangent; the select capability takes out= (NumPy's blend, in place)
+        cond, x1, x2 = c.args
+        n = dead_operand(x1)
+        if n is None or type(x2) not in (int, float) or x2 != 0 or math.copysign(1, x2) < 0:
+            return None
+        sel = src.bind(backend.select, "f")
+        return (f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
+                f"{_SOLE} and {src.bind(backend.owns_buffer, 'own')}(t{n})")
     if prim.kind == "unary" and backend.takes_out is not None:
         f = _backend_function(c.fn, backend)
         if not backend.takes_out(f):

@@ -362,3 +362,25 @@ def test_transforms_compile():
                     (pg.hessian(lambda w: xp.sum(xp.tanh(x @ w) ** 2)), (w,)),
                     (lambda w, t: pg.jvp(lambda w: xp.sin(x @ w), (w,), (t,)), (w, w))]:
         _same(pg.compile(f)(*args), f(*args))
+
+
+def test_a_vjps_mask_selects_into_the_dead_cotangent():
+    """relu's VJP, ``where(out > 0, g, 0)``, is replayed into ``g``'s buffer when ``g`` is
+    dead (guarded by its reference count), as the eager rule writes an owned cotangent: the
+    same bits, NaN and -0 in the cotangent included."""
+    x = np.random.default_rng(3).standard_normal((16, 300))
+    x[0, :2] = (0.0, -0.0)
+    c = np.random.default_rng(4).standard_normal((16, 300))
+    c[1, :3] = (np.nan, -0.0, np.inf)
+
+    def f(x, c):
+        return xp.sum(nn.relu(x) * c)
+
+    step = pg.value_and_grad(f)
+    compiled = pg.compile(step)
+    want = step(xp.asarray(x), xp.asarray(c))[1]
+    got = compiled(xp.asarray(x), xp.asarray(c))[1]
+    np.testing.assert_array_equal(np.asarray(pg.unwrap(got)).view(np.int64),
+                                  np.asarray(pg.unwrap(want)).view(np.int64))  # fmt: skip
+    src = compiled.source(xp.asarray(x), xp.asarray(c))
+    assert ", 0, out=t" in src and "_rc(" in src, src
