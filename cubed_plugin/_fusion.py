@@ -51,15 +51,13 @@ def _is_blockwise(d: dict) -> bool:
     return po is not None and po.pipeline.function is apply_blockwise
 
 
-def _chunk_nbytes(dag: Any, array: str) -> int:
-    target = dag.nodes[array]["target"]
-    chunks = getattr(target, "chunks", None)
-    if chunks is None:  # virtual arrays held in memory
-        return 0
-    size = 1
-    for c in chunks:
-        size *= c if isinstance(c, int) else max(c)
-    return size * target.dtype.itemsize
+def _nbytes(dag: Any, array: str) -> int:
+    """The bytes of one chunk of ``array`` (Cubed's ``chunk_memory``; 0 for a node without a
+    target)."""
+    from cubed.utils import chunk_memory
+
+    target = dag.nodes[array].get("target")
+    return 0 if target is None else chunk_memory(target)
 
 
 def _cheap(dag: Any, op: str, array: str, max_sources: int) -> bool:
@@ -76,8 +74,8 @@ def _cheap(dag: Any, op: str, array: str, max_sources: int) -> bool:
     sources = po.source_array_names
     if len(set(sources)) > max_sources:
         return False
-    out = _chunk_nbytes(dag, array)
-    return all(_chunk_nbytes(dag, s) <= out for s in sources)
+    out = _nbytes(dag, array)
+    return all(_nbytes(dag, s) <= out for s in sources)
 
 
 def _fusable_consumer(dag: Any, op: str, num_tasks: int) -> bool:
@@ -287,7 +285,7 @@ def _tree_reads(dag: Any, op: str) -> tuple[int, bool]:
     if not _is_blockwise(d):
         return 0, False
     po = d["primitive_op"]
-    out = _chunk_nbytes(dag, next(a for _, a in dag.out_edges(op)))
+    out = _nbytes(dag, next(a for _, a in dag.out_edges(op)))
     total, heavy = 0, False
     for a in po.source_array_names:
         producer = _op_of(dag, a)
@@ -295,8 +293,8 @@ def _tree_reads(dag: Any, op: str) -> tuple[int, bool]:
             t, h = _tree_reads(dag, producer)
             total, heavy = total + t, heavy or h
         else:
-            total += _chunk_nbytes(dag, a)
-            heavy = heavy or _chunk_nbytes(dag, a) > out
+            total += _nbytes(dag, a)
+            heavy = heavy or _nbytes(dag, a) > out
     return total, heavy
 
 
@@ -339,13 +337,6 @@ def single_block_fusion(dag: Any, *, array_names: tuple, **kwargs: Any) -> Any:
 
 
 # -- projected memory of a fused task, as Cubed runs it ------------------------------------------
-
-
-def _nbytes(dag: Any, array: str) -> int:
-    from cubed.utils import chunk_memory
-
-    target = dag.nodes[array].get("target")
-    return 0 if target is None else chunk_memory(target)
 
 
 def _tree_peak(dag: Any, fused: Any, op: str, reserved: int) -> int:
