@@ -83,40 +83,22 @@ def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
 def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
     """The cotangent of ``x`` as ``w^T g`` per group, (N, C, *K, *out), each window offset's
     slice added at its place in the padded input, the padding then dropped. One block of the
-    batch at a time (its columns within ``BLOCK_BYTES``). With stride 1 the adds run over the
-    flattened spatial axes: ``g`` is first padded to the padded input's trailing sizes, so that
-    each offset's columns are one contiguous run of the input's flat index (its padding
-    columns add zeros), one long add per offset instead of one short one per row."""
-    n = w.ndim - 2
+    batch at a time (its columns within ``BLOCK_BYTES``); with stride 1, one long add per
+    offset (:func:`_col2im_runs`)."""
     N = g.shape[0]
     o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
     out = tuple(g.shape[2:])
     sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[2:], padding, strict=True))
-    flat = all(st == 1 for st in stride)
-    rest = sizes[1:] if flat else out[1:]  # the trailing sizes of the columns' rows
-    p = out[0] * math.prod(rest)
-    kk = math.prod(kernel)
-    wm = ns.matrix_transpose(ns.reshape(w, (groups, o // groups, cg * kk)))
     dx = ns.zeros((N, groups * cg, *sizes), dtype=g.dtype)
+    if all(st == 1 for st in stride):
+        return _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups)
+    p, kk = math.prod(out), math.prod(kernel)
+    wm = ns.matrix_transpose(ns.reshape(w, (groups, o // groups, cg * kk)))
     overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
                   zip(stride, dilation, kernel, strict=True))  # fmt: skip
-    if flat and groups == 1:
-        return _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding)
     for a, b in batch_blocks(ns, N, groups * cg * kk * p * itemsize(ns, g.dtype)):
         gb = g[a:b, ...]
-        if flat and rest != out[1:]:
-            gb = pad(ns, gb, tuple((0, r - m) for r, m in zip(rest, out[1:], strict=True)))
         cols = ns.matmul(wm, ns.reshape(gb, (b - a, groups, o // groups, p)))
-        if flat:  # (n, C, prod(K), P): offset k's run starts at its flat index
-            cols = ns.reshape(cols, (b - a, groups * cg, kk, p))
-            dxf = ns.reshape(dx, (N, groups * cg, math.prod(sizes)))
-            steps = [math.prod(sizes[i + 1:]) for i in range(n)]
-            length = sum((m - 1) * st for m, st in zip(out, steps, strict=True)) + 1
-            for k, offs in enumerate(grid(kernel)):
-                start = sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
-                dxf[a:b, :, start:start + length] += cols[:, :, k, :length]
-            del cols, gb  # before the next block's: one block's columns alive at a time
-            continue
         cols = ns.reshape(cols, (b - a, groups * cg, *kernel, *out))  # (n, C, *K, *out)
         dxb = dx[a:b, ...]
         for offs in grid(kernel):
@@ -132,28 +114,30 @@ def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
 
-def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding):
-    """col2im for stride 1 and one group, one add per kernel offset and example: ``g`` padded
-    to the padded input's whole sizes, so that the product's rows, ordered (offset, channel),
-    give each offset one contiguous run over every channel's flat image; added at the
-    offset's flat start, a run spills into the next channel only the padded (zero) part of
-    ``g``'s grid (an output position plus an offset stays inside its image). Measured on the
-    small CNN's second layer: the adds 0.07 against 0.22 ms per block (one short add per
-    channel and offset), the product 18% longer."""
+def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
+    """col2im for stride 1, one add per kernel offset and block: ``g`` padded to the padded
+    input's whole sizes, so that the product's rows, ordered (offset, channel) within each
+    group, give each offset one contiguous run over every channel's flat image of the group;
+    added at the offset's flat start, a run spills into the next channel only the padded
+    (zero) part of ``g``'s grid (an output position plus an offset stays inside its image).
+    Measured on the small CNN's second layer: the adds 0.07 against 0.22 ms per block (one
+    short add per channel and offset), the product 18% longer."""
     n = len(sizes)
     N, (o, c), kernel = g.shape[0], w.shape[:2], tuple(w.shape[2:])
-    kk, size = math.prod(kernel), math.prod(sizes)
-    wk = ns.reshape(ns.permute_dims(w, (*range(2, 2 + n), 1, 0)), (kk * c, o))  # rows (k, c)
+    og, kk, size = o // groups, math.prod(kernel), math.prod(sizes)
+    wk = ns.reshape(ns.permute_dims(ns.reshape(w, (groups, og, c, *kernel)),
+                                    (0, *range(3, 3 + n), 2, 1)),
+                    (groups, kk * c, og))  # rows (k, c) of each group  # fmt: skip
     steps = [math.prod(sizes[i + 1:]) for i in range(n)]
     starts = [sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
               for offs in grid(kernel)]  # fmt: skip
-    dxf = ns.reshape(dx, (N, c * size))
-    for a, b in batch_blocks(ns, N, kk * c * size * itemsize(ns, g.dtype)):
+    dxf = ns.reshape(dx, (N, groups, c * size))
+    for a, b in batch_blocks(ns, N, groups * kk * c * size * itemsize(ns, g.dtype)):
         gb = pad(ns, g[a:b, ...], tuple((0, s - m) for s, m in zip(sizes, out, strict=True)))
-        cols = ns.reshape(ns.matmul(wk, ns.reshape(gb, (b - a, o, size))),
-                          (b - a, kk, c * size))  # fmt: skip
+        cols = ns.reshape(ns.matmul(wk, ns.reshape(gb, (b - a, groups, og, size))),
+                          (b - a, groups, kk, c * size))  # fmt: skip
         for k, start in enumerate(starts):
-            dxf[a:b, start:] += cols[:, k, : c * size - start]
+            dxf[a:b, :, start:] += cols[:, :, k, : c * size - start]
         del cols, gb  # before the next block's: one block's columns alive at a time
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
