@@ -32,7 +32,6 @@ import builtins
 import functools
 import itertools
 import linecache
-import math
 import operator
 import sys
 import threading
@@ -51,6 +50,7 @@ from .memory._abstract import ABSTRACT, CALL_SLACK, CURRENT, DTYPE_NAMES, Abstra
 from .memory._project import _overhead
 from .memory.shapes._helpers import KEEP_VALUES
 from .namespace._array import Array, make
+from .namespace._backend import _zero_bits
 from .namespace._ops import REGISTRY
 from .tree import _children, _dict_keys, tree_flatten, tree_unflatten
 
@@ -584,7 +584,7 @@ def _elision(c: _Call, j: int, rec: _Recorder, last: dict[int, int], protected: 
         # an owned cotangent; the select capability takes out= (NumPy's blend, in place)
         cond, x1, x2 = c.args
         n = dead_operand(x1)
-        if n is None or type(x2) not in (int, float) or x2 != 0 or math.copysign(1, x2) < 0:
+        if n is None or not _zero_bits(x2):
             return None
         sel = src.bind(backend.select, "f")
         return (f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
