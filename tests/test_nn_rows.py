@@ -168,43 +168,33 @@ def test_cubed_gradients_match_numpy():
         np.testing.assert_allclose(np.asarray(pg.unwrap(a).compute()), _np(b), rtol=1e-10)
 
 
-def test_a_cnn_step_is_projected_and_the_projection_bounds_it():
+@pytest.mark.parametrize("n, side, c1, c2, classes, pad1, tight", [
+    (8, 12, 4, 8, 3, 1, False),  # small: the projection's fixed overhead dominates
+    # relu, its gradient and the max-pool masks above SELECT_MIN (NumPy's bitwise where), and
+    # the input gradient of the second convolution as col2im: bounded tightly
+    (16, 28, 16, 32, 10, 0, True),
+])  # fmt: skip
+def test_a_cnn_step_is_projected_and_the_projection_bounds_it(n, side, c1, c2, classes, pad1,
+                                                              tight):  # fmt: skip
     xp = pg.namespace(np)
-    x = xp.asarray(rng.standard_normal((8, 1, 12, 12)).astype(np.float32))
-    p = {"w1": xp.asarray(rng.standard_normal((4, 1, 3, 3)).astype(np.float32)),
-         "w2": xp.asarray(rng.standard_normal((8, 4, 3, 3)).astype(np.float32)),
-         "w3": xp.asarray(rng.standard_normal((8 * 2 * 2, 3)).astype(np.float32))}  # fmt: skip
-    y = xp.asarray(np.arange(8) % 3)
+    x = xp.asarray(rng.standard_normal((n, 1, side, side)).astype(np.float32))
+    flat = c2 * (((side + 2 * pad1 - 2) // 2 - 2) // 2) ** 2
+    p = {"w1": xp.asarray(rng.standard_normal((c1, 1, 3, 3)).astype(np.float32)),
+         "w2": xp.asarray(rng.standard_normal((c2, c1, 3, 3)).astype(np.float32)),
+         "w3": xp.asarray(rng.standard_normal((flat, classes)).astype(np.float32))}  # fmt: skip
+    y = xp.asarray(np.arange(n) % classes)
 
     def f(p):
-        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"], padding=1)), 2)
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"], padding=pad1)), 2)
         h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["w2"])), 2)
-        return nn.cross_entropy(xp.reshape(h, (8, -1)) @ p["w3"], y)
+        return nn.cross_entropy(xp.reshape(h, (n, -1)) @ p["w3"], y)
 
-    proj = memory.project(f, p)
-    meas = memory.measure(f, p)
+    proj, meas = memory.project(f, p), memory.measure(f, p)
     assert any(r.op == "_conv2d" for r in proj.rows)
     assert meas.peak_bytes <= proj.peak_bytes, (meas, proj)
-
-
-def test_cnn_step_at_select_sizes_is_bounded_by_its_projection():
-    # relu, its gradient and the max-pool masks above SELECT_MIN (NumPy's bitwise where), and
-    # the input gradient of the second convolution as col2im
-    xp = pg.namespace(np)
-    x = xp.asarray(rng.standard_normal((16, 1, 28, 28)).astype(np.float32))
-    p = {"w1": xp.asarray(rng.standard_normal((16, 1, 3, 3)).astype(np.float32)),
-         "w2": xp.asarray(rng.standard_normal((32, 16, 3, 3)).astype(np.float32)),
-         "w3": xp.asarray(rng.standard_normal((32 * 5 * 5, 10)).astype(np.float32))}  # fmt: skip
-    y = xp.asarray(np.arange(16) % 10)
-
-    def f(p):
-        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"])), 2)
-        h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["w2"])), 2)
-        return nn.cross_entropy(xp.reshape(h, (16, -1)) @ p["w3"], y)
-
-    meas, proj = memory.measure(f, p), memory.project(f, p)
-    assert meas.peak_bytes <= proj.traced_peak_bytes, (meas, proj)
-    assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8
+    if tight:
+        assert meas.peak_bytes <= proj.traced_peak_bytes, (meas, proj)
+        assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int16, np.int64,
