@@ -216,6 +216,13 @@ def _max_pool(ns, g, out, x, /, *, kernel, stride, padding):
     return (_unpool(ns, cts, x, kernel, stride, padding),)
 
 
+def _mask_blocks(ns, a):
+    """Blocks of ``a``'s first axis of at most MASK_BLOCK_BYTES each: an elementwise rule's
+    masks and temporaries a block's, never the whole array's."""
+    per = math.prod(a.shape[1:]) * itemsize(ns, a.dtype)
+    return blocks_of(a.shape[0], per, MASK_BLOCK_BYTES)
+
+
 def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
     """Max-pool's cotangent written offset by offset into one array, block by block of the
     batch (each offset's window-sized temporaries a block's, never all of them: measured, the
@@ -236,8 +243,7 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
         slice(o, o + s * (m - 1) + 1, s) for o, s, m in
         zip(offs, stride, out_sizes_, strict=True)) for offs in grid(kernel)]  # fmt: skip
     if lead:
-        per = math.prod(dx.shape[1:]) * itemsize(ns, g.dtype)
-        blocks = blocks_of(lead[0], per, MASK_BLOCK_BYTES)
+        blocks = _mask_blocks(ns, dx)
     else:
         blocks = [None]
     for blk in blocks:
@@ -284,8 +290,7 @@ def _relu(ns, g, out, x, /, *, owned=False):
     select."""
     if not (owned and _raw(ns) and caps(ns).mutable and not caps(ns).chunked and g.ndim):
         return (select(ns, out > 0, g, 0),)
-    per = math.prod(g.shape[1:]) * itemsize(ns, g.dtype)
-    for a, b in blocks_of(g.shape[0], per, MASK_BLOCK_BYTES):
+    for a, b in _mask_blocks(ns, g):
         block = g[a:b, ...]
         select(ns, out[a:b, ...] > 0, block, 0, out=block)
     return (g,)
