@@ -46,7 +46,14 @@ import numpy as np
 from ._host import HostScalar, ValueNeededError
 from ._proxy import Proxy, real
 from ._tape import MODE, REDIRECT
-from .memory._abstract import ABSTRACT, CALL_SLACK, CURRENT, DTYPE_NAMES, AbstractArray
+from .memory._abstract import (
+    ABSTRACT,
+    CALL_SLACK,
+    CURRENT,
+    DTYPE_NAMES,
+    AbstractArray,
+    matmul_into_shape,
+)
 from .memory._project import _overhead
 from .memory.shapes._helpers import KEEP_VALUES
 from .namespace._array import Array, make
@@ -85,6 +92,7 @@ class _Host:
 @dataclass
 class _Call:
     fn: tuple  # ("row", prim) | ("operator", prim, op) | ("inplace", fname) | ("index_add",)
+    # | ("matmul_into",) | ("host_array", fn, dtype)
     args: tuple  # templates: _Sym, _Host, constants, tuples/lists of them
     kwargs: dict
     outs: Any  # _Sym, a tuple/list of _Sym (or None for a non-array output), or None
@@ -255,6 +263,19 @@ class _Recorder:
         self.calls.append(_Call(("index_add",), targs, {}, outs, None, reads, _syms(outs)))
         return out
 
+    def matmul_into(self, x1: AbstractArray, x2: AbstractArray, out: AbstractArray
+                    ) -> AbstractArray:  # fmt: skip
+        """A product written into ``out`` (a view of a buffer the trace made): replayed as
+        the backend's ``matmul_into``, or a product and a write where it has none."""
+        if matmul_into_shape(x1, x2) != out.shape:
+            raise ValueError(f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
+                             f"{out.shape} array")  # fmt: skip
+        reads: list[int] = []
+        targs = self.template((x1, x2, out), "matmul_into", reads)
+        n = self.sym(out, "matmul_into")
+        self.calls.append(_Call(("matmul_into",), targs, {}, None, n, reads, [n]))
+        return out
+
     def host_array(self, fn: Callable[..., Any], args: tuple, shape: tuple[int, ...],
                    dtype: Any) -> AbstractArray:  # fmt: skip
         """An array the replay makes on the host from host numbers: ``fn(*args)``, a NumPy
@@ -338,6 +359,11 @@ _OPERATOR_INPLACE = {"add": operator.iadd, "subtract": operator.isub,
 ELIDE_MIN_BYTES = 8 * 1024
 
 
+def _matmul_into(matmul: Callable[..., Any], x1: Any, x2: Any, out: Any) -> Any:
+    out[...] = matmul(x1, x2)  # a backend with no matmul_into capability: a product, a write
+    return out
+
+
 def _probe_refcount() -> int:
     # What sys.getrefcount reports for an object held by one local variable only (it differs
     # between Python versions), measured the way generated code asks.
@@ -358,6 +384,10 @@ def _backend_function(fn: tuple, backend: Any) -> Callable[..., Any]:
         return _OPERATOR_INPLACE[fn[1]]
     if kind == "host_array":
         return functools.partial(_host_array, backend.xp.asarray, fn[1], fn[2])
+    if kind == "matmul_into":
+        if backend.matmul_into is not None:
+            return backend.matmul_into
+        return functools.partial(_matmul_into, backend.xp.matmul)
     if kind == "index_add":
         if backend.index_add is not None:
             return backend.index_add

@@ -385,3 +385,118 @@ def test_max_pool_backward_over_blocks_of_the_batch_is_one_blocks(monkeypatch):
     monkeypatch.setattr(rules, "MASK_BLOCK_BYTES", 1)
     for a, b in zip(grads(), want, strict=True):
         np.testing.assert_array_equal(a.view(np.int64), b.view(np.int64))
+
+
+# -- the convolution's NumPy paths: flat grid, bias in the product, narrow columns ----------------
+
+PATHS = {"flat": {"FLAT_BELOW": 10**6, "BIAS_ROW_BELOW": 0},
+         "bias row": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 10**6},
+         "narrow": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 0}}  # fmt: skip
+
+
+@pytest.mark.parametrize("xs, ws, p, d, dtype", [
+    ((3, 2, 7, 6), (4, 2, 3, 3), 0, 1, np.float64),
+    ((2, 3, 8, 9), (5, 3, 2, 3), 1, (2, 1), np.float64),  # padding, dilation, uneven kernel
+    ((2, 1, 9, 9), (3, 1, 3, 3), 2, 2, np.float64),
+    ((5, 16, 13, 13), (32, 16, 3, 3), 0, 1, np.float32),  # the CNN's second layer
+])  # fmt: skip
+def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(monkeypatch, xs, ws, p,
+                                                                          d, dtype):  # fmt: skip
+    """The flat-grid columns (short rows, stride 1), the bias in the product (few channels)
+    and the narrow columns: the same values and gradients (x, w and b), blocks of one example
+    included, and each one's measured peak within its projection."""
+    from pycograd_xp.namespace import _nn as rows
+
+    xp = pg.namespace(np)
+    args = [xp.asarray(rng.standard_normal(s).astype(dtype)) for s in (xs, ws, ws[:1])]
+
+    def f(x, w, b):
+        return xp.sum(nn.relu(nn.conv2d(x, w, b, padding=p, dilation=d)) ** 2)
+
+    step = pg.value_and_grad(f, argnums=(0, 1, 2))
+    got = {}
+    for path, limits in PATHS.items():
+        for name, v in limits.items():
+            monkeypatch.setattr(rows, name, v)
+        pads = ((p, p), (p, p))
+        out = rows.out_sizes("conv2d", xs[2:], ws[2:], (1, 1), pads, nn._pair(d, 2))
+        assert rows.flat_rows(ws[2:], (1, 1), pads, out, 1) == (path == "flat")
+        assert rows.bias_row(xs[1], 1, args[2]) == (path == "bias row")
+        for block in (None, 1):
+            if block is not None:
+                monkeypatch.setattr(rows, "BLOCK_BYTES", block)
+            got[path, block] = step(*args)
+        monkeypatch.undo()
+        assert memory.measure(f, *args, argnums=(0, 1, 2)).peak_bytes <= memory.project(
+            f, *args, argnums=(0, 1, 2)).peak_bytes  # fmt: skip
+    eps = 1e-12 if dtype == np.float64 else 1e-5  # sums in another order: relative to the size
+    want = got["narrow", None]
+    for (_path, _block), (value, grads) in got.items():
+        for a, b in zip((value, *grads), (want[0], *want[1]), strict=True):
+            np.testing.assert_allclose(_np(a), _np(b), rtol=eps, atol=eps * np.abs(_np(b)).max())
+
+
+def test_an_infinite_input_reaches_only_the_weight_gradients_whose_windows_read_it(monkeypatch):
+    """A product over more positions than the windows (the flat grid's wrapped columns,
+    col2im's zero tail) multiplies zeros with inputs: ``0 * inf`` would make a weight
+    gradient NaN where no window of its offset reads the infinity. On every path the weight
+    gradient is non-finite exactly where a direct sum over the windows is."""
+    from pycograd_xp.namespace import _nn as rows
+
+    xp = pg.namespace(np)
+    x = rng.standard_normal((2, 2, 6, 6))
+    x[0, 1, 2, 5], x[1, 0, 3, 0], x[1, 1, 5, 2] = np.inf, -np.inf, np.inf  # borders
+    w = xp.asarray(rng.standard_normal((3, 2, 3, 3)))
+    # g = 1: the weight gradient at (o, c, i, j) sums x[:, c] over offset (i, j)'s windows
+    want = np.stack([x[:, :, i:i + 4, j:j + 4].sum(axis=(0, 2, 3)) for i in range(3)
+                     for j in range(3)], axis=-1).reshape(2, 3, 3)  # fmt: skip
+    for path in PATHS.values():
+        for name, v in path.items():
+            monkeypatch.setattr(rows, name, v)
+        got = _np(pg.grad(lambda w: xp.sum(nn.conv2d(xp.asarray(x), w)))(w))
+        np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want[None]) & np.ones(
+            (3, 1, 1, 1), bool))  # fmt: skip
+    assert not rows.flat_rows((3, 3), (1, 1), ((0, -1), (0, 0)), (4, 4), 1)  # no crops
+
+
+@pytest.mark.parametrize("xs, ws, p, d, g", [((3, 4, 9, 8), (6, 4, 3, 3), 1, 1, 1),
+                                             ((2, 4, 8, 9), (6, 2, 2, 3), (2, 1), (1, 2), 2),
+                                             ((5, 3, 6, 7), (8, 3, 3, 3), 1, 1, 1)])  # fmt: skip
+def test_col2im_into_a_buffer_is_the_product_over_the_whole_image(monkeypatch, xs, ws, p, d, g):
+    """With ``matmul_into`` (NumPy) col2im's product covers only the output rows, written into
+    a buffer whose tail is zero; without it, the product over ``g`` padded to the whole image.
+    The same input gradient, and the projection bounds both."""
+    import dataclasses
+
+    from pycograd_xp.namespace import _backend
+
+    xp = pg.namespace(np)
+    x, w = xp.asarray(rng.standard_normal(xs)), xp.asarray(rng.standard_normal(ws))
+
+    def f(x, w):
+        return xp.sum(nn.conv2d(x, w, padding=p, dilation=d, groups=g) ** 2)
+
+    runs = []
+    for into in (True, False):
+        if not into:
+            raw = xp._backend
+            monkeypatch.setitem(_backend._BY_XP, id(raw.xp),
+                                dataclasses.replace(raw, matmul_into=None))  # fmt: skip
+        runs.append(_np(pg.grad(f)(x, w)))
+        assert memory.measure(f, x, w).peak_bytes <= memory.project(f, x, w).peak_bytes
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-12, atol=1e-12)
+
+
+def test_matmul_into_refuses_an_out_of_another_shape():
+    from pycograd_xp.memory._abstract import AbstractArray
+    from pycograd_xp.memory._project import abstract_namespace
+
+    into = abstract_namespace()._backend.matmul_into
+    a, b = AbstractArray((2, 3, 4), "float32"), AbstractArray((4, 5), "float32")
+    assert into(a, b, AbstractArray((2, 3, 5), "float32")).shape == (2, 3, 5)
+    with pytest.raises(ValueError, match=r"matmul_into: the product of \(2, 3, 4\) and \(4, 5\)"):
+        into(a, b, AbstractArray((2, 3, 6), "float32"))
+    with pytest.raises(ValueError, match="matmul_into: operands"):
+        into(a, AbstractArray((3, 5), "float32"), AbstractArray((2, 3, 5), "float32"))
+    with pytest.raises(ValueError, match="float64"):
+        into(a, b, AbstractArray((2, 3, 5), "float64"))

@@ -258,6 +258,15 @@ def _function(prim: Any) -> Callable[..., Any]:
     return f
 
 
+def matmul_into_shape(x1: Any, x2: Any) -> tuple[int, ...]:
+    """The shape of ``matmul(x1, x2)`` for operands of two or more axes; a clear error where
+    they do not match."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-2]:
+        raise ValueError(f"matmul_into: operands {x1.shape} and {x2.shape} do not match: "
+                         "expected (..., n, k) and (..., k, m)")  # fmt: skip
+    return np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-1])
+
+
 class _Info:
     def capabilities(self) -> dict[str, Any]:
         return {"boolean indexing": True, "data-dependent shapes": True,

@@ -20,7 +20,7 @@ from ..namespace import namespace
 from ..namespace._array import Array, make
 from ..namespace._backend import register_adapter
 from ..tree import tree_flatten, tree_map
-from ._abstract import ABSTRACT, CURRENT, AbstractArray, Tracker
+from ._abstract import ABSTRACT, CURRENT, AbstractArray, Tracker, matmul_into_shape
 
 
 class Spec:
@@ -221,10 +221,21 @@ def _adapt_abstract(b: Any) -> Any:
             return CURRENT.recorder.index_add(size, flat_index, values)
         return ABSTRACT.zeros((size,), dtype=values.dtype)  # NumPy: zeros, then add.at in place
 
+    def matmul_into(x1: Any, x2: Any, out: Any) -> Any:
+        if CURRENT.recorder is not None:  # compile: the replay calls the backend's own
+            return CURRENT.recorder.matmul_into(x1, x2, out)
+        shape = matmul_into_shape(x1, x2)
+        if shape != out.shape or np.result_type(x1.dtype, x2.dtype) != out.dtype:
+            raise ValueError(f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
+                             f"{out.shape} {out.dtype} array")  # fmt: skip
+        if CURRENT.tracker is not None:  # NumPy: straight into out, nothing allocated
+            CURRENT.tracker.call("matmul_into", [], 0)
+        return out
+
     # an abstract array owns its (modelled) memory when it is no view: the tape may then hand
     # a rule its cotangent to write into, as on NumPy, and the model counts no second array
     return dataclasses.replace(b, abstract=True, mutable=True, ordered_writes=True,
-                               index_add=index_add,
+                               index_add=index_add, matmul_into=matmul_into,
                                owns_buffer=lambda a: getattr(a, "base", 0) is None)  # fmt: skip
 
 

@@ -59,6 +59,10 @@ class Backend:
     # it a mispredicted branch per element, 10x a bitwise blend), written into ``out`` when
     # given (no overlap with the operands). None: the backend's ``where``.
     select: Callable[..., Any] | None = None
+    # ``matmul_into(x1, x2, out)``: ``matmul(x1, x2)`` written into ``out`` (of the result's
+    # shape and dtype; a strided view whose last axis is contiguous: a BLAS leading dimension),
+    # returned (NumPy's ``out=``): a product straight into part of a larger buffer. None: none.
+    matmul_into: Callable[..., Any] | None = None
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
     block_sampler: Callable[..., Any] | None = None
@@ -218,6 +222,12 @@ def _owns_buffer(d: Any) -> bool:
     return d.base is None
 
 
+def _numpy_matmul_into(x1: Any, x2: Any, out: Any) -> Any:
+    import numpy
+
+    return numpy.matmul(x1, x2, out=out)
+
+
 def _numpy_windows(x: Any, window_shape: tuple[int, ...], axis: tuple[int, ...]) -> Any:
     """NumPy's ``sliding_window_view(x, window_shape, axis=axis)`` (the same read-only view)
     built with ``as_strided`` directly: a convolution takes one per block of the batch, and
@@ -239,7 +249,7 @@ def _adapt_numpy(b: Backend) -> Backend:
 
     return dataclasses.replace(b, ordered_writes=True, index_add=_numpy_index_add,
                                windows=_numpy_windows,
-                               select=_numpy_select,
+                               select=_numpy_select, matmul_into=_numpy_matmul_into,
                                scalar_type=numpy.generic, scalar_to_array=numpy.asarray,
                                owns_buffer=_owns_buffer,
                                takes_out=lambda f: isinstance(f, numpy.ufunc))  # fmt: skip

@@ -15,9 +15,17 @@ import math
 
 import numpy as np
 
-from ...namespace._nn import blocks_of, check_bias, out_sizes, rows_first
+from ...namespace._nn import (
+    bias_row,
+    blocks_of,
+    check_bias,
+    flat_padding,
+    flat_rows,
+    out_sizes,
+    rows_first,
+)
 from ...namespace._ops import defshape
-from ._helpers import new, ufunc_buffers
+from ._helpers import BUFFER_ELEMENTS, new, ufunc_buffers
 from ._searching import _where_memory
 
 
@@ -42,6 +50,10 @@ def _conv(fname):
         return new((x.shape[0], w.shape[0], *out), np.result_type(*dtypes))
 
     def memory(out, x, w, b=None, /, *, stride, padding, dilation, groups):
+        if flat_rows(tuple(w.shape[2:]), stride, padding, tuple(out.shape[2:]), groups):
+            return _flat_memory(out, x, w, b, padding)
+        if bias_row(x.shape[1], groups, b):
+            return _bias_row_memory(out, x, w, padding)
         per = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])  # one example's
         n = max(b - a for a, b in blocks_of(x.shape[0], per * x.dtype.itemsize))
         cols = n * per  # the columns of one block of the batch at a time
@@ -60,6 +72,47 @@ def _conv(fname):
                 + block_out + bias)
 
     return shape, memory
+
+
+def _flat_memory(out, x, w, b, padding):
+    """A convolution over the flat padded grid (``namespace._nn._conv_flat``): the input padded
+    with one more row (always a copy), the weight's permuted copy, and per block of the batch
+    its columns (n, prod(K) * C, H' * W), the product (n, O, H' * W) and what adding the bias
+    into it takes."""
+    wp = x.shape[3] + padding[1][0] + padding[1][1]  # the padded width
+    length = out.shape[2] * wp
+    per = w.shape[1] * math.prod(w.shape[2:]) * length  # one example's columns
+    n = max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+    prod = np.result_type(x.dtype, w.dtype)
+    cols = n * per * x.dtype.itemsize
+    cast = n * per * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
+    w_bytes = math.prod(w.shape) * (w.dtype.itemsize + (prod.itemsize if w.dtype != prod else 0))
+    block = n * w.shape[0] * length  # the elements of one block's product
+    bias = 0
+    if b is not None:  # added into the product in place (the iterator buffers the broadcast
+        widened = np.result_type(prod, b.dtype)  # bias); a new sum where it widens it
+        bias = min(block, BUFFER_ELEMENTS) * widened.itemsize
+        if widened != prod:
+            bias += block * widened.itemsize
+    return (_padded_bytes(x, flat_padding(padding)) + w_bytes + cols + cast
+            + block * prod.itemsize + bias)
+
+
+def _bias_row_memory(out, x, w, padding):
+    """A convolution with the bias in its product (``namespace._nn._conv_bias_row``): the
+    padded copy, the weight with a column per channel more, and per block of the batch the
+    slice of ones (until stacked), the columns (n, C * (prod(K) + 1), P), matmul's cast copy
+    of them where the weight is wider, and the block's product where there are several."""
+    c, kk, p = x.shape[1], math.prod(w.shape[2:]), math.prod(out.shape[2:])
+    per = c * (kk + 1) * p  # one example's columns
+    n = max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+    item = out.dtype.itemsize
+    wa = w.shape[0] * c * (kk + 1) * item
+    ones = n * c * p * x.dtype.itemsize
+    cast = n * per * item if x.dtype != out.dtype else 0
+    block = n * w.shape[0] * p * item if n < x.shape[0] else 0
+    return (_padded_bytes(x, padding) + wa + n * per * x.dtype.itemsize + max(ones, cast)
+            + block)
 
 
 def _pool(fname):
