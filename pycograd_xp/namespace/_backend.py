@@ -180,7 +180,9 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     import numpy as np
 
     dtype = np.result_type(x1, x2)
-    shape = np.broadcast_shapes(np.shape(condition), np.shape(x1), np.shape(x2))
+    shapes = {getattr(v, "shape", ()) for v in (condition, x1, x2)} - {()}
+    # one shape (the common case: arrays alike, Python numbers): no broadcast_shapes (3 us)
+    shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
     if (getattr(condition, "dtype", None) != np.bool_ or dtype.itemsize not in (1, 2, 4, 8)
             or math.prod(shape) < SELECT_MIN
             or (out is not None and out.dtype != dtype)):  # fmt: skip
