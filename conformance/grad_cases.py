@@ -454,6 +454,8 @@ def _nn_cases(out):
         ((2, 3, 5, 6), (4, 3, 3, 2), 1, 0, 1, 1), ((1, 2, 7, 6), (3, 2, 3, 3), 2, 1, 1, 1),
         ((2, 2, 7, 7), (2, 2, 2, 3), (2, 3), (2, 1), (2, 1), 1),
         ((1, 4, 5, 5), (6, 2, 3, 3), 1, 1, 1, 2), ((1, 1, 4, 4), (2, 1, 1, 1), 3, 0, 1, 1),
+        ((1, 2, 4, 4), (9, 2, 3, 3), 1, 0, 1, 1),  # more channels than positions: one 2-D
+        ((2, 3, 4, 19), (2, 3, 2, 3), 1, 0, 1, 1),  # product for w; rows of 17: narrow columns
     ]  # fmt: skip
     out["_conv2d"] = [
         Case(f"x{xs} w{ws} s={s} p={p} d={d} g={g}", lambda xp, s=s, p=p, d=d, g=g: (
@@ -477,6 +479,8 @@ def _nn_cases(out):
             Case(f"x{xs} k={k} s={s} p={p}", lambda xp, f=f, k=k, s=s, p=p: (
                 lambda x: f(x, k, s, p)), (arr(xs),)) for xs, k, s, p in pools
         ]  # fmt: skip
+    out["_conv2d"].append(Case("bias in the product, s=2", lambda xp: lambda x, w, b: nn.conv2d(
+        x, w, b, stride=2), (arr((2, 3, 7, 7)), arr((4, 3, 3, 3)), arr((4,)))))  # fmt: skip
     out["_conv2d"].append(Case("bias s=2 p=1 g=2", lambda xp: lambda x, w, b: nn.conv2d(
         x, w, b, stride=2, padding=1, groups=2), (arr((2, 4, 5, 5)), arr((6, 2, 3, 3)),
                                                   arr((6,)))))  # fmt: skip

@@ -12,8 +12,12 @@ rows take normalized keyword arguments, one entry per spatial axis: ``stride`` a
 
 An implementation is one im2col and one matrix product. On a backend with the ``windows``
 capability (NumPy, CuPy: a strided sliding-window view) the columns are one copy out of a
-view; elsewhere (array-api-strict) they are a stack of ``prod(K)`` strided slices. A chunked
-backend (Cubed) contracts the channels once per window offset instead (no reshapes).
+view; elsewhere (array-api-strict) they are a stack of ``prod(K)`` strided slices. On a backend
+that writes in place, output rows shorter than ``FLAT_BELOW`` take the columns over the flat
+padded image instead (one contiguous slice per offset, :func:`flat_columns`), and inputs of
+fewer than ``BIAS_ROW_BELOW`` channels take the bias into the product
+(:func:`_conv_bias_row`). A chunked backend (Cubed) contracts the channels once per window
+offset instead (no reshapes).
 Pooling reduces the strided slices pairwise (``maximum``/``add``): cheaper than any reduction
 over a window view. A backend built from the table (the abstract and batched backends) has the
 row itself, and gets the call.

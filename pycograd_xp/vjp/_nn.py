@@ -159,10 +159,12 @@ def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
 
 def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     """The correlation of ``x`` with ``g``: the cotangent of ``w``. Where one example's
-    product is large against its positions (``O * Q > P``) on a raw backend, one 2-D product
-    per block of the batch, columns (Q, n * P) against the cotangent (O, n * P), summed over
-    the blocks; else a batched product per example and a sum (a long, thin 2-D product is the
-    slower one there)."""
+    product is large against its positions (``O * Q > P``) on a raw backend that writes in
+    place, one product per example with the cotangent channels-last, block by block of the
+    batch (:func:`_weight_grad_per_example`), or where the products would outgrow the columns
+    (``O > P``) one 2-D product per block, columns (Q, n * P) against the cotangent
+    (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
+    the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
     if getattr(ns, "_backend", None) is None and caps(ns).chunked:
         return weight_grad_by_offsets(ns, g, pad(ns, x, padding), tuple(w.shape), stride,
                                       dilation, groups)  # fmt: skip

@@ -2,12 +2,13 @@
 ``pycograd_xp.namespace._nn``): a padded copy of the input where there is padding, the columns
 (N, C * prod(K), prod(out)) copied out of the window view for the product (of one block of
 the batch at a time, see ``namespace._nn.batch_blocks``: each block's product is a temporary
-too), and a copy of the
-weight when it is not contiguous (a flipped kernel in a transposed convolution). Pooling reduces
-strided slices pairwise: one output-sized temporary beside the padded copy (a max-pool whose
-columns tile: the rows' maximum, ``kernel[1]`` times the output, then the columns'). A convolution's
-input gradient on a mutable backend is no row call but col2im (``vjp/_nn.py``): a product, a
-zero fill and strided adds, each projected by its own rule."""
+too), and a copy of the weight when it is not contiguous (a flipped kernel in a transposed
+convolution). The flat-grid and bias-in-the-product paths have their own rules
+(:func:`_flat_memory`, :func:`_bias_row_memory`). Pooling reduces strided slices pairwise: one
+output-sized temporary beside the padded copy (a max-pool whose columns tile: the rows'
+maximum, ``kernel[1]`` times the output, then the columns'). A convolution's input gradient on
+a mutable backend is no row call but col2im (``vjp/_nn.py``): a product, a zero fill and
+strided adds, each projected by its own rule."""
 
 from __future__ import annotations
 
