@@ -131,6 +131,7 @@ class _Recorder:
         self.real_type = backend.array_type  # a lazy backend's arrays (proxied while tracing)
         self.by_real: dict[int, Proxy] = {}
         self.calls: list[_Call] = []
+        self.wrapped_syms: set[int] = set()  # results our namespace handed out (see wrapped)
         self.ids: dict[int, int] = {}  # id(AbstractArray) -> symbol
         self.keep: list[Any] = []  # every array seen, alive until the trace ends (ids stay unique)
         self.meta: list[_Meta] = []
@@ -262,6 +263,13 @@ class _Recorder:
         outs = self._outs(out)
         self.calls.append(_Call(("index_add",), targs, {}, outs, None, reads, _syms(outs)))
         return out
+
+    def wrapped(self, a: Any) -> None:
+        """Our namespace handed out ``a``: uncompiled, a 0-d result of it is a 0-d array (NumPy
+        returns a scalar, which the namespace wraps back), so the replay wraps it too."""
+        n = self.ids.get(id(a))
+        if n is not None:
+            self.wrapped_syms.add(n)
 
     def matmul_into(self, x1: AbstractArray, x2: AbstractArray, out: AbstractArray
                     ) -> AbstractArray:  # fmt: skip
@@ -523,12 +531,21 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
                              for a in h.args)  # fmt: skip
             lines.append(f"    h{n} = {src.bind(h.op, 'op')}({args})")
     elide = backend.owns_buffer is not None
+    # NumPy hands back a scalar from a 0-d operation. Uncompiled, our namespace wraps it back
+    # into a 0-d array (a rule's raw operations keep it a scalar); the next operation then runs
+    # NumPy's ufunc loop, not its scalar arithmetic, whose complex products round differently
+    # (measured: up to 4 ulp). The replay wraps exactly what the namespace wrapped.
+    to_array = (src.bind(backend.scalar_to_array, "a")
+                if backend.scalar_to_array is not None else None)  # fmt: skip
     elided = 0
     for j, c in enumerate(live):
         f = src.bind(_backend_function(c.fn, backend), "f")
         args = ", ".join(src.const(a) for a in c.args)
         kw = "".join(f", {k}={src.const(v)}" for k, v in c.kwargs.items())
         call = f"{f}({args}{kw})" if args else f"{f}({kw[2:]})"
+        if (to_array is not None and type(c.outs) is _Sym and c.outs.n in rec.wrapped_syms
+                and rec.meta[c.outs.n].shape == ()):  # fmt: skip
+            call = f"{to_array}({call})"
         lhs = _lhs(c.outs)
         line = f"    {lhs} = {call}" if lhs else f"    {call}"
         if elide and c.fn[0] in ("row", "operator") and not kw:

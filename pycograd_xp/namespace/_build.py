@@ -179,7 +179,19 @@ class _Builder:
             a._node = None
             return a
 
-        return new
+        if not self.backend.abstract:
+            return new
+        from ..memory._abstract import CURRENT
+
+        def new_traced(data: Any) -> Array:
+            # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
+            # into 0-d arrays), as distinct from the raw results inside a first-order rule
+            recorder = CURRENT.recorder
+            if recorder is not None:
+                recorder.wrapped(data)
+            return new(data)
+
+        return new_traced
 
     def wrap(self) -> Callable[[Any], Any]:
         """Wrap a backend result: an array, a (named) tuple or list of them, or a plain value."""
