@@ -512,6 +512,9 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
         if n in needed_hosts:
             needed_hosts.update(rec.hosts[id(a)] for a in rec.host_list[n].args
                                 if isinstance(a, HostScalar))  # fmt: skip
+    protected_outs = {t.n for t in out_templates if type(t) is _Sym}
+    folded = _fold_constants(rec, live, set(inputs), protected_outs, backend)
+    live = [c for c in live if not (c.writes and all(n in folded for n in c.writes))]
     last: dict[int, int] = {}
     for j, c in enumerate(live):
         for n in c.reads:
@@ -519,12 +522,15 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
         for n in c.writes:
             last.setdefault(n, j)
             last[n] = max(last[n], j)
-    protected = set(inputs) | {t.n for t in out_templates if type(t) is _Sym}
-    peak = _projected_peak(rec, live, last, inputs, protected)
+    # the folded constants live as long as the replay: never freed, never written in place
+    protected = set(inputs) | protected_outs | set(folded)
+    peak = _projected_peak(rec, live, last, [*inputs, *folded], protected)
     src = _Source(backend)
     src.globals["_rc"] = sys.getrefcount
     params = [f"t{n}" for n in inputs] + [f"h{rec.hosts[id(h)]}" for h in host_inputs]
     lines = [f"def replay({', '.join(params)}):"]
+    for n in sorted({n for c in live for n in c.reads if n in folded}):  # constants, bound once
+        lines.append(f"    t{n} = {src.bind(folded[n], 'c')}")
     for n, h in enumerate(rec.host_list):  # the host expressions, in order
         if h.op is not None and n in needed_hosts:
             args = ", ".join(src.const(_Host(rec.hosts[id(a)]) if isinstance(a, HostScalar) else a)
@@ -566,6 +572,79 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
     replay = glb["replay"]
     weakref.finalize(replay, linecache.cache.pop, filename, None)  # evicted: source goes too
     return replay, source, len(live), elided, peak
+
+
+# compile evaluates once, when it generates the replay, the calls that read no argument (a
+# loss's seed cotangent: ones, a division, expand_dims, broadcast_to), each result owning at
+# most this many bytes: the replay binds the results instead of calling the backend again.
+FOLD_MAX_BYTES = 64 * 1024
+
+
+def _fold_constants(rec: _Recorder, live: list[_Call], inputs: set[int], outputs: set[int],
+                    backend: Any) -> dict[int, Any]:  # fmt: skip
+    """Constant folding: the values of the symbols that depend on no argument and no host
+    number, made by pure calls (rows and operators, no write into a buffer), into buffers the
+    replay never writes, and that are no output of the function (a caller may write into an
+    output). A lazy backend folds nothing: its arrays belong to one computation."""
+    if backend.lazy:
+        return {}
+    meta = rec.meta
+
+    def owner(n: int) -> int:
+        return n if meta[n].owns or meta[n].base is None else meta[n].base
+
+    written = {owner(c.mutates) for c in live if c.mutates is not None}
+    arrays = backend.array_type  # a closed-over array: read afresh by each replay, never folded
+    values: dict[int, Any] = {}
+    to_array = backend.scalar_to_array
+    for c in live:
+        if (c.fn[0] not in ("row", "operator") or c.mutates is not None or not c.writes
+                or c.fn[1].name == "__setitem__" or _has_host((c.args, c.kwargs), arrays)
+                or any(n not in values for n in c.reads)
+                or any(n in inputs or n in outputs or owner(n) in written
+                       or meta[n].nbytes > FOLD_MAX_BYTES for n in c.writes)):  # fmt: skip
+            continue
+        try:
+            f = _backend_function(c.fn, backend)
+            args = _evaluate(c.args, values, backend.xp)
+            kwargs = {k: _evaluate(v, values, backend.xp) for k, v in c.kwargs.items()}
+            result = f(*args, **kwargs)
+        except Exception:  # noqa: BLE001  (never worse than not folding: the replay calls it)
+            continue
+        outs = [(c.outs, result)] if type(c.outs) is _Sym else list(zip(c.outs, result,
+                                                                          strict=True))  # fmt: skip
+        for sym, v in outs:
+            if sym is None:
+                continue
+            if to_array is not None and sym.n in rec.wrapped_syms and meta[sym.n].shape == ():
+                v = to_array(v)
+            values[sym.n] = v
+    return values
+
+
+def _has_host(v: Any, arrays: type) -> bool:
+    """Whether a template holds a host number or an array of the backend (one the function
+    closes over, which the caller may write between calls)."""
+    t = type(v)
+    if t is _Host or isinstance(v, arrays):
+        return True
+    if t is tuple or t is list:
+        return any(_has_host(e, arrays) for e in v)
+    if t is dict:
+        return any(_has_host(e, arrays) for e in v.values())
+    return t is slice and any(type(p) is _Host for p in (v.start, v.stop, v.step))
+
+
+def _evaluate(v: Any, values: dict[int, Any], xp: Any) -> Any:
+    """A template's value with the folded symbols' values (the replay's ``src.const``)."""
+    t = type(v)
+    if t is _Sym:
+        return values[v.n]
+    if t is tuple or t is list:
+        return t(_evaluate(e, values, xp) for e in v)
+    if isinstance(v, np.dtype):
+        return getattr(xp, v.name)
+    return v
 
 
 def _projected_peak(rec: _Recorder, live: list[_Call], last: dict[int, int], inputs: list[int],

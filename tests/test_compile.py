@@ -401,3 +401,52 @@ def test_a_vjps_mask_selects_into_the_dead_cotangent():
                                   np.asarray(pg.unwrap(want)).view(np.int64))  # fmt: skip
     src = compiled.source(xp.asarray(x), xp.asarray(c))
     assert ", 0, out=t" in src and "_rc(" in src, src
+
+
+def test_calls_that_read_no_argument_are_folded_once():
+    """Constant folding: a loss's seed cotangent (ones, a division, expand_dims, broadcast_to)
+    is computed when the replay is generated, not on every call; the values stay the same."""
+    from pycograd_xp import _compile
+
+    def loss(w):
+        return -xp.sum(w * w) / 8.0
+
+    step = pg.value_and_grad(loss)
+    compiled = pg.compile(step)
+    for seed in (1, 2):
+        w = xp.asarray(np.random.default_rng(seed).standard_normal((4, 2)))
+        _same(compiled(w), step(w))
+    source = compiled.source(w)
+    assert " = c" in source  # a folded constant bound, not called
+    assert not any(f in source for f in ("ones", "broadcast_to"))
+    folded = len(source.splitlines())
+    original = _compile.FOLD_MAX_BYTES
+    try:
+        _compile.FOLD_MAX_BYTES = -1  # nothing folds
+        unfolded = pg.compile(step)
+        _same(unfolded(w), step(w))
+        assert len(unfolded.source(w).splitlines()) > folded
+    finally:
+        _compile.FOLD_MAX_BYTES = original
+
+
+def test_folding_leaves_written_returned_and_closed_over_arrays_alone():
+    data = xp.asarray(np.arange(3.0))
+
+    def f(w):
+        z = xp.zeros(3)
+        z[0] = w[0]  # written in place: never a shared constant
+        t = xp.ones(3)
+        t += w  # written in place too
+        big = xp.zeros((100, 100))  # above FOLD_MAX_BYTES: made by each replay
+        return z * 2.0 + t, xp.ones(3), data * w, xp.sum(big) + w
+
+    compiled = pg.compile(f)
+    for v in (1.0, 5.0):
+        w = xp.asarray(np.full(3, v))
+        got = compiled(w)
+        _same(got, f(w))
+        got[1][...] = 7.0  # the caller writes an output: the next call is not affected
+    data[0] = 100.0  # a closed-over array an argument meets is read afresh by each replay
+    _same(compiled(w), f(w))
+    assert "c0" not in compiled.source(w)  # nothing here reads no argument and stays unwritten

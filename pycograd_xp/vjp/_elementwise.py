@@ -44,20 +44,21 @@ unary("sqrt", lambda ns, g, out, x: (g / (2 * out),), saves=("out",))
 unary("tan", lambda ns, g, out, x: (g * (1 + out * out),), saves=("out",))
 
 
-def _tanh(ns, g, out, x):
-    if out.size is not None and out.size < 65536:  # small: fewest calls
-        return (g * (1 - out * out),)
-    # large: g (1 - out^2) with one temporary, for a lower memory peak. Augmented assignment
-    # writes a fresh temporary in place on backends with writable arrays, and rebinds it
-    # elsewhere (Cubed, or while recording for higher order)
-    t = -out
-    t *= out
-    t += 1
+def _tanh(ns, g, out, x, /, *, owned=False):
+    """``g (1 - out^2)`` as ``g - out^2 g``: three passes, the last one into ``g`` itself when
+    the tape says only this pass holds it (``owned``), as hand-written backprop's
+    ``g *= 1 - h * h``; else a new array (which compile's replay writes into a dead buffer).
+    Augmented assignment writes the fresh temporary in place on backends with writable
+    arrays and rebinds it elsewhere (Cubed, or while recording for higher order)."""
+    t = out * out
     t *= g
-    return (t,)
+    if owned:
+        g -= t
+        return (g,)
+    return (g - t,)
 
 
-unary("tanh", _tanh, saves=("out",))
+defvjp("tanh", _tanh, saves=("out",), takes_owned=True)
 unary("square", lambda ns, g, out, x: (2 * g * x,))
 unary("negative", lambda ns, g, out, x: (-g,), saves=())
 unary("positive", lambda ns, g, out, x: (g,), saves=())
