@@ -593,7 +593,9 @@ def _fold_constants(rec: _Recorder, live: list[_Call], inputs: set[int], outputs
     def owner(n: int) -> int:
         return n if meta[n].owns or meta[n].base is None else meta[n].base
 
+    # buffers written in place, and those an output (or a view the caller gets) lives in
     written = {owner(c.mutates) for c in live if c.mutates is not None}
+    written |= {owner(n) for n in outputs}
     arrays = backend.array_type  # a closed-over array: read afresh by each replay, never folded
     values: dict[int, Any] = {}
     to_array = backend.scalar_to_array
@@ -601,7 +603,7 @@ def _fold_constants(rec: _Recorder, live: list[_Call], inputs: set[int], outputs
         if (c.fn[0] not in ("row", "operator") or c.mutates is not None or not c.writes
                 or c.fn[1].name == "__setitem__" or _has_host((c.args, c.kwargs), arrays)
                 or any(n not in values for n in c.reads)
-                or any(n in inputs or n in outputs or owner(n) in written
+                or any(n in inputs or owner(n) in written
                        or meta[n].nbytes > FOLD_MAX_BYTES for n in c.writes)):  # fmt: skip
             continue
         try:

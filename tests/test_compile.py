@@ -439,14 +439,15 @@ def test_folding_leaves_written_returned_and_closed_over_arrays_alone():
         t = xp.ones(3)
         t += w  # written in place too
         big = xp.zeros((100, 100))  # above FOLD_MAX_BYTES: made by each replay
-        return z * 2.0 + t, xp.ones(3), data * w, xp.sum(big) + w
+        return z * 2.0 + t, xp.ones(3), data * w, xp.sum(big) + w, xp.ones(4)[1:]
 
     compiled = pg.compile(f)
     for v in (1.0, 5.0):
         w = xp.asarray(np.full(3, v))
         got = compiled(w)
         _same(got, f(w))
-        got[1][...] = 7.0  # the caller writes an output: the next call is not affected
+        got[1][...] = 7.0  # the caller writes outputs (a view too): the next call is not
+        got[4][...] = 7.0  # affected
     data[0] = 100.0  # a closed-over array an argument meets is read afresh by each replay
     _same(compiled(w), f(w))
     assert "c0" not in compiled.source(w)  # nothing here reads no argument and stays unwritten
