@@ -15,9 +15,12 @@ That sequence becomes the source of one Python function (like ``namedtuple``'s):
 backend call, calling the backend's own function directly, with ``del`` at each value's last use
 (the liveness the memory model computes, over the order the engine executes), and, on backends
 that write in place safely (NumPy, CuPy), elementwise results written into a dead operand's
-buffer instead of a fresh one when nothing else holds that buffer. No wrapper objects, no nodes,
-no topological sort, no dtype checks run at replay. The memory model projects the replay's peak
-over the same schedule (``Trace.peak_bytes``).
+buffer instead of a fresh one when nothing else holds that buffer. Calls that read no argument
+(a loss's seed cotangent) are evaluated once, when the function is generated (constant folding,
+:func:`_fold_constants`), and a 0-d result our namespace wraps back into an array (NumPy returns
+scalars) is wrapped in the replay too, so the next call runs the same arithmetic. No wrapper
+objects, no nodes, no topological sort, no dtype checks run at replay. The memory model projects
+the replay's peak over the same schedule (``Trace.peak_bytes``).
 
 Soundness: a trace never sees values. Whatever needs one while tracing (``bool()``/``float()``
 of an array, an output shape that depends on data) raises :class:`TracingError` naming it, so a
