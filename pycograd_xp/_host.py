@@ -30,7 +30,36 @@ class ValueNeededError(TypeError):
         )
 
 
-class HostScalar:
+class NoValue:
+    """What a trace runs on (abstract arrays, compile's proxies, host scalars): anything that
+    needs a value refuses through :meth:`_no_value` (arrays: a TypeError naming the conversion,
+    which compile restates as a TracingError; host scalars: :class:`ValueNeededError`)."""
+
+    __slots__ = ()
+    TRACED_BY = "pycograd_xp.memory.project, pycograd_xp.compile"
+
+    def _no_value(self, how: str) -> Any:
+        raise TypeError(f"{how} of an array while tracing ({self.TRACED_BY}): a traced "
+                        "function's arrays have no value, so it cannot branch on array values "
+                        "(use xp.where)")  # fmt: skip
+
+    def __bool__(self) -> bool:
+        return self._no_value("bool()")
+
+    def __float__(self) -> float:
+        return self._no_value("float()")
+
+    def __int__(self) -> int:
+        return self._no_value("int()")
+
+    def __index__(self) -> int:
+        return self._no_value("use as an index (__index__)")
+
+    def __complex__(self) -> complex:
+        return self._no_value("complex()")
+
+
+class HostScalar(NoValue):
     """A Python number computed on the host at each call: an argument, or an expression of them.
 
     ``op`` is None for an argument (``index``: its position among the scalar arguments), else
@@ -52,33 +81,17 @@ class HostScalar:
     def apply(self, fn: Callable[..., Any], *others: Any) -> HostScalar:
         return _apply(fn, (self, *others))
 
-    # values are refused while tracing
-    def _refuse(self, how: str) -> Any:
+    def _no_value(self, how: str) -> Any:  # compile makes the argument static and retraces
         raise ValueNeededError(self, how)
 
-    def __bool__(self) -> bool:
-        return self._refuse("bool()")
-
-    def __float__(self) -> float:
-        return self._refuse("float()")
-
-    def __int__(self) -> int:
-        return self._refuse("int()")
-
-    def __index__(self) -> int:
-        return self._refuse("use as an index or size")
-
-    def __complex__(self) -> complex:
-        return self._refuse("complex()")
-
     def __round__(self, ndigits: Any = None) -> Any:
-        return self._refuse("round()")
+        return self._no_value("round()")
 
     def __hash__(self) -> int:
-        return self._refuse("hashing")
+        return self._no_value("hashing")
 
     def __eq__(self, other: object) -> bool:
-        return self._refuse("a comparison")
+        return self._no_value("a comparison")
 
     __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__  # type: ignore[assignment]
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ._host import HostScalar
-from .memory._abstract import CURRENT, NoValue
+from ._host import HostScalar, NoValue
+from .memory._abstract import CURRENT
 from .namespace._array import install_backend_operators
 from .namespace._backend import _BY_XP, Backend
 from .namespace._table import REGISTRY

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._host import NoValue
 from ..namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 from ..namespace._table import REGISTRY
 
@@ -97,34 +98,6 @@ CURRENT = _Current()
 
 def _prod(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
-
-
-class NoValue:
-    """Arrays a trace runs on (abstract arrays, compile's proxies): anything that needs a value
-    raises a TypeError naming the conversion (compile restates it as a TracingError)."""
-
-    __slots__ = ()
-    TRACED_BY = "pycograd_xp.memory.project, pycograd_xp.compile"
-
-    def _no_value(self, how: str) -> Any:
-        raise TypeError(f"{how} of an array while tracing ({self.TRACED_BY}): a traced "
-                        "function's arrays have no value, so it cannot branch on array values "
-                        "(use xp.where)")  # fmt: skip
-
-    def __bool__(self) -> bool:
-        return self._no_value("bool()")
-
-    def __float__(self) -> float:
-        return self._no_value("float()")
-
-    def __int__(self) -> int:
-        return self._no_value("int()")
-
-    def __index__(self) -> int:
-        return self._no_value("use as an index (__index__)")
-
-    def __complex__(self) -> complex:
-        return self._no_value("complex()")
 
 
 class AbstractArray(NoValue):
