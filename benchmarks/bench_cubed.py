@@ -85,8 +85,7 @@ def main() -> None:
             if measure:  # (largest measured task peak, every op within its projection)
                 rec = MemoryRecorder()
                 cubed.compute(*arrays, executor=processes, callbacks=[rec],
-                              optimize_function=optimize_function,
-                              **measuring_processes())  # fmt: skip
+                              optimize_function=optimize_function)  # fmt: skip
                 ops = [(p, m) for _, p, m in rec.report() if m is not None]
                 return max(m for _, m in ops), all(m <= p for p, m in ops)
             t0 = time.perf_counter()
@@ -94,7 +93,7 @@ def main() -> None:
             return time.perf_counter() - t0, plan.num_tasks, plan.max_projected_mem
         return run
 
-    processes = None if a.no_measure else create_executor("processes")
+    processes = None if a.no_measure else measuring_processes()
 
     params = {"w": w0}
 

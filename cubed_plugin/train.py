@@ -16,6 +16,7 @@ reports the loss per step and the measured memory against the projection.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shutil
@@ -70,17 +71,64 @@ def _executor(executor: Any) -> Any:
 
 
 def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
-                                                  "cubed_plugin.steps")) -> dict:  # fmt: skip
-    """``compute_kwargs`` for the processes executor under which each task's measured peak is
-    its own: every task runs in a fresh worker (``max_tasks_per_child=1``) forked from a server
-    that has already imported ``preload`` (a fork, not an interpreter start, per task). A
-    spawned worker reused for several tasks reports its largest so far, and one started with
-    exec starts from its parent's lifetime peak; a forked one starts from the server's current,
-    small, resident set."""
+                                                  "cubed_plugin.steps")) -> Any:  # fmt: skip
+    """A Cubed executor (for ``fit(executor=...)`` or ``cubed.compute(executor=...)``) under
+    which each task's measured peak is its own: Cubed's processes executor with every task in
+    a fresh worker (``max_tasks_per_child=1``) forked from a server that has already imported
+    ``preload`` (a fork, not an interpreter start, per task). A spawned worker reused for
+    several tasks reports its largest so far, and one started with exec starts from its
+    parent's lifetime peak; a forked one starts from the server's current, small, resident set.
+
+    One change to Cubed's executor: a compute returns only after its pool has stopped every
+    worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
+    in 3.11) then races with a worker leaving after its one task: the pool's manager thread
+    finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
+    for at exit, forever. A failed compute also waits for its running tasks first."""
     import multiprocessing
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
-    return {"use_processes": "forkserver", "max_tasks_per_child": 1}
+    return _measuring_executor_class()()
+
+
+@functools.cache
+def _measuring_executor_class() -> type:
+    from cubed.runtime.asyncio import async_map_dag
+    from cubed.runtime.backup import use_backups_default
+    from cubed.runtime.executors.local import (
+        ProcessesExecutor,
+        check_runtime_memory,
+        processes_create_futures_func,
+        run_func_processes,
+    )
+
+    class MeasuringProcesses(ProcessesExecutor):
+        """Cubed's ``ProcessesExecutor._async_execute_dag`` with a forkserver pool of one task
+        per worker that is shut down waiting (see :func:`measuring_processes`)."""
+
+        async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
+                                     compute_arrays_in_parallel: bool | None = None,
+                                     **kwargs: Any) -> None:  # fmt: skip
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            max_workers = kwargs.pop("max_workers", os.cpu_count())
+            if spec is not None:
+                check_runtime_memory(spec, max_workers)
+                if "use_backups" not in kwargs and use_backups_default(spec):
+                    kwargs["use_backups"] = True
+            pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
+                                       mp_context=multiprocessing.get_context("forkserver"))
+            try:
+                await async_map_dag(processes_create_futures_func(pool, run_func_processes),
+                                    dag=dag, callbacks=callbacks,
+                                    compute_arrays_in_parallel=compute_arrays_in_parallel,
+                                    **kwargs)  # fmt: skip
+            finally:
+                # waits for the tasks already running (a failed compute's included), then for
+                # every worker to stop: none outlives the compute
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    return MeasuringProcesses
 
 
 class Progress:
@@ -456,11 +504,10 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
             print(f"  {r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
                   f"{r.num_tasks:>6}")  # fmt: skip
         print(f"  ... and {len(plan.rows) - len(top)} more ops")
-    measure = a.executor == "processes"
+    executor = measuring_processes() if a.executor == "processes" else a.executor
     result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps, batch_rows=a.batch_rows,
-                 spec=spec, executor=a.executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
-                 progress=not a.quiet,
-                 compute_kwargs=measuring_processes() if measure else None)  # fmt: skip
+                 spec=spec, executor=executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
+                 progress=not a.quiet)  # fmt: skip
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
     print(f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "

@@ -32,9 +32,8 @@ def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models:
         model, _, mode = run.partition(":")
         loss = logreg_loss if model == "logreg" else mlp_loss
         result = fit(loss, init_params(model, X.shape[1], hidden=8), (X, y), optim.sgd(0.5),
-                     steps=int(steps), spec=spec, executor="processes", progress=False,
-                     log=None, mode=mode or "auto",
-                     compute_kwargs=measuring_processes())  # fmt: skip
+                     steps=int(steps), spec=spec, executor=measuring_processes(),
+                     progress=False, log=None, mode=mode or "auto")  # fmt: skip
         out[run] = {"params": {k: v.tolist() for k, v in result.params.items()},
                       "report": result.memory.report(),
                       "max_projected": result.memory.max_projected()}  # fmt: skip

@@ -234,9 +234,9 @@ def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_
     out = subprocess.run([sys.executable, "-m", "cubed_plugin.train", "--executor", "processes",
                           "--rows", "100000", "--features", "10", "--steps", "2", "--quiet",
                           "--allowed-mem", "120MB", "--reserved-mem", "90MB", "--work-dir",
-                          str(tmp_path)], check=True, capture_output=True,
-                         text=True)  # fmt: skip
-    assert "RuntimeWarning" not in out.stderr, out.stderr
+                          str(tmp_path)], check=True, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert "RuntimeWarning" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     text = out.stdout
     assert "task memory per op, measured (one task per worker process) against projected" in text
     rows = re.findall(r"^  (op-\d+|create-arrays) +\S+ +([\d.]+) MB +([\d.]+) MB +([\d.]+)$",
@@ -246,6 +246,34 @@ def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_
         assert 0 < float(measured) <= float(projected) <= 120.0, (op, projected, measured)
         assert float(ratio) <= 1.0
     assert "over projected: 0 ops" in text and "measured at most" in text
+
+
+def test_no_measuring_worker_outlives_its_compute(tmp_path):
+    """``measuring_processes`` shuts its pool down waiting. Cubed's own executor returns while
+    workers are still stopping, and CPython's pool (gh-119592) can then lose one: its manager
+    thread dies replacing a worker that left after its one task, and the idle replacement
+    hangs the interpreter's exit (a CI run hung for 85 minutes so). After each compute here
+    there is no live worker left, so none can be lost."""
+    import multiprocessing
+
+    import cubed.array_api as ca
+
+    from cubed_plugin.train import measuring_processes
+
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="100MB", reserved_mem="0")
+    ex = measuring_processes()
+    for i in range(3):
+        a = ca.ones((400, 400), chunks=(100, 100), spec=spec)
+        total = cubed.compute(ca.sum(a + float(i)), executor=ex)[0]
+        assert float(total) == 400 * 400 * (1 + i)
+        assert multiprocessing.active_children() == []
+
+    def fails(block):
+        raise ValueError("a task failed")
+
+    with pytest.raises(ValueError, match="a task failed"):
+        cubed.compute(cubed.map_blocks(fails, a, dtype=a.dtype), executor=ex)
+    assert multiprocessing.active_children() == []
 
 
 def test_dask_distributed_on_a_local_cluster(tmp_path):
@@ -279,7 +307,7 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
                 "--allowed-mem", "50MB", "--reserved-mem", "5MB", "--quiet"]  # fmt: skip
 
     whole = tmp_path / "whole"
-    subprocess.run(command(whole), check=True, capture_output=True)
+    subprocess.run(command(whole), check=True, capture_output=True, timeout=300)
     killed = tmp_path / "killed"
     proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
@@ -298,7 +326,8 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
     proc.wait()
     step_at_kill = saved_step(path)
     assert 2 <= step_at_kill < 8
-    out = subprocess.run(command(killed), check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(command(killed), check=True, capture_output=True, text=True,
+                         timeout=300).stdout  # fmt: skip
     assert f"resumed from {killed / 'checkpoint.npz'} at step {step_at_kill}" in out
     a, b = np.load(whole / "checkpoint.npz"), np.load(killed / "checkpoint.npz")
     assert sorted(a.files) == sorted(b.files)
@@ -372,7 +401,8 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
     for runs in (("logreg", "mlp"), ("logreg:graph", "mlp:graph")):  # a driver for each mode
         out = subprocess.run([sys.executable, str(FIT_DRIVER), str(tmp_path),
                               str(tmp_path / "work"), "250MB", "100MB", "1", *runs],
-                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+                             check=True, capture_output=True, text=True,
+                             timeout=1200).stdout  # fmt: skip
         one = json.loads(out.strip().splitlines()[-1])
         # the driver holds no data (2.5 GB of it): one-pass mode's stays under a task's
         # reserved_mem; graph mode's builds and optimizes the larger plan (92-102 MB measured,

@@ -3,8 +3,8 @@
 ``python cubed_driver.py data DIR`` writes the training data to Zarr (in its own process, so
 the driver stays small); ``python cubed_driver.py run DIR`` builds a logistic-regression
 gradient step on namespace(cubed), projects it, computes it with the processes executor (one
-task per worker process) and prints, as JSON, every op's measured task peak beside Cubed's
-projection for it.
+task per worker process forked afresh: ``cubed_plugin.train.measuring_processes``) and prints,
+as JSON, every op's measured task peak beside Cubed's projection for it.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def data(path: str) -> None:
 def run(path: str) -> None:
     import cubed
     import numpy as np
-    from cubed.runtime.create import create_executor
 
     import pycograd_xp as pg
+    from cubed_plugin.train import measuring_processes
     from pycograd_xp import memory
 
     xp = pg.namespace(cubed)
@@ -62,8 +62,8 @@ def run(path: str) -> None:
 
     peaks = Peaks()
     driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    cubed.compute(pg.unwrap(value), pg.unwrap(grad), executor=create_executor("processes"),
-                  callbacks=[peaks], max_tasks_per_child=1)  # fmt: skip
+    cubed.compute(pg.unwrap(value), pg.unwrap(grad), executor=measuring_processes(),
+                  callbacks=[peaks])
     # the one-pass step: each task declares pycograd_xp.memory's projection of its chunk's step
     from cubed_plugin.steps import one_pass_step, row_loss
 
@@ -76,8 +76,7 @@ def run(path: str) -> None:
     for name, node in cubed.plan(total).dag.nodes(data=True):
         if node.get("primitive_op"):
             projected[name] = int(node["primitive_op"].projected_mem)
-    cubed.compute(total, executor=create_executor("processes"), callbacks=[peaks],
-                  max_tasks_per_child=1)  # fmt: skip
+    cubed.compute(total, executor=measuring_processes(), callbacks=[peaks])
     print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
                       "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,
                       "measured": peaks.peaks,

@@ -120,12 +120,14 @@ DRIVER = Path(__file__).with_name("cubed_driver.py")
 
 @pytest.mark.slow
 def test_measured_task_peaks_never_exceed_projected(tmp_path):
-    """Cubed's processes executor measures each task's peak (one task per worker process,
-    from a small driver process: a spawned worker inherits its parent's ru_maxrss).
+    """Cubed's processes executor measures each task's peak (one task per worker process
+    forked from a server that imported the libraries, ``measuring_processes``; the driver is
+    a small process of its own).
     reserved_mem is 120 MB; a fresh worker measures about 81 MB here."""
-    subprocess.run([sys.executable, str(DRIVER), "data", str(tmp_path)], check=True)
+    subprocess.run([sys.executable, str(DRIVER), "data", str(tmp_path)], check=True,
+                   timeout=300)  # fmt: skip
     out = subprocess.run([sys.executable, str(DRIVER), "run", str(tmp_path)], check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+                         capture_output=True, text=True, timeout=900).stdout  # fmt: skip
     report = json.loads(out.strip().splitlines()[-1])
     assert report["measured"], "no task reported a measured peak"
     assert report["driver_peak"] < min(report["projected"].values()), report
