@@ -27,6 +27,13 @@ of an array, an output shape that depends on data) raises :class:`TracingError` 
 schedule never bakes in a branch. Python numbers among the arguments stay dynamic
 (``pycograd_xp._host``) unless their value is needed, in which case they become part of the
 cache key. A function called with tracked arrays (inside ``grad``) runs uncompiled.
+
+Arrays the function closes over are constants the replay reads, not values: on an eager
+backend every call of the traced namespace moves to the recording one while tracing
+(``REDIRECT.closed``, ``namespace._build.closed_call``), so ``data * 2.0`` on a closed-over
+``data`` is recorded and recomputed by each replay from ``data``'s contents then, as the
+function would; a write into such an array is refused (the replay could not repeat it). On a
+lazy backend arrays never change and nothing needs recording.
 """
 
 from __future__ import annotations
@@ -1025,8 +1032,11 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
             a_leaves.append(leaf)
     # host inputs are named by leaf position: renumber the expression table so h<i> is input i
     args, kwargs = tree_unflatten(td, a_leaves)
-    prev = CURRENT.recorder, CURRENT.tracker, REDIRECT.ns
+    prev = CURRENT.recorder, CURRENT.tracker, REDIRECT.ns, REDIRECT.closed
+    # on an eager backend, calls on arrays the function closes over are recorded too (each
+    # replay reads them afresh); a lazy backend's arrays never change, nothing to record
     CURRENT.recorder, CURRENT.tracker, REDIRECT.ns = rec, None, A
+    REDIRECT.closed = None if lazy else ns
     _TRACING.depth += 1
     try:
         out = f(*args, **kwargs)
@@ -1043,7 +1053,7 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
         ) from e
     finally:
         _TRACING.depth -= 1
-        CURRENT.recorder, CURRENT.tracker, REDIRECT.ns = prev
+        CURRENT.recorder, CURRENT.tracker, REDIRECT.ns, REDIRECT.closed = prev
     out_leaves, out_def = tree_flatten(out)
     templates: list[Any] = []
     outs: list[tuple[str, Any]] = []

@@ -49,6 +49,10 @@ class _Redirect(threading.local):
     # functions of every other namespace hand their calls to (xp.zeros(shape) inside the
     # function must not allocate for real).
     ns = None
+    # While ``compile`` traces a function on an eager backend: that backend's namespace, every
+    # call of which moves to ``ns`` (see ``namespace._build.closed_call``): a computation on an
+    # array the function closes over is recorded, not snapshotted.
+    closed = None
 
 
 REDIRECT = _Redirect()

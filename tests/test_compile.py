@@ -261,6 +261,74 @@ def test_arrays_the_function_closes_over_are_constants():
     assert pg.memory.project(loss, w).peak_bytes > 0
 
 
+def test_computations_on_closed_over_arrays_are_replayed_with_their_current_values():
+    """A computation on an array the function closes over (no traced argument in it) is
+    recorded, not evaluated once while tracing: after the caller writes into the array (or
+    into the NumPy array a closed-over asarray reads), the replay agrees with the function."""
+    rng = np.random.default_rng(4)
+    raw = rng.standard_normal(4)
+    data = xp.asarray(rng.standard_normal((3, 4)))
+
+    def loss(w):
+        scale = xp.exp(data[:, :2]) * 2.0  # unary, operator, indexing: data only
+        mean = xp.mean(data, axis=0)  # a general row
+        return xp.sum(scale @ w[:2]) + xp.sum((w - mean) ** 2) + xp.sum(xp.asarray(raw) * w)
+
+    f = pg.value_and_grad(loss)
+    compiled = pg.compile(f)
+    w = xp.asarray(rng.standard_normal(4))
+    _same(compiled(w), f(w))
+    data[1, :] = 5.0
+    raw[:] = -1.0
+    _same(compiled(w), f(w))
+    assert len(compiled.traces) == 1  # the same schedule, not a retrace
+
+
+def test_a_write_into_a_closed_over_array_is_refused_and_leaves_it_as_it_was():
+    """The trace cannot repeat a write into an array the function closes over at each call, so
+    compile and memory.project refuse it, naming the way out, before anything is written; the
+    array keeps its values (it used to become an abstract array)."""
+    acc = xp.asarray([1.0, 2.0, 3.0])
+
+    def add(w):
+        acc.__iadd__(w)  # acc += w, without making acc local
+        return xp.sum(acc)
+
+    def add_number(w):
+        acc.__iadd__(1.0)
+        return xp.sum(w)
+
+    def put(w):
+        acc[0] = w[0]
+        return xp.sum(w)
+
+    def put_number(w):
+        acc[0] = 7.0
+        return xp.sum(w)
+
+    w = xp.ones(3)
+    cases = [(pg.compile(f), f.__name__) for f in (add, add_number, put, put_number)]
+    cases += [(lambda w, f=f: pg.memory.project(f, w), f.__name__) for f in (add, put)]
+    for run, name in cases:
+        with pytest.raises(TypeError, match="writes into an array it closes over .*shape "
+                                            r"\(3,\).*Pass the array as an argument"):  # fmt: skip
+            run(w)
+        assert type(acc) is xp.Array, name
+        np.testing.assert_array_equal(np.asarray(acc), [1.0, 2.0, 3.0])
+
+
+def test_a_closed_over_arrays_value_is_refused_while_tracing():
+    """Its value read while tracing would be baked into the schedule: refused like an
+    argument's, with the same way out."""
+    data = xp.asarray([1.0, -1.0])
+
+    def f(w):
+        return w * 2.0 if float(data[0]) > 0 else w
+
+    with pytest.raises(pg.TracingError, match="of an array while tracing"):
+        pg.compile(f)(xp.ones(2))
+
+
 def test_cubed_replays_the_lazy_graph():
     cubed = pytest.importorskip("cubed")
     import cubed_plugin

@@ -16,7 +16,7 @@ import weakref
 from typing import Any
 
 from .._host import HostScalar
-from .._tape import MODE, backward, is_leaf, is_saved, leaf, note_write
+from .._tape import MODE, REDIRECT, backward, is_leaf, is_saved, leaf, note_write
 from ._ops import REGISTRY
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
@@ -270,6 +270,8 @@ class Array:
 
     def _rebind(self, new: Array, what: str) -> Array:
         """Make this object hold ``new``'s value (in-place operators and setitem)."""
+        if new._backend.abstract and not self._backend.abstract:  # traced into a closed-over
+            raise closed_write_error(what, self)
         if type(new) is not type(self) and not is_leaf(self._node):
             # vmap: a batched result; this object now holds a value of that level (the name
             # is rebound, as it is for every in-place update here)
@@ -412,11 +414,24 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
     return op
 
 
+def closed_write_error(what: str, x: Array) -> TypeError:
+    """The error for a traced function that writes into an array it closes over."""
+    return TypeError(
+        f"{what}: the function writes into an array it closes over (shape {x.shape}, dtype "
+        f"{x.dtype}); compile and memory.project trace it without running it, so the write "
+        "would happen once or never instead of at each call. Pass the array as an argument "
+        "(a compiled function may write into its arguments), or return the new value"
+    )
+
+
+
 def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
     forward = _operator(cls, f, name)
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
 
     def op(self: Array, other: Any, /) -> Any:
+        if REDIRECT.closed is self._ns:  # compile is tracing: this array is closed over
+            raise closed_write_error(name, self)
         # On a backend whose arrays are writable, write the buffer in place when no tape can see
         # it (under no_grad, as optimizer steps do; or nothing here is being differentiated
         # and the tape saved nothing of it); elsewhere compute the new value and rebind to it.

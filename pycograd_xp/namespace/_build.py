@@ -18,7 +18,16 @@ from typing import Any
 
 from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
 from .._tape import MODE, REDIRECT, is_leaf, is_saved, note_write
-from ._array import PLAIN_TYPES, SCALARS, Array, install_operators, make, note_view, rebind
+from ._array import (
+    PLAIN_TYPES,
+    SCALARS,
+    Array,
+    closed_write_error,
+    install_operators,
+    make,
+    note_view,
+    rebind,
+)
 from ._backend import Backend
 from ._indexing import GETITEM, SETITEM
 from ._linalg import LINALG_ALIASES
@@ -39,6 +48,25 @@ _PLAIN_PARAMS = frozenset({
 })  # fmt: skip
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
+
+
+def closed_call(prim: Primitive, args: tuple, kwargs: dict) -> Any:
+    """A call of the namespace ``compile`` traces on (``REDIRECT.closed``), moved to the
+    recording namespace. Its concrete arrays are ones the function closes over: each becomes a
+    constant the replay reads (``asarray`` of it, no copy), so the replay computes the call
+    afresh from the array's contents at that call, as the function itself does. Run here, the
+    result would be a snapshot, stale once the caller writes into the array."""
+    A = REDIRECT.ns
+    return _function_of(A, prim)(*_recorded(A, args),
+                                 **{k: _recorded(A, v) for k, v in kwargs.items()})
+
+
+def _recorded(A: ModuleType, a: Any) -> Any:
+    if isinstance(a, Array) and not a._backend.abstract:
+        return A.asarray(a)
+    if type(a) is tuple or type(a) is list:
+        return type(a)(_recorded(A, e) for e in a)
+    return a
 
 
 def _any_tracked(a: Any) -> bool:
@@ -321,9 +349,11 @@ class _Builder:
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
-        lifted = self.lifted
+        lifted, mod = self.lifted, self.mod
 
         def f(x: Array, /) -> Array:
+            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x,), {})
             if type(x) is not Arr:
                 try:
                     d = unwrap(x)  # raises a clear TypeError for foreign arrays
@@ -351,7 +381,7 @@ class _Builder:
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
 
-        lifted, abstract = self.lifted, self.backend.abstract
+        lifted, abstract, mod = self.lifted, self.backend.abstract, self.mod
 
         def operand(x: Any) -> Any:
             if isinstance(x, SCALARS):
@@ -364,6 +394,8 @@ class _Builder:
             )
 
         def f(x1: Any, x2: Any, /) -> Array:
+            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x1, x2), {})
             try:
                 if type(x1) is Arr:
                     d1 = x1._data
@@ -443,7 +475,7 @@ class _Builder:
             "defaults": [p.default for p in sig.parameters.values()],
             "MODE": MODE, "record": record, "prim": prim, "ns": self.mod, "typeof": type,
             "any_tracked": _any_tracked, "explain": _explain, "name": name,
-            "Forward": Forward, "REDIRECT": REDIRECT,
+            "Forward": Forward, "REDIRECT": REDIRECT, "closed_call": closed_call,
         }  # fmt: skip
         P = inspect.Parameter
         plist = list(sig.parameters.values())
@@ -508,6 +540,9 @@ class _Builder:
         if name in _SHAPE_CREATORS:  # while projecting, make abstract arrays instead
             body = ["    if REDIRECT.ns is not None and REDIRECT.ns is not ns:",
                     f"        return Forward(REDIRECT.ns).call(prim, {original})", *body]
+        else:  # while compile traces on this namespace, record (see closed_call)
+            body = ["    if REDIRECT.closed is ns:",
+                    f"        return closed_call(prim, {original})", *body]
         src = f"def {prim.short_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
         exec(compile(src, f"<pycograd_xp {name}>", "exec"), env)
         f = env[prim.short_name]
@@ -521,6 +556,9 @@ class _Builder:
         mutable = self.backend.mutable
 
         def getitem(x: Array, key: Any) -> Array:
+            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
+                A = REDIRECT.ns
+                return A._getitem(A.asarray(x), key)
             try:
                 k = unwrap(key)
             except Forward as fw:  # a batched index (vmap): the call moves to its level
@@ -559,9 +597,13 @@ class _Builder:
                     f"__setitem__: the {backend.name} backend has immutable arrays; "
                     "build the new array with xp.where(mask, value, x) instead"
                 )
+            if REDIRECT.closed is mod:
+                raise closed_write_error("__setitem__", x)
             try:
                 k, v = unwrap(key), unwrap(value)
             except Forward as fw:  # a batched value or key (vmap): x becomes batched
+                if fw.ns._backend.lift is None:  # a traced value into a concrete array
+                    raise closed_write_error("__setitem__", x) from None
                 lifted = fw.ns._make(fw.ns._backend.lift(new_like(x)))
                 fw.ns._setitem(lifted, key, value)
                 x._rebind(lifted, "__setitem__")
