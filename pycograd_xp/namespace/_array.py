@@ -424,7 +424,6 @@ def closed_write_error(what: str, x: Array) -> TypeError:
     )
 
 
-
 def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
     forward = _operator(cls, f, name)
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
