@@ -281,6 +281,10 @@ class _Recorder:
         if n is not None:
             self.wrapped_syms.add(n)
 
+    def rewraps(self, n: int) -> bool:
+        """Whether the replay wraps symbol ``n`` back into a 0-d array (see wrapped)."""
+        return n in self.wrapped_syms and self.meta[n].shape == ()
+
     def matmul_into(self, x1: AbstractArray, x2: AbstractArray, out: AbstractArray
                     ) -> AbstractArray:  # fmt: skip
         """A product written into ``out`` (a view of a buffer the trace made): replayed as
@@ -559,8 +563,7 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
         args = ", ".join(src.const(a) for a in c.args)
         kw = "".join(f", {k}={src.const(v)}" for k, v in c.kwargs.items())
         call = f"{f}({args}{kw})" if args else f"{f}({kw[2:]})"
-        if (to_array is not None and type(c.outs) is _Sym and c.outs.n in rec.wrapped_syms
-                and rec.meta[c.outs.n].shape == ()):  # fmt: skip
+        if to_array is not None and type(c.outs) is _Sym and rec.rewraps(c.outs.n):
             call = f"{to_array}({call})"
         lhs = _lhs(c.outs)
         line = f"    {lhs} = {call}" if lhs else f"    {call}"
@@ -628,7 +631,7 @@ def _fold_constants(rec: _Recorder, live: list[_Call], inputs: set[int], outputs
         for sym, v in outs:
             if sym is None:
                 continue
-            if to_array is not None and sym.n in rec.wrapped_syms and meta[sym.n].shape == ():
+            if to_array is not None and rec.rewraps(sym.n):
                 v = to_array(v)
             values[sym.n] = v
     return values

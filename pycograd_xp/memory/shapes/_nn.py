@@ -56,7 +56,7 @@ def _conv(fname):
         if bias_row(x.shape[1], groups, b):
             return _bias_row_memory(out, x, w, padding)
         per = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])  # one example's
-        n = max(b - a for a, b in blocks_of(x.shape[0], per * x.dtype.itemsize))
+        n = _block_rows(x, per)
         cols = n * per  # the columns of one block of the batch at a time
         prod = np.result_type(x.dtype, w.dtype)  # the product's dtype
         cast = cols * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
@@ -75,6 +75,12 @@ def _conv(fname):
     return shape, memory
 
 
+def _block_rows(x, per):
+    """The examples in the largest block of the batch a convolution takes at a time, for
+    ``per`` column elements an example (``namespace._nn.blocks_of``)."""
+    return max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+
+
 def _flat_memory(out, x, w, b, padding):
     """A convolution over the flat padded grid (``namespace._nn._conv_flat``): the input padded
     with one more row (always a copy), the weight's permuted copy, and per block of the batch
@@ -83,7 +89,7 @@ def _flat_memory(out, x, w, b, padding):
     wp = x.shape[3] + padding[1][0] + padding[1][1]  # the padded width
     length = out.shape[2] * wp
     per = w.shape[1] * math.prod(w.shape[2:]) * length  # one example's columns
-    n = max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+    n = _block_rows(x, per)
     prod = np.result_type(x.dtype, w.dtype)
     cols = n * per * x.dtype.itemsize
     cast = n * per * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
@@ -106,7 +112,7 @@ def _bias_row_memory(out, x, w, padding):
     of them where the weight is wider, and the block's product where there are several."""
     c, kk, p = x.shape[1], math.prod(w.shape[2:]), math.prod(out.shape[2:])
     per = c * (kk + 1) * p  # one example's columns
-    n = max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+    n = _block_rows(x, per)
     item = out.dtype.itemsize
     wa = w.shape[0] * c * (kk + 1) * item
     ones = n * c * p * x.dtype.itemsize
