@@ -510,7 +510,8 @@ class _Plan:
 
 
 def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
-              out_templates: list[Any], backend: Any) -> tuple[Callable, str, int, int]:
+              out_templates: list[Any], backend: Any,
+              events: list | None = None) -> tuple[Callable, str, int, int]:  # fmt: skip
     calls = rec.calls
     needed: set[int] = {t.n for t in out_templates if type(t) is _Sym}
     needed_hosts: set[int] = {t.n for t in out_templates if type(t) is _Host}
@@ -538,7 +539,7 @@ def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
             last[n] = max(last[n], j)
     # the folded constants live as long as the replay: never freed, never written in place
     protected = set(inputs) | protected_outs | set(folded)
-    peak = _projected_peak(rec, live, last, [*inputs, *folded], protected)
+    peak = _projected_peak(rec, live, last, [*inputs, *folded], protected, events)
     src = _Source(backend)
     src.globals["_rc"] = sys.getrefcount
     params = [f"t{n}" for n in inputs] + [f"h{rec.hosts[id(h)]}" for h in host_inputs]
@@ -663,11 +664,12 @@ def _evaluate(v: Any, values: dict[int, Any], xp: Any) -> Any:
 
 
 def _projected_peak(rec: _Recorder, live: list[_Call], last: dict[int, int], inputs: list[int],
-                    protected: set[int]) -> int:  # fmt: skip
+                    protected: set[int], events: list | None = None) -> int:  # fmt: skip
     """The replay's peak bytes by the memory model: the arguments, each call's new outputs
     and its transients (the rows' memory rules), each buffer freed when its owner and every
     view of it are dead (the ``del`` lines). Writes into dead buffers are counted as fresh
-    allocations (the guard may refuse them): an upper bound."""
+    allocations (the guard may refuse them): an upper bound. ``events`` (memory.project's
+    rows) gets per call ``(call, name, outputs, transient, live after, peak during)``."""
     meta = rec.meta
     owner = {n: (n if m.owns else m.base) for n, m in enumerate(meta)}
     end: dict[int, int] = {}  # owner -> the call after which its buffer is dead
@@ -688,6 +690,14 @@ def _projected_peak(rec: _Recorder, live: list[_Call], last: dict[int, int], inp
     for j, c in enumerate(live):
         new = 0 if c.mutates is not None else sum(meta[n].nbytes for n in c.writes)
         peak = max(peak, current + new + c.transient + CALL_SLACK)
+        if events is not None:
+            outs = [(meta[n].shape, np.dtype(meta[n].dtype).name,
+                     0 if c.mutates is not None else meta[n].nbytes) for n in c.writes]
+            name = c.fn[1] if c.fn[0] == "inplace" else \
+                c.fn[1].name if c.fn[0] in ("row", "operator") else c.fn[0]  # fmt: skip
+            events.append((c, name, outs, c.transient + CALL_SLACK,
+                           current + new - frees.get(j, 0),
+                           current + new + c.transient + CALL_SLACK))  # fmt: skip
         current += new - frees.get(j, 0)
     return peak + _overhead(len(live))
 
@@ -914,6 +924,25 @@ class Compiled:
             self.on_trace(trace)
         return plan, key
 
+    def replay_plan(self, args: tuple, kwargs: dict, events: list | None = None) -> _Plan:
+        """The plan a call with arguments of these shapes, dtypes and static values replays,
+        traced afresh and not cached: how ``memory.project`` reaches the replay's projected
+        peak (``peak_bytes``, as ``Trace.peak_bytes``). Array leaves may be abstract (made from
+        ``memory.spec``); the replay's target is NumPy's model. ``events``: see
+        :func:`_projected_peak`."""
+        leaves: list[Any] = []
+        sig = _signature((args, kwargs), leaves)
+        td = tree_flatten((args, kwargs))[1]
+        while True:  # as _plan: numbers whose value the trace needs become static
+            static = self._static_positions(args, kwargs, sig)
+            try:
+                return _trace(self.f, leaves, td, None, static, events)
+            except ValueNeededError as e:
+                roots = _roots(e.scalar)
+                if not roots or roots <= static:
+                    raise
+                self._static_scalars[sig] = self._static_scalars.get(sig, frozenset()) | roots
+
 
 def _signature(x: Any, leaves: list) -> Any:
     """The structure of pytree ``x`` as nested tuples (hashable, cheap to compare), appending
@@ -998,7 +1027,7 @@ def _outputs(plan: _Plan, results: tuple) -> list[Any]:
 
 
 def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
-           static: frozenset[int]) -> _Plan:  # fmt: skip
+           static: frozenset[int], events: list | None = None) -> _Plan:  # fmt: skip
     from . import namespace as _namespace
     from ._proxy import recording
     from .memory._project import abstract_namespace
@@ -1071,7 +1100,7 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
         else:
             outs.append(("const", leaf))
     replay, source, calls, elided, peak = _generate(rec, input_syms, host_inputs, templates,
-                                                    ns._backend)  # fmt: skip
+                                                    ns._backend, events)  # fmt: skip
     arguments = sum(rec.meta[n].nbytes for n in set(input_syms))
     return _Plan(replay, source, array_inputs, scalar_inputs, _rebuilder(out_def), outs, ns,
                  calls, elided, peak, arguments)  # fmt: skip

@@ -7,7 +7,9 @@ A transformation is a pair of pure functions::
     params = apply_updates(params, updates)        # params + updates, leaf by leaf
 
 Params, grads and updates are pytrees of arrays of any pycograd_xp namespace; every step is
-Array API code (lazy on Cubed: nothing converts an array to a Python number). Learning rates
+Array API code (lazy on Cubed: nothing converts an array to a Python number). ``init`` also takes
+a pytree of ``memory.spec`` objects and returns the state as specs (and Python numbers), so a
+whole training step projects before anything is allocated (``memory.project``). Learning rates
 may be numbers or schedules (functions of the step count). ``Optimizer`` wraps a transformation
 and its state for PyTorch-style use: ``params = opt.step(params, grads)``.
 """
@@ -22,6 +24,7 @@ import array_api_compat
 
 from ._api import no_grad
 from ._host import host
+from .memory._project import Spec
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 Schedule = Callable[[int], float]
@@ -81,8 +84,17 @@ def _ns(x: Any) -> Any:
     return array_api_compat.array_namespace(x)
 
 
+def _state_like(p: Any, fill: float = 0.0) -> Any:
+    """A state leaf like parameter ``p``, filled with ``fill``; for a ``memory.spec``, a spec
+    of the same shape, dtype and chunks (the state of a projected step)."""
+    if isinstance(p, Spec):
+        return Spec(p.shape, p.dtype, p.chunks)
+    xp = _ns(p)
+    return xp.zeros_like(p) if fill == 0 else xp.full_like(p, fill)
+
+
 def _zeros_like(tree: Any) -> Any:
-    return tree_map(lambda p: _ns(p).zeros_like(p), tree)
+    return tree_map(_state_like, tree)
 
 
 def _leafwise(fn: Callable[..., tuple], *trees: Any) -> tuple[Any, ...]:
@@ -223,7 +235,7 @@ def adagrad(lr: float | Schedule, eps: float = 1e-10,
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
-        return {"count": 0, "sum_sq": tree_map(lambda p: _ns(p).full_like(p, initial_accumulator),
+        return {"count": 0, "sum_sq": tree_map(lambda p: _state_like(p, initial_accumulator),
                                                params)}  # fmt: skip
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._api import no_grad, value_and_grad
+from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
 
 __all__ = ["fit", "make_step", "plot_history"]
@@ -22,7 +23,12 @@ Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
 def make_step(loss_fn: Callable[..., Any], tx: GradientTransformation,
               has_aux: bool = False) -> Step:  # fmt: skip
     """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for
-    ``loss_fn(params, *batch)`` (returning ``(loss, {name: value})`` when ``has_aux``)."""
+    ``loss_fn(params, *batch)`` (returning ``(loss, {name: value})`` when ``has_aux``).
+
+    ``memory.project(step, params, opt_state, batch)`` projects the whole step as it is
+    (forward, backward, the optimizer's update and its state), from specs too:
+    ``opt_state = tx.init(param_specs)``; so does it for ``pycograd_xp.compile(step)``.
+    """
     vg = value_and_grad(loss_fn, has_aux=has_aux)
 
     def step(params: Any, opt_state: Any, batch: tuple) -> tuple[Any, Any, dict[str, Any]]:
@@ -33,6 +39,7 @@ def make_step(loss_fn: Callable[..., Any], tx: GradientTransformation,
             params = apply_updates(params, updates)
         return params, opt_state, {"loss": loss, **aux}
 
+    setattr(step, AS_IS, True)  # it differentiates inside: memory.project takes it as it is
     return step
 
 

@@ -6,6 +6,11 @@ every array's lifetime (see :mod:`pycograd_xp.memory._abstract`): the result say
 of the forward pass alone and of the whole step, what the tape holds between them, and at which
 op the peak happens, op by op. ``measure(f, *args)`` runs the real step and measures it on the
 same scale (tracemalloc on NumPy), so the two compare like with like.
+
+With ``argnums=()`` both take ``f`` as it is, with no gradient added: a whole training step
+(``train.make_step``'s steps and compiled functions are taken so by default), its optimizer's
+update and state included, from specs too (``tx.init(param_specs)`` gives the state's specs);
+a compiled function projects as the replay ``compile`` generates.
 """
 
 from __future__ import annotations

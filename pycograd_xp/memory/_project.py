@@ -20,45 +20,69 @@ from ..namespace import namespace
 from ..namespace._array import Array, make
 from ..namespace._backend import register_adapter
 from ..tree import tree_flatten, tree_map
-from ._abstract import ABSTRACT, CURRENT, AbstractArray, Tracker, matmul_into_shape
+from ._abstract import (
+    ABSTRACT,
+    CURRENT,
+    DTYPE_NAMES,
+    AbstractArray,
+    Tracker,
+    matmul_into_shape,
+)
 
 
 class Spec:
     """An abstract argument: a shape and a dtype (and, for chunked backends, chunks). A leaf of
-    pytrees (not a dataclass, which pytrees would open)."""
+    pytrees (not a dataclass, which pytrees would open). ``dtype`` is stored as a NumPy dtype."""
 
     __slots__ = ("shape", "dtype", "chunks")
 
     def __init__(self, shape: tuple[int, ...], dtype: Any = "float64", chunks: Any = None):
-        self.shape, self.dtype, self.chunks = shape, dtype, chunks
+        self.shape, self.dtype, self.chunks = shape, _np_dtype(dtype, "Spec"), chunks
 
     def __repr__(self) -> str:
         tail = f", chunks={self.chunks}" if self.chunks is not None else ""
-        return f"spec({self.shape}, {_dtype_name(self.dtype)}{tail})"
+        return f"spec({self.shape}, {self.dtype.name}{tail})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Spec) and (self.shape, _dtype_name(self.dtype), self.chunks) \
-            == (other.shape, _dtype_name(other.dtype), other.chunks)  # fmt: skip
+        return isinstance(other, Spec) and (self.shape, self.dtype, self.chunks) \
+            == (other.shape, other.dtype, other.chunks)  # fmt: skip
 
     __hash__ = None  # type: ignore[assignment]
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * np.dtype(_dtype_name(self.dtype)).itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def spec(shape: Sequence[int] | int, dtype: Any = "float64", chunks: Any = None) -> Spec:
-    """An abstract argument of ``shape`` and ``dtype`` (a dtype object or its name) for
-    :func:`project`: nothing is allocated."""
+    """An abstract argument of ``shape`` and ``dtype`` for :func:`project`: nothing is allocated.
+
+    ``dtype`` is any dtype a user may hold: the namespace's own (``xp.float32``), NumPy's scalar
+    types and dtypes (``np.float32``, ``np.dtype("float32")``), a name (``"float32"``), Python's
+    ``float``, ``int``, ``complex`` and ``bool`` (float64, int64, complex128, bool), and the dtype
+    objects of array-api-strict and Cubed; one of the standard's data types.
+    """
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"spec: shape {shape} has a negative dimension")
-    np.dtype(_dtype_name(dtype))  # raises for an unknown dtype
-    return Spec(shape, dtype, chunks)
+    return Spec(shape, _np_dtype(dtype, "spec"), chunks)
 
 
 def _dtype_name(dtype: Any) -> str:
-    return getattr(dtype, "name", None) or str(dtype).rsplit(".", 1)[-1]
+    """The NumPy name of a dtype object of any backend (see :func:`spec`)."""
+    try:
+        return np.dtype(dtype).name  # NumPy's dtypes and scalar types, names, Python's types
+    except (TypeError, ValueError):
+        return str(dtype).rsplit(".", 1)[-1]  # array_api_strict.float32, torch.float32
+
+
+def _np_dtype(dtype: Any, where: str) -> np.dtype:
+    name = _dtype_name(dtype)
+    if name not in DTYPE_NAMES:
+        raise TypeError(f"{where}: {dtype!r} is not one of the standard's data types "
+                        f"({', '.join(DTYPE_NAMES)}); pass one as your namespace's dtype "
+                        "(xp.float32), a NumPy dtype or its name")  # fmt: skip
+    return np.dtype(name)
 
 
 # Python's own objects live during a step beside the arrays' data: wrappers, tape nodes, frames,
@@ -113,13 +137,15 @@ def parse_bytes(limit: int | float | str) -> int:
 
 @dataclass
 class Projection:
-    """Projected memory of ``f`` and of its ``value_and_grad`` step (bytes, upper bounds).
+    """Projected memory of ``f`` and of its ``value_and_grad`` step (bytes, upper bounds); or,
+    for ``f`` taken as it is (``what`` is ``"as is"`` or ``"compiled replay"``, see
+    :func:`project`), of one call of ``f``: then the forward figures are the call's own.
 
     Every figure counts everything live at that moment, the arguments included.
     """
 
     forward_peak_bytes: int  # evaluating f alone, no tape
-    peak_bytes: int  # the whole value_and_grad step
+    peak_bytes: int  # the whole value_and_grad step (as is: the call)
     residual_bytes: int  # what the tape holds between the forward and the backward pass
     argument_bytes: int  # the arguments (live throughout)
     overhead_bytes: int  # allowed for Python's objects (included in the peaks above)
@@ -130,6 +156,7 @@ class Projection:
     peak_op: tuple[str, str, int]  # (op, phase, row index) at the peak of the step
     rows: list[Row] = field(repr=False)  # the step, one row per backend call
     forward_rows: list[Row] = field(repr=False)  # f alone
+    what: str = "value_and_grad"  # what was projected: "value_and_grad", "as is", "compiled replay"
 
     def check(self, limit: int | float | str) -> Projection:
         """Raise :class:`MemoryLimitError` (before anything runs) if the step's projected peak
@@ -193,9 +220,11 @@ class Projection:
 
     def __str__(self) -> str:
         op, phase, i = self.peak_op
+        alone = {"as is": "f as it is, no gradient added", "compiled replay": "f's compiled "
+                 "replay"}.get(self.what, f"forward alone {_fmt(self.forward_peak_bytes)}")
         head = [
             f"projected step: peak {_fmt(self.peak_bytes)} at {op} (row {i}, {phase}); "
-            f"forward alone {_fmt(self.forward_peak_bytes)}; tape holds "
+            f"{alone}; tape holds "
             f"{_fmt(self.residual_bytes)} between passes; arguments {_fmt(self.argument_bytes)}"
             f" (peaks include {_fmt(self.overhead_bytes)} for Python's objects)",
             f"{'#':>4} {'phase':8} {'op':24} {'outputs':34} {'owns':>9} {'transient':>9} "
@@ -291,63 +320,186 @@ def _chunked_backend(args: Any, kwargs: dict, backend: Any) -> Any:
     return found
 
 
-def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
+# A function that differentiates inside (``train.make_step``'s steps) carries this attribute:
+# ``project`` and ``measure`` then take it as it is by default (``argnums=()``).
+AS_IS = "_pycograd_as_is"
+
+
+def _name(f: Any) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _which(f: Any, argnums: int | Sequence[int] | None) -> int | tuple[int, ...]:
+    """``argnums`` resolved: None is ``()`` for compiled functions and for functions that
+    differentiate inside, ``0`` otherwise."""
+    if argnums is None:
+        from .._compile import Compiled
+
+        return () if isinstance(f, Compiled) or getattr(f, AS_IS, False) else 0
+    return argnums if isinstance(argnums, int) else tuple(argnums)
+
+
+def _check_loss(out: Any, where: str) -> None:
+    """A ``value_and_grad`` step needs a scalar loss: say the way out before it fails."""
+    if isinstance(out, Array) and out.shape == ():
+        return  # value_and_grad itself checks the dtype
+    if isinstance(out, Array):
+        what = f"an array of shape {out.shape}"
+    elif isinstance(out, tuple | list | dict):
+        what = f"a {type(out).__name__} of {len(out)} items"
+    else:
+        what = f"a {type(out).__name__}"
+    raise TypeError(
+        f"{where}: the function returned {what}, not a scalar loss, so it has no "
+        "value_and_grad step. To take the function as it is, forward only with no gradient "
+        "added (a training step that differentiates inside, a function returning a pytree), "
+        "pass argnums=(); for the gradient step of a loss, pass the loss function (returning "
+        "a 0-d array)"
+    )
+
+
+def _forward(f: Callable[..., Any], where: str) -> Callable[..., Any]:
+    """``f`` alone, without a tape, its output checked to be a scalar loss."""
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        with _api.no_grad():
+            out = f(*args, **kwargs)
+        _check_loss(out, where)
+        return out
+
+    return forward
+
+
+def _tracked(call: Callable[..., Any], A: Any, args: tuple,
+             kwargs: dict) -> tuple[Tracker, int, int | None]:  # fmt: skip
+    """Run ``call`` on abstract copies of ``args`` under a fresh tracker: the tracker, the
+    arguments' bytes, and the bytes live when the first backward pass began (None: none did)."""
+    t = CURRENT.tracker = Tracker()
+    a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
+    a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
+    argument_bytes = t.live
+    boundary: list[int] = []
+
+    def mark() -> None:
+        if not boundary:
+            boundary.append(t.live)
+        t.phase = "backward"
+
+    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, mark
+    try:
+        result = call(*a_args, **a_kwargs)
+    finally:
+        _api.HOOKS.before_backward = prev
+    del result, a_args, a_kwargs
+    return t, argument_bytes, boundary[0] if boundary else None
+
+
+def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
+    """A compiled function as it is: the peak ``compile`` projects for the replay it generates
+    for arguments of these shapes (``Trace.peak_bytes``), one row per replayed backend call."""
+    a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
+    a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
+    forward: list[set[int]] = []  # the calls recorded before the first backward pass began
+
+    def mark() -> None:
+        if not forward and CURRENT.recorder is not None:
+            forward.append({id(c) for c in CURRENT.recorder.calls})
+
+    events: list[tuple] = []
+    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, mark
+    try:
+        plan = f.replay_plan(a_args, a_kwargs, events)
+    finally:
+        _api.HOOKS.before_backward = prev
+    rows = [Row(i, name, "forward" if not forward or id(c) in forward[0] else "backward", outs,
+                transient, live, peak)
+            for i, (c, name, outs, transient, live, peak) in enumerate(events)]  # fmt: skip
+    top = max(range(len(rows)), key=lambda i: rows[i].peak_bytes, default=-1)
+    peak_op = (rows[top].op, rows[top].phase, top) if top >= 0 and \
+        rows[top].peak_bytes > plan.argument_bytes else ("arguments", "forward", -1)  # fmt: skip
+    first = next((r.index for r in rows if r.phase == "backward"), None)
+    held = rows[first - 1].live_bytes if first else plan.argument_bytes  # first: None or a row
+    overhead = _overhead(len(rows))
+    return Projection(
+        forward_peak_bytes=plan.peak_bytes, peak_bytes=plan.peak_bytes,
+        residual_bytes=held - plan.argument_bytes, argument_bytes=plan.argument_bytes,
+        overhead_bytes=overhead, traced_forward_peak_bytes=plan.peak_bytes,
+        traced_peak_bytes=plan.peak_bytes, peak_op=peak_op, rows=rows, forward_rows=rows,
+        what="compiled replay",
+    )  # fmt: skip
+
+
+def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None,
             backend: Any = None, **kwargs: Any) -> Projection:  # fmt: skip
     """Project the memory of ``f(*args, **kwargs)`` and of its ``value_and_grad`` step with
-    respect to ``argnums``, without running it.
+    respect to ``argnums``, or of ``f`` as it is (``argnums=()``), without running it.
 
-    ``args`` are arrays of any pycograd_xp namespace, :func:`spec` objects, other values, or
-    pytrees of them; only their shapes and dtypes are read. ``f`` runs on abstract arrays
-    (a function that takes its namespace from a module-level ``xp`` works too: the calls move
-    to the abstract namespace). The model is NumPy's (the eager default): which calls make
-    views, which allocate, and the transients each row declares.
+    ``args`` are arrays of any pycograd_xp namespace, :func:`spec` objects, other values
+    (Python numbers: a step count in an optimizer's state), or pytrees of them; only their
+    shapes and dtypes are read. ``f`` runs on abstract arrays (a function that takes its
+    namespace from a module-level ``xp`` works too: the calls move to the abstract namespace).
+    The model is NumPy's (the eager default): which calls make views, which allocate, and the
+    transients each row declares.
+
+    ``argnums`` says what is projected:
+
+    - an int or a sequence of ints: ``f`` (a loss: it must return a 0-d array) alone, and its
+      ``value_and_grad(f, argnums)`` step (``peak_bytes``);
+    - ``()``: ``f`` as it is, with no gradient added, as ``jax.jit(f).lower(...)`` would see
+      it: a whole training step that differentiates inside, or any function returning a pytree.
+      ``peak_bytes`` is the peak of one call, its results and arguments included (an
+      optimizer's state among them: Adam's two moments). For a compiled function
+      (``pycograd_xp.compile``) it is the peak of the replay ``compile`` generates for
+      arguments of these shapes (``Trace.peak_bytes``, freed at last use), one row per
+      replayed backend call;
+    - None (the default): ``()`` for compiled functions and for the steps
+      ``pycograd_xp.train.make_step`` makes, ``0`` otherwise. So, with ``tx = optim.adam(lr)``::
+
+          memory.project(make_step(loss, tx), param_specs, tx.init(param_specs), batch_specs)
 
     On a chunked backend (Cubed arrays among ``args``, or ``backend=cubed`` / a ``cubed.Spec``
     with chunked specs) the step is projected per task in the backend's own terms and a
     ``cubed_plugin.memory.ChunkedProjection`` is returned.
     """
+    where = f"memory.project({_name(f)})"
+    nums = _which(f, argnums)
     chunked = _chunked_backend(args, kwargs, backend)
     if chunked is not None:
-        return chunked.projector(f, *args, argnums=argnums, backend=backend, **kwargs)
+        if nums == ():
+            raise NotImplementedError(
+                f"{where}: on a chunked backend only a gradient step is projected; project "
+                "the loss (argnums=0, its chunked specs) and add the optimizer's state, which "
+                "stays in memory, to the parameters' bytes"
+            )
+        return chunked.projector(f, *args, argnums=nums, backend=backend, **kwargs)
+    from .._compile import Compiled
+
     A = abstract_namespace()
     prev_tracker, prev_redirect = CURRENT.tracker, REDIRECT.ns
     REDIRECT.ns = A
     try:
-        # f alone, without a tape
-        fwd = CURRENT.tracker = Tracker()
-        a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
-        a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
-        with _api.no_grad():
-            out = f(*a_args, **a_kwargs)
-        del out, a_args, a_kwargs
-        # the step
-        step = CURRENT.tracker = Tracker()
-        a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
-        a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
-        argument_bytes = step.live
-        boundary: list[int] = []
-
-        def mark() -> None:
-            boundary.append(step.live)
-            step.phase = "backward"
-
-        _api.HOOKS.before_backward = mark
-        try:
-            result = _api.value_and_grad(f, argnums)(*a_args, **a_kwargs)
-        finally:
-            _api.HOOKS.before_backward = None
-        del result, a_args, a_kwargs
+        if nums == () and isinstance(f, Compiled):
+            return _replay(f, A, args, kwargs)
+        if nums == ():
+            step, argument_bytes, boundary = _tracked(f, A, args, kwargs)
+            fwd = step
+        else:
+            fwd = _tracked(_forward(f, where), A, args, kwargs)[0]
+            step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args,
+                                                      kwargs)  # fmt: skip
     finally:
         CURRENT.tracker, REDIRECT.ns = prev_tracker, prev_redirect
     overhead = _overhead(len(step.events))
+    if boundary is None:
+        boundary = argument_bytes if nums == () else step.live
     return Projection(
         forward_peak_bytes=fwd.peak + _overhead(len(fwd.events)),
-        peak_bytes=step.peak + overhead,
-        residual_bytes=(boundary[0] if boundary else step.live) - argument_bytes,
+        peak_bytes=step.peak + overhead, residual_bytes=boundary - argument_bytes,
         argument_bytes=argument_bytes, overhead_bytes=overhead,
         traced_forward_peak_bytes=fwd.traced_peak + _overhead(len(fwd.events)),
         traced_peak_bytes=step.traced_peak + overhead, peak_op=_peak_op(step),
         rows=_rows(step), forward_rows=_rows(fwd),
+        what="value_and_grad" if nums != () else "as is",
     )  # fmt: skip
 
 
@@ -401,45 +553,56 @@ def _resident_growth(start: int | None) -> int:
     return 0 if peak is None or start is None else max(0, peak - start)
 
 
-def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
+def _measured(run: Callable[[], Any]) -> tuple[int, int | None, int]:
+    """Run ``run()`` under tracemalloc (already started): its traced peak above what was live
+    before, its resident-set growth (None: not on Linux) and the minor page faults."""
+    base = tracemalloc.get_traced_memory()[0]
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    tracemalloc.reset_peak()
+    rss = _reset_resident_peak()
+    result = run()
+    growth = _resident_growth(rss) if rss is not None else None
+    traced = tracemalloc.get_traced_memory()[1] - base
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    del result
+    return traced, growth, faults
+
+
+def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None,
             **kwargs: Any) -> Measurement:  # fmt: skip
-    """Run ``f`` and its ``value_and_grad`` step on the real arrays ``args`` and measure their
-    peak bytes (tracemalloc, and resident-set growth where the platform tells it; on a device
-    backend, its own allocator: CuPy's memory pool), arguments included."""
+    """Run ``f`` and its ``value_and_grad`` step (or ``f`` as it is: ``argnums`` as in
+    :func:`project`, the same default) on the real arrays ``args`` and measure their peak bytes
+    (tracemalloc, and resident-set growth where the platform tells it; on a device backend, its
+    own allocator: CuPy's memory pool), arguments included. Taken as it is, ``f`` runs once and
+    its forward peak is its peak; a compiled function is traced before it is measured, so the
+    figures are the replay's."""
+    where = f"memory.measure({_name(f)})"
+    nums = _which(f, argnums)
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
+    if nums == ():
+        from .._compile import Compiled
+
+        if isinstance(f, Compiled):
+            f.source(*args, **kwargs)  # traces (once per structure) without running
+        runs = [lambda: f(*args, **kwargs)]
+    else:
+        runs = [lambda: _forward(f, where)(*args, **kwargs),
+                lambda: _api.value_and_grad(f, nums)(*args, **kwargs)]  # fmt: skip
     device = next((leaf._backend.device_peak for leaf in tree_flatten((args, kwargs))[0]
                    if isinstance(leaf, Array) and leaf._backend.device_peak), None)  # fmt: skip
     if device is not None:  # a device backend measures with its own allocator (CuPy's pool)
-        with _api.no_grad():
-            forward = device(lambda: f(*args, **kwargs))
-        step = device(lambda: _api.value_and_grad(f, argnums)(*args, **kwargs))
-        return Measurement(forward + argument_bytes, step + argument_bytes, argument_bytes,
-                           None, None, 0)
+        peaks = [device(run) + argument_bytes for run in runs]
+        return Measurement(peaks[0], peaks[-1], argument_bytes, None, None, 0)
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()
     try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        rss = _reset_resident_peak()
-        with _api.no_grad():
-            out = f(*args, **kwargs)
-        forward_rss = _resident_growth(rss)
-        del out
-        forward = tracemalloc.get_traced_memory()[1] - base + argument_bytes
-        base = tracemalloc.get_traced_memory()[0]
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        tracemalloc.reset_peak()
-        rss = _reset_resident_peak()
-        result = _api.value_and_grad(f, argnums)(*args, **kwargs)
-        step_rss = _resident_growth(rss)
-        traced = tracemalloc.get_traced_memory()[1] - base
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-        del result
+        measured = [_measured(run) for run in runs]
     finally:
         if not was_tracing:
             tracemalloc.stop()
-    known = rss is not None
-    return Measurement(forward, traced + argument_bytes, argument_bytes,
+    (forward, forward_rss, _), (step, step_rss, faults) = measured[0], measured[-1]
+    known = step_rss is not None
+    return Measurement(forward + argument_bytes, step + argument_bytes, argument_bytes,
                        forward_rss + argument_bytes if known else None,
                        step_rss + argument_bytes if known else None, faults)

@@ -117,6 +117,41 @@ def test_bad_specs_are_refused():
         memory.spec((3,), "not-a-dtype")
 
 
+def _dtype_objects():
+    """Every kind of dtype object a user may hold, with the NumPy dtype it names."""
+    import array_api_strict as strict
+
+    cases = [(XP.float32, "float32"), (XP.int16, "int16"), (np.float32, "float32"),
+             (np.dtype("complex64"), "complex64"), ("float32", "float32"), ("uint8", "uint8"),
+             (float, "float64"), (int, "int64"), (complex, "complex128"), (bool, "bool"),
+             (strict.float32, "float32"), (strict.int8, "int8"), (strict.bool, "bool"),
+             (pg.namespace(strict).complex128, "complex128")]  # fmt: skip
+    try:
+        import cubed
+    except ImportError:
+        return cases
+    return [*cases, (cubed.float32, "float32"), (cubed.uint32, "uint32"),
+            (pg.namespace(cubed).float64, "float64")]
+
+
+@pytest.mark.parametrize("dtype, name", _dtype_objects(), ids=repr)
+def test_spec_takes_every_dtype_a_user_holds(dtype, name):
+    s = memory.spec((3, 4), dtype)
+    assert isinstance(s.dtype, np.dtype) and s.dtype == np.dtype(name)
+    assert s.nbytes == 12 * np.dtype(name).itemsize
+    assert repr(s) == f"spec((3, 4), {name})"
+    assert s == memory.spec((3, 4), name)
+    p = memory.project(lambda x: XP.concat([XP.reshape(x, (-1,)), x[0]]), s, argnums=())
+    assert p.argument_bytes == s.nbytes and p.peak_bytes > 2 * s.nbytes
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "U3", object, "not-a-dtype"])
+def test_spec_refuses_what_is_no_standard_dtype(dtype):
+    with pytest.raises(TypeError, match=r"spec: .* is not one of the standard's data types "
+                                        r"\(bool, .*complex128\); pass one as your namespace"):
+        memory.spec((3,), dtype)
+
+
 def test_values_cannot_be_branched_on_while_projecting():
     def f(x):
         return XP.sum(x) if float(XP.sum(x)) > 0 else -XP.sum(x)
