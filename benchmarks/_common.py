@@ -108,3 +108,24 @@ def in_fresh_process(script: str, args: list[str], malloc: str) -> object:
                          text=True, check=True).stdout  # fmt: skip
     return json.loads(out.strip().splitlines()[-1])
 
+
+def resident_step_peak(fn: Callable[[], object], repeats: int = 3, settle_s: float = 0.1) -> int:
+    """Median resident-set growth of one call of ``fn`` over ``repeats`` calls after a warm-up
+    call, in bytes beyond what was resident before each. Before each call the collector runs and
+    the process rests ``settle_s`` seconds: a runtime that frees a step's buffers on its own
+    threads after the step returns (XLA's CPU client) would otherwise still hold the previous
+    step's pages when the peak is reset, and hand them to the next step unseen."""
+    import gc
+
+    from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth
+
+    fn()
+    grown = []
+    for _ in range(repeats):
+        gc.collect()
+        time.sleep(settle_s)
+        rss = _reset_resident_peak()
+        out = fn()
+        grown.append(_resident_growth(rss))
+        del out
+    return int(statistics.median(grown))
