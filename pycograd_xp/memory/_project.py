@@ -282,7 +282,12 @@ def _to_abstract(A: Any, leaf: Any) -> Any:
     if isinstance(leaf, Array):
         if leaf._backend.abstract:
             return leaf
-        return make(A.Array, AbstractArray(leaf.shape, _dtype_name(leaf.dtype)))
+        # a real array keeps its layout: a transposed or strided view is no C-ordered array
+        # (NumPy copies it where a call needs one, and the rules count that copy)
+        flags = getattr(leaf._data, "flags", None)
+        contiguous = bool(getattr(flags, "c_contiguous", True))
+        return make(A.Array, AbstractArray(leaf.shape, _dtype_name(leaf.dtype),
+                                           contiguous=contiguous))  # fmt: skip
     return leaf
 
 

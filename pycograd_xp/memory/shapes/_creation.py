@@ -9,7 +9,7 @@ import array_api_compat.numpy as npx
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import constant, is_array, new, view
+from ._helpers import constant, elementwise_out, is_array, new, view
 
 
 def _shape(shape):
@@ -54,11 +54,12 @@ def _full(a, shape, fill_value, *, dtype=None, device=None):
 
 
 def _like(a, x, /, *, dtype=None, device=None):
-    return new(x.shape, x.dtype if dtype is None else dtype)
+    # NumPy's *_like keep the input's memory order (order "K"): transposed in, transposed out
+    return elementwise_out(x.shape, x.dtype if dtype is None else dtype, x)
 
 
 def _full_like(a, x, /, fill_value, *, dtype=None, device=None):
-    return new(x.shape, x.dtype if dtype is None else dtype)
+    return elementwise_out(x.shape, x.dtype if dtype is None else dtype, x)
 
 
 def _eye(a, n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):

@@ -1,14 +1,15 @@
 """Shape rules of the elementwise functions: the broadcast shape of the array arguments and the
 dtype NumPy's own function gives (probed on one-element arrays). ``real``/``imag`` of complex
 input are views, as in NumPy; ``real`` of a real array is that array. Their transients are the
-iterator's buffers for broadcast, cast or differently laid-out operands."""
+iterator's buffers for broadcast, cast or differently laid-out operands. A result is laid out
+in its operands' memory order, as NumPy's (order "K"): transposed in, transposed out."""
 
 from __future__ import annotations
 
 import array_api_compat.numpy as npx
 
 from ...namespace._ops import REGISTRY, defshape
-from ._helpers import broadcast, is_array, new, probe_dtype, ufunc_buffers, view
+from ._helpers import broadcast, elementwise_out, is_array, probe_dtype, ufunc_buffers, view
 
 
 def _elementwise(name):
@@ -16,7 +17,7 @@ def _elementwise(name):
 
     def rule(a, *xs):
         shape = broadcast(*(x.shape for x in xs if is_array(x)))
-        return new(shape, probe_dtype(ref, *xs))
+        return elementwise_out(shape, probe_dtype(ref, *xs), *xs)
 
     return rule
 
@@ -33,7 +34,7 @@ def _imag(a, x, /):
 
 def _clip(a, x, /, min=None, max=None):
     shape = broadcast(*(v.shape for v in (x, min, max) if is_array(v)))
-    return new(shape, x.dtype)
+    return elementwise_out(shape, x.dtype, x, min, max)
 
 
 def _buffers(out, *xs, **kw):

@@ -9,7 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import as_abstract, broadcast, data_dependent, is_array, new, view
+from ._helpers import (
+    BUFFER_ELEMENTS,
+    as_abstract,
+    broadcast,
+    data_dependent,
+    is_array,
+    new,
+    size_bytes,
+    view,
+)
 
 
 def _expand(key, ndim):
@@ -91,7 +100,26 @@ def _take_along_axis(a, x, indices, /, *, axis=-1):
                          indices.shape), x.dtype)  # fmt: skip
 
 
+def _take_along_axis_memory(out, x, indices, /, *, axis=-1):
+    # NumPy indexes x with the indices and one arange per other axis (broadcast): the iterator
+    # buffers 8192 indices; indices of another dtype than intp, or not in C order of the
+    # output's shape, are first cast or copied whole; x not in C order is copied whole
+    # (measured: a transposed x costs its size, a broadcast one nothing; the abstract arrays
+    # tell neither apart, so both count).
+    indices = as_abstract(indices)
+    ax = axis % x.ndim
+    total = sum(s for i, s in enumerate(out.shape) if i != ax) * 8
+    total += min(out.size, BUFFER_ELEMENTS) * 8
+    if indices.dtype != np.intp:
+        total += out.size * 8 + min(out.size, BUFFER_ELEMENTS) * 8
+    elif not indices.contiguous or indices.shape != out.shape:
+        total += out.size * 8
+    if not x.contiguous:
+        total += size_bytes(x)
+    return total
+
+
 defshape("__getitem__", _getitem)
 defshape("__setitem__", _setitem)
 defshape("take", _take)
-defshape("take_along_axis", _take_along_axis)
+defshape("take_along_axis", _take_along_axis, memory=_take_along_axis_memory)

@@ -9,7 +9,17 @@ import math
 import numpy as np
 
 from ...namespace._ops import defshape
-from ._helpers import as_abstract, broadcast, data_dependent, is_array, new, norm_axes, view
+from .._abstract import AbstractArray
+from ._helpers import (
+    as_abstract,
+    broadcast,
+    broadcast_view,
+    data_dependent,
+    is_array,
+    new,
+    norm_axes,
+    view,
+)
 
 
 def _broadcast_arrays(a, *arrays):
@@ -30,7 +40,15 @@ def _concat(a, arrays, /, *, axis=0):
     ax = axis % arrays[0].ndim
     shape = list(arrays[0].shape)
     shape[ax] = sum(x.shape[ax] for x in arrays)
-    return new(shape, dtype)
+    return _in_their_order(shape, dtype, arrays)
+
+
+def _in_their_order(shape, dtype, arrays):
+    """NumPy's concatenate lays its result out in the order of its inputs' strides: inputs
+    not in C order (transposed, or computed from transposed data) give a result not in C
+    order."""
+    c_order = all(x.contiguous or broadcast_view(x) for x in arrays)
+    return AbstractArray(shape, dtype, contiguous=c_order)
 
 
 def _expand_dims(a, x, /, axis):
@@ -106,7 +124,7 @@ def _squeeze(a, x, /, axis):
 def _stack(a, arrays, /, *, axis=0):
     shape = list(arrays[0].shape)
     shape.insert(axis % (len(shape) + 1), len(arrays))
-    return new(shape, np.result_type(*(x.dtype for x in arrays)))
+    return _in_their_order(shape, np.result_type(*(x.dtype for x in arrays)), arrays)
 
 
 def _tile(a, x, repetitions, /):

@@ -12,6 +12,7 @@ from ._helpers import (
     BUFFER_ELEMENTS,
     broadcast,
     data_dependent,
+    elementwise_out,
     is_array,
     new,
     probe_dtype,
@@ -39,7 +40,7 @@ def _searchsorted(a, x1, x2, /, *, side="left", sorter=None):
 
 def _where(a, condition, x1, x2, /):
     shape = broadcast(*(v.shape for v in (condition, x1, x2) if is_array(v)))
-    return new(shape, probe_dtype(npx.where, condition, x1, x2))
+    return elementwise_out(shape, probe_dtype(npx.where, condition, x1, x2), condition, x1, x2)
 
 
 defshape("argmax", _arg)

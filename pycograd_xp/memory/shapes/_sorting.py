@@ -22,7 +22,7 @@ others (measured on 10^6-element arrays and 1000x1000 along either axis):
 from __future__ import annotations
 
 from ...namespace._ops import defshape
-from ._helpers import BUFFER_ELEMENTS, native, new, view
+from ._helpers import BUFFER_ELEMENTS, elementwise_out, native, new, view
 
 
 def _line(x, axis):
@@ -38,9 +38,10 @@ def _radix(x):
 
 
 def _sort(a, x, /, *, axis=-1, descending=False, stable=True):
+    copy = elementwise_out(x.shape, x.dtype, x)  # NumPy copies in the input's memory order
     if descending:  # the flipped view of the ascending sort's copy
-        return view(new(x.shape, x.dtype), x.shape, contiguous=False)
-    return new(x.shape, x.dtype)
+        return view(copy, x.shape, contiguous=False)
+    return copy
 
 
 def _sort_memory(out, x, /, *, axis=-1, descending=False, stable=True):

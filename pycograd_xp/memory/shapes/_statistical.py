@@ -9,7 +9,7 @@ from __future__ import annotations
 import array_api_compat.numpy as npx
 
 from ...namespace._ops import defshape
-from ._helpers import BUFFER_ELEMENTS, new, probe_dtype, reduced, size_bytes
+from ._helpers import BUFFER_ELEMENTS, elementwise_out, new, probe_dtype, reduced, size_bytes
 
 
 def _reduction(name, dtype_kw=True):
@@ -29,7 +29,10 @@ def _cumulative(name):
         shape = list(x.shape) if x.ndim else [1]
         ax = 0 if axis is None else axis % len(shape)
         shape[ax] += 1 if include_initial else 0
-        return new(shape, probe_dtype(ref, x, axis=axis, dtype=dtype))
+        dt = probe_dtype(ref, x, axis=axis, dtype=dtype)
+        if include_initial or x.ndim == 0:
+            return new(shape, dt)
+        return elementwise_out(shape, dt, x)  # NumPy's cumsum keeps the input's memory order
 
     return rule
 
