@@ -5,8 +5,9 @@ beside float64, an integer array, complex values inside) and layouts (C-ordered,
 strided slices of larger arrays), and a chain of 3 to 8 steps, each one of the menu below, over
 the standard's differentiable functions (elementwise, broadcasting, reductions, matmul and
 tensordot with transposed operands, sorting, cumulative sums, indexing and setitem, concat and
-stack, casts). Every value keeps the program's working shape ``(n, m)`` between steps, so any
-step can follow any other; inside a step, operands are transposed, strided, cast or broadcast.
+stack, casts, linear solves, decompositions and FFTs). Every value keeps the program's working
+shape ``(n, m)`` between steps, so any step can follow any other; inside a step, operands are
+transposed, strided, cast or broadcast.
 
 The values are irrelevant to memory (NaNs are fine: nothing branches on them); shapes, dtypes
 and layouts are what the test exercises. Each program's loss is the sum of the real part of its
@@ -231,7 +232,34 @@ def inplace(xp, v, env, c):
     return y
 
 
+def linalg_solve(xp, v, env, c):
+    """A linear solve with a matrix of the weights' dtype, right-hand sides transposed."""
+    W = env["W"]
+    A = W @ W.T + W.shape[0] * xp.eye(W.shape[0], dtype=W.dtype)
+    return xp.linalg.solve(A, v.T).T
+
+
+def linalg_spectral(xp, v, env, c):
+    """Decompositions of the weights (LAPACK workspaces, single-precision widening)."""
+    W = env["W"]
+    k = int(c * 1000) % 4
+    if k == 0:
+        return v @ xp.linalg.eigh(W + W.T)[1]
+    if k == 1:
+        return v * xp.linalg.svdvals(W)
+    if k == 2:
+        return v @ xp.linalg.qr(W)[0]
+    return v @ xp.linalg.inv(W + W.shape[0] * xp.eye(W.shape[0], dtype=W.dtype))
+
+
+def fft(xp, v, env, c):
+    axis = int(c * 100) % 2
+    z = xp.astype(v, xp.complex64 if v.dtype == xp.float32 else xp.complex128)
+    z = xp.fft.fft(z, axis=axis) * (0.5 + 0.1j)
+    return xp.real(xp.fft.ifft(z, axis=axis)) + xp.fft.irfft(xp.fft.rfft(v), n=v.shape[1])
+
+
 STEPS = [unary, binary_params, scalars, with_integers, cast, through_complex, matmul,
          matmul_transposed, tensordot, vecdot, reduce_keep, softmax, sort, take_sorted, cumulative,
          strided, transposed_chain, stack_reduce, gather, setitem, where_clip, roll_reshape,
-         inplace]  # fmt: skip
+         inplace, linalg_solve, linalg_spectral, fft]  # fmt: skip

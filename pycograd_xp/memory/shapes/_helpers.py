@@ -125,6 +125,14 @@ def native(nbytes: float) -> int:
     return int(nbytes)
 
 
+def in_turn(traced: int, total: int) -> int:
+    """The transients of a call whose tracked and native allocations peak at different
+    moments (a Python copy, then a LAPACK workspace): ``total`` bytes at the most in all, and
+    at the most ``traced`` of them seen by tracemalloc. (A native term inside a ``max`` would
+    be taken off the whole bound, leaving too little for the tracked part.)"""
+    return traced + native(max(total, traced) - traced)
+
+
 def size_bytes(*xs: Any) -> int:
     """The bytes of full copies of the arrays among ``xs`` (views count whole)."""
     return sum(math.prod(x.shape) * x.dtype.itemsize for x in xs if isinstance(x, AbstractArray))

@@ -40,6 +40,7 @@ from ._helpers import (
     BUFFER_ELEMENTS,
     as_abstract,
     broadcast,
+    in_turn,
     is_array,
     native,
     new,
@@ -174,7 +175,7 @@ def _eig_memory(out, x, /):
     # ``*geev``'s workspace; before the call, isfinite(x) (a bool per element)
     n = x.shape[-1]
     work = 32 * n * n + 128 * n * 16
-    return max(x.size, native(work)) + _widened([x], out)
+    return in_turn(x.size, max(x.size, work)) + _widened([x], out)
 
 
 def _eigvals(a, x, /):
@@ -183,7 +184,8 @@ def _eigvals(a, x, /):
 
 def _eigvals_memory(out, x, /):
     n = x.shape[-1]
-    return max(x.size, native((n * n + 64 * n) * _work(x).itemsize)) + _widened([x], [out])
+    work = (n * n + 64 * n) * _work(x).itemsize
+    return in_turn(x.size, max(x.size, work)) + _widened([x], [out])
 
 
 def _eigh(a, x, /):
@@ -343,7 +345,9 @@ def _qr_memory(out, x, /, *, mode="reduced"):
     gqr = (m * mc + k + m * n + 64 * mc) * c
     # single precision: Q and R come out in double, then are cast
     q, r = (_widened([], [o]) for o in out)
-    return kept + max(native(geqrf), q + max(native(gqr), r + mc * n))
+    # the copy keeps x's memory order: triu's where then buffers R when x is not in C order
+    mask = mc * n + (0 if x.contiguous else min(mc * n, BUFFER_ELEMENTS) * c)
+    return kept + in_turn(q + r + mask, max(geqrf, q + max(gqr, r + mask)))
 
 
 def _slogdet(a, x, /):
