@@ -16,7 +16,7 @@ Both give the gradient of the same function: the mean (or sum) over rows of the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,10 +145,16 @@ def chunk_projection(loss: RowLoss, params: Any, data: tuple) -> Any:
 ONE_PASS_FAN_IN = 32
 
 
-def one_pass_step(loss: RowLoss, params: Any, data: tuple) -> tuple[Any, Any, Any]:
+def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
+                  chunk_numbers: Sequence[int] | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
     """(lazy vector of [loss sum, flat gradient sums], treedef, leaf shapes) of ``loss`` over
     the row chunks of ``data`` (Cubed arrays with the same row chunking, whole along the other
-    axes)."""
+    axes). The sums are float64 whatever the dtype of the data and the parameters (each chunk
+    is computed in theirs).
+
+    ``chunk_numbers``: when ``data`` is a mini-batch (:func:`take_row_chunks`), the number of
+    each of its row chunks in the whole data, so that an error names the chunk and its rows as
+    the whole data numbers them."""
     from cubed.core.ops import blockwise
 
     host = _host(params)
@@ -166,11 +172,16 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple) -> tuple[Any, Any, An
     per_row, np_xp = loss.per_row, pg.namespace(np)
 
     starts = list(np.cumsum((0,) + tuple(rows)))
+    numbers = list(range(len(rows))) if chunk_numbers is None else list(chunk_numbers)
+    if len(numbers) != len(rows):
+        raise ValueError(f"one-pass step: {len(numbers)} chunk_numbers for data of {len(rows)} "
+                         "row chunks; give one number per row chunk")  # fmt: skip
 
     def block(*chunks: np.ndarray) -> np.ndarray:
         *chunks, row_numbers = chunks
-        first = int(row_numbers[0])
-        where = f"chunk {starts.index(first)} (rows {first} to {first + len(row_numbers) - 1})"
+        n = numbers[starts.index(int(row_numbers[0]))]
+        first = n * rows[0]  # the data's chunks are regular: rows[0] rows each but the last
+        where = f"chunk {n} (rows {first} to {first + len(row_numbers) - 1})"
         p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
         rows_in = [np_xp.asarray(c) for c in chunks]
         for i, r in enumerate(rows_in):

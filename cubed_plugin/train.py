@@ -243,31 +243,61 @@ def _rows(data: Sequence[Any]) -> int:
 
 
 def _batches(data: Sequence[Any], batch_rows: int | None, key: random.Key,
-             epoch: int) -> list[tuple[Any, ...]]:  # fmt: skip
-    """The epoch's batches: whole row chunks, shuffled by the key (all of them when
-    ``batch_rows`` is None: full batch)."""
-    chunk = data[0].chunks[0]
+             epoch: int) -> list[list[int] | None]:  # fmt: skip
+    """The epoch's batches, each the increasing numbers of the whole row chunks it takes, drawn
+    by the key: the chunks shuffled, then taken ``batch_rows`` rows at a time (those left over
+    wait for another epoch). ``[None]`` (one batch of all the data) when ``batch_rows`` is
+    None: full batch."""
     if batch_rows is None:
-        return [tuple(data)]
+        return [None]
+    chunk = data[0].chunks[0]
     size = chunk[0]
-    if batch_rows % size:
+    if batch_rows <= 0 or batch_rows % size or batch_rows // size > len(chunk):
         raise ValueError(f"fit: batch_rows={batch_rows} must be a multiple of the data's row "
-                         f"chunks ({size} rows): a batch is made of whole chunks")  # fmt: skip
+                         f"chunks ({size} rows) of at most {len(chunk)} chunks: a batch is "
+                         "made of whole chunks")  # fmt: skip
     per = batch_rows // size
     order = np.asarray(pg.unwrap(random.permutation(random.fold_in(key, epoch), len(chunk))))
-    starts = np.cumsum((0,) + tuple(chunk))
-    batches = []
-    for b in range(len(chunk) // per):
-        picks = sorted(order[b * per:(b + 1) * per])
-        batches.append(tuple(_take_chunks(x, starts, picks) for x in data))
-    return batches
+    return [sorted(int(i) for i in order[b * per:(b + 1) * per])
+            for b in range(len(chunk) // per)]  # fmt: skip
 
 
-def _take_chunks(x: Any, starts: np.ndarray, picks: list[int]) -> Any:
-    import cubed
+def _take_chunks(data: Sequence[Any], picks: list[int] | None) -> tuple[Any, ...]:
+    """The batch of row chunks ``picks`` of every data argument (all of it for None), each
+    task of a step reading one chunk as on the whole data (no ``concat``: it declared one
+    chunk of every piece per task, projections in proportion to the batch)."""
+    if picks is None:
+        return tuple(data)
+    from ._row_chunks import take_row_chunks
 
-    pieces = [x[int(starts[i]):int(starts[i + 1])] for i in picks]
-    return pieces[0] if len(pieces) == 1 else cubed.concat(pieces, axis=0)
+    return tuple(take_row_chunks(x, picks) for x in data)
+
+
+def _host_params(params: Any, data: Sequence[Any], log: Callable[[str], None] | None) -> Any:
+    """``params`` as NumPy arrays (copies) of the dtype each was given in; Python numbers
+    become float64. Refuses a parameter that is not real floating point, and logs the dtype
+    each task computes in when parameters and data differ (NumPy's promotion: float64
+    parameters make a float64 copy of a float32 chunk in matmul, projected with the task)."""
+    leaves, td = pg.tree_flatten(params)
+    host = []
+    for i, a in enumerate(leaves):
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            host.append(np.array(a, dtype=np.float64))
+            continue
+        h = np.array(pg.unwrap(a))
+        if h.dtype.kind != "f":
+            raise TypeError(f"fit: parameter {i} (shape {h.shape}) has dtype {h.dtype}; "
+                            "parameters must be real floating point: give them as float32 "
+                            "or float64 arrays, e.g. np.zeros(n, dtype=np.float32)")  # fmt: skip
+        host.append(h)
+    dtypes = sorted({str(h.dtype) for h in host})
+    data_dtypes = sorted({str(np.dtype(x.dtype)) for x in data})
+    if log and len({*dtypes, *data_dtypes}) > 1:
+        common = np.result_type(*dtypes, *data_dtypes)
+        log(f"fit: parameters {'/'.join(dtypes)}, data {'/'.join(data_dtypes)}: each task "
+            f"computes in {common} (NumPy's promotion; its copies are in the projected task "
+            f"memory); the parameters stay {'/'.join(dtypes)}")  # fmt: skip
+    return pg.tree_unflatten(td, host)
 
 
 def _ckpt(directory: str | None) -> Path | None:
@@ -294,6 +324,10 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first.
     With ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
     ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
+    The parameters keep the floating dtype they are given in (Python numbers: float64), as in
+    JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters
+    and data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it
+    makes are in each task's projected memory.
     ``executor``: a Cubed executor or its name ("single-threaded", "threads", "processes",
     "dask"); ``compute_kwargs`` go to ``cubed.compute`` (for "dask",
     ``{"compute_kwargs": {"address": cluster.scheduler_address}}`` points it at a cluster).
@@ -312,7 +346,7 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     spec = spec if spec is not None else data[0].spec
     _rows(data)
     key = key if key is not None else random.key(0)
-    host = pg.tree_map(lambda a: np.array(pg.unwrap(a), dtype=np.float64), params)
+    host = _host_params(params, data, log)
     xp = pg.namespace(np)
     p = pg.tree_map(xp.asarray, host)
     state = optimizer.init(p)
@@ -325,20 +359,21 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         key = random.Key(tuple(int(k) for k in np.asarray(saved["key"])))
         if log:
             log(f"resumed from {path} at step {step}")
-    per_epoch = 1 if batch_rows is None else (len(data[0].chunks[0]) * data[0].chunks[0][0]
-                                              // batch_rows)  # fmt: skip
+    per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
     total = steps if steps is not None else epochs * max(per_epoch, 1)
     recorder = MemoryRecorder()
     ex = _executor(executor)
     while step < total:
         epoch, within = divmod(step, max(per_epoch, 1))
-        batch = _batches(data, batch_rows, key, epoch)[within]
+        picks = _batches(data, batch_rows, key, epoch)[within]
+        batch = _take_chunks(data, picks)
         rows = _rows(batch)
         t0 = time.perf_counter()
         host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
         work = _work_snapshot(spec)
         if one_pass:
-            total_sums, td, shapes = one_pass_step(loss, host_p, batch)
+            total_sums, td, shapes = one_pass_step(loss, host_p, batch,
+                                                   chunk_numbers=picks)
             check(total_sums)
             sums = cubed.compute(total_sums, executor=ex, callbacks=[*callbacks, recorder,
                                  Progress(f"step {step + 1}", disable=not progress)],
@@ -355,6 +390,8 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
                                    **kw)  # fmt: skip
             value = float(value)
         _clean_work(spec, work)
+        # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
+        grads = pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p)
         if not math.isfinite(value):
             raise FloatingPointError(f"fit: the loss is {value} at step {step + 1}; lower the "
                                      "learning rate or check the data")  # fmt: skip
