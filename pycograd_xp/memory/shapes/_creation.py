@@ -38,8 +38,8 @@ def _arange(a, start, /, stop=None, step=1, *, dtype=None, device=None):
 
 def _asarray(a, obj, /, *, dtype=None, device=None, copy=None):
     if is_array(obj):
-        if copy or (dtype is not None and np.dtype(dtype) != obj.dtype):
-            return new(obj.shape, obj.dtype if dtype is None else dtype)
+        if copy or (dtype is not None and np.dtype(dtype) != obj.dtype):  # in obj's order
+            return elementwise_out(obj.shape, obj.dtype if dtype is None else dtype, obj)
         return obj
     c = constant(npx.asarray(obj, dtype=dtype))  # Python values or an array from outside
     return c
