@@ -5,14 +5,22 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
 - :func:`adapt`: Cubed's capabilities for the backend adapter (lazy, chunked, immutable, block
   sampling), and Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
   ``take_along_axis``, the ``fft`` extension, most of ``linalg``: ``cubed_plugin.namespace``).
+  From then on every Cubed op says which part of the user's program built it
+  ("matmul in mlp_loss (backward of tanh)"), in refusals, plans and measured tables.
 - ``cubed_plugin.random``: chunked random sampling, each block drawn lazily from its own key.
 - ``cubed_plugin.compute``/``plan``/``check``/``visualize``: our lazy arrays computed in one
-  plan (NumPy results), its plan, and its memory checked before running.
+  plan (NumPy results), its plan, and its memory checked before running, all with the plan
+  optimizer whose projections hold for gradient graphs (``cubed_plugin.steps.graph_fusion``);
+  ``check`` also warns when ``reserved_mem`` is below what the executor's workers measurably
+  hold (:func:`worker_baseline`; ``cubed.Spec`` defaults to 0).
 - ``cubed_plugin.fit`` (``cubed_plugin.train``): bounded-memory training on chunked data, one-pass
-  or graph mode (``cubed_plugin.steps``, ``row_loss``), and ``python -m cubed_plugin.train``.
+  or graph mode (``cubed_plugin.steps``, ``row_loss``), and ``python -m cubed_plugin.train``;
+  ``make_spec`` makes a Spec whose ``reserved_mem`` is measured. A task measured over its
+  projection or ``allowed_mem`` raises :class:`TaskMemoryError`.
 - ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
-  runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and ``plan_rows``, which
-  chooses the rows per chunk so every task fits ``allowed_mem``.
+  runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and :func:`plan_rows`,
+  which chooses the rows per chunk so every task of ``fit``'s step (in its mode) fits
+  ``allowed_mem``.
 """
 
 from __future__ import annotations
@@ -21,18 +29,22 @@ import dataclasses
 from typing import Any
 
 from ._compute import check, compute, plan, visualize
+from ._executors import worker_baseline
+from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .steps import row_loss
 
-__all__ = ["adapt", "check", "compute", "fit", "plan", "row_loss", "visualize"]
+__all__ = ["ReservedMemWarning", "TaskMemoryError", "TaskMemoryWarning", "adapt", "check",
+           "compute", "fit", "make_spec", "plan", "plan_rows", "row_loss", "visualize",
+           "worker_baseline"]
 
 
 def __getattr__(name: str) -> Any:
     # imported on first use: ``python -m cubed_plugin.train`` (and the worker processes that
     # re-run it as their main module) must not find the module imported already by its package
-    if name == "fit":
-        from .train import fit
+    if name in ("fit", "make_spec"):
+        from . import train
 
-        return fit
+        return getattr(train, name)
     raise AttributeError(f"module 'cubed_plugin' has no attribute {name!r}")
 
 

@@ -3,15 +3,70 @@ look at the plan, and check its memory before running.
 
     loss, grads = pg.value_and_grad(f)(w, X, y)          # lazy, on namespace(cubed)
     loss_np, grads_np = cubed_plugin.compute(loss, grads)  # one plan, NumPy results
+
+Every function here plans with ``cubed_plugin.steps.graph_fusion`` unless told otherwise: the
+plan optimizer whose projected task memory holds for gradient graphs. Cubed's own optimizer
+(``cubed.compute``'s default, ``optimize_function=None`` here) fuses a predecessor into an op
+that reads several of its blocks and projects the task as if the predecessor ran once, and
+reads every input block of a fused tree before evaluating it while projecting them one at a
+time: measured task peaks went over its projections on gradient graphs (155.3 MB in a task
+projected at 138.4 MB: a two-layer MLP's gradient). :func:`check` says so, op by op, when it is
+given that optimizer.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from pycograd_xp import unwrap
-from pycograd_xp.memory._project import MemoryLimitError, _fmt
+from pycograd_xp.memory._project import MemoryLimitError
 from pycograd_xp.tree import tree_flatten, tree_unflatten
+
+from .memory import ReservedMemWarning, annotate_fused, fmt_bytes, fmt_pair, part_of
+
+
+class _Sound:
+    """The default ``optimize_function``: ``cubed_plugin.steps.graph_fusion()``."""
+
+    def __repr__(self) -> str:
+        return "graph_fusion()"
+
+
+SOUND = _Sound()
+
+
+def _labelled(optimize: Any, sound: bool) -> Any:
+    """``optimize`` (an ``optimize_function`` for Cubed) recording in each fused op the labels
+    of the ops fused into it (``cubed_plugin.memory.part_of`` names them)."""
+
+    def optimize_labelled(dag: Any, array_names: Any) -> Any:
+        out = optimize(dag, array_names=array_names)
+        return out if out is dag else annotate_fused(dag, out)
+
+    optimize_labelled.labelled, optimize_labelled.sound = True, sound
+    return optimize_labelled
+
+
+def sound_optimizer() -> Any:
+    """``cubed_plugin.steps.graph_fusion()``, recording what each fused op computes."""
+    from .steps import graph_fusion
+
+    return _labelled(graph_fusion(), sound=True)
+
+
+def _optimizer(optimize_function: Any) -> Any:
+    if optimize_function is SOUND:
+        return sound_optimizer()
+    if getattr(optimize_function, "labelled", False):
+        return optimize_function
+    if optimize_function is None:
+        from cubed.core.optimization import multiple_inputs_optimize_dag
+
+        return _labelled(multiple_inputs_optimize_dag, sound=False)
+    # graph_fusion() marks its optimizer sound (its projections count what a task holds)
+    return _labelled(optimize_function, sound=getattr(optimize_function, "sound", False))
 
 
 def _cubed_arrays(trees: tuple) -> tuple[list[Any], Any]:
@@ -19,37 +74,132 @@ def _cubed_arrays(trees: tuple) -> tuple[list[Any], Any]:
     return [unwrap(leaf) for leaf in leaves], td
 
 
-def plan(*trees: Any, optimize_graph: bool = True, optimize_function: Any = None) -> Any:
-    """Cubed's plan (``cubed.plan``) of all the arrays in ``trees``, computed together."""
+def plan(*trees: Any, optimize_graph: bool = True, optimize_function: Any = SOUND) -> Any:
+    """Cubed's plan (``cubed.plan``) of all the arrays in ``trees``, computed together, made with
+    ``optimize_function``: ``graph_fusion()`` when not given, Cubed's own with None."""
     import cubed
 
     arrays, _ = _cubed_arrays(trees)
     return cubed.plan(*arrays, optimize_graph=optimize_graph,
-                      optimize_function=optimize_function)  # fmt: skip
+                      optimize_function=_optimizer(optimize_function))  # fmt: skip
 
 
-def check(*trees: Any, optimize_function: Any = None) -> Any:
+def refuse(p: Any, where: str, advice: str | Callable[[], str] | None = None) -> None:
+    """Raise :class:`MemoryLimitError` if a task of the plan ``p`` would exceed ``allowed_mem``,
+    naming the largest such op, the part of the program it computes, both figures and the
+    limit, and then ``advice`` (a function: called only then)."""
+    over = [(name, node) for name, node in p.dag.nodes(data=True)
+            if node.get("primitive_op") is not None
+            and node["primitive_op"].projected_mem > node["primitive_op"].allowed_mem]
+    if not over:
+        return
+    name, node = max(over, key=lambda o: o[1]["primitive_op"].projected_mem)
+    op = node["primitive_op"]
+    need, have = fmt_pair(op.projected_mem, op.allowed_mem)
+    others = f" ({len(over) - 1} other ops over it too)" if len(over) > 1 else ""
+    if callable(advice):
+        advice = advice()
+    advice = advice or ("use smaller chunks (cubed_plugin.memory.plan_rows(loss, ..., "
+                        "mode=...) chooses them for a gradient step) or a larger allowed_mem")
+    raise MemoryLimitError(
+        f"{where}: {name} ({part_of(p.dag, name)}) needs {need} per task, over allowed_mem "
+        f"{have} (of which reserved_mem {fmt_bytes(op.reserved_mem)}){others}; {advice}"
+    )
+
+
+def warn_reserved(spec: Any, executor: Any, where: str, *,
+                  compute_kwargs: dict | None = None) -> int | None:  # fmt: skip
+    """Warn (:class:`~cubed_plugin.memory.ReservedMemWarning`) when ``spec.reserved_mem`` is
+    below what a worker of ``executor`` measurably holds before any data
+    (``cubed_plugin.worker_baseline``), or is 0 for an executor that cannot be measured.
+    Returns the baseline (None when it cannot be measured)."""
+    from ._executors import executor_of, worker_baseline
+
+    ex = executor_of(executor, spec)
+    name = getattr(ex, "name", type(ex).__name__)
+    reserved = int(spec.reserved_mem or 0)
+    try:
+        base = worker_baseline(ex, work_dir=spec.work_dir, compute_kwargs=compute_kwargs)
+    except RuntimeError as e:
+        if reserved == 0:
+            warnings.warn(f"{where}: reserved_mem is 0, so every task's projection leaves out "
+                          f"the memory its worker holds of its own, and it cannot be measured "
+                          f"here: {e}", ReservedMemWarning, stacklevel=3)  # fmt: skip
+        return None
+    if reserved < base:
+        have, need = fmt_pair(reserved, base)
+        warnings.warn(
+            f"{where}: reserved_mem {have} is below the {need} a worker of the {name!r} "
+            "executor measurably holds before any data (cubed_plugin.worker_baseline), so "
+            "projections leave out memory the tasks use and a run can exceed allowed_mem "
+            "unnoticed by the check; make the spec with cubed_plugin.train.make_spec("
+            f"allowed_mem, executor=...) (it measures reserved_mem), or give reserved_mem >= "
+            f"{need}", ReservedMemWarning, stacklevel=3)  # fmt: skip
+    return base
+
+
+def unsound_tasks(trees: tuple, optimize_function: Any) -> list[tuple[str, str, int, int]]:
+    """``(op, part, Cubed's projection, bound)`` for each task of the plan of ``trees`` made
+    with ``optimize_function`` whose projection is below what it can hold as Cubed runs it
+    (``cubed_plugin._fusion.project_fused``: every input block of a fused tree at once, a
+    predecessor fused into an op reading several of its blocks once per block;
+    ``cubed_plugin.steps.read_peak``: the buffers of reading a stored chunk)."""
+    from cubed.core.plan import arrays_to_plan
+
+    from ._fusion import project_fused
+    from .steps import count_reads
+
+    arrays, _ = _cubed_arrays(trees)
+    before = arrays_to_plan(*arrays)
+    optimized = before.optimize(_optimizer(optimize_function)).dag
+    projected = {n: d["primitive_op"].projected_mem for n, d in optimized.nodes(data=True)
+                 if d.get("primitive_op") is not None}  # fmt: skip
+    bound = count_reads(project_fused(before.dag, optimized.copy()))
+    out = []
+    for name, d in bound.nodes(data=True):
+        po = d.get("primitive_op")
+        if po is not None and name in projected and po.projected_mem > projected[name]:
+            out.append((name, part_of(optimized, name), projected[name], po.projected_mem))
+    return out
+
+
+def check(*trees: Any, optimize_function: Any = SOUND, executor: Any = None,
+          compute_kwargs: dict | None = None) -> Any:  # fmt: skip
     """Raise :class:`MemoryLimitError`, before anything runs, if a task of the plan would
-    exceed ``allowed_mem`` (naming the op, its projected memory and the limit); return the
-    plan (made with ``optimize_function``, Cubed's default when None: give the one the
-    computation will use)."""
-    p = plan(*trees, optimize_function=optimize_function)
-    for name, node in p.dag.nodes(data=True):
-        op = node.get("primitive_op")
-        if op is not None and op.projected_mem > op.allowed_mem:
-            raise MemoryLimitError(
-                f"{name} ({node.get('op_name', '?')}): projected task memory "
-                f"{_fmt(op.projected_mem)} exceeds allowed_mem {_fmt(op.allowed_mem)} (including "
-                f"reserved_mem {_fmt(op.reserved_mem)}); use smaller chunks "
-                "(cubed_plugin.memory.plan_rows) or a larger allowed_mem"
-            )
+    exceed ``allowed_mem`` (naming the op, the part of the program it computes, its projected
+    memory and the limit); return the plan.
+
+    ``optimize_function``: the one the computation will use (default ``graph_fusion()``, as
+    :func:`compute`; None: Cubed's own, as ``cubed.compute``, whose projections can fall short
+    on gradient graphs: each such task is warned of, with its projection and what it can
+    hold). Warns (:class:`~cubed_plugin.memory.ReservedMemWarning`) when the Spec's
+    ``reserved_mem`` is below what a worker of ``executor`` (None: Cubed's default) measurably
+    holds."""
+    opt = _optimizer(optimize_function)
+    p = plan(*trees, optimize_function=opt)
+    specs = [a.spec for a in _cubed_arrays(trees)[0] if hasattr(a, "spec")]
+    if specs:
+        warn_reserved(specs[0], executor, "check", compute_kwargs=compute_kwargs)
+    if not opt.sound:
+        for name, part, cubeds, bound in unsound_tasks(trees, opt):
+            low, high = fmt_pair(cubeds, bound)
+            warnings.warn(
+                f"check: this optimizer's plan projects {name} ({part}) at {low} per task, but "
+                f"as Cubed runs it the task can hold up to {high} (all input blocks of its "
+                "fused tree at once, the buffers of reading a stored chunk); compute with "
+                "cubed_plugin.compute, or give "
+                "optimize_function=cubed_plugin.steps.graph_fusion() to cubed.compute, whose "
+                "projections count them", stacklevel=2)  # fmt: skip
+    refuse(p, "check")
     return p
 
 
 def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: Any) -> Any:
     """Compute every lazy array in ``trees`` (our arrays or Cubed's, in any pytrees) in one
     Cubed plan, so shared inputs are read once; return the trees with NumPy arrays in their
-    place (a single tree when one is given). ``executor`` is a Cubed executor or its name."""
+    place (a single tree when one is given). ``executor`` is a Cubed executor or its name;
+    ``kwargs`` go to ``cubed.compute``. The plan is made with ``graph_fusion()`` unless
+    ``optimize_function`` is given (None: Cubed's own optimizer)."""
     import cubed
 
     arrays, td = _cubed_arrays(trees)
@@ -57,6 +207,7 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
         from cubed.runtime.create import create_executor
 
         executor = create_executor(executor)
+    kwargs["optimize_function"] = _optimizer(kwargs.get("optimize_function", SOUND))
     results = cubed.compute(*arrays, executor=executor, callbacks=callbacks, **kwargs)
     out = tree_unflatten(td, list(results))
     return out[0] if len(trees) == 1 else tuple(out)

@@ -3,23 +3,165 @@
 The namespace builds the forward and the backward graph lazily (nothing computes); Cubed's own
 planner then says, for every operation, the memory one task of it will use (reserved memory,
 the input and output chunk copies, the op's extra memory for transposes, reductions, rechunks,
-and the fusion of ops) and how many tasks it has. :func:`project` reads that plan, tells the
-forward ops from the backward ones (by the arrays the forward pass alone creates), and reports
-the largest task of each pass against ``Spec.allowed_mem``, and the intermediate storage the
-step writes. :func:`plan_rows` chooses how many rows of the data go in one chunk so that every
-task of the step fits.
+and the fusion of ops) and how many tasks it has. :func:`project` reads that plan, as the
+optimizer every public compute path uses makes it (``cubed_plugin.steps.graph_fusion``), tells
+the forward ops from the backward ones (by the arrays the forward pass alone creates), and
+reports the largest task of each pass against ``Spec.allowed_mem``, and the intermediate storage
+the step writes. :func:`plan_rows` chooses how many rows of the data go in one chunk so that
+every task of the step fits, for the mode ``fit`` runs (one-pass or graph).
+
+Every op is named by the part of the user's program that built it (:func:`part_of`: "matmul in
+mlp_loss (backward of tanh)"), and sizes are printed to three significant figures, with more
+where two figures compared would otherwise read the same (:func:`fmt_pair`).
 """
 
 from __future__ import annotations
 
+import atexit
+import bisect
 import dataclasses
+import functools
+import math
+import os
+import shutil
+import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from pycograd_xp import _api
-from pycograd_xp.memory._project import MemoryLimitError, Spec, _dtype_name, _fmt, parse_bytes
+from pycograd_xp.memory._project import MemoryLimitError, Spec, _dtype_name, parse_bytes
 from pycograd_xp.namespace._array import Array
 from pycograd_xp.tree import tree_flatten, tree_map
+
+from .namespace import LABEL
+
+__all__ = ["ChunkedProjection", "MemoryLimitError", "ReservedMemWarning", "TaskMemoryError",
+           "TaskMemoryWarning", "TaskRow", "fmt_bytes", "fmt_pair", "part_of", "plan_rows",
+           "project"]  # fmt: skip
+
+
+class TaskMemoryError(RuntimeError):
+    """A task's measured peak above its projection or above ``allowed_mem`` (raised by ``fit``
+    after the step that measured it; ``overruns`` lists them, ``recorder`` has every op's
+    figures)."""
+
+    def __init__(self, message: str, overruns: list | None = None, recorder: Any = None) -> None:
+        super().__init__(message)
+        self.overruns, self.recorder = overruns or [], recorder
+
+
+class TaskMemoryWarning(UserWarning):
+    """A measured overrun, when ``fit(memory_overrun="warn")`` was asked for."""
+
+
+class ReservedMemWarning(UserWarning):
+    """A Spec's ``reserved_mem`` below the memory the executor's workers measurably hold."""
+
+
+# -- sizes --------------------------------------------------------------------------------------
+
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def _unit(n: float) -> int:
+    i = 0
+    while i < len(_UNITS) - 1 and abs(n) >= 999.5 * 1000**i:
+        i += 1
+    return i
+
+
+def _decimals(v: float) -> int:
+    """Decimals that show three significant figures of ``v`` (below 1000)."""
+    v = abs(v)
+    return 0 if v >= 99.95 else 1 if v >= 9.995 else 2
+
+
+def fmt_bytes(n: float) -> str:
+    """``n`` bytes to three significant figures in Cubed's units (kB = 1000 B): "152 MB",
+    "1.23 GB", "60.0 MB"; exact below 1 kB."""
+    i = _unit(n)
+    if i == 0:
+        return f"{int(n)} B"
+    v = n / 1000**i
+    return f"{v:.{_decimals(v)}f} {_UNITS[i]}"
+
+
+def fmt_pair(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` each to three significant figures (:func:`fmt_bytes`), and with more
+    figures, in one unit, while they would read the same though they differ (100.4 MB against
+    100 MB reads "100.4 MB" and "100.0 MB", never "100 MB" and "100 MB"); in bytes when only
+    bytes tell them apart."""
+    sa, sb = fmt_bytes(a), fmt_bytes(b)
+    if sa != sb or a == b:
+        return sa, sb
+    i = _unit(max(abs(a), abs(b)))
+    scale = 1000**i
+    d = _decimals(max(abs(a), abs(b)) / scale)
+    while 10**d < scale:
+        d += 1
+        sa, sb = f"{a / scale:.{d}f} {_UNITS[i]}", f"{b / scale:.{d}f} {_UNITS[i]}"
+        if sa != sb:
+            return sa, sb
+    return f"{int(a):,} B", f"{int(b):,} B"
+
+
+# -- which part of the program an op is --------------------------------------------------------
+
+# the attribute of a fused op node listing the labels of the ops fused into it
+FUSED = "pycograd_xp_fused"
+_COPY = "-copy"  # cubed_plugin._fusion's copies: the original's name and this suffix
+
+
+def part_of(dag: Any, op: str) -> str:
+    """What part of the user's program Cubed's op ``op`` of ``dag`` computes: the label the op
+    got when it was made (``cubed_plugin.namespace.label_ops``), and those of the ops fused
+    into it (plans made by ``cubed_plugin.plan``/``check``/``compute`` record them)."""
+    d = dag.nodes[op]
+    own = d.get(LABEL) or str(d.get("func_name") or d.get("op_name") or op)
+    fused = [m for m in d.get(FUSED, ()) if m != own]
+    if not fused:
+        return own
+    more = f" and {len(fused) - 4} more" if len(fused) > 4 else ""
+    return f"{own}; fused with {', '.join(fused[:4])}{more}"
+
+
+def _number(name: str) -> int:
+    tail = name.split(_COPY)[0].rpartition("-")[2]
+    return int(tail) if tail.isdigit() else -1
+
+
+def annotate_fused(before: Any, after: Any) -> Any:
+    """``after`` (``before`` optimized) with each fused op's node listing the labels of the ops
+    fused into it (attribute ``FUSED``): the ops of ``before`` whose output the fused task
+    computes instead of reading it from storage."""
+    for name, d in after.nodes(data=True):
+        po = d.get("primitive_op")
+        original = name.split(_COPY)[0]
+        if po is None or original not in before:
+            continue
+        stored = {a.split(_COPY)[0] for a in po.source_array_names}
+        members: set[str] = set()
+        todo = [a for a in before.predecessors(original)]
+        while todo:
+            a = todo.pop()
+            if a in stored:
+                continue
+            for producer in before.predecessors(a):
+                pd = before.nodes[producer]
+                if "primitive_op" in pd and producer not in members:
+                    members.add(producer)
+                    todo.extend(before.predecessors(producer))
+        if members:
+            labels = [before.nodes[m].get(LABEL) or str(before.nodes[m].get("func_name"))
+                      for m in sorted(members, key=_number)]  # fmt: skip
+            d[FUSED] = list(dict.fromkeys(labels))
+    return after
+
+
+# -- the projection -----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,14 +170,15 @@ class TaskRow:
 
     op: str  # Cubed's name of the operation (op-012)
     kind: str  # what Cubed calls it (blockwise, rechunk, ...)
-    phase: str  # "forward" or "backward"
+    phase: str  # "forward" or "backward" (graph mode), "one-pass" (one-pass mode)
     projected_bytes: int  # memory of one of its tasks, Cubed's projection
     num_tasks: int
+    part: str = ""  # the part of the program that built it (part_of)
 
 
 @dataclasses.dataclass
 class ChunkedProjection:
-    """Per-task memory of the value_and_grad step on Cubed (bytes, Cubed's projections)."""
+    """Per-task memory of a gradient step on Cubed (bytes, Cubed's projections)."""
 
     max_task_bytes: int  # the largest task of the step as it will run (ops fused)
     max_task_op: str
@@ -48,44 +191,67 @@ class ChunkedProjection:
     reserved_mem: int
     num_tasks: int
     rows: list[TaskRow] = dataclasses.field(repr=False)
+    max_task_part: str = ""  # the part of the program the largest task computes
+    mode: str = "graph"  # the step projected: "graph" or "one-pass" (fit's modes)
 
     def check(self, limit: int | float | str | None = None) -> ChunkedProjection:
         """Raise :class:`MemoryLimitError` (before anything runs) if a task of the step would
         exceed ``limit`` (default: the Spec's ``allowed_mem``); return self."""
         n = self.allowed_mem if limit is None else parse_bytes(limit)
         if self.max_task_bytes > n:
+            need, have = fmt_pair(self.max_task_bytes, n)
             raise MemoryLimitError(
-                f"projected task memory {_fmt(self.max_task_bytes)} ({self.max_task_bytes} "
-                f"bytes) of {self.max_task_op} exceeds the limit {_fmt(n)} ({n} bytes), "
-                f"including reserved_mem {_fmt(self.reserved_mem)}; use smaller chunks "
-                "(cubed_plugin.memory.plan_rows chooses them) or raise allowed_mem"
+                f"projected task memory {need} of {self.max_task_op} ({self.max_task_part}) "
+                f"exceeds the limit {have}, including reserved_mem "
+                f"{fmt_bytes(self.reserved_mem)}; use smaller chunks "
+                f"(cubed_plugin.memory.plan_rows(..., mode={self.mode!r}) chooses them) or "
+                "raise allowed_mem"
             )
         return self
 
     def __str__(self) -> str:
+        top = f"largest task {fmt_bytes(self.max_task_bytes)} ({self.max_task_op}: " \
+              f"{self.max_task_part}) of allowed {fmt_bytes(self.allowed_mem)}"  # fmt: skip
+        if self.mode == "graph":
+            top += (f"; forward {fmt_bytes(self.forward_max_task_bytes)} "
+                    f"({self.forward_max_task_op}), backward "
+                    f"{fmt_bytes(self.backward_max_task_bytes)} ({self.backward_max_task_op})")
         head = [
-            f"projected step on Cubed: largest task {_fmt(self.max_task_bytes)} "
-            f"({self.max_task_op}) "
-            f"of allowed {_fmt(self.allowed_mem)}; forward {_fmt(self.forward_max_task_bytes)} "
-            f"({self.forward_max_task_op}), backward {_fmt(self.backward_max_task_bytes)} "
-            f"({self.backward_max_task_op}); {self.num_tasks} tasks; intermediate storage "
-            f"{_fmt(self.intermediate_bytes)}",
-            f"{'op':10} {'kind':14} {'phase':9} {'task memory':>12} {'tasks':>6}",
+            f"projected {self.mode} step on Cubed: {top}; {self.num_tasks} tasks; intermediate "
+            f"storage {fmt_bytes(self.intermediate_bytes)}",
+            f"{'op':10} {'kind':14} {'phase':9} {'task memory':>12} {'tasks':>6}  part",
         ]
-        body = [f"{r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
-                f"{r.num_tasks:>6}" for r in self.rows]  # fmt: skip
+        body = [f"{r.op:10} {r.kind:14} {r.phase:9} {fmt_bytes(r.projected_bytes):>12} "
+                f"{r.num_tasks:>6}  {r.part}" for r in self.rows]  # fmt: skip
         return "\n".join(head + body)
 
 
-def _inputs(args: Any, cubed_spec: Any, xp: Any) -> Any:
-    import cubed
+@functools.cache
+def _stand_in_dir() -> str:
+    path = tempfile.mkdtemp(prefix="pycograd-plan-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
+
+def stand_in(s: Spec, cubed_spec: Any) -> Any:
+    """A Cubed array of the spec ``s`` (shape, dtype, chunks; "auto" chunks when None) that
+    plans as stored data does: a Zarr array with its metadata only (nothing is written or
+    read; planning never computes). ``cubed.empty`` would not do: a virtual array holds one
+    value per chunk, and the plan optimizer sizes fusions by what an input's chunks hold."""
+    import cubed
+    import zarr
+
+    dtype = _dtype_name(s.dtype)
+    chunks = s.chunks if s.chunks is not None else "auto"
+    chunks = cubed.empty(s.shape, dtype=dtype, chunks=chunks, spec=cubed_spec).chunksize
+    path = os.path.join(_stand_in_dir(), f"{uuid.uuid4().hex}.zarr")
+    zarr.open_array(path, mode="w", shape=s.shape, chunks=chunks, dtype=dtype)
+    return cubed.from_zarr(path, spec=cubed_spec)
+
+
+def _inputs(args: Any, cubed_spec: Any, xp: Any) -> Any:
     def one(leaf: Any) -> Any:
-        if isinstance(leaf, Spec):
-            chunks = leaf.chunks if leaf.chunks is not None else "auto"
-            return xp.asarray(cubed.empty(leaf.shape, dtype=_dtype_name(leaf.dtype),
-                                          chunks=chunks, spec=cubed_spec))  # fmt: skip
-        return leaf
+        return xp.asarray(stand_in(leaf, cubed_spec)) if isinstance(leaf, Spec) else leaf
 
     return tree_map(one, args)
 
@@ -98,24 +264,20 @@ def _spec_of(args: Any, backend: Any) -> Any:
     for leaf in tree_flatten(args)[0]:
         if isinstance(leaf, Array) and hasattr(leaf._data, "spec"):
             return leaf._data.spec
+        if hasattr(leaf, "spec") and isinstance(leaf.spec, cubed.Spec):
+            return leaf.spec
     return cubed.Spec()
 
 
-def _op_number(name: str) -> int:
-    tail = name.rpartition("-")[2]
-    return int(tail) if tail.isdigit() else -1
-
-
-def _op_rows(plan: Any, last_forward: int) -> list[TaskRow]:
+def _op_rows(plan: Any, phase: Callable[[str], str]) -> list[TaskRow]:
     rows = []
     for name, node in plan.dag.nodes(data=True):
         op = node.get("primitive_op")
         if node.get("type") != "op" or op is None or name == "create-arrays":
             continue
-        phase = "forward" if _op_number(name) <= last_forward else "backward"
-        rows.append(TaskRow(name, node.get("op_name", "?"), phase, int(op.projected_mem),
-                            int(op.num_tasks)))  # fmt: skip
-    return sorted(rows, key=lambda r: _op_number(r.op))
+        rows.append(TaskRow(name, node.get("op_name", "?"), phase(name), int(op.projected_mem),
+                            int(op.num_tasks), part_of(plan.dag, name)))  # fmt: skip
+    return sorted(rows, key=lambda r: _number(r.op))
 
 
 def _largest(rows: list[TaskRow], phase: str) -> tuple[int, str]:
@@ -126,9 +288,41 @@ def _largest(rows: list[TaskRow], phase: str) -> tuple[int, str]:
     return r.projected_bytes, r.op
 
 
+def _projection(targets: list, spec: Any, mode: str, last_forward: int = 0) -> ChunkedProjection:
+    """The projection of computing ``targets`` together with the sound optimizer (what
+    ``cubed_plugin.compute`` and ``fit`` run), its ops listed as planned before fusion."""
+    import cubed
+
+    from ._compute import sound_optimizer
+
+    if mode == "graph":
+        def phase(name: str) -> str:
+            return "forward" if _number(name) <= last_forward else "backward"
+    else:
+        def phase(name: str) -> str:
+            return mode
+
+    unfused = cubed.plan(*targets, optimize_graph=False)
+    fused = cubed.plan(*targets, optimize_function=sound_optimizer())
+    rows = _op_rows(unfused, phase)
+    top = max(_op_rows(fused, phase), key=lambda r: r.projected_bytes)
+    fwd, fwd_op = _largest(rows, "forward")
+    bwd, bwd_op = _largest(rows, "backward")
+    return ChunkedProjection(
+        max_task_bytes=int(fused.max_projected_mem), max_task_op=top.op,
+        forward_max_task_bytes=fwd, forward_max_task_op=fwd_op,
+        backward_max_task_bytes=bwd, backward_max_task_op=bwd_op,
+        intermediate_bytes=int(fused.total_intermediate_nbytes),
+        allowed_mem=int(spec.allowed_mem), reserved_mem=int(spec.reserved_mem or 0),
+        num_tasks=int(fused.num_tasks), rows=rows, max_task_part=top.part, mode=mode,
+    )  # fmt: skip
+
+
 def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
             backend: Any = None, **kwargs: Any) -> ChunkedProjection:  # fmt: skip
-    """Project the per-task memory of ``value_and_grad(f, argnums)(*args, **kwargs)`` on Cubed.
+    """Project the per-task memory of ``value_and_grad(f, argnums)(*args, **kwargs)`` on Cubed,
+    computed as ``cubed_plugin.compute`` (and ``fit``'s graph mode) computes it: with the
+    plan optimizer ``cubed_plugin.steps.graph_fusion``.
 
     ``args`` are arrays of ``namespace(cubed)``, :func:`pycograd_xp.memory.spec` objects (with
     ``chunks``; they become virtual Cubed arrays), other values, or pytrees of them.
@@ -140,6 +334,9 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
 
     import pycograd_xp
 
+    from .namespace import label_ops
+
+    label_ops()
     xp = pycograd_xp.namespace(cubed)
     spec = _spec_of(args, backend)
     args = _inputs(args, spec, xp)
@@ -154,60 +351,164 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
         with cubed.raise_if_computes():
             value, grads = _api.value_and_grad(f, argnums)(*args, **kwargs)
             targets = [value._data] + [g._data for g in tree_flatten(grads)[0]]
-            unfused = cubed.plan(*targets, optimize_graph=False)
-            fused = cubed.plan(*targets)
+            return _projection(targets, spec, "graph", boundary[0])
     finally:
         _api.HOOKS.before_backward = None
-    rows = _op_rows(unfused, boundary[0])
-    fused_rows = _op_rows(fused, boundary[0])
-    top = max(fused_rows, key=lambda r: r.projected_bytes)
-    fwd, fwd_op = _largest(rows, "forward")
-    bwd, bwd_op = _largest(rows, "backward")
-    return ChunkedProjection(
-        max_task_bytes=int(fused.max_projected_mem), max_task_op=top.op,
-        forward_max_task_bytes=fwd, forward_max_task_op=fwd_op,
-        backward_max_task_bytes=bwd, backward_max_task_op=bwd_op,
-        intermediate_bytes=int(fused.total_intermediate_nbytes),
-        allowed_mem=int(spec.allowed_mem), reserved_mem=int(spec.reserved_mem or 0),
-        num_tasks=int(fused.num_tasks), rows=rows,
-    )  # fmt: skip
+
+
+# -- the planner --------------------------------------------------------------------------------
+
+
+def _zeros_like(a: Any) -> np.ndarray:
+    """A NumPy stand-in of a parameter's shape and dtype (nothing is computed)."""
+    a = a._data if isinstance(a, Array) else a
+    return np.zeros(tuple(int(s) for s in a.shape), dtype=np.dtype(str(a.dtype)))
+
+
+def _graph_params(tree: Any, spec: Any) -> Any:
+    """NumPy leaves of ``tree`` as Cubed arrays of namespace(cubed), as ``fit``'s graph mode
+    gives them to the loss (larger than 1 MB: stored, here a virtual array of one chunk)."""
+    import cubed
+
+    import pycograd_xp as pg
+
+    from .steps import ParameterStore
+
+    xp = pg.namespace(cubed)
+
+    def one(leaf: Any) -> Any:
+        if not isinstance(leaf, np.ndarray):
+            return leaf
+        if leaf.nbytes <= ParameterStore.LIMIT:
+            return xp.asarray(cubed.asarray(leaf, spec=spec))
+        return xp.asarray(cubed.empty(leaf.shape, dtype=leaf.dtype, chunks=leaf.shape,
+                                      spec=spec))  # fmt: skip
+
+    return tree_map(one, tree)
+
+
+def step_projection(f: Callable[..., Any], args: Sequence[Any], *, data: Sequence[int],
+                    mode: str, spec: Any, argnums: int | Sequence[int] = 0,
+                    **kwargs: Any) -> ChunkedProjection:  # fmt: skip
+    """The projection of ``fit``'s step in ``mode`` ("graph" or "one-pass") of ``f`` on
+    ``args``, whose positions ``data`` hold the data (Cubed arrays, or specs with chunks)."""
+    import cubed
+
+    import pycograd_xp as pg
+
+    from .namespace import label_ops
+
+    label_ops()
+    if mode == "graph":
+        xp = pg.namespace(cubed)
+        call = [(a if isinstance(a, Spec | Array) else xp.asarray(a)) if i in data
+                else _graph_params(a, spec) for i, a in enumerate(args)]  # fmt: skip
+        return project(f, *call, argnums=argnums, backend=spec, **kwargs)
+    from .steps import RowLoss, one_pass_step
+
+    if not isinstance(f, RowLoss):
+        raise TypeError("plan_rows(mode='one-pass'): the loss must be declared row-separable "
+                        "with cubed_plugin.row_loss, or plan mode='graph'")  # fmt: skip
+    if list(data) != list(range(1, len(args))) or argnums != 0 or kwargs:
+        raise ValueError("plan_rows(mode='one-pass'): fit's one-pass step is "
+                         "loss(params, *data): give the parameters first and the data after "
+                         f"them, data=(1, ..., {len(args) - 1}), argnums=0, no keyword "
+                         "arguments")  # fmt: skip
+
+    def array(s: Any) -> Any:
+        return stand_in(s, spec) if isinstance(s, Spec) else pg.unwrap(s)
+
+    params = tree_map(_zeros_like, args[0])
+    with cubed.raise_if_computes():
+        total, _, _ = one_pass_step(f, params, tuple(array(s) for s in args[1:]))
+        return _projection([total], spec, "one-pass")
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
 
 
 def plan_rows(f: Callable[..., Any], *args: Any, rows: int, data: Sequence[int] = (1,),
-              argnums: int | Sequence[int] = 0, backend: Any = None,
+              argnums: int | Sequence[int] = 0, backend: Any = None, mode: str = "auto",
+              batch_rows: int | None = None,
               **kwargs: Any) -> tuple[int, ChunkedProjection]:  # fmt: skip
     """The most rows per chunk (of the ``data`` arguments, chunked along their first axis and
     whole along the others) for which every task of the step fits ``allowed_mem``, and the
-    projection at that size. ``args`` at positions ``data`` are :func:`~pycograd_xp.memory.spec`
-    objects of ``rows`` rows. Raises :class:`MemoryLimitError` explaining why when even one row
-    per chunk does not fit (then the parameters or a per-row op alone are too large)."""
+    projection at that size. ``args`` at positions ``data`` are
+    :func:`~pycograd_xp.memory.spec` objects of ``rows`` rows; nothing is computed.
+
+    ``mode`` is the step planned, as ``fit`` runs it:
+
+    - ``"graph"``: ``value_and_grad(f, argnums)`` on ``namespace(cubed)``, computed with
+      ``graph_fusion`` (``fit``'s graph mode, ``cubed_plugin.compute``); parameters may be
+      arrays of ``namespace(cubed)`` or NumPy arrays (made Cubed arrays as ``fit`` makes them);
+    - ``"one-pass"``: ``fit``'s one-pass step (one task per row chunk runs the chunk's forward
+      and backward): ``f`` is a :func:`~cubed_plugin.row_loss` and ``args`` are
+      ``(params, *data)``; its tasks hold a whole chunk's step, so its chunks are smaller;
+    - ``"auto"`` (default): what ``fit(mode="auto")`` runs: one-pass for a ``row_loss``, else
+      graph.
+
+    ``batch_rows``: ``fit``'s mini-batch rows; a batch is made of whole chunks, so only chunk
+    sizes that divide it are considered. ``backend``: the ``cubed.Spec`` (its
+    ``allowed_mem`` and ``reserved_mem``). Raises :class:`MemoryLimitError` explaining why
+    when even the smallest chunk does not fit (then the parameters or a per-row op alone are
+    too large)."""
+    from .steps import RowLoss
+
+    if mode not in ("auto", "one-pass", "graph"):
+        raise ValueError(f"plan_rows: mode must be 'auto', 'one-pass' or 'graph', got {mode!r}")
+    if mode == "auto":
+        mode = "one-pass" if isinstance(f, RowLoss) else "graph"
+    spec = _spec_of(args, backend)
+    if batch_rows is not None and not 0 < batch_rows <= rows:
+        raise ValueError(f"plan_rows: batch_rows={batch_rows} must be between 1 and "
+                         f"rows={rows}")  # fmt: skip
 
     def at(n: int) -> ChunkedProjection:
         call = list(args)
         for i in data:
             s = args[i]
             call[i] = Spec(s.shape, s.dtype, (n, *s.shape[1:]))
-        return project(f, *call, argnums=argnums, backend=backend, **kwargs)
+        return step_projection(f, call, data=data, mode=mode, spec=spec, argnums=argnums,
+                               **kwargs)  # fmt: skip
 
-    lo = at(1)
-    if lo.max_task_bytes > lo.allowed_mem:
-        raise MemoryLimitError(
-            f"plan_rows: even one row per chunk needs {_fmt(lo.max_task_bytes)} in "
-            f"{lo.max_task_op}, over allowed_mem {_fmt(lo.allowed_mem)}: the parameters or an "
-            "op that does not depend on the rows are too large for the budget; raise "
-            "allowed_mem or shrink the model"
-        )
-    best, best_p = 1, lo
-    top = at(rows)
-    if top.max_task_bytes <= top.allowed_mem:
-        return rows, top
-    a, b = 1, rows  # a fits, b does not
-    while b - a > max(1, a // 64):  # within 1.5% of the largest that fits
-        mid = (a + b) // 2
-        p = at(mid)
-        if p.max_task_bytes <= p.allowed_mem:
-            a, best, best_p = mid, mid, p
+    def fits(p: ChunkedProjection) -> bool:
+        return p.max_task_bytes <= p.allowed_mem
+
+    sizes = range(1, rows + 1) if batch_rows is None else _divisors(batch_rows)
+    hi = len(sizes) - 1
+    over = at(sizes[hi])
+    if fits(over):
+        return sizes[hi], over
+    while True:  # halve until a size fits: the small sizes, slow to plan, only when needed
+        lo = max(0, min(hi - 1, bisect.bisect_right(sizes, sizes[hi] // 2) - 1))
+        best = at(sizes[lo])
+        if fits(best):
+            break
+        if lo == 0:
+            need, have = fmt_pair(best.max_task_bytes, best.allowed_mem)
+            smallest = "one row" if sizes[0] == 1 else f"{sizes[0]:,} rows"
+            raise MemoryLimitError(
+                f"plan_rows ({mode} mode): even {smallest} per chunk needs {need} per task "
+                f"in {best.max_task_op} ({best.max_task_part}), over allowed_mem {have} (of "
+                f"which reserved_mem {fmt_bytes(best.reserved_mem)}): the parameters or an op "
+                "that does not depend on the rows are too large for the budget; raise "
+                "allowed_mem or shrink the model"
+            )
+        hi, over = lo, best
+    # sizes[lo] fits, sizes[hi] does not: narrow to within 1.5% of the largest that fits, by
+    # interpolation (a task's memory grows about linearly with its rows, and each plan is slow
+    # to make), kept inside the middle three quarters of the interval so that it shrinks by
+    # an eighth at least each time
+    while hi - lo > 1 and sizes[hi] - sizes[lo] > max(1, sizes[lo] // 64):
+        under, limit = best.max_task_bytes, best.allowed_mem
+        guess = lo + (hi - lo) * (limit - under) / max(1, over.max_task_bytes - under)
+        span = (hi - lo) / 8
+        mid = min(max(int(min(max(guess, lo + span), hi - span)), lo + 1), hi - 1)
+        p = at(sizes[mid])
+        if fits(p):
+            lo, best = mid, p
         else:
-            b = mid
-    return best, best_p
-
+            hi, over = mid, p
+    return sizes[lo], best

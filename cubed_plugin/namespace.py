@@ -18,13 +18,23 @@ memory that would work (see :mod:`cubed_plugin._blocks`). Everything stays lazy.
 
 ``cubed_plugin.adapt`` puts this object in the :class:`~pycograd_xp.namespace.Backend` as
 ``xp``, so pycograd_xp's namespace rows and first-order VJP rules reach these functions.
+
+Making it also starts :func:`label_ops`: every Cubed op created from then on says which part of
+the user's program built it ("matmul in mlp_loss (backward of tanh)"), so that a refusal or a
+measured overrun can name it; Cubed's own names (``op-007``) change from one build to the next.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import sysconfig
 from types import ModuleType
 from typing import Any
+
+# the attribute of a Cubed op node holding :func:`label_ops`'s label
+LABEL = "pycograd_xp_part"
 
 
 class Forwarding(ModuleType):
@@ -70,4 +80,104 @@ def augmented() -> ModuleType:
     )
     for name in _sorting.__all__:
         setattr(ns, name, getattr(_sorting, name))
+    label_ops()
     return ns
+
+
+# -- which part of the program built each Cubed op ------------------------------------------------
+
+_LIBRARY = ("cubed", "pycograd_xp", "cubed_plugin")
+_LIB_PATHS = tuple({sysconfig.get_path("stdlib"), sysconfig.get_path("purelib"),
+                    sysconfig.get_path("platlib")} - {None})  # fmt: skip
+
+
+@functools.cache
+def label_ops() -> None:
+    """From now on, label every Cubed op when it is created with the part of the program that
+    built it (node attribute ``LABEL`` of the op in Cubed's plan; read by
+    :func:`cubed_plugin.memory.part_of`):
+
+    - ``"matmul in mlp_loss (backward of tanh)"``: made by the VJP rule of ``tanh`` while
+      differentiating ``mlp_loss`` (the function given to ``grad``/``value_and_grad``/``vjp``);
+    - ``"tanh in mlp_loss (forward, model.py:12 in layer)"``: the forward call of ``xp.tanh``,
+      and the innermost line of user code that made it;
+    - ``"blockwise in the one-pass step of mlp_loss (...)"``: one-pass mode's ops;
+    - ``"rechunk (prepare.py:30 in load)"``: an op the user's own code made with Cubed.
+
+    Cubed records where each op was made only as its first ten frames, without their
+    variables, which is not enough to name a VJP rule; this wraps its op constructor (the
+    classmethod ``cubed.core.plan.Plan._new``, through which every op is created) to read the
+    Python stack once, when the op is made. Nothing else of the plan changes."""
+    from cubed.core.plan import Plan
+
+    new = Plan.__dict__["_new"].__func__
+
+    def _new(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
+        plan = new(cls, name, *args, **kwargs)
+        first = name[0] if isinstance(name, list) else name
+        for op in plan.dag.predecessors(first):
+            d = plan.dag.nodes[op]
+            if d.get("type") == "op" and LABEL not in d:
+                d[LABEL] = _origin(sys._getframe(1), str(d.get("func_name") or "?"))
+        return plan
+
+    Plan._new = classmethod(_new)
+
+
+def _library(frame: Any) -> bool:
+    name = frame.f_globals.get("__name__") or ""
+    path = frame.f_code.co_filename
+    return (name.split(".")[0] in _LIBRARY or path.startswith("<pycograd_xp")
+            or path.startswith(_LIB_PATHS) or path.startswith("<"))  # fmt: skip
+
+
+def _fn_name(f: Any) -> str:
+    name = getattr(f, "__name__", None) or getattr(getattr(f, "per_row", None), "__name__", None)
+    return name or type(f).__name__
+
+
+def _origin(frame: Any, func: str) -> str:
+    """The label of an op Cubed's function ``func`` is making, from the stack at ``frame``."""
+    func = func.strip("_") or func
+    prim = rule = loss = where = None
+    seed = one_pass = batch = False
+    f = frame
+    while f is not None:
+        module, code = f.f_globals.get("__name__") or "", f.f_code
+        if module == "pycograd_xp._tape":
+            if code.co_name == "_run_rule" and rule is None:
+                rule = getattr(f.f_locals.get("node"), "name", None)
+            elif code.co_name == "backward":
+                seed = True
+        elif module == "pycograd_xp._api" and code.co_name in ("wrapped", "vjp"):
+            loss = _fn_name(f.f_locals.get("f"))
+            break
+        elif module == "cubed_plugin.steps" and code.co_name == "one_pass_step":
+            one_pass, loss = True, _fn_name(f.f_locals.get("loss"))
+            break
+        elif module == "cubed_plugin.train" and code.co_name == "_take_chunks":
+            batch = True
+        elif rule is None and not seed:
+            if code.co_filename.startswith("<pycograd_xp "):  # a generated namespace function
+                prim = code.co_filename[len("<pycograd_xp "):-1]
+            elif module.startswith("pycograd_xp.namespace") and "prim" in code.co_freevars:
+                prim = getattr(f.f_locals.get("prim"), "name", prim)
+            elif where is None and not _library(f):
+                where = f"{os.path.basename(code.co_filename)}:{f.f_lineno} in {code.co_qualname}"
+        f = f.f_back
+    of = f" in {loss}" if loss else ""
+    if one_pass:
+        part = {"blockwise": "forward and backward of each row chunk",
+                "arange": "the row numbers of each chunk"}.get(func, "the sum of the chunks' "
+                                                               "partial loss and gradients")
+        return f"{func} in the one-pass step of {loss} ({part})"
+    if batch:
+        return f"{func} of fit's mini-batch of row chunks"
+    if rule is not None:
+        return f"{func}{of} (backward of {rule})"
+    if seed:
+        return f"{func}{of} (backward: the seed cotangent)"
+    if prim is not None:
+        head = prim if func == prim else f"{func} of {prim}"
+        return f"{head}{of} (forward{', ' + where if where else ''})"
+    return f"{func} ({where})" if where else func

@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,103 +33,37 @@ import numpy as np
 
 import pycograd_xp as pg
 from pycograd_xp import checkpoint, optim, random
-from pycograd_xp.memory._project import MemoryLimitError, _fmt
+from pycograd_xp.memory._project import MemoryLimitError
 
-from ._compute import check
-from .steps import (
-    RowLoss,
-    graph_fusion,
-    graph_step,
-    one_pass_step,
-    plan_one_pass_rows,
-    row_loss,
-    unflatten_sums,
-)
+from ._compute import SOUND, compute, refuse, warn_reserved
+from ._compute import plan as plan_of
+from ._executors import MARGIN, executor_of, measuring_processes, worker_baseline
+from .memory import TaskMemoryError, TaskMemoryWarning, fmt_bytes, fmt_pair, part_of
+from .namespace import label_ops
+from .steps import RowLoss, graph_step, one_pass_step, row_loss, unflatten_sums
 
 __all__ = ["FitResult", "MemoryRecorder", "Progress", "fit", "main", "make_spec",
-           "measuring_processes", "row_loss"]
+           "measuring_processes", "row_loss", "worker_baseline"]
 
 
 def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = None,
-              work_dir: str | None = None, measure: bool = False) -> Any:  # fmt: skip
-    """A ``cubed.Spec``; ``reserved_mem`` measured with ``cubed.measure_reserved_mem`` when
-    ``measure`` (it runs a small task), else given (default 100 MB)."""
+              work_dir: str | None = None, executor: Any = None,
+              compute_kwargs: dict | None = None) -> Any:  # fmt: skip
+    """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds
+    before any data: when ``reserved_mem`` is None (the default) it is measured
+    (:func:`worker_baseline`: a small task run on ``executor``, once per executor) and 10%
+    added, as Cubed's own tests do (tasks' imports and buffers vary a little). ``executor``:
+    the one the spec will compute with (an executor, its name, or None: Cubed's default,
+    "threads", whose tasks run in this process and get a fresh worker's baseline). An executor
+    that cannot be measured raises RuntimeError saying why (then give ``reserved_mem``).
+    ``work_dir``: Cubed's intermediate storage (a new temporary directory when None)."""
     import cubed
 
     work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
-    if measure:
-        reserved_mem = cubed.measure_reserved_mem(executor=None, work_dir=work_dir)
-    return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem,
-                      reserved_mem=reserved_mem if reserved_mem is not None else "100MB")
-
-
-def _executor(executor: Any) -> Any:
-    if executor is None or not isinstance(executor, str):
-        return executor
-    from cubed.runtime.create import create_executor
-
-    return create_executor(executor)
-
-
-def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
-                                                  "cubed_plugin.steps")) -> Any:  # fmt: skip
-    """A Cubed executor (for ``fit(executor=...)`` or ``cubed.compute(executor=...)``) under
-    which each task's measured peak is its own: Cubed's processes executor with every task in
-    a fresh worker (``max_tasks_per_child=1``) forked from a server that has already imported
-    ``preload`` (a fork, not an interpreter start, per task). A spawned worker reused for
-    several tasks reports its largest so far, and one started with exec starts from its
-    parent's lifetime peak; a forked one starts from the server's current, small, resident set.
-
-    One change to Cubed's executor: a compute returns only after its pool has stopped every
-    worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
-    in 3.11) then races with a worker leaving after its one task: the pool's manager thread
-    finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
-    for at exit, forever. A failed compute also waits for its running tasks first."""
-    import multiprocessing
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
-    return _measuring_executor_class()()
-
-
-@functools.cache
-def _measuring_executor_class() -> type:
-    from cubed.runtime.asyncio import async_map_dag
-    from cubed.runtime.backup import use_backups_default
-    from cubed.runtime.executors.local import (
-        ProcessesExecutor,
-        check_runtime_memory,
-        processes_create_futures_func,
-        run_func_processes,
-    )
-
-    class MeasuringProcesses(ProcessesExecutor):
-        """Cubed's ``ProcessesExecutor._async_execute_dag`` with a forkserver pool of one task
-        per worker that is shut down waiting (see :func:`measuring_processes`)."""
-
-        async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
-                                     compute_arrays_in_parallel: bool | None = None,
-                                     **kwargs: Any) -> None:  # fmt: skip
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            max_workers = kwargs.pop("max_workers", os.cpu_count())
-            if spec is not None:
-                check_runtime_memory(spec, max_workers)
-                if "use_backups" not in kwargs and use_backups_default(spec):
-                    kwargs["use_backups"] = True
-            pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
-                                       mp_context=multiprocessing.get_context("forkserver"))
-            try:
-                await async_map_dag(processes_create_futures_func(pool, run_func_processes),
-                                    dag=dag, callbacks=callbacks,
-                                    compute_arrays_in_parallel=compute_arrays_in_parallel,
-                                    **kwargs)  # fmt: skip
-            finally:
-                # waits for the tasks already running (a failed compute's included), then for
-                # every worker to stop: none outlives the compute
-                pool.shutdown(wait=True, cancel_futures=True)
-
-    return MeasuringProcesses
+    if reserved_mem is None:
+        base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
+        reserved_mem = math.ceil(base * MARGIN)
+    return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
 
 
 class Progress:
@@ -161,9 +96,32 @@ class Progress:
         return _Progress(*args, **kwargs)
 
 
+@dataclass(frozen=True)
+class Overrun:
+    """A task whose measured peak went over its projection or over ``allowed_mem``."""
+
+    op: str  # Cubed's name of the op
+    part: str  # the part of the program it computes (cubed_plugin.memory.part_of)
+    measured: int  # the largest measured task peak of the op (bytes)
+    projected: int  # its projected task memory
+    allowed: int  # allowed_mem
+    reserved: int  # reserved_mem
+
+    def __str__(self) -> str:
+        what = " and ".join(w for w, over in (("its projection", self.measured > self.projected),
+                                              ("allowed_mem", self.measured > self.allowed))
+                            if over)  # fmt: skip
+        m, p = fmt_pair(self.measured, self.projected)
+        _, a = fmt_pair(self.measured, self.allowed)
+        return (f"{self.op} ({self.part}) measured {m} in a task, over {what}: projected {p}, "
+                f"allowed_mem {a} (of which reserved_mem {fmt_bytes(self.reserved)})")
+
+
 class MemoryRecorder:
-    """Measured against projected task memory, per op (a ``cubed.Callback``). Only executors
-    that measure tasks (processes) report measured peaks."""
+    """Measured against projected task memory, per op (a ``cubed.Callback``), with the part of
+    the program each op computes. Only executors that measure tasks (processes, dask, ...)
+    report measured peaks; :meth:`overruns` lists the ops whose measured peak went over their
+    projection or ``allowed_mem``."""
 
     def __new__(cls) -> Any:
         import cubed
@@ -173,6 +131,8 @@ class MemoryRecorder:
                 self.projected: dict[str, int] = {}
                 self.measured: dict[str, int] = {}
                 self.kinds: dict[str, str] = {}
+                self.parts: dict[str, str] = {}
+                self.limits: dict[str, tuple[int, int]] = {}  # (allowed_mem, reserved_mem)
                 self.steps: list[list[str]] = []  # the ops of each compute, in plan order
 
             def on_compute_start(self, event: Any) -> None:
@@ -182,6 +142,8 @@ class MemoryRecorder:
                     if op is not None:
                         self.projected[name] = int(op.projected_mem)
                         self.kinds[name] = str(node.get("op_name", "?"))
+                        self.parts[name] = part_of(event.dag, name)
+                        self.limits[name] = (int(op.allowed_mem), int(op.reserved_mem))
                         ops.append(name)
                 self.steps.append(ops)
 
@@ -200,25 +162,40 @@ class MemoryRecorder:
                 return {op: (m, self.projected[op]) for op, m in self.measured.items()
                         if op in self.projected and m > self.projected[op]}  # fmt: skip
 
+            def overruns(self, ops: Sequence[str] | None = None) -> list[Overrun]:
+                """The ops (of ``ops``; default: all recorded) whose measured task peak went
+                over their projection or over ``allowed_mem``, largest excess first."""
+                out = []
+                for op in self.projected if ops is None else ops:
+                    m = self.measured.get(op)
+                    if m is None:
+                        continue
+                    allowed, reserved = self.limits[op]
+                    if m > self.projected[op] or m > allowed:
+                        out.append(Overrun(op, self.parts[op], m, self.projected[op], allowed,
+                                           reserved))  # fmt: skip
+                return sorted(out, key=lambda o: o.projected - o.measured)
+
             def table(self, allowed_mem: int | None = None) -> str:
-                """Measured against projected task memory per op of the last step; an op's
-                measured peak is the largest over every step at its place in the plan (the
-                steps' plans have one shape)."""
+                """Measured against projected task memory per op of the last step, with the
+                part of the program each computes; an op's measured peak is the largest over
+                every step at its place in the plan (the steps' plans have one shape)."""
                 if not self.steps:
                     return "no step computed"
                 last = self.steps[-1]
                 same = [s for s in self.steps if len(s) == len(last)]
                 lines = [f"{'op':14} {'kind':14} {'projected':>11} {'measured':>11} "
-                         f"{'measured/projected':>19}"]  # fmt: skip
+                         f"{'measured/projected':>19}  part"]  # fmt: skip
                 for j, op in enumerate(last):
                     proj = max(self.projected[s[j]] for s in same)
                     ms = [self.measured[s[j]] for s in same if s[j] in self.measured]
                     meas = max(ms) if ms else None
                     ratio = f"{meas / proj:19.2f}" if meas is not None and proj else f"{'-':>19}"
-                    lines.append(f"{op:14} {self.kinds[op]:14} {_fmt(proj):>11} "
-                                 f"{_fmt(meas) if meas is not None else '-':>11} {ratio}")
+                    p, m = fmt_pair(proj, meas) if meas is not None else (fmt_bytes(proj), "-")
+                    lines.append(f"{op:14} {self.kinds[op]:14} {p:>11} {m:>11} {ratio}  "
+                                 f"{self.parts[op]}")  # fmt: skip
                 if allowed_mem is not None:
-                    lines.append(f"allowed_mem {_fmt(allowed_mem)}; over {len(same)} steps")
+                    lines.append(f"allowed_mem {fmt_bytes(allowed_mem)}; over {len(same)} steps")
                 return "\n".join(lines)
 
         return _Recorder()
@@ -313,7 +290,8 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         executor: Any = None, callbacks: Sequence[Any] = (), checkpoint_dir: str | None = None,
         checkpoint_every: int = 1, mode: str = "auto", key: random.Key | None = None,
         progress: bool = True, log: Callable[[str], None] | None = print,
-        compute_kwargs: dict | None = None) -> FitResult:  # fmt: skip
+        compute_kwargs: dict | None = None,
+        memory_overrun: str = "raise") -> FitResult:  # fmt: skip
     """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
     (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
     other axes) to minimize ``loss(params, *data)``.
@@ -331,13 +309,27 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     ``executor``: a Cubed executor or its name ("single-threaded", "threads", "processes",
     "dask"); ``compute_kwargs`` go to ``cubed.compute`` (for "dask",
     ``{"compute_kwargs": {"address": cluster.scheduler_address}}`` points it at a cluster).
-    """
-    import cubed
 
+    Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
+    refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names
+    the op and the part of the loss it computes, and proposes the chunk size for which every
+    task fits (``cubed_plugin.memory.plan_rows`` for this mode), checked with a lazy
+    ``rechunk`` of the data or, when a rechunk cannot fit, how to rewrite the data. A warning
+    (``ReservedMemWarning``) says when the Spec's ``reserved_mem`` is below what a worker of
+    ``executor`` measurably holds (``worker_baseline``; ``cubed.Spec`` defaults to 0). On
+    executors that measure tasks (``measuring_processes()``, processes, dask), a task whose
+    measured peak exceeds its projection or ``allowed_mem`` raises ``TaskMemoryError`` after
+    its step (naming the op, its part of the loss, both figures and the limit; parameters are
+    not updated with that step), or warns (``TaskMemoryWarning``) with
+    ``memory_overrun="warn"``.
+    """
     if (steps is None) == (epochs is None):
         raise ValueError("fit: give exactly one of steps= or epochs=")
     if mode not in ("auto", "one-pass", "graph"):
         raise ValueError(f"fit: mode must be 'auto', 'one-pass' or 'graph', got {mode!r}")
+    if memory_overrun not in ("raise", "warn"):
+        raise ValueError(f"fit: memory_overrun must be 'raise' or 'warn', got "
+                         f"{memory_overrun!r}")  # fmt: skip
     one_pass = mode == "one-pass" or (mode == "auto" and isinstance(loss, RowLoss))
     if one_pass and not isinstance(loss, RowLoss):
         raise TypeError("fit(mode='one-pass'): the loss must be declared row-separable with "
@@ -361,35 +353,27 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
             log(f"resumed from {path} at step {step}")
     per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
     total = steps if steps is not None else epochs * max(per_epoch, 1)
+    label_ops()  # the ops of each step say which part of the loss they compute
     recorder = MemoryRecorder()
-    ex = _executor(executor)
+    ex = executor_of(executor, spec)
+    warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
+    kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
     while step < total:
         epoch, within = divmod(step, max(per_epoch, 1))
         picks = _batches(data, batch_rows, key, epoch)[within]
-        batch = _take_chunks(data, picks)
-        rows = _rows(batch)
         t0 = time.perf_counter()
         host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
         work = _work_snapshot(spec)
-        if one_pass:
-            total_sums, td, shapes = one_pass_step(loss, host_p, batch,
-                                                   chunk_numbers=picks)
-            check(total_sums)
-            sums = cubed.compute(total_sums, executor=ex, callbacks=[*callbacks, recorder,
-                                 Progress(f"step {step + 1}", disable=not progress)],
-                                 **(compute_kwargs or {}))[0]  # fmt: skip
-            value, grads = unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction)
-        else:
-            v, g = graph_step(loss, host_p, batch, spec)
-            kw = {"optimize_function": graph_fusion(), **(compute_kwargs or {})}
-            check(v, g, optimize_function=kw["optimize_function"])
-            from ._compute import compute
-
-            value, grads = compute(v, g, executor=ex, callbacks=[*callbacks, recorder,
-                                   Progress(f"step {step + 1}", disable=not progress)],
-                                   **kw)  # fmt: skip
-            value = float(value)
+        targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
+        refuse(plan_of(*targets, optimize_function=kw["optimize_function"]),
+               f"fit: step {step + 1} ({'one-pass' if one_pass else 'graph'} mode) is refused "
+               "before running",
+               functools.partial(_advice, loss, host_p, data, one_pass, batch_rows,
+                                 spec))  # fmt: skip
+        value, grads = finish(compute(*targets, executor=ex, callbacks=[*callbacks, recorder,
+                              Progress(f"step {step + 1}", disable=not progress)], **kw))
         _clean_work(spec, work)
+        _measured_within(recorder, step + 1, memory_overrun, ex, spec)
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
         grads = pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p)
         if not math.isfinite(value):
@@ -409,6 +393,112 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
                                    "key": np.asarray(key.data)})  # fmt: skip
     out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
     return FitResult(out, state, step, key, history, recorder)
+
+
+def _step(loss: Callable[..., Any], host_p: Any, data: tuple, picks: list[int] | None,
+          spec: Any, one_pass: bool) -> tuple[list, Callable[[Any], Any], int]:  # fmt: skip
+    """One step of :func:`fit` on the batch of row chunks ``picks`` of ``data``: the lazy arrays
+    it computes, the function that turns their computed values into (loss, gradients), and
+    the batch's rows."""
+    batch = _take_chunks(data, picks)
+    rows = _rows(batch)
+    if one_pass:
+        total_sums, td, shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
+        return [total_sums], lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows,
+                                                         loss.reduction), rows  # fmt: skip
+    v, g = graph_step(loss, host_p, batch, spec)
+    return [v, g], lambda vg: (float(vg[0]), vg[1]), rows
+
+
+def _shape(x: Any, n: int) -> tuple[int, ...]:
+    return (n, *(int(s) for s in x.shape[1:]))
+
+
+def _advice(loss: Callable[..., Any], host_p: Any, data: tuple, one_pass: bool,
+            batch_rows: int | None, spec: Any) -> str:  # fmt: skip
+    """The way out of a refused step: the row chunk for which every task of ``fit``'s step
+    fits (``plan_rows`` in fit's mode), checked with the data rechunked lazily to it; when that
+    rechunk cannot fit, how to rewrite the data with that chunk."""
+    from .memory import plan_rows
+
+    mode = "one-pass" if one_pass else "graph"
+    rows, have = int(data[0].shape[0]), int(data[0].chunks[0][0])
+    specs = [pg.memory.spec(tuple(x.shape), str(x.dtype)) for x in data]
+    batch = f", batch_rows={batch_rows}" if batch_rows is not None else ""
+    call = (f"cubed_plugin.memory.plan_rows(loss, params, *data_specs, rows={rows}, "
+            f"data={tuple(range(1, len(data) + 1))}, mode={mode!r}{batch}, backend=spec)")
+    try:
+        n, projection = plan_rows(loss, host_p, *specs, rows=rows,
+                                  data=tuple(range(1, len(data) + 1)), mode=mode,
+                                  batch_rows=batch_rows, backend=spec)  # fmt: skip
+    except MemoryLimitError as e:
+        return f"no chunk size fits: {e}"
+    head = (f"chunks of at most {n:,} rows fit in {mode} mode (largest task "
+            f"{fmt_bytes(projection.max_task_bytes)}: {call}); the data has chunks of "
+            f"{have:,} rows")
+    if n >= have:
+        return (f"{head}: the op refused here does not shrink with the row chunk (data "
+                "computed lazily rather than stored is copied per batch: write it with "
+                "cubed.to_zarr first); raise allowed_mem")  # fmt: skip
+    code = "; ".join(f"data[{i}] = data[{i}].rechunk({_shape(x, n)})" for i, x in enumerate(data))
+    try:
+        rechunked = tuple(x.rechunk(_shape(x, n)) for x in data)
+    except ValueError as e:  # Cubed plans no rechunk whose source chunk exceeds the budget
+        why = f"Cubed cannot plan it in this budget ({e})"
+    else:
+        picks = _batches(rechunked, batch_rows, random.key(0), 0)[0]
+        p = plan_of(*_step(loss, host_p, rechunked, picks, spec, one_pass)[0])
+        over = [(name, d) for name, d in p.dag.nodes(data=True)
+                if d.get("primitive_op") is not None
+                and d["primitive_op"].projected_mem > d["primitive_op"].allowed_mem]
+        if not over:
+            return (f"{head}. Rechunk it lazily ({code}): checked, every task of the step "
+                    f"then fits (largest {fmt_bytes(p.max_projected_mem)}); every step then "
+                    "rechunks the chunks it reads again, so to do it once write the rechunked "
+                    "data to Zarr (cubed.to_zarr(x.rechunk(...), path); then "
+                    "cubed.from_zarr(path))")  # fmt: skip
+        name, d = max(over, key=lambda o: o[1]["primitive_op"].projected_mem)
+        need, limit = fmt_pair(d["primitive_op"].projected_mem, d["primitive_op"].allowed_mem)
+        why = (f"{name} ({part_of(p.dag, name)}) needs {need} per task, over allowed_mem "
+               f"{limit}")
+    shapes = ", ".join(f"data argument {i} with chunks {_shape(x, n)}"
+                       for i, x in enumerate(data))  # fmt: skip
+    return (f"{head}. A lazy rechunk ({code}) cannot fit: {why}; a rechunk holds whole stored "
+            f"chunks of {have:,} rows. Rewrite the data once, outside this budget: {shapes}; "
+            "e.g. cubed.to_zarr(x.rechunk(chunks), path) under a Spec with a larger "
+            "allowed_mem, or zarr.open_array(path, mode='w', shape=x.shape, dtype=x.dtype, "
+            "chunks=chunks) filled one stored chunk at a time; then train on "
+            "cubed.from_zarr(path)")
+
+
+def _measured_within(recorder: Any, step: int, memory_overrun: str, executor: Any,
+                     spec: Any) -> None:  # fmt: skip
+    """Raise :class:`TaskMemoryError` (or warn) if a task of the step just computed measured
+    more than its projection or ``allowed_mem``."""
+    over = recorder.overruns(recorder.steps[-1]) if recorder.steps else []
+    if not over:
+        return
+    try:
+        base = worker_baseline(executor, work_dir=spec.work_dir)
+    except RuntimeError:
+        base = None
+    reserved = over[0].reserved
+    if base is not None and reserved < base:
+        have, need = fmt_pair(reserved, base)
+        why = (f"reserved_mem {have} is below the {need} a worker of this executor holds "
+               "before any data (cubed_plugin.worker_baseline): make the spec with "
+               "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem")
+    else:
+        why = ("the projection is a promise this task broke: a bug of cubed_plugin's "
+               "projections; please report it with this message, and raise allowed_mem and "
+               "reserved_mem meanwhile")
+    lines = "; ".join(str(o) for o in over[:3])
+    more = f" (and {len(over) - 3} more ops)" if len(over) > 3 else ""
+    message = f"fit: step {step} measured task memory over budget: {lines}{more}. {why}"
+    if memory_overrun == "warn":
+        warnings.warn(message, TaskMemoryWarning, stacklevel=3)
+    else:
+        raise TaskMemoryError(message, over, recorder)
 
 
 def _work_snapshot(spec: Any) -> set[str]:
@@ -477,7 +567,9 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     ap.add_argument("--features", type=int, default=50)
     ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
     ap.add_argument("--allowed-mem", default="150MB")
-    ap.add_argument("--reserved-mem", default="80MB")
+    ap.add_argument("--reserved-mem", default=None,
+                    help="memory a worker holds before any data (default: measured on the "
+                         "executor, plus 10%%)")  # fmt: skip
     ap.add_argument("--executor", default="threads",
                     choices=("single-threaded", "threads", "processes", "dask"))
     ap.add_argument("--steps", type=int, default=10)
@@ -492,59 +584,49 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     import cubed
 
     from .memory import plan_rows
-    from .memory import project as project_chunked
 
-    spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir)
+    executor = measuring_processes() if a.executor == "processes" else a.executor
+    spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
     loss = logreg_loss if a.model == "logreg" else mlp_loss
     params = init_params(a.model, a.features)
-    xp = pg.namespace(cubed)
     one_pass = a.mode != "graph"  # both models are row losses
+    mode = "one-pass" if one_pass else "graph"
     data_dir = a.data
     if data_dir is None:
         data_dir = os.path.join(spec.work_dir, "data")
-        spec_x = pg.memory.spec((a.rows, a.features))
-        spec_y = pg.memory.spec((a.rows,))
-        if one_pass:
-            chunk, _ = plan_one_pass_rows(loss, params, (spec_x, spec_y), a.rows, spec)
-        else:
-            w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
-            chunk, _ = plan_rows(loss, w, spec_x, spec_y, rows=a.rows, data=(1, 2),
-                                 backend=spec)  # fmt: skip
-        chunk = max(1, min(chunk, a.rows))
-        print(f"making {a.rows} x {a.features} synthetic rows in Zarr, {chunk} rows per chunk")
+        specs = pg.memory.spec((a.rows, a.features)), pg.memory.spec((a.rows,))
+        chunk, _ = plan_rows(loss, params, *specs, rows=a.rows, data=(1, 2), mode=mode,
+                             batch_rows=a.batch_rows, backend=spec)  # fmt: skip
+        print(f"making {a.rows} x {a.features} synthetic rows in Zarr, {chunk} rows per chunk "
+              f"(the most for which every task of a {mode} step fits: "
+              "cubed_plugin.memory.plan_rows)")  # fmt: skip
         synthetic(data_dir, a.rows, a.features, chunk, a.model)
     X = cubed.from_zarr(f"{data_dir}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
-    print(f"data {_fmt(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; allowed_mem "
-          f"{_fmt(spec.allowed_mem)} (reserved {_fmt(spec.reserved_mem)})")
-    if one_pass:
-        total, _, _ = one_pass_step(loss, params, (X, y))
-        plan = cubed.plan(total)
-        print("memory plan of one step (one-pass mode: forward and backward of a chunk in one "
-              "task; per task, Cubed's projections):")  # fmt: skip
-        print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}")
-        for name, node in plan.dag.nodes(data=True):
-            op = node.get("primitive_op")
-            if op is not None and name != "create-arrays":
-                print(f"  {name:10} {node.get('op_name', '?'):14} {_fmt(op.projected_mem):>12} "
-                      f"{op.num_tasks:>6}")  # fmt: skip
-        print(f"  largest task {_fmt(plan.max_projected_mem)} of allowed "
-              f"{_fmt(spec.allowed_mem)}; {plan.num_tasks} tasks")  # fmt: skip
-    else:
-        w = pg.tree_map(lambda v: xp.asarray(cubed.asarray(v, spec=spec)), params)
-        plan = project_chunked(loss, w, xp.asarray(X), xp.asarray(y))
-        lines = str(plan).splitlines()
-        top = sorted(plan.rows, key=lambda r: -r.projected_bytes)[:8]
-        print("memory plan of one step (graph mode; per task, Cubed's projections):")
-        print("  " + lines[0] + "\n  " + lines[1])
-        for r in top:
-            print(f"  {r.op:10} {r.kind:14} {r.phase:9} {_fmt(r.projected_bytes):>12} "
-                  f"{r.num_tasks:>6}")  # fmt: skip
-        print(f"  ... and {len(plan.rows) - len(top)} more ops")
-    executor = measuring_processes() if a.executor == "processes" else a.executor
-    result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps, batch_rows=a.batch_rows,
-                 spec=spec, executor=executor, checkpoint_dir=a.checkpoint_dir, mode=a.mode,
-                 progress=not a.quiet)  # fmt: skip
+    print(f"data {fmt_bytes(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; "
+          f"allowed_mem {fmt_bytes(spec.allowed_mem)} (reserved_mem "
+          f"{fmt_bytes(spec.reserved_mem)})")  # fmt: skip
+    picks = _batches((X, y), a.batch_rows, random.key(0), 0)[0]
+    targets, _, _ = _step(loss, params, (X, y), picks, spec, one_pass)
+    plan = plan_of(*targets)
+    print(f"memory plan of one step ({mode} mode; per task, as it will run):")
+    print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}  part")
+    for name, node in plan.dag.nodes(data=True):
+        op = node.get("primitive_op")
+        if op is not None and name != "create-arrays":
+            print(f"  {name:10} {node.get('op_name', '?'):14} {fmt_bytes(op.projected_mem):>12} "
+                  f"{op.num_tasks:>6}  {part_of(plan.dag, name)}")  # fmt: skip
+    print(f"  largest task {fmt_bytes(plan.max_projected_mem)} of allowed "
+          f"{fmt_bytes(spec.allowed_mem)}; {plan.num_tasks} tasks")  # fmt: skip
+    try:
+        result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps,
+                     batch_rows=a.batch_rows, spec=spec, executor=executor,
+                     checkpoint_dir=a.checkpoint_dir, mode=a.mode,
+                     progress=not a.quiet)  # fmt: skip
+    except TaskMemoryError as e:
+        print("task memory per op, measured (one task per worker process) against projected:")
+        print("  " + e.recorder.table(int(spec.allowed_mem)).replace("\n", "\n  "))
+        raise
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
     print(f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
@@ -552,10 +634,11 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     if measured:
         print("task memory per op, measured (one task per worker process) against projected:")
         print("  " + rec.table(int(spec.allowed_mem)).replace("\n", "\n  "))
-    print(f"task memory: projected at most {_fmt(rec.max_projected())}"
-          + (f", measured at most {_fmt(max(measured))}" if measured else
+    print(f"task memory: projected at most {fmt_bytes(rec.max_projected())}"
+          + (f", measured at most {fmt_bytes(max(measured))}; every measured task within its "
+             "projection and allowed_mem" if measured else
              " (measured peaks: use --executor processes)")
-          + f"; allowed {_fmt(spec.allowed_mem)}; over projected: {len(rec.over())} ops")
+          + f"; allowed {fmt_bytes(spec.allowed_mem)}")
     return result
 
 
@@ -564,3 +647,5 @@ if __name__ == "__main__":
         main()
     except MemoryLimitError as e:
         sys.exit(f"refused before running: {e}")
+    except TaskMemoryError as e:
+        sys.exit(f"failed: {e}")

@@ -1,0 +1,227 @@
+"""Cubed executors: the one that measures each task on its own, and the memory a worker of any
+executor holds before a task adds data to it (what ``Spec.reserved_mem`` must cover).
+
+Cubed's ``Spec`` defaults to ``reserved_mem=0``: its check then counts only a task's data, and a
+worker process needs tens of megabytes of its own (the interpreter, NumPy, Zarr, Cubed,
+pycograd_xp), so a plan that passes the check runs over ``allowed_mem`` without a word.
+:func:`worker_baseline` measures that memory by running a small task on the executor; it is
+cached per executor, and ``make_spec``, ``check`` and ``fit`` use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# the measured baselines, per executor (see _key); a process measures each executor once
+_BASELINES: dict[Any, int] = {}
+_IN_PROCESS = ("executors that run tasks in this process",)
+
+# Cubed's own tests reserve 10% over a measured baseline: the tasks' own imports and buffers vary
+MARGIN = 1.1
+
+
+def executor_of(executor: Any, spec: Any = None) -> Any:
+    """The executor object Cubed runs with for ``executor``: an executor, its name, or None
+    (the Spec's executor, else Cubed's default, "threads")."""
+    from cubed.runtime.create import create_executor
+
+    if isinstance(executor, str):
+        return create_executor(executor)
+    if executor is not None:
+        return executor
+    if spec is not None and spec.executor is not None:
+        return spec.executor
+    return create_executor("threads", spec.executor_options if spec is not None else None)
+
+
+def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
+                                                  "cubed_plugin.steps")) -> Any:  # fmt: skip
+    """A Cubed executor (for ``fit(executor=...)`` or ``cubed.compute(executor=...)``) under
+    which each task's measured peak is its own: Cubed's processes executor with every task in
+    a fresh worker (``max_tasks_per_child=1``) forked from a server that has already imported
+    ``preload`` (a fork, not an interpreter start, per task). A spawned worker reused for
+    several tasks reports its largest so far, and one started with exec starts from its
+    parent's lifetime peak; a forked one starts from the server's current, small, resident set.
+
+    One change to Cubed's executor: a compute returns only after its pool has stopped every
+    worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
+    in 3.11) then races with a worker leaving after its one task: the pool's manager thread
+    finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
+    for at exit, forever. A failed compute also waits for its running tasks first."""
+    import multiprocessing
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    return _measuring_executor_class()()
+
+
+@functools.cache
+def _measuring_executor_class() -> type:
+    from cubed.runtime.asyncio import async_map_dag
+    from cubed.runtime.backup import use_backups_default
+    from cubed.runtime.executors.local import (
+        ProcessesExecutor,
+        check_runtime_memory,
+        processes_create_futures_func,
+        run_func_processes,
+    )
+
+    class MeasuringProcesses(ProcessesExecutor):
+        """Cubed's ``ProcessesExecutor._async_execute_dag`` with a forkserver pool of one task
+        per worker that is shut down waiting (see :func:`measuring_processes`)."""
+
+        async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
+                                     compute_arrays_in_parallel: bool | None = None,
+                                     **kwargs: Any) -> None:  # fmt: skip
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            max_workers = kwargs.pop("max_workers", os.cpu_count())
+            if spec is not None:
+                check_runtime_memory(spec, max_workers)
+                if "use_backups" not in kwargs and use_backups_default(spec):
+                    kwargs["use_backups"] = True
+            pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
+                                       mp_context=multiprocessing.get_context("forkserver"))
+            try:
+                await async_map_dag(processes_create_futures_func(pool, run_func_processes),
+                                    dag=dag, callbacks=callbacks,
+                                    compute_arrays_in_parallel=compute_arrays_in_parallel,
+                                    **kwargs)  # fmt: skip
+            finally:
+                # waits for the tasks already running (a failed compute's included), then for
+                # every worker to stop: none outlives the compute
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    return MeasuringProcesses
+
+
+def _baseline_task(block: np.ndarray) -> np.ndarray:
+    """The task :func:`worker_baseline` runs: it loads what the tasks of a gradient step load
+    (pycograd_xp and cubed_plugin, NumPy's BLAS on first use), reads its block from Zarr and
+    writes one back; the block it returns holds its process id."""
+    import cubed_plugin  # noqa: F401  (and pycograd_xp with it)
+
+    x = np.asarray(block, dtype=np.float64).reshape(-1, 1)
+    x = x @ x.T
+    return np.full(block.shape, os.getpid(), dtype=np.int64)
+
+
+def _key(ex: Any, compute_kwargs: dict | None) -> tuple:
+    kind = type(ex)
+    options = sorted((k, repr(v)) for k, v in (getattr(ex, "kwargs", None) or {}).items())
+    return (kind.__module__, kind.__qualname__, repr(options),
+            repr(sorted((compute_kwargs or {}).items())))  # fmt: skip
+
+
+def _measure(ex: Any, work_dir: str, compute_kwargs: dict | None) -> tuple[int | None, int]:
+    """(the largest measured task peak, or None when the executor measures none; the process
+    id a task ran in) of the small computation of :func:`_baseline_task` on ``ex``."""
+    import cubed
+    import zarr
+
+    # its own directory under work_dir, deleted after (the input and Cubed's storage)
+    root = os.path.join(work_dir, f"pycograd-baseline-{uuid.uuid4().hex}")
+    spec = cubed.Spec(work_dir=root, allowed_mem="200MB", reserved_mem=0)
+    path = os.path.join(root, "input.zarr")
+    zarr.open_array(path, mode="w", shape=(4,), chunks=(4,), dtype="f8")[:] = 1.0
+    peaks: list[int | None] = []
+
+    class Peaks(cubed.Callback):
+        def on_task_end(self, event: Any) -> None:
+            peaks.append(event.peak_measured_mem_end)
+
+    try:
+        out = cubed.map_blocks(_baseline_task, cubed.from_zarr(path, spec=spec), dtype=np.int64)
+        pids = cubed.compute(out, executor=ex, callbacks=[Peaks()], **(compute_kwargs or {}))[0]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    measured = [p for p in peaks if p is not None]
+    return (max(measured) if measured else None), int(np.asarray(pids).reshape(-1)[0])
+
+
+def _peak_here() -> int:
+    """This process's peak resident memory in bytes (its address space's own high-water mark:
+    unlike ``ru_maxrss``, it does not carry the peak of the process that started it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * 1024 if sys.platform.startswith("linux") else peak
+
+
+def _fresh_main(work_dir: str) -> None:
+    """In a fresh interpreter: the small computation of :func:`_measure`, in this process, then
+    print its peak (what a worker holds before any data)."""
+    from cubed.runtime.create import create_executor
+
+    _measure(create_executor("single-threaded"), work_dir, None)
+    print(_peak_here())
+
+
+def _measure_fresh(work_dir: str) -> int:
+    """The peak of a fresh Python process that runs :func:`_measure`'s task in itself (started
+    as a new interpreter, not by multiprocessing, which would run the caller's script again)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", "import sys; from cubed_plugin._executors import "
+                          "_fresh_main; _fresh_main(sys.argv[1])", work_dir], env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"worker_baseline: the fresh worker measuring it failed: "
+                           f"{out.stderr.strip().splitlines()[-1:]}")  # fmt: skip
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def worker_baseline(executor: Any = None, *, work_dir: str | None = None,
+                    compute_kwargs: dict | None = None) -> int:  # fmt: skip
+    """The memory, in bytes, that a process running one of ``executor``'s tasks holds before
+    the task adds any data: the peak Cubed measures for a small task (one Zarr block read and
+    written, the libraries a gradient step loads), measured once per executor and cached.
+
+    ``executor``: a Cubed executor, its name, or None (Cubed's default, "threads"). Executors
+    that run tasks in worker processes and measure them (processes, ``measuring_processes()``,
+    dask, lithops, modal) are measured themselves. Executors that run tasks inside this
+    process (single-threaded, threads) measure nothing per task: their baseline is that of a
+    fresh Python process that imports the same libraries and runs the task itself, the least
+    any process running the task holds (this process holds that plus its own data). An executor
+    that neither measures its tasks nor runs them here raises RuntimeError saying so (give
+    ``reserved_mem`` yourself then). ``work_dir`` holds the small arrays (a temporary
+    directory when None; a remote executor needs one its workers can reach);
+    ``compute_kwargs`` go to ``cubed.compute`` (a Dask cluster's address)."""
+    ex = executor_of(executor)
+    key = _key(ex, compute_kwargs)
+    if key in _BASELINES:
+        return _BASELINES[key]
+    work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-baseline-")
+    peak, pid = _measure(ex, work_dir, compute_kwargs)
+    if peak is None:
+        if pid != os.getpid():
+            raise RuntimeError(
+                f"worker_baseline: the {getattr(ex, 'name', type(ex).__name__)!r} executor runs "
+                "tasks in other processes but reports no measured task memory "
+                "(peak_measured_mem_end is None), so its workers' own memory cannot be "
+                "measured; give reserved_mem yourself, at least what such a worker holds before "
+                "any data (worker_baseline('processes') measures a local one), or measure on an "
+                "executor that reports task memory (processes, dask, lithops, modal)"
+            )
+        if _IN_PROCESS not in _BASELINES:
+            _BASELINES[_IN_PROCESS] = _measure_fresh(work_dir)
+        peak = _BASELINES[_IN_PROCESS]
+    _BASELINES[key] = int(peak)
+    return int(peak)
