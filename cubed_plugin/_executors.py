@@ -196,7 +196,9 @@ def worker_baseline(executor: Any = None, *, work_dir: str | None = None,
 
     ``executor``: a Cubed executor, its name, or None (Cubed's default, "threads"). Executors
     that run tasks in worker processes and measure them (processes, ``measuring_processes()``,
-    dask, lithops, modal) are measured themselves. Executors that run tasks inside this
+    dask, lithops, modal) are measured themselves (Cubed's processes executor starts its
+    workers from this process by fork and exec, and they report this process's peak as
+    theirs: that is its baseline). Executors that run tasks inside this
     process (single-threaded, threads) measure nothing per task: their baseline is that of a
     fresh Python process that imports the same libraries and runs the task itself, the least
     any process running the task holds (this process holds that plus its own data). An executor

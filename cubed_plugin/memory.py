@@ -40,7 +40,7 @@ from .namespace import LABEL
 
 __all__ = ["ChunkedProjection", "MemoryLimitError", "ReservedMemWarning", "TaskMemoryError",
            "TaskMemoryWarning", "TaskRow", "fmt_bytes", "fmt_pair", "part_of", "plan_rows",
-           "project"]  # fmt: skip
+           "project", "stand_in", "step_projection"]  # fmt: skip
 
 
 class TaskMemoryError(RuntimeError):

@@ -114,7 +114,9 @@ def label_ops() -> None:
 
     def _new(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
         plan = new(cls, name, *args, **kwargs)
-        first = name[0] if isinstance(name, list) else name
+        first = name[0] if isinstance(name, list) and name else name
+        if not isinstance(first, str) or first not in plan.dag:  # labels never stop a plan
+            return plan
         for op in plan.dag.predecessors(first):
             d = plan.dag.nodes[op]
             if d.get("type") == "op" and LABEL not in d:

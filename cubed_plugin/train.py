@@ -492,6 +492,15 @@ def _measured_within(recorder: Any, step: int, memory_overrun: str, executor: An
         why = ("the projection is a promise this task broke: a bug of cubed_plugin's "
                "projections; please report it with this message, and raise allowed_mem and "
                "reserved_mem meanwhile")
+    from cubed.runtime.executors.local import ProcessesExecutor
+
+    from ._executors import _measuring_executor_class
+
+    if isinstance(executor, ProcessesExecutor) and \
+            not isinstance(executor, _measuring_executor_class()):  # fmt: skip
+        why += (" (Cubed's processes executor reports for each task the most its worker has "
+                "held, the peak of the process that started it included: "
+                "cubed_plugin.train.measuring_processes() measures each task on its own)")
     lines = "; ".join(str(o) for o in over[:3])
     more = f" (and {len(over) - 3} more ops)" if len(over) > 3 else ""
     message = f"fit: step {step} measured task memory over budget: {lines}{more}. {why}"

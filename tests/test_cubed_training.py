@@ -360,7 +360,14 @@ def test_an_mlp_trains_on_data_ten_times_allowed_mem_like_numpy(tmp_path):
 
 @pytest.mark.slow
 def test_the_processes_executor_agrees(tmp_path):
-    spec, X, y, _, _ = _data(tmp_path)
+    """Cubed's own processes executor (spawned workers, each reporting at least its parent's
+    peak as its own: its measured baseline, which make_spec reserves) gives the parameters of
+    threads."""
+    from cubed_plugin.train import make_spec
+
+    _, X, y, _, _ = _data(tmp_path)
+    spec = make_spec("1GB", work_dir=str(tmp_path / "work"), executor="processes")
+    X, y = (cubed.from_zarr(str(tmp_path / f"{n}.zarr"), spec=spec) for n in ("X", "y"))
     runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
                 spec=spec, executor=ex, progress=False, log=None).params
             for ex in ("threads", "processes")]  # fmt: skip

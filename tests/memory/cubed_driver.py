@@ -2,8 +2,9 @@
 
 ``python cubed_driver.py data DIR`` writes the training data to Zarr (in its own process, so
 the driver stays small); ``python cubed_driver.py run DIR`` builds a logistic-regression
-gradient step on namespace(cubed), projects it, computes it with the processes executor (one
-task per worker process forked afresh: ``cubed_plugin.train.measuring_processes``) and prints,
+gradient step on namespace(cubed), projects it, computes it as ``cubed_plugin.compute`` does
+(the plan optimizer ``graph_fusion``) with the processes executor (one task per worker process
+forked afresh: ``cubed_plugin.train.measuring_processes``) and prints,
 as JSON, every op's measured task peak beside Cubed's projection for it.
 """
 
@@ -31,6 +32,7 @@ def run(path: str) -> None:
     import cubed
     import numpy as np
 
+    import cubed_plugin as cp
     import pycograd_xp as pg
     from cubed_plugin.train import measuring_processes
     from pycograd_xp import memory
@@ -47,7 +49,7 @@ def run(path: str) -> None:
 
     p = memory.project(loss, w, X, y)
     value, grad = pg.value_and_grad(loss)(w, X, y)
-    plan = cubed.plan(pg.unwrap(value), pg.unwrap(grad))
+    plan = cp.plan(value, grad)  # what cubed_plugin.compute runs (graph_fusion)
     projected = {name: int(node["primitive_op"].projected_mem)
                  for name, node in plan.dag.nodes(data=True) if node.get("primitive_op")}
 
@@ -62,8 +64,7 @@ def run(path: str) -> None:
 
     peaks = Peaks()
     driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    cubed.compute(pg.unwrap(value), pg.unwrap(grad), executor=measuring_processes(),
-                  callbacks=[peaks])
+    cp.compute(value, grad, executor=measuring_processes(), callbacks=[peaks])
     # the one-pass step: each task declares pycograd_xp.memory's projection of its chunk's step
     from cubed_plugin.steps import one_pass_step, row_loss
 
@@ -73,10 +74,10 @@ def run(path: str) -> None:
         return X.__array_namespace__().log(1.0 + X.__array_namespace__().exp(-z)) + (1.0 - y) * z
 
     total, _, _ = one_pass_step(per_row, {"w": np.zeros(D)}, (pg.unwrap(X), pg.unwrap(y)))
-    for name, node in cubed.plan(total).dag.nodes(data=True):
+    for name, node in cp.plan(total).dag.nodes(data=True):
         if node.get("primitive_op"):
             projected[name] = int(node["primitive_op"].projected_mem)
-    cubed.compute(total, executor=measuring_processes(), callbacks=[peaks])
+    cp.compute(total, executor=measuring_processes(), callbacks=[peaks])
     print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
                       "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,
                       "measured": peaks.peaks,
