@@ -560,20 +560,26 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
 
 
-def init_params(model: str, features: int, hidden: int = 32, seed: int = 0) -> dict:
+def init_params(model: str, features: int, hidden: int = 32, seed: int = 0,
+                dtype: Any = np.float64) -> dict:  # fmt: skip
+    """The CLI models' starting parameters (logistic regression: zeros; the MLP: scaled
+    normal weights, zero biases), in ``dtype`` (the data's, so that training stays in it)."""
     rng = np.random.default_rng(seed)
     if model == "logreg":
-        return {"w": np.zeros(features), "b": np.zeros(())}
-    return {"W1": rng.standard_normal((features, hidden)) / math.sqrt(features),
-            "b1": np.zeros(hidden), "w2": rng.standard_normal(hidden) / math.sqrt(hidden),
-            "b2": np.zeros(())}  # fmt: skip
+        p = {"w": np.zeros(features), "b": np.zeros(())}
+    else:
+        p = {"W1": rng.standard_normal((features, hidden)) / math.sqrt(features),
+             "b1": np.zeros(hidden), "w2": rng.standard_normal(hidden) / math.sqrt(hidden),
+             "b2": np.zeros(())}  # fmt: skip
+    return {k: v.astype(dtype) for k, v in p.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> FitResult:
     ap = argparse.ArgumentParser(prog="python -m cubed_plugin.train",
                                  description=__doc__.splitlines()[0])  # fmt: skip
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--features", type=int, default=50)
+    ap.add_argument("--features", type=int, default=None,
+                    help="columns of the synthetic data (default 50; with --data: the data's)")
     ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
     ap.add_argument("--allowed-mem", default="150MB")
     ap.add_argument("--reserved-mem", default=None,
@@ -597,21 +603,29 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
     executor = measuring_processes() if a.executor == "processes" else a.executor
     spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
     loss = logreg_loss if a.model == "logreg" else mlp_loss
-    params = init_params(a.model, a.features)
     one_pass = a.mode != "graph"  # both models are row losses
     mode = "one-pass" if one_pass else "graph"
     data_dir = a.data
     if data_dir is None:
+        features = 50 if a.features is None else a.features
+        params = init_params(a.model, features)
         data_dir = os.path.join(spec.work_dir, "data")
-        specs = pg.memory.spec((a.rows, a.features)), pg.memory.spec((a.rows,))
+        specs = pg.memory.spec((a.rows, features)), pg.memory.spec((a.rows,))
         chunk, _ = plan_rows(loss, params, *specs, rows=a.rows, data=(1, 2), mode=mode,
                              batch_rows=a.batch_rows, backend=spec)  # fmt: skip
-        print(f"making {a.rows} x {a.features} synthetic rows in Zarr, {chunk} rows per chunk "
+        print(f"making {a.rows} x {features} synthetic rows in Zarr, {chunk} rows per chunk "
               f"(the most for which every task of a {mode} step fits: "
               "cubed_plugin.memory.plan_rows)")  # fmt: skip
-        synthetic(data_dir, a.rows, a.features, chunk, a.model)
+        synthetic(data_dir, a.rows, features, chunk, a.model)
     X = cubed.from_zarr(f"{data_dir}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
+    if a.data is not None:  # the model fits the data: its columns, its floating dtype
+        if X.ndim != 2 or a.features not in (None, X.shape[1]):
+            raise ValueError(f"--data {a.data}: X.zarr has shape {X.shape}; the models take "
+                             f"(rows, features) data (--features {a.features} does not match: "
+                             "leave it out with --data)")  # fmt: skip
+        floating = np.dtype(X.dtype).kind == "f"
+        params = init_params(a.model, X.shape[1], dtype=X.dtype if floating else np.float64)
     print(f"data {fmt_bytes(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; "
           f"allowed_mem {fmt_bytes(spec.allowed_mem)} (reserved_mem "
           f"{fmt_bytes(spec.reserved_mem)})")  # fmt: skip

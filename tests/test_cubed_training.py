@@ -227,6 +227,31 @@ def test_the_command_runs_end_to_end(tmp_path, capsys):
     assert result.history["loss"][1] < result.history["loss"][0]
 
 
+def test_the_command_fits_its_model_to_the_users_data(tmp_path, capsys):
+    """``--data`` with float32 data of 7 columns: the model takes 7 inputs and trains in
+    float32 (it used to build 50 inputs in float64 and fail in matmul); a --features that
+    contradicts the data is refused, naming both."""
+    import zarr
+
+    from cubed_plugin.train import main
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 7)).astype(np.float32)
+    zarr.create_array(str(tmp_path / "d" / "X.zarr"), shape=X.shape, chunks=(1000, 7),
+                      dtype="float32")[:] = X  # fmt: skip
+    zarr.create_array(str(tmp_path / "d" / "y.zarr"), shape=(4000,), chunks=(1000,),
+                      dtype="float32")[:] = (X[:, 0] > 0)  # fmt: skip
+    common = ["--data", str(tmp_path / "d"), "--model", "mlp", "--steps", "2", "--quiet",
+              "--work-dir", str(tmp_path / "w"), "--allowed-mem", "40MB", "--reserved-mem",
+              "5MB"]  # fmt: skip
+    result = main(common)
+    assert result.params["W1"].shape == (7, 32)
+    assert {p.dtype for p in result.params.values()} == {np.dtype("float32")}
+    assert result.history["loss"][1] < result.history["loss"][0]
+    with pytest.raises(ValueError, match=r"X.zarr has shape \(4000, 7\).*--features 5"):
+        main([*common, "--features", "5"])
+
+
 def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_path):
     """``python -m cubed_plugin.train --executor processes`` measures each task in its own
     worker and ends with a table of every op's measured peak against its projection."""
