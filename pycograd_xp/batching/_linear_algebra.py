@@ -5,6 +5,7 @@ two batched operands use matmul's own stacking."""
 from __future__ import annotations
 
 from ..namespace._ops import defbatch
+from ..vjp._helpers import tensordot_axes
 from ._helpers import align, to_rank
 
 
@@ -49,19 +50,10 @@ def _matmul(ns, dims, x1, x2, /):
     return ns.matmul(to_rank(ns, x1, r), to_rank(ns, x2, r))
 
 
-def _tensordot_axes(axes, nd1, nd2):
-    if isinstance(axes, int):
-        return list(range(nd1 - axes, nd1)), list(range(axes))
-    a, b = axes
-    a = [a] if isinstance(a, int) else list(a)
-    b = [b] if isinstance(b, int) else list(b)
-    return [i % nd1 for i in a], [i % nd2 for i in b]
-
-
 def _tensordot(ns, dims, x1, x2, /, *, axes=2):
     b1, b2 = dims
     r1, r2 = x1.ndim - b1, x2.ndim - b2
-    a1, a2 = _tensordot_axes(axes, r1, r2)
+    a1, a2 = tensordot_axes(axes, r1, r2)
     if b1 and not b2:
         return ns.tensordot(x1, x2, axes=([i + 1 for i in a1], a2))
     if b2 and not b1:

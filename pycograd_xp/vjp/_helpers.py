@@ -42,6 +42,18 @@ def is_complex(ns: Any, x: Any) -> bool:
     return ns.isdtype(x.dtype, "complex floating")
 
 
+def tensordot_axes(axes: Any, nd1: int, nd2: int) -> tuple[list[int], list[int]]:
+    """``tensordot``'s ``axes`` (an int ``n``: the last ``n`` of x1 with the first ``n`` of x2;
+    or a pair of sequences, or of ints as NumPy takes them) as two lists of non-negative axes.
+    The one reading of ``axes`` the VJP, batching and shape rules share."""
+    if isinstance(axes, int):
+        return list(range(nd1 - axes, nd1)), list(range(axes))
+    a, b = axes
+    a = [a] if isinstance(a, int) else list(a)
+    b = [b] if isinstance(b, int) else list(b)
+    return [i % nd1 for i in a], [i % nd2 for i in b]
+
+
 def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, an int or a tuple) as sorted non-negative ints."""
     if axis is None:

@@ -4,7 +4,7 @@ convention: transposes, not conjugate transposes, except vecdot, which conjugate
 from __future__ import annotations
 
 from ..namespace._ops import defvjp
-from ._helpers import mT
+from ._helpers import mT, tensordot_axes
 
 
 def _matmul(ns, g, out, x1, x2, /, *, needs=(0, 1)):
@@ -26,13 +26,6 @@ def _matmul(ns, g, out, x1, x2, /, *, needs=(0, 1)):
     return ga, gb
 
 
-def _tensordot_axes(axes, nd1, nd2):
-    if isinstance(axes, int):
-        return list(range(nd1 - axes, nd1)), list(range(axes))
-    a, b = axes
-    return [i % nd1 for i in a], [i % nd2 for i in b]
-
-
 def _inverse(perm):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -41,7 +34,7 @@ def _inverse(perm):
 
 
 def _tensordot(ns, g, out, x1, x2, /, *, axes=2, needs=(0, 1)):
-    a_ax, b_ax = _tensordot_axes(axes, x1.ndim, x2.ndim)
+    a_ax, b_ax = tensordot_axes(axes, x1.ndim, x2.ndim)
     free_a = [i for i in range(x1.ndim) if i not in a_ax]
     free_b = [i for i in range(x2.ndim) if i not in b_ax]
     na = len(free_a)

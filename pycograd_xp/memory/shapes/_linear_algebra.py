@@ -23,6 +23,7 @@ import math
 import array_api_compat.numpy as npx
 
 from ...namespace._ops import defshape
+from ...vjp._helpers import tensordot_axes
 from ._helpers import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
 
 
@@ -58,21 +59,15 @@ def _matrix_transpose(a, x, /):
     return view(x, x.shape[:-2] + (x.shape[-1], x.shape[-2]), contiguous=False)
 
 
-def _axes(x1, x2, axes):
-    if isinstance(axes, int):
-        return list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
-    return [ax % x1.ndim for ax in axes[0]], [ax % x2.ndim for ax in axes[1]]
-
-
 def _tensordot(a, x1, x2, /, *, axes=2):
-    a1, a2 = _axes(x1, x2, axes)
+    a1, a2 = tensordot_axes(axes, x1.ndim, x2.ndim)
     shape = tuple(s for i, s in enumerate(x1.shape) if i not in a1) + tuple(
         s for i, s in enumerate(x2.shape) if i not in a2)  # fmt: skip
     return new(shape, probe_dtype(npx.tensordot, x1, x2, axes=axes))
 
 
 def _tensordot_memory(out, x1, x2, /, *, axes=2):
-    a1, a2 = _axes(x1, x2, axes)
+    a1, a2 = tensordot_axes(axes, x1.ndim, x2.ndim)
     moved = (x1.ndim > 2 and a1 != list(range(x1.ndim - len(a1), x1.ndim)),
              x2.ndim > 2 and a2 != list(range(len(a2))))  # fmt: skip
     total = 0
