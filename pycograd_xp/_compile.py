@@ -125,7 +125,10 @@ class _Meta:
 
 
 # ``zeros_like(x)`` and kin read only ``x``'s shape and dtype: recorded as ``zeros(shape, ...)``
-_LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like"})
+# each *_like row and the row that makes the same array from a shape (its replay needs only x's
+# shape, so x may be freed earlier)
+_FROM_SHAPE = {REGISTRY[f"{kind}_like"]: REGISTRY[kind] for kind in ("zeros", "ones", "empty",
+                                                                      "full")}  # fmt: skip
 
 
 class _Recorder:
@@ -249,8 +252,8 @@ class _Recorder:
         known = _arrays(out)
         if not known or all(id(o) in self.ids for o in known):
             return out  # metadata (a dtype, a bool), or an input returned as it is
-        if name in _LIKE and not self.chunked:  # needs x's shape, not x: x may die earlier
-            prim, reads = REGISTRY[name[:-5]], []
+        if prim in _FROM_SHAPE and not self.chunked:  # needs x's shape, not x: x may die earlier
+            prim, reads = _FROM_SHAPE[prim], []
             targs = (out.shape, *targs[1:])
             tkw = {**tkw, "dtype": out.dtype}
         outs = self._outs(out)
@@ -511,7 +514,7 @@ class _Plan:
 
 def _generate(rec: _Recorder, inputs: list[int], host_inputs: list[HostScalar],
               out_templates: list[Any], backend: Any,
-              events: list | None = None) -> tuple[Callable, str, int, int]:  # fmt: skip
+              events: list | None = None) -> tuple[Callable, str, int, int, int]:  # fmt: skip
     calls = rec.calls
     needed: set[int] = {t.n for t in out_templates if type(t) is _Sym}
     needed_hosts: set[int] = {t.n for t in out_templates if type(t) is _Host}
