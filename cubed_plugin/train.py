@@ -600,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> FitResult:
 
     from .memory import plan_rows
 
+    label_ops()  # the plan printed below names each op's part of the loss
     executor = measuring_processes() if a.executor == "processes" else a.executor
     spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
     loss = logreg_loss if a.model == "logreg" else mlp_loss

@@ -245,6 +245,9 @@ def test_the_command_fits_its_model_to_the_users_data(tmp_path, capsys):
               "--work-dir", str(tmp_path / "w"), "--allowed-mem", "40MB", "--reserved-mem",
               "5MB"]  # fmt: skip
     result = main(common)
+    out = capsys.readouterr().out  # the plan names each op's part of the loss from the start
+    plan = out.split("memory plan of one step", 1)[1].split("largest task", 1)[0]
+    assert "blockwise in the one-pass step of mlp_loss" in plan, plan
     assert result.params["W1"].shape == (7, 32)
     assert {p.dtype for p in result.params.values()} == {np.dtype("float32")}
     assert result.history["loss"][1] < result.history["loss"][0]
