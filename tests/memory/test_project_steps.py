@@ -48,14 +48,19 @@ def _nbytes(specs):
     return sum(s.nbytes for s in pg.tree_leaves(specs) if isinstance(s, memory.Spec))
 
 
+def _step_from_specs(name, dtype):
+    """The optimizer, its state slots per parameter, the MLP's step, and specs for the
+    parameters, the optimizer's state and the batch."""
+    make, slots = OPTIMIZERS[name]
+    tx = make()
+    params = _param_specs(dtype)
+    return tx, slots, make_step(mlp_loss, tx), params, tx.init(params), _batch_specs(dtype)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_a_training_step_projects_from_specs_and_bounds_its_measurement(name, dtype):
-    make, slots = OPTIMIZERS[name]
-    tx = make()
-    params, batch = _param_specs(dtype), _batch_specs(dtype)
-    state = tx.init(params)
-    step = make_step(mlp_loss, tx)
+    tx, slots, step, params, state, batch = _step_from_specs(name, dtype)
     p = memory.project(step, params, state, batch)
     assert p.what == "as is"  # a step differentiates inside: taken as it is
     param_bytes = _nbytes(params)
@@ -84,11 +89,7 @@ def test_a_training_step_projects_from_specs_and_bounds_its_measurement(name, dt
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_a_compiled_step_projects_as_its_replay(name, dtype):
-    make, slots = OPTIMIZERS[name]
-    tx = make()
-    params, batch = _param_specs(dtype), _batch_specs(dtype)
-    state = tx.init(params)
-    step = make_step(mlp_loss, tx)
+    tx, slots, step, params, state, batch = _step_from_specs(name, dtype)
     compiled = pg.compile(step)
     p = memory.project(compiled, params, state, batch)
     assert p.what == "compiled replay"
