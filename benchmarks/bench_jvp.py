@@ -23,8 +23,8 @@ import _mlp
 import numpy as np
 
 import pycograd_xp as pg
-from pycograd_xp.jvp._helpers import transposed_rule
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp._forward import transposed_rule
+from pycograd_xp.ops import REGISTRY
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256

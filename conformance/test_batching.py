@@ -21,7 +21,7 @@ import pycograd_xp
 import pycograd_xp.batching  # noqa: F401  (attaches the batching rules)
 from conformance.grad_cases import params
 from conformance.gradcheck import to_numpy
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp.ops import REGISTRY
 from pycograd_xp.tree import tree_flatten
 
 PARAMS = params()

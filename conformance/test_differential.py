@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.array_api import make_strategies_namespace
 
 import pycograd_xp
-from pycograd_xp.namespace._ops import REGISTRY
+from pycograd_xp.ops import REGISTRY
 
 xps = make_strategies_namespace(strict)
 SXP = pycograd_xp.namespace(strict)

@@ -11,7 +11,7 @@ import pytest
 import pycograd_xp
 from conformance.grad_cases import cases, params
 from conformance.gradcheck import check_vjp
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp.ops import REGISTRY
 
 CASES = cases()
 PARAMS = params()

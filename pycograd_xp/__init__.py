@@ -18,6 +18,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
+from . import ops  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
 from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
 from ._compile import TracingError
 from ._compile import compile as compile  # noqa: A004  (public, not in __all__: see below)

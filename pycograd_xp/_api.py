@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _tape
+from ._primitive import Primitive
 from .namespace._array import Array, detach, make
-from .namespace._ops import Primitive
 from .namespace._record import BATCH, FORWARD
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 

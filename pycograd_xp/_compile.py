@@ -53,10 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostScalar, ValueNeededError
-from ._proxy import Proxy, real
-from ._tape import MODE, REDIRECT
-from .memory._abstract import (
+from ._abstract import (
     ABSTRACT,
     CALL_SLACK,
     CURRENT,
@@ -64,11 +61,14 @@ from .memory._abstract import (
     AbstractArray,
     matmul_into_shape,
 )
+from ._host import HostScalar, ValueNeededError
+from ._primitive import REGISTRY
+from ._proxy import Proxy, real
+from ._tape import MODE, REDIRECT
 from .memory._project import _overhead
-from .memory.shapes._helpers import KEEP_VALUES
 from .namespace._array import Array, make
 from .namespace._backend import _zero_bits
-from .namespace._ops import REGISTRY
+from .ops._rules.shapes import KEEP_VALUES
 from .tree import _children, _dict_keys, tree_flatten, tree_unflatten
 
 __all__ = ["Compiled", "TracingError", "compile"]
@@ -416,7 +416,7 @@ def _backend_function(fn: tuple, backend: Any) -> Callable[..., Any]:
     if kind == "index_add":
         if backend.index_add is not None:
             return backend.index_add
-        from .vjp._helpers import index_add
+        from .ops._rules.vjp import index_add
 
         return functools.partial(index_add, backend.xp)
     prim = fn[1]

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _api, _tape
+from ._primitive import Primitive
 from ._tape import MODE
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
-from .namespace._ops import Primitive
 from .namespace._record import record
 
 __all__ = ["custom_jvp", "custom_vjp"]

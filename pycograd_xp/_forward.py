@@ -31,9 +31,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
-from . import jvp as _rules  # noqa: F401  (attaches the JVP rules to the rows)
+from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import BATCH, FORWARD
+from .ops._rules.batching import constant_like
+from .ops._rules.jvp import TRANSPOSED
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["hessian", "jacfwd", "jacrev", "jvp", "linearize"]
@@ -82,6 +84,75 @@ def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
         FORWARD.hook = _hook
 
 
+
+def _ours(ns: Any, a: Any) -> Any:
+    if isinstance(a, ns._backend.array_type):
+        return make(ns.Array, a)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_ours(ns, e) for e in a)
+    return a
+
+
+@functools.cache
+def transposed_rule(prim: Any) -> Any:
+    """The JVP of ``prim`` derived from its VJP rule: the rule is linear in the cotangent ``g``,
+    so it is run on the differentiable namespace with ``g`` tracked, and a reverse pass through
+    that recording, seeded with the input tangents, gives ``J t``. Exact (no differences); two
+    rule evaluations."""
+
+    def rule(ops: Any, tangents: tuple, out: Any, *args: Any, **kwargs: Any) -> Any:
+        ns = namespace_of(ops)
+        nested = ops is ns
+        if not nested:
+            args, kwargs, out = _ours(ns, args), _ours(ns, kwargs), _ours(ns, out)
+            tangents = _ours(ns, tangents)
+        multi = isinstance(out, list | tuple)
+        outs = list(out) if multi else [out]
+        floating = ns._floating
+        with _api.enable_grad():
+            gs, handles = [], []
+            for o in outs:
+                z = ns.zeros_like(o)
+                if z._data.dtype in floating:
+                    z, inp = _api._track(z, f"jvp of {prim.name}", "a cotangent")
+                    handles.append(inp.node)
+                else:
+                    handles.append(None)
+                gs.append(z)
+            kw = dict(kwargs)
+            if prim.takes_needs:
+                kw["needs"] = tuple(i for i, t in enumerate(tangents) if t is not None)
+            cts = prim.vjp(ns, gs if multi else gs[0], out, *args, **kw)
+            pairs = []
+            for ct, t in zip(cts, tangents, strict=False):
+                if ct is None or t is None:
+                    continue
+                if type(t) is list or type(t) is tuple:
+                    pairs += [(c, u) for c, u in zip(ct, t, strict=True)
+                              if c is not None and u is not None]  # fmt: skip
+                else:
+                    pairs.append((ct, t))
+            roots = []
+            for ct, t in pairs:
+                if not isinstance(ct, Array) or ct._node is None:
+                    continue  # constant in g: no contribution
+                if ct.shape != t.shape or ct.dtype != t.dtype:
+                    ct = _tape._fit(ns, ct, t)
+                roots.append((ct._node, t if nested else t._data))
+            found = _tape.backward(roots, targets=[h for h in handles if h is not None],
+                                   create_graph=nested,
+                                   retain_graph=nested) if roots else {}  # fmt: skip
+        res = []
+        for h in handles:
+            r = found.get(id(h)) if h is not None else None
+            if r is not None and not nested and isinstance(r, Array):
+                r = r._data
+            res.append(r)
+        return res if multi else res[0]
+
+    return rule
+
+
 def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) -> None:
     tans = ctx.tangents
     prim = node.prim
@@ -103,7 +174,10 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
             tangents[len(args) + prim.diff_kwargs.index(position)] = t
     if not found:
         return
-    if prim.jvp is None:
+    rule = prim.jvp
+    if rule is TRANSPOSED:
+        rule = transposed_rule(prim)
+    elif rule is None:
         raise NotImplementedError(
             f"jvp: {prim.name} has no forward-mode rule; differentiate it with "
             "pycograd_xp.grad/vjp (reverse mode) instead"
@@ -116,7 +190,7 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
     # cotangent) must not lift its arrays to an inner vmap that happens to be running.
     prev, BATCH.ns = BATCH.ns, node.ns if node.ns._backend.level else None
     try:
-        t_out = prim.jvp(ops, tuple(tangents), o, *args, **kwargs)
+        t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
     finally:
         BATCH.ns = prev
     if isinstance(out, tuple):
@@ -269,13 +343,13 @@ def linearize(f: Callable[..., Any], *primals: Any,
 def _basis_batch(x: Array, total: int, offset: int) -> Array:
     """Rows ``offset .. offset + x.size`` of the ``total``-square identity's columns, as a batch
     of ``total`` arrays shaped like ``x`` (of ``x``'s dtype)."""
-    return _vmap.constant_like(x, lambda bk, kw: bk.reshape(
+    return constant_like(x, lambda bk, kw: bk.reshape(
         bk.eye(total, x.size, k=-offset, dtype=x.dtype, **kw), (total, *x.shape)))
 
 
 def _basis(o: Array, k: int) -> Array:
     """The ``k``-th basis vector of ``o``'s flattened space, an array like ``o``."""
-    e = _vmap.constant_like(o, lambda bk, kw: bk.reshape(
+    e = constant_like(o, lambda bk, kw: bk.reshape(
         bk.eye(1, o.size if o.ndim else 1, k=k, dtype=o.dtype, **kw), o.shape))
     return _lift(o._ns, e) if o._backend.level else e
 

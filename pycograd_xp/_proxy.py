@@ -17,11 +17,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ._abstract import CURRENT
 from ._host import HostScalar, NoValue
-from .memory._abstract import CURRENT
+from ._primitive import REGISTRY
 from .namespace._array import install_backend_operators
 from .namespace._backend import _BY_XP, Backend
-from .namespace._table import REGISTRY
 
 
 class Proxy(NoValue):

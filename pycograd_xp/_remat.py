@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _api
+from ._forward import transposed_rule
+from ._primitive import Primitive
 from ._tape import MODE
-from .jvp._helpers import transposed_rule
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
-from .namespace._ops import Primitive
 from .namespace._record import record
 
 _ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])

@@ -30,16 +30,15 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ._primitive import REGISTRY, UnbatchableError
 from .namespace import namespace
 from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
-from .namespace._ops import UnbatchableError
 from .namespace._record import BATCH
-from .namespace._table import REGISTRY
 from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["BatchedArray", "UnbatchableError", "batched_namespace", "constant_like", "vmap"]
+__all__ = ["BatchedArray", "UnbatchableError", "batched_namespace", "vmap"]
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "complex64", "complex128")  # fmt: skip
@@ -120,17 +119,6 @@ class BatchedArray:
         return self._scalar(complex)
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def constant_like(like: Array, make_data: Callable[[Any, dict], Any]) -> Array:
-    """``make_data(bk, kwargs)``: a new constant of the backend's own namespace ``bk`` made to
-    belong with array ``like`` (``kwargs``: its Spec on Cubed), as an array of the lowest vmap
-    level (higher levels take it in unbatched). Transforms and batching rules make their
-    constants (identities, positions, grids) here."""
-    while like._backend.level:  # inside vmap: down to the backend's own array
-        like = like._data.data
-    kw = like._backend.like_kwargs
-    return make(type(like), make_data(like._backend.xp, kw(like._data) if kw else {}))
 
 
 def _inplace(fname: str) -> Callable[..., Any]:

@@ -267,7 +267,7 @@ def _row(xp: Any, name: str) -> Any:
     f = getattr(xp, name, None)
     if f is not None:
         return f
-    from .namespace._table import REGISTRY
+    from ._primitive import REGISTRY
 
     impl = REGISTRY[name].impl
     return lambda *args, **kwargs: impl(xp, *args, **kwargs)

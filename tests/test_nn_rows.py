@@ -276,7 +276,7 @@ def test_relu_keeps_no_mask_on_the_tape():
 def _owned_flags(monkeypatch):
     """The ``owned`` flag the tape hands relu's rule, per call (the wrapper adds a frame after
     the tape's check, so it changes nothing)."""
-    from pycograd_xp.namespace._ops import REGISTRY
+    from pycograd_xp.ops import REGISTRY
 
     prim, seen = REGISTRY["_relu"], []
     rule = prim.vjp
@@ -488,7 +488,7 @@ def test_col2im_into_a_buffer_is_the_product_over_the_whole_image(monkeypatch, x
 
 
 def test_matmul_into_refuses_an_out_of_another_shape():
-    from pycograd_xp.memory._abstract import AbstractArray
+    from pycograd_xp._abstract import AbstractArray
     from pycograd_xp.memory._project import abstract_namespace
 
     into = abstract_namespace()._backend.matmul_into

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp.ops import REGISTRY
 
 xp = pg.namespace(np)
 rng = np.random.default_rng(0)

@@ -5,10 +5,9 @@ cannot batch."""
 
 from __future__ import annotations
 
-from .._vmap import constant_like
+from .._primitive import defbatch, unbatchable
 from ..namespace._array import detach
-from ..namespace._ops import defbatch, unbatchable
-from ._helpers import batch_size, batched, to_rank
+from ..ops._rules.batching import batch_size, batched, constant_like, to_rank
 
 
 def _like(name):

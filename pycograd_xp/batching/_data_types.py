@@ -3,8 +3,8 @@ the same for every example)."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ._helpers import fn
+from .._primitive import defbatch
+from ..ops._rules.batching import fn
 
 
 def _same(name):

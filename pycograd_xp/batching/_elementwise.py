@@ -3,8 +3,8 @@ the common rank, unbatched ones broadcast as they are."""
 
 from __future__ import annotations
 
-from ..namespace._ops import REGISTRY, defbatch
-from ._helpers import align, fn
+from .._primitive import REGISTRY, defbatch
+from ..ops._rules.batching import align, fn
 
 
 def _unary(name):

@@ -3,8 +3,8 @@ every axis of the example, or the last len(s))."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ._helpers import fn, shift
+from .._primitive import defbatch
+from ..ops._rules.batching import fn, shift
 
 
 def _one_axis(name):

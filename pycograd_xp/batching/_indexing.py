@@ -6,9 +6,8 @@ unbatched array is one take over the flattened indices."""
 
 from __future__ import annotations
 
-from .._vmap import constant_like
-from ..namespace._ops import UnbatchableError, defbatch
-from ._helpers import batched, norm_axis, rank, shift, to_rank
+from .._primitive import UnbatchableError, defbatch
+from ..ops._rules.batching import batched, constant_like, norm_axis, rank, shift, to_rank
 
 
 def _take(ns, dims, x, indices, /, *, axis=None):

@@ -4,8 +4,8 @@ into a one-column matrix first (a batch of vectors would read as a matrix)."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ._helpers import align, fn, shift, to_rank
+from .._primitive import defbatch
+from ..ops._rules.batching import align, fn, shift, to_rank
 
 
 def _stacked(name):

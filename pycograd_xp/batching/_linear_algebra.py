@@ -4,9 +4,9 @@ two batched operands use matmul's own stacking."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ..vjp._helpers import tensordot_axes
-from ._helpers import align, to_rank
+from .._primitive import defbatch
+from ..ops._rules.batching import align, to_rank
+from ..ops._rules.vjp import tensordot_axes
 
 
 def _matmul(ns, dims, x1, x2, /):

@@ -3,8 +3,8 @@ past it, list arguments broadcast their unbatched members to the batch."""
 
 from __future__ import annotations
 
-from ..namespace._ops import UnbatchableError, defbatch
-from ._helpers import batch_size, batched, shift, to_rank
+from .._primitive import UnbatchableError, defbatch
+from ..ops._rules.batching import batch_size, batched, shift, to_rank
 
 
 def _broadcast_to(ns, dims, x, /, shape):

@@ -7,7 +7,7 @@ elementwise."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
+from .._primitive import defbatch
 
 
 def _conv(name):

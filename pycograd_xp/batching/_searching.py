@@ -4,9 +4,8 @@ nonzero's output size depends on each example's data."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch, unbatchable
-from ._helpers import align, batch_size, batched
-from ._statistical import flat_reduction, reduction
+from .._primitive import REGISTRY, defbatch, unbatchable
+from ..ops._rules.batching import align, batch_size, batched, flat_reduction, reduction
 
 
 def _where(ns, dims, condition, x1, x2):
@@ -30,9 +29,9 @@ def _searchsorted(ns, dims, x1, x2, /, *, side="left", sorter=None):
     return ns.astype(ns.sum(ns.astype(before, ns.int64), axis=-1), ns.int64)
 
 
-defbatch("argmax", flat_reduction("argmax"))
-defbatch("argmin", flat_reduction("argmin"))
-defbatch("count_nonzero", reduction("count_nonzero"))
+defbatch("argmax", flat_reduction(REGISTRY["argmax"]))
+defbatch("argmin", flat_reduction(REGISTRY["argmin"]))
+defbatch("count_nonzero", reduction(REGISTRY["count_nonzero"]))
 defbatch("where", _where)
 defbatch("searchsorted", _searchsorted)
 unbatchable("its output's length depends on each example's data (the examples' results would "

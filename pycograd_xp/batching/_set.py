@@ -3,7 +3,7 @@ have outputs whose length depends on each example's data."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch, unbatchable
+from .._primitive import defbatch, unbatchable
 
 
 def _isin(ns, dims, x1, x2, /, *, invert=False):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ._helpers import fn, shift
+from .._primitive import defbatch
+from ..ops._rules.batching import fn, shift
 
 
 def _sort(name):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..namespace._ops import defbatch
-from ._helpers import batched, shift
-from ._statistical import reduction
+from .._primitive import REGISTRY, defbatch
+from ..ops._rules.batching import batched, reduction, shift
 
 
 def _diff(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
@@ -25,5 +24,5 @@ def _diff(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
 
 
 for _n in ("all", "any"):
-    defbatch(_n, reduction(_n))
+    defbatch(_n, reduction(REGISTRY[_n]))
 defbatch("diff", _diff)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import cmath
 import math
 
-from ..namespace._ops import defjvp
-from ..vjp._helpers import is_complex, is_scalar
-from ._helpers import plus, transposed
+from .._primitive import defjvp
+from ..ops._rules.jvp import plus, transposed_rows
+from ..ops._rules.vjp import is_complex, is_scalar
 
 
 def unary(name, rule):
@@ -54,7 +54,7 @@ unary("positive", lambda ns, t, out, x: t)
 unary("conj", lambda ns, t, out, x: ns.conj(t))
 unary("real", lambda ns, t, out, x: ns.real(t) if is_complex(ns, t) else t)
 unary("imag", lambda ns, t, out, x: ns.imag(t) if is_complex(ns, t) else ns.zeros_like(t))
-transposed("sign", "clip")  # piecewise (real sign: zero; complex: the phase) and bounds
+transposed_rows("sign", "clip")  # piecewise (real sign: zero; complex: the phase) and bounds
 
 
 # -- binary -------------------------------------------------------------------------------------

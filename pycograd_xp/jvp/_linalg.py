@@ -3,13 +3,13 @@ decompositions derived from their VJP rules (see ``_helpers.transposed``)."""
 
 from __future__ import annotations
 
-from ._helpers import linear, transposed
+from ..ops._rules.jvp import linear_rows, transposed_rows
 from ._linear_algebra import bilinear
 
 bilinear("linalg.outer")
 bilinear("linalg.cross")
-linear("linalg.diagonal", "linalg.trace")
-transposed(
+linear_rows("linalg.diagonal", "linalg.trace")
+transposed_rows(
     "linalg.cholesky", "linalg.det", "linalg.eig", "linalg.eigh", "linalg.eigvals",
     "linalg.eigvalsh", "linalg.inv", "linalg.matrix_norm", "linalg.matrix_power",
     "linalg.pinv", "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.svd",

@@ -3,8 +3,8 @@ product with one factor replaced by its tangent, summed (a constant factor costs
 
 from __future__ import annotations
 
-from ..namespace._ops import defjvp
-from ._helpers import call, linear, plus
+from .._primitive import defjvp
+from ..ops._rules.jvp import call, linear_rows, plus
 
 
 def bilinear(name):
@@ -18,4 +18,4 @@ def bilinear(name):
 bilinear("matmul")
 bilinear("tensordot")
 bilinear("vecdot")
-linear("matrix_transpose")
+linear_rows("matrix_transpose")

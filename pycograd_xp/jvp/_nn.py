@@ -6,10 +6,10 @@ the tangent where its output is positive."""
 
 from __future__ import annotations
 
+from .._primitive import defjvp
 from ..namespace._nn import pad, window_slices
-from ..namespace._ops import defjvp
 from ..namespace._searching import select
-from ._helpers import call, linear, plus
+from ..ops._rules.jvp import call, linear_rows, plus
 
 
 def _conv(name):
@@ -44,5 +44,5 @@ def _relu(ns, t, out, x, /):
 defjvp("_conv1d", _conv("_conv1d"))
 defjvp("_conv2d", _conv("_conv2d"))
 defjvp("_max_pool2d", _max_pool)
-linear("_avg_pool2d")
+linear_rows("_avg_pool2d")
 defjvp("_relu", _relu)

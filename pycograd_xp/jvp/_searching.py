@@ -1,5 +1,5 @@
 """JVP rules of the searching functions: ``where`` is linear in its two value arguments."""
 
-from ._helpers import linear
+from ..ops._rules.jvp import linear_rows
 
-linear("where")
+linear_rows("where")

@@ -1,5 +1,5 @@
 """JVP rules of the set functions, derived from their VJP rules (first occurrences)."""
 
-from ._helpers import transposed
+from ..ops._rules.jvp import transposed_rows
 
-transposed("unique_all", "unique_counts", "unique_inverse", "unique_values")
+transposed_rows("unique_all", "unique_counts", "unique_inverse", "unique_values")

@@ -1,5 +1,5 @@
 """JVP rules of the sorting functions, derived from their VJP rules (the stable permutation)."""
 
-from ._helpers import transposed
+from ..ops._rules.jvp import transposed_rows
 
-transposed("sort")
+transposed_rows("sort")

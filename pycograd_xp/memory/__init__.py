@@ -2,7 +2,7 @@
 
 ``project(f, *args)`` runs ``f`` and its ``value_and_grad`` step on abstract arrays (shape and
 dtype, no data) through the same namespace rows, tape and VJP rules as a real step, and follows
-every array's lifetime (see :mod:`pycograd_xp.memory._abstract`): the result says the peak bytes
+every array's lifetime (see :mod:`pycograd_xp._abstract`): the result says the peak bytes
 of the forward pass alone and of the whole step, what the tape holds between them, and at which
 op the peak happens, op by op. ``measure(f, *args)`` runs the real step and measures it on the
 same scale (tracemalloc on NumPy), so the two compare like with like.
@@ -15,18 +15,22 @@ a compiled function projects as the replay ``compile`` generates.
 
 from __future__ import annotations
 
-from . import shapes  # noqa: F401  (attaches the shape rules to the rows, before the backend)
-from ._abstract import ABSTRACT, AbstractArray
+from .._abstract import ABSTRACT, AbstractArray
 from ._project import (
     Measurement,
     MemoryLimitError,
     Projection,
     Row,
     Spec,
+    before_backward,
+    format_byte_pair,
+    format_bytes,
     measure,
+    parse_bytes,
     project,
     spec,
 )
 
 __all__ = ["ABSTRACT", "AbstractArray", "Measurement", "MemoryLimitError", "Projection", "Row",
-           "Spec", "measure", "project", "spec"]  # fmt: skip
+           "Spec", "before_backward", "format_byte_pair", "format_bytes", "measure",
+           "parse_bytes", "project", "spec"]  # fmt: skip

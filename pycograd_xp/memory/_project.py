@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import math
 import re
 import resource
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .. import _api
-from .._tape import REDIRECT
-from ..namespace import namespace
-from ..namespace._array import Array, make
-from ..namespace._backend import register_adapter
-from ..tree import tree_flatten, tree_map
-from ._abstract import (
+from .._abstract import (
     ABSTRACT,
     CURRENT,
     DTYPE_NAMES,
@@ -28,6 +24,11 @@ from ._abstract import (
     Tracker,
     matmul_into_shape,
 )
+from .._tape import REDIRECT
+from ..namespace import namespace
+from ..namespace._array import Array, make
+from ..namespace._backend import register_adapter
+from ..tree import tree_flatten, tree_map
 
 
 class Spec:
@@ -114,12 +115,69 @@ class Row:
     peak_bytes: int  # live at the most, during the call
 
 
-def _fmt(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def _sig3(v: float) -> int:
+    """Decimals that show three significant figures of ``v`` (below 1000)."""
+    v = abs(v)
+    return 0 if v >= 99.95 else 1 if v >= 9.995 else 2
+
+
+def _unit(n: float, decimals: int | None) -> int:
+    """The unit ``n`` bytes read in: the largest whose figure does not round to 1000."""
+    top = 999.5 if decimals is None else 1000 - 0.5 * 10.0**-decimals
+    i = 0
+    while i < len(_UNITS) - 1 and abs(n) >= top * 1000**i:
+        i += 1
+    return i
+
+
+def format_bytes(n: float, *, decimals: int | None = None) -> str:
+    """``n`` bytes in decimal units (kB = 1000 B, as Cubed's): to three significant figures
+    ("152 MB", "1.23 GB", "60.0 MB"), or with ``decimals`` fixed decimals ("152.3 MB",
+    "1.0 MB" with ``decimals=1``); exact below 1 kB ("999 B")."""
+    i = _unit(n, decimals)
+    if i == 0:
+        return f"{n:.0f} B"
+    v = n / 1000**i
+    return f"{v:.{_sig3(v) if decimals is None else decimals}f} {_UNITS[i]}"
+
+
+def format_byte_pair(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` each as :func:`format_bytes` writes them, and with more figures, in one
+    unit, while they would read the same though they differ (100.4 MB against 100 MB reads
+    "100.4 MB" and "100.0 MB", never "100 MB" and "100 MB"); in bytes when only bytes tell
+    them apart. For a figure compared with a limit in an error message."""
+    sa, sb = format_bytes(a), format_bytes(b)
+    if sa != sb or a == b:
+        return sa, sb
+    i = _unit(max(abs(a), abs(b)), None)
+    scale = 1000**i
+    d = _sig3(max(abs(a), abs(b)) / scale)
+    while 10**d < scale:
+        d += 1
+        sa, sb = f"{a / scale:.{d}f} {_UNITS[i]}", f"{b / scale:.{d}f} {_UNITS[i]}"
+        if sa != sb:
+            return sa, sb
+    return f"{int(a):,} B", f"{int(b):,} B"
+
+
+def _fmt(n: float) -> str:  # the report's columns: one decimal
+    return format_bytes(n, decimals=1)
+
+
+@contextlib.contextmanager
+def before_backward(callback: Callable[[], None]) -> Iterator[None]:
+    """Within the block, ``callback()`` is called as each backward pass of ``grad``,
+    ``value_and_grad`` or ``vjp`` begins (after the forward pass built its graph): a planner
+    tells the ops of the forward pass from those of the backward pass so. Restores the callback
+    that was set before on exit."""
+    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, callback
+    try:
+        yield
+    finally:
+        _api.HOOKS.before_backward = prev
 
 
 def parse_bytes(limit: int | float | str) -> int:

@@ -10,11 +10,11 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from .._primitive import REGISTRY, Primitive
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, resolve
 from ._build import AxisError, build
-from ._ops import REGISTRY, Primitive
 
 __all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of"]
 

@@ -16,8 +16,8 @@ import weakref
 from typing import Any
 
 from .._host import HostScalar
+from .._primitive import REGISTRY
 from .._tape import MODE, REDIRECT, backward, is_leaf, is_saved, leaf, note_write
-from ._ops import REGISTRY
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
 # argument of a function pycograd_xp.compile is tracing).

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .. import vjp  # noqa: F401  (attaches the derivative rules to the rows)
+from .._primitive import CATEGORIES, LINALG_ALIASES, REGISTRY, Primitive
 from .._tape import MODE, REDIRECT, is_leaf, is_saved, note_write
 from ._array import (
     PLAIN_TYPES,
@@ -29,11 +29,7 @@ from ._array import (
     rebind,
 )
 from ._backend import Backend
-from ._indexing import GETITEM, SETITEM
-from ._linalg import LINALG_ALIASES
-from ._ops import CATEGORIES, Primitive
 from ._record import elementwise_recorder, record
-from ._table import REGISTRY
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -209,7 +205,7 @@ class _Builder:
 
         if not self.backend.abstract:
             return new
-        from ..memory._abstract import CURRENT
+        from .._abstract import CURRENT
 
         def new_traced(data: Any) -> Array:
             # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
@@ -553,6 +549,7 @@ class _Builder:
     # -- indexing -------------------------------------------------------------------------------
     def getitem(self) -> Callable[[Array, Any], Array]:
         unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
+        GETITEM = REGISTRY["__getitem__"]  # noqa: N806
         mutable = self.backend.mutable
 
         def getitem(x: Array, key: Any) -> Array:
@@ -590,6 +587,8 @@ class _Builder:
             a = new(x._data)
             a._node = x._node
             return a
+
+        SETITEM = REGISTRY["__setitem__"]  # noqa: N806
 
         def setitem(x: Array, key: Any, value: Any) -> None:
             if not backend.mutable:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._ops import primitive
+from .._primitive import primitive
 
 
 @dataclass(frozen=True)

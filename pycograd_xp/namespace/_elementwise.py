@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._ops import binary, primitive, unary
+from .._primitive import binary, primitive, unary
 
 _KINDS: dict[tuple[type, Any, str], bool] = {}
 

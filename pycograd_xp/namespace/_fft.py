@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._ops import primitive
+from .._primitive import primitive
 
 CFP, RFP = "complex floating-point", "real floating-point"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._ops import Primitive, _register, primitive
+from .._primitive import Primitive, _register, primitive
 
 
 @primitive()

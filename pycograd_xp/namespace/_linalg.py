@@ -1,14 +1,11 @@
 """The ``linalg`` extension. ``matmul``, ``matrix_transpose``, ``tensordot`` and ``vecdot`` are the
-main namespace's rows, re-exported (see ``LINALG_ALIASES``), not declared twice."""
+main namespace's rows, re-exported (``_primitive.LINALG_ALIASES``), not declared twice."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._ops import primitive
-
-LINALG_ALIASES = ("matmul", "matrix_transpose", "tensordot", "vecdot")
-
+from .._primitive import primitive
 
 FP = "floating-point"
 

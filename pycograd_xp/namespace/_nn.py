@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._primitive import primitive
 from ._backend import Backend, capabilities, resolve
-from ._ops import primitive
 from ._searching import select
 
 FP = "real floating-point"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._primitive import primitive
 from ._backend import _BY_XP
-from ._ops import primitive
 
 
 def select(bk: Any, condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:

@@ -7,8 +7,10 @@ higher-order gradient is asked for.
 """
 
 import importlib
+import importlib.util
 
 from ..namespace._table import CATEGORY_MODULES
 
-for _m in CATEGORY_MODULES:
-    importlib.import_module(f".{_m}", __name__)
+for _m in CATEGORY_MODULES:  # transitional: the categories not yet moved to pycograd_xp.ops
+    if importlib.util.find_spec(f"{__name__}.{_m}") is not None:
+        importlib.import_module(f".{_m}", __name__)

@@ -3,7 +3,7 @@ others make constants."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 
 defvjp("asarray", lambda ns, g, out, obj, /, **kw: (g,))
 nondifferentiable(

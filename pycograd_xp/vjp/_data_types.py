@@ -3,7 +3,7 @@ takes the real part for a real input); the other data-type functions return no a
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 
 defvjp("astype", lambda ns, g, out, x, dtype, /, **kw: (g, None))
 nondifferentiable("can_cast", "finfo", "iinfo", "isdtype", "result_type")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import cmath
 import math
 
-from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import is_complex, is_scalar, sgn, to_complex
+from .._primitive import defvjp, nondifferentiable
+from ..ops._rules.vjp import is_complex, is_scalar, sgn, to_complex
 
 
 def unary(name, rule, saves=("x",)):

@@ -5,8 +5,8 @@ weights (each interior bin of a half spectrum stands for two bins of the full on
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import made_like, zeros_beside
+from .._primitive import defvjp, nondifferentiable
+from ..ops._rules.vjp import made_like, zeros_beside
 
 DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 

@@ -6,9 +6,9 @@ order decides which: the last write on NumPy)."""
 
 from __future__ import annotations
 
+from .._primitive import defvjp
 from ..namespace._backend import capabilities
-from ..namespace._ops import defvjp
-from ._helpers import index_add, raw, zeros_beside
+from ..ops._rules.vjp import index_add, raw, zeros_beside
 
 
 def _positions(ns, x):

@@ -9,8 +9,8 @@ instead of returning a wrong gradient.
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import expand_to, eye, is_complex, mT, sgn
+from .._primitive import defvjp, nondifferentiable
+from ..ops._rules.vjp import expand_to, eye, is_complex, mT, sgn
 
 
 def _real_only(ns, x, name):

@@ -3,8 +3,8 @@ convention: transposes, not conjugate transposes, except vecdot, which conjugate
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp
-from ._helpers import mT, tensordot_axes
+from .._primitive import defvjp
+from ..ops._rules.vjp import mT, tensordot_axes
 
 
 def _matmul(ns, g, out, x1, x2, /, *, needs=(0, 1)):

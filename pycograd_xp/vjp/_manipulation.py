@@ -3,7 +3,7 @@ input, so its adjoint moves the cotangent back (summing where the forward copied
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 
 
 def _reshape_back(ns, g, out, x, /, *args, **kwargs):

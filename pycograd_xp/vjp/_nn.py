@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from .._primitive import REGISTRY, defvjp
 from ..namespace._nn import (
     MASK_BLOCK_BYTES,
     _raw,
@@ -35,7 +36,6 @@ from ..namespace._nn import (
     weight_grad_by_offsets,
     window_slices,
 )
-from ..namespace._ops import REGISTRY, defvjp
 from ..namespace._searching import select
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 from ..namespace._searching import select
 
 

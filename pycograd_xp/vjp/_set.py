@@ -5,7 +5,7 @@ counts and ``isin`` are integers or booleans: no gradient."""
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 from ._indexing import _scatter
 
 

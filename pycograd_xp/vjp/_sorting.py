@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
+from .._primitive import defvjp, nondifferentiable
 
 
 def _sort(ns, g, out, x, /, *, axis=-1, descending=False, stable=True):

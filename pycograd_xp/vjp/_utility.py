@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..namespace._ops import defvjp, nondifferentiable
-from ._helpers import is_scalar
+from .._primitive import defvjp, nondifferentiable
+from ..ops._rules.vjp import is_scalar
 
 
 def _diff(ns, g, out, x, /, *, axis=-1, n=1, prepend=None, append=None):

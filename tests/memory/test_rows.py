@@ -15,11 +15,11 @@ import pytest
 import pycograd_xp as pg
 from conformance.grad_cases import cases
 from pycograd_xp import memory
+from pycograd_xp._abstract import AbstractArray
 from pycograd_xp._tape import REDIRECT
-from pycograd_xp.memory._abstract import AbstractArray
 from pycograd_xp.memory._project import abstract_namespace
 from pycograd_xp.namespace._array import make
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp.ops import REGISTRY
 
 XP = pg.namespace(np)
 CASES = [pytest.param(name, case, id=f"{name}-{case.label}") for name, cs in cases().items()

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp.memory._abstract import CURRENT, AbstractArray, Tracker
+from pycograd_xp._abstract import CURRENT, AbstractArray, Tracker
 from pycograd_xp.memory._project import abstract_namespace
 from pycograd_xp.namespace._array import make
-from pycograd_xp.namespace._table import REGISTRY
+from pycograd_xp.ops import REGISTRY
 
 XP = pg.namespace(np)
 A = abstract_namespace()

@@ -8,8 +8,8 @@ import math
 import array_api_compat.numpy as npx
 import numpy as np
 
-from ...namespace._ops import defshape
-from ._helpers import constant, elementwise_out, is_array, new, view
+from ..._primitive import defshape
+from ...ops._rules.shapes import constant, elementwise_out, is_array, new, view
 
 
 def _shape(shape):

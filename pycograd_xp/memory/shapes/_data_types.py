@@ -6,8 +6,8 @@ from __future__ import annotations
 import array_api_compat.numpy as npx
 import numpy as np
 
-from ...namespace._ops import defshape
-from ._helpers import elementwise_out, is_array
+from ..._primitive import defshape
+from ...ops._rules.shapes import elementwise_out, is_array
 
 
 def _dtype_of(v):

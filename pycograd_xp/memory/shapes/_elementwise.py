@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import array_api_compat.numpy as npx
 
-from ...namespace._ops import REGISTRY, defshape
-from ._helpers import broadcast, elementwise_out, is_array, probe_dtype, ufunc_buffers, view
+from ..._primitive import REGISTRY, defshape
+from ...ops._rules.shapes import (
+    broadcast,
+    elementwise_out,
+    is_array,
+    probe_dtype,
+    ufunc_buffers,
+    view,
+)
 
 
 def _elementwise(name):

@@ -29,8 +29,8 @@ import math
 import array_api_compat.numpy as npx
 import numpy as np
 
-from ...namespace._ops import defshape
-from ._helpers import native, new
+from ..._primitive import defshape
+from ...ops._rules.shapes import native, new
 
 # -- pocketfft's choice of algorithm (pocketfft_hdronly.hpp), to size its buffers ---------------
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...namespace._ops import defshape
-from ._helpers import (
+from ..._primitive import defshape
+from ...ops._rules.shapes import (
     BUFFER_ELEMENTS,
     as_abstract,
     broadcast,

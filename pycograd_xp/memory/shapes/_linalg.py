@@ -35,8 +35,8 @@ from array_api_compat.common._linalg import (
     SVDResult,
 )
 
-from ...namespace._ops import defshape
-from ._helpers import (
+from ..._primitive import defshape
+from ...ops._rules.shapes import (
     BUFFER_ELEMENTS,
     as_abstract,
     broadcast,

@@ -22,9 +22,9 @@ import math
 
 import array_api_compat.numpy as npx
 
-from ...namespace._ops import defshape
-from ...vjp._helpers import tensordot_axes
-from ._helpers import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
+from ..._primitive import defshape
+from ...ops._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
+from ...ops._rules.vjp import tensordot_axes
 
 
 def _matmul(a, x1, x2, /):

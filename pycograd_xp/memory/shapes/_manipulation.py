@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from ...namespace._ops import defshape
-from .._abstract import AbstractArray
-from ._helpers import (
+from ..._abstract import AbstractArray
+from ..._primitive import defshape
+from ...ops._rules.shapes import (
     as_abstract,
     broadcast,
     broadcast_view,

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..._primitive import defshape
 from ...namespace._nn import (
     bias_row,
     blocks_of,
@@ -25,8 +26,7 @@ from ...namespace._nn import (
     out_sizes,
     rows_first,
 )
-from ...namespace._ops import defshape
-from ._helpers import BUFFER_ELEMENTS, new, ufunc_buffers
+from ...ops._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
 from ._searching import _where_memory
 
 

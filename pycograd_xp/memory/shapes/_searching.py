@@ -6,9 +6,9 @@ from __future__ import annotations
 import array_api_compat.numpy as npx
 import numpy as np
 
+from ..._primitive import defshape
 from ...namespace._backend import SELECT_MIN
-from ...namespace._ops import defshape
-from ._helpers import (
+from ...ops._rules.shapes import (
     BUFFER_ELEMENTS,
     broadcast,
     data_dependent,

@@ -32,8 +32,8 @@ from array_api_compat.common._aliases import (
     UniqueInverseResult,
 )
 
-from ...namespace._ops import defshape
-from ._helpers import as_abstract, data_dependent, is_array, native, new
+from ..._primitive import defshape
+from ...ops._rules.shapes import as_abstract, data_dependent, is_array, native, new
 
 
 def _distinct(x):

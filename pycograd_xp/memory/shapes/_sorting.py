@@ -21,8 +21,8 @@ others (measured on 10^6-element arrays and 1000x1000 along either axis):
 
 from __future__ import annotations
 
-from ...namespace._ops import defshape
-from ._helpers import BUFFER_ELEMENTS, elementwise_out, native, new, view
+from ..._primitive import defshape
+from ...ops._rules.shapes import BUFFER_ELEMENTS, elementwise_out, native, new, view
 
 
 def _line(x, axis):

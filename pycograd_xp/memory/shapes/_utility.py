@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...namespace._ops import defshape
-from ._helpers import is_array, new, reduced, size_bytes
+from ..._primitive import defshape
+from ...ops._rules.shapes import is_array, new, reduced, size_bytes
 
 
 def _truth(a, x, /, *, axis=None, keepdims=False):

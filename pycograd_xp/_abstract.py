@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .._host import NoValue
-from ..namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
-from ..namespace._table import REGISTRY
+from ._host import NoValue
+from ._primitive import LINALG_ALIASES, REGISTRY
+from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "complex64", "complex128")  # fmt: skip
@@ -262,14 +262,19 @@ class _Info:
         return ["cpu"]
 
 
-def _build() -> ModuleType:
-    mod = ModuleType("abstract", "Arrays with a shape and a dtype, no data (pycograd_xp.memory).")
+ABSTRACT = ModuleType("abstract", "Arrays with a shape and a dtype, no data (pycograd_xp.memory).")
+
+
+def populate() -> None:
+    """Give :data:`ABSTRACT` one function per row of the table (``pycograd_xp.ops`` calls this
+    once every row is declared)."""
+    mod = ABSTRACT
     ext = {"linalg": ModuleType("abstract.linalg"), "fft": ModuleType("abstract.fft")}
     for prim in REGISTRY.values():
         f = _function(prim)
         target = ext[prim.scope] if prim.scope else mod
         setattr(target, prim.short_name, f)
-    for alias in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
+    for alias in LINALG_ALIASES:
         setattr(ext["linalg"], alias, getattr(mod, alias))
     for n in DTYPE_NAMES:
         setattr(mod, n, np.dtype(n))
@@ -279,7 +284,3 @@ def _build() -> ModuleType:
         e=math.e, inf=math.inf, nan=math.nan, pi=math.pi, newaxis=None,
         linalg=ext["linalg"], fft=ext["fft"], Array=AbstractArray,
     )  # fmt: skip
-    return mod
-
-
-ABSTRACT = _build()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..namespace._array import SCALARS
-from ..namespace._backend import capabilities
+from ...namespace._array import SCALARS
+from ...namespace._backend import capabilities
 
 
 def raw(ns: Any) -> bool:

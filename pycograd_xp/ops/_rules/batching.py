@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from ...namespace._array import Array, make
 
 
 def batch_size(dims: Any, args: Any) -> int:
@@ -65,3 +68,43 @@ def fn(ns: Any, name: str) -> Any:
     """The function ``name`` (dotted for extensions) of ``ns``."""
     scope, _, short = name.rpartition(".")
     return getattr(getattr(ns, scope) if scope else ns, short)
+
+
+def constant_like(like: Array, make_data: Callable[[Any, dict], Any]) -> Array:
+    """``make_data(bk, kwargs)``: a new constant of the backend's own namespace ``bk`` made to
+    belong with array ``like`` (``kwargs``: its Spec on Cubed), as an array of the lowest vmap
+    level (higher levels take it in unbatched). Transforms and batching rules make their
+    constants (identities, positions, grids) here."""
+    while like._backend.level:  # inside vmap: down to the backend's own array
+        like = like._data.data
+    kw = like._backend.like_kwargs
+    return make(type(like), make_data(like._backend.xp, kw(like._data) if kw else {}))
+
+
+def reduction(row: Any) -> Any:
+    """The batching rule of a reduction: its axes shifted past the batch axis (axis=None:
+    every axis of an example)."""
+    name = row.name
+
+    def rule(ns: Any, dims: Any, x: Any, /, *, axis: Any = None, **kw: Any) -> Any:
+        nd = x.ndim - 1
+        return fn(ns, name)(x, axis=all_axes(nd) if axis is None else shift(axis, nd), **kw)
+
+    return rule
+
+
+def flat_reduction(row: Any) -> Any:
+    """The batching rule of a row whose axis=None means "the flattened array" (argmax,
+    cumulative_sum)."""
+    name = row.name
+
+    def rule(ns: Any, dims: Any, x: Any, /, *, axis: Any = None, **kw: Any) -> Any:
+        nd = x.ndim - 1
+        if axis is not None:
+            return fn(ns, name)(x, axis=shift(axis, nd), **kw)
+        r = fn(ns, name)(ns.reshape(x, (x.shape[0], -1)), axis=1, **kw)
+        if kw.get("keepdims"):
+            r = ns.reshape(r, (x.shape[0], *(1,) * nd))
+        return r
+
+    return rule

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ...vjp._helpers import norm_axes
-from .._abstract import CURRENT, AbstractArray
+from ..._abstract import CURRENT, AbstractArray
+from .vjp import norm_axes
 
 
 def is_array(x: Any) -> bool:

@@ -20,7 +20,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -34,6 +34,9 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "complex floating-point": ("complex floating",),
     "floating-point": ("real floating", "complex floating"),
 }
+
+# Functions of the main namespace that the linalg extension re-exports (rows declared once).
+LINALG_ALIASES = ("matmul", "matrix_transpose", "tensordot", "vecdot")
 
 
 @dataclass(eq=False)
@@ -81,6 +84,7 @@ class Primitive:
     # returns the output(s), batched along axis 0. ``unbatchable``: why vmap cannot batch it.
     batch: Callable[..., Any] | None = None
     unbatchable: str | None = None
+    _frozen: ClassVar[bool] = False  # set per row by freeze()
 
     @functools.cached_property
     def arg_names(self) -> tuple[str, ...]:
@@ -102,6 +106,88 @@ class Primitive:
     def short_name(self) -> str:
         return self.name.rpartition(".")[2]
 
+
+    # -- attaching the rules (in the row's block of its ``pycograd_xp.ops`` module) -------------
+    # Each attaches once (a second declaration is an error) and returns the rule, so a method
+    # can be a decorator: ``@sum.defvjp(saves=("x",))`` above ``def _(ns, g, out, x, ...)``.
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise AttributeError(
+                f"{self.name}: rows are frozen once pycograd_xp.ops is imported; declare rules "
+                "in the row's block of its ops module"
+            )
+        object.__setattr__(self, name, value)
+
+    def defvjp(self, rule: Callable[..., Any] | None = None, /, *, saves: tuple[str, ...] = (),
+               diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False,
+               takes_owned: bool = False) -> Any:  # fmt: skip
+        """Attach the VJP ``rule(ns, g, out, <the function's arguments>)``.
+
+        ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps
+        only those. The rule returns one cotangent per positional argument (None for no
+        gradient), then one per name in ``diff_kwargs``. With ``takes_needs`` the rule also gets
+        ``needs=``, the set of argument positions whose cotangent is wanted, and may return None
+        for the others (a matmul with a constant operand then does one product instead of two).
+        With ``takes_owned`` it gets ``owned=``: True when the cotangent ``g`` is a backend array
+        that owns its memory and that nothing but the backward pass references (the tape
+        checks), so the rule may write its result into ``g`` and return it (relu's VJP: no
+        second array of the layer's size).
+        """
+        if rule is None:
+            return lambda r: self.defvjp(
+                r, saves=saves, diff_kwargs=diff_kwargs, takes_needs=takes_needs,
+                takes_owned=takes_owned,
+            )
+        if self.vjp is not None or self.nondiff:
+            raise RuntimeError(f"{self.name}: derivative declared twice")
+        self.vjp, self.saves, self.diff_kwargs = rule, frozenset(saves), diff_kwargs
+        self.takes_needs, self.takes_owned = takes_needs, takes_owned
+        return rule
+
+    def defjvp(self, rule: Callable[..., Any]) -> Any:
+        """Attach the JVP ``rule(ns, tangents, out, <the function's arguments>)``.
+
+        ``tangents`` holds one tangent per positional argument (a list for a list argument),
+        then one per name in the row's ``diff_kwargs``; None stands for a zero tangent (a
+        constant or a Python scalar), and at least one is not None. The rule returns the
+        output's tangent (a tuple for several outputs, None for a zero one); the engine
+        broadcasts it to the output's shape and dtype.
+        """
+        if self.jvp is not None:
+            raise RuntimeError(f"{self.name}: JVP rule declared twice")
+        self.jvp = rule
+        return rule
+
+    def nondifferentiable(self) -> None:
+        """Declare that the outputs carry no gradient (integer/boolean results, constants)."""
+        if self.vjp is not None or self.nondiff:
+            raise RuntimeError(f"{self.name}: derivative declared twice")
+        self.nondiff = True
+
+    def defshape(self, rule: Callable[..., Any], *,
+                 memory: Callable[..., int] | None = None) -> Any:  # fmt: skip
+        """Attach the abstract-evaluation ``rule(a, <the function's arguments>)`` (and the bytes
+        of its transients, ``memory(out, <arguments>)``)."""
+        if self.shape is not None:
+            raise RuntimeError(f"{self.name}: shape rule declared twice")
+        self.shape, self.memory = rule, memory
+        return rule
+
+    def defbatch(self, rule: Callable[..., Any]) -> Any:
+        """Attach the batching ``rule(ns, dims, <the function's arguments>)`` (see the class
+        docstring; pycograd_xp.vmap calls it when an argument is batched)."""
+        if self.batch is not None or self.unbatchable is not None:
+            raise RuntimeError(f"{self.name}: batching rule declared twice")
+        self.batch = rule
+        return rule
+
+    def cannot_batch(self, reason: str) -> None:
+        """Declare that vmap cannot batch this row, and why (the error vmap raises names the row
+        and gives ``reason``)."""
+        if self.batch is not None or self.unbatchable is not None:
+            raise RuntimeError(f"{self.name}: batching rule declared twice")
+        self.unbatchable = reason
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -151,82 +237,44 @@ def primitive(
     return declare
 
 
-def defvjp(name: str, rule: Callable[..., Any], *, saves: tuple[str, ...] = (),
-           diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False,
-           takes_owned: bool = False) -> None:  # fmt: skip
-    """Attach the VJP ``rule(ns, g, out, <the function's arguments>)`` to row ``name``.
-
-    ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps only
-    those. The rule returns one cotangent per positional argument (None for no gradient), then
-    one per name in ``diff_kwargs``. With ``takes_needs`` the rule also gets ``needs=``, the
-    set of argument positions whose cotangent is wanted, and may return None for the others
-    (a matmul with a constant operand then does one product instead of two). With
-    ``takes_owned`` it gets ``owned=``: True when the cotangent ``g`` is a backend array that
-    owns its memory and that nothing but the backward pass references (the tape checks), so
-    the rule may write its result into ``g`` and return it (relu's VJP: no second array of
-    the layer's size).
-    """
-    prim = REGISTRY[name]
-    if prim.vjp is not None or prim.nondiff:
-        raise RuntimeError(f"{name}: derivative declared twice")
-    prim.vjp, prim.saves, prim.diff_kwargs = rule, frozenset(saves), diff_kwargs
-    prim.takes_needs, prim.takes_owned = takes_needs, takes_owned
-
-
-def defjvp(name: str, rule: Callable[..., Any]) -> None:
-    """Attach the JVP ``rule(ns, tangents, out, <the function's arguments>)`` to row ``name``.
-
-    ``tangents`` holds one tangent per positional argument (a list for a list argument), then
-    one per name in the row's ``diff_kwargs``; None stands for a zero tangent (a constant or a
-    Python scalar), and at least one is not None. The rule returns the output's tangent (a
-    tuple for several outputs, None for a zero one); the engine broadcasts it to the output's
-    shape and dtype.
-    """
-    prim = REGISTRY[name]
-    if prim.jvp is not None:
-        raise RuntimeError(f"{name}: JVP rule declared twice")
-    prim.jvp = rule
-
-
-def nondifferentiable(*names: str) -> None:
-    """Declare functions whose outputs carry no gradient (integer/boolean results, constants)."""
-    for name in names:
-        prim = REGISTRY[name]
-        if prim.vjp is not None or prim.nondiff:
-            raise RuntimeError(f"{name}: derivative declared twice")
-        prim.nondiff = True
-
-
-def defshape(name: str, rule: Callable[..., Any], *,
-             memory: Callable[..., int] | None = None) -> None:  # fmt: skip
-    """Attach the abstract-evaluation ``rule(a, <the function's arguments>)`` to row ``name``
-    (and the bytes of its transients, ``memory(out, <arguments>)``)."""
-    prim = REGISTRY[name]
-    if prim.shape is not None:
-        raise RuntimeError(f"{name}: shape rule declared twice")
-    prim.shape, prim.memory = rule, memory
-
-
-def defbatch(name: str, rule: Callable[..., Any]) -> None:
-    """Attach the batching ``rule(ns, dims, <the function's arguments>)`` to row ``name``
-    (see :class:`Primitive`; pycograd_xp.vmap calls it when an argument is batched)."""
-    prim = REGISTRY[name]
-    if prim.batch is not None or prim.unbatchable is not None:
-        raise RuntimeError(f"{name}: batching rule declared twice")
-    prim.batch = rule
-
-
 class UnbatchableError(NotImplementedError):
     """vmap met a batched argument a row cannot batch (its result's shape would depend on each
     example's data); the message names the row and the way out. ``jacfwd``/``jacrev`` catch it
     and fall back to one pass per basis vector."""
 
 
-def unbatchable(reason: str, *names: str) -> None:
-    """Declare rows that vmap cannot batch, and why (the error vmap raises names the row and
-    gives ``reason``)."""
+
+# -- by name (transitional: the rule packages not yet moved into pycograd_xp.ops) ---------------
+
+
+def defvjp(name: str, rule: Callable[..., Any], **opts: Any) -> None:
+    REGISTRY[name].defvjp(rule, **opts)
+
+
+def defjvp(name: str, rule: Callable[..., Any]) -> None:
+    REGISTRY[name].defjvp(rule)
+
+
+def nondifferentiable(*names: str) -> None:
     for name in names:
-        prim = REGISTRY[name]
-        if prim.batch is not None or prim.unbatchable is not None:
-            raise RuntimeError(f"{name}: batching rule declared twice")
-        prim.unbatchable = reason
+        REGISTRY[name].nondifferentiable()
+
+
+def defshape(name: str, rule: Callable[..., Any], *,
+             memory: Callable[..., int] | None = None) -> None:  # fmt: skip
+    REGISTRY[name].defshape(rule, memory=memory)
+
+
+def defbatch(name: str, rule: Callable[..., Any]) -> None:
+    REGISTRY[name].defbatch(rule)
+
+
+def unbatchable(reason: str, *names: str) -> None:
+    for name in names:
+        REGISTRY[name].cannot_batch(reason)
+
+
+def freeze() -> None:
+    """Freeze every row: after ``pycograd_xp.ops`` is imported no rule attaches or changes."""
+    for prim in REGISTRY.values():
+        object.__setattr__(prim, "_frozen", True)
