@@ -93,7 +93,6 @@ def _ours(ns: Any, a: Any) -> Any:
     return a
 
 
-@functools.cache
 def transposed_rule(prim: Any) -> Any:
     """The JVP of ``prim`` derived from its VJP rule: the rule is linear in the cotangent ``g``,
     so it is run on the differentiable namespace with ``g`` tracked, and a reverse pass through

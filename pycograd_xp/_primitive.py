@@ -16,10 +16,13 @@ Category modules declare rows with the decorators below:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
@@ -84,6 +87,9 @@ class Primitive:
     # returns the output(s), batched along axis 0. ``unbatchable``: why vmap cannot batch it.
     batch: Callable[..., Any] | None = None
     unbatchable: str | None = None
+    # Where the row and each of its rules were declared ("ops/statistical.py:97", by kind:
+    # "row", "vjp", "jvp", "batch", "shape"): ``python -m pycograd_xp.ops --matrix`` prints them.
+    sites: dict[str, str] = field(default_factory=dict, repr=False)
     _frozen: ClassVar[bool] = False  # set per row by freeze()
 
     @functools.cached_property
@@ -119,6 +125,19 @@ class Primitive:
             )
         object.__setattr__(self, name, value)
 
+    @contextlib.contextmanager
+    def replaced(self, **attrs: Any) -> Iterator[Primitive]:
+        """Within the block, the row has these attributes instead (``vjp=spy``): for a test or a
+        benchmark that swaps a rule on a frozen row. Restored on exit."""
+        old = {k: getattr(self, k) for k in attrs}
+        try:
+            for k, v in attrs.items():
+                object.__setattr__(self, k, v)
+            yield self
+        finally:
+            for k, v in old.items():
+                object.__setattr__(self, k, v)
+
     def defvjp(self, rule: Callable[..., Any] | None = None, /, *, saves: tuple[str, ...] = (),
                diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False,
                takes_owned: bool = False) -> Any:  # fmt: skip
@@ -143,6 +162,7 @@ class Primitive:
             raise RuntimeError(f"{self.name}: derivative declared twice")
         self.vjp, self.saves, self.diff_kwargs = rule, frozenset(saves), diff_kwargs
         self.takes_needs, self.takes_owned = takes_needs, takes_owned
+        self.sites["vjp"] = _site()
         return rule
 
     def defjvp(self, rule: Callable[..., Any]) -> Any:
@@ -157,6 +177,7 @@ class Primitive:
         if self.jvp is not None:
             raise RuntimeError(f"{self.name}: JVP rule declared twice")
         self.jvp = rule
+        self.sites["jvp"] = _site()
         return rule
 
     def nondifferentiable(self) -> None:
@@ -164,6 +185,7 @@ class Primitive:
         if self.vjp is not None or self.nondiff:
             raise RuntimeError(f"{self.name}: derivative declared twice")
         self.nondiff = True
+        self.sites["vjp"] = _site()
 
     def defshape(self, rule: Callable[..., Any], *,
                  memory: Callable[..., int] | None = None) -> Any:  # fmt: skip
@@ -172,6 +194,7 @@ class Primitive:
         if self.shape is not None:
             raise RuntimeError(f"{self.name}: shape rule declared twice")
         self.shape, self.memory = rule, memory
+        self.sites["shape"] = _site()
         return rule
 
     def defbatch(self, rule: Callable[..., Any]) -> Any:
@@ -180,6 +203,7 @@ class Primitive:
         if self.batch is not None or self.unbatchable is not None:
             raise RuntimeError(f"{self.name}: batching rule declared twice")
         self.batch = rule
+        self.sites["batch"] = _site()
         return rule
 
     def cannot_batch(self, reason: str) -> None:
@@ -188,13 +212,27 @@ class Primitive:
         if self.batch is not None or self.unbatchable is not None:
             raise RuntimeError(f"{self.name}: batching rule declared twice")
         self.unbatchable = reason
+        self.sites["batch"] = _site()
 
 REGISTRY: dict[str, Primitive] = {}
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _site() -> str:
+    """``file:line`` of the first caller outside this module, relative to the package."""
+    frame = sys._getframe(1)
+    while frame.f_code.co_filename == __file__:
+        frame = frame.f_back  # type: ignore[assignment]
+    path = os.path.relpath(frame.f_code.co_filename, _PACKAGE)
+    return f"{path}:{frame.f_lineno}"
 
 
 def _register(prim: Primitive) -> Primitive:
     if prim.name in REGISTRY:
         raise RuntimeError(f"primitive {prim.name!r} declared twice")
+    prim.sites["row"] = _site()
     REGISTRY[prim.name] = prim
     return prim
 

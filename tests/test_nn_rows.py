@@ -273,7 +273,8 @@ def test_relu_keeps_no_mask_on_the_tape():
 # -- relu's VJP writes into a cotangent only the backward pass holds ------------------------------
 
 
-def _owned_flags(monkeypatch):
+@pytest.fixture
+def owned_flags():
     """The ``owned`` flag the tape hands relu's rule, per call (the wrapper adds a frame after
     the tape's check, so it changes nothing)."""
     from pycograd_xp.ops import REGISTRY
@@ -285,15 +286,15 @@ def _owned_flags(monkeypatch):
         seen.append(kw.get("owned"))
         return rule(ns, g, out, x, **kw)
 
-    monkeypatch.setattr(prim, "vjp", spy)
-    return seen
+    with prim.replaced(vjp=spy):
+        yield seen
 
 
-def test_a_fresh_cotangent_is_owned_and_written_in_place(monkeypatch):
+def test_a_fresh_cotangent_is_owned_and_written_in_place(owned_flags):
     """``relu(x) * c``: the product's VJP makes relu's cotangent, which nothing else holds.
     If a change to the tape's references (or to CPython's counts) switched ownership off, this
     fails instead of the memory silently growing."""
-    seen = _owned_flags(monkeypatch)
+    seen = owned_flags
     xp = pg.namespace(np)
     x = xp.asarray(rng.standard_normal((8, 3, 5, 5)))
     c = xp.asarray(rng.standard_normal((8, 3, 5, 5)))
@@ -302,11 +303,11 @@ def test_a_fresh_cotangent_is_owned_and_written_in_place(monkeypatch):
     np.testing.assert_array_equal(_np(g), np.where(_np(x) > 0, _np(c), 0.0))
 
 
-def test_a_shared_or_caller_held_cotangent_is_never_written(monkeypatch):
+def test_a_shared_or_caller_held_cotangent_is_never_written(owned_flags):
     """Two relus handed the same cotangent by a sum: the first runs while the other still
     holds it (not owned), the second once nothing else does (owned); a cotangent the caller
     passes to a vjp function is never owned, so never written. The gradients are select's."""
-    seen = _owned_flags(monkeypatch)
+    seen = owned_flags
     xp = pg.namespace(np)
     x = xp.asarray(rng.standard_normal((6, 4)))
     y = xp.asarray(rng.standard_normal((6, 4)))

@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 
 from .. import _abstract
-from .._primitive import REGISTRY, Primitive
+from .._primitive import REGISTRY, Primitive, freeze
 
 CATEGORIES = ("creation", "data_types", "elementwise", "fft", "indexing", "linalg",
               "linear_algebra", "manipulation", "searching", "set", "sorting", "statistical",
@@ -29,5 +29,6 @@ for _old in ("namespace._table", "vjp", "jvp", "batching", "memory.shapes"):
     importlib.import_module(f"pycograd_xp.{_old}")
 
 _abstract.populate()
+freeze()
 
 __all__ = ["CATEGORIES", "REGISTRY", "Primitive"]
