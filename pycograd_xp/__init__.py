@@ -16,6 +16,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 
 from . import ops  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
@@ -65,7 +66,9 @@ class _NamespaceImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     Pickled functions that refer to a namespace (cloudpickle, as Cubed's and Dask's workers
     use) find it again this way."""
 
-    def find_spec(self, fullname: str, path: object, target: object = None) -> object:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         parts = fullname.split(".")
         if parts[0] != __name__ or len(parts) not in (2, 3) or parts[1].startswith("_"):
             return None

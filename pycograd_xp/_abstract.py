@@ -112,6 +112,7 @@ class AbstractArray(NoValue):
 
     __slots__ = ("shape", "dtype", "nbytes", "base", "contiguous", "value", "_tracker",
                  "__weakref__")  # fmt: skip
+    base: AbstractArray | None
 
     def __init__(self, shape: Any, dtype: Any, *, base: AbstractArray | None = None,
                  contiguous: bool = True, value: Any = None) -> None:  # fmt: skip
@@ -253,7 +254,7 @@ class _Info:
                 "integral": np.dtype("int64"), "indexing": np.dtype("int64")}  # fmt: skip
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
-        names = DTYPE_NAMES
+        names: tuple[str, ...] | list[str] = DTYPE_NAMES
         if kind is not None:
             names = [n for n in names if ABSTRACT.isdtype(np.dtype(n), kind)]
         return {n: np.dtype(n) for n in names}

@@ -121,6 +121,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
             raise TypeError(f"{self.name}: fwd must return a pair (out, residuals)")
         out, residuals = _fresh(_check_out(res[0], self.name)), res[1]
         bwd, name, nargs, me = self.bwd, self.name, len(args), self
+        assert bwd is not None  # defvjp sets fwd and bwd together
 
         def vjp_rule(ops: Any, g: Any, o: Any, *a: Any) -> tuple:
             with _inside(me):
@@ -189,7 +190,8 @@ def _transpose_jvp(jvp_rule: Callable[..., Any], ops: Any, g: Any, o: Any, a: tu
     nested = ops is ns
     a = _ours(ops, a)
     with _api.enable_grad():
-        ts, handles = [], []
+        ts: list[Any] = []
+        handles: list[Any] = []
         for x in a:
             if isinstance(x, Array) and x._data.dtype in ns._floating:
                 t, inp = _api._track(ns.zeros_like(x), "custom_jvp", "a tangent")

@@ -483,7 +483,8 @@ def _fwd_loop(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
     shape ``(n, *out.shape)`` as :func:`_fwd_batched` gives them."""
     p_leaves, p_td = tree_flatten(primals)
     columns: list[list] = []
-    out_td = aux = out_leaves = None
+    out_td = aux = None
+    out_leaves: list[Any] = []
     for li, x in enumerate(p_leaves):
         cols = []
         for k in range(x.size):

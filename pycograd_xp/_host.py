@@ -68,6 +68,7 @@ class HostScalar(NoValue):
     """
 
     __slots__ = ("op", "args", "example", "index", "name")
+    name: str
     __array_ufunc__ = None  # a backend's ufunc given one raises instead of making object arrays
 
     def __init__(self, op: Callable[..., Any] | None, args: tuple, example: Any,

@@ -166,8 +166,11 @@ def note_write(backend: Any, d: Any) -> None:
     """Record that ``d``'s memory was just written in place (its version moves on)."""
     b = backend.buffer(d)
     key = id(b)
+    def forget(_: Any) -> None:
+        _WRITES.pop(key, None)
+
     try:
-        ref = weakref.ref(b, lambda _, key=key: _WRITES.pop(key, None))
+        ref = weakref.ref(b, forget)
     except TypeError:  # not weak-referenceable: cannot be told apart from a later buffer
         return
     _WRITES[key] = (ref, next(_seq))

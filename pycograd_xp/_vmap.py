@@ -136,7 +136,7 @@ install_backend_operators(BatchedArray, lambda self, f: getattr(self._mod, f), _
 # -- the batched backend: one function per row ----------------------------------------------------
 
 
-def _any_batched(args: tuple, kwargs: dict, T: type) -> bool:
+def _any_batched(args: tuple, kwargs: dict, T: Any) -> bool:
     for a in args:
         if type(a) is T:
             if a.batched:
@@ -147,7 +147,7 @@ def _any_batched(args: tuple, kwargs: dict, T: type) -> bool:
     return any(type(v) is T and v.batched for v in kwargs.values())
 
 
-def _plain(a: Any, T: type) -> Any:
+def _plain(a: Any, T: Any) -> Any:
     """The inner value of an argument (BatchedArrays inside lists and tuples too)."""
     if type(a) is T:
         return a.data
@@ -156,7 +156,7 @@ def _plain(a: Any, T: type) -> Any:
     return a
 
 
-def _dim(a: Any, T: type) -> Any:
+def _dim(a: Any, T: Any) -> Any:
     if type(a) is T:
         return a.batched
     if type(a) is list or type(a) is tuple:
@@ -331,7 +331,7 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             size = n
             if base is None or _level_of(lf) > base._backend.level:
                 base = lf._ns
-        if size is None:
+        if size is None or base is None:
             raise ValueError(f"{where}: no argument is batched (in_axes are all None)")
         bns = batched_namespace(base)
         T = bns._backend.array_type

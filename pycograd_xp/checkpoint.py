@@ -50,7 +50,7 @@ def save(path: str | os.PathLike, tree: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, __meta__=np.asarray(meta), **arrays)
+            np.savez(f, __meta__=np.asarray(meta), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -270,6 +270,7 @@ def _row(xp: Any, name: str) -> Any:
     from ._primitive import REGISTRY
 
     impl = REGISTRY[name].impl
+    assert impl is not None  # the fused nn rows all have one
     return lambda *args, **kwargs: impl(xp, *args, **kwargs)
 
 
@@ -373,7 +374,7 @@ class Module:
 
         def walk(obj: Any, prefix: str) -> None:
             if isinstance(obj, Module):
-                for f in dataclasses.fields(obj):
+                for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # subclasses are dataclasses
                     if not f.metadata.get("static"):
                         walk(getattr(obj, f.name), f"{prefix}{f.name}.")
             elif isinstance(obj, dict):
