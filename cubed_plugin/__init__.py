@@ -13,10 +13,13 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   optimizer whose projections hold for gradient graphs (``cubed_plugin.steps.graph_fusion``);
   ``check`` also warns when ``reserved_mem`` is below what the executor's workers measurably
   hold (:func:`worker_baseline`; ``cubed.Spec`` defaults to 0).
-- ``cubed_plugin.fit`` (``cubed_plugin.train``): bounded-memory training on chunked data, one-pass
-  or graph mode (``cubed_plugin.steps``, ``row_loss``), and ``python -m cubed_plugin.train``;
+- ``cubed_plugin.fit`` (``cubed_plugin.train`` gathers its names): bounded-memory training on
+  chunked data, one-pass or graph mode (``cubed_plugin.steps``, ``row_loss``), and
+  ``python -m cubed_plugin`` (or ``python -m cubed_plugin.train``);
   ``make_spec`` makes a Spec whose ``reserved_mem`` is measured. A task measured over its
   projection or ``allowed_mem`` raises :class:`TaskMemoryError`.
+- ``cubed_plugin._cubed_seam``: the one module that touches Cubed's internals (checked against
+  the Cubed versions it supports at import, and by ``tests/test_cubed_seam.py``).
 - ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
   runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and :func:`plan_rows`,
   which chooses the rows per chunk so every task of ``fit``'s step (in its mode) fits
@@ -29,7 +32,7 @@ import dataclasses
 from typing import Any
 
 from ._compute import check, compute, plan, visualize
-from ._executors import worker_baseline
+from ._executors import make_spec, worker_baseline
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .steps import row_loss
 
@@ -39,12 +42,11 @@ __all__ = ["ReservedMemWarning", "TaskMemoryError", "TaskMemoryWarning", "adapt"
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use: ``python -m cubed_plugin.train`` (and the worker processes that
-    # re-run it as their main module) must not find the module imported already by its package
-    if name in ("fit", "make_spec"):
-        from . import train
+    # imported on first use: fit imports Cubed (its callbacks subclass cubed.Callback)
+    if name == "fit":
+        from ._fit import fit
 
-        return getattr(train, name)
+        return fit
     raise AttributeError(f"module 'cubed_plugin' has no attribute {name!r}")
 
 

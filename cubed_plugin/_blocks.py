@@ -64,13 +64,11 @@ def _regular(size: int, chunk: int) -> tuple[int, ...]:
     return (chunk,) * full + ((rest,) if rest else ())
 
 
-def _limits(spec: Any) -> tuple[int, int, Any]:
-    """(allowed_mem, reserved_mem, buffer copies) of ``spec``; allowed_mem 0 means no limit."""
-    from cubed.primitive.memory import get_buffer_copies
-
+def _limits(spec: Any) -> tuple[int, int]:
+    """(allowed_mem, reserved_mem) of ``spec``; allowed_mem 0 means no limit."""
     allowed = int(getattr(spec, "allowed_mem", 0) or 0)
     reserved = int(getattr(spec, "reserved_mem", 0) or 0)
-    return allowed, reserved, get_buffer_copies(spec)
+    return allowed, reserved
 
 
 def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
@@ -85,8 +83,14 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
     back as a tuple of lazy arrays computed by one task per block. ``what`` names the core axes
     in error messages ("axis 1", "the two matrix axes")."""
     import cubed
-    from cubed.core.ops import general_blockwise
-    from cubed.primitive.blockwise import ChunkKey, FunctionArgs
+
+    from ._cubed_seam import (
+        ChunkKey,
+        FunctionArgs,
+        general_blockwise,
+        projected_mem,
+        rechunk_task_mem,
+    )
 
     spec = inputs[0].spec
     if any(math.prod(x.shape) == 0 for x in inputs) or any(math.prod(o.shape) == 0 for o in outs):
@@ -135,22 +139,19 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
     def needs_rechunk(i: int, chunk: list[int]) -> bool:
         return inputs[i].chunksize != in_block(i, chunk)
 
-    allowed, reserved, copies = _limits(spec)
+    allowed, reserved = _limits(spec)
 
     def projected(chunk: list[int]) -> tuple[int, int]:
         """(projected task memory, the largest rechunked input block times the rechunk's
         buffer count): both must fit allowed_mem."""
         ins = [(in_block(i, chunk), x.dtype) for i, x in enumerate(inputs)]
         os_ = [(out_block(o, chunk), o.dtype) for o in outs]
-        in_bytes = sum(_nbytes(s, d) for s, d in ins)
         out_sizes = [_nbytes(s, d) for s, d in os_]
         extra = (temps(ins, os_) if temps else 0) + sum(out_sizes) - max(out_sizes)
-        mem = (reserved + in_bytes * (1 + copies.read) + extra
-               + max(out_sizes) * (1 + copies.write))  # fmt: skip
+        mem = projected_mem(spec, [_nbytes(s, d) for s, d in ins], extra, max(out_sizes))
         rech = max((_nbytes(s, d) for i, (s, d) in enumerate(ins) if needs_rechunk(i, chunk)),
                    default=0)  # fmt: skip
-        # Cubed's rechunk keeps (1 + read + 1 + 1 + write) copies of a chunk
-        return mem, reserved + rech * (3 + copies.read + copies.write)
+        return mem, rechunk_task_mem(spec, rech)
 
     if allowed:
         while True:

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pycograd_xp import unwrap
-from pycograd_xp.memory._project import MemoryLimitError
+from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 from pycograd_xp.tree import tree_flatten, tree_unflatten
 
-from .memory import ReservedMemWarning, annotate_fused, fmt_bytes, fmt_pair, part_of
+from .memory import ReservedMemWarning, annotate_fused, part_of
 
 
 class _Sound:
@@ -62,7 +62,7 @@ def _optimizer(optimize_function: Any) -> Any:
     if getattr(optimize_function, "labelled", False):
         return optimize_function
     if optimize_function is None:
-        from cubed.core.optimization import multiple_inputs_optimize_dag
+        from ._cubed_seam import multiple_inputs_optimize_dag
 
         return _labelled(multiple_inputs_optimize_dag, sound=False)
     # graph_fusion() marks its optimizer sound (its projections count what a task holds)
@@ -88,22 +88,22 @@ def refuse(p: Any, where: str, advice: str | Callable[[], str] | None = None) ->
     """Raise :class:`MemoryLimitError` if a task of the plan ``p`` would exceed ``allowed_mem``,
     naming the largest such op, the part of the program it computes, both figures and the
     limit, and then ``advice`` (a function: called only then)."""
-    over = [(name, node) for name, node in p.dag.nodes(data=True)
-            if node.get("primitive_op") is not None
-            and node["primitive_op"].projected_mem > node["primitive_op"].allowed_mem]
+    from ._cubed_seam import op_nodes, plan_dag
+
+    dag = plan_dag(p)
+    over = [(name, op) for name, op in op_nodes(dag) if op.projected_mem > op.allowed_mem]
     if not over:
         return
-    name, node = max(over, key=lambda o: o[1]["primitive_op"].projected_mem)
-    op = node["primitive_op"]
-    need, have = fmt_pair(op.projected_mem, op.allowed_mem)
+    name, op = max(over, key=lambda o: o[1].projected_mem)
+    need, have = format_byte_pair(op.projected_mem, op.allowed_mem)
     others = f" ({len(over) - 1} other ops over it too)" if len(over) > 1 else ""
     if callable(advice):
         advice = advice()
     advice = advice or ("use smaller chunks (cubed_plugin.memory.plan_rows(loss, ..., "
                         "mode=...) chooses them for a gradient step) or a larger allowed_mem")
     raise MemoryLimitError(
-        f"{where}: {name} ({part_of(p.dag, name)}) needs {need} per task, over allowed_mem "
-        f"{have} (of which reserved_mem {fmt_bytes(op.reserved_mem)}){others}; {advice}"
+        f"{where}: {name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem "
+        f"{have} (of which reserved_mem {format_bytes(op.reserved_mem)}){others}; {advice}"
     )
 
 
@@ -127,12 +127,12 @@ def warn_reserved(spec: Any, executor: Any, where: str, *,
                           f"here: {e}", ReservedMemWarning, stacklevel=3)  # fmt: skip
         return None
     if reserved < base:
-        have, need = fmt_pair(reserved, base)
+        have, need = format_byte_pair(reserved, base)
         warnings.warn(
             f"{where}: reserved_mem {have} is below the {need} a worker of the {name!r} "
             "executor measurably holds before any data (cubed_plugin.worker_baseline), so "
             "projections leave out memory the tasks use and a run can exceed allowed_mem "
-            "unnoticed by the check; make the spec with cubed_plugin.train.make_spec("
+            "unnoticed by the check; make the spec with cubed_plugin.make_spec("
             f"allowed_mem, executor=...) (it measures reserved_mem), or give reserved_mem >= "
             f"{need}", ReservedMemWarning, stacklevel=3)  # fmt: skip
     return base
@@ -144,21 +144,17 @@ def unsound_tasks(trees: tuple, optimize_function: Any) -> list[tuple[str, str, 
     (``cubed_plugin._fusion.project_fused``: every input block of a fused tree at once, a
     predecessor fused into an op reading several of its blocks once per block;
     ``cubed_plugin.steps.read_peak``: the buffers of reading a stored chunk)."""
-    from cubed.core.plan import arrays_to_plan
-
+    from ._cubed_seam import op_nodes, unoptimized_plan
     from ._fusion import project_fused
     from .steps import count_reads
 
     arrays, _ = _cubed_arrays(trees)
-    before = arrays_to_plan(*arrays)
-    optimized = before.optimize(_optimizer(optimize_function)).dag
-    projected = {n: d["primitive_op"].projected_mem for n, d in optimized.nodes(data=True)
-                 if d.get("primitive_op") is not None}  # fmt: skip
-    bound = count_reads(project_fused(before.dag, optimized.copy()))
+    before, optimized = unoptimized_plan(arrays, _optimizer(optimize_function))
+    projected = {n: op.projected_mem for n, op in op_nodes(optimized)}
+    bound = count_reads(project_fused(before, optimized.copy()))
     out = []
-    for name, d in bound.nodes(data=True):
-        po = d.get("primitive_op")
-        if po is not None and name in projected and po.projected_mem > projected[name]:
+    for name, po in op_nodes(bound):
+        if name in projected and po.projected_mem > projected[name]:
             out.append((name, part_of(optimized, name), projected[name], po.projected_mem))
     return out
 
@@ -182,7 +178,7 @@ def check(*trees: Any, optimize_function: Any = SOUND, executor: Any = None,
         warn_reserved(specs[0], executor, "check", compute_kwargs=compute_kwargs)
     if not opt.sound:
         for name, part, cubeds, bound in unsound_tasks(trees, opt):
-            low, high = fmt_pair(cubeds, bound)
+            low, high = format_byte_pair(cubeds, bound)
             warnings.warn(
                 f"check: this optimizer's plan projects {name} ({part}) at {low} per task, but "
                 f"as Cubed runs it the task can hold up to {high} (all input blocks of its "
@@ -204,7 +200,7 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
 
     arrays, td = _cubed_arrays(trees)
     if isinstance(executor, str):
-        from cubed.runtime.create import create_executor
+        from ._cubed_seam import create_executor
 
         executor = create_executor(executor)
     kwargs["optimize_function"] = _optimizer(kwargs.get("optimize_function", SOUND))

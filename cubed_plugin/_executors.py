@@ -5,12 +5,12 @@ Cubed's ``Spec`` defaults to ``reserved_mem=0``: its check then counts only a ta
 worker process needs tens of megabytes of its own (the interpreter, NumPy, Zarr, Cubed,
 pycograd_xp), so a plan that passes the check runs over ``allowed_mem`` without a word.
 :func:`worker_baseline` measures that memory by running a small task on the executor; it is
-cached per executor, and ``make_spec``, ``check`` and ``fit`` use it.
+cached per executor, and :func:`make_spec`, ``check`` and ``fit`` use it.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 import os
 import shutil
 import sys
@@ -32,7 +32,7 @@ MARGIN = 1.1
 def executor_of(executor: Any, spec: Any = None) -> Any:
     """The executor object Cubed runs with for ``executor``: an executor, its name, or None
     (the Spec's executor, else Cubed's default, "threads")."""
-    from cubed.runtime.create import create_executor
+    from ._cubed_seam import create_executor
 
     if isinstance(executor, str):
         return create_executor(executor)
@@ -41,6 +41,26 @@ def executor_of(executor: Any, spec: Any = None) -> Any:
     if spec is not None and spec.executor is not None:
         return spec.executor
     return create_executor("threads", spec.executor_options if spec is not None else None)
+
+
+def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = None,
+              work_dir: str | None = None, executor: Any = None,
+              compute_kwargs: dict | None = None) -> Any:  # fmt: skip
+    """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds
+    before any data: when ``reserved_mem`` is None (the default) it is measured
+    (:func:`worker_baseline`: a small task run on ``executor``, once per executor) and 10%
+    added, as Cubed's own tests do (tasks' imports and buffers vary a little). ``executor``:
+    the one the spec will compute with (an executor, its name, or None: Cubed's default,
+    "threads", whose tasks run in this process and get a fresh worker's baseline). An executor
+    that cannot be measured raises RuntimeError saying why (then give ``reserved_mem``).
+    ``work_dir``: Cubed's intermediate storage (a new temporary directory when None)."""
+    import cubed
+
+    work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
+    if reserved_mem is None:
+        base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
+        reserved_mem = math.ceil(base * MARGIN)
+    return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
 
 
 def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
@@ -60,48 +80,9 @@ def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pyc
     import multiprocessing
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
-    return _measuring_executor_class()()
+    from ._cubed_seam import MeasuringProcesses
 
-
-@functools.cache
-def _measuring_executor_class() -> type:
-    from cubed.runtime.asyncio import async_map_dag
-    from cubed.runtime.backup import use_backups_default
-    from cubed.runtime.executors.local import (
-        ProcessesExecutor,
-        check_runtime_memory,
-        processes_create_futures_func,
-        run_func_processes,
-    )
-
-    class MeasuringProcesses(ProcessesExecutor):
-        """Cubed's ``ProcessesExecutor._async_execute_dag`` with a forkserver pool of one task
-        per worker that is shut down waiting (see :func:`measuring_processes`)."""
-
-        async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
-                                     compute_arrays_in_parallel: bool | None = None,
-                                     **kwargs: Any) -> None:  # fmt: skip
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            max_workers = kwargs.pop("max_workers", os.cpu_count())
-            if spec is not None:
-                check_runtime_memory(spec, max_workers)
-                if "use_backups" not in kwargs and use_backups_default(spec):
-                    kwargs["use_backups"] = True
-            pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
-                                       mp_context=multiprocessing.get_context("forkserver"))
-            try:
-                await async_map_dag(processes_create_futures_func(pool, run_func_processes),
-                                    dag=dag, callbacks=callbacks,
-                                    compute_arrays_in_parallel=compute_arrays_in_parallel,
-                                    **kwargs)  # fmt: skip
-            finally:
-                # waits for the tasks already running (a failed compute's included), then for
-                # every worker to stop: none outlives the compute
-                pool.shutdown(wait=True, cancel_futures=True)
-
-    return MeasuringProcesses
+    return MeasuringProcesses()
 
 
 def _baseline_task(block: np.ndarray) -> np.ndarray:
@@ -167,7 +148,7 @@ def _peak_here() -> int:
 def _fresh_main(work_dir: str) -> None:
     """In a fresh interpreter: the small computation of :func:`_measure`, in this process, then
     print its peak (what a worker holds before any data)."""
-    from cubed.runtime.create import create_executor
+    from ._cubed_seam import create_executor
 
     _measure(create_executor("single-threaded"), work_dir, None)
     print(_peak_here())

@@ -29,7 +29,6 @@ plan is checked against ``allowed_mem`` after this pass.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -39,37 +38,38 @@ from typing import Any
 _COPY = "-copy"
 
 
+def seam() -> Any:
+    """Cubed's internals (:mod:`cubed_plugin._cubed_seam`, imported with Cubed on first use)."""
+    from . import _cubed_seam
+
+    return _cubed_seam
+
+
 def _op_of(dag: Any, array: str) -> str:
     (op,) = (pre for pre, _ in dag.in_edges(array))
     return op
 
 
-def _is_blockwise(d: dict) -> bool:
-    from cubed.primitive.blockwise import apply_blockwise
-
-    po = d.get("primitive_op")
-    return po is not None and po.pipeline.function is apply_blockwise
+def _is_blockwise(dag: Any, op: str) -> bool:
+    return seam().is_blockwise(seam().node_op(dag, op))
 
 
 def _nbytes(dag: Any, array: str) -> int:
     """The bytes of one chunk of ``array`` (Cubed's ``chunk_memory``; 0 for a node without a
     target)."""
-    from cubed.utils import chunk_memory
-
-    target = dag.nodes[array].get("target")
-    return 0 if target is None else chunk_memory(target)
+    target = seam().node_target(dag, array)
+    return 0 if target is None else seam().chunk_memory(target)
 
 
 def _cheap(dag: Any, op: str, array: str, max_sources: int) -> bool:
     """Recomputing ``op`` in a consumer reads no more than reading its result: one block of each
     input per task, and no stored input has a larger chunk than the output."""
-    d = dag.nodes[op]
-    if not _is_blockwise(d):
+    if not _is_blockwise(dag, op):
         return False
-    po = d["primitive_op"]
+    po = seam().node_op(dag, op)
     if not po.fusable_with_successors:
         return False
-    if any(n != 1 for n in po.pipeline.config.num_input_blocks):
+    if any(n != 1 for n in seam().blocks_per_input(po)):
         return False
     sources = po.source_array_names
     if len(set(sources)) > max_sources:
@@ -79,9 +79,9 @@ def _cheap(dag: Any, op: str, array: str, max_sources: int) -> bool:
 
 
 def _fusable_consumer(dag: Any, op: str, num_tasks: int) -> bool:
-    d = dag.nodes[op]
-    return (_is_blockwise(d) and d["primitive_op"].fusable_with_predecessors
-            and d["primitive_op"].num_tasks == num_tasks)  # fmt: skip
+    po = seam().node_op(dag, op)
+    return (_is_blockwise(dag, op) and po.fusable_with_predecessors
+            and po.num_tasks == num_tasks)  # fmt: skip
 
 
 def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = frozenset(),
@@ -96,7 +96,7 @@ def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = froze
     counter = itertools.count()
     # consumers first, so a producer's copies are themselves consumers of its inputs' producers
     for op in reversed(list(nx.topological_sort(dag))):
-        if not op.startswith("op-") or op in skip or "primitive_op" not in dag.nodes[op]:
+        if not op.startswith("op-") or op in skip or seam().node_op(dag, op) is None:
             continue
         outs = [a for _, a in dag.out_edges(op)]
         if len(outs) != 1:
@@ -107,7 +107,7 @@ def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = froze
         consumers = sorted({c for _, c in dag.out_edges(array)})
         if len(consumers) < 2 or not _cheap(dag, op, array, max_sources):
             continue
-        num_tasks = dag.nodes[op]["primitive_op"].num_tasks
+        num_tasks = seam().node_op(dag, op).num_tasks
         fusable = [c for c in consumers if _fusable_consumer(dag, c, num_tasks)]
         if not fusable:
             continue
@@ -115,11 +115,8 @@ def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = froze
         for c in fusable:
             i = next(counter)
             op_copy, array_copy = f"{op}{_COPY}{i}", f"{array}{_COPY}{i}"
-            node = dict(dag.nodes[op])
-            node["primitive_op"] = dataclasses.replace(node["primitive_op"])
-            node["name"] = op_copy
-            dag.add_node(op_copy, **node)
-            dag.add_node(array_copy, **dict(dag.nodes[array], name=array_copy))
+            seam().copy_node(dag, op, op_copy, seam().replace_op(seam().node_op(dag, op)))
+            seam().copy_node(dag, array, array_copy)
             for pre, _ in dag.in_edges(op):
                 for _ in range(dag.number_of_edges(pre, op)):
                     dag.add_edge(pre, op_copy)
@@ -128,11 +125,10 @@ def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = froze
             dag.remove_edges_from([(array, c)] * n)
             for _ in range(n):
                 dag.add_edge(array_copy, c)
-            cd = dag.nodes[c]
-            cd["primitive_op"] = dataclasses.replace(
-                cd["primitive_op"],
-                source_array_names=[array_copy if s == array else s
-                                    for s in cd["primitive_op"].source_array_names])  # fmt: skip
+            cpo = seam().node_op(dag, c)
+            seam().set_node_op(dag, c, seam().replace_op(
+                cpo, source_array_names=[array_copy if s == array else s
+                                         for s in cpo.source_array_names]))  # fmt: skip
             copies[array_copy] = op
         if not keep_original:
             for pre, _ in list(dag.in_edges(op)):
@@ -161,9 +157,9 @@ def duplicating_optimizer(fuse: Callable[..., Any], *, max_sources: int = 4) -> 
                 skip |= left
                 continue
             fused = project_fused(copied, fused)
-            over = {n for n, d in fused.nodes(data=True) if n in copied and "primitive_op" in d
-                    and d["primitive_op"].projected_mem > d["primitive_op"].allowed_mem
-                    and d["primitive_op"] is not copied.nodes[n]["primitive_op"]}  # fmt: skip
+            over = {n for n, po in seam().op_nodes(fused) if n in copied
+                    and po.projected_mem > po.allowed_mem
+                    and po is not seam().node_op(copied, n)}  # fmt: skip
             if not over - never:
                 return read_once(fused)
             never |= over
@@ -176,11 +172,9 @@ def duplicating_optimizer(fuse: Callable[..., Any], *, max_sources: int = 4) -> 
 
 def _leaves(tree: Any) -> Any:
     """The chunk keys of a (nested) key structure, in order."""
-    from cubed.primitive.blockwise import ChunkKey, FunctionArgs
-
-    if isinstance(tree, ChunkKey):
+    if isinstance(tree, seam().ChunkKey):
         yield tree
-    elif isinstance(tree, FunctionArgs):
+    elif isinstance(tree, seam().FunctionArgs):
         for a in tree.args:
             yield from _leaves(a)
     else:  # lists and iterators
@@ -235,28 +229,21 @@ def apply_blockwise_read_once(out_coords: list, *, config: Any) -> Any:
     read)."""
     from collections import Counter
 
-    from cubed.primitive.blockwise import ChunkKey, apply_blockwise, key_to_slices
-
-    keys = Counter(_leaves(config.back_key_function(ChunkKey("out", tuple(out_coords)))))
-    reads = {name: _ReadOnce(p, {}) for name, p in config.reads_map.items()}
+    s = seam()
+    keys = Counter(_leaves(s.task_keys(config, out_coords)))
+    reads = {name: _ReadOnce(p, {}) for name, p in s.reads_of(config).items()}
     for k, n in keys.items():
         if n > 1:
             r = reads[k.name]
-            r.uses[_selection_key(key_to_slices(k.coords, r.array))] = n
-    return apply_blockwise(out_coords, config=dataclasses.replace(config, reads_map=reads))
+            r.uses[_selection_key(s.key_to_slices(k.coords, r.array))] = n
+    return s.apply_blockwise(out_coords, config=s.with_reads(config, reads))
 
 
 def read_once(dag: Any) -> Any:
     """Every fused blockwise op of ``dag`` run by :func:`apply_blockwise_read_once`."""
-    from cubed.primitive.blockwise import apply_blockwise
-
-    for _, d in dag.nodes(data=True):
-        po = d.get("primitive_op")
-        if po is None or po.pipeline.function is not apply_blockwise:
-            continue
-        pipeline = dataclasses.replace(po.pipeline, function=apply_blockwise_read_once)
-        d["primitive_op"] = dataclasses.replace(po, pipeline=pipeline)
-        d["pipeline"] = pipeline
+    for name, po in list(seam().op_nodes(dag)):
+        if seam().is_blockwise(po):
+            seam().set_node_op(dag, name, seam().run_with(po, apply_blockwise_read_once))
     return dag
 
 
@@ -268,10 +255,7 @@ def _blocks_read(po: Any) -> dict:
     upper bound: a reduction's ``split_every``, where a contraction over one block reads one)."""
     from collections import Counter
 
-    from cubed.primitive.blockwise import ChunkKey
-
-    first = next(iter(po.pipeline.mappable))
-    keys = set(_leaves(po.pipeline.config.back_key_function(ChunkKey("out", tuple(first)))))
+    keys = set(_leaves(seam().first_task_keys(po)))
     counts = Counter(k.name for k in keys)
     # a copy's consumer asks for its blocks by the original's name
     return {a: counts[a.split(_COPY)[0]] for a in po.source_array_names}
@@ -281,15 +265,14 @@ def _tree_reads(dag: Any, op: str) -> tuple[int, bool]:
     """Bytes of stored blocks that ``op`` and the producers that would fuse into it (blockwise,
     single consumer) read for one block, and whether any of them reads blocks larger than it
     writes (a matmul's partial products over the data)."""
-    d = dag.nodes[op]
-    if not _is_blockwise(d):
+    if not _is_blockwise(dag, op):
         return 0, False
-    po = d["primitive_op"]
+    po = seam().node_op(dag, op)
     out = _nbytes(dag, next(a for _, a in dag.out_edges(op)))
     total, heavy = 0, False
     for a in po.source_array_names:
         producer = _op_of(dag, a)
-        if len({c for _, c in dag.out_edges(a)}) == 1 and _is_blockwise(dag.nodes[producer]):
+        if len({c for _, c in dag.out_edges(a)}) == 1 and _is_blockwise(dag, producer):
             t, h = _tree_reads(dag, producer)
             total, heavy = total + t, heavy or h
         else:
@@ -309,13 +292,11 @@ def multi_block_consumers(dag: Any) -> set[str]:
     projected at 160 MB, whose ``peak_projected_mem`` counts the predecessor once). Light
     predecessors (elementwise tails over row vectors) still fuse, with the task's projection
     counting every block (:func:`project_fused`)."""
-    nodes = dict(dag.nodes(data=True))
     out = set()
-    for name, d in nodes.items():
-        if not _is_blockwise(d):
+    for name, po in list(seam().op_nodes(dag)):
+        if not seam().is_blockwise(po):
             continue
-        po = d["primitive_op"]
-        if all(n == 1 for n in po.pipeline.config.num_input_blocks):
+        if all(n == 1 for n in seam().blocks_per_input(po)):
             continue
         reads = _blocks_read(po)
         light = (po.allowed_mem - po.reserved_mem) // 16
@@ -330,10 +311,9 @@ def multi_block_consumers(dag: Any) -> set[str]:
 def single_block_fusion(dag: Any, *, array_names: tuple, **kwargs: Any) -> Any:
     """Cubed's multiple-input fusion (``kwargs`` are its limits) that never fuses a heavy
     predecessor into an op reading several of its blocks (:func:`multi_block_consumers`)."""
-    from cubed.core.optimization import multiple_inputs_optimize_dag
-
     never = multi_block_consumers(dag) | set(kwargs.pop("never_fuse", None) or ())
-    return multiple_inputs_optimize_dag(dag, array_names=array_names, never_fuse=never, **kwargs)
+    return seam().multiple_inputs_optimize_dag(dag, array_names=array_names, never_fuse=never,
+                                               **kwargs)  # fmt: skip
 
 
 # -- projected memory of a fused task, as Cubed runs it ------------------------------------------
@@ -344,7 +324,7 @@ def _tree_peak(dag: Any, fused: Any, op: str, reserved: int) -> int:
     arguments (each block of each) are evaluated in order, each fused predecessor's result kept
     while the next is evaluated (as Cubed's ``peak_projected_mem``), then ``op`` runs with its
     output and its own extra memory (its projection less its inputs and output)."""
-    po = dag.nodes[op]["primitive_op"]
+    po = seam().node_op(dag, op)
     blocks = _blocks_read(po)
     ins = [_nbytes(dag, a) * blocks[a] for a in po.source_array_names]
     out = _nbytes(dag, next(a for _, a in dag.out_edges(op)))
@@ -361,7 +341,7 @@ def _tree_peak(dag: Any, fused: Any, op: str, reserved: int) -> int:
 
 def _stored_sources(dag: Any, fused: Any, op: str, times: int, into: dict) -> dict:
     """``{stored array: bytes of its blocks one task reads}`` over ``op``'s fused tree."""
-    po = dag.nodes[op]["primitive_op"]
+    po = seam().node_op(dag, op)
     blocks = _blocks_read(po)
     for a in set(po.source_array_names):
         if a in fused:
@@ -388,11 +368,10 @@ def project_fused(dag: Any, fused: Any) -> Any:
     and one spare, and measured 136.0 MB in tasks projected at 134.6 MB (sums over four 11.5
     MB blocks of a graph-mode MLP's hidden layer; Zarr's read of a compressed chunk alone
     peaks at three times the chunk, measured with tracemalloc)."""
-    for name, d in fused.nodes(data=True):
-        po = d.get("primitive_op")
-        if po is None or name not in dag or not _is_blockwise(d):
+    for name, po in list(seam().op_nodes(fused)):
+        if name not in dag or not seam().is_blockwise(po):
             continue
-        original = dag.nodes[name]["primitive_op"]
+        original = seam().node_op(dag, name)
         if (all(a in fused for a in original.source_array_names)
                 and max(_blocks_read(original).values(), default=0) <= 1):
             continue  # nothing fused into it, one block of each input: Cubed's projection
@@ -403,6 +382,5 @@ def project_fused(dag: Any, fused: Any) -> Any:
         out = _nbytes(dag, next(a for _, a in dag.out_edges(name)))
         bound = reserved + inputs + max(_tree_peak(dag, fused, name, reserved), 2 * out)
         if bound > po.projected_mem:
-            po = dataclasses.replace(po, projected_mem=bound)
-            d["primitive_op"] = po
+            seam().set_node_op(fused, name, seam().replace_op(po, projected_mem=bound))
     return fused

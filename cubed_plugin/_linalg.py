@@ -303,8 +303,8 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     """The diagonal of each matrix, for any chunking: block ``k`` of the result reads only the
     blocks of ``x`` that its stretch of the diagonal crosses."""
     import cubed
-    from cubed.core.ops import general_blockwise
-    from cubed.primitive.blockwise import ChunkKey, FunctionArgs
+
+    from ._cubed_seam import ChunkKey, FunctionArgs, general_blockwise
 
     _matrices("diagonal", x, square=False)
     m, n = x.shape[-2:]

@@ -86,7 +86,8 @@ def take_row_chunks(x: Any, picks: Sequence[int]) -> Any:
     task: its chunk ``b`` is read from the stored chunk ``picks[b]``. Otherwise one op copies
     each picked chunk (one chunk read per task)."""
     import cubed
-    from cubed.core.ops import map_selection
+
+    from ._cubed_seam import map_selection
 
     n = len(x.chunks[0])
     picks = [int(i) for i in picks]

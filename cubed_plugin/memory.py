@@ -12,7 +12,8 @@ every task of the step fits, for the mode ``fit`` runs (one-pass or graph).
 
 Every op is named by the part of the user's program that built it (:func:`part_of`: "matmul in
 mlp_loss (backward of tanh)"), and sizes are printed to three significant figures, with more
-where two figures compared would otherwise read the same (:func:`fmt_pair`).
+where two figures compared would otherwise read the same
+(:func:`pycograd_xp.memory.format_byte_pair`).
 """
 
 from __future__ import annotations
@@ -31,15 +32,21 @@ from typing import Any
 
 import numpy as np
 
-from pycograd_xp import _api
-from pycograd_xp.memory._project import MemoryLimitError, Spec, _dtype_name, parse_bytes
-from pycograd_xp.namespace._array import Array
+from pycograd_xp import Array, unwrap
+from pycograd_xp.memory import (
+    MemoryLimitError,
+    Spec,
+    before_backward,
+    format_byte_pair,
+    format_bytes,
+    parse_bytes,
+)
 from pycograd_xp.tree import tree_flatten, tree_map
 
 from .namespace import LABEL
 
 __all__ = ["ChunkedProjection", "MemoryLimitError", "ReservedMemWarning", "TaskMemoryError",
-           "TaskMemoryWarning", "TaskRow", "fmt_bytes", "fmt_pair", "part_of", "plan_rows",
+           "TaskMemoryWarning", "TaskRow", "part_of", "plan_rows",
            "project", "stand_in", "step_projection"]  # fmt: skip
 
 
@@ -61,53 +68,6 @@ class ReservedMemWarning(UserWarning):
     """A Spec's ``reserved_mem`` below the memory the executor's workers measurably hold."""
 
 
-# -- sizes --------------------------------------------------------------------------------------
-
-_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
-
-
-def _unit(n: float) -> int:
-    i = 0
-    while i < len(_UNITS) - 1 and abs(n) >= 999.5 * 1000**i:
-        i += 1
-    return i
-
-
-def _decimals(v: float) -> int:
-    """Decimals that show three significant figures of ``v`` (below 1000)."""
-    v = abs(v)
-    return 0 if v >= 99.95 else 1 if v >= 9.995 else 2
-
-
-def fmt_bytes(n: float) -> str:
-    """``n`` bytes to three significant figures in Cubed's units (kB = 1000 B): "152 MB",
-    "1.23 GB", "60.0 MB"; exact below 1 kB."""
-    i = _unit(n)
-    if i == 0:
-        return f"{int(n)} B"
-    v = n / 1000**i
-    return f"{v:.{_decimals(v)}f} {_UNITS[i]}"
-
-
-def fmt_pair(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` each to three significant figures (:func:`fmt_bytes`), and with more
-    figures, in one unit, while they would read the same though they differ (100.4 MB against
-    100 MB reads "100.4 MB" and "100.0 MB", never "100 MB" and "100 MB"); in bytes when only
-    bytes tell them apart."""
-    sa, sb = fmt_bytes(a), fmt_bytes(b)
-    if sa != sb or a == b:
-        return sa, sb
-    i = _unit(max(abs(a), abs(b)))
-    scale = 1000**i
-    d = _decimals(max(abs(a), abs(b)) / scale)
-    while 10**d < scale:
-        d += 1
-        sa, sb = f"{a / scale:.{d}f} {_UNITS[i]}", f"{b / scale:.{d}f} {_UNITS[i]}"
-        if sa != sb:
-            return sa, sb
-    return f"{int(a):,} B", f"{int(b):,} B"
-
-
 # -- which part of the program an op is --------------------------------------------------------
 
 # the attribute of a fused op node listing the labels of the ops fused into it
@@ -119,9 +79,10 @@ def part_of(dag: Any, op: str) -> str:
     """What part of the user's program Cubed's op ``op`` of ``dag`` computes: the label the op
     got when it was made (``cubed_plugin.namespace.label_ops``), and those of the ops fused
     into it (plans made by ``cubed_plugin.plan``/``check``/``compute`` record them)."""
-    d = dag.nodes[op]
-    own = d.get(LABEL) or str(d.get("func_name") or d.get("op_name") or op)
-    fused = [m for m in d.get(FUSED, ()) if m != own]
+    from ._cubed_seam import node_label, node_mark
+
+    own = node_mark(dag, op, LABEL) or node_label(dag, op)
+    fused = [m for m in node_mark(dag, op, FUSED, ()) if m != own]
     if not fused:
         return own
     more = f" and {len(fused) - 4} more" if len(fused) > 4 else ""
@@ -137,10 +98,11 @@ def annotate_fused(before: Any, after: Any) -> Any:
     """``after`` (``before`` optimized) with each fused op's node listing the labels of the ops
     fused into it (attribute ``FUSED``): the ops of ``before`` whose output the fused task
     computes instead of reading it from storage."""
-    for name, d in after.nodes(data=True):
-        po = d.get("primitive_op")
+    from ._cubed_seam import node_label, node_mark, node_op, op_nodes, set_node_mark
+
+    for name, po in list(op_nodes(after)):
         original = name.split(_COPY)[0]
-        if po is None or original not in before:
+        if original not in before:
             continue
         stored = {a.split(_COPY)[0] for a in po.source_array_names}
         members: set[str] = set()
@@ -150,14 +112,13 @@ def annotate_fused(before: Any, after: Any) -> Any:
             if a in stored:
                 continue
             for producer in before.predecessors(a):
-                pd = before.nodes[producer]
-                if "primitive_op" in pd and producer not in members:
+                if node_op(before, producer) is not None and producer not in members:
                     members.add(producer)
                     todo.extend(before.predecessors(producer))
         if members:
-            labels = [before.nodes[m].get(LABEL) or str(before.nodes[m].get("func_name"))
+            labels = [node_mark(before, m, LABEL) or node_label(before, m)
                       for m in sorted(members, key=_number)]  # fmt: skip
-            d[FUSED] = list(dict.fromkeys(labels))
+            set_node_mark(after, name, FUSED, list(dict.fromkeys(labels)))
     return after
 
 
@@ -199,29 +160,29 @@ class ChunkedProjection:
         exceed ``limit`` (default: the Spec's ``allowed_mem``); return self."""
         n = self.allowed_mem if limit is None else parse_bytes(limit)
         if self.max_task_bytes > n:
-            need, have = fmt_pair(self.max_task_bytes, n)
+            need, have = format_byte_pair(self.max_task_bytes, n)
             raise MemoryLimitError(
                 f"projected task memory {need} of {self.max_task_op} ({self.max_task_part}) "
                 f"exceeds the limit {have}, including reserved_mem "
-                f"{fmt_bytes(self.reserved_mem)}; use smaller chunks "
+                f"{format_bytes(self.reserved_mem)}; use smaller chunks "
                 f"(cubed_plugin.memory.plan_rows(..., mode={self.mode!r}) chooses them) or "
                 "raise allowed_mem"
             )
         return self
 
     def __str__(self) -> str:
-        top = f"largest task {fmt_bytes(self.max_task_bytes)} ({self.max_task_op}: " \
-              f"{self.max_task_part}) of allowed {fmt_bytes(self.allowed_mem)}"  # fmt: skip
+        top = f"largest task {format_bytes(self.max_task_bytes)} ({self.max_task_op}: " \
+              f"{self.max_task_part}) of allowed {format_bytes(self.allowed_mem)}"  # fmt: skip
         if self.mode == "graph":
-            top += (f"; forward {fmt_bytes(self.forward_max_task_bytes)} "
+            top += (f"; forward {format_bytes(self.forward_max_task_bytes)} "
                     f"({self.forward_max_task_op}), backward "
-                    f"{fmt_bytes(self.backward_max_task_bytes)} ({self.backward_max_task_op})")
+                    f"{format_bytes(self.backward_max_task_bytes)} ({self.backward_max_task_op})")
         head = [
             f"projected {self.mode} step on Cubed: {top}; {self.num_tasks} tasks; intermediate "
-            f"storage {fmt_bytes(self.intermediate_bytes)}",
+            f"storage {format_bytes(self.intermediate_bytes)}",
             f"{'op':10} {'kind':14} {'phase':9} {'task memory':>12} {'tasks':>6}  part",
         ]
-        body = [f"{r.op:10} {r.kind:14} {r.phase:9} {fmt_bytes(r.projected_bytes):>12} "
+        body = [f"{r.op:10} {r.kind:14} {r.phase:9} {format_bytes(r.projected_bytes):>12} "
                 f"{r.num_tasks:>6}  {r.part}" for r in self.rows]  # fmt: skip
         return "\n".join(head + body)
 
@@ -241,7 +202,7 @@ def stand_in(s: Spec, cubed_spec: Any) -> Any:
     import cubed
     import zarr
 
-    dtype = _dtype_name(s.dtype)
+    dtype = s.dtype.name
     chunks = s.chunks if s.chunks is not None else "auto"
     chunks = cubed.empty(s.shape, dtype=dtype, chunks=chunks, spec=cubed_spec).chunksize
     path = os.path.join(_stand_in_dir(), f"{uuid.uuid4().hex}.zarr")
@@ -262,21 +223,23 @@ def _spec_of(args: Any, backend: Any) -> Any:
     if isinstance(backend, cubed.Spec):
         return backend
     for leaf in tree_flatten(args)[0]:
-        if isinstance(leaf, Array) and hasattr(leaf._data, "spec"):
-            return leaf._data.spec
+        if isinstance(leaf, Array) and hasattr(unwrap(leaf), "spec"):
+            return unwrap(leaf).spec
         if hasattr(leaf, "spec") and isinstance(leaf.spec, cubed.Spec):
             return leaf.spec
     return cubed.Spec()
 
 
 def _op_rows(plan: Any, phase: Callable[[str], str]) -> list[TaskRow]:
+    from ._cubed_seam import is_op, node_kind, op_nodes, plan_dag
+
     rows = []
-    for name, node in plan.dag.nodes(data=True):
-        op = node.get("primitive_op")
-        if node.get("type") != "op" or op is None or name == "create-arrays":
+    dag = plan_dag(plan)
+    for name, op in op_nodes(dag):
+        if not is_op(dag, name) or name == "create-arrays":
             continue
-        rows.append(TaskRow(name, node.get("op_name", "?"), phase(name), int(op.projected_mem),
-                            int(op.num_tasks), part_of(plan.dag, name)))  # fmt: skip
+        rows.append(TaskRow(name, node_kind(dag, name), phase(name), int(op.projected_mem),
+                            int(op.num_tasks), part_of(dag, name)))  # fmt: skip
     return sorted(rows, key=lambda r: _number(r.op))
 
 
@@ -330,10 +293,10 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     The graph is built, never computed.
     """
     import cubed
-    from cubed.core import plan as cubed_plan
 
     import pycograd_xp
 
+    from ._cubed_seam import op_counter
     from .namespace import label_ops
 
     label_ops()
@@ -344,16 +307,12 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     boundary: list[int] = []
 
     def mark() -> None:  # Cubed names its ops in creation order: later ones are backward ops
-        boundary.append(cubed_plan.sym_counter)
+        boundary.append(op_counter())
 
-    _api.HOOKS.before_backward = mark
-    try:
-        with cubed.raise_if_computes():
-            value, grads = _api.value_and_grad(f, argnums)(*args, **kwargs)
-            targets = [value._data] + [g._data for g in tree_flatten(grads)[0]]
-            return _projection(targets, spec, "graph", boundary[0])
-    finally:
-        _api.HOOKS.before_backward = None
+    with before_backward(mark), cubed.raise_if_computes():
+        value, grads = pycograd_xp.value_and_grad(f, argnums)(*args, **kwargs)
+        targets = [unwrap(value)] + [unwrap(g) for g in tree_flatten(grads)[0]]
+        return _projection(targets, spec, "graph", boundary[0])
 
 
 # -- the planner --------------------------------------------------------------------------------
@@ -361,7 +320,7 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
 
 def _zeros_like(a: Any) -> np.ndarray:
     """A NumPy stand-in of a parameter's shape and dtype (nothing is computed)."""
-    a = a._data if isinstance(a, Array) else a
+    a = unwrap(a)
     return np.zeros(tuple(int(s) for s in a.shape), dtype=np.dtype(str(a.dtype)))
 
 
@@ -487,12 +446,12 @@ def plan_rows(f: Callable[..., Any], *args: Any, rows: int, data: Sequence[int] 
         if fits(best):
             break
         if lo == 0:
-            need, have = fmt_pair(best.max_task_bytes, best.allowed_mem)
+            need, have = format_byte_pair(best.max_task_bytes, best.allowed_mem)
             smallest = "one row" if sizes[0] == 1 else f"{sizes[0]:,} rows"
             raise MemoryLimitError(
                 f"plan_rows ({mode} mode): even {smallest} per chunk needs {need} per task "
                 f"in {best.max_task_op} ({best.max_task_part}), over allowed_mem {have} (of "
-                f"which reserved_mem {fmt_bytes(best.reserved_mem)}): the parameters or an op "
+                f"which reserved_mem {format_bytes(best.reserved_mem)}): the parameters or an op "
                 "that does not depend on the rows are too large for the budget; raise "
                 "allowed_mem or shrink the model"
             )

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import sysconfig
 from types import ModuleType
 from typing import Any
@@ -107,23 +106,18 @@ def label_ops() -> None:
     Cubed records where each op was made only as its first ten frames, without their
     variables, which is not enough to name a VJP rule; this wraps its op constructor (the
     classmethod ``cubed.core.plan.Plan._new``, through which every op is created) to read the
-    Python stack once, when the op is made. Nothing else of the plan changes."""
-    from cubed.core.plan import Plan
+    Python stack once, when the op is made (:func:`cubed_plugin._cubed_seam.install_op_hook`).
+    Nothing else of the plan changes."""
+    from ._cubed_seam import install_op_hook
 
-    new = Plan.__dict__["_new"].__func__
+    install_op_hook(_label)
 
-    def _new(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
-        plan = new(cls, name, *args, **kwargs)
-        first = name[0] if isinstance(name, list) and name else name
-        if not isinstance(first, str) or first not in plan.dag:  # labels never stop a plan
-            return plan
-        for op in plan.dag.predecessors(first):
-            d = plan.dag.nodes[op]
-            if d.get("type") == "op" and LABEL not in d:
-                d[LABEL] = _origin(sys._getframe(1), str(d.get("func_name") or "?"))
-        return plan
 
-    Plan._new = classmethod(_new)
+def _label(dag: Any, op: str, frame: Any) -> None:
+    from ._cubed_seam import node_func, node_mark, set_node_mark
+
+    if node_mark(dag, op, LABEL) is None:
+        set_node_mark(dag, op, LABEL, _origin(frame, node_func(dag, op)))
 
 
 def _library(frame: Any) -> bool:
@@ -157,7 +151,7 @@ def _origin(frame: Any, func: str) -> str:
         elif module == "cubed_plugin.steps" and code.co_name == "one_pass_step":
             one_pass, loss = True, _fn_name(f.f_locals.get("loss"))
             break
-        elif module == "cubed_plugin.train" and code.co_name == "_take_chunks":
+        elif module == "cubed_plugin._fit" and code.co_name == "_take_chunks":
             batch = True
         elif rule is None and not seed:
             if code.co_filename.startswith("<pycograd_xp "):  # a generated namespace function

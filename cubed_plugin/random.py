@@ -15,8 +15,9 @@ def sample(xp: Any, shape: tuple[int, ...], chunks: Any, dtype: Any,
            draw_block: Callable[[int, tuple[int, ...]], np.ndarray]) -> Any:  # fmt: skip
     """A lazy Cubed array of ``shape`` (``xp`` is the Cubed namespace) whose block at linear
     offset ``i`` is ``draw_block(i, block_shape)``."""
-    from cubed.core.ops import map_blocks
-    from cubed.utils import block_id_to_offset, normalize_chunks
+    from cubed import map_blocks
+
+    from ._cubed_seam import block_id_to_offset, normalize_chunks
 
     chunks = normalize_chunks(chunks if chunks is not None else "auto", shape=shape, dtype=dtype)
     numblocks = tuple(map(len, chunks))

@@ -111,19 +111,14 @@ def read_peak(dag: Any, op: str) -> int:
     """What a task of ``op`` (an op of the optimized ``dag``) holds while it reads its last
     stored block: reserved memory, every stored block it reads, and the two buffers more that
     reading the largest of them takes; 0 for an op that reads nothing stored."""
-    from cubed.primitive.blockwise import apply_blockwise
-    from cubed.storage.store import is_storage_array
-    from cubed.storage.zarr import LazyZarrArray
-
+    from ._cubed_seam import is_blockwise, is_stored, node_op
     from ._fusion import _blocks_read, _nbytes, apply_blockwise_read_once
 
-    po = dag.nodes[op].get("primitive_op")
-    if po is None or po.pipeline.function not in (apply_blockwise, apply_blockwise_read_once):
+    po = node_op(dag, op)
+    if not is_blockwise(po, apply_blockwise_read_once):
         return 0
     blocks = _blocks_read(po)
-    stored = {a for a in set(po.source_array_names)
-              if isinstance(dag.nodes[a].get("target"), LazyZarrArray)
-              or is_storage_array(dag.nodes[a].get("target"))}  # fmt: skip
+    stored = {a for a in set(po.source_array_names) if is_stored(dag, a)}
     if not stored:
         return 0
     held = sum(_nbytes(dag, a) * blocks[a] for a in stored)
@@ -135,17 +130,12 @@ def count_reads(dag: Any) -> Any:
     large stored chunk and computes little with it (a matmul's product over the data) held
     more while reading than Cubed projects (measured 178 MB in tasks projected at 150 MB:
     graph-mode logistic regression, 36.4 MB chunks, reserved_mem 75.6 MB)."""
-    import dataclasses
+    from ._cubed_seam import op_nodes, replace_op, set_node_op
 
-    for name, d in dag.nodes(data=True):
-        po = d.get("primitive_op")
-        if po is None:
-            continue
+    for name, po in list(op_nodes(dag)):
         peak = read_peak(dag, name)
         if peak > po.projected_mem:
-            d["primitive_op"] = dataclasses.replace(po, projected_mem=peak)
-            if "pipeline" in d:
-                d["pipeline"] = d["primitive_op"].pipeline
+            set_node_op(dag, name, replace_op(po, projected_mem=peak))
     return dag
 
 
@@ -215,7 +205,7 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
     ``chunk_numbers``: when ``data`` is a mini-batch (:func:`take_row_chunks`), the number of
     each of its row chunks in the whole data, so that an error names the chunk and its rows as
     the whole data numbers them."""
-    from cubed.core.ops import blockwise
+    from ._cubed_seam import blockwise
 
     host = _host(params)
     leaves, td = tree_flatten(host)

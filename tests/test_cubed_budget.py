@@ -20,6 +20,8 @@ import pytest
 
 import pycograd_xp as pg
 from pycograd_xp import memory, optim
+from pycograd_xp.memory import format_byte_pair as fmt_pair
+from pycograd_xp.memory import format_bytes as fmt_bytes
 
 cubed = pytest.importorskip("cubed")
 zarr = pytest.importorskip("zarr")
@@ -28,8 +30,6 @@ import cubed_plugin as cp  # noqa: E402
 from cubed_plugin import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning  # noqa: E402
 from cubed_plugin._executors import MARGIN  # noqa: E402
 from cubed_plugin.memory import (  # noqa: E402
-    fmt_bytes,
-    fmt_pair,
     part_of,
     plan_rows,
     stand_in,

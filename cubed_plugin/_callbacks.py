@@ -1,0 +1,139 @@
+"""Callbacks for Cubed's computes: a progress bar of a step's tasks (:class:`Progress`) and
+measured against projected task memory per op (:class:`MemoryRecorder`, whose
+:meth:`~MemoryRecorder.overruns` are :class:`Overrun` records). Importing this module imports
+Cubed (they are ``cubed.Callback`` subclasses)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cubed
+
+from pycograd_xp.memory import format_byte_pair, format_bytes
+
+from ._cubed_seam import node_kind, op_nodes
+from .memory import part_of
+
+__all__ = ["MemoryRecorder", "Overrun", "Progress"]
+
+
+class Progress(cubed.Callback):
+    """A tqdm progress bar of a step's tasks (a ``cubed.Callback``; Cubed's own diagnostics
+    pull rich and pandas)."""
+
+    def __init__(self, desc: str = "step", disable: bool = False) -> None:
+        self.desc, self.disable, self.bar = desc, disable, None
+
+    def on_compute_start(self, event: Any) -> None:
+        from tqdm.auto import tqdm
+
+        total = sum(op.num_tasks for _, op in op_nodes(event.dag))
+        self.bar = tqdm(total=total, desc=self.desc, unit="task", leave=False,
+                        disable=self.disable)  # fmt: skip
+
+    def on_task_end(self, event: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(event.num_tasks)
+
+    def on_compute_end(self, event: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A task whose measured peak went over its projection or over ``allowed_mem``."""
+
+    op: str  # Cubed's name of the op
+    part: str  # the part of the program it computes (cubed_plugin.memory.part_of)
+    measured: int  # the largest measured task peak of the op (bytes)
+    projected: int  # its projected task memory
+    allowed: int  # allowed_mem
+    reserved: int  # reserved_mem
+
+    def __str__(self) -> str:
+        what = " and ".join(w for w, over in (("its projection", self.measured > self.projected),
+                                              ("allowed_mem", self.measured > self.allowed))
+                            if over)  # fmt: skip
+        m, p = format_byte_pair(self.measured, self.projected)
+        _, a = format_byte_pair(self.measured, self.allowed)
+        return (f"{self.op} ({self.part}) measured {m} in a task, over {what}: projected {p}, "
+                f"allowed_mem {a} (of which reserved_mem {format_bytes(self.reserved)})")
+
+
+class MemoryRecorder(cubed.Callback):
+    """Measured against projected task memory, per op (a ``cubed.Callback``), with the part of
+    the program each op computes. Only executors that measure tasks (processes, dask, ...)
+    report measured peaks; :meth:`overruns` lists the ops whose measured peak went over their
+    projection or ``allowed_mem``."""
+
+    def __init__(self) -> None:
+        self.projected: dict[str, int] = {}
+        self.measured: dict[str, int] = {}
+        self.kinds: dict[str, str] = {}
+        self.parts: dict[str, str] = {}
+        self.limits: dict[str, tuple[int, int]] = {}  # (allowed_mem, reserved_mem)
+        self.steps: list[list[str]] = []  # the ops of each compute, in plan order
+
+    def on_compute_start(self, event: Any) -> None:
+        ops = []
+        for name, op in op_nodes(event.dag):
+            self.projected[name] = int(op.projected_mem)
+            self.kinds[name] = node_kind(event.dag, name)
+            self.parts[name] = part_of(event.dag, name)
+            self.limits[name] = (int(op.allowed_mem), int(op.reserved_mem))
+            ops.append(name)
+        self.steps.append(ops)
+
+    def on_task_end(self, event: Any) -> None:
+        m = event.peak_measured_mem_end
+        if m is not None:
+            self.measured[event.name] = max(self.measured.get(event.name, 0), int(m))
+
+    def report(self) -> list[tuple[str, int, int | None]]:
+        return [(op, p, self.measured.get(op)) for op, p in self.projected.items()]
+
+    def max_projected(self) -> int:
+        return max(self.projected.values(), default=0)
+
+    def over(self) -> dict[str, tuple[int, int]]:
+        return {op: (m, self.projected[op]) for op, m in self.measured.items()
+                if op in self.projected and m > self.projected[op]}  # fmt: skip
+
+    def overruns(self, ops: Sequence[str] | None = None) -> list[Overrun]:
+        """The ops (of ``ops``; default: all recorded) whose measured task peak went
+        over their projection or over ``allowed_mem``, largest excess first."""
+        out = []
+        for op in self.projected if ops is None else ops:
+            m = self.measured.get(op)
+            if m is None:
+                continue
+            allowed, reserved = self.limits[op]
+            if m > self.projected[op] or m > allowed:
+                out.append(Overrun(op, self.parts[op], m, self.projected[op], allowed,
+                                   reserved))  # fmt: skip
+        return sorted(out, key=lambda o: o.projected - o.measured)
+
+    def table(self, allowed_mem: int | None = None) -> str:
+        """Measured against projected task memory per op of the last step, with the
+        part of the program each computes; an op's measured peak is the largest over
+        every step at its place in the plan (the steps' plans have one shape)."""
+        if not self.steps:
+            return "no step computed"
+        last = self.steps[-1]
+        same = [s for s in self.steps if len(s) == len(last)]
+        lines = [f"{'op':14} {'kind':14} {'projected':>11} {'measured':>11} "
+                 f"{'measured/projected':>19}  part"]  # fmt: skip
+        for j, op in enumerate(last):
+            proj = max(self.projected[s[j]] for s in same)
+            ms = [self.measured[s[j]] for s in same if s[j] in self.measured]
+            meas = max(ms) if ms else None
+            ratio = f"{meas / proj:19.2f}" if meas is not None and proj else f"{'-':>19}"
+            p, m = format_byte_pair(proj, meas) if meas is not None else (format_bytes(proj), "-")
+            lines.append(f"{op:14} {self.kinds[op]:14} {p:>11} {m:>11} {ratio}  "
+                         f"{self.parts[op]}")  # fmt: skip
+        if allowed_mem is not None:
+            lines.append(f"allowed_mem {format_bytes(allowed_mem)}; over {len(same)} steps")
+        return "\n".join(lines)

@@ -1,0 +1,331 @@
+"""The one module of cubed_plugin that touches Cubed's internals.
+
+Everything else of the plugin uses Cubed's public API (``cubed``'s top-level names and
+``cubed.array_api``, ``cubed.Spec``, ``cubed.compute``/``plan``, ``cubed.Callback``, a plan's
+``max_projected_mem`` and ``num_tasks``) and, for what Cubed does not make public, the functions
+and names of this module: building blocks of ops (``general_blockwise``, ``map_selection``,
+chunk keys), the plan's graph and the fields of its nodes, Cubed's optimizer and executors, its
+op-name counter, its memory formulas. When Cubed changes one of them, this module is the one
+to update, and ``tests/test_cubed_seam.py`` (a contract test per internal used here) says
+which. ``tests/test_cubed_seam.py`` also checks that no other module of the plugin imports
+Cubed's private modules.
+
+Importing this module imports Cubed and checks its version (:data:`SUPPORTED`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import cubed
+from cubed.core import plan as _plan_module
+from cubed.core.ops import blockwise, general_blockwise, map_selection
+from cubed.core.optimization import multiple_inputs_optimize_dag
+from cubed.core.plan import Plan, arrays_to_plan
+from cubed.primitive.blockwise import ChunkKey, FunctionArgs, apply_blockwise, key_to_slices
+from cubed.primitive.memory import calculate_projected_mem, get_buffer_copies
+from cubed.runtime.asyncio import async_map_dag
+from cubed.runtime.backup import use_backups_default
+from cubed.runtime.create import create_executor
+from cubed.runtime.executors.local import (
+    ProcessesExecutor,
+    check_runtime_memory,
+    processes_create_futures_func,
+    run_func_processes,
+)
+from cubed.storage.store import is_storage_array
+from cubed.storage.zarr import LazyZarrArray
+from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
+
+__all__ = [
+    "apply_blockwise", "arrays_to_plan", "block_id_to_offset", "blocks_per_input", "blockwise",
+    "buffer_copies", "check_version", "chunk_memory", "ChunkKey", "copy_node", "create_executor",
+    "CubedVersionWarning", "first_task_keys", "FunctionArgs", "general_blockwise",
+    "install_op_hook", "is_blockwise", "is_op", "is_processes_executor", "is_stored",
+    "key_to_slices", "map_selection", "MeasuringProcesses", "multiple_inputs_optimize_dag",
+    "node_func", "node_kind", "node_label", "node_mark", "node_op", "node_target",
+    "normalize_chunks", "op_counter", "op_nodes", "plan_dag", "projected_mem", "reads_of",
+    "rechunk_task_mem", "replace_op", "run_with", "set_node_mark", "set_node_op", "SUPPORTED",
+    "task_keys", "unoptimized_plan", "with_reads",
+]  # fmt: skip
+
+# the Cubed versions (major, minor) this module was checked against; pyproject pins the same
+SUPPORTED = ((0, 27), (0, 28))
+
+
+class CubedVersionWarning(UserWarning):
+    """The installed Cubed is newer than the versions cubed_plugin was checked against."""
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    major, minor = (version.split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def check_version(version: str) -> None:
+    """Refuse a Cubed older than :data:`SUPPORTED` (ImportError); warn for a newer one
+    (:class:`CubedVersionWarning`): its internals may have changed."""
+    v = _version_tuple(version)
+    lo, hi = SUPPORTED[0], SUPPORTED[-1]
+    supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED)
+    if v < lo:
+        raise ImportError(f"cubed_plugin needs Cubed {lo[0]}.{lo[1]} or newer (checked with "
+                          f"{supported}); Cubed {version} is installed: pip install "
+                          f"'cubed>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1] + 1}'")  # fmt: skip
+    if v > hi:
+        warnings.warn(f"cubed_plugin was checked with Cubed {supported}; Cubed {version} is "
+                      f"installed and its internals may differ: run tests/test_cubed_seam.py, "
+                      f"which names what changed (update cubed_plugin/_cubed_seam.py), or pip "
+                      f"install 'cubed<{hi[0]}.{hi[1] + 1}'", CubedVersionWarning,
+                      stacklevel=2)  # fmt: skip
+
+
+check_version(cubed.__version__)
+
+
+# -- memory formulas -------------------------------------------------------------------------
+
+
+def buffer_copies(spec: Any) -> tuple[int, int]:
+    """(read, write): the buffer copies Cubed counts for reading and for writing a stored chunk
+    under ``spec`` (more on cloud storage)."""
+    c = get_buffer_copies(spec)
+    return c.read, c.write
+
+
+def projected_mem(spec: Any, inputs: list[int], extra: int, output: int) -> int:
+    """Cubed's projected memory of a blockwise task: reserved memory, each input chunk with its
+    read buffers, the op's ``extra`` memory, the output chunk with its write buffers."""
+    reserved = int(getattr(spec, "reserved_mem", 0) or 0)
+    return calculate_projected_mem(reserved, inputs, extra, output, get_buffer_copies(spec))
+
+
+def rechunk_task_mem(spec: Any, chunk_bytes: int) -> int:
+    """What Cubed's rechunk planner budgets for copying chunks of ``chunk_bytes``: reserved
+    memory and (1 + read + 1 + 1 + write) copies of the chunk (the input chunk and its read
+    buffers, one for processing, the output and its write buffers). Cubed refuses a rechunk
+    whose target chunk would exceed ``allowed_mem`` so (``cubed.core.ops._rechunk_plan``
+    computes it inline; the contract test checks the boundary)."""
+    read, write = buffer_copies(spec)
+    reserved = int(getattr(spec, "reserved_mem", 0) or 0)
+    return reserved + chunk_bytes * (1 + read + 1 + 1 + write)
+
+
+# -- the plan's graph ---------------------------------------------------------------------------
+
+# the fields of a plan's nodes read here: an op's PrimitiveOperation, an array's target, what
+# made an op (Cubed's function and op names), the kind of node
+_OP, _TARGET, _TYPE, _FUNC, _OP_NAME, _PIPELINE = (
+    "primitive_op", "target", "type", "func_name", "op_name", "pipeline")  # fmt: skip
+
+
+def plan_dag(plan: Any) -> Any:
+    """The networkx graph of a ``cubed.plan(...)`` (op and array nodes)."""
+    return plan.dag
+
+
+def unoptimized_plan(arrays: list, optimize_function: Callable[..., Any]) -> tuple[Any, Any]:
+    """The graphs of the plan of ``arrays`` before and after ``optimize_function``."""
+    before = arrays_to_plan(*arrays)
+    return before.dag, before.optimize(optimize_function).dag
+
+
+def op_counter() -> int:
+    """Cubed's op-name counter: ops made later have larger numbers (``op-012``)."""
+    return _plan_module.sym_counter
+
+
+def node_op(dag: Any, name: str) -> Any:
+    """The ``PrimitiveOperation`` of the op node ``name`` (None for arrays and for ops with
+    nothing to run). Its fields read by the plugin: ``projected_mem``, ``allowed_mem``,
+    ``reserved_mem``, ``num_tasks``, ``source_array_names``, ``fusable_with_predecessors``,
+    ``fusable_with_successors`` (checked by the contract test)."""
+    return dag.nodes[name].get(_OP)
+
+
+def set_node_op(dag: Any, name: str, op: Any) -> None:
+    """Give the op node ``name`` the ``PrimitiveOperation`` ``op`` (and its pipeline)."""
+    d = dag.nodes[name]
+    d[_OP] = op
+    if _PIPELINE in d:
+        d[_PIPELINE] = op.pipeline
+
+
+def op_nodes(dag: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, PrimitiveOperation)`` of every op node of ``dag`` that runs tasks."""
+    for name, d in dag.nodes(data=True):
+        op = d.get(_OP)
+        if op is not None:
+            yield name, op
+
+
+def is_op(dag: Any, name: str) -> bool:
+    """Whether ``name`` is an op node (not an array)."""
+    return dag.nodes[name].get(_TYPE) == "op"
+
+
+def node_label(dag: Any, name: str) -> str:
+    """What Cubed calls the op ``name``: the function that made it, else its op name."""
+    d = dag.nodes[name]
+    return str(d.get(_FUNC) or d.get(_OP_NAME) or name)
+
+
+def node_func(dag: Any, name: str) -> str:
+    """The Cubed function that made the op ``name`` ("?" when unknown)."""
+    return str(dag.nodes[name].get(_FUNC) or "?")
+
+
+def node_kind(dag: Any, name: str) -> str:
+    """Cubed's op name of the op ``name`` (blockwise, rechunk, ...; "?" when none)."""
+    return str(dag.nodes[name].get(_OP_NAME, "?"))
+
+
+def node_target(dag: Any, name: str) -> Any:
+    """The stored (or virtual) array behind the array node ``name`` (None when none)."""
+    return dag.nodes[name].get(_TARGET)
+
+
+def is_stored(dag: Any, name: str) -> bool:
+    """Whether the array node ``name`` is read from storage (Zarr), lazily opened or not."""
+    t = node_target(dag, name)
+    return isinstance(t, LazyZarrArray) or is_storage_array(t)
+
+
+def node_mark(dag: Any, name: str, key: str, default: Any = None) -> Any:
+    """The plugin's own attribute ``key`` of node ``name`` (labels, fused ops)."""
+    return dag.nodes[name].get(key, default)
+
+
+def set_node_mark(dag: Any, name: str, key: str, value: Any) -> None:
+    """Set the plugin's own attribute ``key`` of node ``name``."""
+    dag.nodes[name][key] = value
+
+
+def copy_node(dag: Any, name: str, new: str, op: Any = None) -> None:
+    """Add node ``new``, a copy of node ``name`` (with the PrimitiveOperation ``op`` when
+    given)."""
+    d = dict(dag.nodes[name], name=new)
+    if op is not None:
+        d[_OP] = op
+    dag.add_node(new, **d)
+
+
+def replace_op(op: Any, **changes: Any) -> Any:
+    """A copy of the PrimitiveOperation ``op`` with ``changes`` to its fields."""
+    return dataclasses.replace(op, **changes)
+
+
+# -- an op's pipeline ---------------------------------------------------------------------------
+
+
+def is_blockwise(op: Any, *also: Callable[..., Any]) -> bool:
+    """Whether the PrimitiveOperation ``op`` runs Cubed's blockwise task function (or one of
+    ``also``)."""
+    return op is not None and (op.pipeline.function is apply_blockwise
+                               or op.pipeline.function in also)  # fmt: skip
+
+
+def blocks_per_input(op: Any) -> tuple[int, ...]:
+    """The most blocks a task of ``op`` reads of each input (Cubed's ``num_input_blocks``)."""
+    return tuple(op.pipeline.config.num_input_blocks)
+
+
+def first_task_keys(op: Any) -> Any:
+    """The (nested) input chunk keys the first task of ``op`` reads."""
+    first = next(iter(op.pipeline.mappable))
+    return op.pipeline.config.back_key_function(ChunkKey("out", tuple(first)))
+
+
+def task_keys(config: Any, out_coords: list) -> Any:
+    """The (nested) input chunk keys a task of the blockwise ``config`` reads."""
+    return config.back_key_function(ChunkKey("out", tuple(out_coords)))
+
+
+def with_reads(config: Any, reads_map: dict) -> Any:
+    """The blockwise ``config`` reading through ``reads_map`` (``{array name: proxy}``)."""
+    return dataclasses.replace(config, reads_map=reads_map)
+
+
+def reads_of(config: Any) -> dict:
+    """``{array name: read proxy}`` of the blockwise ``config``."""
+    return config.reads_map
+
+
+def run_with(op: Any, function: Callable[..., Any]) -> Any:
+    """A copy of the blockwise ``op`` whose tasks run ``function`` in place of Cubed's."""
+    pipeline = dataclasses.replace(op.pipeline, function=function)
+    return dataclasses.replace(op, pipeline=pipeline)
+
+
+# -- labels: every op made --------------------------------------------------------------------
+
+
+def install_op_hook(hook: Callable[[Any, str, Any], None]) -> None:
+    """Call ``hook(dag, op name, frame)`` for each op node Cubed makes (its op constructor,
+    the classmethod ``Plan._new``, through which every op is created), ``frame`` being the
+    caller of the constructor. Installed once; later calls replace the hook."""
+    import sys
+
+    _HOOK[0] = hook
+    if getattr(Plan, "_pycograd_xp_hooked", False):
+        return
+    new = Plan.__dict__["_new"].__func__
+
+    @functools.wraps(new)
+    def _new(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
+        plan = new(cls, name, *args, **kwargs)
+        first = name[0] if isinstance(name, list) and name else name
+        if not isinstance(first, str) or first not in plan.dag:  # labels never stop a plan
+            return plan
+        for op in plan.dag.predecessors(first):
+            if is_op(plan.dag, op):
+                _HOOK[0](plan.dag, op, sys._getframe(1))
+        return plan
+
+    Plan._new = classmethod(_new)
+    Plan._pycograd_xp_hooked = True
+
+
+_HOOK: list[Any] = [None]
+
+
+# -- executors ----------------------------------------------------------------------------------
+
+
+def is_processes_executor(executor: Any) -> bool:
+    """Whether ``executor`` is Cubed's local processes executor (or a subclass)."""
+    return isinstance(executor, ProcessesExecutor)
+
+
+class MeasuringProcesses(ProcessesExecutor):
+    """Cubed's processes executor with a forkserver pool of one task per worker that is shut
+    down waiting (``cubed_plugin._executors.measuring_processes`` says why): it overrides the
+    executor's private ``_async_execute_dag``."""
+
+    async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
+                                 compute_arrays_in_parallel: bool | None = None,
+                                 **kwargs: Any) -> None:  # fmt: skip
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        max_workers = kwargs.pop("max_workers", os.cpu_count())
+        if spec is not None:
+            check_runtime_memory(spec, max_workers)
+            if "use_backups" not in kwargs and use_backups_default(spec):
+                kwargs["use_backups"] = True
+        pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
+                                   mp_context=multiprocessing.get_context("forkserver"))
+        try:
+            await async_map_dag(processes_create_futures_func(pool, run_func_processes),
+                                dag=dag, callbacks=callbacks,
+                                compute_arrays_in_parallel=compute_arrays_in_parallel,
+                                **kwargs)  # fmt: skip
+        finally:
+            # waits for the tasks already running (a failed compute's included), then for
+            # every worker to stop: none outlives the compute
+            pool.shutdown(wait=True, cancel_futures=True)

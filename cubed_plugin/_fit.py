@@ -1,0 +1,360 @@
+"""Bounded-memory training on chunked data with Cubed: :func:`fit`.
+
+:func:`fit` runs gradient steps over data chunked in Zarr (far larger than memory, if need be)
+with parameters small and in memory: each step builds the loss and the gradients (one-pass or
+graph mode, see :mod:`cubed_plugin.steps`), checks every task's projected memory against
+``allowed_mem`` before running, computes them in one go, updates the parameters with a
+``pycograd_xp.optim`` transformation on NumPy, deletes the step's intermediate storage, and
+writes atomic checkpoints from which a killed run resumes with nothing lost. The executors it
+runs on are in :mod:`cubed_plugin._executors`, its callbacks in :mod:`cubed_plugin._callbacks`,
+its command line in :mod:`cubed_plugin.__main__`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import pycograd_xp as pg
+from pycograd_xp import checkpoint, optim, random
+from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
+
+from ._callbacks import MemoryRecorder, Progress
+from ._compute import SOUND, compute, refuse, warn_reserved
+from ._compute import plan as plan_of
+from ._executors import executor_of, worker_baseline
+from .memory import TaskMemoryError, TaskMemoryWarning, part_of
+from .namespace import label_ops
+from .steps import RowLoss, graph_step, one_pass_step, unflatten_sums
+
+__all__ = ["FitResult", "fit"]
+
+
+@dataclass
+class FitResult:
+    params: Any  # NumPy arrays
+    opt_state: Any
+    step: int
+    key: random.Key
+    history: dict[str, list[float]] = field(default_factory=dict)
+    memory: Any = None  # the MemoryRecorder of the run
+
+
+def _rows(data: Sequence[Any]) -> int:
+    n = int(data[0].shape[0])
+    for i, x in enumerate(data):
+        if int(x.shape[0]) != n:
+            raise ValueError(f"fit: data argument {i} has {x.shape[0]} rows, argument 0 has {n}")
+    return n
+
+
+def _batches(data: Sequence[Any], batch_rows: int | None, key: random.Key,
+             epoch: int) -> list[list[int] | None]:  # fmt: skip
+    """The epoch's batches, each the increasing numbers of the whole row chunks it takes, drawn
+    by the key: the chunks shuffled, then taken ``batch_rows`` rows at a time (those left over
+    wait for another epoch). ``[None]`` (one batch of all the data) when ``batch_rows`` is
+    None: full batch."""
+    if batch_rows is None:
+        return [None]
+    chunk = data[0].chunks[0]
+    size = chunk[0]
+    if batch_rows <= 0 or batch_rows % size or batch_rows // size > len(chunk):
+        raise ValueError(f"fit: batch_rows={batch_rows} must be a multiple of the data's row "
+                         f"chunks ({size} rows) of at most {len(chunk)} chunks: a batch is "
+                         "made of whole chunks")  # fmt: skip
+    per = batch_rows // size
+    order = np.asarray(pg.unwrap(random.permutation(random.fold_in(key, epoch), len(chunk))))
+    return [sorted(int(i) for i in order[b * per:(b + 1) * per])
+            for b in range(len(chunk) // per)]  # fmt: skip
+
+
+def _take_chunks(data: Sequence[Any], picks: list[int] | None) -> tuple[Any, ...]:
+    """The batch of row chunks ``picks`` of every data argument (all of it for None), each
+    task of a step reading one chunk as on the whole data (no ``concat``: it declared one
+    chunk of every piece per task, projections in proportion to the batch)."""
+    if picks is None:
+        return tuple(data)
+    from ._row_chunks import take_row_chunks
+
+    return tuple(take_row_chunks(x, picks) for x in data)
+
+
+def _host_params(params: Any, data: Sequence[Any], log: Callable[[str], None] | None) -> Any:
+    """``params`` as NumPy arrays (copies) of the dtype each was given in; Python numbers
+    become float64. Refuses a parameter that is not real floating point, and logs the dtype
+    each task computes in when parameters and data differ (NumPy's promotion: float64
+    parameters make a float64 copy of a float32 chunk in matmul, projected with the task)."""
+    leaves, td = pg.tree_flatten(params)
+    host = []
+    for i, a in enumerate(leaves):
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            host.append(np.array(a, dtype=np.float64))
+            continue
+        h = np.array(pg.unwrap(a))
+        if h.dtype.kind != "f":
+            raise TypeError(f"fit: parameter {i} (shape {h.shape}) has dtype {h.dtype}; "
+                            "parameters must be real floating point: give them as float32 "
+                            "or float64 arrays, e.g. np.zeros(n, dtype=np.float32)")  # fmt: skip
+        host.append(h)
+    dtypes = sorted({str(h.dtype) for h in host})
+    data_dtypes = sorted({str(np.dtype(x.dtype)) for x in data})
+    if log and len({*dtypes, *data_dtypes}) > 1:
+        common = np.result_type(*dtypes, *data_dtypes)
+        log(f"fit: parameters {'/'.join(dtypes)}, data {'/'.join(data_dtypes)}: each task "
+            f"computes in {common} (NumPy's promotion; its copies are in the projected task "
+            f"memory); the parameters stay {'/'.join(dtypes)}")  # fmt: skip
+    return pg.tree_unflatten(td, host)
+
+
+def _ckpt(directory: str | None) -> Path | None:
+    if directory is None:
+        return None
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return Path(directory) / "checkpoint.npz"
+
+
+def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
+        optimizer: optim.GradientTransformation, *, steps: int | None = None,
+        epochs: int | None = None, batch_rows: int | None = None, spec: Any = None,
+        executor: Any = None, callbacks: Sequence[Any] = (), checkpoint_dir: str | None = None,
+        checkpoint_every: int = 1, mode: str = "auto", key: random.Key | None = None,
+        progress: bool = True, log: Callable[[str], None] | None = print,
+        compute_kwargs: dict | None = None,
+        memory_overrun: str = "raise") -> FitResult:  # fmt: skip
+    """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
+    (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
+    other axes) to minimize ``loss(params, *data)``.
+
+    ``mode``: "one-pass" (the loss must be a :func:`row_loss`), "graph", or "auto" (one-pass
+    when the loss declares itself row-separable). ``steps`` or ``epochs`` (a pass over all
+    chunks); ``batch_rows`` rows per step (a multiple of the row chunk; None: full batch),
+    drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first.
+    With ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
+    ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
+    The parameters keep the floating dtype they are given in (Python numbers: float64), as in
+    JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters
+    and data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it
+    makes are in each task's projected memory.
+    ``executor``: a Cubed executor or its name ("single-threaded", "threads", "processes",
+    "dask"); ``compute_kwargs`` go to ``cubed.compute`` (for "dask",
+    ``{"compute_kwargs": {"address": cluster.scheduler_address}}`` points it at a cluster).
+
+    Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
+    refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names
+    the op and the part of the loss it computes, and proposes the chunk size for which every
+    task fits (``cubed_plugin.memory.plan_rows`` for this mode), checked with a lazy
+    ``rechunk`` of the data or, when a rechunk cannot fit, how to rewrite the data. A warning
+    (``ReservedMemWarning``) says when the Spec's ``reserved_mem`` is below what a worker of
+    ``executor`` measurably holds (``worker_baseline``; ``cubed.Spec`` defaults to 0). On
+    executors that measure tasks (``measuring_processes()``, processes, dask), a task whose
+    measured peak exceeds its projection or ``allowed_mem`` raises ``TaskMemoryError`` after
+    its step (naming the op, its part of the loss, both figures and the limit; parameters are
+    not updated with that step), or warns (``TaskMemoryWarning``) with
+    ``memory_overrun="warn"``.
+    """
+    if (steps is None) == (epochs is None):
+        raise ValueError("fit: give exactly one of steps= or epochs=")
+    if mode not in ("auto", "one-pass", "graph"):
+        raise ValueError(f"fit: mode must be 'auto', 'one-pass' or 'graph', got {mode!r}")
+    if memory_overrun not in ("raise", "warn"):
+        raise ValueError(f"fit: memory_overrun must be 'raise' or 'warn', got "
+                         f"{memory_overrun!r}")  # fmt: skip
+    one_pass = mode == "one-pass" or (mode == "auto" and isinstance(loss, RowLoss))
+    if one_pass and not isinstance(loss, RowLoss):
+        raise TypeError("fit(mode='one-pass'): the loss must be declared row-separable with "
+                        "cubed_plugin.row_loss (a per-row loss), or use mode='graph'")
+    data = tuple(pg.unwrap(x) for x in data)
+    spec = spec if spec is not None else data[0].spec
+    _rows(data)
+    key = key if key is not None else random.key(0)
+    host = _host_params(params, data, log)
+    xp = pg.namespace(np)
+    p = pg.tree_map(xp.asarray, host)
+    state = optimizer.init(p)
+    step, history = 0, {"loss": [], "seconds": []}
+    path = _ckpt(checkpoint_dir)
+    like = {"params": p, "opt_state": state, "step": 0, "key": np.asarray(key.data)}
+    if path is not None and path.exists():
+        saved = checkpoint.load(path, like)
+        p, state, step = saved["params"], saved["opt_state"], int(saved["step"])
+        key = random.Key(tuple(int(k) for k in np.asarray(saved["key"])))
+        if log:
+            log(f"resumed from {path} at step {step}")
+    per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
+    total = steps if steps is not None else epochs * max(per_epoch, 1)
+    label_ops()  # the ops of each step say which part of the loss they compute
+    recorder = MemoryRecorder()
+    ex = executor_of(executor, spec)
+    warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
+    kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
+    while step < total:
+        epoch, within = divmod(step, max(per_epoch, 1))
+        picks = _batches(data, batch_rows, key, epoch)[within]
+        t0 = time.perf_counter()
+        host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+        work = _work_snapshot(spec)
+        targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
+        refuse(plan_of(*targets, optimize_function=kw["optimize_function"]),
+               f"fit: step {step + 1} ({'one-pass' if one_pass else 'graph'} mode) is refused "
+               "before running",
+               functools.partial(_advice, loss, host_p, data, one_pass, batch_rows,
+                                 spec))  # fmt: skip
+        value, grads = finish(compute(*targets, executor=ex, callbacks=[*callbacks, recorder,
+                              Progress(f"step {step + 1}", disable=not progress)], **kw))
+        _clean_work(spec, work)
+        _measured_within(recorder, step + 1, memory_overrun, ex, spec)
+        # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
+        grads = pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"fit: the loss is {value} at step {step + 1}; lower the "
+                                     "learning rate or check the data")  # fmt: skip
+        updates, state = optimizer.update(pg.tree_map(xp.asarray, grads), state, p)
+        p = optim.apply_updates(p, updates)
+        p = pg.tree_map(lambda a: xp.asarray(np.array(pg.unwrap(a))), p)  # materialized
+        step += 1
+        history["loss"].append(value)
+        history["seconds"].append(time.perf_counter() - t0)
+        if log:
+            log(f"step {step}/{total}  loss {value:.6f}  ({history['seconds'][-1]:.2f} s, "
+                f"{rows} rows)")  # fmt: skip
+        if path is not None and (step % checkpoint_every == 0 or step == total):
+            checkpoint.save(path, {"params": p, "opt_state": state, "step": step,
+                                   "key": np.asarray(key.data)})  # fmt: skip
+    out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+    return FitResult(out, state, step, key, history, recorder)
+
+
+def _step(loss: Callable[..., Any], host_p: Any, data: tuple, picks: list[int] | None,
+          spec: Any, one_pass: bool) -> tuple[list, Callable[[Any], Any], int]:  # fmt: skip
+    """One step of :func:`fit` on the batch of row chunks ``picks`` of ``data``: the lazy arrays
+    it computes, the function that turns their computed values into (loss, gradients), and
+    the batch's rows."""
+    batch = _take_chunks(data, picks)
+    rows = _rows(batch)
+    if one_pass:
+        total_sums, td, shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
+        return [total_sums], lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows,
+                                                         loss.reduction), rows  # fmt: skip
+    v, g = graph_step(loss, host_p, batch, spec)
+    return [v, g], lambda vg: (float(vg[0]), vg[1]), rows
+
+
+def _shape(x: Any, n: int) -> tuple[int, ...]:
+    return (n, *(int(s) for s in x.shape[1:]))
+
+
+def _advice(loss: Callable[..., Any], host_p: Any, data: tuple, one_pass: bool,
+            batch_rows: int | None, spec: Any) -> str:  # fmt: skip
+    """The way out of a refused step: the row chunk for which every task of ``fit``'s step
+    fits (``plan_rows`` in fit's mode), checked with the data rechunked lazily to it; when that
+    rechunk cannot fit, how to rewrite the data with that chunk."""
+    from ._cubed_seam import op_nodes, plan_dag
+    from .memory import plan_rows
+
+    mode = "one-pass" if one_pass else "graph"
+    rows, have = int(data[0].shape[0]), int(data[0].chunks[0][0])
+    specs = [pg.memory.spec(tuple(x.shape), str(x.dtype)) for x in data]
+    batch = f", batch_rows={batch_rows}" if batch_rows is not None else ""
+    call = (f"cubed_plugin.memory.plan_rows(loss, params, *data_specs, rows={rows}, "
+            f"data={tuple(range(1, len(data) + 1))}, mode={mode!r}{batch}, backend=spec)")
+    try:
+        n, projection = plan_rows(loss, host_p, *specs, rows=rows,
+                                  data=tuple(range(1, len(data) + 1)), mode=mode,
+                                  batch_rows=batch_rows, backend=spec)  # fmt: skip
+    except MemoryLimitError as e:
+        return f"no chunk size fits: {e}"
+    head = (f"chunks of at most {n:,} rows fit in {mode} mode (largest task "
+            f"{format_bytes(projection.max_task_bytes)}: {call}); the data has chunks of "
+            f"{have:,} rows")
+    if n >= have:
+        return (f"{head}: the op refused here does not shrink with the row chunk (data "
+                "computed lazily rather than stored is copied per batch: write it with "
+                "cubed.to_zarr first); raise allowed_mem")  # fmt: skip
+    code = "; ".join(f"data[{i}] = data[{i}].rechunk({_shape(x, n)})" for i, x in enumerate(data))
+    try:
+        rechunked = tuple(x.rechunk(_shape(x, n)) for x in data)
+    except ValueError as e:  # Cubed plans no rechunk whose source chunk exceeds the budget
+        why = f"Cubed cannot plan it in this budget ({e})"
+    else:
+        picks = _batches(rechunked, batch_rows, random.key(0), 0)[0]
+        p = plan_of(*_step(loss, host_p, rechunked, picks, spec, one_pass)[0])
+        dag = plan_dag(p)
+        over = [(name, op) for name, op in op_nodes(dag) if op.projected_mem > op.allowed_mem]
+        if not over:
+            return (f"{head}. Rechunk it lazily ({code}): checked, every task of the step "
+                    f"then fits (largest {format_bytes(p.max_projected_mem)}); every step then "
+                    "rechunks the chunks it reads again, so to do it once write the rechunked "
+                    "data to Zarr (cubed.to_zarr(x.rechunk(...), path); then "
+                    "cubed.from_zarr(path))")  # fmt: skip
+        name, op = max(over, key=lambda o: o[1].projected_mem)
+        need, limit = format_byte_pair(op.projected_mem, op.allowed_mem)
+        why = (f"{name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem "
+               f"{limit}")
+    shapes = ", ".join(f"data argument {i} with chunks {_shape(x, n)}"
+                       for i, x in enumerate(data))  # fmt: skip
+    return (f"{head}. A lazy rechunk ({code}) cannot fit: {why}; a rechunk holds whole stored "
+            f"chunks of {have:,} rows. Rewrite the data once, outside this budget: {shapes}; "
+            "e.g. cubed.to_zarr(x.rechunk(chunks), path) under a Spec with a larger "
+            "allowed_mem, or zarr.open_array(path, mode='w', shape=x.shape, dtype=x.dtype, "
+            "chunks=chunks) filled one stored chunk at a time; then train on "
+            "cubed.from_zarr(path)")
+
+
+def _measured_within(recorder: Any, step: int, memory_overrun: str, executor: Any,
+                     spec: Any) -> None:  # fmt: skip
+    """Raise :class:`TaskMemoryError` (or warn) if a task of the step just computed measured
+    more than its projection or ``allowed_mem``."""
+    over = recorder.overruns(recorder.steps[-1]) if recorder.steps else []
+    if not over:
+        return
+    try:
+        base = worker_baseline(executor, work_dir=spec.work_dir)
+    except RuntimeError:
+        base = None
+    reserved = over[0].reserved
+    if base is not None and reserved < base:
+        have, need = format_byte_pair(reserved, base)
+        why = (f"reserved_mem {have} is below the {need} a worker of this executor holds "
+               "before any data (cubed_plugin.worker_baseline): make the spec with "
+               "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem")
+    else:
+        why = ("the projection is a promise this task broke: a bug of cubed_plugin's "
+               "projections; please report it with this message, and raise allowed_mem and "
+               "reserved_mem meanwhile")
+    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+
+    if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
+        why += (" (Cubed's processes executor reports for each task the most its worker has "
+                "held, the peak of the process that started it included: "
+                "cubed_plugin.train.measuring_processes() measures each task on its own)")
+    lines = "; ".join(str(o) for o in over[:3])
+    more = f" (and {len(over) - 3} more ops)" if len(over) > 3 else ""
+    message = f"fit: step {step} measured task memory over budget: {lines}{more}. {why}"
+    if memory_overrun == "warn":
+        warnings.warn(message, TaskMemoryWarning, stacklevel=3)
+    else:
+        raise TaskMemoryError(message, over, recorder)
+
+
+def _work_snapshot(spec: Any) -> set[str]:
+    root = spec.work_dir
+    if root is None or not os.path.isdir(root):
+        return set()
+    return {str(q) for q in Path(root).rglob("*.zarr") if q.is_dir()}
+
+
+def _clean_work(spec: Any, before: set[str]) -> None:
+    """Delete the intermediate storage a step wrote (Cubed deletes it only at process exit: a
+    long run would fill the disk)."""
+    for q in _work_snapshot(spec) - before:
+        shutil.rmtree(q, ignore_errors=True)
