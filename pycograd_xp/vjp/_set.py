@@ -6,7 +6,7 @@ counts and ``isin`` are integers or booleans: no gradient."""
 from __future__ import annotations
 
 from .._primitive import defvjp, nondifferentiable
-from ._indexing import _scatter
+from ..ops.indexing import _scatter
 
 
 def _unique_all(ns, g, out, x, /):

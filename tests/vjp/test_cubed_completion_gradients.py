@@ -137,7 +137,7 @@ def test_pad_back_any_step_any_chunking(cxp):
     """The immutable-backend backward of ``x[key]`` on raw Cubed, for steps of either sign and
     several chunkings of the cotangent and of ``x`` (negative steps: Cubed's own indexing
     refuses them, other immutable backends may not)."""
-    from pycograd_xp.vjp._indexing import _pad_back
+    from pycograd_xp.ops.indexing import _pad_back
 
     bk = cxp._backend.xp
     cases = []
