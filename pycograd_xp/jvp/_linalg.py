@@ -3,11 +3,12 @@ decompositions derived from their VJP rules (see ``_helpers.transposed``)."""
 
 from __future__ import annotations
 
+from .._primitive import REGISTRY
 from ..ops._rules.jvp import linear_rows, transposed_rows
-from ._linear_algebra import bilinear
+from ..ops.linear_algebra import bilinear
 
-bilinear("linalg.outer")
-bilinear("linalg.cross")
+for _n in ("linalg.outer", "linalg.cross"):  # transitional, until linalg moves to ops/linalg.py
+    REGISTRY[_n].defjvp(bilinear(REGISTRY[_n]))
 linear_rows("linalg.diagonal", "linalg.trace")
 transposed_rows(
     "linalg.cholesky", "linalg.det", "linalg.eig", "linalg.eigh", "linalg.eigvals",
