@@ -53,8 +53,21 @@ def assert_same(got, want) -> None:
         return
     assert isinstance(got, pycograd_xp.Array), type(got)
     assert tuple(got.shape) == tuple(want.shape)
-    assert str(as_numpy(got).dtype) == str(as_numpy(want).dtype)
-    np.testing.assert_array_equal(as_numpy(got), as_numpy(want))
+    g, w = as_numpy(got), as_numpy(want)
+    assert str(g.dtype) == str(w.dtype)
+    if np.iscomplexobj(w):
+        # Where a part overflowed, the other part is a difference of products past overflow,
+        # which NumPy's loops (vectorised or not, fused multiply-add or not) round differently
+        # (complex128 multiply near 1e154: -3.59e292+infj against -3.99e292+infj): there each
+        # part's kind must match (finite, +inf, -inf, nan), not the finite part's value.
+        def kind(x):
+            return np.where(np.isnan(x), 2.0, np.where(np.isinf(x), 3.0 * np.sign(x), 0.0))
+
+        over = ~np.isfinite(w)
+        for part in (np.real, np.imag):
+            np.testing.assert_array_equal(kind(part(g))[over], kind(part(w))[over])
+        g, w = np.where(over, 0, g), np.where(over, 0, w)
+    np.testing.assert_array_equal(g, w)
 
 
 def to_ns(ns, a):
