@@ -80,7 +80,7 @@ def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunk
     the block at offset ``i`` draws from ``fold_in(k, i)``."""
     _check(k, where)
     if any(isinstance(d, HostScalar) for d in k.data):  # a key compile replays with new values
-        from ._compile import host_array
+        from ._compile._recorder import host_array
 
         return host_array(lambda *data: draw(_generator(Key(data)), shape), k.data,
                           tuple(shape), dtype)  # fmt: skip

@@ -479,7 +479,7 @@ def test_a_vjps_mask_selects_into_the_dead_cotangent():
 def test_calls_that_read_no_argument_are_folded_once():
     """Constant folding: a loss's seed cotangent (ones, a division, expand_dims, broadcast_to)
     is computed when the replay is generated, not on every call; the values stay the same."""
-    from pycograd_xp import _compile
+    from pycograd_xp._compile import _passes as _compile
 
     def loss(w):
         return -xp.sum(w * w) / 8.0
@@ -524,3 +524,50 @@ def test_folding_leaves_written_returned_and_closed_over_arrays_alone():
     data[0] = 100.0  # a closed-over array an argument meets is read afresh by each replay
     _same(compiled(w), f(w))
     assert "c0" not in compiled.source(w)  # nothing here reads no argument and stays unwritten
+
+
+def test_the_schedule_prints_one_line_per_step():
+    """``compiled.schedule(...)``: what each replayed call computes, from what, into which dead
+    buffer it may write, and what is freed after it; the same steps as the generated source."""
+
+    def loss(w):
+        return xp.sum(xp.sin(w) * w) / 2.0
+
+    c = pg.compile(pg.value_and_grad(loss))
+    w = xp.asarray(np.linspace(0.0, 1.0, 3000))
+    sched = c.schedule(w)
+    text = str(sched)
+    lines = text.splitlines()
+    assert lines[0] == "in: t0: float64[3000]" and lines[-1].startswith("out: ")
+    steps = [ln for ln in lines if ln[:4].strip().isdigit()]
+    assert len(steps) == len(sched.steps) == c.traces[0].calls
+    assert steps[0].split() == ["0", "t1:", "float64[3000]", "=", "sin(t0)"]
+    assert any("= sum(t2, " in ln and ln.endswith("free t2") for ln in steps)
+    assert sum("if free]" in ln for ln in steps) == c.traces[0].elided > 0
+    assert any("(folded)" in ln for ln in lines)  # the seed cotangent, computed once
+    source = c.source(w)
+    assert source.count(" if _rc(") == c.traces[0].elided
+    assert source.count("    del ") == sum(" free " in ln for ln in steps)
+
+
+def test_the_passes_run_alone():
+    """Dead code elimination, liveness and in-place reuse are plain functions of the IR."""
+    from pycograd_xp._compile import _ir, _passes
+    from pycograd_xp._primitive import REGISTRY
+
+    sin, add = REGISTRY["sin"], REGISTRY["add"]
+    meta = [_ir.Meta((4096,), np.dtype("float64"), True) for _ in range(4)]
+
+    def row(prim, reads, out):
+        return _ir.RowCall(prim=prim, args=tuple(_ir.Sym(n) for n in reads), kwargs={},
+                           outs=_ir.Sym(out), reads=list(reads), writes=[out])  # fmt: skip
+
+    calls = [row(sin, [0], 1), row(sin, [0], 2), row(add, [1, 0], 3)]  # t2 is never used
+    live, hosts = _passes.eliminate_dead_code(calls, [_ir.Sym(3)], [], {})
+    assert live == [calls[0], calls[2]] and hosts == set()
+    last = _passes.liveness(live)
+    assert last == {0: 1, 1: 1, 3: 1}
+    backend = pg.namespace(np)._backend
+    reuse = _passes.inplace_reuse(meta, live, last, {0, 3}, backend)
+    assert list(reuse) == [1] and reuse[1].into == 1 and reuse[1].how == "operator"
+    assert _passes.inplace_reuse(meta, live, last, {0, 1, 3}, backend) == {}

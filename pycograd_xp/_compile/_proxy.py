@@ -17,11 +17,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ._abstract import CURRENT
-from ._host import HostScalar, NoValue
-from ._primitive import REGISTRY
-from .namespace._array import install_backend_operators
-from .namespace._backend import _BY_XP, Backend
+from .._abstract import CURRENT
+from .._host import HostScalar, NoValue
+from .._primitive import REGISTRY
+from ..namespace._array import install_backend_operators
+from ..namespace._backend import _BY_XP, Backend
+from ._ir import GETITEM, SETITEM, row_function
 
 
 class Proxy(NoValue):
@@ -91,15 +92,13 @@ def real(v: Any) -> Any:
 
 
 def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]:
-    from ._compile import _backend_function
-
-    if prim.name == "__getitem__":
+    if prim is GETITEM:
         fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
-    elif prim.name == "__setitem__":
+    elif prim is SETITEM:
         def fn(x: Any, key: Any, value: Any) -> None:
             x[key] = value
     else:
-        fn = _backend_function(("row", prim), target)
+        fn = row_function(prim, target)
 
     def f(*args: Any, **kwargs: Any) -> Any:
         rec = CURRENT.recorder
@@ -116,7 +115,7 @@ _CACHE: dict[str, Any] = {}
 
 def recording(target: Backend) -> Any:
     """The differentiable namespace over the recording module of ``target`` (cached)."""
-    from .namespace._build import build
+    from ..namespace._build import build
 
     ns = _CACHE.get(target.name)
     if ns is not None:

@@ -1,0 +1,258 @@
+"""The passes over a recorded trace, each a plain function of the IR (:mod:`._ir`): dead code
+elimination, constant folding, liveness, the projected peak (the memory model over the
+schedule) and in-place reuse. :func:`schedule` runs them in order."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .._abstract import CALL_SLACK
+from .._host import HostScalar
+from .._primitive import REGISTRY
+from ..memory._project import _overhead
+from ..namespace._backend import _zero_bits
+from ._ir import (
+    SETITEM,
+    WHERE,
+    Call,
+    Host,
+    Meta,
+    Reuse,
+    RowCall,
+    Schedule,
+    Sym,
+    collect_hosts,
+    size,
+)
+
+# compile evaluates once, when it generates the replay, the calls that read no argument (a
+# loss's seed cotangent: ones, a division, expand_dims, broadcast_to), each result owning at
+# most this many bytes: the replay binds the results instead of calling the backend again.
+FOLD_MAX_BYTES = 64 * 1024
+
+# Results at least this large are written into a dead operand's buffer (smaller ones gain
+# nothing: the check would cost more than the allocation it saves).
+ELIDE_MIN_BYTES = 8 * 1024
+
+# Elementwise rows with an in-place operator of the standard (the result may go into a dead
+# operand's buffer), and the commutative ones (either operand's buffer will do).
+_INPLACE = {REGISTRY["add"]: operator.iadd, REGISTRY["subtract"]: operator.isub,
+            REGISTRY["multiply"]: operator.imul, REGISTRY["divide"]: operator.itruediv}  # fmt: skip
+_COMMUTATIVE = frozenset({REGISTRY["add"], REGISTRY["multiply"]})
+
+
+def eliminate_dead_code(calls: list[Call], outputs: list[Any], host_list: list[HostScalar],
+                        hosts: dict[int, int]) -> tuple[list[Call], set[int]]:  # fmt: skip
+    """The calls some result of which is used (by the ``outputs`` templates or a later kept
+    call) or that write into a buffer, and the host expressions they and the outputs need
+    (``host_list``: the recorder's expressions, ``hosts``: id of each -> its index)."""
+    needed: set[int] = {t.n for t in outputs if type(t) is Sym}
+    needed_hosts: set[int] = {t.n for t in outputs if type(t) is Host}
+    keep = [False] * len(calls)
+    for j in range(len(calls) - 1, -1, -1):
+        c = calls[j]
+        if c.mutates is not None or any(w in needed for w in c.writes):
+            keep[j] = True
+            needed.update(c.reads)
+            collect_hosts((c.args, c.kwargs), needed_hosts)
+    for n in range(len(host_list) - 1, -1, -1):  # and what those host numbers need
+        if n in needed_hosts:
+            needed_hosts.update(hosts[id(a)] for a in host_list[n].args
+                                if isinstance(a, HostScalar))  # fmt: skip
+    return [c for c, k in zip(calls, keep, strict=True) if k], needed_hosts
+
+
+def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set[int],
+                   outputs: set[int], backend: Any) -> dict[int, Any]:  # fmt: skip
+    """Constant folding: the values of the symbols that depend on no argument and no host
+    number, made by pure calls (rows and operators, no write into a buffer), into buffers the
+    replay never writes, and that are no output of the function (a caller may write into an
+    output). ``rewraps(n)``: whether symbol ``n`` is wrapped back into a 0-d array. A lazy
+    backend folds nothing: its arrays belong to one computation."""
+    if backend.lazy:
+        return {}
+
+    def owner(n: int) -> int:
+        return n if meta[n].owns or meta[n].base is None else meta[n].base
+
+    # buffers written in place, and those an output (or a view the caller gets) lives in
+    written = {owner(c.mutates) for c in live if c.mutates is not None}
+    written |= {owner(n) for n in outputs}
+    arrays = backend.array_type  # a closed-over array: read afresh by each replay, never folded
+    values: dict[int, Any] = {}
+    to_array = backend.scalar_to_array
+    for c in live:
+        if (not c.pure or c.mutates is not None or not c.writes or c.prim is SETITEM
+                or _has_host((c.args, c.kwargs), arrays)
+                or any(n not in values for n in c.reads)
+                or any(n in inputs or owner(n) in written
+                       or meta[n].nbytes > FOLD_MAX_BYTES for n in c.writes)):  # fmt: skip
+            continue
+        try:
+            f = c.function(backend)
+            args = _evaluate(c.args, values, backend.xp)
+            kwargs = {k: _evaluate(v, values, backend.xp) for k, v in c.kwargs.items()}
+            result = f(*args, **kwargs)
+        except Exception:  # noqa: BLE001  (never worse than not folding: the replay calls it)
+            continue
+        outs = [(c.outs, result)] if type(c.outs) is Sym else list(zip(c.outs, result,
+                                                                         strict=True))  # fmt: skip
+        for sym, v in outs:
+            if sym is None:
+                continue
+            if to_array is not None and rewraps(sym.n):
+                v = to_array(v)
+            values[sym.n] = v
+    return values
+
+
+def _has_host(v: Any, arrays: type) -> bool:
+    """Whether a template holds a host number or an array of the backend (one the function
+    closes over, which the caller may write between calls)."""
+    t = type(v)
+    if t is Host or isinstance(v, arrays):
+        return True
+    if t is tuple or t is list:
+        return any(_has_host(e, arrays) for e in v)
+    if t is dict:
+        return any(_has_host(e, arrays) for e in v.values())
+    return t is slice and any(type(p) is Host for p in (v.start, v.stop, v.step))
+
+
+def _evaluate(v: Any, values: dict[int, Any], xp: Any) -> Any:
+    """A template's value with the folded symbols' values (what the replay's text says)."""
+    t = type(v)
+    if t is Sym:
+        return values[v.n]
+    if t is tuple or t is list:
+        return t(_evaluate(e, values, xp) for e in v)
+    if isinstance(v, np.dtype):
+        return getattr(xp, v.name)
+    return v
+
+
+def liveness(steps: list[Call]) -> dict[int, int]:
+    """Each symbol's last use: the index of the last step that reads or writes it."""
+    last: dict[int, int] = {}
+    for j, c in enumerate(steps):
+        for n in c.reads:
+            last[n] = j
+        for n in c.writes:
+            last.setdefault(n, j)
+            last[n] = max(last[n], j)
+    return last
+
+
+def projected_peak(meta: list[Meta], steps: list[Call], last: dict[int, int], held: list[int],
+                   protected: set[int], events: list | None = None) -> int:  # fmt: skip
+    """The replay's peak bytes by the memory model: the arrays ``held`` from the start (the
+    arguments, the folded constants), each call's new outputs and its transients (the rows'
+    memory rules), each buffer freed when its owner and every view of it are dead (the
+    ``del`` lines). Writes into dead buffers are counted as fresh allocations (the guard may
+    refuse them): an upper bound. ``events`` (memory.project's rows) gets per call ``(call,
+    name, outputs, transient, live after, peak during)``."""
+    owner = {n: (n if m.owns else m.base) for n, m in enumerate(meta)}
+    end: dict[int, int] = {}  # owner -> the call after which its buffer is dead
+    kept = set(protected)
+    for n, j in last.items():
+        o = owner.get(n)
+        if o is None:
+            continue
+        if n in protected:
+            kept.add(o)
+        end[o] = max(end.get(o, j), j)
+    frees: dict[int, int] = {}
+    for o, j in end.items():
+        if o not in kept:
+            frees[j] = frees.get(j, 0) + meta[o].nbytes
+    current = sum(meta[n].nbytes for n in set(held))
+    peak = current
+    for j, c in enumerate(steps):
+        new = 0 if c.mutates is not None else sum(meta[n].nbytes for n in c.writes)
+        peak = max(peak, current + new + c.transient + CALL_SLACK)
+        if events is not None:
+            outs = [(meta[n].shape, np.dtype(meta[n].dtype).name,
+                     0 if c.mutates is not None else meta[n].nbytes) for n in c.writes]
+            events.append((c, c.name, outs, c.transient + CALL_SLACK,
+                           current + new - frees.get(j, 0),
+                           current + new + c.transient + CALL_SLACK))  # fmt: skip
+        current += new - frees.get(j, 0)
+    return peak + _overhead(len(steps))
+
+
+def inplace_reuse(meta: list[Meta], steps: list[Call], last: dict[int, int],
+                  protected: set[int], backend: Any) -> dict[int, Reuse]:  # fmt: skip
+    """The steps whose result may go into a dead operand's buffer (the replay checks that
+    nothing else holds it): on backends that write in place safely (``owns_buffer``)."""
+    if backend.owns_buffer is None:
+        return {}
+    found = {}
+    for j, c in enumerate(steps):
+        if type(c) is RowCall and not c.kwargs:
+            r = _reuse(c, j, meta, last, protected, backend)
+            if r is not None:
+                found[j] = r
+    return found
+
+
+def _reuse(c: RowCall, j: int, meta: list[Meta], last: dict[int, int], protected: set[int],
+           backend: Any) -> Reuse | None:  # fmt: skip
+    prim = c.prim
+    if type(c.outs) is not Sym:
+        return None
+    out = meta[c.outs.n]
+    if out.dtype.itemsize * size(out.shape) < ELIDE_MIN_BYTES:
+        return None
+
+    def dead_operand(a: Any) -> int | None:
+        if type(a) is not Sym or a.n in protected or last.get(a.n) != j:
+            return None
+        m = meta[a.n]
+        return a.n if m.owns and m.shape == out.shape and m.dtype == out.dtype else None
+
+    if prim.kind == "binary" and prim in _INPLACE:
+        x1, x2 = c.args
+        n = dead_operand(x1)
+        if n is None and prim in _COMMUTATIVE:
+            n = dead_operand(x2)
+            x1, x2 = x2, x1
+        if n is None:
+            return None
+        return Reuse("operator", n, _INPLACE[prim], (x2,))
+    if prim is WHERE and backend.select is not None and len(c.args) == 3 and not c.kwargs:
+        # where(c, x, 0) into x's dead buffer (a VJP's mask: relu's), as the eager rule writes
+        # an owned cotangent; the select capability takes out= (NumPy's blend, in place)
+        cond, x1, x2 = c.args
+        n = dead_operand(x1)
+        if n is None or not _zero_bits(x2):
+            return None
+        return Reuse("select", n, backend.select, (cond, x2))
+    if prim.kind == "unary" and backend.takes_out is not None:
+        f = c.function(backend)
+        if not backend.takes_out(f):
+            return None
+        n = dead_operand(c.args[0])
+        if n is None:
+            return None
+        return Reuse("out", n, f)
+    return None
+
+
+def schedule(calls: list[Call], meta: list[Meta], rewraps: Any, host_list: list[HostScalar],
+             hosts: dict[int, int], inputs: list[int], outputs: list[Any], backend: Any,
+             events: list | None = None) -> tuple[Schedule, int]:  # fmt: skip
+    """The passes in order over a trace's ``calls``: the schedule, and its projected peak."""
+    live, needed_hosts = eliminate_dead_code(calls, outputs, host_list, hosts)
+    protected_outs = {t.n for t in outputs if type(t) is Sym}
+    folded = fold_constants(meta, rewraps, live, set(inputs), protected_outs, backend)
+    live = [c for c in live if not (c.writes and all(n in folded for n in c.writes))]
+    last = liveness(live)
+    # the folded constants live as long as the replay: never freed, never written in place
+    protected = set(inputs) | protected_outs | set(folded)
+    peak = projected_peak(meta, live, last, [*inputs, *folded], protected, events)
+    reuse = inplace_reuse(meta, live, last, protected, backend)
+    return Schedule(meta, inputs, live, needed_hosts, folded, last, protected, reuse,
+                    outputs), peak  # fmt: skip
