@@ -12,7 +12,7 @@ import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -79,8 +79,6 @@ class Call:
     writes: list[int] = field(default_factory=list)
     transient: int = 0  # bytes the call allocates beyond its outputs (the row's memory rule)
 
-    pure: ClassVar[bool] = False  # a row's own function: may be folded, or written in place
-
     @property
     def name(self) -> str:
         raise NotImplementedError
@@ -97,8 +95,6 @@ class RowCall(Call):
 
     prim: Any
     via: Callable[..., Any] | None = None
-
-    pure: ClassVar[bool] = True
 
     @property
     def name(self) -> str:

@@ -76,7 +76,8 @@ def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set
         return {}
 
     def owner(n: int) -> int:
-        return n if meta[n].owns or meta[n].base is None else meta[n].base
+        base = meta[n].base
+        return n if meta[n].owns or base is None else base
 
     # buffers written in place, and those an output (or a view the caller gets) lives in
     written = {owner(c.mutates) for c in live if c.mutates is not None}
@@ -85,7 +86,7 @@ def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set
     values: dict[int, Any] = {}
     to_array = backend.scalar_to_array
     for c in live:
-        if (not c.pure or c.mutates is not None or not c.writes or c.prim is SETITEM
+        if (not isinstance(c, RowCall) or c.mutates is not None or not c.writes or c.prim is SETITEM
                 or _has_host((c.args, c.kwargs), arrays)
                 or any(n not in values for n in c.reads)
                 or any(n in inputs or owner(n) in written

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,8 +59,8 @@ class Recorder:
 
     def __init__(self, backend: Any) -> None:
         # the target backend's dtype objects (by id: they live as long as its module) as NumPy's
-        self.dtypes = {id(getattr(backend.xp, n)): np.dtype(n) for n in DTYPE_NAMES
-                       if hasattr(backend.xp, n)}  # fmt: skip
+        self.dtypes: dict[int, Any] = {id(getattr(backend.xp, n)): np.dtype(n)
+                                       for n in DTYPE_NAMES if hasattr(backend.xp, n)}  # fmt: skip
         self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
         self.ex = (self.dtypes, backend.array_type)
         self.chunked = backend.chunked
@@ -75,7 +75,7 @@ class Recorder:
         self.host_list: list[HostScalar] = []
 
     # symbols
-    def new(self, a: AbstractArray) -> int:
+    def new(self, a: AbstractArray | Proxy) -> int:
         n = len(self.meta)
         self.ids[id(a)] = n
         self.keep.append(a)
@@ -188,7 +188,7 @@ class Recorder:
 
     def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
         prim = REGISTRY[fname]
-        prim.shape(ABSTRACT, x, examples(other, *self.ex))  # validates them
+        cast(Callable[..., Any], prim.shape)(ABSTRACT, x, examples(other, *self.ex))  # validates
         reads: list[int] = []
         targs = self.template((x, other), fname, reads)
         n = self.sym(x, fname)
@@ -342,6 +342,7 @@ def record(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
     for i, leaf in enumerate(leaves):
         t = type(leaf)
         if isinstance(leaf, Array):
+            a: AbstractArray | Proxy
             if lazy:  # the real lazy array, proxied
                 a = rec.by_real[id(leaf._data)] = Proxy(leaf._data, A._backend.xp)
             else:
