@@ -296,8 +296,10 @@ def show(v: Any) -> str:
     if t is Sym or t is Host:
         return repr(v)
     if t is tuple:
-        return "(" + "".join(show(e) + ", " for e in v) + ")" if len(v) == 1 else \
-            "(" + ", ".join(show(e) for e in v) + ")"  # fmt: skip
+        return f"({show(v[0])},)" if len(v) == 1 else "(" + ", ".join(show(e) for e in v) + ")"
+    if t is slice:
+        parts = ["" if p is None else show(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
     if t is list:
         return "[" + ", ".join(show(e) for e in v) + "]"
     if isinstance(v, np.dtype):

@@ -38,11 +38,15 @@ class TracingError(TypeError):
     """A compiled function needed an array's value (or a data-dependent shape) while tracing."""
 
 
-# ``zeros_like(x)`` and kin read only ``x``'s shape and dtype: recorded as ``zeros(shape, ...)``
-# each *_like row and the row that makes the same array from a shape (its replay needs only x's
-# shape, so x may be freed earlier)
-_FROM_SHAPE = {REGISTRY[f"{kind}_like"]: REGISTRY[kind] for kind in ("zeros", "ones", "empty",
-                                                                      "full")}  # fmt: skip
+# Each *_like row and the row that makes the same array from a shape: ``zeros_like(x)`` reads
+# only ``x``'s shape and dtype, so it is recorded as ``zeros(shape, dtype=...)`` and ``x`` may be
+# freed earlier.
+_FROM_SHAPE = {
+    REGISTRY["zeros_like"]: REGISTRY["zeros"],
+    REGISTRY["ones_like"]: REGISTRY["ones"],
+    REGISTRY["empty_like"]: REGISTRY["empty"],
+    REGISTRY["full_like"]: REGISTRY["full"],
+}
 
 TRACED = (AbstractArray, Proxy)  # the array types a trace runs on
 
