@@ -392,13 +392,17 @@ def _name(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
+def _compiled(f: Any) -> bool:
+    """Whether ``f`` is a compiled function (``pycograd_xp.compile``): one that gives its replay
+    plan. Asked of the object, so that memory, below compile, does not import it."""
+    return callable(getattr(f, "replay_plan", None)) and callable(getattr(f, "source", None))
+
+
 def _which(f: Any, argnums: int | Sequence[int] | None) -> int | tuple[int, ...]:
     """``argnums`` resolved: None is ``()`` for compiled functions and for functions that
     differentiate inside, ``0`` otherwise."""
     if argnums is None:
-        from .._compile import Compiled
-
-        return () if isinstance(f, Compiled) or getattr(f, AS_IS, False) else 0
+        return () if _compiled(f) or getattr(f, AS_IS, False) else 0
     return argnums if isinstance(argnums, int) else tuple(argnums)
 
 
@@ -535,13 +539,11 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
                 "stays in memory, to the parameters' bytes"
             )
         return chunked.projector(f, *args, argnums=nums, backend=backend, **kwargs)
-    from .._compile import Compiled
-
     A = abstract_namespace()
     prev_tracker, prev_redirect = CURRENT.tracker, REDIRECT.ns
     REDIRECT.ns = A
     try:
-        if nums == () and isinstance(f, Compiled):
+        if nums == () and _compiled(f):
             return _replay(f, A, args, kwargs)
         if nums == ():
             step, argument_bytes, boundary = _tracked(f, A, args, kwargs)
@@ -643,9 +645,7 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
     nums = _which(f, argnums)
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
     if nums == ():
-        from .._compile import Compiled
-
-        if isinstance(f, Compiled):
+        if _compiled(f):
             f.source(*args, **kwargs)  # traces (once per structure) without running
         runs = [lambda: f(*args, **kwargs)]
     else:
