@@ -15,17 +15,8 @@ leading axis.
 import importlib
 import importlib.util
 
-from .._primitive import REGISTRY
 from ..namespace._table import CATEGORY_MODULES
 
 for _m in CATEGORY_MODULES:  # transitional: the categories not yet moved to pycograd_xp.ops
     if importlib.util.find_spec(f"{__name__}.{_m}") is not None:
         importlib.import_module(f".{_m}", __name__)
-
-# transitional: rows of categories not yet moved that take only Python values (a shape), as
-# creation's empty/eye/ones/zeros (ops/creation.py, SHAPE_ONLY); each declares it in its own
-# block once its category moves to pycograd_xp.ops.
-for _name in ("fft.fftfreq", "fft.rfftfreq", "broadcast_shapes"):
-    _row = REGISTRY[_name]
-    if _row.batch is None and _row.unbatchable is None:
-        _row.cannot_batch(REGISTRY["empty"].unbatchable)

@@ -23,15 +23,11 @@ import numpy as np
 
 from .._primitive import primitive
 from ..namespace._array import detach
-from ._rules.batching import batch_size, batched, constant_like, to_rank
+from ._rules.batching import SHAPE_ONLY, batch_size, batched, constant_like, to_rank
 from ._rules.jvp import linear
 from ._rules.shapes import constant, elementwise_out, is_array, new, view
 
 # -- kits shared by the rows below ---------------------------------------------------------------
-
-# Why vmap cannot batch a row that takes only Python values (other categories' rows too:
-# fft.fftfreq, fft.rfftfreq, broadcast_shapes).
-SHAPE_ONLY = "it takes only Python values (a shape), never a batched array"
 
 
 def on_batched(row: Any) -> Any:

@@ -39,7 +39,7 @@ import array_api_compat.numpy as npx
 import numpy as np
 
 from .._primitive import primitive
-from ._rules.batching import fn, shift
+from ._rules.batching import SHAPE_ONLY, fn, shift
 from ._rules.jvp import linear
 from ._rules.shapes import native, new
 from ._rules.vjp import made_like, zeros_beside
@@ -580,9 +580,9 @@ def _freq_shape(name):
     return rule, memory
 
 
-# (their batching: unbatchable, declared with the creation rows that take only Python values)
 for _row in (fftfreq, rfftfreq):
     _row.nondifferentiable()
+    _row.cannot_batch(SHAPE_ONLY)
     _rule, _memory = _freq_shape(_row.short_name)
     _row.defshape(_rule, memory=_memory)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._abstract import AbstractArray
 from .._primitive import UnbatchableError, primitive
-from ._rules.batching import batch_size, batched, shift, to_rank
+from ._rules.batching import SHAPE_ONLY, batch_size, batched, shift, to_rank
 from ._rules.jvp import linear
 from ._rules.shapes import (
     as_abstract,
@@ -99,6 +99,7 @@ def broadcast_shapes(bk: Any, *shapes: Any) -> tuple[int, ...]:
 
 
 broadcast_shapes.nondifferentiable()
+broadcast_shapes.cannot_batch(SHAPE_ONLY)
 broadcast_shapes.defshape(lambda a, *shapes: broadcast(*shapes))
 
 

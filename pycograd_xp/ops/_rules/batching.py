@@ -7,6 +7,9 @@ from typing import Any
 
 from ...namespace._array import Array, make
 
+# Why rows that take only Python values (a shape: empty, eye, fftfreq, ...) cannot batch.
+SHAPE_ONLY = "it takes only Python values (a shape), never a batched array"
+
 
 def batch_size(dims: Any, args: Any) -> int:
     """The batch size: axis 0 of the first batched argument (list arguments searched too)."""

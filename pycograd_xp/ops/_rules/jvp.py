@@ -1,5 +1,5 @@
 """Helpers of the JVP rules: None-aware sums and products, and the two derived kinds of rule
-(:func:`linear`, :func:`transposed`)."""
+(:func:`linear`, :func:`TRANSPOSED`)."""
 
 from __future__ import annotations
 
