@@ -32,8 +32,8 @@ import math
 from typing import Any
 
 from .._primitive import primitive
+from ..ops.searching import select
 from ._backend import Backend, capabilities, resolve
-from ._searching import select
 
 FP = "real floating-point"
 

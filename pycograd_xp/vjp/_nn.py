@@ -36,7 +36,7 @@ from ..namespace._nn import (
     weight_grad_by_offsets,
     window_slices,
 )
-from ..namespace._searching import select
+from ..ops.searching import select
 
 
 def call(ns, name, *args, **kwargs):

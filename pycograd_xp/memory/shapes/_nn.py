@@ -27,7 +27,7 @@ from ...namespace._nn import (
     rows_first,
 )
 from ...ops._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
-from ._searching import _where_memory
+from ...ops.searching import where_memory
 
 
 def _padded_bytes(x, padding):
@@ -154,7 +154,7 @@ def _relu(a, x, /):
 def _relu_memory(out, x, /):
     """The mask ``x > 0`` (one byte an element) beside the select's own transients."""
     mask = new(x.shape, np.bool_)
-    return mask.nbytes + max(ufunc_buffers(mask, x, 0), _where_memory(out, mask, x, 0))
+    return mask.nbytes + max(ufunc_buffers(mask, x, 0), where_memory(out, mask, x, 0))
 
 
 defshape("_relu", _relu, memory=_relu_memory)

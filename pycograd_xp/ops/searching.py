@@ -1,0 +1,184 @@
+"""Searching functions. All return indices or counts, except ``where``, which selects values.
+
+Only ``where`` is differentiable, and linear in its two value arguments. argmax/argmin/
+count_nonzero batch as reductions; where broadcasts; searchsorted counts (a batched sorted array
+has one search per example: the insertion point is the number of elements before it); nonzero's
+output size depends on each example's data, so it does not batch, and its shape rule is exact
+for a known constant (``AbstractArray.value``), else its upper bound (every element nonzero).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import array_api_compat.numpy as npx
+import numpy as np
+
+from .._primitive import primitive
+from ..namespace._backend import _BY_XP, SELECT_MIN
+from ._rules.batching import align, batch_size, batched, flat_reduction, reduction
+from ._rules.jvp import linear
+from ._rules.shapes import (
+    BUFFER_ELEMENTS,
+    broadcast,
+    data_dependent,
+    elementwise_out,
+    is_array,
+    new,
+    probe_dtype,
+    reduced,
+    ufunc_buffers,
+)
+
+# -- kits shared by the rows below (and by ops/nn.py) --------------------------------------------
+
+
+def select(bk: Any, condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
+    """``bk.where(condition, x1, x2)``; on a raw namespace whose backend has a faster
+    ``select`` capability (NumPy), that one: the same values, bit for bit. A branch may be a
+    Python number (the standard's ``where`` takes scalars; no zero array to fill). With
+    ``out`` (a mutable array of the result's shape and dtype, or a view of one) the result is
+    written there and returned: the capability writes it directly, else it is assigned."""
+    b = _BY_XP.get(id(bk))
+    if b is not None and b.select is not None:
+        return b.select(condition, x1, x2) if out is None else b.select(condition, x1, x2, out)
+    if out is None:
+        return bk.where(condition, x1, x2)
+    out[...] = bk.where(condition, x1, x2)
+    return out
+
+
+def where_memory(out, c, x1, x2, /):
+    """NumPy's where, or its bitwise blend (``Backend.select``, from ``SELECT_MIN`` elements):
+    an int8 copy of the condition unless a branch is a Python number, and the buffers of its
+    casting passes."""
+    if out.size < SELECT_MIN:
+        return ufunc_buffers(out, c, x1, x2)
+    mask = 0 if not is_array(x1) or not is_array(x2) else out.size
+    return mask + 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize + \
+        ufunc_buffers(out, c, x1, x2)
+
+
+def _arg_shape(a, x, /, *, axis=None, keepdims=False):
+    return new(reduced(x.shape, axis, keepdims), "int64")
+
+
+# -- argmax, argmin ------------------------------------------------------------------------------
+
+
+@primitive("real numeric", axis_check=True)
+def argmax(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    return bk.argmax(x, axis=axis, keepdims=keepdims)
+
+
+@primitive("real numeric", axis_check=True)
+def argmin(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    return bk.argmin(x, axis=axis, keepdims=keepdims)
+
+
+for _row in (argmax, argmin):
+    _row.nondifferentiable()
+    _row.defbatch(flat_reduction(_row))
+    _row.defshape(_arg_shape)
+
+
+# -- count_nonzero -------------------------------------------------------------------------------
+
+
+@primitive(axis_check=True)
+def count_nonzero(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return bk.count_nonzero(x, axis=axis, keepdims=keepdims)
+
+
+count_nonzero.nondifferentiable()
+count_nonzero.defbatch(reduction(count_nonzero))
+count_nonzero.defshape(_arg_shape)
+
+
+# -- nonzero -------------------------------------------------------------------------------------
+
+
+@primitive()
+def nonzero(bk: Any, x: Any, /) -> tuple[Any, ...]:
+    return tuple(bk.nonzero(x))
+
+
+nonzero.nondifferentiable()
+nonzero.cannot_batch("its output's length depends on each example's data (the examples' results "
+                     "would not stack); use xp.where with a mask instead")  # fmt: skip
+
+
+@nonzero.defshape
+def _(a, x, /):
+    if x.value is not None:  # a known constant: exactly its nonzero elements
+        n = int(np.count_nonzero(x.value))
+    else:
+        data_dependent("nonzero")
+        n = x.size if x.ndim else 1
+    return tuple(new((n,), "int64") for _ in range(max(x.ndim, 1)))
+
+
+# -- searchsorted --------------------------------------------------------------------------------
+
+
+@primitive("real numeric")
+def searchsorted(bk: Any, x1: Any, x2: Any, /, *, side: str = "left",
+                 sorter: Any = None) -> Any:  # fmt: skip
+    return bk.searchsorted(x1, x2, side=side, sorter=sorter)
+
+
+searchsorted.nondifferentiable()
+
+
+@searchsorted.defbatch
+def _(ns, dims, x1, x2, /, *, side="left", sorter=None):
+    s_b = getattr(sorter, "batched", False)
+    sorter = getattr(sorter, "data", sorter)
+    if not dims[0] and not s_b:  # one sorted array for every example: one search
+        return ns.searchsorted(x1, x2, side=side, sorter=sorter)
+    n = batch_size(dims, (x1, x2)) if (dims[0] or dims[1]) else sorter.shape[0]
+    x1 = batched(ns, x1, dims[0], n)
+    if sorter is not None:
+        x1 = ns.take_along_axis(x1, batched(ns, sorter, s_b, n), axis=1)
+    x2 = batched(ns, x2, dims[1], n)
+    r = x2.ndim - 1
+    a = ns.reshape(x1, (n, *(1,) * r, x1.shape[1]))
+    v = x2[..., None]
+    before = a < v if side == "left" else a <= v
+    return ns.astype(ns.sum(ns.astype(before, ns.int64), axis=-1), ns.int64)
+
+
+@searchsorted.defshape
+def _(a, x1, x2, /, *, side="left", sorter=None):
+    return new(x2.shape, "int64")
+
+
+# -- where ---------------------------------------------------------------------------------------
+
+
+@primitive()
+def where(bk: Any, condition: Any, x1: Any, x2: Any, /) -> Any:
+    return select(bk, condition, x1, x2)
+
+
+@where.defvjp(saves=("condition",), takes_needs=True)
+def _(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
+    return (None,
+            select(ns, condition, g, 0) if 1 in needs else None,
+            select(ns, condition, 0, g) if 2 in needs else None)  # fmt: skip
+
+
+where.defjvp(linear(where))
+
+
+@where.defbatch
+def _(ns, dims, condition, x1, x2):
+    return ns.where(*align(ns, dims, condition, x1, x2))
+
+
+def _where_shape(a, condition, x1, x2, /):
+    shape = broadcast(*(v.shape for v in (condition, x1, x2) if is_array(v)))
+    return elementwise_out(shape, probe_dtype(npx.where, condition, x1, x2), condition, x1, x2)
+
+
+where.defshape(_where_shape, memory=where_memory)
