@@ -256,7 +256,7 @@ def multi_head_attention(x: Any, params: dict[str, Any], num_heads: int, mask: A
 
 
 # -- convolution and pooling --------------------------------------------------------------------
-# Each is one row of the primitive table (pycograd_xp.namespace._nn): one im2col and one matrix
+# Each is one row of the primitive table (pycograd_xp.ops.nn): one im2col and one matrix
 # product on NumPy, a backward that is itself a convolution, shape and memory rules.
 def _pair(v: Any, n: int) -> tuple[int, ...]:
     return tuple(v) if isinstance(v, tuple | list) else (v,) * n

@@ -1,0 +1,1120 @@
+"""Convolution, pooling and relu: the fused rows behind :mod:`pycograd_xp.nn`.
+
+These five rows are not names of the Array API standard, so they are private attributes of
+each namespace (``xp._conv2d``): the standard surface stays exactly the standard's, and the
+abstract backend (``pycograd_xp.memory``), vmap's batched backends and ``compile`` still see
+them as ordinary rows, because each of those builds one function per row of the table whatever
+its name. :mod:`pycograd_xp.nn` is their public face.
+
+Layout is PyTorch's: ``x`` (N, C, *S), ``w`` (O, C / groups, *K), output (N, O, *S'). The
+rows take normalized keyword arguments, one entry per spatial axis: ``stride`` and
+``dilation`` ints, ``padding`` (before, after) pairs (a negative entry crops).
+
+An implementation is one im2col and one matrix product. On a backend with the ``windows``
+capability (NumPy, CuPy: a strided sliding-window view) the columns are one copy out of a
+view; elsewhere (array-api-strict) they are a stack of ``prod(K)`` strided slices. On a backend
+that writes in place, output rows shorter than ``FLAT_BELOW`` take the columns over the flat
+padded image instead (one contiguous slice per offset, :func:`flat_columns`), and inputs of
+fewer than ``BIAS_ROW_BELOW`` channels take the bias into the product
+(:func:`_conv_bias_row`). A chunked backend (Cubed) contracts the channels once per window
+offset instead (no reshapes).
+Pooling reduces the strided slices pairwise (``maximum``/``add``): cheaper than any reduction
+over a window view. A backend built from the table (the abstract and batched backends) has the
+row itself, and gets the call.
+
+The helpers below are Array-API code on a namespace ``bk`` (raw or ours); the VJP, JVP and
+batching rules use them too.
+
+VJPs. Each saves only its inputs (max-pool also its small output), never the columns: the
+backward rebuilds what it needs.
+
+* conv, input: on a raw mutable backend (NumPy, CuPy, array-api-strict; also the abstract
+  backend, so projections and ``compile`` see it) col2im: one product ``w^T g`` and ``prod(K)``
+  strided adds back into place, columns of the input's size; elsewhere (ours, so it is
+  differentiable again; immutable or chunked arrays) the transposed convolution, itself a
+  convolution row (the cotangent dilated by the stride, the kernel flipped with its channel axes
+  swapped per group);
+* conv, weight: the correlation of the input with the cotangent, one im2col and one product;
+* conv, bias: the cotangent summed over the batch and spatial axes;
+* max-pool: the whole cotangent of a window goes to its first maximum in row-major window
+  order (PyTorch's choice for ties; the composed ``max`` shared it among tied elements): one
+  boolean mask per window offset and one ``where(mask, g, 0)`` (NumPy: a bitwise pass);
+* avg-pool: the cotangent spread evenly over each window (padding included, as the forward);
+* relu: ``g`` where the output is positive, 0 elsewhere (0 at 0, as PyTorch's
+  ``threshold_backward``), read from the output alone: the tape keeps no mask beside it.
+
+JVPs: a convolution is bilinear in input and weight, plus its bias (the tangent is the
+convolution with one factor replaced by its tangent, summed, the bias's tangent added inside one
+of them), average pooling is linear, and max pooling passes the tangent of each window's first
+maximum (the element its VJP picks), relu the tangent where its output is positive.
+
+Batching: convolution and pooling batch as one call, never one per example: a batched input
+folds its batch axis into N; a batched weight folds it into the groups (each example's kernels
+see only its own channels), so per-example weights cost one grouped convolution. A shared bias
+goes into the call; a per-example one (or one beside per-example weights) is added after it.
+Pooling works on the trailing axes, so a batched input is just one more leading axis; relu is
+elementwise.
+
+Shape and memory rules: the transients are the impl's, a padded copy of the input where there
+is padding, the columns (N, C * prod(K), prod(out)) copied out of the window view for the
+product (of one block of the batch at a time, see :func:`batch_blocks`: each block's product is
+a temporary too), and a copy of the weight when it is not contiguous (a flipped kernel in a
+transposed convolution). The flat-grid and bias-in-the-product paths have their own rules
+(:func:`_flat_memory`, :func:`_bias_row_memory`). Pooling reduces strided slices pairwise: one
+output-sized temporary beside the padded copy (a max-pool whose columns tile: the rows'
+maximum, ``kernel[1]`` times the output, then the columns'). A convolution's input gradient on
+a mutable backend is no row call but col2im (:func:`col2im`): a product, a zero fill and
+strided adds, each projected by its own rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._primitive import REGISTRY, primitive
+from ..namespace._backend import Backend, capabilities, resolve
+from ._rules.jvp import call, linear, plus
+from ._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
+from .searching import select, where_memory
+
+# -- kits shared by the rows below: the forward (im2col, products, pooling) ----------------------
+
+
+FP = "real floating-point"
+
+
+def caps(bk: Any) -> Backend:
+    """The capabilities of a namespace: ours carry them; a raw one is looked up or resolved."""
+    try:
+        return capabilities(bk)
+    except TypeError:  # a conforming namespace no namespace() call has met yet
+        return resolve(bk)
+
+
+def _raw(bk: Any) -> bool:
+    return getattr(bk, "_backend", None) is None
+
+
+def _like(bk: Any, x: Any) -> dict[str, Any]:
+    like = caps(bk).like_kwargs if _raw(bk) else None
+    return like(x) if like is not None else {}
+
+
+def grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every offset of a window, in row-major order (the order that breaks max-pool ties)."""
+    out: list[tuple[int, ...]] = [()]
+    for k in kernel:
+        out = [g + (i,) for g in out for i in range(k)]
+    return out
+
+
+def out_sizes(fname: str, spatial: tuple[int, ...], kernel: tuple[int, ...], stride: Any,
+              padding: Any, dilation: Any) -> tuple[int, ...]:  # fmt: skip
+    """Output sizes of a window op; a clear error when a window does not fit."""
+    out = tuple((s + pb + pa - d * (k - 1) - 1) // st + 1 for s, k, st, (pb, pa), d in
+                zip(spatial, kernel, stride, padding, dilation, strict=True))  # fmt: skip
+    if min(out, default=1) < 1:
+        raise ValueError(f"{fname}(): the window {kernel} (dilation {tuple(dilation)}) is larger "
+                         f"than the padded input {spatial} (padding {tuple(padding)}); "
+                         "use a smaller kernel or more padding")  # fmt: skip
+    return out
+
+
+def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
+    """``x`` with ``padding`` (one (before, after) pair per trailing axis) of ``value`` around
+    its trailing axes; a negative entry crops. A copy only where something is added."""
+    n = len(padding)
+    if any(b < 0 or a < 0 for b, a in padding):
+        idx = (slice(None),) * (x.ndim - n) + tuple(
+            slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(padding, x.shape[-n:],
+                                                                    strict=True))  # fmt: skip
+        x = x[idx]
+        padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
+    if not any(b or a for b, a in padding):
+        return x
+    lead = tuple(x.shape[: x.ndim - n])
+    if _raw(bk) and caps(bk).mutable:  # one fill and one write
+        shape = lead + tuple(s + b + a for s, (b, a) in zip(x.shape[-n:], padding, strict=True))
+        out = bk.full(shape, value, dtype=x.dtype)
+        out[(slice(None),) * len(lead) + tuple(slice(b, b + s) for (b, _), s in
+                                               zip(padding, x.shape[-n:], strict=True))] = x
+        return out
+    for i, (b, a) in enumerate(padding):  # immutable arrays (or recorded): concatenate
+        axis = x.ndim - n + i
+        parts = []
+        for m in (b, None, a):
+            if m is None:
+                parts.append(x)
+            elif m:
+                shape = list(x.shape)
+                shape[axis] = m
+                parts.append(bk.full(tuple(shape), value, dtype=x.dtype, **_like(bk, x)))
+        if len(parts) > 1:
+            x = bk.concat(parts, axis=axis)
+    return x
+
+
+def window_slices(x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
+                  out: tuple[int, ...]) -> list[Any]:  # fmt: skip
+    """For each window offset (row-major), the strided slice of ``x``'s trailing axes that
+    holds that element of every window: shape ``x.shape[:-n] + out``."""
+    lead = (slice(None),) * (x.ndim - len(kernel))
+    return [x[lead + tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
+                           zip(offs, dilation, stride, out, strict=True))]  # fmt: skip
+            for offs in grid(kernel)]
+
+
+def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
+            out: tuple[int, ...], batch_inner: bool = False) -> Any:  # fmt: skip
+    """im2col of a padded ``x`` (N, C, *S): (N, C * prod(kernel), prod(out)), one copy; with
+    ``batch_inner`` (C * prod(kernel), N * prod(out)) instead, the layout of one 2-D product
+    over the whole batch (the weight gradient's)."""
+    n, (N, C) = len(kernel), x.shape[:2]
+    q, p = C * math.prod(kernel), math.prod(out)
+    windows = caps(bk).windows if _raw(bk) else None
+    if windows is not None:  # one view, then the one copy the product needs
+        span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True))
+        v = windows(x, span, axis=tuple(range(2, 2 + n)))  # (N, C, *full, *span)
+        v = v[(slice(None),) * 2 + tuple(slice(0, s * (m - 1) + 1, s) for s, m in
+                                         zip(stride, out, strict=True))  # fmt: skip
+              + tuple(slice(None, None, d) for d in dilation)]  # (N, C, *out, *kernel)
+        if batch_inner:  # (C, *kernel, N, *out)
+            v = bk.permute_dims(v, (1, *range(2 + n, 2 + 2 * n), 0, *range(2, 2 + n)))
+            return bk.reshape(v, (q, N * p))
+        v = bk.permute_dims(v, (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n)))
+    elif batch_inner:  # slices of (C, N, *S): stacked, (C, prod(K), N, *out)
+        v = bk.stack(window_slices(bk.permute_dims(x, (1, 0, *range(2, 2 + n))), kernel,
+                                   stride, dilation, out), axis=1)  # fmt: skip
+        return bk.reshape(v, (q, N * p))
+    else:
+        v = bk.stack(window_slices(x, kernel, stride, dilation, out), axis=2)
+    return bk.reshape(v, (N, q, p))
+
+
+# A 2-D convolution of stride 1 whose output rows are shorter than this many elements takes its
+# columns over the flat grid of the padded input (:func:`flat_columns`): the copy out of the
+# input then runs over whole images, not over rows of ``W'`` elements. Measured on the small
+# CNN's second layer (rows of 11): 1.07 against 1.25 ms; on its first (rows of 26) the narrow
+# columns stay faster (0.31 against 0.37 ms).
+FLAT_BELOW = 16
+
+
+def flat_rows(kernel: tuple[int, ...], stride: Any, padding: Any, out: tuple[int, ...],
+              groups: int) -> bool:  # fmt: skip
+    """Whether a convolution's forward takes its columns over the flat padded grid: 2-D,
+    stride 1, one group, no cropping (the padded input is then a fresh contiguous array),
+    output rows shorter than ``FLAT_BELOW``. Only the forward: its wrapped columns' products
+    are dropped, while a weight gradient over them would multiply zeros with inputs no window
+    reads (``0 * inf`` is NaN where the gradient is finite)."""
+    return (len(kernel) == 2 and groups == 1 and all(s == 1 for s in stride)
+            and all(b >= 0 and a >= 0 for b, a in padding) and out[-1] < FLAT_BELOW)  # fmt: skip
+
+
+def flat_padding(padding: Any) -> tuple[tuple[int, int], ...]:
+    """``padding`` with one more row after the image: :func:`flat_columns` reads the last
+    window row's wrapped columns from it."""
+    (hb, ha), rest = padding[0], tuple(padding[1:])
+    return ((hb, ha + 1),) + rest
+
+
+def flat_columns(bk: Any, xe: Any, kernel: tuple[int, ...], dilation: Any,
+                 out: tuple[int, ...]) -> Any:  # fmt: skip
+    """im2col over the flat grid of ``xe`` (N, C, H, W), the input padded with
+    :func:`flat_padding`: (N, prod(K) * C, H' * W), row ``(k, c)`` channel ``c``'s flattened
+    image from kernel offset ``k``'s start on. Column ``r * W + j`` holds the window at
+    ``(r, j)`` for ``j < W'``; the others wrap into the next row (a product's columns there
+    are dropped, a cotangent's are zero). One contiguous slice per offset, so the copy runs
+    over whole images; ``W / W'`` times the narrow columns' size."""
+    N, C, H, W = xe.shape
+    xf = bk.reshape(xe, (N, C, H * W))
+    length = out[0] * W
+    starts = [i * dilation[0] * W + j * dilation[1] for i, j in grid(kernel)]
+    v = bk.stack([xf[:, :, s:s + length] for s in starts], axis=1)  # (N, prod(K), C, H' W)
+    return bk.reshape(v, (N, len(starts) * C, length))
+
+
+# A convolution with a bias over fewer input channels than this, one group, takes the bias
+# into its product (:func:`_conv_bias_row`): a product column per channel costs less than a
+# pass over the output. Measured on the small CNN's first layer (C = 1): 0.29 against 0.40 ms.
+BIAS_ROW_BELOW = 8
+
+
+def bias_row(channels: int, groups: int, b: Any) -> bool:
+    """Whether a convolution takes its bias into the product (:func:`_conv_bias_row`)."""
+    return b is not None and groups == 1 and channels < BIAS_ROW_BELOW
+
+
+# Loops over the batch keep each step's columns within this many bytes on a backend that
+# writes in place: the peak stays a fraction of one layer's activations (PyTorch's level), at
+# a few Python calls per block.
+BLOCK_BYTES = 2 * 2**20
+
+
+def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``range(n)`` in near-equal blocks of at most
+    ``BLOCK_BYTES`` of columns each (one block on an immutable or chunked backend, or on ours):
+    a function of shapes only, so a projection and a compiled replay loop as the call does."""
+    if not (_raw(bk) and caps(bk).mutable and not caps(bk).chunked):
+        return [(0, n)]
+    return blocks_of(n, bytes_per_example)
+
+
+# An elementwise rule that writes its result block by block (relu's VJP) keeps each block's
+# cotangent-sized work within this many bytes: its mask then stays a fraction of a layer.
+MASK_BLOCK_BYTES = 2 * 2**20
+
+
+def blocks_of(n: int, bytes_per_example: int,
+              block_bytes: int | None = None) -> list[tuple[int, int]]:  # fmt: skip
+    """The blocks of :func:`batch_blocks` on a backend that writes in place (of at most
+    ``block_bytes`` each, BLOCK_BYTES when None)."""
+    limit = BLOCK_BYTES if block_bytes is None else block_bytes
+    k = min(n, max(1, -(-n * bytes_per_example // limit)))
+    return [(i * n // k, (i + 1) * n // k) for i in range(k)]
+
+
+def itemsize(bk: Any, dtype: Any) -> int:
+    return bk.finfo(dtype).bits // 8
+
+
+def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[int, ...],
+             stride: Any, dilation: Any) -> Any:  # fmt: skip
+    """The transpose of :func:`window_slices`: an array of ``shape`` (zeros) with each part
+    added at its window offset. One zero fill and one strided write (or add, where windows
+    overlap) per offset on a raw mutable backend; elsewhere each part is dilated by the stride
+    and padded into place, and the parts are summed (on a chunked backend, whose reshapes need
+    regular chunks, placed by products with 0/1 matrices instead: exact for finite values)."""
+    n = len(kernel)
+    lead, sizes = tuple(shape[: len(shape) - n]), tuple(shape[len(shape) - n:])
+    out = tuple(parts[0].shape[parts[0].ndim - n:])
+    spots = [tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
+                   zip(offs, dilation, stride, out, strict=True)) for offs in grid(kernel)]
+    if _raw(bk) and caps(bk).mutable:
+        overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
+                      zip(stride, dilation, kernel, strict=True))  # fmt: skip
+        dx = bk.zeros(shape, dtype=parts[0].dtype)
+        for spot, part in zip(spots, parts, strict=True):
+            idx = (slice(None),) * len(lead) + spot
+            if overlap:
+                dx[idx] += part
+            else:
+                dx[idx] = part
+        return dx
+    total = None
+    if _raw(bk) and caps(bk).chunked:  # no reshape of irregular chunks: 0/1 placement products
+        for spot, part in zip(spots, parts, strict=True):
+            placed = part
+            for i, (sp, size, m) in enumerate(zip(spot, sizes, out, strict=True)):
+                rows = bk.arange(size, **_like(bk, part))[:, None]
+                cols = sp.start + sp.step * bk.arange(m, **_like(bk, part))[None, :]
+                e = bk.astype(rows == cols, part.dtype)  # (size, m)
+                if i == n - 1:  # the last axis
+                    placed = bk.matmul(placed, bk.matrix_transpose(e))
+                else:  # n == 2: the second-to-last axis
+                    placed = bk.matmul(e, placed)
+            total = placed if total is None else total + placed
+        return total
+    for spot, part in zip(spots, parts, strict=True):
+        for i, s in enumerate(stride):  # s - 1 zeros after each element along axis i
+            if s == 1:
+                continue
+            axis = part.ndim - n + i
+            m = part.shape[axis]
+            zero = bk.zeros_like(part)
+            part = bk.reshape(bk.stack([part] + [zero] * (s - 1), axis=axis + 1),
+                              tuple(part.shape[:axis]) + (m * s,) + tuple(part.shape[axis + 1:]))
+            part = part[(slice(None),) * axis + (slice(0, (m - 1) * s + 1), ...)]
+        placed = pad(bk, part, tuple((sp.start, size - sp.start - p) for sp, size, p in
+                                     zip(spot, sizes, part.shape[part.ndim - n:], strict=True)))
+        total = placed if total is None else total + placed
+    return total
+
+
+def add_bias(bk: Any, y: Any, b: Any) -> Any:
+    """``y + b`` over the channel axis 1 of ``y`` (N, O, ...): in place in ``y``'s buffer (a
+    fresh product the caller owns) on a raw backend that writes in place, where the sum keeps
+    ``y``'s dtype; else a new array."""
+    if b is None:
+        return y
+    bb = bk.reshape(b, (1, -1) + (1,) * (y.ndim - 2))
+    if (_raw(bk) and caps(bk).mutable and not caps(bk).chunked
+            and bk.result_type(y.dtype, b.dtype) == y.dtype):  # fmt: skip
+        y += bb
+        return y
+    return y + bb
+
+
+def check_bias(fname: str, w: Any, b: Any) -> None:
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ValueError(f"{fname}(): bias {tuple(b.shape)} does not match weight "
+                         f"{tuple(w.shape)}: expected one value per output channel "
+                         f"({w.shape[0]},)")  # fmt: skip
+
+
+def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilation: Any,
+         groups: int, b: Any = None) -> Any:  # fmt: skip
+    """The convolution (cross-correlation) of ``x`` with ``w``, plus the bias ``b`` (None:
+    none) per output channel: one im2col, one product, the bias added into the product's
+    buffer (of each block of the batch while it is fresh in cache)."""
+    n = w.ndim - 2
+    N, C, out_c, Cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
+    kernel = tuple(w.shape[2:])
+    if x.ndim != n + 2 or C != Cg * groups or out_c % groups:
+        raise ValueError(f"{fname}(): input {tuple(x.shape)} and weight {tuple(w.shape)} do "
+                         f"not match with groups={groups}: expected x (N, C, {n} spatial axes) "
+                         "and w (O, C / groups, kernel...) with O divisible by groups")  # fmt: skip
+    check_bias(fname, w, b)
+    out = out_sizes(fname, tuple(x.shape[2:]), kernel, stride, padding, dilation)
+    if _raw(bk) and caps(bk).chunked:
+        return add_bias(bk, _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride,
+                                             dilation, out, groups), b)  # fmt: skip
+    if _raw(bk) and caps(bk).mutable and flat_rows(kernel, stride, padding, out, groups):
+        return _conv_flat(bk, x, w, b, padding, dilation, out)
+    if _raw(bk) and caps(bk).mutable and bias_row(C, groups, b):
+        return _conv_bias_row(bk, x, w, b, stride, padding, dilation, out)
+    xp_ = pad(bk, x, padding)
+    q, p = C * math.prod(kernel), math.prod(out)
+    wm = bk.reshape(w, (out_c, q) if groups == 1 else (groups, out_c // groups, q // groups))
+
+    def product(xb: Any) -> Any:  # (n, out_c, P) for a block of the batch
+        cols = columns(bk, xb, kernel, stride, dilation, out)  # (n, Q, P)
+        if groups == 1:
+            return bk.matmul(wm, cols)
+        cols = bk.reshape(cols, (xb.shape[0], groups, q // groups, p))
+        return bk.reshape(bk.matmul(wm, cols), (xb.shape[0], out_c, p))  # (n, G, out_c/G, P)
+
+    blocks = batch_blocks(bk, N, q * p * itemsize(bk, x.dtype))
+    if len(blocks) == 1:
+        y = add_bias(bk, product(xp_), b)
+    else:  # the columns of one block at a time, each product written into its rows
+        dtype = bk.result_type(x.dtype, w.dtype, *(() if b is None else (b.dtype,)))
+        y = bk.empty((N, out_c, p), dtype=dtype)
+        for start, stop in blocks:
+            y[start:stop, ...] = add_bias(bk, product(xp_[start:stop, ...]), b)
+    return bk.reshape(y, (N, out_c, *out))
+
+
+def _conv_bias_row(bk: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
+                   out: tuple[int, ...]) -> Any:  # fmt: skip
+    """:func:`conv` with the bias in the product: the columns, a stack of the window slices,
+    get one more slice of ones per channel, and the weight one more column per channel (the
+    bias in channel 0's, zeros in the others'), so no pass over the output adds it."""
+    N, C, out_c = x.shape[0], x.shape[1], w.shape[0]
+    kk, p = math.prod(w.shape[2:]), math.prod(out)
+    xp_ = pad(bk, x, padding)
+    wa = bk.zeros((out_c, C, kk + 1), dtype=bk.result_type(x.dtype, w.dtype, b.dtype))
+    wa[:, :, :kk] = bk.reshape(w, (out_c, C, kk))
+    wa[:, 0, kk] = b
+    wa = bk.reshape(wa, (out_c, C * (kk + 1)))
+    blocks = blocks_of(N, C * (kk + 1) * p * itemsize(bk, x.dtype))
+    y = None if len(blocks) == 1 else bk.empty((N, out_c, p), dtype=wa.dtype)
+    for start, stop in blocks:
+        xb = xp_[start:stop, ...]
+        ones = bk.ones((stop - start, C, *out), dtype=x.dtype)
+        cols = bk.stack(window_slices(xb, tuple(w.shape[2:]), stride, dilation, out) + [ones],
+                        axis=2)  # (n, C, prod(K) + 1, *out)  # fmt: skip
+        del ones
+        prod = bk.matmul(wa, bk.reshape(cols, (stop - start, C * (kk + 1), p)))
+        del cols
+        if y is None:
+            y = prod
+        else:
+            y[start:stop, ...] = prod
+        del prod  # before the next block's
+    return bk.reshape(y, (N, out_c, *out))
+
+
+def _conv_flat(bk: Any, x: Any, w: Any, b: Any, padding: Any, dilation: Any,
+               out: tuple[int, ...]) -> Any:  # fmt: skip
+    """:func:`conv` with the columns over the flat padded grid (:func:`flat_columns`), one
+    block of the batch at a time: each block's product (n, O, H' * W) has the bias added in
+    place and its valid columns (``j < W'`` of each row) copied into the output."""
+    N, out_c = x.shape[0], w.shape[0]
+    kernel = tuple(w.shape[2:])
+    xe = pad(bk, x, flat_padding(padding))
+    wm = bk.reshape(bk.permute_dims(w, (0, 2, 3, 1)), (out_c, -1))  # rows (o), columns (k, c)
+    length = out[0] * xe.shape[3]
+    dtype = bk.result_type(x.dtype, w.dtype, *(() if b is None else (b.dtype,)))
+    y = bk.empty((N, out_c, *out), dtype=dtype)
+    for start, stop in blocks_of(N, wm.shape[1] * length * itemsize(bk, x.dtype)):
+        prod = bk.matmul(wm, flat_columns(bk, xe[start:stop, ...], kernel, dilation, out))
+        prod = bk.reshape(add_bias(bk, prod, b), (stop - start, out_c, out[0], xe.shape[3]))
+        y[start:stop, ...] = prod[..., : out[1]]
+        del prod  # before the next block's
+    return y
+
+
+def _group(x: Any, axis: int, i: int, size: int) -> Any:
+    return x[(slice(None),) * axis + (slice(i * size, (i + 1) * size), ...)]
+
+
+def _conv_by_offsets(bk: Any, x: Any, w: Any, kernel: tuple[int, ...], stride: Any,
+                     dilation: Any, out: tuple[int, ...], groups: int) -> Any:  # fmt: skip
+    """A chunked backend's convolution: one contraction over the channels per window offset,
+    summed. No columns, so no reshape (which a chunked backend refuses on the irregular chunks
+    that padding and strided slices leave)."""
+    og, cg = w.shape[0] // groups, w.shape[1]
+    ys = []
+    for gi in range(groups):
+        xg, wg = _group(x, 1, gi, cg), _group(w, 0, gi, og)
+        acc = None
+        for offs, sl in zip(grid(kernel), window_slices(xg, kernel, stride, dilation, out),
+                            strict=True):  # fmt: skip
+            t = bk.tensordot(sl, wg[(slice(None), slice(None), *offs)], axes=([1], [1]))
+            acc = t if acc is None else acc + t  # (N, *out, O / G)
+        ys.append(acc)
+    return bk.moveaxis(ys[0] if groups == 1 else bk.concat(ys, axis=-1), -1, 1)
+
+
+def weight_grad_by_offsets(bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], stride: Any,
+                           dilation: Any, groups: int) -> Any:  # fmt: skip
+    """A chunked backend's weight cotangent (``x`` padded): one contraction per offset."""
+    kernel, out = tuple(w_shape[2:]), tuple(g.shape[2:])
+    og, cg = w_shape[0] // groups, w_shape[1]
+    axes = [0, *range(2, 2 + len(kernel))]
+    ws = []
+    for gi in range(groups):
+        gg, xg = _group(g, 1, gi, og), _group(x, 1, gi, cg)
+        parts = [bk.tensordot(gg, sl, axes=(axes, axes)) for sl in
+                 window_slices(xg, kernel, stride, dilation, out)]  # each (O / G, C / G)
+        ws.append(bk.reshape(bk.stack(parts, axis=-1), (og, cg, *kernel)))
+    return ws[0] if groups == 1 else bk.concat(ws, axis=0)
+
+
+def rows_first(kernel: Any, stride: Any) -> bool:
+    """Whether a 2-D max-pool reduces each window's rows first: where the columns' windows
+    tile (stride == kernel, both at least 2), the rows' maximum is one pass over runs of whole
+    rows (long inner loops), and only the half-sized columns' pass is strided."""
+    return len(kernel) == 2 and kernel[0] >= 2 and kernel[1] >= 2 and stride[1] == kernel[1]
+
+
+def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
+    """Max or mean over windows, reduced pairwise over the strided slices (a max-pool whose
+    columns tile: over whole rows first, see :func:`rows_first`)."""
+    n = len(kernel)
+    out = out_sizes(fname, tuple(x.shape[-n:]), kernel, stride, padding, (1,) * n)
+    fill = bk.finfo(x.dtype).min if how == "max" else 0.0
+    if how == "max" and rows_first(kernel, stride):
+        xp_ = pad(bk, x, padding, fill)
+        (kh, kw), (sh, _), (ho, wo) = kernel, stride, out
+        lead = (slice(None),) * (x.ndim - 2)
+        rows = [xp_[lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw))]
+                for i in range(kh)]  # fmt: skip
+        v = rows[0]
+        for r in rows[1:]:
+            v = bk.maximum(v, r)  # (..., ho, wo * kw)
+        cols = [v[lead + (slice(None), slice(j, None, kw))] for j in range(kw)]
+        acc = cols[0]
+        for c in cols[1:]:
+            acc = bk.maximum(acc, c)
+        return acc
+    parts = window_slices(pad(bk, x, padding, fill), kernel, stride, (1,) * n, out)
+    acc = parts[0] if len(parts) > 1 else bk.asarray(parts[0], copy=True)  # never a view of x
+    for p in parts[1:]:
+        acc = bk.maximum(acc, p) if how == "max" else acc + p
+    return acc if how == "max" else acc / math.prod(kernel)
+
+
+def _own(bk: Any, name: str) -> Any:
+    """The backend's own function for this row (abstract and batched backends are built from
+    the table), or None."""
+    return getattr(bk, name, None)
+
+
+# -- kits: the VJPs (col2im, the weight's correlation, unpooling) --------------------------------
+
+
+def _call(ns, name, *args, **kwargs):
+    """Row ``name`` on ``ns``: the row's impl on a raw namespace, our recorded function on
+    ours (higher order, vmap of a pullback)."""
+    if getattr(ns, "_backend", None) is None:
+        return REGISTRY[name].impl(ns, *args, **kwargs)
+    return getattr(ns, name)(*args, **kwargs)
+
+
+def dilate(ns, g, stride):
+    """``g`` with ``stride - 1`` zeros between neighbours along its trailing axes."""
+    if all(s == 1 for s in stride):
+        return g
+    return unwindow(ns, [g], tuple(g.shape[: g.ndim - len(stride)]) + tuple(
+        (m - 1) * s + 1 for m, s in zip(g.shape[g.ndim - len(stride):], stride, strict=True)),
+        (1,) * len(stride), stride, (1,) * len(stride))  # fmt: skip
+
+
+def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
+    """The transposed convolution of ``g`` with ``w``: the cotangent of ``x``. On a raw
+    mutable backend one product and ``prod(K)`` strided adds back into place (col2im: columns
+    of the input's size, not of the padded cotangent's); elsewhere (immutable or chunked arrays,
+    and ours, so that it is differentiable again) the convolution of the dilated, padded
+    cotangent with the flipped kernel, itself a convolution row."""
+    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+        return col2im(ns, g, x, w, stride=stride, padding=padding, dilation=dilation,
+                      groups=groups)  # fmt: skip
+    n = w.ndim - 2
+    o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    wt = ns.reshape(w, (groups, o // groups, cg, *kernel))
+    wt = ns.reshape(ns.permute_dims(wt, (0, 2, 1, *range(3, 3 + n))),
+                    (groups * cg, o // groups, *kernel))  # fmt: skip
+    wt = ns.flip(wt, axis=tuple(range(2, 2 + n)))
+    pads = []
+    for s, k, st, (pb, pa), d, m in zip(x.shape[2:], kernel, stride, padding, dilation,
+                                        g.shape[2:], strict=True):  # fmt: skip
+        rest = s + pb + pa - d * (k - 1) - 1 - st * (m - 1)  # input never reached by a window
+        pads.append((d * (k - 1) - pb, d * (k - 1) - pa + rest))
+    return _call(ns, name, dilate(ns, g, stride), wt, stride=(1,) * n, padding=tuple(pads),
+                dilation=dilation, groups=groups)  # fmt: skip
+
+
+def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
+    """The cotangent of ``x`` as ``w^T g`` per group, (N, C, *K, *out), each window offset's
+    slice added at its place in the padded input, the padding then dropped. One block of the
+    batch at a time (its columns within ``BLOCK_BYTES``); with stride 1, one long add per
+    offset (:func:`_col2im_runs`)."""
+    N = g.shape[0]
+    o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    out = tuple(g.shape[2:])
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[2:], padding, strict=True))
+    dx = ns.zeros((N, groups * cg, *sizes), dtype=g.dtype)
+    if all(st == 1 for st in stride):
+        return _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups)
+    p, kk = math.prod(out), math.prod(kernel)
+    wm = ns.matrix_transpose(ns.reshape(w, (groups, o // groups, cg * kk)))
+    overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
+                  zip(stride, dilation, kernel, strict=True))  # fmt: skip
+    for a, b in batch_blocks(ns, N, groups * cg * kk * p * itemsize(ns, g.dtype)):
+        gb = g[a:b, ...]
+        cols = ns.matmul(wm, ns.reshape(gb, (b - a, groups, o // groups, p)))
+        cols = ns.reshape(cols, (b - a, groups * cg, *kernel, *out))  # (n, C, *K, *out)
+        dxb = dx[a:b, ...]
+        for offs in grid(kernel):
+            part = cols[(slice(None), slice(None), *offs, ...)]
+            idx = (slice(None), slice(None)) + tuple(
+                slice(i * d, i * d + s * (m - 1) + 1, s) for i, d, s, m in
+                zip(offs, dilation, stride, out, strict=True))  # fmt: skip
+            if overlap:
+                dxb[idx] += part
+            else:
+                dxb[idx] = part
+        del cols, gb, part  # before the next block's: one block's columns alive at a time
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
+    """col2im for stride 1, one add per kernel offset and block: the product's rows, ordered
+    (offset, channel) within each group, each span a channel's whole flat padded image, so
+    that each offset's rows are one contiguous run over every channel of the group; added at
+    the offset's flat start, a run spills into the next channel only its zero tail (an output
+    position plus an offset stays inside its image). With the ``matmul_into`` capability
+    (NumPy) the product covers only the first ``out[0]`` rows of each image (``g`` padded
+    along the other axes) and is written into a buffer whose tail is zero: on the small CNN's
+    second layer 1.24 against 1.46 ms for the product over ``g`` padded to the whole image.
+    Measured there too: the adds 0.07 against 0.22 ms per block (one short add per channel
+    and offset)."""
+    n = len(sizes)
+    N, (o, c), kernel = g.shape[0], w.shape[:2], tuple(w.shape[2:])
+    og, kk, size = o // groups, math.prod(kernel), math.prod(sizes)
+    wk = ns.reshape(ns.permute_dims(ns.reshape(w, (groups, og, c, *kernel)),
+                                    (0, *range(3, 3 + n), 2, 1)),
+                    (groups, kk * c, og))  # rows (k, c) of each group  # fmt: skip
+    steps = [math.prod(sizes[i + 1:]) for i in range(n)]
+    starts = [sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
+              for offs in grid(kernel)]  # fmt: skip
+    into = caps(ns).matmul_into
+    # g's positions on the flat padded grid: the first out[0] rows (all of it without into)
+    length = out[0] * steps[0] if into is not None else size
+    grid_pad = tuple((0, s - m) for s, m in zip(sizes, out, strict=True))
+    if into is not None:
+        grid_pad = ((0, 0),) + grid_pad[1:]
+    dtype = ns.result_type(w.dtype, g.dtype)
+    dxf = ns.reshape(dx, (N, groups, c * size))
+    for a, b in batch_blocks(ns, N, groups * kk * c * size * itemsize(ns, g.dtype)):
+        gb = ns.reshape(pad(ns, g[a:b, ...], grid_pad), (b - a, groups, og, length))
+        if into is None:
+            cols = ns.matmul(wk, gb)
+        else:
+            cols = ns.empty((b - a, groups, kk * c, size), dtype=dtype)
+            cols[..., length:] = 0
+            into(wk, gb, cols[..., :length])
+        cols = ns.reshape(cols, (b - a, groups, kk, c * size))
+        for k, start in enumerate(starts):
+            dxf[a:b, :, start:] += cols[:, :, k, : c * size - start]
+        del cols, gb  # before the next block's: one block's columns alive at a time
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
+    """The correlation of ``x`` with ``g``: the cotangent of ``w``. Where one example's
+    product is large against its positions (``O * Q > P``) on a raw backend that writes in
+    place, one product per example with the cotangent channels-last, block by block of the
+    batch (:func:`_weight_grad_per_example`), or where the products would outgrow the columns
+    (``O > P``) one 2-D product per block, columns (Q, n * P) against the cotangent
+    (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
+    the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
+    if getattr(ns, "_backend", None) is None and caps(ns).chunked:
+        return weight_grad_by_offsets(ns, g, pad(ns, x, padding), tuple(w.shape), stride,
+                                      dilation, groups)  # fmt: skip
+    kernel, out = tuple(w.shape[2:]), tuple(g.shape[2:])
+    n_, o, p = x.shape[0], w.shape[0], math.prod(out)
+    q = x.shape[1] * math.prod(kernel)
+    xpad = pad(ns, x, padding)
+    if _raw(ns) and caps(ns).mutable and p < o * q and o <= p:
+        return _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups)
+    if o * q <= p or not _raw(ns):
+        cols = columns(ns, xpad, kernel, stride, dilation, out)  # (N, Q, P)
+        gm = ns.reshape(g, (n_, groups, o // groups, p))
+        cols = ns.reshape(cols, (n_, groups, q // groups, p))
+        gw = ns.sum(ns.matmul(gm, ns.matrix_transpose(cols)), axis=0)  # (G, O/G, Q/G)
+        return ns.reshape(gw, tuple(w.shape))
+    gw = None
+    for a, b in batch_blocks(ns, n_, q * p * itemsize(ns, x.dtype)):
+        cols = columns(ns, xpad[a:b, ...], kernel, stride, dilation, out, batch_inner=True)
+        cols = ns.reshape(cols, (groups, q // groups, (b - a) * p))  # (G, Q/G, n P)
+        gq = ns.permute_dims(ns.reshape(g[a:b, ...], (b - a, o, p)), (1, 0, 2))
+        gq = ns.reshape(gq, (groups, o // groups, (b - a) * p))  # (G, O/G, n P)
+        part = ns.matmul(cols, ns.matrix_transpose(gq))  # (G, Q/G, O/G)
+        del cols, gq  # before the next block's: one block's columns alive at a time
+        gw = part if gw is None else gw + part
+    return ns.reshape(ns.matrix_transpose(gw), tuple(w.shape))
+
+
+def _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups):
+    """The weight cotangent one block of the batch at a time, one product per example and
+    group: its columns (Q, P) times its cotangent copied channels-last (P, O), summed over the
+    block. Both operands row-major, the layout OpenBLAS multiplies fastest: measured on the
+    small CNN's second layer, 1.37 against 1.54 ms for one (Q, n * P) times (n * P, O) product
+    per block. Where an example's product (Q, O) is no larger than its columns (O <= P)."""
+    kernel, out = tuple(w.shape[2:]), tuple(g.shape[2:])
+    n_, o, p = xpad.shape[0], w.shape[0], math.prod(out)
+    q = xpad.shape[1] * math.prod(kernel)
+    og, qg = o // groups, q // groups
+    gw = None
+    for a, b in blocks_of(n_, (q * p + q * o + p * o) * itemsize(ns, xpad.dtype)):
+        cols = columns(ns, xpad[a:b, ...], kernel, stride, dilation, out)  # (n, Q, P)
+        gt = ns.empty((b - a, groups, p, og), dtype=g.dtype)
+        gt[...] = ns.permute_dims(ns.reshape(g[a:b, ...], (b - a, groups, og, p)), (0, 1, 3, 2))
+        part = ns.sum(ns.matmul(ns.reshape(cols, (b - a, groups, qg, p)), gt), axis=0)
+        del cols, gt  # before the next block's
+        gw = part if gw is None else gw + part  # (G, Q/G, O/G)
+    return ns.reshape(ns.matrix_transpose(gw), tuple(w.shape))
+
+
+def _conv_vjp(name):
+    def rule(ns, g, out, x, w, b=None, /, *, stride, padding, dilation, groups,
+             needs=(0, 1, 2)):  # fmt: skip
+        kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        gx = input_grad(ns, name, g, x, w, **kw) if 0 in needs else None
+        gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
+        if b is None:
+            return gx, gw
+        # the batch first (a contiguous reduction), then the positions: 0.10 against 0.21 ms
+        # on the small CNN's two layers (one reduction over axes (0, 2, 3))
+        gb = (ns.sum(ns.sum(g, axis=0), axis=tuple(range(1, g.ndim - 1))) if 2 in needs
+              else None)  # fmt: skip
+        return gx, gw, gb
+
+    return rule
+
+
+def _unpool(ns, parts, x, kernel, stride, padding, dilation=None):
+    """Window contributions summed back onto ``x``'s shape (padding dropped)."""
+    n = len(kernel)
+    shape = tuple(x.shape[: x.ndim - n]) + tuple(
+        s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
+    dx = unwindow(ns, parts, shape, kernel, stride, dilation or (1,) * n)
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+def _max_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
+    n = len(kernel)
+    xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
+    parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n:]))
+    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+        return (_max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding),)
+    free, cts = None, []  # free: windows whose maximum no earlier offset held
+    for part in parts[:-1]:  # the first maximum of each window takes the whole cotangent
+        hit = part == out
+        if free is not None:
+            hit = ns.logical_and(hit, free)
+        free = ns.logical_not(hit) if free is None else ns.logical_and(free, ns.logical_not(hit))
+        cts.append(select(ns, hit, g, 0))
+    cts.append(g if free is None else select(ns, free, g, 0))
+    return (_unpool(ns, cts, x, kernel, stride, padding),)
+
+
+def _mask_blocks(ns, a):
+    """Blocks of ``a``'s first axis of at most MASK_BLOCK_BYTES each: an elementwise rule's
+    masks and temporaries a block's, never the whole array's."""
+    per = math.prod(a.shape[1:]) * itemsize(ns, a.dtype)
+    return blocks_of(a.shape[0], per, MASK_BLOCK_BYTES)
+
+
+def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
+    """Max-pool's cotangent written offset by offset into one array, block by block of the
+    batch (each offset's window-sized temporaries a block's, never all of them: measured, the
+    small CNN's step peaked in this rule's first layer, 4.5 MiB over the saved values with one
+    block). ``taken``: windows whose maximum an earlier offset held; offset ``k`` takes
+    ``eq_k and not taken``, the last one every window left (a NaN maximum equals nothing).
+    Where the windows tile the padded input exactly, every element is written once and no
+    zero fill is needed."""
+    n = len(kernel)
+    out_sizes_ = tuple(out.shape[out.ndim - n:])
+    lead = tuple(x.shape[: x.ndim - n])
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
+    tiled = all(k == s and m * s == size for k, s, m, size in
+                zip(kernel, stride, out_sizes_, sizes, strict=True))  # fmt: skip
+    overlap = any(s < k for s, k in zip(stride, kernel, strict=True))
+    dx = (ns.empty if tiled else ns.zeros)(lead + sizes, dtype=g.dtype)
+    spots = [(slice(None),) * (len(lead) - 1) + tuple(
+        slice(o, o + s * (m - 1) + 1, s) for o, s, m in
+        zip(offs, stride, out_sizes_, strict=True)) for offs in grid(kernel)]  # fmt: skip
+    if lead:
+        blocks = _mask_blocks(ns, dx)
+    else:
+        blocks = [None]
+    for blk in blocks:
+        rows = () if blk is None else (slice(*blk),)
+        gb, ob = g[rows + (...,)], out[rows + (...,)]
+        taken = None
+        for k, (spot, part) in enumerate(zip(spots, parts, strict=True)):
+            if k == len(parts) - 1:
+                ct = gb if taken is None else select(ns, taken, 0, gb)
+            else:
+                eq = part[rows + (...,)] == ob
+                if taken is None:
+                    hit = taken = eq  # fresh: updated in place below once hit is used
+                else:  # the standard's in-place operators: two window-sized masks, not five
+                    hit = ns.logical_not(taken)
+                    hit &= eq
+                    taken |= eq
+                ct = select(ns, hit, gb, 0)
+                del eq, hit
+            idx = rows + spot
+            if overlap:
+                dx[idx] += ct
+            else:
+                dx[idx] = ct
+            del ct
+    return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+def _avg_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
+    share = g / math.prod(kernel)
+    return (_unpool(ns, [share] * len(grid(kernel)), x, kernel, stride, padding),)
+
+
+
+def _relu_vjp(ns, g, out, x, /, *, owned=False):
+    """``where(out > 0, g, 0)``; into ``g`` itself when the tape says only it holds ``g``
+    (``owned``) on a raw backend that writes in place, block by block of the batch so that the
+    mask (a quarter of the cotangent in bytes) never exists whole: no second array of the
+    layer's size. Measured: the small CNN's step peaked here, at its first layer's saved
+    output, cotangent, mask and result (2.8, 2.8, 0.7 and 2.8 MB). Otherwise (a shared
+    cotangent; compile's trace, whose replay writes the select into a dead buffer itself) one
+    select."""
+    if not (owned and _raw(ns) and caps(ns).mutable and not caps(ns).chunked and g.ndim):
+        return (select(ns, out > 0, g, 0),)
+    for a, b in _mask_blocks(ns, g):
+        block = g[a:b, ...]
+        select(ns, out[a:b, ...] > 0, block, 0, out=block)
+    return (g,)
+
+
+# -- kits: the JVPs ------------------------------------------------------------------------------
+
+
+def _conv_jvp(name):
+    def rule(ns, t, out, x, w, b=None, /, **kwargs):
+        tb = t[2] if len(t) > 2 else None  # the bias enters affinely: fused into one term
+        tx = None if t[0] is None else call(ns, name, t[0], w, *(() if tb is None else (tb,)),
+                                            **kwargs)  # fmt: skip
+        tw = None if t[1] is None else call(ns, name, x, t[1], *(
+            () if tb is None or tx is not None else (tb,)), **kwargs)  # fmt: skip
+        if tx is None and tw is None:  # the bias's tangent alone, over the channel axis
+            return ns.reshape(tb, (1, -1) + (1,) * (out.ndim - 2))
+        return plus(tx, tw)
+
+    return rule
+
+
+def _max_pool_jvp(ns, t, out, x, /, *, kernel, stride, padding):
+    n = len(kernel)
+    size = tuple(out.shape[out.ndim - n:])
+    xs = window_slices(pad(ns, x, padding, ns.finfo(x.dtype).min), kernel, stride, (1,) * n, size)
+    ts = window_slices(pad(ns, t[0], padding), kernel, stride, (1,) * n, size)
+    chosen = ts[-1]
+    for xk, tk in zip(reversed(xs[:-1]), reversed(ts[:-1]), strict=True):  # the first wins
+        chosen = ns.where(xk == out, tk, chosen)
+    return chosen
+
+
+def _relu_jvp(ns, t, out, x, /):
+    return select(ns, out > 0, t[0], 0)
+
+
+# -- kits: batching ------------------------------------------------------------------------------
+
+
+def _conv_batch(name):
+    def rule(ns, dims, x, w, bias=None, /, *, stride, padding, dilation, groups):
+        f = getattr(ns, name)
+        kw = dict(stride=stride, padding=padding, dilation=dilation)
+        bx, bw = dims[0], dims[1]
+        bb = len(dims) > 2 and bool(dims[2])
+        if bias is not None and (bb or bw):  # a per-example bias: added after, per example
+            y = rule(ns, (bx, bw), x, w, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups) if bx or bw else f(x, w, groups=groups, **kw)[None, ...]
+            k = y.ndim - 3  # spatial axes of (B, N, O, *S)
+            return y + ns.reshape(bias, (bias.shape[0] if bb else 1, 1, -1) + (1,) * k)
+        fused = () if bias is None else (bias,)  # one bias for every example: inside the row
+        if not bw:  # (B, N, C, *S) as (B*N, C, *S)
+            b, n = x.shape[0], x.shape[1]
+            y = f(ns.reshape(x, (b * n, *x.shape[2:])), w, *fused, groups=groups, **kw)
+            return ns.reshape(y, (b, n, *y.shape[1:]))
+        k = w.ndim - 3  # spatial axes
+        b, o, cg, kernel = w.shape[0], w.shape[1], w.shape[2], tuple(w.shape[3:])
+        og = o // groups
+        # kernels ordered (group, example, out channel): one group per (group, example)
+        wg = ns.permute_dims(ns.reshape(w, (b, groups, og, cg, *kernel)),
+                             (1, 0, 2, 3, *range(4, 4 + k)))  # fmt: skip
+        wg = ns.reshape(wg, (groups * b * og, cg, *kernel))
+        if bx:  # input channels ordered (group, example, channel) likewise
+            n, spatial = x.shape[1], tuple(x.shape[3:])
+            xg = ns.permute_dims(ns.reshape(x, (b, n, groups, cg, *spatial)),
+                                 (1, 2, 0, 3, *range(4, 4 + k)))  # fmt: skip
+            y = f(ns.reshape(xg, (n, groups * b * cg, *spatial)), wg, groups=groups * b, **kw)
+        else:  # every example's kernels read the same channels of the shared input
+            n = x.shape[0]
+            y = f(x, wg, groups=groups, **kw)
+        out = tuple(y.shape[2:])
+        y = ns.permute_dims(ns.reshape(y, (n, groups, b, og, *out)), (2, 0, 1, 3, *range(4, 4 + k)))
+        return ns.reshape(y, (b, n, o, *out))
+
+    return rule
+
+
+def _pool_batch(name):
+    def rule(ns, dims, x, /, **kwargs):
+        return getattr(ns, name)(x, **kwargs)
+
+    return rule
+
+
+# -- kits: shapes and memory ---------------------------------------------------------------------
+
+
+def _padded_bytes(x, padding):
+    n = len(padding)
+    if not any(b > 0 or a > 0 for b, a in padding):
+        return 0
+    spatial = [max(s + min(b, 0) + min(a, 0), 0) + max(b, 0) + max(a, 0)
+               for s, (b, a) in zip(x.shape[x.ndim - n:], padding, strict=True)]  # fmt: skip
+    return math.prod(x.shape[: x.ndim - n]) * math.prod(spatial) * x.dtype.itemsize
+
+
+def _conv_shape(fname):
+    def shape(a, x, w, b=None, /, *, stride, padding, dilation, groups):
+        n = w.ndim - 2
+        if x.ndim != n + 2 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+            raise ValueError(f"{fname}(): input {x.shape} and weight {w.shape} do not match "
+                             f"with groups={groups}")  # fmt: skip
+        check_bias(fname, w, b)
+        out = out_sizes(fname, x.shape[2:], w.shape[2:], stride, padding, dilation)
+        dtypes = (x.dtype, w.dtype) if b is None else (x.dtype, w.dtype, b.dtype)
+        return new((x.shape[0], w.shape[0], *out), np.result_type(*dtypes))
+
+    def memory(out, x, w, b=None, /, *, stride, padding, dilation, groups):
+        if flat_rows(tuple(w.shape[2:]), stride, padding, tuple(out.shape[2:]), groups):
+            return _flat_memory(out, x, w, b, padding)
+        if bias_row(x.shape[1], groups, b):
+            return _bias_row_memory(out, x, w, padding)
+        per = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out.shape[2:])  # one example's
+        n = _block_rows(x, per)
+        cols = n * per  # the columns of one block of the batch at a time
+        prod = np.result_type(x.dtype, w.dtype)  # the product's dtype
+        cast = cols * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
+        w_bytes = math.prod(w.shape) * max(w.dtype.itemsize, prod.itemsize)
+        block = n * math.prod(out.shape[1:])  # the elements of one block's product
+        block_out = block * prod.itemsize if n < x.shape[0] else 0
+        bias = 0
+        if b is not None:  # added into the product in place; a new sum where it widens it
+            bias = ufunc_buffers(out, new((n, *out.shape[1:]), prod),
+                                 new((1, w.shape[0]) + (1,) * (out.ndim - 2), b.dtype))
+            if prod != out.dtype:
+                bias += block * out.dtype.itemsize
+        return (_padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes
+                + block_out + bias)
+
+    return shape, memory
+
+
+def _block_rows(x, per):
+    """The examples in the largest block of the batch a convolution takes at a time, for
+    ``per`` column elements an example (:func:`blocks_of`)."""
+    return max(stop - start for start, stop in blocks_of(x.shape[0], per * x.dtype.itemsize))
+
+
+def _flat_memory(out, x, w, b, padding):
+    """A convolution over the flat padded grid (:func:`_conv_flat`): the input padded
+    with one more row (always a copy), the weight's permuted copy, and per block of the batch
+    its columns (n, prod(K) * C, H' * W), the product (n, O, H' * W) and what adding the bias
+    into it takes."""
+    wp = x.shape[3] + padding[1][0] + padding[1][1]  # the padded width
+    length = out.shape[2] * wp
+    per = w.shape[1] * math.prod(w.shape[2:]) * length  # one example's columns
+    n = _block_rows(x, per)
+    prod = np.result_type(x.dtype, w.dtype)
+    cols = n * per * x.dtype.itemsize
+    cast = n * per * prod.itemsize if x.dtype != prod else 0  # matmul's cast copy
+    w_bytes = math.prod(w.shape) * (w.dtype.itemsize + (prod.itemsize if w.dtype != prod else 0))
+    block = n * w.shape[0] * length  # the elements of one block's product
+    bias = 0
+    if b is not None:  # added into the product in place (the iterator buffers the broadcast
+        widened = np.result_type(prod, b.dtype)  # bias); a new sum where it widens it
+        bias = min(block, BUFFER_ELEMENTS) * widened.itemsize
+        if widened != prod:
+            bias += block * widened.itemsize
+    return (_padded_bytes(x, flat_padding(padding)) + w_bytes + cols + cast
+            + block * prod.itemsize + bias)
+
+
+def _bias_row_memory(out, x, w, padding):
+    """A convolution with the bias in its product (:func:`_conv_bias_row`): the
+    padded copy, the weight with a column per channel more, and per block of the batch the
+    slice of ones (until stacked), the columns (n, C * (prod(K) + 1), P), matmul's cast copy
+    of them where the weight is wider, and the block's product where there are several."""
+    c, kk, p = x.shape[1], math.prod(w.shape[2:]), math.prod(out.shape[2:])
+    per = c * (kk + 1) * p  # one example's columns
+    n = _block_rows(x, per)
+    item = out.dtype.itemsize
+    wa = w.shape[0] * c * (kk + 1) * item
+    ones = n * c * p * x.dtype.itemsize
+    cast = n * per * item if x.dtype != out.dtype else 0
+    block = n * w.shape[0] * p * item if n < x.shape[0] else 0
+    return (_padded_bytes(x, padding) + wa + n * per * x.dtype.itemsize + max(ones, cast)
+            + block)
+
+
+def _pool_shape(fname):
+    def shape(a, x, /, *, kernel, stride, padding):
+        n = len(kernel)
+        out = out_sizes(fname, x.shape[x.ndim - n:], kernel, stride, padding, (1,) * n)
+        return new((*x.shape[: x.ndim - n], *out), x.dtype)
+
+    def memory(out, x, /, *, kernel, stride, padding):
+        if fname == "max_pool2d" and rows_first(kernel, stride):  # rows' maximum v, then columns'
+            (kh, kw), m = kernel, math.prod(out.shape) * out.dtype.itemsize
+            v = m * kw  # (..., ho, wo * kw)
+            return _padded_bytes(x, padding) + max(v * (1 if kh == 2 else 2),
+                                                   v + (m if kw > 2 else 0))  # fmt: skip
+        return _padded_bytes(x, padding) + out.nbytes
+
+    return shape, memory
+
+
+def _relu_shape(a, x, /):
+    return new(x.shape, x.dtype)
+
+
+def _relu_memory(out, x, /):
+    """The mask ``x > 0`` (one byte an element) beside the select's own transients."""
+    mask = new(x.shape, np.bool_)
+    return mask.nbytes + max(ufunc_buffers(mask, x, 0), where_memory(out, mask, x, 0))
+
+
+# -- _conv1d, _conv2d ----------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _conv1d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1,),
+            padding: Any = ((0, 0),), dilation: Any = (1,), groups: int = 1) -> Any:
+    """Convolution (cross-correlation) of x (N, C, L) with w (O, C / groups, K), plus the
+    bias b (O,) when given: (N, O, L')."""
+    own = _own(bk, "_conv1d")
+    if own is not None:
+        return own(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv1d", x, w, stride, padding, dilation, groups, b)
+
+
+@primitive(FP, needs=())
+def _conv2d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1, 1),
+            padding: Any = ((0, 0), (0, 0)), dilation: Any = (1, 1), groups: int = 1) -> Any:
+    """Convolution (cross-correlation) of x (N, C, H, W) with w (O, C / groups, KH, KW), plus
+    the bias b (O,) when given: (N, O, H', W')."""
+    own = _own(bk, "_conv2d")
+    if own is not None:
+        return own(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return conv(bk, "conv2d", x, w, stride, padding, dilation, groups, b)
+
+
+for _row, _fname in ((_conv1d, "conv1d"), (_conv2d, "conv2d")):
+    _row.defvjp(_conv_vjp(_row.name), saves=("x", "w"), takes_needs=True)
+    _row.defjvp(_conv_jvp(_row.name))
+    _row.defbatch(_conv_batch(_row.name))
+    _s, _m = _conv_shape(_fname)
+    _row.defshape(_s, memory=_m)
+
+
+
+# -- _max_pool2d ---------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _max_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
+                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+    """Max over the windows of the last two axes (padding never wins)."""
+    own = _own(bk, "_max_pool2d")
+    if own is not None:
+        return own(x, kernel=kernel, stride=stride, padding=padding)
+    return pool(bk, "max_pool2d", x, kernel, stride, padding, "max")
+
+
+_max_pool2d.defvjp(_max_pool_vjp, saves=("x", "out"))
+_max_pool2d.defjvp(_max_pool_jvp)
+_max_pool2d.defbatch(_pool_batch(_max_pool2d.name))
+_s, _m = _pool_shape("max_pool2d")
+_max_pool2d.defshape(_s, memory=_m)
+
+
+
+# -- _avg_pool2d ---------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _avg_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
+                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+    """Mean over the windows of the last two axes (zero padding counts, as PyTorch's default)."""
+    own = _own(bk, "_avg_pool2d")
+    if own is not None:
+        return own(x, kernel=kernel, stride=stride, padding=padding)
+    return pool(bk, "avg_pool2d", x, kernel, stride, padding, "avg")
+
+
+_avg_pool2d.defvjp(_avg_pool_vjp)
+_avg_pool2d.defjvp(linear(_avg_pool2d))
+_avg_pool2d.defbatch(_pool_batch(_avg_pool2d.name))
+_s, _m = _pool_shape("avg_pool2d")
+_avg_pool2d.defshape(_s, memory=_m)
+
+
+
+# -- _relu ---------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _relu(bk: Any, x: Any, /) -> Any:
+    """``where(x > 0, x, 0)``: 0 at 0 and at NaN, +0 at -0. One comparison and one select
+    with a Python zero (on NumPy a bitwise blend: faster than ``maximum``, and exact where
+    ``maximum`` keeps NaN and -0). Its VJP reads only the output: no mask is kept."""
+    own = _own(bk, "_relu")
+    if own is not None:
+        return own(x)
+    return select(bk, x > 0, x, 0)
+
+
+_relu.defvjp(_relu_vjp, saves=("out",), takes_owned=True)
+_relu.defjvp(_relu_jvp)
+_relu.defbatch(lambda ns, dims, x, /: ns._relu(x))
+_relu.defshape(_relu_shape, memory=_relu_memory)
