@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import pycograd_xp
-import pycograd_xp.batching  # noqa: F401  (attaches the batching rules)
 from conformance.grad_cases import params
 from conformance.gradcheck import to_numpy
 from pycograd_xp.ops import REGISTRY

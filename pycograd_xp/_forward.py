@@ -3,7 +3,7 @@
 
 ``jvp`` runs ``f`` once with its primals tracked; as each primitive is recorded, a hook
 computes the output's tangent from its inputs' tangents with the row's JVP rule
-(``Primitive.jvp``, attached by :mod:`pycograd_xp.jvp`), so tangents travel beside the values
+(``Primitive.jvp``, attached in :mod:`pycograd_xp.ops`), so tangents travel beside the values
 and are freed with them. Contexts nest: each ``jvp`` pushes one, and the rule of a context runs
 with only the outer contexts active, so an outer ``jvp`` sees (and differentiates) the tangent
 computations of an inner one. A first-order ``jvp`` runs the rules on the raw backend; when the

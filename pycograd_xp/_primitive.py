@@ -3,9 +3,11 @@
 A row (:class:`Primitive`) says everything the package knows about one function: its spec name,
 how to call the backend (``impl``), which dtypes its array arguments accept, and which backend
 names it needs. The namespace factory turns every row into a public function of each namespace;
-the autodiff engine reads the same row for the function's derivative.
+every transform reads the same row for its rule (VJP, JVP, batching, shape and memory), which
+the row's block in :mod:`pycograd_xp.ops` attaches with the row's methods (``row.defvjp`` ...).
+Importing ``pycograd_xp.ops`` declares every row and then freezes them all.
 
-Category modules declare rows with the decorators below:
+The ops modules declare rows with the decorators below:
 
 * :func:`unary` / :func:`binary` for elementwise functions. Their public signatures are
   ``(x, /)`` and ``(x1, x2, /)``; they get a hand-tuned fast path because they are the hot ones.
@@ -62,29 +64,29 @@ class Primitive:
     needs: tuple[str, ...]
     axis_check: bool = False
     signature: inspect.Signature | None = None
-    # Autodiff (filled in by pycograd_xp.vjp): the VJP rule, the arguments it saves for
-    # backward (parameter names, or "out"), keyword arguments that are differentiable, and
-    # whether the function is declared non-differentiable.
+    # Every rule below is attached by the row's block in pycograd_xp.ops.
+    # Autodiff: the VJP rule, the arguments it saves for backward (parameter names, or "out"),
+    # keyword arguments that are differentiable, and whether the function is declared
+    # non-differentiable.
     vjp: Callable[..., Any] | None = None
     saves: frozenset[str] = frozenset()
     diff_kwargs: tuple[str, ...] = ()
     nondiff: bool = False
     takes_needs: bool = False  # the rule accepts needs= (positions whose cotangent is wanted)
     takes_owned: bool = False  # the rule accepts owned= (it may write into the cotangent)
-    # Forward mode (filled in by pycograd_xp.jvp): ``jvp(ns, tangents, out, *args, **kwargs)``
-    # gives the output's tangent from one tangent per positional argument (then per name in
-    # ``diff_kwargs``; None: zero).
+    # Forward mode: ``jvp(ns, tangents, out, *args, **kwargs)`` gives the output's tangent from
+    # one tangent per positional argument (then per name in ``diff_kwargs``; None: zero).
     jvp: Callable[..., Any] | None = None
-    # Abstract evaluation (filled in by pycograd_xp.memory.shapes): ``shape(a, *args,
-    # **kwargs)`` gives the output(s) as abstract arrays of the abstract backend ``a``, from
-    # shapes and dtypes only; ``memory(out, *args, **kwargs)`` the bytes the backend call
-    # allocates beyond its output(s) while it runs (its transients; None: none).
+    # Abstract evaluation: ``shape(a, *args, **kwargs)`` gives the output(s) as abstract arrays
+    # of the abstract backend ``a``, from shapes and dtypes only; ``memory(out, *args,
+    # **kwargs)`` the bytes the backend call allocates beyond its output(s) while it runs (its
+    # transients; None: none).
     shape: Callable[..., Any] | None = None
     memory: Callable[..., int] | None = None
-    # Batching (filled in by pycograd_xp.batching): ``batch(ns, dims, *args, **kwargs)`` runs
-    # the row on arrays of the inner namespace ``ns`` whose batch axis is 0, where ``dims[i]``
-    # says whether positional argument i is batched (a list of them for a list argument); it
-    # returns the output(s), batched along axis 0. ``unbatchable``: why vmap cannot batch it.
+    # Batching: ``batch(ns, dims, *args, **kwargs)`` runs the row on arrays of the inner
+    # namespace ``ns`` whose batch axis is 0, where ``dims[i]`` says whether positional
+    # argument i is batched (a list of them for a list argument); it returns the output(s),
+    # batched along axis 0. ``unbatchable``: why vmap cannot batch it.
     batch: Callable[..., Any] | None = None
     unbatchable: str | None = None
     # Where the row and each of its rules were declared ("ops/statistical.py:97", by kind:
@@ -280,36 +282,6 @@ class UnbatchableError(NotImplementedError):
     example's data); the message names the row and the way out. ``jacfwd``/``jacrev`` catch it
     and fall back to one pass per basis vector."""
 
-
-
-# -- by name (transitional: the rule packages not yet moved into pycograd_xp.ops) ---------------
-
-
-def defvjp(name: str, rule: Callable[..., Any], **opts: Any) -> None:
-    REGISTRY[name].defvjp(rule, **opts)
-
-
-def defjvp(name: str, rule: Callable[..., Any]) -> None:
-    REGISTRY[name].defjvp(rule)
-
-
-def nondifferentiable(*names: str) -> None:
-    for name in names:
-        REGISTRY[name].nondifferentiable()
-
-
-def defshape(name: str, rule: Callable[..., Any], *,
-             memory: Callable[..., int] | None = None) -> None:  # fmt: skip
-    REGISTRY[name].defshape(rule, memory=memory)
-
-
-def defbatch(name: str, rule: Callable[..., Any]) -> None:
-    REGISTRY[name].defbatch(rule)
-
-
-def unbatchable(reason: str, *names: str) -> None:
-    for name in names:
-        REGISTRY[name].cannot_batch(reason)
 
 
 def freeze() -> None:

@@ -4,7 +4,7 @@ A batched value is a :class:`BatchedArray`: an array ``data`` of an inner namesp
 tape sees it) whose axis 0 is the batch when ``batched``, else the same value for every example.
 Its ``shape`` is one example's. For each inner namespace, :func:`batched_namespace` builds a
 conforming backend module whose function for each row calls the row's batching rule
-(``Primitive.batch``, see :mod:`pycograd_xp.batching`) when an argument is batched, and the inner
+(``Primitive.batch``, attached in :mod:`pycograd_xp.ops`) when an argument is batched, and the inner
 function otherwise; ``namespace()`` of that module is then an ordinary differentiable namespace
 (as ``pycograd_xp.memory`` does with abstract arrays). Its level is one more than the inner one:
 a function of a lower level given a batched array hands the call over (``Forward``), and lower
@@ -231,8 +231,6 @@ def batched_namespace(inner: ModuleType) -> ModuleType:
     ns = _CACHE.get(key)
     if ns is not None:
         return ns
-    from . import batching  # noqa: F401  (attaches the batching rules to the rows)
-
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]

@@ -16,8 +16,8 @@ from ._array import PLAIN_TYPES, Array
 
 
 class _Forward(threading.local):
-    # While pycograd_xp.jvp runs: ``hook(node, out, args, kwargs)``, called on every node
-    # recorded, computes the output's tangent (forward mode); None: nothing.
+    # While pycograd_xp.jvp (the function) runs: ``hook(node, out, args, kwargs)``, called on
+    # every node recorded, computes the output's tangent (forward mode); None: nothing.
     hook = None
 
 

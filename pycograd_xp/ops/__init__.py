@@ -10,23 +10,29 @@ declares every row and attaches every rule; the rows are frozen after.
 ``python -m pycograd_xp.ops --matrix`` prints op × rule kind with the file and line of each rule.
 """
 
-import importlib
-import importlib.util
-
 from .. import _abstract
 from .._primitive import REGISTRY, Primitive, freeze
 
-CATEGORIES = ("creation", "data_types", "elementwise", "fft", "indexing", "linalg",
-              "linear_algebra", "manipulation", "searching", "set", "sorting", "statistical",
-              "utility", "nn")  # fmt: skip
+# The spec's categories, in its order, then the fused rows behind pycograd_xp.nn.
+from . import (  # noqa: I001  (in this order; each declares its rows and attaches their rules)
+    creation,
+    data_types,
+    elementwise,
+    fft,
+    indexing,
+    linalg,
+    linear_algebra,
+    manipulation,
+    nn,
+    searching,
+    set,
+    sorting,
+    statistical,
+    utility,
+)
 
-for _m in CATEGORIES:  # transitional: only the categories already moved here
-    if importlib.util.find_spec(f"{__name__}.{_m}") is not None:
-        importlib.import_module(f".{_m}", __name__)
-
-# transitional: the categories not yet moved keep their rows and rules in the old packages
-for _old in ("namespace._table", "vjp", "jvp", "batching", "memory.shapes"):
-    importlib.import_module(f"pycograd_xp.{_old}")
+CATEGORIES = (creation, data_types, elementwise, fft, indexing, linalg, linear_algebra,
+              manipulation, searching, set, sorting, statistical, utility, nn)  # fmt: skip
 
 _abstract.populate()
 freeze()

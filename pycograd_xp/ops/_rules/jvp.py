@@ -66,24 +66,11 @@ def linear(row: Any) -> Any:
     return rule
 
 
-def linear_rows(*names: str) -> None:
-    """By name (transitional, for the rule packages not yet moved into ``ops``)."""
-    for name in names:
-        REGISTRY[name].defjvp(linear(REGISTRY[name]))
-
-
 def TRANSPOSED(ns: Any, tangents: tuple, out: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
     """The JVP rule of a row whose JVP is derived from its VJP rule by transposing it,
     ``J t = (g -> J^T g)^T t`` (exact; two rule evaluations): a marker the JVP engine replaces
     with that derived rule (``pycograd_xp._forward.transposed_rule``)."""
     raise RuntimeError("TRANSPOSED is resolved by the JVP engine, not called")
-
-
-def transposed_rows(*names: str) -> None:
-    """By name (transitional): rows whose JVP is derived from their VJP rule by transposing
-    it, ``J t = (g -> J^T g)^T t`` (exact; two rule evaluations): the JVP engine does it."""
-    for name in names:
-        REGISTRY[name].defjvp(TRANSPOSED)
 
 
 def is_scalar(x: Any) -> bool:
