@@ -26,6 +26,7 @@ _BASELINES: dict[Any, int] = {}
 _IN_PROCESS = ("executors that run tasks in this process",)
 
 # Cubed's own tests reserve 10% over a measured baseline: the tasks' own imports and buffers vary
+# (docs/calibration.md#margin)
 MARGIN = 1.1
 
 

@@ -102,7 +102,7 @@ def graph_fusion() -> Any:
 
 
 # Reading one stored chunk holds three times the chunk (Zarr's compressed bytes, its decoded
-# buffer, the array Cubed copies it into: 2.96x a 36.4 MB zstd chunk, tracemalloc); Cubed's
+# buffer, the array Cubed copies it into: docs/calibration.md#read-copies); Cubed's
 # blockwise projection counts two copies of each input chunk, and nothing of it in its fusion.
 READ_COPIES = 3
 

@@ -35,8 +35,8 @@ DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "ui
 
 
 # Every backend call allocates a little beside its outputs and its declared transients (the
-# ufunc iterator, NumPy's small shape and stride arrays, compat wrappers' bookkeeping): measured
-# here from 0.1 to 7.5 kB per call, freed when the call returns.
+# ufunc iterator, NumPy's small shape and stride arrays, compat wrappers' bookkeeping), freed
+# when the call returns (measured: docs/calibration.md#call-slack).
 CALL_SLACK = 8 * 1024
 
 

@@ -235,7 +235,7 @@ class Compiled:
         traced afresh and not cached: how ``memory.project`` reaches the replay's projected
         peak (``peak_bytes``, as ``Trace.peak_bytes``). Array leaves may be abstract (made from
         ``memory.spec``); the replay's target is NumPy's model. ``events``: see
-        :func:`_projected_peak`."""
+        :func:`._passes.projected_peak`."""
         leaves: list[Any] = []
         sig = _signature((args, kwargs), leaves)
         td = tree_flatten((args, kwargs))[1]

@@ -59,7 +59,7 @@ TRACING = _TraceState()  # how many traces run in this thread (a compiled call i
 
 
 class Recorder:
-    """What the abstract backend reports while ``compile`` traces (see ``memory._abstract``)."""
+    """What the abstract backend reports while ``compile`` traces (see ``_abstract``)."""
 
     def __init__(self, backend: Any) -> None:
         # the target backend's dtype objects (by id: they live as long as its module) as NumPy's

@@ -88,8 +88,7 @@ def _np_dtype(dtype: Any, where: str) -> np.dtype:
 
 # Python's own objects live during a step beside the arrays' data: wrappers, tape nodes, frames,
 # NumPy's array headers. tracemalloc counts them; the projection allows for them with a fixed
-# part and a part per backend call (measured here: under 14 kB on every gradient-conformance
-# case, about 0.2 kB per call on the deep MLP).
+# part and a part per backend call (measured: docs/calibration.md#overhead).
 OVERHEAD_FIXED = 24 * 1024
 OVERHEAD_PER_CALL = 256
 

@@ -166,7 +166,8 @@ def _numpy_index_add(size: int, flat_index: Any, values: Any) -> Any:
     return out
 
 
-# Below this many elements NumPy's where beats the blend's five calls.
+# Below this many elements NumPy's where beats the blend's five calls
+# (docs/calibration.md#select-min).
 SELECT_MIN = 4096
 
 
@@ -181,7 +182,7 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
 
     dtype = np.result_type(x1, x2)
     shapes = {getattr(v, "shape", ()) for v in (condition, x1, x2)} - {()}
-    # one shape (the common case: arrays alike, Python numbers): no broadcast_shapes (3 us)
+    # one shape (the common case: arrays alike, Python numbers): no broadcast_shapes call
     shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
     if (getattr(condition, "dtype", None) != np.bool_ or dtype.itemsize not in (1, 2, 4, 8)
             or math.prod(shape) < SELECT_MIN

@@ -196,9 +196,8 @@ def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any
 
 # A 2-D convolution of stride 1 whose output rows are shorter than this many elements takes its
 # columns over the flat grid of the padded input (:func:`flat_columns`): the copy out of the
-# input then runs over whole images, not over rows of ``W'`` elements. Measured on the small
-# CNN's second layer (rows of 11): 1.07 against 1.25 ms; on its first (rows of 26) the narrow
-# columns stay faster (0.31 against 0.37 ms).
+# input then runs over whole images, not over rows of ``W'`` elements (measured:
+# docs/calibration.md#flat-below).
 FLAT_BELOW = 16
 
 
@@ -238,7 +237,7 @@ def flat_columns(bk: Any, xe: Any, kernel: tuple[int, ...], dilation: Any,
 
 # A convolution with a bias over fewer input channels than this, one group, takes the bias
 # into its product (:func:`_conv_bias_row`): a product column per channel costs less than a
-# pass over the output. Measured on the small CNN's first layer (C = 1): 0.29 against 0.40 ms.
+# pass over the output (measured: docs/calibration.md#bias-row-below).
 BIAS_ROW_BELOW = 8
 
 
@@ -709,8 +708,8 @@ def _conv_vjp(name):
         gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
         if b is None:
             return gx, gw
-        # the batch first (a contiguous reduction), then the positions: 0.10 against 0.21 ms
-        # on the small CNN's two layers (one reduction over axes (0, 2, 3))
+        # the batch first (a contiguous reduction), then the positions: faster than one
+        # reduction over axes (0, 2, 3) (measured: docs/calibration.md#bias-row-below)
         gb = (ns.sum(ns.sum(g, axis=0), axis=tuple(range(1, g.ndim - 1))) if 2 in needs
               else None)  # fmt: skip
         return gx, gw, gb

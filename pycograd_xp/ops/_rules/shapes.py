@@ -140,7 +140,7 @@ def size_bytes(*xs: Any) -> int:
 
 # NumPy's ufunc machinery iterates in chunks of 8192 elements: an operand that has to be
 # broadcast, cast, or read in another order than the iteration's is copied through a buffer of
-# that many elements (measured: 64 kB per such float64 operand, beside the output).
+# that many elements (measured: docs/calibration.md#buffer-elements).
 BUFFER_ELEMENTS = 8192
 
 
