@@ -27,12 +27,8 @@ from typing import Any
 import numpy as np
 
 from ._host import NoValue
-from ._primitive import LINALG_ALIASES, REGISTRY
+from ._primitive import DTYPE_NAMES, REGISTRY, namespace_module
 from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
-
-DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float32", "float64", "complex64", "complex128")  # fmt: skip
-
 
 # Every backend call allocates a little beside its outputs and its declared transients (the
 # ufunc iterator, NumPy's small shape and stride arrays, compat wrappers' bookkeeping), freed
@@ -269,19 +265,11 @@ ABSTRACT = ModuleType("abstract", "Arrays with a shape and a dtype, no data (pyc
 def populate() -> None:
     """Give :data:`ABSTRACT` one function per row of the table (``pycograd_xp.ops`` calls this
     once every row is declared)."""
-    mod = ABSTRACT
-    ext = {"linalg": ModuleType("abstract.linalg"), "fft": ModuleType("abstract.fft")}
-    for prim in REGISTRY.values():
-        f = _function(prim)
-        target = ext[prim.scope] if prim.scope else mod
-        setattr(target, prim.short_name, f)
-    for alias in LINALG_ALIASES:
-        setattr(ext["linalg"], alias, getattr(mod, alias))
-    for n in DTYPE_NAMES:
-        setattr(mod, n, np.dtype(n))
+    made = namespace_module("abstract", ABSTRACT.__doc__ or "", _function, _function)
     info = _Info()
-    mod.__dict__.update(
+    ABSTRACT.__dict__.update(
+        {k: v for k, v in vars(made).items() if k not in vars(ModuleType("m"))},
+        **{n: np.dtype(n) for n in DTYPE_NAMES},
         __array_api_version__="2025.12", __array_namespace_info__=lambda: info,
-        e=math.e, inf=math.inf, nan=math.nan, pi=math.pi, newaxis=None,
-        linalg=ext["linalg"], fft=ext["fft"], Array=AbstractArray,
+        e=math.e, inf=math.inf, nan=math.nan, pi=math.pi, newaxis=None, Array=AbstractArray,
     )  # fmt: skip

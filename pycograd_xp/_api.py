@@ -34,7 +34,7 @@ _DEPTH = _Depth()
 class _Hooks(threading.local):
     # Called by value_and_grad between the forward pass and the backward pass (the memory
     # projection marks the phase there); None: nothing.
-    before_backward = None
+    before_backward: Callable[[], None] | None = None
 
 
 HOOKS = _Hooks()

@@ -94,7 +94,7 @@ class HostScalar(NoValue):
     def __eq__(self, other: object) -> bool:
         return self._no_value("a comparison")
 
-    __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__  # type: ignore[assignment]
+    __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__
 
 
 def _example(a: Any) -> Any:

@@ -25,6 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, ClassVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
@@ -42,6 +43,11 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 
 # Functions of the main namespace that the linalg extension re-exports (rows declared once).
 LINALG_ALIASES = ("matmul", "matrix_transpose", "tensordot", "vecdot")
+
+# The standard's dtypes and constants, by name.
+DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float32", "float64", "complex64", "complex128")  # fmt: skip
+CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 
 
 @dataclass(eq=False)
@@ -288,3 +294,29 @@ def freeze() -> None:
     """Freeze every row: after ``pycograd_xp.ops`` is imported no rule attaches or changes."""
     for prim in REGISTRY.values():
         object.__setattr__(prim, "_frozen", True)
+
+
+def namespace_module(name: str, doc: str, function: Callable[[Primitive], Any],
+                     method: Callable[[Primitive], Any] | None = None) -> ModuleType:  # fmt: skip
+    """A namespace module made from the table, as every namespace is (ours, vmap's, the abstract
+    one, compile's tracing one): ``function(row)`` for each row (None: the namespace has no such
+    function), in the module or its ``linalg``/``fft`` extension, which are set as attributes;
+    the rows of Array methods get ``method(row)`` when given; the linalg extension re-exports
+    the main namespace's :data:`LINALG_ALIASES`. The caller adds the dtypes, the constants and
+    ``__array_namespace_info__``."""
+    mod = ModuleType(name, doc)
+    ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
+    for prim in REGISTRY.values():
+        if prim.kind == "method":
+            f = method(prim) if method is not None else None
+            target = mod
+        else:
+            f, target = function(prim), ext[prim.scope] if prim.scope else mod
+        if f is not None:
+            setattr(target, prim.short_name, f)
+    for alias in LINALG_ALIASES:
+        if hasattr(mod, alias):
+            setattr(ext["linalg"], alias, getattr(mod, alias))
+    mod.linalg, mod.fft = ext["linalg"], ext["fft"]  # type: ignore[attr-defined]
+    return mod
+

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ._primitive import REGISTRY, UnbatchableError
+from ._primitive import CONSTANTS, DTYPE_NAMES, UnbatchableError, namespace_module
 from .namespace import namespace
 from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
@@ -39,9 +39,6 @@ from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["BatchedArray", "UnbatchableError", "batched_namespace", "vmap"]
-
-DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float32", "float64", "complex64", "complex128")  # fmt: skip
 
 
 class BatchedArray:
@@ -236,24 +233,17 @@ def batched_namespace(inner: ModuleType) -> ModuleType:
             return _CACHE[key]
         level = inner._backend.level + 1
         name = f"vmap_{level}_{inner._backend.name}"
-        mod = ModuleType(name, f"vmap's batched arrays over {inner.__name__}.")
-        T = type("BatchedArray", (BatchedArray,), {"__slots__": (), "_mod": mod})
-        ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
-        for prim in REGISTRY.values():
-            if prim.kind == "method":
-                setattr(mod, prim.short_name, _method(prim, inner, T))
-                continue
-            target = ext[prim.scope] if prim.scope else mod
-            setattr(target, prim.short_name, _function(prim, inner, T))
-        for alias in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
-            setattr(ext["linalg"], alias, getattr(mod, alias))
-        for n in (*DTYPE_NAMES, "e", "inf", "nan", "pi", "newaxis"):
+        T = type("BatchedArray", (BatchedArray,), {"__slots__": ()})
+        mod = namespace_module(name, f"vmap's batched arrays over {inner.__name__}.",
+                               lambda prim: _function(prim, inner, T),
+                               lambda prim: _method(prim, inner, T))  # fmt: skip
+        T._mod = mod  # type: ignore[attr-defined]
+        for n in (*DTYPE_NAMES, *CONSTANTS):
             setattr(mod, n, getattr(inner, n))
         mod.__dict__.update(
             __array_api_version__="2025.12",
             __array_namespace_info__=inner.__array_namespace_info__,
-            linalg=ext["linalg"], fft=ext["fft"], Array=T,
-            _level=level, _lift=_lift_into(T), _inner=inner,
+            Array=T, _level=level, _lift=_lift_into(T), _inner=inner,
         )  # fmt: skip
         ns = _CACHE[key] = namespace(mod)
         return ns

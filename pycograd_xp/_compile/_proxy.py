@@ -19,7 +19,7 @@ from typing import Any
 
 from .._abstract import CURRENT
 from .._host import HostScalar, NoValue
-from .._primitive import REGISTRY
+from .._primitive import CONSTANTS, DTYPE_NAMES, namespace_module
 from ..namespace._array import install_backend_operators
 from ..namespace._backend import _BY_XP, Backend
 from ._ir import GETITEM, SETITEM, row_function
@@ -91,7 +91,8 @@ def real(v: Any) -> Any:
     return v
 
 
-def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]:
+def _function(prim: Any, target: Backend, made: list[ModuleType]) -> Callable[..., Any]:
+    """The recording module's function for ``prim`` (``made`` holds the module once made)."""
     if prim is GETITEM:
         fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
     elif prim is SETITEM:
@@ -104,7 +105,7 @@ def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]
         rec = CURRENT.recorder
         if rec is None:  # outside a trace (building the namespace): the backend itself
             return fn(*real(args), **real(kwargs))
-        return rec.call_real(prim, fn, mod, args, kwargs)
+        return rec.call_real(prim, fn, made[0], args, kwargs)
 
     f.__name__ = f.__qualname__ = prim.short_name
     return f
@@ -120,31 +121,28 @@ def recording(target: Backend) -> Any:
     ns = _CACHE.get(target.name)
     if ns is not None:
         return ns
-    mod = ModuleType(f"tracing_{target.name}", f"{target.name}, recorded by pycograd_xp.compile")
-    ext = {"linalg": ModuleType(f"{mod.__name__}.linalg"),
-           "fft": ModuleType(f"{mod.__name__}.fft")}  # fmt: skip
-    for prim in REGISTRY.values():
+    made: list[ModuleType] = []
+
+    def function(prim: Any) -> Callable[..., Any] | None:
         scope = getattr(target.xp, prim.scope, None) if prim.scope else target.xp
         if prim.kind != "method" and (scope is None or not hasattr(scope, prim.short_name)) \
                 and prim.impl is None:  # fmt: skip
-            continue  # the backend lacks it: so does the recording (the namespace says so)
-        setattr(ext[prim.scope] if prim.scope else mod, prim.short_name,
-                _function(prim, target, mod))  # fmt: skip
-    for name in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
-        if hasattr(mod, name):
-            setattr(ext["linalg"], name, getattr(mod, name))
+            return None  # the backend lacks it: so does the recording (the namespace says so)
+        return _function(prim, target, made)
+
+    mod = namespace_module(f"tracing_{target.name}",
+                           f"{target.name}, recorded by pycograd_xp.compile", function,
+                           function)  # fmt: skip
+    made.append(mod)
     for name, value in vars(target.xp).items():  # dtypes, constants, the info function
         if not name.startswith("_") and not callable(value) and not hasattr(mod, name) \
                 and not isinstance(value, ModuleType):  # fmt: skip
             setattr(mod, name, value)
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                 "uint64", "float32", "float64", "complex64", "complex128", "e", "pi", "inf",
-                 "nan", "newaxis"):  # fmt: skip
+    for name in (*DTYPE_NAMES, *CONSTANTS):
         if hasattr(target.xp, name):
             setattr(mod, name, getattr(target.xp, name))
     mod.__dict__.update(__array_api_version__=target.xp.__array_api_version__,
-                        __array_namespace_info__=target.xp.__array_namespace_info__,
-                        linalg=ext["linalg"], fft=ext["fft"])  # fmt: skip
+                        __array_namespace_info__=target.xp.__array_namespace_info__)
     like = target.like_kwargs
     b = dataclasses.replace(
         target, xp=mod, name=f"tracing_{target.name}", array_type=Proxy, abstract=True,

@@ -645,7 +645,7 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
     if nums == ():
         if _compiled(f):
-            f.source(*args, **kwargs)  # traces (once per structure) without running
+            f.source(*args, **kwargs)  # type: ignore[attr-defined]  # traces, does not run
         runs = [lambda: f(*args, **kwargs)]
     else:
         runs = [lambda: _forward(f, where)(*args, **kwargs),
@@ -664,7 +664,6 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
         if not was_tracing:
             tracemalloc.stop()
     (forward, forward_rss, _), (step, step_rss, faults) = measured[0], measured[-1]
-    known = step_rss is not None
     return Measurement(forward + argument_bytes, step + argument_bytes, argument_bytes,
-                       forward_rss + argument_bytes if known else None,
-                       step_rss + argument_bytes if known else None, faults)
+                       forward_rss + argument_bytes if forward_rss is not None else None,
+                       step_rss + argument_bytes if step_rss is not None else None, faults)

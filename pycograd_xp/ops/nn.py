@@ -149,9 +149,9 @@ def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
             if m is None:
                 parts.append(x)
             elif m:
-                shape = list(x.shape)
-                shape[axis] = m
-                parts.append(bk.full(tuple(shape), value, dtype=x.dtype, **_like(bk, x)))
+                part_shape = list(x.shape)
+                part_shape[axis] = m
+                parts.append(bk.full(tuple(part_shape), value, dtype=x.dtype, **_like(bk, x)))
         if len(parts) > 1:
             x = bk.concat(parts, axis=axis)
     return x
