@@ -176,6 +176,103 @@ def _has(xp: Any, dotted: str) -> bool:
     return True
 
 
+_P = inspect.Parameter
+_POSITIONAL = (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+
+
+class _Params:
+    """A general row's spec signature, read once: how its public function binds a call, which
+    arguments may hold arrays, and which factory of :class:`_Builder` makes the function
+    (``shape``: ``"one_array"``, ``"two_arrays"``, ``"array_list"``, ``"no_array"`` or
+    ``"any_shape"``)."""
+
+    def __init__(self, fname: str, sig: inspect.Signature) -> None:
+        self.fname = fname  # as Python's own errors name a function: its short name
+        params = list(sig.parameters.values())
+        positional = [p for p in params if p.kind in _POSITIONAL]
+        self.names = tuple(p.name for p in positional)
+        self.defaults = tuple(p.default for p in positional)  # _P.empty: required
+        self.posonly = frozenset(p.name for p in positional if p.kind is _P.POSITIONAL_ONLY)
+        self.var = any(p.kind is _P.VAR_POSITIONAL for p in params)
+        self.kwdefaults = {p.name: p.default for p in params if p.kind is _P.KEYWORD_ONLY}
+        self.keywords = frozenset(self.kwdefaults)  # what a fixed-arity closure takes as **kw
+        self.by_name = frozenset(self.names) - self.posonly | self.keywords
+        # Parameters that may hold arrays (all but _PLAIN_PARAMS), by position (*args: lists)
+        # and by keyword; positional-only ones have their dtype checked; a list of arrays (a
+        # parameter named "arrays...") is tracked when any of its elements is.
+        self.arrays = tuple(i for i, n in enumerate(self.names) if n not in _PLAIN_PARAMS)
+        self.checked = frozenset(i for i in self.arrays if self.names[i] in self.posonly)
+        self.lists = frozenset(i for i in self.arrays if "array" in self.names[i])
+        self.kw_arrays = tuple(n for n in self.kwdefaults if n not in _PLAIN_PARAMS)
+        self.kw_lists = frozenset(n for n in self.kw_arrays if "array" in n)
+        self.shape = self._shape()
+
+    def _shape(self) -> str:
+        if self.var or self.kw_arrays or any(d is _P.empty for d in self.kwdefaults.values()):
+            return "any_shape"
+        if not self.arrays:
+            return "no_array"
+        n = len(self.names)
+        if self.arrays != tuple(range(n)) or self.checked != frozenset(self.arrays) \
+                or any(d is not _P.empty for d in self.defaults):  # fmt: skip
+            return "any_shape"  # a parameter that holds no array, or that has a default
+        if n == 1:
+            return "array_list" if self.lists else "one_array"
+        return "two_arrays" if n == 2 and not self.lists else "any_shape"
+
+    def bind(self, args: tuple, kw: dict) -> tuple[tuple, dict]:
+        """``args``/``kw`` as the signature binds them: every positional parameter's value in
+        order (then the ``*args``), and every keyword-only one's, defaults filled in. A call
+        the signature refuses raises the TypeError Python raises for it."""
+        n, names = len(args), self.names
+        if n == len(names) and not kw:
+            return args, dict(self.kwdefaults)
+        if (n > len(names) and not self.var) or (kw and not kw.keys() <= self.by_name):
+            raise self.error(args, kw)
+        values = list(args[: len(names)])
+        for name, default in zip(names[n:], self.defaults[n:], strict=True):
+            values.append(kw[name] if name in kw else default)
+        if kw and any(name in kw for name in names[:n]):
+            raise self.error(args, kw)
+        kwargs = {k: kw.get(k, d) for k, d in self.kwdefaults.items()}
+        if any(v is _P.empty for v in values) or any(v is _P.empty for v in kwargs.values()):
+            raise self.error(args, kw)
+        return tuple(values) + args[len(names) :], kwargs
+
+    def error(self, args: tuple, kw: dict) -> TypeError:
+        """The TypeError Python raises for a call of the signature with ``args``/``kw``."""
+        f, names, n = self.fname, self.names, len(args)
+        unknown = [k for k in kw if k not in self.by_name and k not in self.posonly]
+        if unknown:
+            return TypeError(f"{f}() got an unexpected keyword argument {unknown[0]!r}")
+        if n > len(names) and not self.var:
+            least = sum(d is _P.empty for d in self.defaults)
+            takes = f"from {least} to {len(names)}" if least < len(names) else f"{len(names)}"
+            plural = "" if takes == "1" else "s"
+            return TypeError(f"{f}() takes {takes} positional argument{plural} but {n} "
+                             f"{'was' if n == 1 else 'were'} given")  # fmt: skip
+        passed = [k for k in kw if k in self.posonly]
+        if passed:
+            return TypeError(f"{f}() got some positional-only arguments passed as keyword "
+                             f"arguments: {', '.join(map(repr, passed))}")  # fmt: skip
+        twice = [k for k in names[:n] if k in kw]
+        if twice:
+            return TypeError(f"{f}() got multiple values for argument {twice[0]!r}")
+        missing = [k for i, k in enumerate(names)
+                   if i >= n and k not in kw and self.defaults[i] is _P.empty]  # fmt: skip
+        kind = "positional"
+        if not missing:
+            kind = "keyword-only"
+            missing = [k for k, d in self.kwdefaults.items() if k not in kw and d is _P.empty]
+        quoted = [repr(k) for k in missing]
+        listed = quoted[0] if len(quoted) == 1 else (
+            f"{quoted[0]} and {quoted[1]}" if len(quoted) == 2
+            else f"{', '.join(quoted[:-1])}, and {quoted[-1]}")  # fmt: skip
+        plural = "" if len(missing) == 1 else "s"
+        return TypeError(f"{f}() missing {len(missing)} required {kind} argument{plural}: "
+                         f"{listed}")  # fmt: skip
+
+
 class _Builder:
     """Everything one namespace's functions close over: its backend and its Array class."""
 
@@ -436,114 +533,214 @@ class _Builder:
 
         return f
 
+    # -- the general rows: one closure factory per signature shape -------------------------------
+    # Each public function binds its arguments as the row's spec signature does (Python's own
+    # TypeErrors for a wrong call), unwraps the arguments that may hold arrays, checks dtypes
+    # (and the axis, where the row asks), calls ``impl(bk, ...)``, wraps the result and records
+    # a node when an input is tracked. The hot shapes (one array, two arrays, a list of arrays,
+    # no array) get a closure with a fixed positional arity; every other row goes through the
+    # plain path, :meth:`any_shape`, which binds with :class:`_Params`.
+
     def general(self, prim: Primitive) -> Callable[..., Any]:
-        """A function with the row's exact signature, compiled from source like ``namedtuple``.
-
-        For ``sum(x, /, *, axis=None, dtype=None, keepdims=False)`` the source reads::
-
-            def sum(x, /, *, axis=None, dtype=None, keepdims=False):
-                tracked = False
-                if typeof(x) is Arr:
-                    if x._data.dtype not in allowed: raise dtype_error(x._data)
-                    x_ = x._data
-                    if x._node is not None: tracked = True
-                else:
-                    x_ = unwrap(x)
-                if axis is not None: check_axis(axis, x_.ndim)
-                out = wrap(impl(bk, x_, axis=axis, dtype=dtype, keepdims=keepdims))
-                if tracked and MODE.enabled:
-                    return record(prim, ns, out, (x,), {"axis": axis, ...})
-                return out
-
-        Parameters in :data:`_PLAIN_PARAMS` never hold arrays and pass through untouched; the
-        dtype check applies to the positional parameters that hold arrays. Compiling saves the
-        ``*args``/``**kwargs`` packing and unpacking a generic wrapper pays on every call.
-        """
-        name, sig = prim.name, prim.signature
-        assert prim.impl is not None and sig is not None
+        """The public function of a ``general`` row, made by the factory of its shape."""
+        assert prim.impl is not None and prim.signature is not None
+        params = _Params(prim.short_name, prim.signature)
         diff = prim.vjp is not None
-        env = {
-            "Arr": self.Arr, "wrap": self.wrap(), "impl": prim.impl, "bk": self.bk,
-            "unwrap": self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name),
-            "allowed": self.categories[prim.dtypes] if prim.dtypes else None,
-            "dtype_error": lambda data: _dtype_error(name, data.dtype, prim.dtypes),
-            "check_axis": lambda axis, ndim: _check_axis(name, axis, ndim),
-            "defaults": [p.default for p in sig.parameters.values()],
-            "MODE": MODE, "record": record, "prim": prim, "ns": self.mod, "typeof": type,
-            "any_tracked": _any_tracked, "explain": _explain, "name": name,
-            "Forward": Forward, "REDIRECT": REDIRECT, "closed_call": closed_call,
-        }  # fmt: skip
-        P = inspect.Parameter
-        plist = list(sig.parameters.values())
-        params, call, body, rec_args, rec_kwargs = [], [], ["    tracked = False"], [], []
-        for i, p in enumerate(plist):
-            default = "" if p.default is P.empty else f"=defaults[{i}]"
-            plain = p.name in _PLAIN_PARAMS
-            var = p.name if plain else p.name + "_"
-            if p.kind is P.VAR_POSITIONAL:
-                params.append(f"*{p.name}")
-                call.append(f"*{var}")
-                rec_args.append(f"*{p.name}")
-            elif p.kind is P.KEYWORD_ONLY:
-                if not any(q.kind in (P.KEYWORD_ONLY, P.VAR_POSITIONAL) for q in plist[:i]):
-                    params.append("*")
-                params.append(p.name + default)
-                call.append(f"{p.name}={var}")
-                rec_kwargs.append(f"{p.name!r}: {p.name}")
-            else:
-                params.append(p.name + default)
-                call.append(var)
-                rec_args.append(p.name)
-                if p.kind is P.POSITIONAL_ONLY and (
-                    i + 1 == len(plist) or plist[i + 1].kind is not P.POSITIONAL_ONLY
-                ):
-                    params.append("/")
-            if plain:
-                continue
-            n = p.name
-            if p.kind is not P.VAR_POSITIONAL:
-                lines = [f"    if typeof({n}) is Arr:"]  # a parameter may be named "type"
-                if p.kind is P.POSITIONAL_ONLY and env["allowed"] is not None:
-                    lines += [f"        if {n}._data.dtype not in allowed:",
-                              f"            raise dtype_error({n}._data)"]  # fmt: skip
-                lines += [f"        {n}_ = {n}._data"]
-                if diff:
-                    lines += [f"        if {n}._node is not None: tracked = True"]
-                lines += ["    else:", f"        {n}_ = unwrap({n})"]
-            else:
-                lines = [f"    {n}_ = unwrap({n})"]
-            if diff and (p.kind is P.VAR_POSITIONAL or "array" in n):
-                lines += [f"    if not tracked and any_tracked({n}): tracked = True"]
-            body += lines
-        if prim.axis_check:
-            body.append(f"    if axis is not None: check_axis(axis, {plist[0].name}_.ndim)")
-        # a backend error is restated with the function's name and the arguments' shapes
-        pos = "".join(c + ", " for c in call if "=" not in c)
-        kw = ", ".join(f"{k!r}: {v}" for k, _, v in (c.partition("=") for c in call if "=" in c))
-        body += ["    try:",
-                 f"        out = wrap(impl(bk, {', '.join(call)}))",
-                 "    except (ValueError, TypeError, IndexError) as e:",
-                 f"        raise explain(name, e, ({pos}), {{{kw}}}) from e"]  # fmt: skip
-        if diff:
-            body += ["    if tracked and MODE.enabled:",
-                     f"        return record(prim, ns, out, ({', '.join(rec_args)},), "
-                     f"{{{', '.join(rec_kwargs)}}})"]  # fmt: skip
-        body.append("    return out")
-        original = f"({', '.join(rec_args)}{',' if rec_args else ''}), {{{', '.join(rec_kwargs)}}}"
-        body = ["    " + line for line in body]
-        body = ["    try:", *body, "    except Forward as fw:  # an abstract argument: move there",
-                f"        return fw.call(prim, {original})"]  # fmt: skip
-        if name in _SHAPE_CREATORS:  # while projecting, make abstract arrays instead
-            body = ["    if REDIRECT.ns is not None and REDIRECT.ns is not ns:",
-                    f"        return Forward(REDIRECT.ns).call(prim, {original})", *body]
-        else:  # while compile traces on this namespace, record (see closed_call)
-            body = ["    if REDIRECT.closed is ns:",
-                    f"        return closed_call(prim, {original})", *body]
-        src = f"def {prim.short_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
-        exec(compile(src, f"<pycograd_xp {name}>", "exec"), env)
-        f = env[prim.short_name]
-        f.__signature__ = sig  # type: ignore[attr-defined]
-        f._source = src  # type: ignore[attr-defined]
+        if params.shape == "no_array" and diff:  # a recorded row needs its arrays found
+            make = self.any_shape
+        else:
+            make = getattr(self, params.shape)
+        f = make(prim, params)
+        f.__signature__ = prim.signature  # type: ignore[attr-defined]
+        return f
+
+    def _operands(self, prim: Primitive) -> tuple[Any, ...]:
+        """What every factory's closure reads: the row's name, backend call, the unwrapping of
+        one argument, the dtypes its positional-only arrays accept (None: any), and whether a
+        call on a tracked array is recorded."""
+        name = prim.name
+        unwrap = self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name)
+        allowed = self.categories[prim.dtypes] if prim.dtypes else None
+        return name, prim.impl, unwrap, allowed, prim.vjp is not None
+
+    def one_array(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x, /, *, <keywords that hold no array>)``: ``sum``, ``sort``, ``linalg.inv``,
+        ``fft.fft``, ``asarray``, ..."""
+        name, impl, unwrap, allowed, diff = self._operands(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        keywords, kwdefaults, axis_check = params.keywords, params.kwdefaults, prim.axis_check
+
+        def f(x: Any, /, **kw: Any) -> Any:
+            if kw and not kw.keys() <= keywords:
+                raise params.error((x,), kw)
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x,), {**kwdefaults, **kw})
+            try:
+                if type(x) is Arr:
+                    d = x._data
+                    if allowed is not None and d.dtype not in allowed:
+                        raise _dtype_error(name, d.dtype, dtypes)
+                    tracked = diff and x._node is not None
+                else:
+                    d, tracked = unwrap(x), False
+                if axis_check and kw.get("axis") is not None:
+                    _check_axis(name, kw["axis"], d.ndim)
+                try:
+                    out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
+                if tracked and MODE.enabled:
+                    return record(prim, ns, out, (x,), {**kwdefaults, **kw})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x,), {**kwdefaults, **kw})
+
+        return f
+
+    def two_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x1, x2, /, *, <keywords that hold no array>)``: ``matmul``, ``tensordot``,
+        ``take``, ``linalg.solve``, ..."""
+        name, impl, unwrap, allowed, diff = self._operands(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        keywords, kwdefaults = params.keywords, params.kwdefaults
+
+        def f(x1: Any, x2: Any, /, **kw: Any) -> Any:
+            if kw and not kw.keys() <= keywords:
+                raise params.error((x1, x2), kw)
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x1, x2), {**kwdefaults, **kw})
+            try:
+                tracked = False
+                if type(x1) is Arr:
+                    d1 = x1._data
+                    if allowed is not None and d1.dtype not in allowed:
+                        raise _dtype_error(name, d1.dtype, dtypes)
+                    tracked = x1._node is not None
+                else:
+                    d1 = unwrap(x1)
+                if type(x2) is Arr:
+                    d2 = x2._data
+                    if allowed is not None and d2.dtype not in allowed:
+                        raise _dtype_error(name, d2.dtype, dtypes)
+                    tracked = tracked or x2._node is not None
+                else:
+                    d2 = unwrap(x2)
+                try:
+                    out = wrap(impl(bk, d1, d2, **kw) if kw else impl(bk, d1, d2))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d1, d2), {**kwdefaults, **kw}) from e
+                if diff and tracked and MODE.enabled:
+                    return record(prim, ns, out, (x1, x2), {**kwdefaults, **kw})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x1, x2), {**kwdefaults, **kw})
+
+        return f
+
+    def array_list(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(arrays, /, *, <keywords that hold no array>)``: ``concat``, ``stack``."""
+        name, impl, unwrap, allowed, diff = self._operands(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        keywords, kwdefaults = params.keywords, params.kwdefaults
+
+        def f(arrays: Any, /, **kw: Any) -> Any:
+            if kw and not kw.keys() <= keywords:
+                raise params.error((arrays,), kw)
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (arrays,), {**kwdefaults, **kw})
+            try:
+                if type(arrays) is Arr:  # not a list: the backend says what it makes of it
+                    d = arrays._data
+                    if allowed is not None and d.dtype not in allowed:
+                        raise _dtype_error(name, d.dtype, dtypes)
+                    tracked = arrays._node is not None
+                else:
+                    d, tracked = unwrap(arrays), False
+                tracked = diff and (tracked or _any_tracked(arrays))
+                try:
+                    out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
+                if tracked and MODE.enabled:
+                    return record(prim, ns, out, (arrays,), {**kwdefaults, **kw})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (arrays,), {**kwdefaults, **kw})
+
+        return f
+
+    def no_array(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """No argument holds an array (``zeros``, ``eye``, ``fft.fftfreq``, ``isdtype``):
+        everything passes to the backend as given, and nothing is recorded."""
+        name, impl, bk, ns, wrap = prim.name, prim.impl, self.bk, self.mod, self.wrap()
+        creates = name in _SHAPE_CREATORS
+
+        def f(*args: Any, **kw: Any) -> Any:
+            args, kwargs = params.bind(args, kw)
+            if creates:
+                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
+                    return Forward(REDIRECT.ns).call(prim, args, kwargs)
+            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, args, kwargs)
+            try:
+                return wrap(impl(bk, *args, **kwargs))
+            except (ValueError, TypeError, IndexError) as e:
+                raise _explain(name, e, args, kwargs) from e
+
+        return f
+
+    def any_shape(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """The plain path, for every other signature (``reshape``, ``where``, ``clip``,
+        ``linspace``, ``meshgrid``, ...): bind by the signature, then unwrap argument by argument
+        the ones that may hold arrays."""
+        name, impl, unwrap, allowed, diff = self._operands(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        arrays, checked, lists = params.arrays, params.checked, params.lists
+        kw_arrays, kw_lists, axis_check = params.kw_arrays, params.kw_lists, prim.axis_check
+        npos, var, creates = len(params.names), params.var, name in _SHAPE_CREATORS
+
+        def data(a: Any, check: bool) -> tuple[Any, bool]:
+            """The backend value of argument ``a``, and whether ``a`` is tracked."""
+            if type(a) is Arr:
+                if check and allowed is not None and a._data.dtype not in allowed:
+                    raise _dtype_error(name, a._data.dtype, dtypes)
+                return a._data, a._node is not None
+            return unwrap(a), False
+
+        def f(*args: Any, **kw: Any) -> Any:
+            args, kwargs = params.bind(args, kw)
+            if creates:
+                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
+                    return Forward(REDIRECT.ns).call(prim, args, kwargs)
+            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, args, kwargs)
+            try:
+                tracked = False
+                pos, kwd = list(args), kwargs
+                for i in (*arrays, *range(npos, len(args))) if var else arrays:
+                    pos[i], t = data(args[i], i in checked)  # (the *args are lists too)
+                    tracked = tracked or t or (diff and (i in lists or i >= npos)
+                                               and _any_tracked(args[i]))  # fmt: skip
+                if kw_arrays:
+                    kwd = dict(kwargs)
+                    for k in kw_arrays:
+                        kwd[k], t = data(kwargs[k], False)
+                        tracked = tracked or t or (diff and k in kw_lists
+                                                   and _any_tracked(kwargs[k]))  # fmt: skip
+                if axis_check:
+                    axis = kwargs["axis"] if "axis" in kwargs else args[params.names.index("axis")]
+                    if axis is not None:
+                        _check_axis(name, axis, pos[0].ndim)
+                try:
+                    out = wrap(impl(bk, *pos, **kwd))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, tuple(pos), kwd) from e
+                if diff and tracked and MODE.enabled:
+                    return record(prim, ns, out, args, kwargs)
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, args, kwargs)
+
         return f
 
     # -- indexing -------------------------------------------------------------------------------
