@@ -17,7 +17,7 @@ from typing import Any
 
 from .._host import HostScalar
 from .._primitive import REGISTRY
-from .._tape import MODE, REDIRECT, backward, is_leaf, is_saved, leaf, note_write
+from .._tape import MODE, REDIRECT, Node, Select, backward, is_leaf, is_saved, leaf, note_write
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
 # argument of a function pycograd_xp.compile is tracing).
@@ -26,7 +26,7 @@ SCALARS = (bool, int, float, complex, HostScalar)
 PLAIN_TYPES = frozenset({bool, int, float, complex, str, type(None), slice, type(Ellipsis)})
 
 
-def make(cls: type, data: Any, node: Any = None) -> Any:
+def make(cls: type[Array], data: Any, node: Any = None) -> Any:
     """An array of class ``cls`` (one namespace's Array) holding backend ``data`` and ``node``:
     the one way the package builds arrays besides the namespace's own wrappers."""
     a = object.__new__(cls)
@@ -48,6 +48,10 @@ class Array:
     # (see :func:`rebind`).
     __slots__ = ("_data", "_node", "_view", "_views", "__weakref__")
     __array_priority__ = 1000
+    _data: Any
+    _node: Node | Select | None
+    _view: tuple[weakref.ref[Array], Any, Any] | None
+    _views: list[weakref.ref[Array]]
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         # NumPy must not turn our arrays into ndarrays (that would drop gradients): refuse,
@@ -151,16 +155,16 @@ class Array:
     def grad(self) -> Array | None:
         """The gradient accumulated by ``backward()`` (leaves only); assign None to reset."""
         node = self._node
-        g = node.grad if is_leaf(node) else None
+        g = node.grad if isinstance(node, Node) and is_leaf(node) else None
         if g is None or isinstance(g, Array):
             return g
         return make(type(self), g)
 
     @grad.setter
     def grad(self, value: Array | None) -> None:
-        if not is_leaf(self._node):
-            raise RuntimeError("grad can only be set on a leaf that requires grad")
         node = self._node
+        if not isinstance(node, Node) or not is_leaf(node):
+            raise RuntimeError("grad can only be set on a leaf that requires grad")
         node.grad = None if value is None else value._data
 
     def backward(self, cotangent: Array | None = None, retain_graph: bool = False,

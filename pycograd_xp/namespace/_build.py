@@ -14,7 +14,7 @@ import numbers
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from .._primitive import CATEGORIES, LINALG_ALIASES, REGISTRY, Primitive
 from .._tape import MODE, REDIRECT, is_leaf, is_saved, note_write
@@ -52,7 +52,7 @@ def closed_call(prim: Primitive, args: tuple, kwargs: dict) -> Any:
     constant the replay reads (``asarray`` of it, no copy), so the replay computes the call
     afresh from the array's contents at that call, as the function itself does. Run here, the
     result would be a snapshot, stale once the caller writes into the array."""
-    A = REDIRECT.ns
+    A = cast(ModuleType, REDIRECT.ns)  # set whenever REDIRECT.closed is (see _tape.REDIRECT)
     return _function_of(A, prim)(*_recorded(A, args),
                                  **{k: _recorded(A, v) for k, v in kwargs.items()})
 
@@ -119,11 +119,11 @@ class Info:
 
 
 # A dtype of each category, to suggest in an error.
-_EXAMPLE_DTYPE = {"complex floating-point": "complex128", "integer": "int64",
+_EXAMPLE_DTYPE: dict[str | None, str] = {"complex floating-point": "complex128", "integer": "int64",
                   "integer or boolean": "int64", "boolean": "bool"}  # fmt: skip
 
 
-def _dtype_error(fname: str, dtype: Any, category: str) -> TypeError:
+def _dtype_error(fname: str, dtype: Any, category: str | None) -> TypeError:
     example = _EXAMPLE_DTYPE.get(category, "float64")
     return TypeError(
         f"{fname}(): got an array of dtype {dtype}, but this function takes {category} dtypes; "
@@ -178,66 +178,90 @@ def _has(xp: Any, dotted: str) -> bool:
 
 _P = inspect.Parameter
 _POSITIONAL = (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+# The default of a fixed-arity closure's optional positional parameter: left out of the call
+# (given by keyword, or missing), so the call is bound by the signature instead.
+_ABSENT: Any = object()
+
+
+def _given(*args: Any) -> tuple:
+    """The positional arguments a fixed-arity closure was given (its parameters left at
+    ``_ABSENT`` dropped)."""
+    return tuple(a for a in args if a is not _ABSENT)
 
 
 class _Params:
     """A general row's spec signature, read once: how its public function binds a call, which
     arguments may hold arrays, and which factory of :class:`_Builder` makes the function
-    (``shape``: ``"one_array"``, ``"two_arrays"``, ``"array_list"``, ``"no_array"`` or
-    ``"any_shape"``)."""
+    (``shape``, the factory's name)."""
 
-    def __init__(self, fname: str, sig: inspect.Signature) -> None:
-        self.fname = fname  # as Python's own errors name a function: its short name
-        params = list(sig.parameters.values())
+    def __init__(self, prim: Primitive) -> None:
+        assert prim.signature is not None
+        self.fname = prim.short_name  # as Python's own errors name a function
+        params = list(prim.signature.parameters.values())
         positional = [p for p in params if p.kind in _POSITIONAL]
         self.names = tuple(p.name for p in positional)
         self.defaults = tuple(p.default for p in positional)  # _P.empty: required
         self.posonly = frozenset(p.name for p in positional if p.kind is _P.POSITIONAL_ONLY)
         self.var = any(p.kind is _P.VAR_POSITIONAL for p in params)
         self.kwdefaults = {p.name: p.default for p in params if p.kind is _P.KEYWORD_ONLY}
-        self.keywords = frozenset(self.kwdefaults)  # what a fixed-arity closure takes as **kw
+        self.keywords = frozenset(self.kwdefaults)
         self.by_name = frozenset(self.names) - self.posonly | self.keywords
-        # Parameters that may hold arrays (all but _PLAIN_PARAMS), by position (*args: lists)
-        # and by keyword; positional-only ones have their dtype checked; a list of arrays (a
-        # parameter named "arrays...") is tracked when any of its elements is.
+        # Parameters that may hold arrays (all but _PLAIN_PARAMS), by position (the *args too)
+        # and by keyword; the positional-only ones have their dtype checked; a list of arrays
+        # (a parameter named "arrays...") is tracked when any of its elements is.
         self.arrays = tuple(i for i, n in enumerate(self.names) if n not in _PLAIN_PARAMS)
         self.checked = frozenset(i for i in self.arrays if self.names[i] in self.posonly)
         self.lists = frozenset(i for i in self.arrays if "array" in self.names[i])
         self.kw_arrays = tuple(n for n in self.kwdefaults if n not in _PLAIN_PARAMS)
         self.kw_lists = frozenset(n for n in self.kw_arrays if "array" in n)
-        self.shape = self._shape()
+        self.shape = self._shape(prim)
 
-    def _shape(self) -> str:
-        if self.var or self.kw_arrays or any(d is _P.empty for d in self.kwdefaults.values()):
+    def _shape(self, prim: Primitive) -> str:
+        """The fixed-arity factories take rows whose arrays come first (positional-only), whose
+        other parameters hold no array, and whose positional parameters have no default."""
+        k = len(self.arrays)
+        if (self.var or self.kw_arrays or self.arrays != tuple(range(k))
+                or len(self.checked) != k
+                or any(d is not _P.empty for d in self.defaults)
+                or any(d is _P.empty for d in self.kwdefaults.values())
+                or (prim.axis_check and "axis" not in self.keywords)):  # fmt: skip
             return "any_shape"
-        if not self.arrays:
-            return "no_array"
-        n = len(self.names)
-        if self.arrays != tuple(range(n)) or self.checked != frozenset(self.arrays) \
-                or any(d is not _P.empty for d in self.defaults):  # fmt: skip
-            return "any_shape"  # a parameter that holds no array, or that has a default
-        if n == 1:
-            return "array_list" if self.lists else "one_array"
-        return "two_arrays" if n == 2 and not self.lists else "any_shape"
+        rest = len(self.names) - k
+        if k == 0:
+            return "no_array" if rest == 1 and prim.vjp is None else "any_shape"
+        if k == 1 and self.lists:
+            return "array_list" if rest == 0 else "any_shape"
+        if k == 1:
+            return ("one_array", "array_and_plain")[rest] if rest < 2 else "any_shape"
+        if rest or self.lists:
+            return "any_shape"
+        return "two_arrays" if k == 2 else "three_arrays" if k == 3 and not self.keywords \
+            else "any_shape"  # fmt: skip
 
     def bind(self, args: tuple, kw: dict) -> tuple[tuple, dict]:
         """``args``/``kw`` as the signature binds them: every positional parameter's value in
         order (then the ``*args``), and every keyword-only one's, defaults filled in. A call
         the signature refuses raises the TypeError Python raises for it."""
         n, names = len(args), self.names
-        if n == len(names) and not kw:
+        if not kw and (n == len(names) or (self.var and n > len(names))):
             return args, dict(self.kwdefaults)
         if (n > len(names) and not self.var) or (kw and not kw.keys() <= self.by_name):
             raise self.error(args, kw)
-        values = list(args[: len(names)])
-        for name, default in zip(names[n:], self.defaults[n:], strict=True):
-            values.append(kw[name] if name in kw else default)
         if kw and any(name in kw for name in names[:n]):
             raise self.error(args, kw)
+        left = zip(names[n:], self.defaults[n:], strict=True)
+        values = args[: len(names)] + tuple(kw[k] if k in kw else d for k, d in left)
         kwargs = {k: kw.get(k, d) for k, d in self.kwdefaults.items()}
         if any(v is _P.empty for v in values) or any(v is _P.empty for v in kwargs.values()):
             raise self.error(args, kw)
-        return tuple(values) + args[len(names) :], kwargs
+        return values + args[len(names) :], kwargs
+
+    def refuse(self, args: tuple, kw: dict) -> None:
+        """Raise Python's TypeError if the signature takes no keyword of these names (a
+        fixed-arity closure passes the keywords given straight to the backend call, and asks
+        here when that call fails)."""
+        if kw and not kw.keys() <= self.keywords:
+            raise self.error(args, kw) from None
 
     def error(self, args: tuple, kw: dict) -> TypeError:
         """The TypeError Python raises for a call of the signature with ``args``/``kw``."""
@@ -248,29 +272,25 @@ class _Params:
         if n > len(names) and not self.var:
             least = sum(d is _P.empty for d in self.defaults)
             takes = f"from {least} to {len(names)}" if least < len(names) else f"{len(names)}"
-            plural = "" if takes == "1" else "s"
-            return TypeError(f"{f}() takes {takes} positional argument{plural} but {n} "
-                             f"{'was' if n == 1 else 'were'} given")  # fmt: skip
-        passed = [k for k in kw if k in self.posonly]
+            s = "" if takes == "1" else "s"
+            was = "was" if n == 1 else "were"
+            return TypeError(f"{f}() takes {takes} positional argument{s} but {n} {was} given")
+        passed = ", ".join(repr(k) for k in kw if k in self.posonly)
         if passed:
             return TypeError(f"{f}() got some positional-only arguments passed as keyword "
-                             f"arguments: {', '.join(map(repr, passed))}")  # fmt: skip
+                             f"arguments: {passed}")  # fmt: skip
         twice = [k for k in names[:n] if k in kw]
         if twice:
             return TypeError(f"{f}() got multiple values for argument {twice[0]!r}")
-        missing = [k for i, k in enumerate(names)
-                   if i >= n and k not in kw and self.defaults[i] is _P.empty]  # fmt: skip
-        kind = "positional"
+        kind, missing = "positional", [k for i, k in enumerate(names)
+                                       if i >= n and k not in kw and self.defaults[i] is _P.empty]
         if not missing:
             kind = "keyword-only"
             missing = [k for k, d in self.kwdefaults.items() if k not in kw and d is _P.empty]
-        quoted = [repr(k) for k in missing]
-        listed = quoted[0] if len(quoted) == 1 else (
-            f"{quoted[0]} and {quoted[1]}" if len(quoted) == 2
-            else f"{', '.join(quoted[:-1])}, and {quoted[-1]}")  # fmt: skip
-        plural = "" if len(missing) == 1 else "s"
-        return TypeError(f"{f}() missing {len(missing)} required {kind} argument{plural}: "
-                         f"{listed}")  # fmt: skip
+        q = [repr(k) for k in missing]
+        listed = " and ".join(q) if len(q) < 3 else f"{', '.join(q[:-1])}, and {q[-1]}"
+        s = "" if len(q) == 1 else "s"
+        return TypeError(f"{f}() missing {len(q)} required {kind} argument{s}: {listed}")
 
 
 class _Builder:
@@ -280,9 +300,9 @@ class _Builder:
         self.backend = backend
         self.bk = bk = backend.xp
         self.mod = mod
-        self.Arr = type("Array", (Array,), {"__slots__": (), "_ns": mod, "_backend": backend,
-                                             "__module__": mod.__name__,
-                                             "__qualname__": "Array"})  # fmt: skip
+        attrs = {"__slots__": (), "_ns": mod, "_backend": backend, "__module__": mod.__name__,
+                 "__qualname__": "Array"}
+        self.Arr: type[Array] = type("Array", (Array,), attrs)
         all_dtypes = list(bk.__array_namespace_info__().dtypes().values())
         self.categories = {
             cat: frozenset(dt for dt in all_dtypes if any(bk.isdtype(dt, k) for k in kinds))
@@ -295,7 +315,7 @@ class _Builder:
         Arr, obj_new = self.Arr, object.__new__
 
         def new(data: Any) -> Array:
-            a = obj_new(Arr)
+            a: Array = obj_new(Arr)
             a._data = data
             a._node = None
             return a
@@ -360,6 +380,7 @@ class _Builder:
                 if a._backend.level != level:  # vmap: the higher level takes the call
                     if a._backend.level > level:
                         raise Forward(a._ns)
+                    assert lift is not None  # a lower level reached a vmap level's namespace
                     return lift(a)
                 if a._backend.abstract and not abstract:
                     raise Forward(a._ns)
@@ -384,7 +405,7 @@ class _Builder:
 
     def unwrap_foreign(self) -> Callable[[Any], Any]:
         """For converters: our arrays unwrap, anything else (lists, NumPy arrays) passes."""
-        Arr = self.Arr
+        Arr, lift = self.Arr, self.backend.lift
 
         def unwrap(a: Any) -> Any:
             if type(a) is Arr:
@@ -393,7 +414,8 @@ class _Builder:
                 if a._backend.level != self.backend.level:  # vmap: see unwrap
                     if a._backend.level > self.backend.level:
                         raise Forward(a._ns)
-                    return self.backend.lift(a)
+                    assert lift is not None  # a lower level reached a vmap level's namespace
+                    return lift(a)
                 if a._backend.abstract and not self.backend.abstract:
                     raise Forward(a._ns)
                 return a._concrete("asarray")
@@ -439,6 +461,7 @@ class _Builder:
         return functools.partial(prim.impl, self.bk)
 
     def unary(self, prim: Primitive) -> Callable[[Any], Array]:
+        assert prim.dtypes is not None  # an elementwise row always names its dtypes
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
@@ -470,6 +493,7 @@ class _Builder:
         return f
 
     def binary(self, prim: Primitive) -> Callable[[Any, Any], Array]:
+        assert prim.dtypes is not None  # an elementwise row always names its dtypes
         name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
         Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
         unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
@@ -533,46 +557,41 @@ class _Builder:
 
         return f
 
-    # -- the general rows: one closure factory per signature shape -------------------------------
-    # Each public function binds its arguments as the row's spec signature does (Python's own
-    # TypeErrors for a wrong call), unwraps the arguments that may hold arrays, checks dtypes
-    # (and the axis, where the row asks), calls ``impl(bk, ...)``, wraps the result and records
-    # a node when an input is tracked. The hot shapes (one array, two arrays, a list of arrays,
-    # no array) get a closure with a fixed positional arity; every other row goes through the
-    # plain path, :meth:`any_shape`, which binds with :class:`_Params`.
+    # -- the general rows: a closure factory per signature shape --------------------------------
+    # A general row's function binds a call as its spec signature does (Python's TypeErrors for
+    # a wrong one), unwraps the arguments that may hold arrays, checks their dtypes (and the
+    # axis, where the row asks), calls ``impl(bk, ...)``, wraps the result, and records a node
+    # when an input is tracked. The common shapes get a closure with a fixed positional arity
+    # that passes the keywords given straight on (the backend call's own defaults fill in the
+    # others; a keyword the signature lacks is caught when that call refuses it); every other
+    # row takes the plain path, :meth:`any_shape`.
 
     def general(self, prim: Primitive) -> Callable[..., Any]:
         """The public function of a ``general`` row, made by the factory of its shape."""
-        assert prim.impl is not None and prim.signature is not None
-        params = _Params(prim.short_name, prim.signature)
-        diff = prim.vjp is not None
-        if params.shape == "no_array" and diff:  # a recorded row needs its arrays found
-            make = self.any_shape
-        else:
-            make = getattr(self, params.shape)
-        f = make(prim, params)
-        f.__signature__ = prim.signature  # type: ignore[attr-defined]
+        params = _Params(prim)
+        f = getattr(self, params.shape)(prim, params)
+        f.__signature__ = prim.signature  # type: ignore[attr-defined]  # read by inspect
         return f
 
-    def _operands(self, prim: Primitive) -> tuple[Any, ...]:
-        """What every factory's closure reads: the row's name, backend call, the unwrapping of
-        one argument, the dtypes its positional-only arrays accept (None: any), and whether a
-        call on a tracked array is recorded."""
+    def _parts(self, prim: Primitive) -> tuple[Any, ...]:
+        """What every factory's closure reads: the row's name, its backend call, the dtypes its
+        positional-only arrays accept (None: any) and the unwrapping of an argument."""
         name = prim.name
         unwrap = self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name)
         allowed = self.categories[prim.dtypes] if prim.dtypes else None
-        return name, prim.impl, unwrap, allowed, prim.vjp is not None
+        return name, prim.impl, allowed, unwrap
 
     def one_array(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """``f(x, /, *, <keywords that hold no array>)``: ``sum``, ``sort``, ``linalg.inv``,
-        ``fft.fft``, ``asarray``, ..."""
-        name, impl, unwrap, allowed, diff = self._operands(prim)
+        """``f(x, /, *, <keywords>)``: ``sum``, ``sort``, ``linalg.inv``, ``fft.fft``, ..."""
+        if not params.keywords:
+            return self.one_array_only(prim, params)
+        name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
-        keywords, kwdefaults, axis_check = params.keywords, params.kwdefaults, prim.axis_check
+        kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
 
-        def f(x: Any, /, **kw: Any) -> Any:
-            if kw and not kw.keys() <= keywords:
-                raise params.error((x,), kw)
+        def f(x: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if x is _ABSENT or more:
+                raise params.error(_given(x, *more), kw)
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x,), {**kwdefaults, **kw})
             try:
@@ -583,11 +602,12 @@ class _Builder:
                     tracked = diff and x._node is not None
                 else:
                     d, tracked = unwrap(x), False
-                if axis_check and kw.get("axis") is not None:
+                if axis_check and kw and kw.get("axis") is not None:
                     _check_axis(name, kw["axis"], d.ndim)
                 try:
                     out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
                 except (ValueError, TypeError, IndexError) as e:
+                    params.refuse((x,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (x,), {**kwdefaults, **kw})
@@ -597,16 +617,86 @@ class _Builder:
 
         return f
 
-    def two_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """``f(x1, x2, /, *, <keywords that hold no array>)``: ``matmul``, ``tensordot``,
-        ``take``, ``linalg.solve``, ..."""
-        name, impl, unwrap, allowed, diff = self._operands(prim)
+    def one_array_only(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x, /)``: ``linalg.inv``, ``linalg.det``, ``matrix_transpose``, ``nonzero``, ...
+        (:meth:`one_array` without keywords: no dict made per call)."""
+        name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
-        keywords, kwdefaults = params.keywords, params.kwdefaults
+        diff = prim.vjp is not None
 
-        def f(x1: Any, x2: Any, /, **kw: Any) -> Any:
-            if kw and not kw.keys() <= keywords:
-                raise params.error((x1, x2), kw)
+        def f(x: Any = _ABSENT, /, *more: Any) -> Any:
+            if x is _ABSENT or more:
+                raise params.error(_given(x, *more), {})
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x,), {})
+            try:
+                if type(x) is Arr:
+                    d = x._data
+                    if allowed is not None and d.dtype not in allowed:
+                        raise _dtype_error(name, d.dtype, dtypes)
+                    tracked = diff and x._node is not None
+                else:
+                    d, tracked = unwrap(x), False
+                try:
+                    out = wrap(impl(bk, d))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d,), {}) from e
+                if tracked and MODE.enabled:
+                    return record(prim, ns, out, (x,), {})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x,), {})
+
+        return f
+
+    def array_and_plain(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x, a, /, *, <keywords>)`` where ``a`` holds no array: ``reshape``, ``astype``,
+        ``expand_dims``, ``permute_dims``, ..."""
+        name, impl, allowed, unwrap = self._parts(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
+        a_name = params.names[1] if params.names[1] in params.by_name else None  # a by keyword
+
+        def f(x: Any = _ABSENT, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if a is _ABSENT and kw and a_name is not None:  # ``expand_dims(x, axis=0)``
+                a = kw.pop(a_name, _ABSENT)
+            if a is _ABSENT or more:  # a call to refuse
+                (x, a), kw = params.bind(_given(x, a, *more), kw)
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x, a), {**kwdefaults, **kw})
+            try:
+                if type(x) is Arr:
+                    d = x._data
+                    if allowed is not None and d.dtype not in allowed:
+                        raise _dtype_error(name, d.dtype, dtypes)
+                    tracked = diff and x._node is not None
+                else:
+                    d, tracked = unwrap(x), False
+                if axis_check and kw and kw.get("axis") is not None:
+                    _check_axis(name, kw["axis"], d.ndim)
+                try:
+                    out = wrap(impl(bk, d, a, **kw) if kw else impl(bk, d, a))
+                except (ValueError, TypeError, IndexError) as e:
+                    params.refuse((x, a), kw)
+                    raise _explain(name, e, (d, a), {**kwdefaults, **kw}) from e
+                if tracked and MODE.enabled:
+                    return record(prim, ns, out, (x, a), {**kwdefaults, **kw})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x, a), {**kwdefaults, **kw})
+
+        return f
+
+    def two_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x1, x2, /, *, <keywords>)``: ``matmul``, ``tensordot``, ``take``,
+        ``linalg.solve``, ... (with ``condition`` first, ``where``: :meth:`three_arrays`)."""
+        name, impl, allowed, unwrap = self._parts(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        kwdefaults, diff, keywords = params.kwdefaults, prim.vjp is not None, params.keywords
+
+        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if x2 is _ABSENT or more or (kw and not keywords):
+                raise params.error(_given(x1, x2, *more), kw)
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x1, x2), {**kwdefaults, **kw})
             try:
@@ -628,6 +718,7 @@ class _Builder:
                 try:
                     out = wrap(impl(bk, d1, d2, **kw) if kw else impl(bk, d1, d2))
                 except (ValueError, TypeError, IndexError) as e:
+                    params.refuse((x1, x2), kw)
                     raise _explain(name, e, (d1, d2), {**kwdefaults, **kw}) from e
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, (x1, x2), {**kwdefaults, **kw})
@@ -637,15 +728,61 @@ class _Builder:
 
         return f
 
-    def array_list(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """``f(arrays, /, *, <keywords that hold no array>)``: ``concat``, ``stack``."""
-        name, impl, unwrap, allowed, diff = self._operands(prim)
+    def three_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x1, x2, x3, /)``: ``where``."""
+        name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
-        keywords, kwdefaults = params.keywords, params.kwdefaults
+        diff = prim.vjp is not None
 
-        def f(arrays: Any, /, **kw: Any) -> Any:
-            if kw and not kw.keys() <= keywords:
-                raise params.error((arrays,), kw)
+        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, x3: Any = _ABSENT, /, *more: Any) -> Any:
+            if x3 is _ABSENT or more:
+                raise params.error(_given(x1, x2, x3, *more), {})
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x1, x2, x3), {})
+            try:
+                tracked = False
+                if type(x1) is Arr:
+                    d1 = x1._data
+                    if allowed is not None and d1.dtype not in allowed:
+                        raise _dtype_error(name, d1.dtype, dtypes)
+                    tracked = x1._node is not None
+                else:
+                    d1 = unwrap(x1)
+                if type(x2) is Arr:
+                    d2 = x2._data
+                    if allowed is not None and d2.dtype not in allowed:
+                        raise _dtype_error(name, d2.dtype, dtypes)
+                    tracked = tracked or x2._node is not None
+                else:
+                    d2 = unwrap(x2)
+                if type(x3) is Arr:
+                    d3 = x3._data
+                    if allowed is not None and d3.dtype not in allowed:
+                        raise _dtype_error(name, d3.dtype, dtypes)
+                    tracked = tracked or x3._node is not None
+                else:
+                    d3 = unwrap(x3)
+                try:
+                    out = wrap(impl(bk, d1, d2, d3))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d1, d2, d3), {}) from e
+                if diff and tracked and MODE.enabled:
+                    return record(prim, ns, out, (x1, x2, x3), {})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x1, x2, x3), {})
+
+        return f
+
+    def array_list(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(arrays, /, *, <keywords>)``: ``concat``, ``stack``."""
+        name, impl, allowed, unwrap = self._parts(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        kwdefaults, diff = params.kwdefaults, prim.vjp is not None
+
+        def f(arrays: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if arrays is _ABSENT or more:
+                raise params.error(_given(arrays, *more), kw)
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (arrays,), {**kwdefaults, **kw})
             try:
@@ -660,6 +797,7 @@ class _Builder:
                 try:
                     out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
                 except (ValueError, TypeError, IndexError) as e:
+                    params.refuse((arrays,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (arrays,), {**kwdefaults, **kw})
@@ -670,45 +808,43 @@ class _Builder:
         return f
 
     def no_array(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """No argument holds an array (``zeros``, ``eye``, ``fft.fftfreq``, ``isdtype``):
-        everything passes to the backend as given, and nothing is recorded."""
+        """``f(a, /, *, <keywords>)`` where nothing holds an array (``zeros``, ``ones``,
+        ``empty``, ``fft.fftfreq``): all is passed as given, nothing is recorded."""
         name, impl, bk, ns, wrap = prim.name, prim.impl, self.bk, self.mod, self.wrap()
-        creates = name in _SHAPE_CREATORS
+        kwdefaults, creates = params.kwdefaults, name in _SHAPE_CREATORS
+        assert impl is not None
 
-        def f(*args: Any, **kw: Any) -> Any:
-            args, kwargs = params.bind(args, kw)
+        def f(a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if a is _ABSENT or more:  # ``a`` given by keyword, or a call to refuse
+                (a,), kw = params.bind(_given(a, *more), kw)
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return Forward(REDIRECT.ns).call(prim, args, kwargs)
+                    return Forward(REDIRECT.ns).call(prim, (a,), {**kwdefaults, **kw})
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, args, kwargs)
+                return closed_call(prim, (a,), {**kwdefaults, **kw})
             try:
-                return wrap(impl(bk, *args, **kwargs))
+                return wrap(impl(bk, a, **kw) if kw else impl(bk, a))
             except (ValueError, TypeError, IndexError) as e:
-                raise _explain(name, e, args, kwargs) from e
+                params.refuse((a,), kw)
+                raise _explain(name, e, (a,), {**kwdefaults, **kw}) from e
 
         return f
 
     def any_shape(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """The plain path, for every other signature (``reshape``, ``where``, ``clip``,
-        ``linspace``, ``meshgrid``, ...): bind by the signature, then unwrap argument by argument
-        the ones that may hold arrays."""
-        name, impl, unwrap, allowed, diff = self._operands(prim)
+        """The plain path, for every other signature (``where``, ``clip``, ``linspace``,
+        ``arange``, ``meshgrid``, ``diff``, ...): bind by the signature, then unwrap one by one
+        the arguments that may hold arrays."""
+        name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         arrays, checked, lists = params.arrays, params.checked, params.lists
-        kw_arrays, kw_lists, axis_check = params.kw_arrays, params.kw_lists, prim.axis_check
+        kw_arrays, kw_lists = params.kw_arrays, params.kw_lists
         npos, var, creates = len(params.names), params.var, name in _SHAPE_CREATORS
 
-        def data(a: Any, check: bool) -> tuple[Any, bool]:
-            """The backend value of argument ``a``, and whether ``a`` is tracked."""
-            if type(a) is Arr:
-                if check and allowed is not None and a._data.dtype not in allowed:
-                    raise _dtype_error(name, a._data.dtype, dtypes)
-                return a._data, a._node is not None
-            return unwrap(a), False
-
         def f(*args: Any, **kw: Any) -> Any:
-            args, kwargs = params.bind(args, kw)
+            if len(args) != npos:  # a positional parameter left out or given by keyword, *args
+                args, kw = params.bind(args, kw)  # or Python's TypeError
+            kwargs = {**kwdefaults, **kw}
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
                     return Forward(REDIRECT.ns).call(prim, args, kwargs)
@@ -718,22 +854,35 @@ class _Builder:
                 tracked = False
                 pos, kwd = list(args), kwargs
                 for i in (*arrays, *range(npos, len(args))) if var else arrays:
-                    pos[i], t = data(args[i], i in checked)  # (the *args are lists too)
-                    tracked = tracked or t or (diff and (i in lists or i >= npos)
-                                               and _any_tracked(args[i]))  # fmt: skip
+                    a = args[i]
+                    if type(a) is Arr:
+                        d = pos[i] = a._data
+                        if allowed is not None and i in checked and d.dtype not in allowed:
+                            raise _dtype_error(name, d.dtype, dtypes)
+                        tracked = tracked or a._node is not None
+                    else:
+                        pos[i] = unwrap(a)
+                    if diff and not tracked and (i in lists or i >= npos):  # (*args: a list)
+                        tracked = _any_tracked(a)
                 if kw_arrays:
                     kwd = dict(kwargs)
                     for k in kw_arrays:
-                        kwd[k], t = data(kwargs[k], False)
-                        tracked = tracked or t or (diff and k in kw_lists
-                                                   and _any_tracked(kwargs[k]))  # fmt: skip
+                        a = kwargs[k]
+                        if type(a) is Arr:
+                            kwd[k] = a._data
+                            tracked = tracked or a._node is not None
+                        else:
+                            kwd[k] = unwrap(a)
+                        if diff and not tracked and k in kw_lists:
+                            tracked = _any_tracked(a)
                 if axis_check:
                     axis = kwargs["axis"] if "axis" in kwargs else args[params.names.index("axis")]
                     if axis is not None:
                         _check_axis(name, axis, pos[0].ndim)
                 try:
-                    out = wrap(impl(bk, *pos, **kwd))
+                    out = wrap(impl(bk, *pos, **kwd) if kw or kw_arrays else impl(bk, *pos))
                 except (ValueError, TypeError, IndexError) as e:
+                    params.refuse(args, kw)
                     raise _explain(name, e, tuple(pos), kwd) from e
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, args, kwargs)

@@ -34,7 +34,7 @@ class _Batch(threading.local):
 BATCH = _Batch()
 
 
-def _parent(a: Any, floating: frozenset) -> Any:
+def _parent(a: Any, floating: frozenset) -> Node | Select | None:
     """The node of ``a`` if a gradient flows into it (a tracked floating-point array), else None."""
     if isinstance(a, Array) and a._node is not None and a._data.dtype in floating:
         return a._node
@@ -105,7 +105,7 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     if ns._backend.abstract:  # data a projected or compiled function closes over
         args = tuple(_constant(ns, a) for a in args)
         kwargs = {k: _constant(ns, v) for k, v in kwargs.items()} if kwargs else kwargs
-    parents = []
+    parents: list[tuple[Any, Node | Select]] = []  # (position: i, (i, j) or a name, node)
     for i, a in enumerate(args):
         if type(a) is list or type(a) is tuple:
             parents.extend(((i, j), p) for j, e in enumerate(a)
@@ -126,7 +126,7 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
         if kwargs else {}  # fmt: skip
     if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
         node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
-        handles = [None] * len(out)
+        handles: list[Select | None] = [None] * len(out)
         for i, o in enumerate(out):
             if isinstance(o, Array) and o._data.dtype in floating:
                 o._node = handles[i] = Select(node, i, len(out))

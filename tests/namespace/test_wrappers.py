@@ -1,0 +1,193 @@
+"""The public functions of the general rows: closures made per signature shape (no source text
+run by ``exec``): real source lines in tracebacks, the spec's signatures, Python's TypeErrors."""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+import traceback
+
+import numpy as np
+import pytest
+
+import pycograd_xp
+from pycograd_xp.namespace import REGISTRY
+
+xp = pycograd_xp.namespace(np)
+PACKAGE = os.path.dirname(os.path.abspath(pycograd_xp.__file__))
+
+
+def _public(name: str):
+    scope, _, short = name.rpartition(".")
+    return getattr(getattr(xp, scope) if scope else xp, short)
+
+
+def _x(*shape):
+    return xp.asarray(np.arange(float(np.prod(shape))).reshape(shape))
+
+
+# A failing backend call through a function of each signature shape.
+FAILING = {
+    "one array, keywords": lambda: xp.sum(_x(3), dtype="not a dtype"),
+    "one array": lambda: xp.linalg.inv(_x(2, 3)),
+    "an array and a plain value": lambda: xp.reshape(_x(3), (2, 2)),
+    "two arrays": lambda: xp.matmul(_x(2, 3), _x(2, 3)),
+    "three arrays": lambda: xp.where(_x(2) > 0, _x(3), _x(4)),
+    "a list": lambda: xp.concat([_x(2, 3), _x(3, 2)], axis=1),
+    "no array": lambda: xp.zeros((-1,)),
+    "any other": lambda: xp.broadcast_arrays(_x(2), _x(3)),
+}
+
+
+def _frames(err: BaseException) -> list[traceback.FrameSummary]:
+    frames, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        frames += traceback.extract_tb(err.__traceback__)
+        err = err.__cause__ or err.__context__
+    return frames
+
+
+@pytest.mark.parametrize("shape", list(FAILING))
+def test_a_failing_backend_call_shows_real_source_lines(shape):
+    with pytest.raises((ValueError, TypeError)) as info:
+        FAILING[shape]()
+    assert "<pycograd_xp" not in "".join(traceback.format_exception(info.value))
+    ours = [f for f in _frames(info.value) if f.filename.startswith(PACKAGE + os.sep)]
+    assert ours, "no frame of pycograd_xp in the traceback"
+    for f in ours:
+        assert os.path.isfile(f.filename)
+        assert linecache.getline(f.filename, f.lineno).strip(), (f.filename, f.lineno)
+    assert any(f.filename.endswith(os.path.join("namespace", "_build.py")) for f in ours)
+
+
+def _plain(sig: inspect.Signature) -> str:
+    """The signature without annotations, as the spec writes it."""
+    params = [p.replace(annotation=p.empty) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=params, return_annotation=sig.empty))
+
+
+# The spec's signatures of a sample of rows of every signature shape.
+SPEC = {
+    "sum": "(x, /, *, axis=None, dtype=None, keepdims=False)",
+    "linalg.vector_norm": "(x, /, *, axis=None, keepdims=False, ord=2)",
+    "fft.rfft": "(x, /, *, n=None, axis=-1, norm='backward')",
+    "asarray": "(obj, /, *, dtype=None, device=None, copy=None)",
+    "linalg.inv": "(x, /)",
+    "matrix_transpose": "(x, /)",
+    "reshape": "(x, /, shape, *, copy=None)",
+    "astype": "(x, dtype, /, *, copy=True, device=None)",
+    "expand_dims": "(x, /, axis)",
+    "matmul": "(x1, x2, /)",
+    "tensordot": "(x1, x2, /, *, axes=2)",
+    "take": "(x, indices, /, *, axis=None)",
+    "where": "(condition, x1, x2, /)",
+    "concat": "(arrays, /, *, axis=0)",
+    "stack": "(arrays, /, *, axis=0)",
+    "zeros": "(shape, *, dtype=None, device=None)",
+    "fft.fftfreq": "(n, /, *, d=1.0, dtype=None, device=None)",
+    "clip": "(x, /, min=None, max=None)",
+    "linspace": "(start, stop, /, num, *, dtype=None, device=None, endpoint=True)",
+    "arange": "(start, /, stop=None, step=1, *, dtype=None, device=None)",
+    "eye": "(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None)",
+    "meshgrid": "(*arrays, indexing='xy')",
+    "broadcast_arrays": "(*arrays)",
+    "diff": "(x, /, *, axis=-1, n=1, prepend=None, append=None)",
+    "moveaxis": "(x, source, destination, /)",
+}
+
+
+@pytest.mark.parametrize("name", list(SPEC))
+def test_signature_is_the_spec_signature(name):
+    assert _plain(inspect.signature(_public(name))) == SPEC[name]
+
+
+def test_every_general_row_shows_its_row_signature():
+    for name, prim in REGISTRY.items():
+        if prim.kind == "general":
+            assert inspect.signature(_public(name)) == prim.signature, name
+
+
+# Reference functions with the spec signatures: a wrong call of a public function raises the
+# TypeError Python raises for the same call of its reference.
+def sum(x, /, *, axis=None, dtype=None, keepdims=False): ...  # noqa: A001
+def inv(x, /): ...
+def reshape(x, /, shape, *, copy=None): ...
+def astype(x, dtype, /, *, copy=True, device=None): ...
+def matmul(x1, x2, /): ...
+def tensordot(x1, x2, /, *, axes=2): ...
+def where(condition, x1, x2, /): ...
+def concat(arrays, /, *, axis=0): ...
+def zeros(shape, *, dtype=None, device=None): ...
+def clip(x, /, min=None, max=None): ...  # noqa: A002
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None): ...
+def meshgrid(*arrays, indexing="xy"): ...
+
+
+A = _x(2, 3)
+WRONG = [
+    (sum, xp.sum, (), {}),
+    (sum, xp.sum, (A, 0), {}),
+    (sum, xp.sum, (A,), {"axes": 0}),
+    (sum, xp.sum, (A,), {"x": A}),
+    (inv, xp.linalg.inv, (), {}),
+    (inv, xp.linalg.inv, (A, A), {}),
+    (inv, xp.linalg.inv, (A,), {"upper": True}),
+    (reshape, xp.reshape, (A,), {}),
+    (reshape, xp.reshape, (A, (6,), None), {}),
+    (reshape, xp.reshape, (A, (6,)), {"shape": (6,)}),
+    (reshape, xp.reshape, (A, (6,)), {"order": "C"}),
+    (astype, xp.astype, (A,), {"dtype": xp.float32}),
+    (matmul, xp.matmul, (A,), {}),
+    (matmul, xp.matmul, (A, A, A), {}),
+    (matmul, xp.matmul, (A, A), {"out": A}),
+    (tensordot, xp.tensordot, (A, A), {"axis": 1}),
+    (where, xp.where, (A, A), {}),
+    (where, xp.where, (A, A, A, A), {}),
+    (concat, xp.concat, (), {}),
+    (concat, xp.concat, ([A], [A]), {}),
+    (concat, xp.concat, ([A],), {"axes": 0}),
+    (zeros, xp.zeros, (), {}),
+    (zeros, xp.zeros, ((2,), xp.float64), {}),
+    (zeros, xp.zeros, ((2,),), {"dtyp": xp.float64}),
+    (clip, xp.clip, (A, 0), {"min": 1}),
+    (clip, xp.clip, (A, 0, 1, 2), {}),
+    (arange, xp.arange, (1, 2, 3, 4), {}),
+    (arange, xp.arange, (), {"start": 1}),
+    (meshgrid, xp.meshgrid, (A,), {"index": "ij"}),
+]
+
+
+@pytest.mark.parametrize("ref, f, args, kwargs", WRONG,
+                         ids=[f"{r.__name__}-{i}" for i, (r, *_) in enumerate(WRONG)])  # fmt: skip
+def test_a_wrong_call_raises_pythons_type_error(ref, f, args, kwargs):
+    with pytest.raises(TypeError) as expected:
+        ref(*args, **kwargs)
+    with pytest.raises(TypeError) as got:
+        f(*args, **kwargs)
+    assert str(got.value) == str(expected.value)
+
+
+def test_star_args_with_keywords():
+    a, b = _x(2), _x(3)
+    assert [g.shape for g in xp.meshgrid(a, b, indexing="ij")] == [(2, 3), (2, 3)]
+    assert [g.shape for g in xp.meshgrid(a, b)] == [(3, 2), (3, 2)]
+    assert xp.broadcast_shapes((2, 1), (1, 3)) == (2, 3)
+
+
+PAIRS = [  # the same call, a parameter given by position, then by name
+    (lambda v: xp.reshape(v, (3, 2)), lambda v: xp.reshape(v, shape=(3, 2))),
+    (lambda v: xp.expand_dims(v, 0), lambda v: xp.expand_dims(v, axis=0)),
+    (lambda v: xp.clip(v, None, 2.0), lambda v: xp.clip(v, max=2.0)),
+    (lambda v: xp.broadcast_to(v, (2, 2, 3)), lambda v: xp.broadcast_to(v, shape=(2, 2, 3))),
+    (lambda v: xp.clip(v, 0.5), lambda v: xp.clip(v, min=0.5)),
+]
+
+
+@pytest.mark.parametrize("pair", range(len(PAIRS)))
+def test_a_parameter_by_position_or_by_name_is_the_same_call(pair):
+    x = _x(2, 3) * 0.5
+    grads = [pycograd_xp.grad(lambda v, c=c: xp.sum(c(v) * c(v)))(x) for c in PAIRS[pair]]
+    np.testing.assert_array_equal(np.asarray(grads[0]), np.asarray(grads[1]))
+    assert float(xp.sum(grads[0] * grads[0])) > 0
