@@ -690,12 +690,14 @@ class _Builder:
     def two_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
         """``f(x1, x2, /, *, <keywords>)``: ``matmul``, ``tensordot``, ``take``,
         ``linalg.solve``, ... (with ``condition`` first, ``where``: :meth:`three_arrays`)."""
+        if not params.keywords:
+            return self.two_arrays_only(prim, params)
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
-        kwdefaults, diff, keywords = params.kwdefaults, prim.vjp is not None, params.keywords
+        kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
         def f(x1: Any = _ABSENT, x2: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if x2 is _ABSENT or more or (kw and not keywords):
+            if x2 is _ABSENT or more:
                 raise params.error(_given(x1, x2, *more), kw)
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x1, x2), {**kwdefaults, **kw})
@@ -725,6 +727,46 @@ class _Builder:
                 return out
             except Forward as fw:  # an abstract argument: the call moves to its namespace
                 return fw.call(prim, (x1, x2), {**kwdefaults, **kw})
+
+        return f
+
+    def two_arrays_only(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(x1, x2, /)``: ``matmul``, ``linalg.solve``, ``linalg.outer``, ``tile``, ...
+        (:meth:`two_arrays` without keywords: no dict made per call)."""
+        name, impl, allowed, unwrap = self._parts(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        diff = prim.vjp is not None
+
+        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, /, *more: Any) -> Any:
+            if x2 is _ABSENT or more:
+                raise params.error(_given(x1, x2, *more), {})
+            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (x1, x2), {})
+            try:
+                tracked = False
+                if type(x1) is Arr:
+                    d1 = x1._data
+                    if allowed is not None and d1.dtype not in allowed:
+                        raise _dtype_error(name, d1.dtype, dtypes)
+                    tracked = x1._node is not None
+                else:
+                    d1 = unwrap(x1)
+                if type(x2) is Arr:
+                    d2 = x2._data
+                    if allowed is not None and d2.dtype not in allowed:
+                        raise _dtype_error(name, d2.dtype, dtypes)
+                    tracked = tracked or x2._node is not None
+                else:
+                    d2 = unwrap(x2)
+                try:
+                    out = wrap(impl(bk, d1, d2))
+                except (ValueError, TypeError, IndexError) as e:
+                    raise _explain(name, e, (d1, d2), {}) from e
+                if diff and tracked and MODE.enabled:
+                    return record(prim, ns, out, (x1, x2), {})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (x1, x2), {})
 
         return f
 
@@ -840,34 +882,36 @@ class _Builder:
         arrays, checked, lists = params.arrays, params.checked, params.lists
         kw_arrays, kw_lists = params.kw_arrays, params.kw_lists
         npos, var, creates = len(params.names), params.var, name in _SHAPE_CREATORS
+        lists_too = diff and (bool(lists) or var)  # a list is tracked when an element is
+        axis_at = None if "axis" in kwdefaults or not axis_check else params.names.index("axis")
 
         def f(*args: Any, **kw: Any) -> Any:
             if len(args) != npos:  # a positional parameter left out or given by keyword, *args
                 args, kw = params.bind(args, kw)  # or Python's TypeError
-            kwargs = {**kwdefaults, **kw}
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return Forward(REDIRECT.ns).call(prim, args, kwargs)
+                    return Forward(REDIRECT.ns).call(prim, args, {**kwdefaults, **kw})
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, args, kwargs)
+                return closed_call(prim, args, {**kwdefaults, **kw})
             try:
                 tracked = False
-                pos, kwd = list(args), kwargs
+                pos, kwd = list(args), kw  # what the backend call gets
                 for i in (*arrays, *range(npos, len(args))) if var else arrays:
                     a = args[i]
                     if type(a) is Arr:
                         d = pos[i] = a._data
-                        if allowed is not None and i in checked and d.dtype not in allowed:
+                        if i in checked and allowed is not None and d.dtype not in allowed:
                             raise _dtype_error(name, d.dtype, dtypes)
-                        tracked = tracked or a._node is not None
+                        if a._node is not None:
+                            tracked = True
                     else:
                         pos[i] = unwrap(a)
-                    if diff and not tracked and (i in lists or i >= npos):  # (*args: a list)
+                    if lists_too and not tracked and (i in lists or i >= npos):  # (*args too)
                         tracked = _any_tracked(a)
                 if kw_arrays:
-                    kwd = dict(kwargs)
+                    kwd = {**kwdefaults, **kw}
                     for k in kw_arrays:
-                        a = kwargs[k]
+                        a = kwd[k]
                         if type(a) is Arr:
                             kwd[k] = a._data
                             tracked = tracked or a._node is not None
@@ -876,19 +920,19 @@ class _Builder:
                         if diff and not tracked and k in kw_lists:
                             tracked = _any_tracked(a)
                 if axis_check:
-                    axis = kwargs["axis"] if "axis" in kwargs else args[params.names.index("axis")]
+                    axis = kw.get("axis", kwdefaults["axis"]) if axis_at is None else args[axis_at]
                     if axis is not None:
                         _check_axis(name, axis, pos[0].ndim)
                 try:
-                    out = wrap(impl(bk, *pos, **kwd) if kw or kw_arrays else impl(bk, *pos))
+                    out = wrap(impl(bk, *pos, **kwd) if kwd else impl(bk, *pos))
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse(args, kw)
-                    raise _explain(name, e, tuple(pos), kwd) from e
+                    raise _explain(name, e, tuple(pos), {**kwdefaults, **kwd}) from e
                 if diff and tracked and MODE.enabled:
-                    return record(prim, ns, out, args, kwargs)
+                    return record(prim, ns, out, args, {**kwdefaults, **kw})
                 return out
             except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, args, kwargs)
+                return fw.call(prim, args, {**kwdefaults, **kw})
 
         return f
 
