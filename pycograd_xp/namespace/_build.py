@@ -214,7 +214,12 @@ class _Params:
         self.lists = frozenset(i for i in self.arrays if "array" in self.names[i])
         self.kw_arrays = tuple(n for n in self.kwdefaults if n not in _PLAIN_PARAMS)
         self.kw_lists = frozenset(n for n in self.kw_arrays if "array" in n)
-        self.shape = self._shape(prim)
+        shape = self._shape(prim)
+        if shape == "any_shape" and len(self.names) == 3 and not (
+                self.var or self.kw_arrays or self.lists or prim.axis_check
+                or any(d is _P.empty for d in self.kwdefaults.values())):  # fmt: skip
+            shape = "three_positional"
+        self.shape = shape
 
     def _shape(self, prim: Primitive) -> str:
         """The fixed-arity factories take rows whose arrays come first (positional-only), whose
@@ -564,7 +569,9 @@ class _Builder:
     # when an input is tracked. The common shapes get a closure with a fixed positional arity
     # that passes the keywords given straight on (the backend call's own defaults fill in the
     # others; a keyword the signature lacks is caught when that call refuses it); every other
-    # row takes the plain path, :meth:`any_shape`.
+    # row takes the plain path, :meth:`any_shape`. Python itself refuses a wrong number of
+    # arrays; its message names the closure's parameters (``x``, ``x1``, ``arrays``), which
+    # are the spec's names for all but a few rows (``asarray(obj, /)`` is told ``'x'``).
 
     def general(self, prim: Primitive) -> Callable[..., Any]:
         """The public function of a ``general`` row, made by the factory of its shape."""
@@ -589,9 +596,7 @@ class _Builder:
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
 
-        def f(x: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if x is _ABSENT or more:
-                raise params.error(_given(x, *more), kw)
+        def f(x: Any, /, **kw: Any) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x,), {**kwdefaults, **kw})
             try:
@@ -624,9 +629,7 @@ class _Builder:
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         diff = prim.vjp is not None
 
-        def f(x: Any = _ABSENT, /, *more: Any) -> Any:
-            if x is _ABSENT or more:
-                raise params.error(_given(x, *more), {})
+        def f(x: Any, /) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x,), {})
             try:
@@ -696,9 +699,7 @@ class _Builder:
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
-        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if x2 is _ABSENT or more:
-                raise params.error(_given(x1, x2, *more), kw)
+        def f(x1: Any, x2: Any, /, **kw: Any) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x1, x2), {**kwdefaults, **kw})
             try:
@@ -737,9 +738,7 @@ class _Builder:
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         diff = prim.vjp is not None
 
-        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, /, *more: Any) -> Any:
-            if x2 is _ABSENT or more:
-                raise params.error(_given(x1, x2, *more), {})
+        def f(x1: Any, x2: Any, /) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (x1, x2), {})
             try:
@@ -771,23 +770,28 @@ class _Builder:
         return f
 
     def three_arrays(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """``f(x1, x2, x3, /)``: ``where``."""
+        """``f(condition, x1, x2, /)``: ``where``."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         diff = prim.vjp is not None
 
-        def f(x1: Any = _ABSENT, x2: Any = _ABSENT, x3: Any = _ABSENT, /, *more: Any) -> Any:
-            if x3 is _ABSENT or more:
-                raise params.error(_given(x1, x2, x3, *more), {})
+        def f(condition: Any, x1: Any, x2: Any, /) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x1, x2, x3), {})
+                return closed_call(prim, (condition, x1, x2), {})
             try:
                 tracked = False
+                if type(condition) is Arr:
+                    d0 = condition._data
+                    if allowed is not None and d0.dtype not in allowed:
+                        raise _dtype_error(name, d0.dtype, dtypes)
+                    tracked = condition._node is not None
+                else:
+                    d0 = unwrap(condition)
                 if type(x1) is Arr:
                     d1 = x1._data
                     if allowed is not None and d1.dtype not in allowed:
                         raise _dtype_error(name, d1.dtype, dtypes)
-                    tracked = x1._node is not None
+                    tracked = tracked or x1._node is not None
                 else:
                     d1 = unwrap(x1)
                 if type(x2) is Arr:
@@ -797,22 +801,15 @@ class _Builder:
                     tracked = tracked or x2._node is not None
                 else:
                     d2 = unwrap(x2)
-                if type(x3) is Arr:
-                    d3 = x3._data
-                    if allowed is not None and d3.dtype not in allowed:
-                        raise _dtype_error(name, d3.dtype, dtypes)
-                    tracked = tracked or x3._node is not None
-                else:
-                    d3 = unwrap(x3)
                 try:
-                    out = wrap(impl(bk, d1, d2, d3))
+                    out = wrap(impl(bk, d0, d1, d2))
                 except (ValueError, TypeError, IndexError) as e:
-                    raise _explain(name, e, (d1, d2, d3), {}) from e
+                    raise _explain(name, e, (d0, d1, d2), {}) from e
                 if diff and tracked and MODE.enabled:
-                    return record(prim, ns, out, (x1, x2, x3), {})
+                    return record(prim, ns, out, (condition, x1, x2), {})
                 return out
             except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x1, x2, x3), {})
+                return fw.call(prim, (condition, x1, x2), {})
 
         return f
 
@@ -822,9 +819,7 @@ class _Builder:
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
-        def f(arrays: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if arrays is _ABSENT or more:
-                raise params.error(_given(arrays, *more), kw)
+        def f(arrays: Any, /, **kw: Any) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (arrays,), {**kwdefaults, **kw})
             try:
@@ -872,10 +867,68 @@ class _Builder:
 
         return f
 
+    def three_positional(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
+        """``f(a0, a1, a2, /, *, <keywords>)``, each positional parameter an array or not, with
+        or without a default: ``clip``, ``linspace``, ``arange``, ``moveaxis``."""
+        name, impl, allowed, unwrap = self._parts(prim)
+        Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        kwdefaults, diff, creates = params.kwdefaults, prim.vjp is not None, name in _SHAPE_CREATORS
+        is0, is1, is2 = (i in params.arrays for i in range(3))  # may hold an array
+        ch0, ch1, ch2 = (i in params.checked and allowed is not None for i in range(3))
+
+        def f(a0: Any = _ABSENT, a1: Any = _ABSENT, a2: Any = _ABSENT, /, *more: Any,
+              **kw: Any) -> Any:  # fmt: skip
+            if a2 is _ABSENT or more:  # left to its default, given by keyword, or refused
+                (a0, a1, a2), kw = params.bind(_given(a0, a1, a2, *more), kw)
+            if creates:
+                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
+                    return Forward(REDIRECT.ns).call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
+                return closed_call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+            try:
+                tracked = False
+                d0, d1, d2 = a0, a1, a2
+                if is0:
+                    if type(a0) is Arr:
+                        d0 = a0._data
+                        if ch0 and d0.dtype not in allowed:
+                            raise _dtype_error(name, d0.dtype, dtypes)
+                        tracked = a0._node is not None
+                    else:
+                        d0 = unwrap(a0)
+                if is1:
+                    if type(a1) is Arr:
+                        d1 = a1._data
+                        if ch1 and d1.dtype not in allowed:
+                            raise _dtype_error(name, d1.dtype, dtypes)
+                        tracked = tracked or a1._node is not None
+                    else:
+                        d1 = unwrap(a1)
+                if is2:
+                    if type(a2) is Arr:
+                        d2 = a2._data
+                        if ch2 and d2.dtype not in allowed:
+                            raise _dtype_error(name, d2.dtype, dtypes)
+                        tracked = tracked or a2._node is not None
+                    else:
+                        d2 = unwrap(a2)
+                try:
+                    out = wrap(impl(bk, d0, d1, d2, **kw) if kw else impl(bk, d0, d1, d2))
+                except (ValueError, TypeError, IndexError) as e:
+                    params.refuse((a0, a1, a2), kw)
+                    raise _explain(name, e, (d0, d1, d2), {**kwdefaults, **kw}) from e
+                if diff and tracked and MODE.enabled:
+                    return record(prim, ns, out, (a0, a1, a2), {**kwdefaults, **kw})
+                return out
+            except Forward as fw:  # an abstract argument: the call moves to its namespace
+                return fw.call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+
+        return f
+
     def any_shape(self, prim: Primitive, params: _Params) -> Callable[..., Any]:
-        """The plain path, for every other signature (``where``, ``clip``, ``linspace``,
-        ``arange``, ``meshgrid``, ``diff``, ...): bind by the signature, then unwrap one by one
-        the arguments that may hold arrays."""
+        """The plain path, for every other signature (``meshgrid``, ``full``, ``diff``,
+        ``searchsorted``, ``eye``, the convolutions, ...): bind by the signature, then unwrap one
+        by one the arguments that may hold arrays."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check

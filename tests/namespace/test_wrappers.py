@@ -36,6 +36,7 @@ FAILING = {
     "three arrays": lambda: xp.where(_x(2) > 0, _x(3), _x(4)),
     "a list": lambda: xp.concat([_x(2, 3), _x(3, 2)], axis=1),
     "no array": lambda: xp.zeros((-1,)),
+    "three positional": lambda: xp.linspace(0.0, 1.0, -1),
     "any other": lambda: xp.broadcast_arrays(_x(2), _x(3)),
 }
 
