@@ -595,6 +595,7 @@ class _Builder:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
+        axis_default = kwdefaults.get("axis")
 
         def f(x: Any, /, **kw: Any) -> Any:
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
@@ -607,8 +608,10 @@ class _Builder:
                     tracked = diff and x._node is not None
                 else:
                     d, tracked = unwrap(x), False
-                if axis_check and kw and kw.get("axis") is not None:
-                    _check_axis(name, kw["axis"], d.ndim)
+                if axis_check:  # the default axis too (sort's -1 on a 0-d array)
+                    axis = kw.get("axis", axis_default) if kw else axis_default
+                    if axis is not None:
+                        _check_axis(name, axis, d.ndim)
                 try:
                     out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
                 except (ValueError, TypeError, IndexError) as e:
@@ -658,6 +661,7 @@ class _Builder:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
+        axis_default = kwdefaults.get("axis")
         a_name = params.names[1] if params.names[1] in params.by_name else None  # a by keyword
 
         def f(x: Any = _ABSENT, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
@@ -675,8 +679,10 @@ class _Builder:
                     tracked = diff and x._node is not None
                 else:
                     d, tracked = unwrap(x), False
-                if axis_check and kw and kw.get("axis") is not None:
-                    _check_axis(name, kw["axis"], d.ndim)
+                if axis_check:  # the default axis too (sort's -1 on a 0-d array)
+                    axis = kw.get("axis", axis_default) if kw else axis_default
+                    if axis is not None:
+                        _check_axis(name, axis, d.ndim)
                 try:
                     out = wrap(impl(bk, d, a, **kw) if kw else impl(bk, d, a))
                 except (ValueError, TypeError, IndexError) as e:
@@ -932,6 +938,7 @@ class _Builder:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
+        axis_default = kwdefaults.get("axis")
         arrays, checked, lists = params.arrays, params.checked, params.lists
         kw_arrays, kw_lists = params.kw_arrays, params.kw_lists
         npos, var, creates = len(params.names), params.var, name in _SHAPE_CREATORS
@@ -973,7 +980,7 @@ class _Builder:
                         if diff and not tracked and k in kw_lists:
                             tracked = _any_tracked(a)
                 if axis_check:
-                    axis = kw.get("axis", kwdefaults["axis"]) if axis_at is None else args[axis_at]
+                    axis = kw.get("axis", axis_default) if axis_at is None else args[axis_at]
                     if axis is not None:
                         _check_axis(name, axis, pos[0].ndim)
                 try:

@@ -170,6 +170,17 @@ def test_a_wrong_call_raises_pythons_type_error(ref, f, args, kwargs):
     assert str(got.value) == str(expected.value)
 
 
+@pytest.mark.parametrize("f", [xp.sort, xp.argsort, xp.unstack, xp.flip, xp.sum])
+def test_the_axis_is_checked_by_default_and_when_given(f):
+    if f is xp.flip or f is xp.sum:  # default axis None: every axis
+        f(xp.asarray(1.0))
+    else:  # a default axis (sort's -1) out of range for a 0-d array
+        with pytest.raises(pycograd_xp.AxisError, match=rf"{f.__name__}\(\): axis"):
+            f(xp.asarray(1.0))
+    with pytest.raises(pycograd_xp.AxisError, match=rf"{f.__name__}\(\): axis 2 is out of range"):
+        f(_x(2, 3), axis=2)
+
+
 def test_star_args_with_keywords():
     a, b = _x(2), _x(3)
     assert [g.shape for g in xp.meshgrid(a, b, indexing="ij")] == [(2, 3), (2, 3)]
