@@ -594,6 +594,7 @@ class _Builder:
             return self.one_array_only(prim, params)
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default = kwdefaults.get("axis")
 
@@ -609,11 +610,12 @@ class _Builder:
                 else:
                     d, tracked = unwrap(x), False
                 if axis_check:  # the default axis too (sort's -1 on a 0-d array)
-                    axis = kw.get("axis", axis_default) if kw else axis_default
+                    axis = kw["axis"] if "axis" in kw else axis_default
                     if axis is not None:
                         _check_axis(name, axis, d.ndim)
                 try:
-                    out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
+                    r = impl(bk, d, **kw) if kw else impl(bk, d)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
@@ -630,6 +632,7 @@ class _Builder:
         (:meth:`one_array` without keywords: no dict made per call)."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         diff = prim.vjp is not None
 
         def f(x: Any, /) -> Any:
@@ -644,7 +647,8 @@ class _Builder:
                 else:
                     d, tracked = unwrap(x), False
                 try:
-                    out = wrap(impl(bk, d))
+                    r = impl(bk, d)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d,), {}) from e
                 if tracked and MODE.enabled:
@@ -660,13 +664,15 @@ class _Builder:
         ``expand_dims``, ``permute_dims``, ..."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default = kwdefaults.get("axis")
         a_name = params.names[1] if params.names[1] in params.by_name else None  # a by keyword
 
         def f(x: Any = _ABSENT, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if a is _ABSENT and kw and a_name is not None:  # ``expand_dims(x, axis=0)``
-                a = kw.pop(a_name, _ABSENT)
+            if a is _ABSENT and a_name is not None and a_name in kw:  # expand_dims(x, axis=0)
+                a = kw[a_name]
+                del kw[a_name]
             if a is _ABSENT or more:  # a call to refuse
                 (x, a), kw = params.bind(_given(x, a, *more), kw)
             if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
@@ -680,11 +686,12 @@ class _Builder:
                 else:
                     d, tracked = unwrap(x), False
                 if axis_check:  # the default axis too (sort's -1 on a 0-d array)
-                    axis = kw.get("axis", axis_default) if kw else axis_default
+                    axis = kw["axis"] if "axis" in kw else axis_default
                     if axis is not None:
                         _check_axis(name, axis, d.ndim)
                 try:
-                    out = wrap(impl(bk, d, a, **kw) if kw else impl(bk, d, a))
+                    r = impl(bk, d, a, **kw) if kw else impl(bk, d, a)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x, a), kw)
                     raise _explain(name, e, (d, a), {**kwdefaults, **kw}) from e
@@ -703,6 +710,7 @@ class _Builder:
             return self.two_arrays_only(prim, params)
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
         def f(x1: Any, x2: Any, /, **kw: Any) -> Any:
@@ -725,7 +733,8 @@ class _Builder:
                 else:
                     d2 = unwrap(x2)
                 try:
-                    out = wrap(impl(bk, d1, d2, **kw) if kw else impl(bk, d1, d2))
+                    r = impl(bk, d1, d2, **kw) if kw else impl(bk, d1, d2)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x1, x2), kw)
                     raise _explain(name, e, (d1, d2), {**kwdefaults, **kw}) from e
@@ -742,6 +751,7 @@ class _Builder:
         (:meth:`two_arrays` without keywords: no dict made per call)."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         diff = prim.vjp is not None
 
         def f(x1: Any, x2: Any, /) -> Any:
@@ -764,7 +774,8 @@ class _Builder:
                 else:
                     d2 = unwrap(x2)
                 try:
-                    out = wrap(impl(bk, d1, d2))
+                    r = impl(bk, d1, d2)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d1, d2), {}) from e
                 if diff and tracked and MODE.enabled:
@@ -779,6 +790,7 @@ class _Builder:
         """``f(condition, x1, x2, /)``: ``where``."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         diff = prim.vjp is not None
 
         def f(condition: Any, x1: Any, x2: Any, /) -> Any:
@@ -808,7 +820,8 @@ class _Builder:
                 else:
                     d2 = unwrap(x2)
                 try:
-                    out = wrap(impl(bk, d0, d1, d2))
+                    r = impl(bk, d0, d1, d2)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d0, d1, d2), {}) from e
                 if diff and tracked and MODE.enabled:
@@ -823,6 +836,7 @@ class _Builder:
         """``f(arrays, /, *, <keywords>)``: ``concat``, ``stack``."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
         def f(arrays: Any, /, **kw: Any) -> Any:
@@ -838,7 +852,8 @@ class _Builder:
                     d, tracked = unwrap(arrays), False
                 tracked = diff and (tracked or _any_tracked(arrays))
                 try:
-                    out = wrap(impl(bk, d, **kw) if kw else impl(bk, d))
+                    r = impl(bk, d, **kw) if kw else impl(bk, d)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((arrays,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
@@ -854,6 +869,7 @@ class _Builder:
         """``f(a, /, *, <keywords>)`` where nothing holds an array (``zeros``, ``ones``,
         ``empty``, ``fft.fftfreq``): all is passed as given, nothing is recorded."""
         name, impl, bk, ns, wrap = prim.name, prim.impl, self.bk, self.mod, self.wrap()
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, creates = params.kwdefaults, name in _SHAPE_CREATORS
         assert impl is not None
 
@@ -866,7 +882,8 @@ class _Builder:
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (a,), {**kwdefaults, **kw})
             try:
-                return wrap(impl(bk, a, **kw) if kw else impl(bk, a))
+                r = impl(bk, a, **kw) if kw else impl(bk, a)
+                return new(r) if type(r) is T else wrap(r)
             except (ValueError, TypeError, IndexError) as e:
                 params.refuse((a,), kw)
                 raise _explain(name, e, (a,), {**kwdefaults, **kw}) from e
@@ -878,6 +895,7 @@ class _Builder:
         or without a default: ``clip``, ``linspace``, ``arange``, ``moveaxis``."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff, creates = params.kwdefaults, prim.vjp is not None, name in _SHAPE_CREATORS
         is0, is1, is2 = (i in params.arrays for i in range(3))  # may hold an array
         ch0, ch1, ch2 = (i in params.checked and allowed is not None for i in range(3))
@@ -919,7 +937,8 @@ class _Builder:
                     else:
                         d2 = unwrap(a2)
                 try:
-                    out = wrap(impl(bk, d0, d1, d2, **kw) if kw else impl(bk, d0, d1, d2))
+                    r = impl(bk, d0, d1, d2, **kw) if kw else impl(bk, d0, d1, d2)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((a0, a1, a2), kw)
                     raise _explain(name, e, (d0, d1, d2), {**kwdefaults, **kw}) from e
@@ -937,6 +956,7 @@ class _Builder:
         by one the arguments that may hold arrays."""
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
+        T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default = kwdefaults.get("axis")
         arrays, checked, lists = params.arrays, params.checked, params.lists
@@ -984,7 +1004,8 @@ class _Builder:
                     if axis is not None:
                         _check_axis(name, axis, pos[0].ndim)
                 try:
-                    out = wrap(impl(bk, *pos, **kwd) if kwd else impl(bk, *pos))
+                    r = impl(bk, *pos, **kwd) if kwd else impl(bk, *pos)
+                    out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse(args, kw)
                     raise _explain(name, e, tuple(pos), {**kwdefaults, **kwd}) from e
