@@ -53,8 +53,9 @@ def closed_call(prim: Primitive, args: tuple, kwargs: dict) -> Any:
     afresh from the array's contents at that call, as the function itself does. Run here, the
     result would be a snapshot, stale once the caller writes into the array."""
     A = cast(ModuleType, REDIRECT.ns)  # set whenever REDIRECT.closed is (see _tape.REDIRECT)
-    return _function_of(A, prim)(*_recorded(A, args),
-                                 **{k: _recorded(A, v) for k, v in kwargs.items()})
+    return _function_of(A, prim)(
+        *_recorded(A, args), **{k: _recorded(A, v) for k, v in kwargs.items()}
+    )
 
 
 def _recorded(A: ModuleType, a: Any) -> Any:
@@ -214,34 +215,36 @@ class _Params:
         self.lists = frozenset(i for i in self.arrays if "array" in self.names[i])
         self.kw_arrays = tuple(n for n in self.kwdefaults if n not in _PLAIN_PARAMS)
         self.kw_lists = frozenset(n for n in self.kw_arrays if "array" in n)
-        shape = self._shape(prim)
-        if shape == "any_shape" and len(self.names) == 3 and not (
-                self.var or self.kw_arrays or self.lists or prim.axis_check
-                or any(d is _P.empty for d in self.kwdefaults.values())):  # fmt: skip
-            shape = "three_positional"
-        self.shape = shape
+        self.shape = self._shape(prim)
 
     def _shape(self, prim: Primitive) -> str:
-        """The fixed-arity factories take rows whose arrays come first (positional-only), whose
-        other parameters hold no array, and whose positional parameters have no default."""
-        k = len(self.arrays)
-        if (self.var or self.kw_arrays or self.arrays != tuple(range(k))
-                or len(self.checked) != k
-                or any(d is not _P.empty for d in self.defaults)
-                or any(d is _P.empty for d in self.kwdefaults.values())
-                or (prim.axis_check and "axis" not in self.keywords)):  # fmt: skip
+        """The factory for the row: a fixed-arity one where the row's keyword-only parameters
+        hold no array and have defaults, :meth:`_Builder.any_shape` for the rest."""
+        if self.var or self.kw_arrays or any(d is _P.empty for d in self.kwdefaults.values()):
             return "any_shape"
-        rest = len(self.names) - k
-        if k == 0:
-            return "no_array" if rest == 1 and prim.vjp is None else "any_shape"
-        if k == 1 and self.lists:
-            return "array_list" if rest == 0 else "any_shape"
-        if k == 1:
-            return ("one_array", "array_and_plain")[rest] if rest < 2 else "any_shape"
-        if rest or self.lists:
-            return "any_shape"
-        return "two_arrays" if k == 2 else "three_arrays" if k == 3 and not self.keywords \
-            else "any_shape"  # fmt: skip
+        n, k = len(self.names), len(self.arrays)
+        # the arrays come first, positional-only and required; the parameters after them hold
+        # no array and have no default; the axis (when checked) is a keyword
+        simple = (
+            self.arrays == tuple(range(k))
+            and len(self.checked) == k
+            and all(d is _P.empty for d in self.defaults)
+            and (not prim.axis_check or "axis" in self.keywords)
+        )
+        if simple and self.lists:
+            return "array_list" if n == 1 else "any_shape"
+        if simple:
+            if k == 0 and n == 1 and prim.vjp is None:
+                return "no_array"
+            if k == 1 and n <= 2:
+                return "one_array" if n == 1 else "array_and_plain"
+            if k == 2 and n == 2:
+                return "two_arrays"
+            if k == 3 and n == 3 and not self.keywords:
+                return "three_arrays"
+        if n == 3 and not self.lists and not prim.axis_check:
+            return "three_positional"
+        return "any_shape"
 
     def bind(self, args: tuple, kw: dict) -> tuple[tuple, dict]:
         """``args``/``kw`` as the signature binds them: every positional parameter's value in
@@ -282,13 +285,15 @@ class _Params:
             return TypeError(f"{f}() takes {takes} positional argument{s} but {n} {was} given")
         passed = ", ".join(repr(k) for k in kw if k in self.posonly)
         if passed:
-            return TypeError(f"{f}() got some positional-only arguments passed as keyword "
-                             f"arguments: {passed}")  # fmt: skip
+            return TypeError(
+                f"{f}() got some positional-only arguments passed as keyword arguments: {passed}"
+            )
         twice = [k for k in names[:n] if k in kw]
         if twice:
             return TypeError(f"{f}() got multiple values for argument {twice[0]!r}")
-        kind, missing = "positional", [k for i, k in enumerate(names)
-                                       if i >= n and k not in kw and self.defaults[i] is _P.empty]
+        kind = "positional"
+        required = [k for k, d in zip(names, self.defaults, strict=True) if d is _P.empty]
+        missing = [k for k in required[n:] if k not in kw]
         if not missing:
             kind = "keyword-only"
             missing = [k for k, d in self.kwdefaults.items() if k not in kw and d is _P.empty]
@@ -305,9 +310,8 @@ class _Builder:
         self.backend = backend
         self.bk = bk = backend.xp
         self.mod = mod
-        attrs = {"__slots__": (), "_ns": mod, "_backend": backend, "__module__": mod.__name__,
-                 "__qualname__": "Array"}
-        self.Arr: type[Array] = type("Array", (Array,), attrs)
+        attrs = {"__slots__": (), "_ns": mod, "_backend": backend, "__module__": mod.__name__}
+        self.Arr: type[Array] = type("Array", (Array,), {**attrs, "__qualname__": "Array"})
         all_dtypes = list(bk.__array_namespace_info__().dtypes().values())
         self.categories = {
             cat: frozenset(dt for dt in all_dtypes if any(bk.isdtype(dt, k) for k in kinds))
@@ -900,8 +904,9 @@ class _Builder:
         is0, is1, is2 = (i in params.arrays for i in range(3))  # may hold an array
         ch0, ch1, ch2 = (i in params.checked and allowed is not None for i in range(3))
 
-        def f(a0: Any = _ABSENT, a1: Any = _ABSENT, a2: Any = _ABSENT, /, *more: Any,
-              **kw: Any) -> Any:  # fmt: skip
+        def f(
+            a0: Any = _ABSENT, a1: Any = _ABSENT, a2: Any = _ABSENT, /, *more: Any, **kw: Any
+        ) -> Any:
             if a2 is _ABSENT or more:  # left to its default, given by keyword, or refused
                 (a0, a1, a2), kw = params.bind(_given(a0, a1, a2, *more), kw)
             if creates:
