@@ -599,6 +599,7 @@ class _Builder:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
+        scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default = kwdefaults.get("axis")
 
@@ -619,7 +620,12 @@ class _Builder:
                         _check_axis(name, axis, d.ndim)
                 try:
                     r = impl(bk, d, **kw) if kw else impl(bk, d)
-                    out = new(r) if type(r) is T else wrap(r)
+                    if type(r) is T:
+                        out = new(r)
+                    elif isinstance(r, scalar):  # a reduction's NumPy scalar: a 0-d array
+                        out = new(to_array(r))
+                    else:
+                        out = wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
@@ -637,6 +643,7 @@ class _Builder:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
+        scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
         diff = prim.vjp is not None
 
         def f(x: Any, /) -> Any:
@@ -652,7 +659,12 @@ class _Builder:
                     d, tracked = unwrap(x), False
                 try:
                     r = impl(bk, d)
-                    out = new(r) if type(r) is T else wrap(r)
+                    if type(r) is T:
+                        out = new(r)
+                    elif isinstance(r, scalar):  # a reduction's NumPy scalar: a 0-d array
+                        out = new(to_array(r))
+                    else:
+                        out = wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d,), {}) from e
                 if tracked and MODE.enabled:
@@ -673,7 +685,7 @@ class _Builder:
         axis_default = kwdefaults.get("axis")
         a_name = params.names[1] if params.names[1] in params.by_name else None  # a by keyword
 
-        def f(x: Any = _ABSENT, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+        def f(x: Any, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
             if a is _ABSENT and a_name is not None and a_name in kw:  # expand_dims(x, axis=0)
                 a = kw[a_name]
                 del kw[a_name]
