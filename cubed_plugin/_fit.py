@@ -135,19 +135,19 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
     other axes) to minimize ``loss(params, *data)``.
 
-    ``mode``: "one-pass" (the loss must be a :func:`row_loss`), "graph", or "auto" (one-pass
-    when the loss declares itself row-separable). ``steps`` or ``epochs`` (a pass over all
-    chunks); ``batch_rows`` rows per step (a multiple of the row chunk; None: full batch),
-    drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first.
-    With ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
+    ``mode``: "one-pass" (the loss must be a :func:`~cubed_plugin.row_loss`), "graph", or "auto"
+    (one-pass when the loss declares itself row-separable). ``steps`` or ``epochs`` (a pass over
+    all chunks); ``batch_rows`` rows per step (a multiple of the row chunk; None: full batch),
+    drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first. With
+    ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
     ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
     The parameters keep the floating dtype they are given in (Python numbers: float64), as in
-    JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters
-    and data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it
-    makes are in each task's projected memory.
-    ``executor``: a Cubed executor or its name ("single-threaded", "threads", "processes",
-    "dask"); ``compute_kwargs`` go to ``cubed.compute`` (for "dask",
-    ``{"compute_kwargs": {"address": cluster.scheduler_address}}`` points it at a cluster).
+    JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters and
+    data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it makes
+    are in each task's projected memory. ``executor``: a Cubed executor or its name
+    ("single-threaded", "threads", "processes", "dask"); ``compute_kwargs`` go to
+    ``cubed.compute`` (for "dask", ``{"compute_kwargs": {"address":
+    cluster.scheduler_address}}`` points it at a cluster).
 
     Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
     refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names

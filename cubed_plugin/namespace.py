@@ -32,6 +32,8 @@ import sysconfig
 from types import ModuleType
 from typing import Any
 
+from pycograd_xp.namespace import row_of
+
 # the attribute of a Cubed op node holding :func:`label_ops`'s label
 LABEL = "pycograd_xp_part"
 
@@ -123,8 +125,8 @@ def _label(dag: Any, op: str, frame: Any) -> None:
 def _library(frame: Any) -> bool:
     name = frame.f_globals.get("__name__") or ""
     path = frame.f_code.co_filename
-    return (name.split(".")[0] in _LIBRARY or path.startswith("<pycograd_xp")
-            or path.startswith(_LIB_PATHS) or path.startswith("<"))  # fmt: skip
+    return (name.split(".")[0] in _LIBRARY or path.startswith(_LIB_PATHS)
+            or path.startswith("<"))  # fmt: skip
 
 
 def _fn_name(f: Any) -> str:
@@ -154,10 +156,9 @@ def _origin(frame: Any, func: str) -> str:
         elif module == "cubed_plugin._fit" and code.co_name == "_take_chunks":
             batch = True
         elif rule is None and not seed:
-            if code.co_filename.startswith("<pycograd_xp "):  # a generated namespace function
-                prim = code.co_filename[len("<pycograd_xp "):-1]
-            elif module.startswith("pycograd_xp.namespace") and "prim" in code.co_freevars:
-                prim = getattr(f.f_locals.get("prim"), "name", prim)
+            row = row_of(f)  # a public function of one of our namespaces
+            if row is not None:
+                prim = row.name
             elif where is None and not _library(f):
                 where = f"{os.path.basename(code.co_filename)}:{f.f_lineno} in {code.co_qualname}"
         f = f.f_back

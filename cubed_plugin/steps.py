@@ -202,9 +202,9 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
     axes). The sums are float64 whatever the dtype of the data and the parameters (each chunk
     is computed in theirs).
 
-    ``chunk_numbers``: when ``data`` is a mini-batch (:func:`take_row_chunks`), the number of
-    each of its row chunks in the whole data, so that an error names the chunk and its rows as
-    the whole data numbers them."""
+    ``chunk_numbers``: when ``data`` is a mini-batch (:func:`._row_chunks.take_row_chunks`), the
+    number of each of its row chunks in the whole data, so that an error names the chunk and its
+    rows as the whole data numbers them."""
     from ._cubed_seam import blockwise
 
     host = _host(params)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -28,6 +27,7 @@ import numpy as np
 
 from ._host import NoValue
 from ._primitive import DTYPE_NAMES, REGISTRY, namespace_module
+from ._state import CURRENT
 from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 
 # Every backend call allocates a little beside its outputs and its declared transients (the
@@ -79,17 +79,6 @@ class Tracker:
         self.native = 0
         self.events.append(Event(op, self.phase, [(o.shape, o.dtype.name, o.nbytes) for o in
                                                   outs], transient, self.live, during))  # fmt: skip
-
-
-class _Current(threading.local):
-    tracker: Tracker | None = None
-    # While pycograd_xp.compile traces: its recorder, which every call of the abstract backend
-    # goes through (``call``, ``inplace``, ``opaque``), and which the shape rules tell when an
-    # output's shape depends on data (``data_dependent``). None: not tracing.
-    recorder: Any = None
-
-
-CURRENT = _Current()
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -265,11 +254,10 @@ ABSTRACT = ModuleType("abstract", "Arrays with a shape and a dtype, no data (pyc
 def populate() -> None:
     """Give :data:`ABSTRACT` one function per row of the table (``pycograd_xp.ops`` calls this
     once every row is declared)."""
-    made = namespace_module("abstract", ABSTRACT.__doc__ or "", _function, _function)
+    namespace_module(ABSTRACT, _function, _function)
     info = _Info()
     ABSTRACT.__dict__.update(
-        {k: v for k, v in vars(made).items() if k not in vars(ModuleType("m"))},
-        **{n: np.dtype(n) for n in DTYPE_NAMES},
+        {n: np.dtype(n) for n in DTYPE_NAMES},
         __array_api_version__="2025.12", __array_namespace_info__=lambda: info,
         e=math.e, inf=math.inf, nan=math.nan, pi=math.pi, newaxis=None, Array=AbstractArray,
     )  # fmt: skip

@@ -6,14 +6,13 @@ lives on the Array class; both run :func:`pycograd_xp._tape.backward`.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _tape
 from ._primitive import Primitive
+from ._state import BATCH, FORWARD, GRAD_DEPTH, HOOKS, MODE
 from .namespace._array import Array, detach, make
-from .namespace._record import BATCH, FORWARD
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
@@ -24,22 +23,6 @@ INPUT = Primitive("input", "general", None, None, (), vjp=lambda ns, g, out, x: 
                   jvp=lambda ns, t, out, x: t[0])
 
 
-class _Depth(threading.local):
-    value = 0
-
-
-_DEPTH = _Depth()
-
-
-class _Hooks(threading.local):
-    # Called by value_and_grad between the forward pass and the backward pass (the memory
-    # projection marks the phase there); None: nothing.
-    before_backward: Callable[[], None] | None = None
-
-
-HOOKS = _Hooks()
-
-
 class no_grad:  # noqa: N801 - the name PyTorch users know
     """Record nothing inside this block (also a decorator). Under it ``x[idx] = v`` writes a
     mutable backend array in place, and in-place operators keep a leaf a leaf (optimizer
@@ -48,11 +31,11 @@ class no_grad:  # noqa: N801 - the name PyTorch users know
     _enabled = False
 
     def __enter__(self) -> None:
-        self._prev = _tape.MODE.enabled
-        _tape.MODE.enabled = self._enabled
+        self._prev = MODE.enabled
+        MODE.enabled = self._enabled
 
     def __exit__(self, *exc: Any) -> None:
-        _tape.MODE.enabled = self._prev
+        MODE.enabled = self._prev
 
     def __call__(self, f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
@@ -157,7 +140,7 @@ def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int,
 
 def _nested(inputs: list) -> bool:
     """Whether an outer trace is running (then gradients must be differentiable themselves)."""
-    return _DEPTH.value > 1 or any(c.node.parents for cs in inputs for c in cs)
+    return GRAD_DEPTH.value > 1 or any(c.node.parents for cs in inputs for c in cs)
 
 
 def _pull(out_leaves: list, cts: list, inputs: list, structures: list, *, retain: bool,
@@ -221,7 +204,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         where = f"value_and_grad({getattr(f, '__name__', 'f')})"
         nums = _argnums(argnums, len(args), where)
-        _DEPTH.value += 1
+        GRAD_DEPTH.value += 1
         try:
             res, inputs, structures = _trace(f, args, kwargs, nums, where)
             if has_aux:
@@ -238,7 +221,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
             one = make(type(out), out._backend.xp.ones_like(out._data))
             grads = _pull([out], [one], inputs, structures, retain=False, create=nested)
         finally:
-            _DEPTH.value -= 1
+            GRAD_DEPTH.value -= 1
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _finish(out, nested)
         if has_aux:
@@ -267,12 +250,12 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     called several times (the graph is kept while it lives). With ``has_aux``, ``f`` returns
     ``(out, aux)`` and the result is ``(out, vjp_fn, aux)``."""
     where = f"vjp({getattr(f, '__name__', 'f')})"
-    _DEPTH.value += 1
+    GRAD_DEPTH.value += 1
     try:
         res, inputs, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
         nested = _nested(inputs)
     finally:
-        _DEPTH.value -= 1
+        GRAD_DEPTH.value -= 1
     out, aux = res if has_aux else (res, None)
     _check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)
@@ -289,17 +272,17 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
             if c.shape != o.shape:
                 raise ValueError(f"{where}: a cotangent has shape {c.shape}, but the output "
                                  f"has shape {o.shape}")  # fmt: skip
-        _DEPTH.value += 1
+        GRAD_DEPTH.value += 1
         try:
             # a cotangent batched by vmap: the rules run on the namespace, which hands each
             # call to the batched level
-            create = nested or _DEPTH.value > 1 or any(
+            create = nested or GRAD_DEPTH.value > 1 or any(
                 c._node is not None or c._backend.level > o._backend.level
                 for c, o in zip(ct_leaves, out_leaves, strict=True))
             return tuple(_pull(out_leaves, ct_leaves, inputs, structures, retain=True,
                                create=create))  # fmt: skip
         finally:
-            _DEPTH.value -= 1
+            GRAD_DEPTH.value -= 1
 
     value = _finish(out, nested)
     return (value, vjp_fn, _finish(aux, nested)) if has_aux else (value, vjp_fn)

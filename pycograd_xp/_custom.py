@@ -20,13 +20,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from . import _api, _tape
 from ._primitive import Primitive
-from ._tape import MODE
+from ._state import CUSTOM_ACTIVE, MODE
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import record
@@ -55,23 +54,14 @@ def _back(ops: Any, a: Any) -> Any:
     return a._data if isinstance(a, Array) else a
 
 
-class _Active(threading.local):
-    # The custom functions whose rule (fwd, bwd, the jvp rule) is running: calling one inside
-    # its own rule (JAX's fwd(x) = (f(x), ...)) runs the plain function, recorded as usual.
-    ids: frozenset = frozenset()
-
-
-_ACTIVE = _Active()
-
-
 @contextlib.contextmanager
 def _inside(f: Any) -> Any:
-    prev = _ACTIVE.ids
-    _ACTIVE.ids = prev | {id(f)}
+    prev = CUSTOM_ACTIVE.ids
+    CUSTOM_ACTIVE.ids = prev | {id(f)}
     try:
         yield
     finally:
-        _ACTIVE.ids = prev
+        CUSTOM_ACTIVE.ids = prev
 
 
 def _fresh(out: Any) -> Any:
@@ -110,7 +100,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
-        if not _tracked(args) or not MODE.enabled or id(self) in _ACTIVE.ids:
+        if not _tracked(args) or not MODE.enabled or id(self) in CUSTOM_ACTIVE.ids:
             return self.fun(*args)
         if self.fwd is None:
             raise TypeError(f"{self.name}: no rule; call f.defvjp(fwd, bwd) first")
@@ -155,7 +145,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
         return rule
 
     def __call__(self, *args: Any) -> Any:
-        if not _tracked(args) or not MODE.enabled or id(self) in _ACTIVE.ids:
+        if not _tracked(args) or not MODE.enabled or id(self) in CUSTOM_ACTIVE.ids:
             return self.fun(*args)
         if self.rule is None:
             raise TypeError(f"{self.name}: no rule; call f.defjvp(rule) first")

@@ -25,15 +25,14 @@ batching rules call the lower level's namespace, whose recording carries the tan
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
+from ._state import BATCH, FORWARD, GRAD_DEPTH, JVP_CONTEXTS
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
-from .namespace._record import BATCH, FORWARD
 from .ops._rules.batching import constant_like
 from .ops._rules.jvp import TRANSPOSED
 from .tree import tree_flatten, tree_unflatten
@@ -51,13 +50,6 @@ class _Context:
         self.nested = nested
 
 
-class _Stack(threading.local):
-    contexts: tuple = ()
-
-
-_STACK = _Stack()
-
-
 def _raw(a: Any) -> Any:
     if isinstance(a, Array):
         return a._data
@@ -73,14 +65,14 @@ def _raw(a: Any) -> Any:
 def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
     """Called on every node recorded while a ``jvp`` runs: each context gets the output's
     tangent, computed with only the contexts outside it active."""
-    contexts = _STACK.contexts
+    contexts = JVP_CONTEXTS.contexts
     try:
         for k, ctx in enumerate(contexts):
-            _STACK.contexts = contexts[:k]
+            JVP_CONTEXTS.contexts = contexts[:k]
             FORWARD.hook = _hook if k else None
             _propagate(ctx, node, out, args, kwargs)
     finally:
-        _STACK.contexts = contexts
+        JVP_CONTEXTS.contexts = contexts
         FORWARD.hook = _hook
 
 
@@ -264,13 +256,13 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    contexts, prev_hook = _STACK.contexts, FORWARD.hook
-    _STACK.contexts, FORWARD.hook = contexts + (ctx,), _hook
+    contexts, prev_hook = JVP_CONTEXTS.contexts, FORWARD.hook
+    JVP_CONTEXTS.contexts, FORWARD.hook = contexts + (ctx,), _hook
     try:
         with _api.enable_grad():
             res = f(*tree_unflatten(p_td, tracked))
     finally:
-        _STACK.contexts, FORWARD.hook = contexts, prev_hook
+        JVP_CONTEXTS.contexts, FORWARD.hook = contexts, prev_hook
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)
@@ -450,7 +442,7 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
         # the batched backward is a differentiable one (create_graph): its nodes stay only for
         # an outer transform (hessian's jvp, an outer grad), as grad's result does
-        nested = _api._DEPTH.value > 0 or any(
+        nested = GRAD_DEPTH.value > 0 or any(
             isinstance(x, Array) and x._node is not None
             for leaves, _ in in_flat for x in leaves)  # fmt: skip
         jac = _api._finish(jac, nested)

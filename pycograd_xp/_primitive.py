@@ -296,15 +296,15 @@ def freeze() -> None:
         object.__setattr__(prim, "_frozen", True)
 
 
-def namespace_module(name: str, doc: str, function: Callable[[Primitive], Any],
+def namespace_module(mod: ModuleType, function: Callable[[Primitive], Any],
                      method: Callable[[Primitive], Any] | None = None) -> ModuleType:  # fmt: skip
-    """A namespace module made from the table, as every namespace is (ours, vmap's, the abstract
-    one, compile's tracing one): ``function(row)`` for each row (None: the namespace has no such
+    """Fill ``mod`` from the table, as every namespace is made (ours, vmap's, the abstract one,
+    compile's tracing one): ``function(row)`` for each row (None: the namespace has no such
     function), in the module or its ``linalg``/``fft`` extension, which are set as attributes;
     the rows of Array methods get ``method(row)`` when given; the linalg extension re-exports
     the main namespace's :data:`LINALG_ALIASES`. The caller adds the dtypes, the constants and
-    ``__array_namespace_info__``."""
-    mod = ModuleType(name, doc)
+    ``__array_namespace_info__``. Returns ``mod``."""
+    name = mod.__name__
     ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
     for prim in REGISTRY.values():
         if prim.kind == "method":

@@ -18,7 +18,7 @@ from typing import Any
 from . import _api
 from ._forward import transposed_rule
 from ._primitive import Primitive
-from ._tape import MODE
+from ._state import MODE
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import record

@@ -24,10 +24,11 @@ from __future__ import annotations
 import itertools
 import operator
 import sys
-import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any
+
+from ._state import MODE
 
 _seq = itertools.count()
 
@@ -35,27 +36,6 @@ _seq = itertools.count()
 LEAF = "leaf"  # an array marked with requires_grad_: backward accumulates into its .grad
 OP = "op"  # one primitive applied to tracked inputs
 SELECT = "select"  # output ``index`` of a multi-output op
-
-
-class _GradMode(threading.local):
-    enabled = True
-
-
-MODE = _GradMode()
-
-
-class _Redirect(threading.local):
-    # While pycograd_xp.memory projects a function: the abstract namespace that creation
-    # functions of every other namespace hand their calls to (xp.zeros(shape) inside the
-    # function must not allocate for real).
-    ns = None
-    # While ``compile`` traces a function on an eager backend: that backend's namespace, every
-    # call of which moves to ``ns`` (see ``namespace._build.closed_call``): a computation on an
-    # array the function closes over is recorded, not snapshotted.
-    closed = None
-
-
-REDIRECT = _Redirect()
 
 
 class Abstract:

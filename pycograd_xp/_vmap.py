@@ -31,10 +31,10 @@ from types import ModuleType
 from typing import Any
 
 from ._primitive import CONSTANTS, DTYPE_NAMES, UnbatchableError, namespace_module
+from ._state import BATCH
 from .namespace import namespace
 from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
-from .namespace._record import BATCH
 from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
 
@@ -233,11 +233,10 @@ def batched_namespace(inner: ModuleType) -> ModuleType:
             return _CACHE[key]
         level = inner._backend.level + 1
         name = f"vmap_{level}_{inner._backend.name}"
-        T = type("BatchedArray", (BatchedArray,), {"__slots__": ()})
-        mod = namespace_module(name, f"vmap's batched arrays over {inner.__name__}.",
-                               lambda prim: _function(prim, inner, T),
-                               lambda prim: _method(prim, inner, T))  # fmt: skip
-        T._mod = mod  # type: ignore[attr-defined]
+        mod = ModuleType(name, f"vmap's batched arrays over {inner.__name__}.")
+        T = type("BatchedArray", (BatchedArray,), {"__slots__": (), "_mod": mod})
+        namespace_module(mod, lambda prim: _function(prim, inner, T),
+                         lambda prim: _method(prim, inner, T))  # fmt: skip
         for n in (*DTYPE_NAMES, *CONSTANTS):
             setattr(mod, n, getattr(inner, n))
         mod.__dict__.update(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp._tape import MODE
+from pycograd_xp._state import MODE
 
 
 def _cases():

@@ -57,13 +57,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._host import HostScalar, ValueNeededError
-from .._tape import MODE
+from .._state import MODE, TRACING
 from ..namespace._array import Array, make
 from ..tree import _children, _dict_keys, tree_flatten
 from ._codegen import generate, rebuilder
 from ._ir import Schedule
 from ._passes import schedule
-from ._recorder import TRACING, TracingError, record
+from ._recorder import TracingError, record
 
 __all__ = ["Compiled", "TracingError", "compile"]
 

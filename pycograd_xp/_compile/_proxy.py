@@ -17,9 +17,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._abstract import CURRENT
 from .._host import HostScalar, NoValue
 from .._primitive import CONSTANTS, DTYPE_NAMES, namespace_module
+from .._state import CURRENT
 from ..namespace._array import install_backend_operators
 from ..namespace._backend import _BY_XP, Backend
 from ._ir import GETITEM, SETITEM, row_function
@@ -91,8 +91,7 @@ def real(v: Any) -> Any:
     return v
 
 
-def _function(prim: Any, target: Backend, made: list[ModuleType]) -> Callable[..., Any]:
-    """The recording module's function for ``prim`` (``made`` holds the module once made)."""
+def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]:
     if prim is GETITEM:
         fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
     elif prim is SETITEM:
@@ -105,7 +104,7 @@ def _function(prim: Any, target: Backend, made: list[ModuleType]) -> Callable[..
         rec = CURRENT.recorder
         if rec is None:  # outside a trace (building the namespace): the backend itself
             return fn(*real(args), **real(kwargs))
-        return rec.call_real(prim, fn, made[0], args, kwargs)
+        return rec.call_real(prim, fn, mod, args, kwargs)
 
     f.__name__ = f.__qualname__ = prim.short_name
     return f
@@ -121,19 +120,16 @@ def recording(target: Backend) -> Any:
     ns = _CACHE.get(target.name)
     if ns is not None:
         return ns
-    made: list[ModuleType] = []
+    mod = ModuleType(f"tracing_{target.name}", f"{target.name}, recorded by pycograd_xp.compile")
 
     def function(prim: Any) -> Callable[..., Any] | None:
         scope = getattr(target.xp, prim.scope, None) if prim.scope else target.xp
         if prim.kind != "method" and (scope is None or not hasattr(scope, prim.short_name)) \
                 and prim.impl is None:  # fmt: skip
             return None  # the backend lacks it: so does the recording (the namespace says so)
-        return _function(prim, target, made)
+        return _function(prim, target, mod)
 
-    mod = namespace_module(f"tracing_{target.name}",
-                           f"{target.name}, recorded by pycograd_xp.compile", function,
-                           function)  # fmt: skip
-    made.append(mod)
+    namespace_module(mod, function, function)
     for name, value in vars(target.xp).items():  # dtypes, constants, the info function
         if not name.startswith("_") and not callable(value) and not hasattr(mod, name) \
                 and not isinstance(value, ModuleType):  # fmt: skip

@@ -4,17 +4,16 @@ function under it."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
-from .._abstract import ABSTRACT, CURRENT, DTYPE_NAMES, AbstractArray, matmul_into_shape
+from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, matmul_into_shape
 from .._host import HostScalar, ValueNeededError
 from .._primitive import REGISTRY
-from .._tape import REDIRECT
+from .._state import CURRENT, REDIRECT, TRACING
 from ..namespace._array import Array, make
 from ..ops._rules.shapes import KEEP_VALUES
 from ..tree import tree_flatten, tree_unflatten
@@ -49,13 +48,6 @@ _FROM_SHAPE = {
 }
 
 TRACED = (AbstractArray, Proxy)  # the array types a trace runs on
-
-
-class _TraceState(threading.local):
-    depth = 0
-
-
-TRACING = _TraceState()  # how many traces run in this thread (a compiled call inside: uncompiled)
 
 
 class Recorder:

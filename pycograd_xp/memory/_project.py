@@ -16,15 +16,8 @@ from typing import Any
 import numpy as np
 
 from .. import _api
-from .._abstract import (
-    ABSTRACT,
-    CURRENT,
-    DTYPE_NAMES,
-    AbstractArray,
-    Tracker,
-    matmul_into_shape,
-)
-from .._tape import REDIRECT
+from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, Tracker, matmul_into_shape
+from .._state import CURRENT, HOOKS, REDIRECT
 from ..namespace import namespace
 from ..namespace._array import Array, make
 from ..namespace._backend import register_adapter
@@ -172,11 +165,11 @@ def before_backward(callback: Callable[[], None]) -> Iterator[None]:
     ``value_and_grad`` or ``vjp`` begins (after the forward pass built its graph): a planner
     tells the ops of the forward pass from those of the backward pass so. Restores the callback
     that was set before on exit."""
-    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, callback
+    prev, HOOKS.before_backward = HOOKS.before_backward, callback
     try:
         yield
     finally:
-        _api.HOOKS.before_backward = prev
+        HOOKS.before_backward = prev
 
 
 def parse_bytes(limit: int | float | str) -> int:
@@ -451,11 +444,11 @@ def _tracked(call: Callable[..., Any], A: Any, args: tuple,
             boundary.append(t.live)
         t.phase = "backward"
 
-    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, mark
+    prev, HOOKS.before_backward = HOOKS.before_backward, mark
     try:
         result = call(*a_args, **a_kwargs)
     finally:
-        _api.HOOKS.before_backward = prev
+        HOOKS.before_backward = prev
     del result, a_args, a_kwargs
     return t, argument_bytes, boundary[0] if boundary else None
 
@@ -472,11 +465,11 @@ def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
             forward.append({id(c) for c in CURRENT.recorder.calls})
 
     events: list[tuple] = []
-    prev, _api.HOOKS.before_backward = _api.HOOKS.before_backward, mark
+    prev, HOOKS.before_backward = HOOKS.before_backward, mark
     try:
         plan = f.replay_plan(a_args, a_kwargs, events)
     finally:
-        _api.HOOKS.before_backward = prev
+        HOOKS.before_backward = prev
     rows = [Row(i, name, "forward" if not forward or id(c) in forward[0] else "backward", outs,
                 transient, live, peak)
             for i, (c, name, outs, transient, live, peak) in enumerate(events)]  # fmt: skip

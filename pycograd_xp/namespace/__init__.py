@@ -14,9 +14,9 @@ from .._primitive import REGISTRY, Primitive
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, resolve
-from ._build import AxisError, build
+from ._build import AxisError, build, row_of
 
-__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of"]
+__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of", "row_of"]
 
 _CACHE: dict[str, ModuleType] = {}
 _LOCK = threading.Lock()

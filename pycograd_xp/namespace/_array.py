@@ -17,7 +17,8 @@ from typing import Any
 
 from .._host import HostScalar
 from .._primitive import REGISTRY
-from .._tape import MODE, REDIRECT, Node, Select, backward, is_leaf, is_saved, leaf, note_write
+from .._state import MODE, REDIRECT
+from .._tape import Node, Select, backward, is_leaf, is_saved, leaf, note_write
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
 # argument of a function pycograd_xp.compile is tracing).

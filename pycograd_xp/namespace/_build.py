@@ -1,7 +1,7 @@
 """Build a namespace module for one backend from the primitive table.
 
 ``build(backend)`` makes a fresh module ``pycograd_xp.<backend>`` with its own Array subclass and
-one public function per row of :data:`~pycograd_xp.namespace._ops.REGISTRY`. Each public
+one public function per row of :data:`~pycograd_xp.ops.REGISTRY`. Each public
 function unwraps our arrays to backend arrays, checks dtypes (and axes where the row asks),
 calls the row's ``impl`` on the backend, and wraps the result.
 """
@@ -16,8 +16,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, cast
 
-from .._primitive import CATEGORIES, LINALG_ALIASES, REGISTRY, Primitive
-from .._tape import MODE, REDIRECT, is_leaf, is_saved, note_write
+from .._primitive import CATEGORIES, CONSTANTS, DTYPE_NAMES, REGISTRY, Primitive, namespace_module
+from .._state import CURRENT, MODE, REDIRECT
+from .._tape import is_leaf, is_saved, note_write
 from ._array import (
     PLAIN_TYPES,
     SCALARS,
@@ -32,9 +33,20 @@ from ._backend import Backend
 from ._record import elementwise_recorder, record
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
-DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float32", "float64", "complex64", "complex128")  # fmt: skip
-CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
+# The code of every public function the factories make (one code serves every row of its
+# signature shape; the row is the closure's ``prim``). See :func:`row_of`.
+_WRAPPER_CODES: set[Any] = set()
+
+
+def row_of(frame: Any) -> Primitive | None:
+    """The row a stack frame is running, if it is a public function of one of our namespaces
+    (how ``cubed_plugin`` names the op a call of ``xp.sum`` makes); else None."""
+    if frame.f_code not in _WRAPPER_CODES:
+        return None
+    prim = frame.f_locals.get("prim")
+    return prim if isinstance(prim, Primitive) else None
+
+
 # Parameter names of the standard that never hold arrays: passed to the backend untouched.
 _PLAIN_PARAMS = frozenset({
     "axis", "axes", "dtype", "keepdims", "device", "copy", "k", "offset", "correction",
@@ -52,7 +64,7 @@ def closed_call(prim: Primitive, args: tuple, kwargs: dict) -> Any:
     constant the replay reads (``asarray`` of it, no copy), so the replay computes the call
     afresh from the array's contents at that call, as the function itself does. Run here, the
     result would be a snapshot, stale once the caller writes into the array."""
-    A = cast(ModuleType, REDIRECT.ns)  # set whenever REDIRECT.closed is (see _tape.REDIRECT)
+    A = cast(ModuleType, REDIRECT.ns)  # set whenever REDIRECT.closed is (see _state.REDIRECT)
     return _function_of(A, prim)(
         *_recorded(A, args), **{k: _recorded(A, v) for k, v in kwargs.items()}
     )
@@ -331,7 +343,6 @@ class _Builder:
 
         if not self.backend.abstract:
             return new
-        from .._abstract import CURRENT
 
         def new_traced(data: Any) -> Array:
             # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
@@ -449,6 +460,7 @@ class _Builder:
             f = self.general(prim)
         f.__name__ = f.__qualname__ = prim.short_name
         f.__module__ = self.mod.__name__
+        _WRAPPER_CODES.add(f.__code__)
         f.__doc__ = (prim.impl.__doc__ if prim.impl is not None else None) or (
             f"``{prim.name}`` of the Array API standard, differentiable, on the "
             f"{self.backend.name} backend."
@@ -581,7 +593,7 @@ class _Builder:
         """The public function of a ``general`` row, made by the factory of its shape."""
         params = _Params(prim)
         f = getattr(self, params.shape)(prim, params)
-        f.__signature__ = prim.signature  # type: ignore[attr-defined]  # read by inspect
+        f.__signature__ = prim.signature  # read by inspect
         return f
 
     def _parts(self, prim: Primitive) -> tuple[Any, ...]:
@@ -1042,7 +1054,7 @@ class _Builder:
 
         def getitem(x: Array, key: Any) -> Array:
             if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
-                A = REDIRECT.ns
+                A = cast(ModuleType, REDIRECT.ns)
                 return A._getitem(A.asarray(x), key)
             try:
                 k = unwrap(key)
@@ -1142,14 +1154,7 @@ def build(backend: Backend) -> ModuleType:
     name = f"pycograd_xp.{backend.name}"
     mod = ModuleType(name, f"The Array API standard over {backend.xp.__name__}, differentiable.")
     b = _Builder(backend, mod)
-    ext = {"linalg": ModuleType(f"{name}.linalg"), "fft": ModuleType(f"{name}.fft")}
-    for prim in REGISTRY.values():
-        if prim.kind == "method":  # __getitem__/__setitem__: served by the Array class
-            continue
-        target = ext[prim.scope] if prim.scope else mod
-        setattr(target, prim.short_name, b.function(prim))
-    for alias in LINALG_ALIASES:
-        setattr(ext["linalg"], alias, getattr(mod, alias))
+    namespace_module(mod, b.function)  # __getitem__/__setitem__: served by the Array class
     for dtype_name in DTYPE_NAMES:
         setattr(mod, dtype_name, getattr(backend.xp, dtype_name))
     for const in CONSTANTS:
@@ -1167,9 +1172,7 @@ def build(backend: Backend) -> ModuleType:
         _getitem=b.getitem(),
         _setitem=b.setitem(),
         Array=b.Arr,
-        linalg=ext["linalg"],
-        fft=ext["fft"],
     )
-    for m in (mod, *ext.values()):
+    for m in (mod, mod.linalg, mod.fft):
         sys.modules[m.__name__] = m
     return mod

@@ -8,30 +8,11 @@ is tracked. A node keeps its parents and only what the row's rule declared it re
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
+from .._state import FORWARD
 from .._tape import Abstract, Node, Select, mark_saved
 from ._array import PLAIN_TYPES, Array
-
-
-class _Forward(threading.local):
-    # While pycograd_xp.jvp (the function) runs: ``hook(node, out, args, kwargs)``, called on
-    # every node recorded, computes the output's tangent (forward mode); None: nothing.
-    hook = None
-
-
-FORWARD = _Forward()
-
-
-class _Batch(threading.local):
-    # While pycograd_xp.vmap runs a function: the batched namespace of the innermost vmap; a
-    # transform started inside it (grad, jvp) tracks its inputs at that level, so that its
-    # derivative is batched too (per-example gradients). None: outside any vmap.
-    ns = None
-
-
-BATCH = _Batch()
 
 
 def _parent(a: Any, floating: frozenset) -> Node | Select | None:

@@ -16,7 +16,7 @@ import pycograd_xp as pg
 from conformance.grad_cases import cases
 from pycograd_xp import memory
 from pycograd_xp._abstract import AbstractArray
-from pycograd_xp._tape import REDIRECT
+from pycograd_xp._state import REDIRECT
 from pycograd_xp.memory._project import abstract_namespace
 from pycograd_xp.namespace._array import make
 from pycograd_xp.ops import REGISTRY

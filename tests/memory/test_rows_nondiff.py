@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp._abstract import CURRENT, AbstractArray, Tracker
+from pycograd_xp._abstract import AbstractArray, Tracker
+from pycograd_xp._state import CURRENT
 from pycograd_xp.memory._project import abstract_namespace
 from pycograd_xp.namespace._array import make
 from pycograd_xp.ops import REGISTRY

@@ -203,3 +203,28 @@ def test_a_parameter_by_position_or_by_name_is_the_same_call(pair):
     grads = [pycograd_xp.grad(lambda v, c=c: xp.sum(c(v) * c(v)))(x) for c in PAIRS[pair]]
     np.testing.assert_array_equal(np.asarray(grads[0]), np.asarray(grads[1]))
     assert float(xp.sum(grads[0] * grads[0])) > 0
+
+
+
+def test_row_of_names_the_row_a_public_function_runs():
+    """``namespace.row_of(frame)``, what cubed_plugin labels an op with, finds the row in the
+    frames of every wrapper kind (an elementwise row, a general one, an extension's)."""
+    import sys
+
+    from pycograd_xp.namespace import row_of
+
+    def rows_in_traceback(call):
+        with pytest.raises(Exception) as e:
+            call()
+        tb, rows = e.value.__traceback__, []
+        while tb is not None:
+            row = row_of(tb.tb_frame)
+            if row is not None:
+                rows.append(row.name)
+            tb = tb.tb_next
+        return rows
+
+    assert rows_in_traceback(lambda: xp.sin(xp.asarray([True]))) == ["sin"]
+    assert rows_in_traceback(lambda: xp.sum(xp.asarray([1.0]), axis=3)) == ["sum"]
+    assert rows_in_traceback(lambda: xp.linalg.inv(xp.asarray([[1.0, 2.0]]))) == ["linalg.inv"]
+    assert row_of(sys._getframe()) is None

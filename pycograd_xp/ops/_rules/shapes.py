@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._abstract import CURRENT, AbstractArray
+from ..._abstract import AbstractArray
+from ..._state import CURRENT
 from .vjp import norm_axes
 
 
