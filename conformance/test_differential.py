@@ -65,9 +65,12 @@ def assert_same(got, want) -> None:
         def kind(x):
             return np.where(np.isnan(x), 2.0, np.where(np.isinf(x), 3.0 * np.sign(x), 0.0))
 
-        over = ~np.isfinite(w)
+        nan = np.isnan(w)  # a NaN part: NaN as a whole, as assert_array_equal has it
+        np.testing.assert_array_equal(np.isnan(g), nan)
+        over = ~np.isfinite(w) & ~nan
         for part in (np.real, np.imag):
             np.testing.assert_array_equal(kind(part(g))[over], kind(part(w))[over])
+        over |= nan
         g, w = np.where(over, 0, g), np.where(over, 0, w)
         assert np.all(np.abs(g - w) <= 8 * np.finfo(w.dtype).eps * np.abs(w)), (g, w)
         return
