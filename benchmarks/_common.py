@@ -23,8 +23,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_ENABLE_X64", "1")
 
 
-def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, number: int
-                ) -> dict[str, float]:  # fmt: skip
+def interleaved(
+    contenders: dict[str, Callable[[], object]], repeats: int, number: int
+) -> dict[str, float]:
     """Median seconds per call of each contender, measured round-robin so that drift and noise
     on a shared machine hit all of them alike."""
     for f in contenders.values():  # warm up (JIT compilation, caches)
@@ -39,8 +40,9 @@ def interleaved(contenders: dict[str, Callable[[], object]], repeats: int, numbe
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def table(title: str, medians: dict[str, float], baseline: str, unit: str = "ms",
-          scale: float = 1e3) -> str:  # fmt: skip
+def table(
+    title: str, medians: dict[str, float], baseline: str, unit: str = "ms", scale: float = 1e3
+) -> str:
     lines = [title, f"  {'contender':28s} {unit:>10s} {'ratio':>8s}"]
     base = medians[baseline]
     for name, t in medians.items():
@@ -104,8 +106,9 @@ def in_fresh_process(script: str, args: list[str], malloc: str) -> object:
     env.pop("MALLOC_MMAP_THRESHOLD_", None)
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
     env.update(MALLOC_SETTINGS[malloc])
-    out = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, script, *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

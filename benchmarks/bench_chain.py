@@ -103,9 +103,15 @@ def main() -> None:
         if slow:
             med.update(_common.interleaved(slow, repeats=5, number=3))
         per_op = {k: v / n_ops for k, v in med.items()}
-        print(_common.table(f"chain of {n_ops} elementwise ops, shape {shape}: µs per op "
-                            "(forward + backward)", per_op, "numpy by hand", unit="µs/op",
-                            scale=1e6))  # fmt: skip
+        print(
+            _common.table(
+                f"chain of {n_ops} elementwise ops, shape {shape}: µs per op (forward + backward)",
+                per_op,
+                "numpy by hand",
+                unit="µs/op",
+                scale=1e6,
+            )
+        )
         r = per_op["pycograd_xp compiled"] / per_op["numpy by hand"]
         print(f"  pycograd_xp compiled / numpy by hand: {r:.2f} (goal <= 1.5)")
         if "PyTorch eager" in per_op:

@@ -154,18 +154,21 @@ def contenders():
     p_sgd = {k: xp.asarray(v.copy()) for k, v in params.items()}
     p_c = {k: xp.asarray(v.copy()) for k, v in params.items()}
     compiled = pg.compile(sgd_step)
-    out = {"numpy by hand": lambda: numpy_step(params, x, y),
-           "pycograd_xp (rows)": lambda: rows(p_x),
-           "pycograd_xp (composed, old)": lambda: composed(p_x),
-           "numpy by hand + SGD": lambda: numpy_sgd(p_np, x, y),
-           "pycograd_xp + SGD": lambda: sgd_step(p_sgd, x_x, y_x),
-           "pycograd_xp compiled + SGD": lambda: compiled(p_c, x_x, y_x)}  # fmt: skip
+    out = {
+        "numpy by hand": lambda: numpy_step(params, x, y),
+        "pycograd_xp (rows)": lambda: rows(p_x),
+        "pycograd_xp (composed, old)": lambda: composed(p_x),
+        "numpy by hand + SGD": lambda: numpy_sgd(p_np, x, y),
+        "pycograd_xp + SGD": lambda: sgd_step(p_sgd, x_x, y_x),
+        "pycograd_xp compiled + SGD": lambda: compiled(p_c, x_x, y_x),
+    }
     # the compiled step updates as the uncompiled one does
     compiled(p_c, x_x, y_x)
     sgd_step(p_sgd, x_x, y_x)
     for k in params:
-        np.testing.assert_allclose(pg.unwrap(p_c[k]), pg.unwrap(p_sgd[k]), rtol=1e-5, atol=1e-7,
-                                   err_msg=k)  # fmt: skip
+        np.testing.assert_allclose(
+            pg.unwrap(p_c[k]), pg.unwrap(p_sgd[k]), rtol=1e-5, atol=1e-7, err_msg=k
+        )
     # the same loss and gradients
     loss_n, g_n = numpy_step(params, x, y)
     loss_r, g_r = rows(p_x)
@@ -197,8 +200,7 @@ def torch_step_fn(torch, params, x, y):
 
 
 # -- peak memory, each contender in a process of its own -------------------------------------------
-MEMORY_CONTENDERS = ["numpy by hand", "pycograd_xp (rows)", "pycograd_xp compiled",
-                     "PyTorch eager"]  # fmt: skip
+MEMORY_CONTENDERS = ["numpy by hand", "pycograd_xp (rows)", "pycograd_xp compiled", "PyTorch eager"]
 
 
 def _peak(fn) -> tuple[int | None, int]:
@@ -227,45 +229,64 @@ def memory_table() -> dict[str, tuple[int | None, int, int]]:
     block of 16 KiB or more mapped on its own and unmapped when freed (MALLOC_MMAP_THRESHOLD_
     16384, MALLOC_TRIM_THRESHOLD_ 0), where the growth is the step's live peak whoever
     allocates (NumPy's, PyTorch's and oneDNN's buffers alike): the scale to compare on."""
-    names = [n for n in MEMORY_CONTENDERS
-             if n != "PyTorch eager" or _common.optional("torch") is not None]  # fmt: skip
+    names = [
+        n
+        for n in MEMORY_CONTENDERS
+        if n != "PyTorch eager" or _common.optional("torch") is not None
+    ]
     found = {}
     for name in names:
         runs = []
         for malloc in ("default", "live"):
             runs.append(_common.in_fresh_process(__file__, ["--memory-one", name], malloc))
         found[name] = (runs[1][0], runs[0][1], runs[1][1])
-    print("Step peak memory, each contender in a fresh process, MiB beyond the arguments: "
-          "resident-set growth of the second step with glibc's default malloc, and with every "
-          "block >= 16 KiB mapped on its own (the live peak); tracemalloc peak")
+    print(
+        "Step peak memory, each contender in a fresh process, MiB beyond the arguments: "
+        "resident-set growth of the second step with glibc's default malloc, and with every "
+        "block >= 16 KiB mapped on its own (the live peak); tracemalloc peak"
+    )
     print(f"  {'contender':28s} {'RSS default':>11s} {'RSS mapped':>11s} {'tracemalloc':>12s}")
     for name, (traced, default, mapped) in found.items():
         tm = f"{traced / 2**20:12.2f}" if traced is not None else f"{'-':>12s}"
         print(f"  {name:28s} {default / 2**20:11.2f} {mapped / 2**20:11.2f} {tm}")
     if "PyTorch eager" in found:
-        print(f"  pycograd_xp (rows) / PyTorch eager, live peak (RSS mapped): "
-              f"{found['pycograd_xp (rows)'][2] / found['PyTorch eager'][2]:.2f} (goal <= 1)")
+        print(
+            f"  pycograd_xp (rows) / PyTorch eager, live peak (RSS mapped): "
+            f"{found['pycograd_xp (rows)'][2] / found['PyTorch eager'][2]:.2f} (goal <= 1)"
+        )
     return found
 
 
 def main() -> None:
     cs, (p_x, x_x, y_x) = contenders()
     med = _common.interleaved(cs, repeats=11, number=5)
-    print(_common.table(f"CNN step, x ({N}, 1, 28, 28) float32, conv 3x3x16, pool 2, conv 3x3x32, "
-                        "pool 2, linear 10", med, "numpy by hand"))  # fmt: skip
-    print(f"  with SGD: pycograd_xp / numpy by hand "
-          f"{med['pycograd_xp + SGD'] / med['numpy by hand + SGD']:.2f}, compiled / numpy by hand "
-          f"{med['pycograd_xp compiled + SGD'] / med['numpy by hand + SGD']:.2f}")
+    print(
+        _common.table(
+            f"CNN step, x ({N}, 1, 28, 28) float32, conv 3x3x16, pool 2, conv 3x3x32, "
+            "pool 2, linear 10",
+            med,
+            "numpy by hand",
+        )
+    )
+    print(
+        f"  with SGD: pycograd_xp / numpy by hand "
+        f"{med['pycograd_xp + SGD'] / med['numpy by hand + SGD']:.2f}, compiled / numpy by hand "
+        f"{med['pycograd_xp compiled + SGD'] / med['numpy by hand + SGD']:.2f}"
+    )
     if "PyTorch eager" in med:
-        print(f"  pycograd_xp (rows) / PyTorch eager: "
-              f"{med['pycograd_xp (rows)'] / med['PyTorch eager']:.2f}")
+        print(
+            f"  pycograd_xp (rows) / PyTorch eager: "
+            f"{med['pycograd_xp (rows)'] / med['PyTorch eager']:.2f}"
+        )
     f = lambda p: loss_fn(nn, p, x_x, y_x)  # noqa: E731
     proj = memory.project(f, p_x)
     meas = memory.measure(f, p_x)
-    print(f"Step peak memory (rows): measured {meas.peak_bytes / 2**20:.2f} MiB (tracemalloc), "
-          f"projected {proj.peak_bytes / 2**20:.2f} MiB "
-          f"(traced part {proj.traced_peak_bytes / 2**20:.2f} MiB); "
-          f"measured / projected {meas.peak_bytes / proj.peak_bytes:.2f}")
+    print(
+        f"Step peak memory (rows): measured {meas.peak_bytes / 2**20:.2f} MiB (tracemalloc), "
+        f"projected {proj.peak_bytes / 2**20:.2f} MiB "
+        f"(traced part {proj.traced_peak_bytes / 2**20:.2f} MiB); "
+        f"measured / projected {meas.peak_bytes / proj.peak_bytes:.2f}"
+    )
     g = lambda p: loss_fn(composed_nn, p, x_x, y_x)  # noqa: E731
     meas_c = memory.measure(g, p_x)
     print(f"Step peak memory (composed, old): measured {meas_c.peak_bytes / 2**20:.2f} MiB")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, sys, timeit
     import numpy as np
     import pycograd_xp as pg
@@ -119,21 +119,32 @@ WORKER = textwrap.dedent('''
         out["Cubed logistic-regression gradient (4 chunks), ms"] = best(
             lambda: pg.unwrap(grad(w)).compute(), 1) * 1e3
     print(json.dumps(out))
-''')
+""")
 
 
 def _tree(rev: str, tmp: str) -> Path:
     path = Path(tmp) / rev.replace("/", "_")
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev], check=True
+    )
     return path
 
 
 def _run(tree: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", WORKER, str(tree)], env=env,
-                          cwd=tempfile.gettempdir(), capture_output=True, text=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, str(tree)],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise RuntimeError(f"the workloads failed on {tree}:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -146,8 +157,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"old": _tree(args.old, tmp),
-                 "new": _tree(args.new, tmp) if args.new else ROOT}  # fmt: skip
+        trees = {"old": _tree(args.old, tmp), "new": _tree(args.new, tmp) if args.new else ROOT}
         try:
             runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
             for r in range(args.rounds):
@@ -156,8 +166,10 @@ def main() -> None:
         finally:
             for tree in trees.values():
                 if tree != ROOT:
-                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                    str(tree)], check=False)  # fmt: skip
+                    subprocess.run(
+                        ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                        check=False,
+                    )
     names = [k for k in runs["old"][0] if k in runs["new"][0]]
     width = max(len(n) for n in names)
     print(f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}  new/old")

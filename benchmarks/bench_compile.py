@@ -32,17 +32,26 @@ def _chain_contenders(shape: tuple[int, ...]) -> dict:
     g = pg.grad(lambda x: bench_chain.chain(xp, x))
     c = pg.compile(g)
     xa = xp.asarray(a)
-    return {"numpy by hand": lambda: bench_chain.numpy_by_hand(a),
-            "pycograd_xp": lambda: g(xa), "pycograd_xp compiled": lambda: c(xa)}  # fmt: skip
+    return {
+        "numpy by hand": lambda: bench_chain.numpy_by_hand(a),
+        "pycograd_xp": lambda: g(xa),
+        "pycograd_xp compiled": lambda: c(xa),
+    }
 
 
 def chain() -> None:
     n = 5 * bench_chain.N_CYCLES
     for shape in [(8,), (100,)]:
         med = _common.interleaved(_chain_contenders(shape), repeats=15, number=50)
-        print(_common.table(f"chain of {n} elementwise ops, shape {shape}: µs per op",
-                            {k: v / n for k, v in med.items()}, "numpy by hand", unit="µs/op",
-                            scale=1e6))  # fmt: skip
+        print(
+            _common.table(
+                f"chain of {n} elementwise ops, shape {shape}: µs per op",
+                {k: v / n for k, v in med.items()},
+                "numpy by hand",
+                unit="µs/op",
+                scale=1e6,
+            )
+        )
 
 
 def mlp_step() -> None:
@@ -50,8 +59,11 @@ def mlp_step() -> None:
     out = _mlp.numpy_contenders(params, x, y, 0.01)
     out.pop("HIPS autograd", None)
     med = _common.interleaved(out, repeats=9, number=3)
-    print(_common.table("MLP step 784-512-512-10, batch 256, float32 (SGD in place)", med,
-                        "numpy by hand"))  # fmt: skip
+    print(
+        _common.table(
+            "MLP step 784-512-512-10, batch 256, float32 (SGD in place)", med, "numpy by hand"
+        )
+    )
 
 
 def trace_cost() -> None:
@@ -68,9 +80,11 @@ def trace_cost() -> None:
         c(p, xa, ya)
     replay = (time.perf_counter() - t0) / 5
     tr = c.traces[0]
-    print(f"MLP value_and_grad: first call (trace + generate) {first * 1e3:.1f} ms, replay "
-          f"{replay * 1e3:.1f} ms; {tr.calls} backend calls, {tr.elided} of them may write into "
-          "a dead temporary")  # fmt: skip
+    print(
+        f"MLP value_and_grad: first call (trace + generate) {first * 1e3:.1f} ms, replay "
+        f"{replay * 1e3:.1f} ms; {tr.calls} backend calls, {tr.elided} of them may write into "
+        "a dead temporary"
+    )
 
 
 def _peak(fn) -> tuple[int, int]:
@@ -111,13 +125,17 @@ def memory() -> None:
         names.append("PyTorch eager")
     except ImportError:
         print("  (torch not installed: no PyTorch row)")
-    print("step peak memory, 20-layer tanh MLP (1024 wide), batch 512, float32, MB beyond the "
-          "arguments (84 MB of parameters); RSS growth of the second call with glibc's default "
-          "malloc and with every block >= 16 KiB mapped on its own and unmapped when freed "
-          "(the live peak, whoever allocates), and of the first two calls with the fixed "
-          "thresholds the timings use (the first call's start-up included)")
-    print(f"  {'contender':24s} {'tracemalloc':>12s} {'RSS default':>12s} {'RSS live':>12s} "
-          f"{'RSS fixed':>12s}")  # fmt: skip
+    print(
+        "step peak memory, 20-layer tanh MLP (1024 wide), batch 512, float32, MB beyond the "
+        "arguments (84 MB of parameters); RSS growth of the second call with glibc's default "
+        "malloc and with every block >= 16 KiB mapped on its own and unmapped when freed "
+        "(the live peak, whoever allocates), and of the first two calls with the fixed "
+        "thresholds the timings use (the first call's start-up included)"
+    )
+    print(
+        f"  {'contender':24s} {'tracemalloc':>12s} {'RSS default':>12s} {'RSS live':>12s} "
+        f"{'RSS fixed':>12s}"
+    )
     found = {}
     for name in names:
         runs = {}
@@ -126,10 +144,14 @@ def memory() -> None:
         traced = runs["fixed"][0]
         found[name] = traced
         tm = f"{traced / 1e6:12.1f}" if traced is not None else f"{'-':>12s}"
-        print(f"  {name:24s} {tm} {runs['default'][1] / 1e6:12.1f} "
-              f"{runs['live'][1] / 1e6:12.1f} {runs['fixed'][1] / 1e6:12.1f}")  # fmt: skip
-    print(f"  compiled / uncompiled (tracemalloc): "
-          f"{found['pycograd_xp compiled'] / found['pycograd_xp']:.2f} (goal <= 1)")
+        print(
+            f"  {name:24s} {tm} {runs['default'][1] / 1e6:12.1f} "
+            f"{runs['live'][1] / 1e6:12.1f} {runs['fixed'][1] / 1e6:12.1f}"
+        )
+    print(
+        f"  compiled / uncompiled (tracemalloc): "
+        f"{found['pycograd_xp compiled'] / found['pycograd_xp']:.2f} (goal <= 1)"
+    )
 
 
 def main() -> None:

@@ -31,8 +31,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-measure", action="store_true",
-                    help="skip the measured run on the processes executor")
+    ap.add_argument(
+        "--no-measure", action="store_true", help="skip the measured run on the processes executor"
+    )
     a = ap.parse_args()
     import cubed
     from cubed.runtime.create import create_executor
@@ -62,10 +63,10 @@ def main() -> None:
     # graph mode as written, and with the elementwise tail rematerialized (pycograd_xp.remat,
     # JAX's checkpoint): on Cubed a value two ops read is written to storage (Cubed fuses no
     # op into two consumers), so recomputing the cheap tail in the backward beats saving it
-    logreg, lsq = (row_loss(lambda p, X, y, t=t: t(X @ p["w"], y))
-                   for t in (logreg_tail, lsq_tail))  # fmt: skip
-    logreg_remat, lsq_remat = (row_loss(lambda p, X, y, t=t: pg.remat(t)(X @ p["w"], y))
-                               for t in (logreg_tail, lsq_tail))  # fmt: skip
+    logreg, lsq = (row_loss(lambda p, X, y, t=t: t(X @ p["w"], y)) for t in (logreg_tail, lsq_tail))
+    logreg_remat, lsq_remat = (
+        row_loss(lambda p, X, y, t=t: pg.remat(t)(X @ p["w"], y)) for t in (logreg_tail, lsq_tail)
+    )
 
     def hand(model: str):
         w = cubed.asarray(w0, spec=spec)
@@ -74,8 +75,7 @@ def main() -> None:
             r = z - y
             return cubed.mean(r * r), (X.T @ r) * (2.0 / a.rows)
         s = 1.0 / (1.0 + cubed.exp(-z))
-        loss = cubed.mean(cubed.log(1.0 + cubed.exp(-cubed.abs(z))) + cubed.maximum(z, 0.0)
-                          - y * z)  # fmt: skip
+        loss = cubed.mean(cubed.log(1.0 + cubed.exp(-cubed.abs(z))) + cubed.maximum(z, 0.0) - y * z)
         return loss, (X.T @ (s - y)) / a.rows
 
     def timed(build, optimize_function=None):
@@ -84,13 +84,18 @@ def main() -> None:
             plan = cubed.plan(*arrays, optimize_function=optimize_function)
             if measure:  # (largest measured task peak, every op within its projection)
                 rec = MemoryRecorder()
-                cubed.compute(*arrays, executor=processes, callbacks=[rec],
-                              optimize_function=optimize_function)  # fmt: skip
+                cubed.compute(
+                    *arrays,
+                    executor=processes,
+                    callbacks=[rec],
+                    optimize_function=optimize_function,
+                )
                 ops = [(p, m) for _, p, m in rec.report() if m is not None]
                 return max(m for _, m in ops), all(m <= p for p, m in ops)
             t0 = time.perf_counter()
             cubed.compute(*arrays, executor=ex, optimize_function=optimize_function)
             return time.perf_counter() - t0, plan.num_tasks, plan.max_projected_mem
+
         return run
 
     processes = None if a.no_measure else measuring_processes()
@@ -101,6 +106,7 @@ def main() -> None:
         def build():
             v, g = graph_step(loss, params, (X, y), spec)
             return [pg.unwrap(v), pg.unwrap(g["w"])]
+
         return build
 
     for model, loss, loss_remat in (("logreg", logreg, logreg_remat), ("lsq", lsq, lsq_remat)):
@@ -111,7 +117,7 @@ def main() -> None:
             "one-pass mode": timed(lambda loss=loss: [one_pass_step(loss, params, (X, y))[0]]),
             "hand-written Cubed": timed(lambda model=model: list(hand(model))),
             "one read pass (sum X)": timed(lambda: [cubed.sum(X)]),
-        }  # fmt: skip
+        }
         results = {k: [] for k in contenders}
         info = {}
         for f in contenders.values():
@@ -123,17 +129,23 @@ def main() -> None:
                 info[name] = (tasks, mem)
         med = {k: statistics.median(v) for k, v in results.items()}
         hand_t, read_t = med["hand-written Cubed"], med["one read pass (sum X)"]
-        print(f"{model}: {a.rows} x {a.features} float64 ({a.rows * a.features * 8 / 1e6:.0f} MB)"
-              f", chunks of {chunk} rows, threads executor, median of {a.repeats}")
+        print(
+            f"{model}: {a.rows} x {a.features} float64 ({a.rows * a.features * 8 / 1e6:.0f} MB)"
+            f", chunks of {chunk} rows, threads executor, median of {a.repeats}"
+        )
         measured = {name: f(measure=True) for name, f in contenders.items()} if processes else {}
-        print(f"  {'contender':24s} {'s/step':>8s} {'/hand':>7s} {'/read':>7s} {'tasks':>6s} "
-              f"{'projected MB':>13s} {'measured MB':>12s} {'within':>7s}")
+        print(
+            f"  {'contender':24s} {'s/step':>8s} {'/hand':>7s} {'/read':>7s} {'tasks':>6s} "
+            f"{'projected MB':>13s} {'measured MB':>12s} {'within':>7s}"
+        )
         for name, t in med.items():
             tasks, mem = info[name]
             peak, ok = measured.get(name, (None, None))
             peak_s = "-" if peak is None else f"{peak / 1e6:.1f}"
-            print(f"  {name:24s} {t:8.3f} {t / hand_t:7.2f} {t / read_t:7.2f} {tasks:6d} "
-                  f"{mem / 1e6:13.1f} {peak_s:>12s} {'-' if ok is None else str(ok):>7s}")
+            print(
+                f"  {name:24s} {t:8.3f} {t / hand_t:7.2f} {t / read_t:7.2f} {tasks:6d} "
+                f"{mem / 1e6:13.1f} {peak_s:>12s} {'-' if ok is None else str(ok):>7s}"
+            )
 
 
 if __name__ == "__main__":

@@ -78,10 +78,10 @@ def main() -> None:
         "pg loop of 100 HVPs": loop,
     }
     np.testing.assert_allclose(np.asarray(pg.unwrap(pg.hessian(f)(t))), want, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(pg.unwrap(pg.jacrev(pg.jacrev(f))(t))), want,
-                               atol=1e-12)  # fmt: skip
-    np.testing.assert_allclose(np.stack([np.asarray(pg.unwrap(c)) for c in loop()], 1), want,
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(pg.unwrap(pg.jacrev(pg.jacrev(f))(t))), want, atol=1e-12)
+    np.testing.assert_allclose(
+        np.stack([np.asarray(pg.unwrap(c)) for c in loop()], 1), want, atol=1e-12
+    )
     torch = _common.optional("torch")
     if torch is not None:
         from torch.func import hessian as t_hessian
@@ -99,11 +99,19 @@ def main() -> None:
         np.testing.assert_allclose(np.asarray(jax.hessian(jf)(jt)), want, atol=1e-10)
         contenders["jax.hessian (eager)"] = lambda: jax.hessian(jf)(jt).block_until_ready()
     med = _common.interleaved(contenders, repeats=9, number=3)
-    print(_common.table(f"hessian of a {N}-parameter log-sum-exp of an affine map plus a "
-                        "quadratic, float64", med, "NumPy closed form"))  # fmt: skip
+    print(
+        _common.table(
+            f"hessian of a {N}-parameter log-sum-exp of an affine map plus a quadratic, float64",
+            med,
+            "NumPy closed form",
+        )
+    )
     h = med["pg.hessian (fwd over rev)"]
-    print(f"pg.hessian / loop of HVPs = {h / med['pg loop of 100 HVPs']:.2f}; "
-          f"pg.hessian / NumPy central differences = {h / med['NumPy central differences']:.2f}")
+    print(
+        f"pg.hessian / loop of HVPs = {h / med['pg loop of 100 HVPs']:.2f}; "
+        f"pg.hessian / NumPy central differences = {h / med['NumPy central differences']:.2f}"
+    )
+
 
 if __name__ == "__main__":
     main()

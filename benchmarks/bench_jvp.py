@@ -58,8 +58,11 @@ def main() -> None:
     rng = np.random.default_rng(1)
     tangents = [rng.standard_normal(p.shape) for p in params]
     xp = pg.namespace(np)
-    P, T, X = tuple(xp.asarray(p) for p in params), tuple(xp.asarray(t) for t in tangents), \
-        xp.asarray(x)  # fmt: skip
+    P, T, X = (
+        tuple(xp.asarray(p) for p in params),
+        tuple(xp.asarray(t) for t in tangents),
+        xp.asarray(x),
+    )
 
     def forward():
         with pg.no_grad():
@@ -79,36 +82,49 @@ def main() -> None:
     ref = numpy_jvp(params, tangents, x)[1]
     np.testing.assert_allclose(np.asarray(pg.unwrap(jvp()[1])), ref, rtol=1e-10, atol=1e-10)
 
-    contenders = {"forward alone": forward, "jvp (rules)": jvp,
-                  "numpy forward": lambda: mlp(np, params, x),
-                  "numpy jvp (hand-written)": lambda: numpy_jvp(params, tangents, x)}
+    contenders = {
+        "forward alone": forward,
+        "jvp (rules)": jvp,
+        "numpy forward": lambda: mlp(np, params, x),
+        "numpy jvp (hand-written)": lambda: numpy_jvp(params, tangents, x),
+    }
     try:
         import torch
         import torch.func
 
         torch.set_num_threads(1)
-        pt, tt, xt = [torch.tensor(p) for p in params], [torch.tensor(t) for t in tangents], \
-            torch.tensor(x)  # fmt: skip
+        pt, tt, xt = (
+            [torch.tensor(p) for p in params],
+            [torch.tensor(t) for t in tangents],
+            torch.tensor(x),
+        )
         contenders["torch.func.jvp"] = lambda: torch.func.jvp(
-            lambda *ps: mlp(torch, ps, xt), tuple(pt), tuple(tt))
+            lambda *ps: mlp(torch, ps, xt), tuple(pt), tuple(tt)
+        )
     except ImportError:
         print("  (torch not installed: torch.func.jvp skipped; pip install -e '.[bench]')")
     try:
         import jax
         import jax.numpy as jnp
 
-        pj, tj, xj = [jnp.asarray(p) for p in params], [jnp.asarray(t) for t in tangents], \
-            jnp.asarray(x)  # fmt: skip
-        contenders["jax.jvp (eager)"] = lambda: jax.block_until_ready(jax.jvp(
-            lambda *ps: mlp(jnp, ps, xj), tuple(pj), tuple(tj)))
+        pj, tj, xj = (
+            [jnp.asarray(p) for p in params],
+            [jnp.asarray(t) for t in tangents],
+            jnp.asarray(x),
+        )
+        contenders["jax.jvp (eager)"] = lambda: jax.block_until_ready(
+            jax.jvp(lambda *ps: mlp(jnp, ps, xj), tuple(pj), tuple(tj))
+        )
     except ImportError:
         print("  (jax not installed: jax.jvp skipped; pip install -e '.[bench]')")
     med = _common.interleaved(contenders, repeats=15, number=3)
-    print(_common.table(f"jvp of the MLP {SIZES}, tanh, float64, batch {BATCH}", med,
-                        "forward alone"))  # fmt: skip
+    print(
+        _common.table(f"jvp of the MLP {SIZES}, tanh, float64, batch {BATCH}", med, "forward alone")
+    )
 
-    loss = _common.interleaved({"loss forward alone": loss_forward, "loss jvp (rules)": loss_jvp},
-                               repeats=9, number=3)  # fmt: skip
+    loss = _common.interleaved(
+        {"loss forward alone": loss_forward, "loss jvp (rules)": loss_jvp}, repeats=9, number=3
+    )
     print(_common.table("jvp of the MLP's cross-entropy loss", loss, "loss forward alone"))
 
     # the alternative mechanism: every rule derived from the VJP by transposition
@@ -116,12 +132,15 @@ def main() -> None:
         for p in REGISTRY.values():
             if p.vjp is not None:
                 swapped.enter_context(p.replaced(jvp=transposed_rule(p)))
-        np.testing.assert_allclose(np.asarray(pg.unwrap(jvp()[1])), ref, rtol=1e-10,
-                                   atol=1e-10)  # fmt: skip
-        derived = _common.interleaved({"forward alone": forward, "jvp (derived)": jvp},
-                                      repeats=9, number=3)  # fmt: skip
-    print(_common.table("the same, every rule derived from its VJP by transposition",
-                        derived, "forward alone"))  # fmt: skip
+        np.testing.assert_allclose(np.asarray(pg.unwrap(jvp()[1])), ref, rtol=1e-10, atol=1e-10)
+        derived = _common.interleaved(
+            {"forward alone": forward, "jvp (derived)": jvp}, repeats=9, number=3
+        )
+    print(
+        _common.table(
+            "the same, every rule derived from its VJP by transposition", derived, "forward alone"
+        )
+    )
     ratio = med["jvp (rules)"] / med["forward alone"]
     print(f"jvp / forward = {ratio:.2f} (bound: 3.00) -> {'ok' if ratio <= 3 else 'OVER'}")
 

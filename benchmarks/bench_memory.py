@@ -39,8 +39,10 @@ def main() -> None:
     dtype = np.float32
     itemsize = np.dtype(dtype).itemsize
     saved = (LAYERS * BATCH * WIDTH + BATCH * CLASSES) * itemsize
-    print(f"{LAYERS}-layer MLP, width {WIDTH}, batch {BATCH}, {np.dtype(dtype).name}: "
-          f"activations that must be saved = {saved / 2**20:.1f} MiB")  # fmt: skip
+    print(
+        f"{LAYERS}-layer MLP, width {WIDTH}, batch {BATCH}, {np.dtype(dtype).name}: "
+        f"activations that must be saved = {saved / 2**20:.1f} MiB"
+    )
     params, x, y = _mlp.init(SIZES, BATCH, dtype)
     results = {}
     for name, step in _mlp.numpy_contenders(params, x, y, LR).items():

@@ -64,10 +64,12 @@ import pycograd_xp as pg  # noqa: E402
 from pycograd_xp import memory  # noqa: E402
 
 LIBRARIES = ["pycograd_xp", "torch", "jax"]
-WORKLOADS = {"deep_mlp": ("deep MLP", test_workloads.deep_mlp),
-             "wide_mlp": ("wide MLP", test_workloads.wide_mlp),
-             "transformer": ("transformer block", test_workloads.transformer_block),
-             "small_cnn": ("small CNN", test_workloads.conv_net)}  # fmt: skip
+WORKLOADS = {
+    "deep_mlp": ("deep MLP", test_workloads.deep_mlp),
+    "wide_mlp": ("wide MLP", test_workloads.wide_mlp),
+    "transformer": ("transformer block", test_workloads.transformer_block),
+    "small_cnn": ("small CNN", test_workloads.conv_net),
+}
 # deep_mlp's loss (tanh layers, mean squared error) on about 1e9 parameters: specs only
 BIG, BIG_LABEL = "mlp_1e9", "MLP 1e9 params (specs)"
 BIG_SIZES, BIG_BATCH = [16000] * 5 + [10], 512
@@ -80,9 +82,11 @@ def workload(key: str):
     if key == BIG:
         loss, _ = test_workloads.deep_mlp()
         pairs = zip(BIG_SIZES[:-1], BIG_SIZES[1:], strict=True)
-        args = ([(memory.spec((m, n), "float32"), memory.spec(n, "float32")) for m, n in pairs],
-                memory.spec((BIG_BATCH, BIG_SIZES[0]), "float32"),
-                memory.spec((BIG_BATCH, BIG_SIZES[-1]), "float32"))  # fmt: skip
+        args = (
+            [(memory.spec((m, n), "float32"), memory.spec(n, "float32")) for m, n in pairs],
+            memory.spec((BIG_BATCH, BIG_SIZES[0]), "float32"),
+            memory.spec((BIG_BATCH, BIG_SIZES[-1]), "float32"),
+        )
         return loss, args, args
     loss, args = WORKLOADS[key][1]()
 
@@ -152,8 +156,13 @@ def torch_loss(key: str, heads: int | None):
         h = tf.max_pool2d(tf.relu(tf.conv2d(h, p["c2"], p["b2"])), 2)
         return tf.cross_entropy(h.reshape(h.shape[0], -1) @ p["w"], labels)
 
-    return {"deep_mlp": deep, BIG: deep, "wide_mlp": wide, "transformer": transformer,
-            "small_cnn": cnn}[key]  # fmt: skip
+    return {
+        "deep_mlp": deep,
+        BIG: deep,
+        "wide_mlp": wide,
+        "transformer": transformer,
+        "small_cnn": cnn,
+    }[key]
 
 
 def torch_rows(key: str, pg_loss, host) -> list[dict]:
@@ -170,8 +179,9 @@ def torch_rows(key: str, pg_loss, host) -> list[dict]:
 
     def project() -> int:
         with FakeTensorMode():
-            args = tensors(lambda a: torch.empty(a.shape, dtype=getattr(torch, np.dtype(a.dtype)
-                                                                       .name)))  # fmt: skip
+            args = tensors(
+                lambda a: torch.empty(a.shape, dtype=getattr(torch, np.dtype(a.dtype).name))
+            )
             tracker = MemTracker()
             tracker.track_external(*pg.tree_leaves(args))
             with tracker:
@@ -181,8 +191,12 @@ def torch_rows(key: str, pg_loss, host) -> list[dict]:
             return tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
 
     projected, seconds = _timed(project)
-    row = {"library": "PyTorch", "method": "FakeTensor + MemTracker", "projected": projected,
-           "seconds": seconds}  # fmt: skip
+    row = {
+        "library": "PyTorch",
+        "method": "FakeTensor + MemTracker",
+        "projected": projected,
+        "seconds": seconds,
+    }
     if key == BIG:
         return [row]
     args = tensors(lambda a: torch.from_numpy(a.copy()))
@@ -192,8 +206,11 @@ def torch_rows(key: str, pg_loss, host) -> list[dict]:
         out = loss(*args)
         return out.detach(), torch.autograd.grad(out, params)
 
-    return [dict(row, measured=_common.resident_step_peak(step) + _nbytes(host),
-                 measured_by="RSS growth")]  # fmt: skip
+    return [
+        dict(
+            row, measured=_common.resident_step_peak(step) + _nbytes(host), measured_by="RSS growth"
+        )
+    ]
 
 
 # -- JAX -------------------------------------------------------------------------------------------
@@ -237,8 +254,9 @@ def jax_loss(key: str, heads: int | None):
         return jnp.mean(h * h)
 
     def conv(x, w, b):
-        y = lax.conv_general_dilated(x, w, (1, 1), "VALID",
-                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))  # fmt: skip
+        y = lax.conv_general_dilated(
+            x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW")
+        )
         return y + b[None, :, None, None]
 
     def pool(x):
@@ -249,8 +267,13 @@ def jax_loss(key: str, heads: int | None):
         h = pool(jax.nn.relu(conv(h, p["c2"], p["b2"])))
         return cross_entropy(h.reshape(h.shape[0], -1) @ p["w"], labels)
 
-    return {"deep_mlp": deep, BIG: deep, "wide_mlp": wide, "transformer": transformer,
-            "small_cnn": cnn}[key]  # fmt: skip
+    return {
+        "deep_mlp": deep,
+        BIG: deep,
+        "wide_mlp": wide,
+        "transformer": transformer,
+        "small_cnn": cnn,
+    }[key]
 
 
 def jax_rows(key: str, pg_loss, host) -> list[dict]:
@@ -263,12 +286,20 @@ def jax_rows(key: str, pg_loss, host) -> list[dict]:
     def project() -> int:
         fresh = jax.jit(jax.value_and_grad(lambda *a: loss(*a)))  # a new trace, a new compile
         m = fresh.lower(*structs).compile().memory_analysis()
-        return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                - m.alias_size_in_bytes)  # fmt: skip
+        return (
+            m.argument_size_in_bytes
+            + m.output_size_in_bytes
+            + m.temp_size_in_bytes
+            - m.alias_size_in_bytes
+        )
 
     projected, seconds = _timed(project)
-    row = {"library": "JAX", "method": "lower/compile memory_analysis", "projected": projected,
-           "seconds": seconds}  # fmt: skip
+    row = {
+        "library": "JAX",
+        "method": "lower/compile memory_analysis",
+        "projected": projected,
+        "seconds": seconds,
+    }
     if key == BIG:
         return [row]
     args = pg.tree_map(jax.numpy.asarray, host)
@@ -287,16 +318,23 @@ def pycograd_rows(key: str, loss, args, host) -> list[dict]:
         return found["p"].peak_bytes
 
     projected, seconds = _timed(project)
-    row = {"library": "pycograd_xp", "method": "memory.project", "projected": projected,
-           "seconds": seconds}  # fmt: skip
+    row = {
+        "library": "pycograd_xp",
+        "method": "memory.project",
+        "projected": projected,
+        "seconds": seconds,
+    }
     if key == BIG:
         return [row]
     traced = memory.measure(loss, *args).peak_bytes
     step = pg.value_and_grad(loss)
     rss = _common.resident_step_peak(lambda: step(*args)) + _nbytes(host)
-    return [dict(row, projected=found["p"].traced_peak_bytes, measured=traced,
-                 measured_by="tracemalloc"),
-            dict(row, measured=rss, measured_by="RSS growth")]  # fmt: skip
+    return [
+        dict(
+            row, projected=found["p"].traced_peak_bytes, measured=traced, measured_by="tracemalloc"
+        ),
+        dict(row, measured=rss, measured_by="RSS growth"),
+    ]
 
 
 def one(key: str, library: str) -> list[dict]:
@@ -338,17 +376,21 @@ def _mib(n: int | None) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'workload':24s} {'library':12s} {'projected MiB':>13s} {'measured MiB':>12s} "
-            f"{'measured by':12s} {'meas/proj':>9s} {'sound':>5s} "
-            f"{'projection ms':>13s}")  # fmt: skip
+    head = (
+        f"{'workload':24s} {'library':12s} {'projected MiB':>13s} {'measured MiB':>12s} "
+        f"{'measured by':12s} {'meas/proj':>9s} {'sound':>5s} "
+        f"{'projection ms':>13s}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         measured = r.get("measured")
         ratio = "-" if measured is None else f"{measured / r['projected']:.3f}"
         sound = "-" if measured is None else ("yes" if measured <= r["projected"] else "NO")
-        lines.append(f"{r['workload']:24s} {r['library']:12s} {_mib(r['projected']):>13s} "
-                     f"{_mib(measured):>12s} {r.get('measured_by', 'not run'):12s} "
-                     f"{ratio:>9s} {sound:>5s} {r['seconds'] * 1e3:13.1f}")  # fmt: skip
+        lines.append(
+            f"{r['workload']:24s} {r['library']:12s} {_mib(r['projected']):>13s} "
+            f"{_mib(measured):>12s} {r.get('measured_by', 'not run'):12s} "
+            f"{ratio:>9s} {sound:>5s} {r['seconds'] * 1e3:13.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -365,11 +407,14 @@ def main(argv: list[str] | None = None) -> None:
     for lib in libraries:
         if lib not in LIBRARIES:
             ap.error(f"unknown library {lib!r}: choose from {', '.join(LIBRARIES)}")
-    n = sum(math.prod(s) for s in zip(BIG_SIZES[:-1], BIG_SIZES[1:], strict=True)) \
-        + sum(BIG_SIZES[1:])  # fmt: skip
-    print(f"Peak memory of one value_and_grad step, float32, one thread ({BIG_LABEL}: "
-          f"{n:.3g} parameters, batch {BIG_BATCH}); bytes live at the peak, "
-          "arguments included")  # fmt: skip
+    n = sum(math.prod(s) for s in zip(BIG_SIZES[:-1], BIG_SIZES[1:], strict=True)) + sum(
+        BIG_SIZES[1:]
+    )
+    print(
+        f"Peak memory of one value_and_grad step, float32, one thread ({BIG_LABEL}: "
+        f"{n:.3g} parameters, batch {BIG_BATCH}); bytes live at the peak, "
+        "arguments included"
+    )
     rows = run(keys, libraries)
     print(table(rows))
     if a.json:

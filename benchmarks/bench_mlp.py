@@ -92,8 +92,13 @@ def main() -> None:
         pass
     for dtype in (np.float32, np.float64):
         med = _common.interleaved(contenders(dtype), repeats=11, number=5)
-        print(_common.table(f"MLP step {'-'.join(map(str, SIZES))}, batch {BATCH}, "
-                            f"{np.dtype(dtype).name}", med, "numpy by hand"))  # fmt: skip
+        print(
+            _common.table(
+                f"MLP step {'-'.join(map(str, SIZES))}, batch {BATCH}, {np.dtype(dtype).name}",
+                med,
+                "numpy by hand",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -75,16 +75,20 @@ def main() -> None:
         np.testing.assert_allclose(pg.unwrap(got_v), r, rtol=2e-3, atol=2e-5)
         np.testing.assert_allclose(pg.unwrap(got_l), r, rtol=2e-3, atol=2e-5)
 
-    contenders = {"numpy (hand-written)": lambda: numpy_per_example(params, x, y),
-                  "vmap(grad)": lambda: per_example(P, X, Y), "python loop": loop}
+    contenders = {
+        "numpy (hand-written)": lambda: numpy_per_example(params, x, y),
+        "vmap(grad)": lambda: per_example(P, X, Y),
+        "python loop": loop,
+    }
     try:
         import torch
         import torch.func
 
         torch.set_num_threads(1)
         pt, xt, yt = [torch.tensor(p) for p in params], torch.tensor(x), torch.tensor(y)
-        tg = torch.func.vmap(torch.func.grad(lambda ps, a, b: example_loss(torch, ps, a, b)),
-                             in_dims=(None, 0, 0))  # fmt: skip
+        tg = torch.func.vmap(
+            torch.func.grad(lambda ps, a, b: example_loss(torch, ps, a, b)), in_dims=(None, 0, 0)
+        )
         contenders["torch.func.vmap(grad)"] = lambda: tg(pt, xt, yt)
     except ImportError:
         print("  (torch not installed: torch.func.vmap(grad) skipped; pip install -e '.[bench]')")
@@ -93,19 +97,25 @@ def main() -> None:
         import jax.numpy as jnp
 
         pj, xj, yj = [jnp.asarray(p) for p in params], jnp.asarray(x), jnp.asarray(y)
-        jg = jax.vmap(jax.grad(lambda ps, a, b: example_loss(jnp, ps, a, b)),
-                      in_axes=(None, 0, 0))  # fmt: skip
+        jg = jax.vmap(jax.grad(lambda ps, a, b: example_loss(jnp, ps, a, b)), in_axes=(None, 0, 0))
         jj = jax.jit(jg)
         contenders["jax vmap(grad) eager"] = lambda: jax.block_until_ready(jg(pj, xj, yj))
         contenders["jax vmap(grad) jit"] = lambda: jax.block_until_ready(jj(pj, xj, yj))
     except ImportError:
         print("  (jax not installed: jax vmap(grad) skipped; pip install -e '.[bench]')")
     med = _common.interleaved(contenders, repeats=7, number=2)
-    print(_common.table(f"per-example gradients of the MLP {SIZES}, tanh, float32, batch "
-                        f"{BATCH}", med, "numpy (hand-written)"))  # fmt: skip
+    print(
+        _common.table(
+            f"per-example gradients of the MLP {SIZES}, tanh, float32, batch {BATCH}",
+            med,
+            "numpy (hand-written)",
+        )
+    )
     ratio = med["vmap(grad)"] / med["numpy (hand-written)"]
-    print(f"vmap(grad) / hand-written NumPy = {ratio:.2f} (goal: 1.20) -> "
-          f"{'ok' if ratio <= 1.2 else 'OVER'}")
+    print(
+        f"vmap(grad) / hand-written NumPy = {ratio:.2f} (goal: 1.20) -> "
+        f"{'ok' if ratio <= 1.2 else 'OVER'}"
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def _pair(v: Any, n: int) -> tuple[int, ...]:
     return tuple(v) if isinstance(v, tuple | list) else (v,) * n
 
 
-def _patches(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
-             dilation: tuple[int, ...]) -> Any:  # fmt: skip
+def _patches(
+    x: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]
+) -> Any:
     """Sliding windows of the trailing ``len(kernel)`` axes of ``x`` (already padded):
     shape ``x.shape[:-n] + kernel + out_sizes``, built from strided slices (differentiable)."""
     xp = _ns(x)
@@ -41,8 +42,10 @@ def _patches(x: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
     spatial = x.shape[-n:]
     out = [(spatial[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(n)]
     if min(out) < 1:
-        raise ValueError(f"convolution/pooling: kernel {kernel} (dilation {dilation}) is larger "
-                         f"than the padded input {tuple(spatial)}")  # fmt: skip
+        raise ValueError(
+            f"convolution/pooling: kernel {kernel} (dilation {dilation}) is larger "
+            f"than the padded input {tuple(spatial)}"
+        )
     windows = []
     for offsets in _grid(kernel):
         idx = [slice(None)] * (x.ndim - n)
@@ -75,14 +78,16 @@ def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: i
     return y
 
 
-def conv1d(x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0,
-           dilation: int = 1) -> Any:  # fmt: skip
+def conv1d(
+    x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0, dilation: int = 1
+) -> Any:
     """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C, K) -> (N, O, L')."""
     return _conv(x, w, b, stride, padding, dilation, 1)
 
 
-def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1) -> Any:  # fmt: skip
+def conv2d(
+    x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+) -> Any:
     """2-D convolution: x (N, C, H, W), w (O, C, KH, KW) -> (N, O, H', W'). ``stride``,
     ``padding``, ``dilation``: an int or a pair."""
     return _conv(x, w, b, stride, padding, dilation, 2)

@@ -51,32 +51,79 @@ def spd(n, batch=()):
 
 
 UNARY_DOMAINS = {
-    "abs": dict(away=0.2), "acos": dict(lo=-0.8, hi=0.8), "acosh": dict(lo=1.2, hi=3.0),
-    "asin": dict(lo=-0.8, hi=0.8), "asinh": {}, "atan": {}, "atanh": dict(lo=-0.8, hi=0.8),
-    "cos": {}, "cosh": {}, "exp": {}, "expm1": {}, "log": dict(lo=0.5, hi=2.0),
-    "log1p": dict(lo=-0.5, hi=2.0), "log2": dict(lo=0.5, hi=2.0), "log10": dict(lo=0.5, hi=2.0),
-    "reciprocal": dict(away=0.5), "sin": {}, "sinh": {}, "sqrt": dict(lo=0.5, hi=2.0),
-    "tan": dict(lo=-1.2, hi=1.2), "tanh": {}, "square": {}, "negative": {}, "positive": {},
-    "conj": {}, "real": {}, "sign": dict(away=0.2),
-}  # fmt: skip
+    "abs": dict(away=0.2),
+    "acos": dict(lo=-0.8, hi=0.8),
+    "acosh": dict(lo=1.2, hi=3.0),
+    "asin": dict(lo=-0.8, hi=0.8),
+    "asinh": {},
+    "atan": {},
+    "atanh": dict(lo=-0.8, hi=0.8),
+    "cos": {},
+    "cosh": {},
+    "exp": {},
+    "expm1": {},
+    "log": dict(lo=0.5, hi=2.0),
+    "log1p": dict(lo=-0.5, hi=2.0),
+    "log2": dict(lo=0.5, hi=2.0),
+    "log10": dict(lo=0.5, hi=2.0),
+    "reciprocal": dict(away=0.5),
+    "sin": {},
+    "sinh": {},
+    "sqrt": dict(lo=0.5, hi=2.0),
+    "tan": dict(lo=-1.2, hi=1.2),
+    "tanh": {},
+    "square": {},
+    "negative": {},
+    "positive": {},
+    "conj": {},
+    "real": {},
+    "sign": dict(away=0.2),
+}
 # Holomorphic (or explicitly complex-aware) rules checked on complex inputs too.
 COMPLEX_UNARY = {
-    "abs": dict(away=0.3), "exp": {}, "expm1": {}, "log": dict(lo=0.5, hi=2.0),
-    "log1p": dict(lo=0.2, hi=2.0), "sin": {}, "cos": {}, "tan": dict(lo=-0.5, hi=0.5),
-    "sinh": {}, "cosh": {}, "tanh": dict(lo=-0.5, hi=0.5), "sqrt": dict(lo=0.5, hi=2.0),
-    "square": {}, "reciprocal": dict(away=0.5), "conj": {}, "real": {}, "imag": {},
-    "sign": dict(away=0.3), "negative": {}, "asin": dict(lo=-0.5, hi=0.5),
-    "acos": dict(lo=-0.5, hi=0.5), "atan": dict(lo=-0.5, hi=0.5), "asinh": dict(lo=-0.5, hi=0.5),
-    "atanh": dict(lo=-0.5, hi=0.5), "acosh": dict(lo=1.5, hi=3.0), "log2": dict(lo=0.5, hi=2.0),
+    "abs": dict(away=0.3),
+    "exp": {},
+    "expm1": {},
+    "log": dict(lo=0.5, hi=2.0),
+    "log1p": dict(lo=0.2, hi=2.0),
+    "sin": {},
+    "cos": {},
+    "tan": dict(lo=-0.5, hi=0.5),
+    "sinh": {},
+    "cosh": {},
+    "tanh": dict(lo=-0.5, hi=0.5),
+    "sqrt": dict(lo=0.5, hi=2.0),
+    "square": {},
+    "reciprocal": dict(away=0.5),
+    "conj": {},
+    "real": {},
+    "imag": {},
+    "sign": dict(away=0.3),
+    "negative": {},
+    "asin": dict(lo=-0.5, hi=0.5),
+    "acos": dict(lo=-0.5, hi=0.5),
+    "atan": dict(lo=-0.5, hi=0.5),
+    "asinh": dict(lo=-0.5, hi=0.5),
+    "atanh": dict(lo=-0.5, hi=0.5),
+    "acosh": dict(lo=1.5, hi=3.0),
+    "log2": dict(lo=0.5, hi=2.0),
     "log10": dict(lo=0.5, hi=2.0),
-}  # fmt: skip
+}
 BINARY_DOMAINS = {
-    "add": ({}, {}), "subtract": ({}, {}), "multiply": ({}, {}), "divide": ({}, dict(away=0.5)),
-    "pow": (dict(lo=0.5, hi=2.0), {}), "atan2": ({}, dict(away=0.3)),
-    "hypot": (dict(away=0.2), {}), "logaddexp": ({}, {}), "maximum": ({}, {}),
-    "minimum": ({}, {}), "copysign": (dict(away=0.2), dict(away=0.2)), "nextafter": ({}, {}),
+    "add": ({}, {}),
+    "subtract": ({}, {}),
+    "multiply": ({}, {}),
+    "divide": ({}, dict(away=0.5)),
+    "pow": (dict(lo=0.5, hi=2.0), {}),
+    "atan2": ({}, dict(away=0.3)),
+    "hypot": (dict(away=0.2), {}),
+    "logaddexp": ({}, {}),
+    "maximum": ({}, {}),
+    "minimum": ({}, {}),
+    "copysign": (dict(away=0.2), dict(away=0.2)),
+    "nextafter": ({}, {}),
     "remainder": ({}, dict(lo=0.7, hi=1.3)),
-}  # fmt: skip
+}
 COMPLEX_BINARY = {"add", "subtract", "multiply", "divide", "pow"}
 
 
@@ -98,8 +145,12 @@ def _unary_cases(out):
     for name, dom in COMPLEX_UNARY.items():
         for shape in [(), (2, 3)]:
             out.setdefault(name, []).append(
-                Case(f"complex {shape}", lambda xp, n=name: _call(n)(xp),
-                     (arr(shape, cplx=True, **dom),)))  # fmt: skip
+                Case(
+                    f"complex {shape}",
+                    lambda xp, n=name: _call(n)(xp),
+                    (arr(shape, cplx=True, **dom),),
+                )
+            )
 
 
 def _large_cases(out):
@@ -111,12 +162,22 @@ def _binary_cases(out):
     for name, (d1, d2) in BINARY_DOMAINS.items():
         for s1, s2 in PAIRS:
             out.setdefault(name, []).append(
-                Case(f"{s1} {s2}", lambda xp, n=name: _call(n)(xp),
-                     (arr(s1, **d1), arr(s2, **d2))))  # fmt: skip
-        out[name].append(Case("array op scalar", lambda xp, n=name: (
-            lambda x: _call(n)(xp)(x, 1.5)), (arr((2, 3), **d1),)))  # fmt: skip
-        out[name].append(Case("scalar op array", lambda xp, n=name: (
-            lambda x: _call(n)(xp)(1.5, x)), (arr((2, 3), **d2),)))  # fmt: skip
+                Case(f"{s1} {s2}", lambda xp, n=name: _call(n)(xp), (arr(s1, **d1), arr(s2, **d2)))
+            )
+        out[name].append(
+            Case(
+                "array op scalar",
+                lambda xp, n=name: lambda x: _call(n)(xp)(x, 1.5),
+                (arr((2, 3), **d1),),
+            )
+        )
+        out[name].append(
+            Case(
+                "scalar op array",
+                lambda xp, n=name: lambda x: _call(n)(xp)(1.5, x),
+                (arr((2, 3), **d2),),
+            )
+        )
         if name in COMPLEX_BINARY:
             out[name].append(
                 Case(
@@ -126,15 +187,18 @@ def _binary_cases(out):
                 )
             )
     out["multiply"].append(Case("x * x", lambda xp: lambda x: x * x, (arr((2, 3)),)))  # one term
-    out["multiply"].append(Case("x * x complex", lambda xp: lambda x: x * x,
-                                (arr((3,), cplx=True),)))  # fmt: skip
+    out["multiply"].append(
+        Case("x * x complex", lambda xp: lambda x: x * x, (arr((3,), cplx=True),))
+    )
     out["clip"] = [
         Case("scalars", lambda xp: lambda x: xp.clip(x, -1.0, 1.0), (arr((2, 3)),)),
-        Case("arrays", lambda xp: lambda x, lo, hi: xp.clip(x, lo, hi),
-             (arr((2, 3)), arr((3,), -1.5, -0.5), arr((2, 1), 0.5, 1.5))),
-        Case("max only", lambda xp: lambda x, hi: xp.clip(x, max=hi),
-             (arr((2, 3)), arr((2, 3)))),
-    ]  # fmt: skip
+        Case(
+            "arrays",
+            lambda xp: lambda x, lo, hi: xp.clip(x, lo, hi),
+            (arr((2, 3)), arr((3,), -1.5, -0.5), arr((2, 1), 0.5, 1.5)),
+        ),
+        Case("max only", lambda xp: lambda x, hi: xp.clip(x, max=hi), (arr((2, 3)), arr((2, 3)))),
+    ]
 
 
 def _reduction_cases(out):
@@ -154,104 +218,185 @@ def _reduction_cases(out):
                         )
                     )
         for shape in ((), (3,), (1, 3)):
-            out[name].append(Case(f"{shape}", lambda xp, n=name: getattr(xp, n),
-                                  (arr(shape, 0.5, 2.0),)))  # fmt: skip
+            out[name].append(
+                Case(f"{shape}", lambda xp, n=name: getattr(xp, n), (arr(shape, 0.5, 2.0),))
+            )
     prod_zero = np.array([[1.5, 0.0, -2.0], [0.0, 0.0, 3.0]])
     for axis in (None, 0, 1):
-        out["prod"].append(Case(f"zeros axis={axis}", lambda xp, a=axis: (
-            lambda x: xp.prod(x, axis=a)), (prod_zero,)))  # fmt: skip
+        out["prod"].append(
+            Case(
+                f"zeros axis={axis}", lambda xp, a=axis: lambda x: xp.prod(x, axis=a), (prod_zero,)
+            )
+        )
     for name in ("sum", "mean", "prod"):
-        out[name].append(Case("complex", lambda xp, n=name: (
-            lambda x: getattr(xp, n)(x, axis=0)), (arr((2, 3), cplx=True),)))  # fmt: skip
+        out[name].append(
+            Case(
+                "complex",
+                lambda xp, n=name: lambda x: getattr(xp, n)(x, axis=0),
+                (arr((2, 3), cplx=True),),
+            )
+        )
     ties = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]])
     for name in ("max", "min"):
-        out[name].append(Case("ties", lambda xp, n=name: (
-            lambda x: getattr(xp, n)(x, axis=1) + 0 * xp.sum(x)), (ties,)))  # fmt: skip
+        out[name].append(
+            Case(
+                "ties",
+                lambda xp, n=name: lambda x: getattr(xp, n)(x, axis=1) + 0 * xp.sum(x),
+                (ties,),
+            )
+        )
     for name in ("cumulative_sum", "cumulative_prod"):
         for axis in (0, 1, -1):
             for inc in (False, True):
                 out.setdefault(name, []).append(
-                    Case(f"axis={axis} include_initial={inc}", lambda xp, n=name, a=axis, i=inc:
-                         lambda x: getattr(xp, n)(x, axis=a, include_initial=i),
-                         (arr((2, 3), 0.5, 2.0),)))  # fmt: skip
+                    Case(
+                        f"axis={axis} include_initial={inc}",
+                        lambda xp, n=name, a=axis, i=inc: (
+                            lambda x: getattr(xp, n)(x, axis=a, include_initial=i)
+                        ),
+                        (arr((2, 3), 0.5, 2.0),),
+                    )
+                )
         out[name].append(Case("1-D", lambda xp, n=name: getattr(xp, n), (arr((4,), 0.5, 2.0),)))
-        out[name].append(Case("complex", lambda xp, n=name: (
-            lambda x: getattr(xp, n)(x, axis=1)), (arr((2, 3), cplx=True),)))  # fmt: skip
+        out[name].append(
+            Case(
+                "complex",
+                lambda xp, n=name: lambda x: getattr(xp, n)(x, axis=1),
+                (arr((2, 3), cplx=True),),
+            )
+        )
     zeros = np.array([[2.0, 0.0, 3.0, 0.0, 1.5], [0.0, 1.2, 2.0, 1.1, 0.7]])
     for inc in (False, True):
-        out["cumulative_prod"].append(Case(f"zeros include_initial={inc}", lambda xp, i=inc: (
-            lambda x: xp.cumulative_prod(x, axis=1, include_initial=i)), (zeros,)))  # fmt: skip
+        out["cumulative_prod"].append(
+            Case(
+                f"zeros include_initial={inc}",
+                lambda xp, i=inc: lambda x: xp.cumulative_prod(x, axis=1, include_initial=i),
+                (zeros,),
+            )
+        )
 
 
 def _manipulation_cases(out):
     a23, a3 = arr((2, 3)), arr((3,))
-    out["broadcast_to"] = [Case("(3,)->(2,3)", lambda xp: lambda x: xp.broadcast_to(x, (2, 3)),
-                                (a3,)),
-                           Case("(1,3)->(4,2,3)", lambda xp: lambda x: xp.broadcast_to(
-                               x, (4, 2, 3)), (arr((1, 3)),))]  # fmt: skip
-    out["broadcast_arrays"] = [Case("pair", lambda xp: xp.broadcast_arrays,
-                                    (arr((2, 1)), arr((3,))))]  # fmt: skip
+    out["broadcast_to"] = [
+        Case("(3,)->(2,3)", lambda xp: lambda x: xp.broadcast_to(x, (2, 3)), (a3,)),
+        Case("(1,3)->(4,2,3)", lambda xp: lambda x: xp.broadcast_to(x, (4, 2, 3)), (arr((1, 3)),)),
+    ]
+    out["broadcast_arrays"] = [
+        Case("pair", lambda xp: xp.broadcast_arrays, (arr((2, 1)), arr((3,))))
+    ]
     out["concat"] = [
         Case("axis 0", lambda xp: lambda a, b: xp.concat([a, b]), (a23, arr((1, 3)))),
         Case("axis -1", lambda xp: lambda a, b: xp.concat([a, b], axis=-1), (a23, arr((2, 2)))),
         Case("axis None", lambda xp: lambda a, b: xp.concat([a, b], axis=None), (a23, a3)),
     ]
-    out["stack"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda a, b: xp.stack([a, b], axis=ax),
-                         (a23, arr((2, 3)))) for ax in (0, 1, -1)]  # fmt: skip
-    out["unstack"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.unstack(x, axis=ax),
-                           (a23,)) for ax in (0, -1)]  # fmt: skip
-    out["expand_dims"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.expand_dims(
-        x, axis=ax), (a23,)) for ax in (0, -1, 1)]  # fmt: skip
+    out["stack"] = [
+        Case(
+            f"axis {ax}",
+            lambda xp, ax=ax: lambda a, b: xp.stack([a, b], axis=ax),
+            (a23, arr((2, 3))),
+        )
+        for ax in (0, 1, -1)
+    ]
+    out["unstack"] = [
+        Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.unstack(x, axis=ax), (a23,))
+        for ax in (0, -1)
+    ]
+    out["expand_dims"] = [
+        Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.expand_dims(x, axis=ax), (a23,))
+        for ax in (0, -1, 1)
+    ]
     out["squeeze"] = [Case("axis 0", lambda xp: lambda x: xp.squeeze(x, axis=0), (arr((1, 3)),))]
-    out["reshape"] = [Case(f"{s}", lambda xp, s=s: lambda x: xp.reshape(x, s), (a23,))
-                      for s in [(3, 2), (-1,), (1, 6)]]  # fmt: skip
-    out["flip"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.flip(x, axis=ax), (a23,))
-                   for ax in (None, 0, -1, (0, 1))]  # fmt: skip
-    out["moveaxis"] = [Case("0->-1", lambda xp: lambda x: xp.moveaxis(x, 0, -1),
-                            (arr((2, 3, 4)),))]  # fmt: skip
-    out["permute_dims"] = [Case("(2,0,1)", lambda xp: lambda x: xp.permute_dims(x, (2, 0, 1)),
-                                (arr((2, 3, 4)),))]  # fmt: skip
+    out["reshape"] = [
+        Case(f"{s}", lambda xp, s=s: lambda x: xp.reshape(x, s), (a23,))
+        for s in [(3, 2), (-1,), (1, 6)]
+    ]
+    out["flip"] = [
+        Case(f"axis {ax}", lambda xp, ax=ax: lambda x: xp.flip(x, axis=ax), (a23,))
+        for ax in (None, 0, -1, (0, 1))
+    ]
+    out["moveaxis"] = [Case("0->-1", lambda xp: lambda x: xp.moveaxis(x, 0, -1), (arr((2, 3, 4)),))]
+    out["permute_dims"] = [
+        Case("(2,0,1)", lambda xp: lambda x: xp.permute_dims(x, (2, 0, 1)), (arr((2, 3, 4)),))
+    ]
     out["matrix_transpose"] = [Case("batch", lambda xp: xp.matrix_transpose, (arr((2, 3, 4)),))]
     out["repeat"] = [
         Case("int axis 1", lambda xp: lambda x: xp.repeat(x, 2, axis=1), (a23,)),
         Case("int axis None", lambda xp: lambda x: xp.repeat(x, 3), (a23,)),
-        Case("array axis 0", lambda xp: lambda x: xp.repeat(
-            x, xp.asarray([2, 0, 3]), axis=0), (a3,)),
-    ]  # fmt: skip
+        Case(
+            "array axis 0", lambda xp: lambda x: xp.repeat(x, xp.asarray([2, 0, 3]), axis=0), (a3,)
+        ),
+    ]
     out["roll"] = [
         Case(f"{sh} {ax}", lambda xp, sh=sh, ax=ax: lambda x: xp.roll(x, sh, axis=ax), (a23,))
         for sh, ax in [(1, None), (1, 0), (-2, 1), ((1, 2), (0, 1))]
     ]
-    out["tile"] = [Case(f"{r}", lambda xp, r=r: lambda x: xp.tile(x, r), (a23,))
-                   for r in [(2, 1), (2,), (2, 1, 3)]]  # fmt: skip
-    out["where"] = [Case("pair", lambda xp: lambda a, b: xp.where(
-        xp.asarray(np.array([[True, False, True], [False, False, True]])), a, b),
-        (a23, arr((3,))))]  # fmt: skip
+    out["tile"] = [
+        Case(f"{r}", lambda xp, r=r: lambda x: xp.tile(x, r), (a23,))
+        for r in [(2, 1), (2,), (2, 1, 3)]
+    ]
+    out["where"] = [
+        Case(
+            "pair",
+            lambda xp: (
+                lambda a, b: xp.where(
+                    xp.asarray(np.array([[True, False, True], [False, False, True]])), a, b
+                )
+            ),
+            (a23, arr((3,))),
+        )
+    ]
     out["where"].append(Case("scalar", lambda xp: lambda a: xp.where(a > 0, a, 0.0), (a23,)))
-    out["sort"] = [Case(f"axis {ax} desc {d}", lambda xp, ax=ax, d=d: lambda x: xp.sort(
-        x, axis=ax, descending=d), (a23,)) for ax in (0, -1) for d in (False, True)]  # fmt: skip
+    out["sort"] = [
+        Case(
+            f"axis {ax} desc {d}",
+            lambda xp, ax=ax, d=d: lambda x: xp.sort(x, axis=ax, descending=d),
+            (a23,),
+        )
+        for ax in (0, -1)
+        for d in (False, True)
+    ]
     # distinct values (where it is differentiable), in 1-D and 2-D; integer outputs carry none
-    for name, pick in [("unique_values", lambda r: r), ("unique_all", lambda r: r.values),
-                       ("unique_counts", lambda r: r.values),
-                       ("unique_inverse", lambda r: r.values)]:  # fmt: skip
-        out[name] = [Case(label, lambda xp, n=name, p=pick: lambda x: p(getattr(xp, n)(x)),
-                          (a,)) for label, a in [("1-D", arr((5,))), ("2-D", a23)]]  # fmt: skip
+    for name, pick in [
+        ("unique_values", lambda r: r),
+        ("unique_all", lambda r: r.values),
+        ("unique_counts", lambda r: r.values),
+        ("unique_inverse", lambda r: r.values),
+    ]:
+        out[name] = [
+            Case(label, lambda xp, n=name, p=pick: lambda x: p(getattr(xp, n)(x)), (a,))
+            for label, a in [("1-D", arr((5,))), ("2-D", a23)]
+        ]
     out["diff"] = [
         Case("n=1", lambda xp: xp.diff, (a23,)),
         Case("n=2 axis 0", lambda xp: lambda x: xp.diff(x, axis=0, n=2), (arr((4, 3)),)),
-        Case("prepend/append", lambda xp: lambda x, p, q: xp.diff(x, prepend=p, append=q),
-             (a23, arr((2, 1)), arr((2, 2)))),
-    ]  # fmt: skip
-    out["astype"] = [Case("to complex", lambda xp: lambda x: xp.abs(xp.astype(
-        x, xp.complex128) * (1 + 2j)), (a23,))]  # fmt: skip
+        Case(
+            "prepend/append",
+            lambda xp: lambda x, p, q: xp.diff(x, prepend=p, append=q),
+            (a23, arr((2, 1)), arr((2, 2))),
+        ),
+    ]
+    out["astype"] = [
+        Case(
+            "to complex",
+            lambda xp: lambda x: xp.abs(xp.astype(x, xp.complex128) * (1 + 2j)),
+            (a23,),
+        )
+    ]
     out["asarray"] = [Case("identity", lambda xp: lambda x: xp.asarray(x) * 2, (a23,))]
     out["tril"] = [
         Case("k=0", lambda xp: xp.tril, (arr((3, 3)),)),
         Case("k=1", lambda xp: lambda x: xp.tril(x, k=1), (a23,)),
     ]
     out["triu"] = [Case("k=-1", lambda xp: lambda x: xp.triu(x, k=-1), (a23,))]
-    out["meshgrid"] = [Case(f"{ix}", lambda xp, ix=ix: lambda a, b: xp.meshgrid(
-        a, b, indexing=ix), (arr((2,)), arr((3,)))) for ix in ("xy", "ij")]  # fmt: skip
+    out["meshgrid"] = [
+        Case(
+            f"{ix}",
+            lambda xp, ix=ix: lambda a, b: xp.meshgrid(a, b, indexing=ix),
+            (arr((2,)), arr((3,))),
+        )
+        for ix in ("xy", "ij")
+    ]
 
 
 def _indexing_cases(out):
@@ -265,12 +410,12 @@ def _indexing_cases(out):
         Case("basic", getitem(lambda xp: (slice(None, None, -1), slice(1, 3))), (a,)),
         Case("int and ellipsis", getitem(lambda xp: (1, ...)), (a,)),
         Case("newaxis", getitem(lambda xp: (None, 0, slice(None))), (a,), NUMPY_ONLY),
-        Case("int array dup", getitem(lambda xp: (xp.asarray(idx), slice(None))), (a,),
-             NUMPY_ONLY),
-        Case("two int arrays", getitem(lambda xp: (xp.asarray(idx[:3]), xp.asarray([3, 3, 0]))),
-             (a,)),
+        Case("int array dup", getitem(lambda xp: (xp.asarray(idx), slice(None))), (a,), NUMPY_ONLY),
+        Case(
+            "two int arrays", getitem(lambda xp: (xp.asarray(idx[:3]), xp.asarray([3, 3, 0]))), (a,)
+        ),
         Case("mask", getitem(lambda xp: xp.asarray(a > 0)), (a,)),
-    ]  # fmt: skip
+    ]
 
     def setitem(key_fn):
         def f(xp):
@@ -287,9 +432,13 @@ def _indexing_cases(out):
         Case("slice", setitem(lambda xp: (slice(0, 2), 1)), (a, arr((2,)))),
         Case("broadcast value", setitem(lambda xp: (slice(None), slice(1, 3))), (a, arr((2,)))),
         Case("mask scalar-shaped value", setitem(lambda xp: xp.asarray(a > 0)), (a, arr(()))),
-        Case("int array", setitem(lambda xp: (xp.asarray([2, 0]), slice(None))),
-             (a, arr((2, 4))), NUMPY_ONLY),
-    ]  # fmt: skip
+        Case(
+            "int array",
+            setitem(lambda xp: (xp.asarray([2, 0]), slice(None))),
+            (a, arr((2, 4))),
+            NUMPY_ONLY,
+        ),
+    ]
     out["take"] = [
         Case(
             f"axis {ax}",
@@ -300,39 +449,66 @@ def _indexing_cases(out):
         )
         for ax in (0, 1)
     ]
-    out["take"].append(Case("1-D", lambda xp: lambda x: xp.take(x, xp.asarray([1, 1, 0])),
-                            (arr((3,)),)))  # fmt: skip
+    out["take"].append(
+        Case("1-D", lambda xp: lambda x: xp.take(x, xp.asarray([1, 1, 0])), (arr((3,)),))
+    )
     ind = np.array([[0, 0, 2, 1], [1, 1, 1, 0], [3, 3, 2, 2]])
     out["take_along_axis"] = [
-        Case("axis -1", lambda xp: lambda x: xp.take_along_axis(x, xp.asarray(ind), axis=-1),
-             (a,)),
-        Case("axis 0", lambda xp: lambda x: xp.take_along_axis(
-            x, xp.asarray(ind[:2, :] % 3), axis=0), (a,)),
-    ]  # fmt: skip
+        Case("axis -1", lambda xp: lambda x: xp.take_along_axis(x, xp.asarray(ind), axis=-1), (a,)),
+        Case(
+            "axis 0",
+            lambda xp: lambda x: xp.take_along_axis(x, xp.asarray(ind[:2, :] % 3), axis=0),
+            (a,),
+        ),
+    ]
 
 
 def _linear_algebra_cases(out):
     out["matmul"] = [
         Case(f"{s1} {s2}", lambda xp: xp.matmul, (arr(s1), arr(s2)))
-        for s1, s2 in [((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)),
-                       ((2, 2, 3), (3, 4)), ((1, 2, 3), (5, 3, 2))]
-    ]  # fmt: skip
+        for s1, s2 in [
+            ((2, 3), (3, 4)),
+            ((3,), (3, 2)),
+            ((2, 3), (3,)),
+            ((3,), (3,)),
+            ((2, 2, 3), (3, 4)),
+            ((1, 2, 3), (5, 3, 2)),
+        ]
+    ]
     out["matmul"].append(
         Case("complex", lambda xp: xp.matmul, (arr((2, 3), cplx=True), arr((3, 2), cplx=True)))
     )
     out["tensordot"] = [
-        Case(f"axes={ax}", lambda xp, ax=ax: lambda a, b: xp.tensordot(a, b, axes=ax),
-             (arr(s1), arr(s2)))
-        for ax, s1, s2 in [(1, (2, 3), (3, 4)), (2, (2, 3, 4), (3, 4, 5)), (0, (2,), (3,)),
-                           (((0, 2), (1, 0)), (3, 2, 4), (4, 3))]
-    ]  # fmt: skip
+        Case(
+            f"axes={ax}",
+            lambda xp, ax=ax: lambda a, b: xp.tensordot(a, b, axes=ax),
+            (arr(s1), arr(s2)),
+        )
+        for ax, s1, s2 in [
+            (1, (2, 3), (3, 4)),
+            (2, (2, 3, 4), (3, 4, 5)),
+            (0, (2,), (3,)),
+            (((0, 2), (1, 0)), (3, 2, 4), (4, 3)),
+        ]
+    ]
     # NumPy's spelling with ints for the axis lists: the forward took it, while the VJP, batching
     # and shape rules each read axes their own way and two of them did not
-    out["tensordot"].append(Case("axes=(1, 0)", lambda xp: lambda a, b: xp.tensordot(
-        a, b, axes=(1, 0)), (arr((2, 3)), arr((3, 4))), NUMPY_ONLY))
-    out["vecdot"] = [Case(f"axis {ax}", lambda xp, ax=ax: lambda a, b: xp.vecdot(a, b, axis=ax),
-                          (arr((2, 3)), arr((3,)) if ax == -1 else arr((2, 1))))
-                     for ax in (-1, -2)]  # fmt: skip
+    out["tensordot"].append(
+        Case(
+            "axes=(1, 0)",
+            lambda xp: lambda a, b: xp.tensordot(a, b, axes=(1, 0)),
+            (arr((2, 3)), arr((3, 4))),
+            NUMPY_ONLY,
+        )
+    )
+    out["vecdot"] = [
+        Case(
+            f"axis {ax}",
+            lambda xp, ax=ax: lambda a, b: xp.vecdot(a, b, axis=ax),
+            (arr((2, 3)), arr((3,)) if ax == -1 else arr((2, 1))),
+        )
+        for ax in (-1, -2)
+    ]
     out["vecdot"].append(
         Case("complex", lambda xp: xp.vecdot, (arr((2, 3), cplx=True), arr((2, 3), cplx=True)))
     )
@@ -341,24 +517,33 @@ def _linear_algebra_cases(out):
 def _linalg_cases(out):
     L = "linalg."
     sq = arr((3, 3)) + 3 * np.eye(3)
-    out[L + "inv"] = [Case("3x3", lambda xp: xp.linalg.inv, (sq,)),
-                      Case("batch", lambda xp: xp.linalg.inv, (arr((2, 3, 3)) + 3 * np.eye(3),)),
-                      Case("complex", lambda xp: xp.linalg.inv,
-                           (arr((2, 2), cplx=True) + 3 * np.eye(2),))]  # fmt: skip
-    out[L + "det"] = [Case("3x3", lambda xp: xp.linalg.det, (sq,)),
-                      Case("complex", lambda xp: xp.linalg.det,
-                           (arr((2, 2), cplx=True) + 2 * np.eye(2),))]  # fmt: skip
-    out[L + "slogdet"] = [Case("real", lambda xp: xp.linalg.slogdet, (sq,)),
-                          Case("negative det", lambda xp: xp.linalg.slogdet,
-                               (np.diag([-1.0, 2.0, 3.0]) + 0.1 * arr((3, 3)),)),
-                          Case("complex", lambda xp: xp.linalg.slogdet,
-                               (arr((2, 2), cplx=True) + 2 * np.eye(2),))]  # fmt: skip
-    out[L + "solve"] = [Case("matrix rhs", lambda xp: xp.linalg.solve, (sq, arr((3, 2)))),
-                        Case("vector rhs", lambda xp: xp.linalg.solve, (sq, arr((3,)))),
-                        Case("batch", lambda xp: xp.linalg.solve,
-                             (arr((2, 3, 3)) + 3 * np.eye(3), arr((2, 3, 1))))]  # fmt: skip
-    out[L + "matrix_power"] = [Case(f"n={n}", lambda xp, n=n: lambda x: xp.linalg.matrix_power(
-        x, n), (sq / 3,)) for n in (0, 1, 3, -2)]  # fmt: skip
+    out[L + "inv"] = [
+        Case("3x3", lambda xp: xp.linalg.inv, (sq,)),
+        Case("batch", lambda xp: xp.linalg.inv, (arr((2, 3, 3)) + 3 * np.eye(3),)),
+        Case("complex", lambda xp: xp.linalg.inv, (arr((2, 2), cplx=True) + 3 * np.eye(2),)),
+    ]
+    out[L + "det"] = [
+        Case("3x3", lambda xp: xp.linalg.det, (sq,)),
+        Case("complex", lambda xp: xp.linalg.det, (arr((2, 2), cplx=True) + 2 * np.eye(2),)),
+    ]
+    out[L + "slogdet"] = [
+        Case("real", lambda xp: xp.linalg.slogdet, (sq,)),
+        Case(
+            "negative det",
+            lambda xp: xp.linalg.slogdet,
+            (np.diag([-1.0, 2.0, 3.0]) + 0.1 * arr((3, 3)),),
+        ),
+        Case("complex", lambda xp: xp.linalg.slogdet, (arr((2, 2), cplx=True) + 2 * np.eye(2),)),
+    ]
+    out[L + "solve"] = [
+        Case("matrix rhs", lambda xp: xp.linalg.solve, (sq, arr((3, 2)))),
+        Case("vector rhs", lambda xp: xp.linalg.solve, (sq, arr((3,)))),
+        Case("batch", lambda xp: xp.linalg.solve, (arr((2, 3, 3)) + 3 * np.eye(3), arr((2, 3, 1)))),
+    ]
+    out[L + "matrix_power"] = [
+        Case(f"n={n}", lambda xp, n=n: lambda x: xp.linalg.matrix_power(x, n), (sq / 3,))
+        for n in (0, 1, 3, -2)
+    ]
     out[L + "cholesky"] = [
         Case(
             f"upper={u}",
@@ -367,74 +552,150 @@ def _linalg_cases(out):
         )
         for u in (False, True)
     ]
-    out[L + "eigh"] = [Case("sym", lambda xp: lambda a: (lambda w, v: (w, v * v))(
-        *xp.linalg.eigh(a + a.mT)), (arr((3, 3)),))]  # fmt: skip
-    out[L + "eigvalsh"] = [Case("sym", lambda xp: lambda a: xp.linalg.eigvalsh(a + a.mT),
-                                (arr((3, 3)),))]  # fmt: skip
-    out[L + "eigvals"] = [Case("spd, order-free", lambda xp: lambda a: xp.sum(
-        xp.linalg.eigvals(a) ** 2), (spd(3),))]  # fmt: skip
+    out[L + "eigh"] = [
+        Case(
+            "sym",
+            lambda xp: lambda a: (lambda w, v: (w, v * v))(*xp.linalg.eigh(a + a.mT)),
+            (arr((3, 3)),),
+        )
+    ]
+    out[L + "eigvalsh"] = [
+        Case("sym", lambda xp: lambda a: xp.linalg.eigvalsh(a + a.mT), (arr((3, 3)),))
+    ]
+    out[L + "eigvals"] = [
+        Case("spd, order-free", lambda xp: lambda a: xp.sum(xp.linalg.eigvals(a) ** 2), (spd(3),))
+    ]
     for shape, fm in [((4, 3), False), ((3, 4), False), ((3, 3), True)]:
-        out.setdefault(L + "svd", []).append(Case(f"{shape} full={fm}", lambda xp, fm=fm: (
-            lambda a: (lambda u, s, vh: (u * u, s, vh * vh))(
-                *xp.linalg.svd(a, full_matrices=fm))), (arr(shape),)))  # fmt: skip
-    out[L + "svdvals"] = [Case(f"{s}", lambda xp: xp.linalg.svdvals, (arr(s),))
-                          for s in [(4, 3), (3, 4)]]  # fmt: skip
+        out.setdefault(L + "svd", []).append(
+            Case(
+                f"{shape} full={fm}",
+                lambda xp, fm=fm: (
+                    lambda a: (lambda u, s, vh: (u * u, s, vh * vh))(
+                        *xp.linalg.svd(a, full_matrices=fm)
+                    )
+                ),
+                (arr(shape),),
+            )
+        )
+    out[L + "svdvals"] = [
+        Case(f"{s}", lambda xp: xp.linalg.svdvals, (arr(s),)) for s in [(4, 3), (3, 4)]
+    ]
     out[L + "qr"] = [Case(f"{s}", lambda xp: xp.linalg.qr, (arr(s),)) for s in [(4, 3), (3, 3)]]
-    out[L + "pinv"] = [Case(f"{s}", lambda xp: xp.linalg.pinv, (arr(s),))
-                       for s in [(4, 3), (3, 4)]]  # fmt: skip
+    out[L + "pinv"] = [Case(f"{s}", lambda xp: xp.linalg.pinv, (arr(s),)) for s in [(4, 3), (3, 4)]]
     out[L + "matrix_norm"] = [
-        Case(f"ord={o} keepdims={k}", lambda xp, o=o, k=k: lambda x: xp.linalg.matrix_norm(
-            x, ord=o, keepdims=k), (arr((3, 4)),))
-        for o in ("fro", "nuc", 2, -2, 1, -1, float("inf"), -float("inf")) for k in (False, True)
-    ]  # fmt: skip
-    out[L + "matrix_norm"].append(Case("fro complex", lambda xp: xp.linalg.matrix_norm,
-                                       (arr((2, 3), cplx=True),)))  # fmt: skip
-    out[L + "vector_norm"] = [
-        Case(f"ord={o} axis={ax} keepdims={k}", lambda xp, o=o, ax=ax, k=k: (
-            lambda x: xp.linalg.vector_norm(x, ord=o, axis=ax, keepdims=k)), (arr((2, 3)),))
-        for o in (2, 1, 3, 0.5, float("inf"), -float("inf")) for ax in (None, 0, -1, (0, 1))
+        Case(
+            f"ord={o} keepdims={k}",
+            lambda xp, o=o, k=k: lambda x: xp.linalg.matrix_norm(x, ord=o, keepdims=k),
+            (arr((3, 4)),),
+        )
+        for o in ("fro", "nuc", 2, -2, 1, -1, float("inf"), -float("inf"))
         for k in (False, True)
-    ]  # fmt: skip
-    out[L + "vector_norm"].append(Case("complex", lambda xp: xp.linalg.vector_norm,
-                                       (arr((2, 3), cplx=True),)))  # fmt: skip
-    out[L + "trace"] = [Case(f"offset={k}", lambda xp, k=k: lambda x: xp.linalg.trace(
-        x, offset=k), (arr((2, 3, 4)),)) for k in (0, 1, -1)]  # fmt: skip
-    out[L + "diagonal"] = [Case(f"offset={k}", lambda xp, k=k: lambda x: xp.linalg.diagonal(
-        x, offset=k), (arr((2, 3, 4)),)) for k in (0, 2, -1)]  # fmt: skip
-    out[L + "cross"] = [Case("3-vectors", lambda xp: xp.linalg.cross, (arr((2, 3)), arr((3,)))),
-                        Case("axis -2", lambda xp: lambda a, b: xp.linalg.cross(a, b, axis=-2),
-                             (arr((3, 2)), arr((3, 2))))]  # fmt: skip
-    out[L + "outer"] = [Case("real", lambda xp: xp.linalg.outer, (arr((3,)), arr((2,)))),
-                        Case("complex", lambda xp: xp.linalg.outer,
-                             (arr((3,), cplx=True), arr((2,), cplx=True)))]  # fmt: skip
+    ]
+    out[L + "matrix_norm"].append(
+        Case("fro complex", lambda xp: xp.linalg.matrix_norm, (arr((2, 3), cplx=True),))
+    )
+    out[L + "vector_norm"] = [
+        Case(
+            f"ord={o} axis={ax} keepdims={k}",
+            lambda xp, o=o, ax=ax, k=k: (
+                lambda x: xp.linalg.vector_norm(x, ord=o, axis=ax, keepdims=k)
+            ),
+            (arr((2, 3)),),
+        )
+        for o in (2, 1, 3, 0.5, float("inf"), -float("inf"))
+        for ax in (None, 0, -1, (0, 1))
+        for k in (False, True)
+    ]
+    out[L + "vector_norm"].append(
+        Case("complex", lambda xp: xp.linalg.vector_norm, (arr((2, 3), cplx=True),))
+    )
+    out[L + "trace"] = [
+        Case(
+            f"offset={k}", lambda xp, k=k: lambda x: xp.linalg.trace(x, offset=k), (arr((2, 3, 4)),)
+        )
+        for k in (0, 1, -1)
+    ]
+    out[L + "diagonal"] = [
+        Case(
+            f"offset={k}",
+            lambda xp, k=k: lambda x: xp.linalg.diagonal(x, offset=k),
+            (arr((2, 3, 4)),),
+        )
+        for k in (0, 2, -1)
+    ]
+    out[L + "cross"] = [
+        Case("3-vectors", lambda xp: xp.linalg.cross, (arr((2, 3)), arr((3,)))),
+        Case(
+            "axis -2",
+            lambda xp: lambda a, b: xp.linalg.cross(a, b, axis=-2),
+            (arr((3, 2)), arr((3, 2))),
+        ),
+    ]
+    out[L + "outer"] = [
+        Case("real", lambda xp: xp.linalg.outer, (arr((3,)), arr((2,)))),
+        Case("complex", lambda xp: xp.linalg.outer, (arr((3,), cplx=True), arr((2,), cplx=True))),
+    ]
 
 
 def _fft_cases(out):
     F = "fft."
     for name in ("fft", "ifft"):
         out[F + name] = [
-            Case(f"n={n} norm={nm}", lambda xp, name=name, n=n, nm=nm: lambda x: getattr(
-                xp.fft, name)(x, n=n, norm=nm), (arr((2, 5), cplx=True),))
-            for n in (None, 3, 8) for nm in ("backward", "ortho", "forward")
-        ]  # fmt: skip
+            Case(
+                f"n={n} norm={nm}",
+                lambda xp, name=name, n=n, nm=nm: lambda x: getattr(xp.fft, name)(x, n=n, norm=nm),
+                (arr((2, 5), cplx=True),),
+            )
+            for n in (None, 3, 8)
+            for nm in ("backward", "ortho", "forward")
+        ]
     for name in ("fftn", "ifftn"):
         out[F + name] = [
-            Case(f"s={s} axes={ax}", lambda xp, name=name, s=s, ax=ax: lambda x: getattr(
-                xp.fft, name)(x, s=s, axes=ax, norm="ortho"), (arr((2, 3, 4), cplx=True),))
+            Case(
+                f"s={s} axes={ax}",
+                lambda xp, name=name, s=s, ax=ax: (
+                    lambda x: getattr(xp.fft, name)(x, s=s, axes=ax, norm="ortho")
+                ),
+                (arr((2, 3, 4), cplx=True),),
+            )
             for s, ax in [(None, None), ((3, 2), (0, 2)), (None, (1,))]
-        ]  # fmt: skip
-    out[F + "rfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.rfft(
-        x, n=n, norm=nm), (arr((2, 6)),)) for n in (None, 4, 9)
-        for nm in ("backward", "ortho", "forward")]  # fmt: skip
-    out[F + "irfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.irfft(
-        x, n=n, norm=nm), (arr((2, 4), cplx=True),)) for n in (None, 5, 7, 4)
-        for nm in ("backward", "ortho", "forward")]  # fmt: skip
-    out[F + "hfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.hfft(
-        x, n=n, norm=nm), (arr((2, 4), cplx=True),)) for n in (None, 5)
-        for nm in ("backward", "ortho")]  # fmt: skip
-    out[F + "ihfft"] = [Case(f"n={n} norm={nm}", lambda xp, n=n, nm=nm: lambda x: xp.fft.ihfft(
-        x, n=n, norm=nm), (arr((2, 6)),)) for n in (None, 5)
-        for nm in ("backward", "forward")]  # fmt: skip
+        ]
+    out[F + "rfft"] = [
+        Case(
+            f"n={n} norm={nm}",
+            lambda xp, n=n, nm=nm: lambda x: xp.fft.rfft(x, n=n, norm=nm),
+            (arr((2, 6)),),
+        )
+        for n in (None, 4, 9)
+        for nm in ("backward", "ortho", "forward")
+    ]
+    out[F + "irfft"] = [
+        Case(
+            f"n={n} norm={nm}",
+            lambda xp, n=n, nm=nm: lambda x: xp.fft.irfft(x, n=n, norm=nm),
+            (arr((2, 4), cplx=True),),
+        )
+        for n in (None, 5, 7, 4)
+        for nm in ("backward", "ortho", "forward")
+    ]
+    out[F + "hfft"] = [
+        Case(
+            f"n={n} norm={nm}",
+            lambda xp, n=n, nm=nm: lambda x: xp.fft.hfft(x, n=n, norm=nm),
+            (arr((2, 4), cplx=True),),
+        )
+        for n in (None, 5)
+        for nm in ("backward", "ortho")
+    ]
+    out[F + "ihfft"] = [
+        Case(
+            f"n={n} norm={nm}",
+            lambda xp, n=n, nm=nm: lambda x: xp.fft.ihfft(x, n=n, norm=nm),
+            (arr((2, 6)),),
+        )
+        for n in (None, 5)
+        for nm in ("backward", "forward")
+    ]
     out[F + "rfftn"] = [
         Case(
             f"s={s} axes={ax}",
@@ -443,12 +704,23 @@ def _fft_cases(out):
         )
         for s, ax in [(None, None), ((3, 6), (0, 2))]
     ]
-    out[F + "irfftn"] = [Case(f"s={s} axes={ax}", lambda xp, s=s, ax=ax: lambda x: xp.fft.irfftn(
-        x, s=s, axes=ax), (arr((2, 3, 3), cplx=True),))
-        for s, ax in [(None, None), ((3, 5), (1, 2)), ((2, 4), (0, 2))]]  # fmt: skip
+    out[F + "irfftn"] = [
+        Case(
+            f"s={s} axes={ax}",
+            lambda xp, s=s, ax=ax: lambda x: xp.fft.irfftn(x, s=s, axes=ax),
+            (arr((2, 3, 3), cplx=True),),
+        )
+        for s, ax in [(None, None), ((3, 5), (1, 2)), ((2, 4), (0, 2))]
+    ]
     for name in ("fftshift", "ifftshift"):
-        out[F + name] = [Case(f"axes={ax}", lambda xp, name=name, ax=ax: lambda x: getattr(
-            xp.fft, name)(x, axes=ax), (arr((3, 4)),)) for ax in (None, 0, (0, 1))]  # fmt: skip
+        out[F + name] = [
+            Case(
+                f"axes={ax}",
+                lambda xp, name=name, ax=ax: lambda x: getattr(xp.fft, name)(x, axes=ax),
+                (arr((3, 4)),),
+            )
+            for ax in (None, 0, (0, 1))
+        ]
 
 
 def _nn_cases(out):
@@ -456,43 +728,87 @@ def _nn_cases(out):
     from pycograd_xp import nn
 
     conv2d = [  # x shape, w shape, stride, padding, dilation, groups
-        ((2, 3, 5, 6), (4, 3, 3, 2), 1, 0, 1, 1), ((1, 2, 7, 6), (3, 2, 3, 3), 2, 1, 1, 1),
+        ((2, 3, 5, 6), (4, 3, 3, 2), 1, 0, 1, 1),
+        ((1, 2, 7, 6), (3, 2, 3, 3), 2, 1, 1, 1),
         ((2, 2, 7, 7), (2, 2, 2, 3), (2, 3), (2, 1), (2, 1), 1),
-        ((1, 4, 5, 5), (6, 2, 3, 3), 1, 1, 1, 2), ((1, 1, 4, 4), (2, 1, 1, 1), 3, 0, 1, 1),
+        ((1, 4, 5, 5), (6, 2, 3, 3), 1, 1, 1, 2),
+        ((1, 1, 4, 4), (2, 1, 1, 1), 3, 0, 1, 1),
         ((1, 2, 4, 4), (9, 2, 3, 3), 1, 0, 1, 1),  # more channels than positions: one 2-D
         ((2, 3, 4, 19), (2, 3, 2, 3), 1, 0, 1, 1),  # product for w; rows of 17: narrow columns
-    ]  # fmt: skip
+    ]
     out["_conv2d"] = [
-        Case(f"x{xs} w{ws} s={s} p={p} d={d} g={g}", lambda xp, s=s, p=p, d=d, g=g: (
-            lambda x, w: nn.conv2d(x, w, stride=s, padding=p, dilation=d, groups=g)),
-            (arr(xs), arr(ws))) for xs, ws, s, p, d, g in conv2d
-    ]  # fmt: skip
-    out["_conv2d"].append(Case("with bias", lambda xp: lambda x, w, b: nn.conv2d(
-        x, w, b, padding=1), (arr((2, 2, 4, 4)), arr((3, 2, 3, 3)), arr((3,)))))  # fmt: skip
-    conv1d = [((2, 3, 7), (4, 3, 3), 1, 0, 1, 1), ((1, 2, 9), (2, 2, 2), 2, 2, 3, 1),
-              ((2, 4, 6), (4, 1, 3), 1, 1, 1, 4)]  # fmt: skip
+        Case(
+            f"x{xs} w{ws} s={s} p={p} d={d} g={g}",
+            lambda xp, s=s, p=p, d=d, g=g: (
+                lambda x, w: nn.conv2d(x, w, stride=s, padding=p, dilation=d, groups=g)
+            ),
+            (arr(xs), arr(ws)),
+        )
+        for xs, ws, s, p, d, g in conv2d
+    ]
+    out["_conv2d"].append(
+        Case(
+            "with bias",
+            lambda xp: lambda x, w, b: nn.conv2d(x, w, b, padding=1),
+            (arr((2, 2, 4, 4)), arr((3, 2, 3, 3)), arr((3,))),
+        )
+    )
+    conv1d = [
+        ((2, 3, 7), (4, 3, 3), 1, 0, 1, 1),
+        ((1, 2, 9), (2, 2, 2), 2, 2, 3, 1),
+        ((2, 4, 6), (4, 1, 3), 1, 1, 1, 4),
+    ]
     out["_conv1d"] = [
-        Case(f"x{xs} w{ws} s={s} p={p} d={d} g={g}", lambda xp, s=s, p=p, d=d, g=g: (
-            lambda x, w: nn.conv1d(x, w, stride=s, padding=p, dilation=d, groups=g)),
-            (arr(xs), arr(ws))) for xs, ws, s, p, d, g in conv1d
-    ]  # fmt: skip
-    pools = [((2, 3, 6, 6), 2, None, 0), ((1, 2, 7, 5), 3, 2, 1), ((2, 1, 5, 6), (2, 3), 1, 0),
-             ((1, 2, 5, 5), 2, (1, 2), (1, 0))]  # fmt: skip
+        Case(
+            f"x{xs} w{ws} s={s} p={p} d={d} g={g}",
+            lambda xp, s=s, p=p, d=d, g=g: (
+                lambda x, w: nn.conv1d(x, w, stride=s, padding=p, dilation=d, groups=g)
+            ),
+            (arr(xs), arr(ws)),
+        )
+        for xs, ws, s, p, d, g in conv1d
+    ]
+    pools = [
+        ((2, 3, 6, 6), 2, None, 0),
+        ((1, 2, 7, 5), 3, 2, 1),
+        ((2, 1, 5, 6), (2, 3), 1, 0),
+        ((1, 2, 5, 5), 2, (1, 2), (1, 0)),
+    ]
     for how in ("max", "avg"):
         f = getattr(nn, f"{how}_pool2d")
         out[f"_{how}_pool2d"] = [
-            Case(f"x{xs} k={k} s={s} p={p}", lambda xp, f=f, k=k, s=s, p=p: (
-                lambda x: f(x, k, s, p)), (arr(xs),)) for xs, k, s, p in pools
-        ]  # fmt: skip
-    out["_conv2d"].append(Case("bias in the product, s=2", lambda xp: lambda x, w, b: nn.conv2d(
-        x, w, b, stride=2), (arr((2, 3, 7, 7)), arr((4, 3, 3, 3)), arr((4,)))))  # fmt: skip
-    out["_conv2d"].append(Case("bias s=2 p=1 g=2", lambda xp: lambda x, w, b: nn.conv2d(
-        x, w, b, stride=2, padding=1, groups=2), (arr((2, 4, 5, 5)), arr((6, 2, 3, 3)),
-                                                  arr((6,)))))  # fmt: skip
-    out["_conv1d"].append(Case("bias", lambda xp: lambda x, w, b: nn.conv1d(x, w, b, padding=1),
-                               (arr((2, 3, 7)), arr((4, 3, 3)), arr((4,)))))  # fmt: skip
-    out["_relu"] = [Case(f"x{xs}", lambda xp: nn.relu, (arr(xs, away=0.05),))
-                    for xs in ((3, 4), (2, 3, 5, 5), ())]  # fmt: skip
+            Case(
+                f"x{xs} k={k} s={s} p={p}",
+                lambda xp, f=f, k=k, s=s, p=p: lambda x: f(x, k, s, p),
+                (arr(xs),),
+            )
+            for xs, k, s, p in pools
+        ]
+    out["_conv2d"].append(
+        Case(
+            "bias in the product, s=2",
+            lambda xp: lambda x, w, b: nn.conv2d(x, w, b, stride=2),
+            (arr((2, 3, 7, 7)), arr((4, 3, 3, 3)), arr((4,))),
+        )
+    )
+    out["_conv2d"].append(
+        Case(
+            "bias s=2 p=1 g=2",
+            lambda xp: lambda x, w, b: nn.conv2d(x, w, b, stride=2, padding=1, groups=2),
+            (arr((2, 4, 5, 5)), arr((6, 2, 3, 3)), arr((6,))),
+        )
+    )
+    out["_conv1d"].append(
+        Case(
+            "bias",
+            lambda xp: lambda x, w, b: nn.conv1d(x, w, b, padding=1),
+            (arr((2, 3, 7)), arr((4, 3, 3)), arr((4,))),
+        )
+    )
+    out["_relu"] = [
+        Case(f"x{xs}", lambda xp: nn.relu, (arr(xs, away=0.05),))
+        for xs in ((3, 4), (2, 3, 5, 5), ())
+    ]
 
 
 def cases() -> dict[str, list[Case]]:
@@ -501,9 +817,18 @@ def cases() -> dict[str, list[Case]]:
     sees other values than another because it called this later)."""
     global _rng
     out: dict[str, list[Case]] = {}
-    for build in (_unary_cases, _large_cases, _binary_cases, _reduction_cases, _manipulation_cases,
-                  _indexing_cases, _linear_algebra_cases, _linalg_cases, _fft_cases,
-                  _nn_cases):  # fmt: skip
+    for build in (
+        _unary_cases,
+        _large_cases,
+        _binary_cases,
+        _reduction_cases,
+        _manipulation_cases,
+        _indexing_cases,
+        _linear_algebra_cases,
+        _linalg_cases,
+        _fft_cases,
+        _nn_cases,
+    ):
         _rng = np.random.default_rng(zlib.crc32(build.__name__.encode()))
         build(out)
     return out
@@ -514,5 +839,9 @@ def params() -> list:
     the gradient, JVP and batching suites parametrize over."""
     import pytest
 
-    return [pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
-            for name, cs in cases().items() for case in cs for backend in case.backends]
+    return [
+        pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
+        for name, cs in cases().items()
+        for case in cs
+        for backend in case.backends
+    ]

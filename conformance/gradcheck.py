@@ -32,8 +32,15 @@ def _like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
     return r.astype(a.dtype)
 
 
-def check_vjp(xp: Any, f: Callable[..., Any], *args: np.ndarray, eps: float = 1e-6,
-              rtol: float = 1e-5, atol: float = 1e-7, seed: int = 0) -> None:  # fmt: skip
+def check_vjp(
+    xp: Any,
+    f: Callable[..., Any],
+    *args: np.ndarray,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    atol: float = 1e-7,
+    seed: int = 0,
+) -> None:
     """Assert that pycograd_xp's VJP of ``f`` (written against ``xp``) matches finite
     differences at ``args`` (NumPy float64/complex128 arrays)."""
     rng = np.random.default_rng(seed)

@@ -80,8 +80,9 @@ def xfail_ids(backend: str) -> list[str]:
     return list(xfail_entries(backend))
 
 
-def run(backend: str, *, max_examples: int | None = None, seed: int = 0,
-        extra: list[str] | None = None) -> Result:  # fmt: skip
+def run(
+    backend: str, *, max_examples: int | None = None, seed: int = 0, extra: list[str] | None = None
+) -> Result:
     """Run the suite on ``namespace(<backend>)`` and count the outcomes."""
     start = time.perf_counter()
     where = suite_dir()
@@ -100,12 +101,24 @@ def run(backend: str, *, max_examples: int | None = None, seed: int = 0,
         xfails = Path(tmp) / "xfails.txt"
         xfails.write_text("\n".join(xfail_ids(backend)) + "\n")
         cmd = [
-            sys.executable, "-m", "pytest", "array_api_tests", "-q", "-p", "no:cacheprovider",
-            "-p", "conformance._reseed", "-W", "ignore",
-            f"--max-examples={examples}", f"--hypothesis-seed={seed}",
-            f"--xfails-file={xfails}", "--json-report", f"--json-report-file={report}",
+            sys.executable,
+            "-m",
+            "pytest",
+            "array_api_tests",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "conformance._reseed",
+            "-W",
+            "ignore",
+            f"--max-examples={examples}",
+            f"--hypothesis-seed={seed}",
+            f"--xfails-file={xfails}",
+            "--json-report",
+            f"--json-report-file={report}",
             *(extra or []),
-        ]  # fmt: skip
+        ]
         subprocess.run(cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False)
         data = json.loads(report.read_text())
     res = Result(backend, seed=seed, wall=time.perf_counter() - start)
@@ -134,8 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("backends", nargs="*", default=list(BACKENDS), choices=list(BACKENDS))
     p.add_argument("--max-examples", type=int, default=None)
-    p.add_argument("--seed", "--seeds", dest="seeds", type=int, nargs="+", default=[0],
-                   help="hypothesis seed(s): one run per backend and seed")  # fmt: skip
+    p.add_argument(
+        "--seed",
+        "--seeds",
+        dest="seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="hypothesis seed(s): one run per backend and seed",
+    )
     args = p.parse_args(argv)
     if suite_dir() is None:
         print("skipped: ARRAY_API_TESTS_DIR does not point at a checkout of array-api-tests")

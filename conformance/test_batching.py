@@ -39,7 +39,8 @@ def _close(got: Any, want: list, what: str) -> None:
         ref = np.stack([to_numpy(w[i]) for w in w_leaves])
         g = to_numpy(g)
         assert g.shape == ref.shape and g.dtype == ref.dtype, (
-            f"{what}, output {i}: {g.shape} {g.dtype} vs {ref.shape} {ref.dtype}")
+            f"{what}, output {i}: {g.shape} {g.dtype} vs {ref.shape} {ref.dtype}"
+        )
         np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-12, err_msg=f"{what}, output {i}")
 
 
@@ -62,8 +63,9 @@ def test_vmap_matches_a_loop(backend: str, name: str, case: Any) -> None:
         with pycograd_xp.no_grad():
             want = [f(ex[0], *first) for ex in examples]
         in_axes = (0,) + (None,) * (len(first))
-        _close(pycograd_xp.vmap(f, in_axes=in_axes)(stacked[0], *first), want,
-               "first argument batched")  # fmt: skip
+        _close(
+            pycograd_xp.vmap(f, in_axes=in_axes)(stacked[0], *first), want, "first argument batched"
+        )
 
 
 @pytest.mark.parametrize("backend,name,case", PARAMS)

@@ -49,8 +49,13 @@ def test_compiled_step_matches_uncompiled(backend, name, case):
         primals = [xp.asarray(a) for a in case.args]
         out, _ = pycograd_xp.vjp(f, *primals)
         leaves, td = tree_flatten(out)
-        cts = tree_unflatten(td, [xp.asarray(rng.standard_normal(tuple(o.shape)).astype(
-            to_numpy(o).dtype)) for o in leaves])  # fmt: skip
+        cts = tree_unflatten(
+            td,
+            [
+                xp.asarray(rng.standard_normal(tuple(o.shape)).astype(to_numpy(o).dtype))
+                for o in leaves
+            ],
+        )
         try:
             got = compiled(primals, cts)
         except pycograd_xp.TracingError as e:
@@ -60,8 +65,12 @@ def test_compiled_step_matches_uncompiled(backend, name, case):
         for a, b in zip(tree_flatten(got)[0], tree_flatten(want)[0], strict=True):
             _close(a, b)
         # the replay, on new values of the same shapes
-        primals2 = [xp.asarray(a + 0.25 * rng.standard_normal(a.shape).astype(a.dtype))
-                    if a.dtype.kind in "fc" else xp.asarray(a) for a in case.args]  # fmt: skip
+        primals2 = [
+            xp.asarray(a + 0.25 * rng.standard_normal(a.shape).astype(a.dtype))
+            if a.dtype.kind in "fc"
+            else xp.asarray(a)
+            for a in case.args
+        ]
         got = compiled(primals2, cts)
         want = step(primals2, cts)
         for a, b in zip(tree_flatten(got)[0], tree_flatten(want)[0], strict=True):

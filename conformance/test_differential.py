@@ -139,11 +139,19 @@ def test_binary(fname, data):
 
 
 REDUCTIONS = {
-    "sum": "numeric", "prod": "numeric", "max": "real numeric", "min": "real numeric",
-    "mean": "real floating-point", "std": "real floating-point", "var": "real floating-point",
-    "all": "all", "any": "all", "argmax": "real numeric", "argmin": "real numeric",
+    "sum": "numeric",
+    "prod": "numeric",
+    "max": "real numeric",
+    "min": "real numeric",
+    "mean": "real floating-point",
+    "std": "real floating-point",
+    "var": "real floating-point",
+    "all": "all",
+    "any": "all",
+    "argmax": "real numeric",
+    "argmin": "real numeric",
     "count_nonzero": "all",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("fname", sorted(REDUCTIONS))
@@ -151,8 +159,10 @@ REDUCTIONS = {
 @given(data=st.data())
 def test_reductions(fname, data):
     dtype = data.draw(DTYPES[REDUCTIONS[fname]], label="dtype")
-    x = data.draw(xps.arrays(dtype, xps.array_shapes(min_dims=1, max_dims=3, min_side=1,
-                                                     max_side=4)), label="x")  # fmt: skip
+    x = data.draw(
+        xps.arrays(dtype, xps.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)),
+        label="x",
+    )
     kwargs = {"keepdims": data.draw(st.booleans(), label="keepdims")}
     if fname in ("argmax", "argmin"):
         kwargs["axis"] = data.draw(st.sampled_from([None, *range(-x.ndim, x.ndim)]), label="axis")

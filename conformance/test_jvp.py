@@ -24,8 +24,15 @@ from pycograd_xp.tree import tree_flatten, tree_unflatten
 PARAMS = params()
 
 
-def check_jvp(xp: Any, f: Any, *args: np.ndarray, eps: float = 1e-6, rtol: float = 1e-5,
-              atol: float = 1e-7, seed: int = 0) -> None:  # fmt: skip
+def check_jvp(
+    xp: Any,
+    f: Any,
+    *args: np.ndarray,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    atol: float = 1e-7,
+    seed: int = 0,
+) -> None:
     rng = np.random.default_rng(seed)
     v = [_like(rng, a) for a in args]
     primals = tuple(xp.asarray(a) for a in args)
@@ -33,24 +40,37 @@ def check_jvp(xp: Any, f: Any, *args: np.ndarray, eps: float = 1e-6, rtol: float
     out_leaves, out_td = tree_flatten(out)
     t_leaves = tree_flatten(t_out)[0]
     with pycograd_xp.no_grad():
-        plus, minus = (tree_flatten(f(*[xp.asarray(a + s * eps * vi) for a, vi in
-                                        zip(args, v, strict=True)]))[0] for s in (1, -1))
+        plus, minus = (
+            tree_flatten(f(*[xp.asarray(a + s * eps * vi) for a, vi in zip(args, v, strict=True)]))[
+                0
+            ]
+            for s in (1, -1)
+        )
     for i, (o, t, p, m) in enumerate(zip(out_leaves, t_leaves, plus, minus, strict=True)):
         t, o = to_numpy(t), to_numpy(o)
         assert t.shape == o.shape and t.dtype == o.dtype, (
-            f"output {i}: tangent {t.shape} {t.dtype}, output {o.shape} {o.dtype}")
+            f"output {i}: tangent {t.shape} {t.dtype}, output {o.shape} {o.dtype}"
+        )
         if not np.issubdtype(o.dtype, np.inexact):
             continue
         fd = (to_numpy(p) - to_numpy(m)) / (2 * eps)
         scale = max(1.0, float(np.max(np.abs(fd), initial=0.0)))
-        np.testing.assert_allclose(t, fd, rtol=rtol, atol=atol * scale + rtol * scale,
-                                   err_msg=f"JVP of output {i} vs finite differences")  # fmt: skip
+        np.testing.assert_allclose(
+            t,
+            fd,
+            rtol=rtol,
+            atol=atol * scale + rtol * scale,
+            err_msg=f"JVP of output {i} vs finite differences",
+        )
     # the dot-product identity against the VJP
     u = [_like(rng, to_numpy(o)) for o in out_leaves]
     _, pull = pycograd_xp.vjp(f, *primals)
     cts = pull(tree_unflatten(out_td, [xp.asarray(ui) for ui in u]))
-    lhs = sum(float(np.real(np.sum(ui * to_numpy(t)))) for ui, t in zip(u, t_leaves, strict=True)
-              if np.issubdtype(to_numpy(t).dtype, np.inexact))  # fmt: skip
+    lhs = sum(
+        float(np.real(np.sum(ui * to_numpy(t))))
+        for ui, t in zip(u, t_leaves, strict=True)
+        if np.issubdtype(to_numpy(t).dtype, np.inexact)
+    )
     rhs = sum(float(np.real(np.sum(to_numpy(c) * vi))) for c, vi in zip(cts, v, strict=True))
     scale = max(1.0, abs(lhs), abs(rhs))
     assert abs(lhs - rhs) <= 1e-9 * scale, f"<u, J v> = {lhs!r} but <J^T u, v> = {rhs!r}"

@@ -36,9 +36,21 @@ from ._executors import make_spec, worker_baseline
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .steps import row_loss
 
-__all__ = ["ReservedMemWarning", "TaskMemoryError", "TaskMemoryWarning", "adapt", "check",
-           "compute", "fit", "make_spec", "plan", "plan_rows", "row_loss", "visualize",
-           "worker_baseline"]
+__all__ = [
+    "ReservedMemWarning",
+    "TaskMemoryError",
+    "TaskMemoryWarning",
+    "adapt",
+    "check",
+    "compute",
+    "fit",
+    "make_spec",
+    "plan",
+    "plan_rows",
+    "row_loss",
+    "visualize",
+    "worker_baseline",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -56,9 +68,17 @@ def adapt(backend: Any) -> Any:
     from .namespace import augmented
     from .random import sample
 
-    return dataclasses.replace(backend, xp=augmented(), lazy=True, chunked=True, mutable=False,
-                               ordered_writes=False, block_sampler=sample,
-                               projector=project, like_kwargs=_spec_of)  # fmt: skip
+    return dataclasses.replace(
+        backend,
+        xp=augmented(),
+        lazy=True,
+        chunked=True,
+        mutable=False,
+        ordered_writes=False,
+        block_sampler=sample,
+        projector=project,
+        like_kwargs=_spec_of,
+    )
 
 
 def _spec_of(a: Any) -> dict:

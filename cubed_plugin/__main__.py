@@ -32,17 +32,24 @@ from .steps import row_loss
 __all__ = ["init_params", "logreg_loss", "main", "mlp_loss", "run", "synthetic"]
 
 
-def synthetic(path: str, rows: int, features: int, chunk_rows: int, model: str,
-              seed: int = 0) -> None:  # fmt: skip
+def synthetic(
+    path: str, rows: int, features: int, chunk_rows: int, model: str, seed: int = 0
+) -> None:
     """Write synthetic data to Zarr chunk by chunk (it never exists whole in memory)."""
     import zarr
 
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(features) / math.sqrt(features)
-    zx = zarr.open_array(f"{path}/X.zarr", mode="w", shape=(rows, features), dtype="f8",
-                         chunks=(chunk_rows, features))  # fmt: skip
-    zy = zarr.open_array(f"{path}/y.zarr", mode="w", shape=(rows,), dtype="f8",
-                         chunks=(chunk_rows,))  # fmt: skip
+    zx = zarr.open_array(
+        f"{path}/X.zarr",
+        mode="w",
+        shape=(rows, features),
+        dtype="f8",
+        chunks=(chunk_rows, features),
+    )
+    zy = zarr.open_array(
+        f"{path}/y.zarr", mode="w", shape=(rows,), dtype="f8", chunks=(chunk_rows,)
+    )
     for start in range(0, rows, chunk_rows):
         stop = min(start + chunk_rows, rows)
         x = rng.standard_normal((stop - start, features))
@@ -65,17 +72,21 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
 
 
-def init_params(model: str, features: int, hidden: int = 32, seed: int = 0,
-                dtype: Any = np.float64) -> dict:  # fmt: skip
+def init_params(
+    model: str, features: int, hidden: int = 32, seed: int = 0, dtype: Any = np.float64
+) -> dict:
     """The CLI models' starting parameters (logistic regression: zeros; the MLP: scaled
     normal weights, zero biases), in ``dtype`` (the data's, so that training stays in it)."""
     rng = np.random.default_rng(seed)
     if model == "logreg":
         p = {"w": np.zeros(features), "b": np.zeros(())}
     else:
-        p = {"W1": rng.standard_normal((features, hidden)) / math.sqrt(features),
-             "b1": np.zeros(hidden), "w2": rng.standard_normal(hidden) / math.sqrt(hidden),
-             "b2": np.zeros(())}  # fmt: skip
+        p = {
+            "W1": rng.standard_normal((features, hidden)) / math.sqrt(features),
+            "b1": np.zeros(hidden),
+            "w2": rng.standard_normal(hidden) / math.sqrt(hidden),
+            "b2": np.zeros(()),
+        }
     return {k: v.astype(dtype) for k, v in p.items()}
 
 
@@ -84,15 +95,22 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     :func:`~cubed_plugin._fit.fit` with a progress bar and the measured task memory."""
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--features", type=int, default=None,
-                    help="columns of the synthetic data (default 50; with --data: the data's)")
+    ap.add_argument(
+        "--features",
+        type=int,
+        default=None,
+        help="columns of the synthetic data (default 50; with --data: the data's)",
+    )
     ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
     ap.add_argument("--allowed-mem", default="150MB")
-    ap.add_argument("--reserved-mem", default=None,
-                    help="memory a worker holds before any data (default: measured on the "
-                         "executor, plus 10%%)")  # fmt: skip
-    ap.add_argument("--executor", default="threads",
-                    choices=("single-threaded", "threads", "processes", "dask"))
+    ap.add_argument(
+        "--reserved-mem",
+        default=None,
+        help="memory a worker holds before any data (default: measured on the executor, plus 10%%)",
+    )
+    ap.add_argument(
+        "--executor", default="threads", choices=("single-threaded", "threads", "processes", "dask")
+    )
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-rows", type=int, default=None)
     ap.add_argument("--mode", choices=("auto", "one-pass", "graph"), default="auto")
@@ -119,24 +137,38 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
         params = init_params(a.model, features)
         data_dir = os.path.join(spec.work_dir, "data")
         specs = pg.memory.spec((a.rows, features)), pg.memory.spec((a.rows,))
-        chunk, _ = plan_rows(loss, params, *specs, rows=a.rows, data=(1, 2), mode=mode,
-                             batch_rows=a.batch_rows, backend=spec)  # fmt: skip
-        print(f"making {a.rows} x {features} synthetic rows in Zarr, {chunk} rows per chunk "
-              f"(the most for which every task of a {mode} step fits: "
-              "cubed_plugin.memory.plan_rows)")  # fmt: skip
+        chunk, _ = plan_rows(
+            loss,
+            params,
+            *specs,
+            rows=a.rows,
+            data=(1, 2),
+            mode=mode,
+            batch_rows=a.batch_rows,
+            backend=spec,
+        )
+        print(
+            f"making {a.rows} x {features} synthetic rows in Zarr, {chunk} rows per chunk "
+            f"(the most for which every task of a {mode} step fits: "
+            "cubed_plugin.memory.plan_rows)"
+        )
         synthetic(data_dir, a.rows, features, chunk, a.model)
     X = cubed.from_zarr(f"{data_dir}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
     if a.data is not None:  # the model fits the data: its columns, its floating dtype
         if X.ndim != 2 or a.features not in (None, X.shape[1]):
-            raise ValueError(f"--data {a.data}: X.zarr has shape {X.shape}; the models take "
-                             f"(rows, features) data (--features {a.features} does not match: "
-                             "leave it out with --data)")  # fmt: skip
+            raise ValueError(
+                f"--data {a.data}: X.zarr has shape {X.shape}; the models take "
+                f"(rows, features) data (--features {a.features} does not match: "
+                "leave it out with --data)"
+            )
         floating = np.dtype(X.dtype).kind == "f"
         params = init_params(a.model, X.shape[1], dtype=X.dtype if floating else np.float64)
-    print(f"data {format_bytes(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; "
-          f"allowed_mem {format_bytes(spec.allowed_mem)} (reserved_mem "
-          f"{format_bytes(spec.reserved_mem)})")  # fmt: skip
+    print(
+        f"data {format_bytes(X.nbytes + y.nbytes)} in chunks of {X.chunks[0][0]} rows; "
+        f"allowed_mem {format_bytes(spec.allowed_mem)} (reserved_mem "
+        f"{format_bytes(spec.reserved_mem)})"
+    )
     picks = _batches((X, y), a.batch_rows, random.key(0), 0)[0]
     targets, _, _ = _step(loss, params, (X, y), picks, spec, one_pass)
     plan = plan_of(*targets)
@@ -145,31 +177,51 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     dag = plan_dag(plan)
     for name, op in op_nodes(dag):
         if name != "create-arrays":
-            print(f"  {name:10} {node_kind(dag, name):14} {format_bytes(op.projected_mem):>12} "
-                  f"{op.num_tasks:>6}  {part_of(dag, name)}")  # fmt: skip
-    print(f"  largest task {format_bytes(plan.max_projected_mem)} of allowed "
-          f"{format_bytes(spec.allowed_mem)}; {plan.num_tasks} tasks")  # fmt: skip
+            print(
+                f"  {name:10} {node_kind(dag, name):14} {format_bytes(op.projected_mem):>12} "
+                f"{op.num_tasks:>6}  {part_of(dag, name)}"
+            )
+    print(
+        f"  largest task {format_bytes(plan.max_projected_mem)} of allowed "
+        f"{format_bytes(spec.allowed_mem)}; {plan.num_tasks} tasks"
+    )
     try:
-        result = fit(loss, params, (X, y), optim.sgd(a.lr), steps=a.steps,
-                     batch_rows=a.batch_rows, spec=spec, executor=executor,
-                     checkpoint_dir=a.checkpoint_dir, mode=a.mode,
-                     progress=not a.quiet)  # fmt: skip
+        result = fit(
+            loss,
+            params,
+            (X, y),
+            optim.sgd(a.lr),
+            steps=a.steps,
+            batch_rows=a.batch_rows,
+            spec=spec,
+            executor=executor,
+            checkpoint_dir=a.checkpoint_dir,
+            mode=a.mode,
+            progress=not a.quiet,
+        )
     except TaskMemoryError as e:
         print("task memory per op, measured (one task per worker process) against projected:")
         print("  " + e.recorder.table(int(spec.allowed_mem)).replace("\n", "\n  "))
         raise
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
-    print(f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
-          f"{result.history['loss'][-1]:.4f}")
+    print(
+        f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
+        f"{result.history['loss'][-1]:.4f}"
+    )
     if measured:
         print("task memory per op, measured (one task per worker process) against projected:")
         print("  " + rec.table(int(spec.allowed_mem)).replace("\n", "\n  "))
-    print(f"task memory: projected at most {format_bytes(rec.max_projected())}"
-          + (f", measured at most {format_bytes(max(measured))}; every measured task within its "
-             "projection and allowed_mem" if measured else
-             " (measured peaks: use --executor processes)")
-          + f"; allowed {format_bytes(spec.allowed_mem)}")
+    print(
+        f"task memory: projected at most {format_bytes(rec.max_projected())}"
+        + (
+            f", measured at most {format_bytes(max(measured))}; every measured task within its "
+            "projection and allowed_mem"
+            if measured
+            else " (measured peaks: use --executor processes)"
+        )
+        + f"; allowed {format_bytes(spec.allowed_mem)}"
+    )
     return result
 
 

@@ -71,10 +71,15 @@ def _limits(spec: Any) -> tuple[int, int]:
     return allowed, reserved
 
 
-def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
-               cores: Sequence[tuple[int, ...]], outs: Sequence[Out],
-               temps: Callable[[list[tuple[Shape, Any]], list[tuple[Shape, Any]]], int]
-               | None = None, what: str = "") -> Any:  # fmt: skip
+def core_apply(
+    fname: str,
+    func: Callable[..., Any],
+    inputs: Sequence[Any],
+    cores: Sequence[tuple[int, ...]],
+    outs: Sequence[Out],
+    temps: Callable[[list[tuple[Shape, Any]], list[tuple[Shape, Any]]], int] | None = None,
+    what: str = "",
+) -> Any:
     """Apply ``func`` (NumPy blocks in, NumPy block(s) out) to blocks holding the core axes
     whole. ``cores[i]`` are the core axes of ``inputs[i]`` (non-negative); batch axes
     broadcast against each other right-aligned, as the standard broadcasts. ``temps(ins,
@@ -101,8 +106,10 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
             rs = r if len(outs) > 1 else (r,)
         else:
             rs = [np.empty(o.shape, dtype=o.dtype) for o in outs]
-        arrs = tuple(cubed.asarray(np.asarray(a, dtype=o.dtype).reshape(o.shape), spec=spec)
-                     for a, o in zip(rs, outs, strict=True))  # fmt: skip
+        arrs = tuple(
+            cubed.asarray(np.asarray(a, dtype=o.dtype).reshape(o.shape), spec=spec)
+            for a, o in zip(rs, outs, strict=True)
+        )
         return arrs if len(outs) > 1 else arrs[0]
     batches = []  # per input: its batch axes
     for x, core in zip(inputs, cores, strict=True):
@@ -126,15 +133,23 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
 
     def in_block(i: int, chunk: list[int]) -> Shape:
         x, b, ds = inputs[i], batches[i], dims[i]
-        return tuple(x.shape[a] if a not in b else
-                     (min(chunk[ds[b.index(a)]], x.shape[a]) if x.shape[a] == bshape[ds[b.index(a)]]
-                      else x.shape[a])
-                     for a in range(x.ndim))  # fmt: skip
+        return tuple(
+            x.shape[a]
+            if a not in b
+            else (
+                min(chunk[ds[b.index(a)]], x.shape[a])
+                if x.shape[a] == bshape[ds[b.index(a)]]
+                else x.shape[a]
+            )
+            for a in range(x.ndim)
+        )
 
     def out_block(o: Out, chunk: list[int]) -> Shape:
         bax = [a for a in range(len(o.shape)) if a not in o.core]
-        return tuple(o.shape[a] if a in o.core else min(chunk[bax.index(a)], o.shape[a])
-                     for a in range(len(o.shape)))  # fmt: skip
+        return tuple(
+            o.shape[a] if a in o.core else min(chunk[bax.index(a)], o.shape[a])
+            for a in range(len(o.shape))
+        )
 
     def needs_rechunk(i: int, chunk: list[int]) -> bool:
         return inputs[i].chunksize != in_block(i, chunk)
@@ -149,8 +164,9 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
         out_sizes = [_nbytes(s, d) for s, d in os_]
         extra = (temps(ins, os_) if temps else 0) + sum(out_sizes) - max(out_sizes)
         mem = projected_mem(spec, [_nbytes(s, d) for s, d in ins], extra, max(out_sizes))
-        rech = max((_nbytes(s, d) for i, (s, d) in enumerate(ins) if needs_rechunk(i, chunk)),
-                   default=0)  # fmt: skip
+        rech = max(
+            (_nbytes(s, d) for i, (s, d) in enumerate(ins) if needs_rechunk(i, chunk)), default=0
+        )
         return mem, rechunk_task_mem(spec, rech)
 
     if allowed:
@@ -160,8 +176,9 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
                 break
             big = max(range(nb), key=lambda d: chunk[d], default=None)
             if big is None or chunk[big] == 1:
-                raise NotImplementedError(_too_big(fname, what, inputs, cores, mem, rech,
-                                                   allowed, reserved))  # fmt: skip
+                raise NotImplementedError(
+                    _too_big(fname, what, inputs, cores, mem, rech, allowed, reserved)
+                )
             chunk[big] = (chunk[big] + 1) // 2
 
     arrays = []
@@ -171,8 +188,10 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
             x = cubed.rechunk(x, target)
         arrays.append(x)
 
-    out_chunks = [tuple(_regular(n, c) for n, c in zip(o.shape, out_block(o, chunk), strict=True))
-                  for o in outs]  # fmt: skip
+    out_chunks = [
+        tuple(_regular(n, c) for n, c in zip(o.shape, out_block(o, chunk), strict=True))
+        for o in outs
+    ]
     multi = len(outs) > 1
     pads = [0] * len(outs)
     if multi:  # Cubed's multi-output blockwise needs equal numblocks: pad with size-1 core axes
@@ -184,8 +203,11 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
     shapes = [tuple(sum(c) for c in ch) for ch in out_chunks]
 
     # the batch axes of output 0 (core axes trail in every output when there are several)
-    out0_batch = (list(range(nb)) if multi else
-                  [a for a in range(len(outs[0].shape)) if a not in outs[0].core])  # fmt: skip
+    out0_batch = (
+        list(range(nb))
+        if multi
+        else [a for a in range(len(outs[0].shape)) if a not in outs[0].core]
+    )
     assert len(out0_batch) == nb
     names = [x.name for x in arrays]
 
@@ -195,8 +217,10 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
         keys = []
         for i, x in enumerate(arrays):
             b, ds = batches[i], dims[i]
-            c = tuple(0 if a not in b or x.shape[a] != bshape[ds[b.index(a)]]
-                      else bcoords[ds[b.index(a)]] for a in range(x.ndim))  # fmt: skip
+            c = tuple(
+                0 if a not in b or x.shape[a] != bshape[ds[b.index(a)]] else bcoords[ds[b.index(a)]]
+                for a in range(x.ndim)
+            )
             keys.append(ChunkKey(names[i], c))
         return FunctionArgs(*keys, output_name=out_key.name)
 
@@ -204,22 +228,35 @@ def core_apply(fname: str, func: Callable[..., Any], inputs: Sequence[Any],
     os_ = [(out_block(o, chunk), o.dtype) for o in outs]
     out_sizes = [_nbytes(s, d) for s, d in os_]
     extra = (temps(ins, os_) if temps else 0) + sum(out_sizes) - max(out_sizes)
-    block_func = functools.partial(_run, func, tuple(pads), nb, multi,
-                                   tuple(np.dtype(o.dtype) for o in outs))  # fmt: skip
+    block_func = functools.partial(
+        _run, func, tuple(pads), nb, multi, tuple(np.dtype(o.dtype) for o in outs)
+    )
     res = general_blockwise(
-        block_func, back_key, *arrays,
-        shapes=shapes, dtypes=[o.dtype for o in outs], chunkss=out_chunks,
+        block_func,
+        back_key,
+        *arrays,
+        shapes=shapes,
+        dtypes=[o.dtype for o in outs],
+        chunkss=out_chunks,
         target_stores=[None] * len(outs) if multi else None,
         extra_projected_mem=extra,
-    )  # fmt: skip
+    )
     if not multi:
         return res
-    return tuple(cubed.squeeze(r, axis=tuple(range(nb, nb + p))) if p else r
-                 for r, p in zip(res, pads, strict=True))  # fmt: skip
+    return tuple(
+        cubed.squeeze(r, axis=tuple(range(nb, nb + p))) if p else r
+        for r, p in zip(res, pads, strict=True)
+    )
 
 
-def _run(func: Callable[..., Any], pads: tuple[int, ...], nb: int, multi: bool,
-         dtypes: tuple[Any, ...], *blocks: Any) -> Any:  # fmt: skip
+def _run(
+    func: Callable[..., Any],
+    pads: tuple[int, ...],
+    nb: int,
+    multi: bool,
+    dtypes: tuple[Any, ...],
+    *blocks: Any,
+) -> Any:
     r = func(*blocks)
     if not multi:
         return np.asarray(r, dtype=dtypes[0])
@@ -230,8 +267,16 @@ def _run(func: Callable[..., Any], pads: tuple[int, ...], nb: int, multi: bool,
     return tuple(out)
 
 
-def _too_big(fname: str, what: str, inputs: Sequence[Any], cores: Sequence[tuple[int, ...]],
-             mem: int, rech: int, allowed: int, reserved: int) -> str:  # fmt: skip
+def _too_big(
+    fname: str,
+    what: str,
+    inputs: Sequence[Any],
+    cores: Sequence[tuple[int, ...]],
+    mem: int,
+    rech: int,
+    allowed: int,
+    reserved: int,
+) -> str:
     need = max(mem, rech)
     x, core = inputs[0], cores[0]
     whole = ", ".join(f"{a}: {x.shape[a]}" for a in core)

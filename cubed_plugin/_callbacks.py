@@ -30,8 +30,7 @@ class Progress(cubed.Callback):
         from tqdm.auto import tqdm
 
         total = sum(op.num_tasks for _, op in op_nodes(event.dag))
-        self.bar = tqdm(total=total, desc=self.desc, unit="task", leave=False,
-                        disable=self.disable)  # fmt: skip
+        self.bar = tqdm(total=total, desc=self.desc, unit="task", leave=False, disable=self.disable)
 
     def on_task_end(self, event: Any) -> None:
         if self.bar is not None:
@@ -54,13 +53,20 @@ class Overrun:
     reserved: int  # reserved_mem
 
     def __str__(self) -> str:
-        what = " and ".join(w for w, over in (("its projection", self.measured > self.projected),
-                                              ("allowed_mem", self.measured > self.allowed))
-                            if over)  # fmt: skip
+        what = " and ".join(
+            w
+            for w, over in (
+                ("its projection", self.measured > self.projected),
+                ("allowed_mem", self.measured > self.allowed),
+            )
+            if over
+        )
         m, p = format_byte_pair(self.measured, self.projected)
         _, a = format_byte_pair(self.measured, self.allowed)
-        return (f"{self.op} ({self.part}) measured {m} in a task, over {what}: projected {p}, "
-                f"allowed_mem {a} (of which reserved_mem {format_bytes(self.reserved)})")
+        return (
+            f"{self.op} ({self.part}) measured {m} in a task, over {what}: projected {p}, "
+            f"allowed_mem {a} (of which reserved_mem {format_bytes(self.reserved)})"
+        )
 
 
 class MemoryRecorder(cubed.Callback):
@@ -99,8 +105,11 @@ class MemoryRecorder(cubed.Callback):
         return max(self.projected.values(), default=0)
 
     def over(self) -> dict[str, tuple[int, int]]:
-        return {op: (m, self.projected[op]) for op, m in self.measured.items()
-                if op in self.projected and m > self.projected[op]}  # fmt: skip
+        return {
+            op: (m, self.projected[op])
+            for op, m in self.measured.items()
+            if op in self.projected and m > self.projected[op]
+        }
 
     def overruns(self, ops: Sequence[str] | None = None) -> list[Overrun]:
         """The ops (of ``ops``; default: all recorded) whose measured task peak went
@@ -112,8 +121,7 @@ class MemoryRecorder(cubed.Callback):
                 continue
             allowed, reserved = self.limits[op]
             if m > self.projected[op] or m > allowed:
-                out.append(Overrun(op, self.parts[op], m, self.projected[op], allowed,
-                                   reserved))  # fmt: skip
+                out.append(Overrun(op, self.parts[op], m, self.projected[op], allowed, reserved))
         return sorted(out, key=lambda o: o.projected - o.measured)
 
     def table(self, allowed_mem: int | None = None) -> str:
@@ -124,16 +132,17 @@ class MemoryRecorder(cubed.Callback):
             return "no step computed"
         last = self.steps[-1]
         same = [s for s in self.steps if len(s) == len(last)]
-        lines = [f"{'op':14} {'kind':14} {'projected':>11} {'measured':>11} "
-                 f"{'measured/projected':>19}  part"]  # fmt: skip
+        lines = [
+            f"{'op':14} {'kind':14} {'projected':>11} {'measured':>11} "
+            f"{'measured/projected':>19}  part"
+        ]
         for j, op in enumerate(last):
             proj = max(self.projected[s[j]] for s in same)
             ms = [self.measured[s[j]] for s in same if s[j] in self.measured]
             meas = max(ms) if ms else None
             ratio = f"{meas / proj:19.2f}" if meas is not None and proj else f"{'-':>19}"
             p, m = format_byte_pair(proj, meas) if meas is not None else (format_bytes(proj), "-")
-            lines.append(f"{op:14} {self.kinds[op]:14} {p:>11} {m:>11} {ratio}  "
-                         f"{self.parts[op]}")  # fmt: skip
+            lines.append(f"{op:14} {self.kinds[op]:14} {p:>11} {m:>11} {ratio}  {self.parts[op]}")
         if allowed_mem is not None:
             lines.append(f"allowed_mem {format_bytes(allowed_mem)}; over {len(same)} steps")
         return "\n".join(lines)

@@ -43,16 +43,52 @@ from cubed.storage.zarr import LazyZarrArray
 from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
 
 __all__ = [
-    "apply_blockwise", "arrays_to_plan", "block_id_to_offset", "blocks_per_input", "blockwise",
-    "buffer_copies", "check_version", "chunk_memory", "ChunkKey", "copy_node", "create_executor",
-    "CubedVersionWarning", "first_task_keys", "FunctionArgs", "general_blockwise",
-    "install_op_hook", "is_blockwise", "is_op", "is_processes_executor", "is_stored",
-    "key_to_slices", "map_selection", "MeasuringProcesses", "multiple_inputs_optimize_dag",
-    "node_func", "node_kind", "node_label", "node_mark", "node_op", "node_target",
-    "normalize_chunks", "op_counter", "op_nodes", "plan_dag", "projected_mem", "reads_of",
-    "rechunk_task_mem", "replace_op", "run_with", "set_node_mark", "set_node_op", "SUPPORTED",
-    "task_keys", "unoptimized_plan", "with_reads",
-]  # fmt: skip
+    "apply_blockwise",
+    "arrays_to_plan",
+    "block_id_to_offset",
+    "blocks_per_input",
+    "blockwise",
+    "buffer_copies",
+    "check_version",
+    "chunk_memory",
+    "ChunkKey",
+    "copy_node",
+    "create_executor",
+    "CubedVersionWarning",
+    "first_task_keys",
+    "FunctionArgs",
+    "general_blockwise",
+    "install_op_hook",
+    "is_blockwise",
+    "is_op",
+    "is_processes_executor",
+    "is_stored",
+    "key_to_slices",
+    "map_selection",
+    "MeasuringProcesses",
+    "multiple_inputs_optimize_dag",
+    "node_func",
+    "node_kind",
+    "node_label",
+    "node_mark",
+    "node_op",
+    "node_target",
+    "normalize_chunks",
+    "op_counter",
+    "op_nodes",
+    "plan_dag",
+    "projected_mem",
+    "reads_of",
+    "rechunk_task_mem",
+    "replace_op",
+    "run_with",
+    "set_node_mark",
+    "set_node_op",
+    "SUPPORTED",
+    "task_keys",
+    "unoptimized_plan",
+    "with_reads",
+]
 
 # the Cubed versions (major, minor) this module was checked against (tests/test_cubed_seam.py
 # passes on 0.27.0 installed and on 0.28.0's source); pyproject pins the same
@@ -75,15 +111,20 @@ def check_version(version: str) -> None:
     lo, hi = SUPPORTED[0], SUPPORTED[-1]
     supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED)
     if v < lo:
-        raise ImportError(f"cubed_plugin needs Cubed {lo[0]}.{lo[1]} or newer (checked with "
-                          f"{supported}); Cubed {version} is installed: pip install "
-                          f"'cubed>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1] + 1}'")  # fmt: skip
+        raise ImportError(
+            f"cubed_plugin needs Cubed {lo[0]}.{lo[1]} or newer (checked with "
+            f"{supported}); Cubed {version} is installed: pip install "
+            f"'cubed>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1] + 1}'"
+        )
     if v > hi:
-        warnings.warn(f"cubed_plugin was checked with Cubed {supported}; Cubed {version} is "
-                      f"installed and its internals may differ: run tests/test_cubed_seam.py, "
-                      f"which names what changed (update cubed_plugin/_cubed_seam.py), or pip "
-                      f"install 'cubed<{hi[0]}.{hi[1] + 1}'", CubedVersionWarning,
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"cubed_plugin was checked with Cubed {supported}; Cubed {version} is "
+            f"installed and its internals may differ: run tests/test_cubed_seam.py, "
+            f"which names what changed (update cubed_plugin/_cubed_seam.py), or pip "
+            f"install 'cubed<{hi[0]}.{hi[1] + 1}'",
+            CubedVersionWarning,
+            stacklevel=2,
+        )
 
 
 check_version(cubed.__version__)
@@ -122,7 +163,13 @@ def rechunk_task_mem(spec: Any, chunk_bytes: int) -> int:
 # the fields of a plan's nodes read here: an op's PrimitiveOperation, an array's target, what
 # made an op (Cubed's function and op names), the kind of node
 _OP, _TARGET, _TYPE, _FUNC, _OP_NAME, _PIPELINE = (
-    "primitive_op", "target", "type", "func_name", "op_name", "pipeline")  # fmt: skip
+    "primitive_op",
+    "target",
+    "type",
+    "func_name",
+    "op_name",
+    "pipeline",
+)
 
 
 def plan_dag(plan: Any) -> Any:
@@ -227,8 +274,9 @@ def replace_op(op: Any, **changes: Any) -> Any:
 def is_blockwise(op: Any, *also: Callable[..., Any]) -> bool:
     """Whether the PrimitiveOperation ``op`` runs Cubed's blockwise task function (or one of
     ``also``)."""
-    return op is not None and (op.pipeline.function is apply_blockwise
-                               or op.pipeline.function in also)  # fmt: skip
+    return op is not None and (
+        op.pipeline.function is apply_blockwise or op.pipeline.function in also
+    )
 
 
 def blocks_per_input(op: Any) -> tuple[int, ...]:
@@ -308,9 +356,14 @@ class MeasuringProcesses(ProcessesExecutor):
     down waiting (``cubed_plugin._executors.measuring_processes`` says why): it overrides the
     executor's private ``_async_execute_dag``."""
 
-    async def _async_execute_dag(self, dag: Any, callbacks: Any = None, spec: Any = None,
-                                 compute_arrays_in_parallel: bool | None = None,
-                                 **kwargs: Any) -> None:  # fmt: skip
+    async def _async_execute_dag(
+        self,
+        dag: Any,
+        callbacks: Any = None,
+        spec: Any = None,
+        compute_arrays_in_parallel: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -319,13 +372,19 @@ class MeasuringProcesses(ProcessesExecutor):
             check_runtime_memory(spec, max_workers)
             if "use_backups" not in kwargs and use_backups_default(spec):
                 kwargs["use_backups"] = True
-        pool = ProcessPoolExecutor(max_workers=max_workers, max_tasks_per_child=1,
-                                   mp_context=multiprocessing.get_context("forkserver"))
+        pool = ProcessPoolExecutor(
+            max_workers=max_workers,
+            max_tasks_per_child=1,
+            mp_context=multiprocessing.get_context("forkserver"),
+        )
         try:
-            await async_map_dag(processes_create_futures_func(pool, run_func_processes),
-                                dag=dag, callbacks=callbacks,
-                                compute_arrays_in_parallel=compute_arrays_in_parallel,
-                                **kwargs)  # fmt: skip
+            await async_map_dag(
+                processes_create_futures_func(pool, run_func_processes),
+                dag=dag,
+                callbacks=callbacks,
+                compute_arrays_in_parallel=compute_arrays_in_parallel,
+                **kwargs,
+            )
         finally:
             # waits for the tasks already running (a failed compute's included), then for
             # every worker to stop: none outlives the compute

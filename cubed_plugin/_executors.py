@@ -44,9 +44,13 @@ def executor_of(executor: Any, spec: Any = None) -> Any:
     return create_executor("threads", spec.executor_options if spec is not None else None)
 
 
-def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = None,
-              work_dir: str | None = None, executor: Any = None,
-              compute_kwargs: dict | None = None) -> Any:  # fmt: skip
+def make_spec(
+    allowed_mem: str | int = "1GB",
+    reserved_mem: str | int | None = None,
+    work_dir: str | None = None,
+    executor: Any = None,
+    compute_kwargs: dict | None = None,
+) -> Any:
     """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds
     before any data: when ``reserved_mem`` is None (the default) it is measured
     (:func:`worker_baseline`: a small task run on ``executor``, once per executor) and 10%
@@ -64,8 +68,9 @@ def make_spec(allowed_mem: str | int = "1GB", reserved_mem: str | int | None = N
     return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
 
 
-def measuring_processes(preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp",
-                                                  "cubed_plugin.steps")) -> Any:  # fmt: skip
+def measuring_processes(
+    preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"),
+) -> Any:
     """A Cubed executor (for ``fit(executor=...)`` or ``cubed.compute(executor=...)``) under
     which each task's measured peak is its own: Cubed's processes executor with every task in
     a fresh worker (``max_tasks_per_child=1``) forked from a server that has already imported
@@ -100,8 +105,12 @@ def _baseline_task(block: np.ndarray) -> np.ndarray:
 def _key(ex: Any, compute_kwargs: dict | None) -> tuple:
     kind = type(ex)
     options = sorted((k, repr(v)) for k, v in (getattr(ex, "kwargs", None) or {}).items())
-    return (kind.__module__, kind.__qualname__, repr(options),
-            repr(sorted((compute_kwargs or {}).items())))  # fmt: skip
+    return (
+        kind.__module__,
+        kind.__qualname__,
+        repr(options),
+        repr(sorted((compute_kwargs or {}).items())),
+    )
 
 
 def _measure(ex: Any, work_dir: str, compute_kwargs: dict | None) -> tuple[int | None, int]:
@@ -161,17 +170,29 @@ def _measure_fresh(work_dir: str) -> int:
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run([sys.executable, "-c", "import sys; from cubed_plugin._executors import "
-                          "_fresh_main; _fresh_main(sys.argv[1])", work_dir], env=env,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cubed_plugin._executors import _fresh_main; _fresh_main(sys.argv[1])",
+            work_dir,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if out.returncode != 0:
-        raise RuntimeError(f"worker_baseline: the fresh worker measuring it failed: "
-                           f"{out.stderr.strip().splitlines()[-1:]}")  # fmt: skip
+        raise RuntimeError(
+            f"worker_baseline: the fresh worker measuring it failed: "
+            f"{out.stderr.strip().splitlines()[-1:]}"
+        )
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def worker_baseline(executor: Any = None, *, work_dir: str | None = None,
-                    compute_kwargs: dict | None = None) -> int:  # fmt: skip
+def worker_baseline(
+    executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
+) -> int:
     """The memory, in bytes, that a process running one of ``executor``'s tasks holds before
     the task adds any data: the peak Cubed measures for a small task (one Zarr block read and
     written, the libraries a gradient step loads), measured once per executor and cached.

@@ -23,8 +23,22 @@ import numpy as np
 
 from ._blocks import Out, core_apply, norm_axis
 
-__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]  # fmt: skip
+__all__ = [
+    "fft",
+    "ifft",
+    "fftn",
+    "ifftn",
+    "rfft",
+    "irfft",
+    "rfftn",
+    "irfftn",
+    "hfft",
+    "ihfft",
+    "fftfreq",
+    "rfftfreq",
+    "fftshift",
+    "ifftshift",
+]
 
 NORMS = ("backward", "ortho", "forward")
 
@@ -55,19 +69,34 @@ def _temps(axes: tuple[int, ...], lengths: dict[int, int]):
 
     def temps(ins: list, outs: list) -> int:
         (ishape, _), (oshape, _) = ins[0], outs[0]
-        shape = [max(i, o, lengths.get(a, 0)) if a in axes else max(i, o)
-                 for a, (i, o) in enumerate(zip(ishape, oshape, strict=True))]  # fmt: skip
+        shape = [
+            max(i, o, lengths.get(a, 0)) if a in axes else max(i, o)
+            for a, (i, o) in enumerate(zip(ishape, oshape, strict=True))
+        ]
         return 3 * 16 * math.prod(shape)
 
     return temps
 
 
-def _apply(fname: str, func: Any, x: Any, axes: tuple[int, ...], out_shape: tuple[int, ...],
-           dtype: Any, lengths: dict[int, int]) -> Any:  # fmt: skip
-    what = (f"axis {axes[0]}" if len(axes) == 1 else
-            "axes " + ", ".join(map(str, axes)))  # fmt: skip
-    return core_apply(fname, func, [x], [axes], [Out(out_shape, axes, dtype)],
-                      temps=_temps(axes, lengths), what=f"the transformed {what}")  # fmt: skip
+def _apply(
+    fname: str,
+    func: Any,
+    x: Any,
+    axes: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    dtype: Any,
+    lengths: dict[int, int],
+) -> Any:
+    what = f"axis {axes[0]}" if len(axes) == 1 else "axes " + ", ".join(map(str, axes))
+    return core_apply(
+        fname,
+        func,
+        [x],
+        [axes],
+        [Out(out_shape, axes, dtype)],
+        temps=_temps(axes, lengths),
+        what=f"the transformed {what}",
+    )
 
 
 def _one_axis(kind: str, x: Any, n: int | None, axis: int, norm: str) -> Any:

@@ -58,8 +58,9 @@ def _rows(data: Sequence[Any]) -> int:
     return n
 
 
-def _batches(data: Sequence[Any], batch_rows: int | None, key: random.Key,
-             epoch: int) -> list[list[int] | None]:  # fmt: skip
+def _batches(
+    data: Sequence[Any], batch_rows: int | None, key: random.Key, epoch: int
+) -> list[list[int] | None]:
     """The epoch's batches, each the increasing numbers of the whole row chunks it takes, drawn
     by the key: the chunks shuffled, then taken ``batch_rows`` rows at a time (those left over
     wait for another epoch). ``[None]`` (one batch of all the data) when ``batch_rows`` is
@@ -69,13 +70,16 @@ def _batches(data: Sequence[Any], batch_rows: int | None, key: random.Key,
     chunk = data[0].chunks[0]
     size = chunk[0]
     if batch_rows <= 0 or batch_rows % size or batch_rows // size > len(chunk):
-        raise ValueError(f"fit: batch_rows={batch_rows} must be a multiple of the data's row "
-                         f"chunks ({size} rows) of at most {len(chunk)} chunks: a batch is "
-                         "made of whole chunks")  # fmt: skip
+        raise ValueError(
+            f"fit: batch_rows={batch_rows} must be a multiple of the data's row "
+            f"chunks ({size} rows) of at most {len(chunk)} chunks: a batch is "
+            "made of whole chunks"
+        )
     per = batch_rows // size
     order = np.asarray(pg.unwrap(random.permutation(random.fold_in(key, epoch), len(chunk))))
-    return [sorted(int(i) for i in order[b * per:(b + 1) * per])
-            for b in range(len(chunk) // per)]  # fmt: skip
+    return [
+        sorted(int(i) for i in order[b * per : (b + 1) * per]) for b in range(len(chunk) // per)
+    ]
 
 
 def _take_chunks(data: Sequence[Any], picks: list[int] | None) -> tuple[Any, ...]:
@@ -102,17 +106,21 @@ def _host_params(params: Any, data: Sequence[Any], log: Callable[[str], None] | 
             continue
         h = np.array(pg.unwrap(a))
         if h.dtype.kind != "f":
-            raise TypeError(f"fit: parameter {i} (shape {h.shape}) has dtype {h.dtype}; "
-                            "parameters must be real floating point: give them as float32 "
-                            "or float64 arrays, e.g. np.zeros(n, dtype=np.float32)")  # fmt: skip
+            raise TypeError(
+                f"fit: parameter {i} (shape {h.shape}) has dtype {h.dtype}; "
+                "parameters must be real floating point: give them as float32 "
+                "or float64 arrays, e.g. np.zeros(n, dtype=np.float32)"
+            )
         host.append(h)
     dtypes = sorted({str(h.dtype) for h in host})
     data_dtypes = sorted({str(np.dtype(x.dtype)) for x in data})
     if log and len({*dtypes, *data_dtypes}) > 1:
         common = np.result_type(*dtypes, *data_dtypes)
-        log(f"fit: parameters {'/'.join(dtypes)}, data {'/'.join(data_dtypes)}: each task "
+        log(
+            f"fit: parameters {'/'.join(dtypes)}, data {'/'.join(data_dtypes)}: each task "
             f"computes in {common} (NumPy's promotion; its copies are in the projected task "
-            f"memory); the parameters stay {'/'.join(dtypes)}")  # fmt: skip
+            f"memory); the parameters stay {'/'.join(dtypes)}"
+        )
     return pg.tree_unflatten(td, host)
 
 
@@ -123,14 +131,27 @@ def _ckpt(directory: str | None) -> Path | None:
     return Path(directory) / "checkpoint.npz"
 
 
-def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
-        optimizer: optim.GradientTransformation, *, steps: int | None = None,
-        epochs: int | None = None, batch_rows: int | None = None, spec: Any = None,
-        executor: Any = None, callbacks: Sequence[Any] = (), checkpoint_dir: str | None = None,
-        checkpoint_every: int = 1, mode: str = "auto", key: random.Key | None = None,
-        progress: bool = True, log: Callable[[str], None] | None = print,
-        compute_kwargs: dict | None = None,
-        memory_overrun: str = "raise") -> FitResult:  # fmt: skip
+def fit(
+    loss: Callable[..., Any],
+    params: Any,
+    data: Sequence[Any],
+    optimizer: optim.GradientTransformation,
+    *,
+    steps: int | None = None,
+    epochs: int | None = None,
+    batch_rows: int | None = None,
+    spec: Any = None,
+    executor: Any = None,
+    callbacks: Sequence[Any] = (),
+    checkpoint_dir: str | None = None,
+    checkpoint_every: int = 1,
+    mode: str = "auto",
+    key: random.Key | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = print,
+    compute_kwargs: dict | None = None,
+    memory_overrun: str = "raise",
+) -> FitResult:
     """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
     (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
     other axes) to minimize ``loss(params, *data)``.
@@ -167,12 +188,13 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
     if mode not in ("auto", "one-pass", "graph"):
         raise ValueError(f"fit: mode must be 'auto', 'one-pass' or 'graph', got {mode!r}")
     if memory_overrun not in ("raise", "warn"):
-        raise ValueError(f"fit: memory_overrun must be 'raise' or 'warn', got "
-                         f"{memory_overrun!r}")  # fmt: skip
+        raise ValueError(f"fit: memory_overrun must be 'raise' or 'warn', got {memory_overrun!r}")
     one_pass = mode == "one-pass" or (mode == "auto" and isinstance(loss, RowLoss))
     if one_pass and not isinstance(loss, RowLoss):
-        raise TypeError("fit(mode='one-pass'): the loss must be declared row-separable with "
-                        "cubed_plugin.row_loss (a per-row loss), or use mode='graph'")
+        raise TypeError(
+            "fit(mode='one-pass'): the loss must be declared row-separable with "
+            "cubed_plugin.row_loss (a per-row loss), or use mode='graph'"
+        )
     data = tuple(pg.unwrap(x) for x in data)
     spec = spec if spec is not None else data[0].spec
     _rows(data)
@@ -204,20 +226,33 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
         work = _work_snapshot(spec)
         targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
-        refuse(plan_of(*targets, optimize_function=kw["optimize_function"]),
-               f"fit: step {step + 1} ({'one-pass' if one_pass else 'graph'} mode) is refused "
-               "before running",
-               functools.partial(_advice, loss, host_p, data, one_pass, batch_rows,
-                                 spec))  # fmt: skip
-        value, grads = finish(compute(*targets, executor=ex, callbacks=[*callbacks, recorder,
-                              Progress(f"step {step + 1}", disable=not progress)], **kw))
+        refuse(
+            plan_of(*targets, optimize_function=kw["optimize_function"]),
+            f"fit: step {step + 1} ({'one-pass' if one_pass else 'graph'} mode) is refused "
+            "before running",
+            functools.partial(_advice, loss, host_p, data, one_pass, batch_rows, spec),
+        )
+        value, grads = finish(
+            compute(
+                *targets,
+                executor=ex,
+                callbacks=[
+                    *callbacks,
+                    recorder,
+                    Progress(f"step {step + 1}", disable=not progress),
+                ],
+                **kw,
+            )
+        )
         _clean_work(spec, work)
         _measured_within(recorder, step + 1, memory_overrun, ex, spec)
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
         grads = pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p)
         if not math.isfinite(value):
-            raise FloatingPointError(f"fit: the loss is {value} at step {step + 1}; lower the "
-                                     "learning rate or check the data")  # fmt: skip
+            raise FloatingPointError(
+                f"fit: the loss is {value} at step {step + 1}; lower the "
+                "learning rate or check the data"
+            )
         updates, state = optimizer.update(pg.tree_map(xp.asarray, grads), state, p)
         p = optim.apply_updates(p, updates)
         p = pg.tree_map(lambda a: xp.asarray(np.array(pg.unwrap(a))), p)  # materialized
@@ -225,17 +260,26 @@ def fit(loss: Callable[..., Any], params: Any, data: Sequence[Any],
         history["loss"].append(value)
         history["seconds"].append(time.perf_counter() - t0)
         if log:
-            log(f"step {step}/{total}  loss {value:.6f}  ({history['seconds'][-1]:.2f} s, "
-                f"{rows} rows)")  # fmt: skip
+            log(
+                f"step {step}/{total}  loss {value:.6f}  ({history['seconds'][-1]:.2f} s, "
+                f"{rows} rows)"
+            )
         if path is not None and (step % checkpoint_every == 0 or step == total):
-            checkpoint.save(path, {"params": p, "opt_state": state, "step": step,
-                                   "key": np.asarray(key.data)})  # fmt: skip
+            checkpoint.save(
+                path, {"params": p, "opt_state": state, "step": step, "key": np.asarray(key.data)}
+            )
     out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
     return FitResult(out, state, step, key, history, recorder)
 
 
-def _step(loss: Callable[..., Any], host_p: Any, data: tuple, picks: list[int] | None,
-          spec: Any, one_pass: bool) -> tuple[list, Callable[[Any], Any], int]:  # fmt: skip
+def _step(
+    loss: Callable[..., Any],
+    host_p: Any,
+    data: tuple,
+    picks: list[int] | None,
+    spec: Any,
+    one_pass: bool,
+) -> tuple[list, Callable[[Any], Any], int]:
     """One step of :func:`fit` on the batch of row chunks ``picks`` of ``data``: the lazy arrays
     it computes, the function that turns their computed values into (loss, gradients), and
     the batch's rows."""
@@ -243,8 +287,11 @@ def _step(loss: Callable[..., Any], host_p: Any, data: tuple, picks: list[int] |
     rows = _rows(batch)
     if one_pass:
         total_sums, td, shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
-        return [total_sums], lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows,
-                                                         loss.reduction), rows  # fmt: skip
+        return (
+            [total_sums],
+            lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction),
+            rows,
+        )
     v, g = graph_step(loss, host_p, batch, spec)
     return [v, g], lambda vg: (float(vg[0]), vg[1]), rows
 
@@ -253,8 +300,14 @@ def _shape(x: Any, n: int) -> tuple[int, ...]:
     return (n, *(int(s) for s in x.shape[1:]))
 
 
-def _advice(loss: Callable[..., Any], host_p: Any, data: tuple, one_pass: bool,
-            batch_rows: int | None, spec: Any) -> str:  # fmt: skip
+def _advice(
+    loss: Callable[..., Any],
+    host_p: Any,
+    data: tuple,
+    one_pass: bool,
+    batch_rows: int | None,
+    spec: Any,
+) -> str:
     """The way out of a refused step: the row chunk for which every task of ``fit``'s step
     fits (``plan_rows`` in fit's mode), checked with the data rechunked lazily to it; when that
     rechunk cannot fit, how to rewrite the data with that chunk."""
@@ -265,21 +318,34 @@ def _advice(loss: Callable[..., Any], host_p: Any, data: tuple, one_pass: bool,
     rows, have = int(data[0].shape[0]), int(data[0].chunks[0][0])
     specs = [pg.memory.spec(tuple(x.shape), str(x.dtype)) for x in data]
     batch = f", batch_rows={batch_rows}" if batch_rows is not None else ""
-    call = (f"cubed_plugin.memory.plan_rows(loss, params, *data_specs, rows={rows}, "
-            f"data={tuple(range(1, len(data) + 1))}, mode={mode!r}{batch}, backend=spec)")
+    call = (
+        f"cubed_plugin.memory.plan_rows(loss, params, *data_specs, rows={rows}, "
+        f"data={tuple(range(1, len(data) + 1))}, mode={mode!r}{batch}, backend=spec)"
+    )
     try:
-        n, projection = plan_rows(loss, host_p, *specs, rows=rows,
-                                  data=tuple(range(1, len(data) + 1)), mode=mode,
-                                  batch_rows=batch_rows, backend=spec)  # fmt: skip
+        n, projection = plan_rows(
+            loss,
+            host_p,
+            *specs,
+            rows=rows,
+            data=tuple(range(1, len(data) + 1)),
+            mode=mode,
+            batch_rows=batch_rows,
+            backend=spec,
+        )
     except MemoryLimitError as e:
         return f"no chunk size fits: {e}"
-    head = (f"chunks of at most {n:,} rows fit in {mode} mode (largest task "
-            f"{format_bytes(projection.max_task_bytes)}: {call}); the data has chunks of "
-            f"{have:,} rows")
+    head = (
+        f"chunks of at most {n:,} rows fit in {mode} mode (largest task "
+        f"{format_bytes(projection.max_task_bytes)}: {call}); the data has chunks of "
+        f"{have:,} rows"
+    )
     if n >= have:
-        return (f"{head}: the op refused here does not shrink with the row chunk (data "
-                "computed lazily rather than stored is copied per batch: write it with "
-                "cubed.to_zarr first); raise allowed_mem")  # fmt: skip
+        return (
+            f"{head}: the op refused here does not shrink with the row chunk (data "
+            "computed lazily rather than stored is copied per batch: write it with "
+            "cubed.to_zarr first); raise allowed_mem"
+        )
     code = "; ".join(f"data[{i}] = data[{i}].rechunk({_shape(x, n)})" for i, x in enumerate(data))
     try:
         rechunked = tuple(x.rechunk(_shape(x, n)) for x in data)
@@ -291,27 +357,30 @@ def _advice(loss: Callable[..., Any], host_p: Any, data: tuple, one_pass: bool,
         dag = plan_dag(p)
         over = [(name, op) for name, op in op_nodes(dag) if op.projected_mem > op.allowed_mem]
         if not over:
-            return (f"{head}. Rechunk it lazily ({code}): checked, every task of the step "
-                    f"then fits (largest {format_bytes(p.max_projected_mem)}); every step then "
-                    "rechunks the chunks it reads again, so to do it once write the rechunked "
-                    "data to Zarr (cubed.to_zarr(x.rechunk(...), path); then "
-                    "cubed.from_zarr(path))")  # fmt: skip
+            return (
+                f"{head}. Rechunk it lazily ({code}): checked, every task of the step "
+                f"then fits (largest {format_bytes(p.max_projected_mem)}); every step then "
+                "rechunks the chunks it reads again, so to do it once write the rechunked "
+                "data to Zarr (cubed.to_zarr(x.rechunk(...), path); then "
+                "cubed.from_zarr(path))"
+            )
         name, op = max(over, key=lambda o: o[1].projected_mem)
         need, limit = format_byte_pair(op.projected_mem, op.allowed_mem)
-        why = (f"{name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem "
-               f"{limit}")
-    shapes = ", ".join(f"data argument {i} with chunks {_shape(x, n)}"
-                       for i, x in enumerate(data))  # fmt: skip
-    return (f"{head}. A lazy rechunk ({code}) cannot fit: {why}; a rechunk holds whole stored "
-            f"chunks of {have:,} rows. Rewrite the data once, outside this budget: {shapes}; "
-            "e.g. cubed.to_zarr(x.rechunk(chunks), path) under a Spec with a larger "
-            "allowed_mem, or zarr.open_array(path, mode='w', shape=x.shape, dtype=x.dtype, "
-            "chunks=chunks) filled one stored chunk at a time; then train on "
-            "cubed.from_zarr(path)")
+        why = f"{name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem {limit}"
+    shapes = ", ".join(f"data argument {i} with chunks {_shape(x, n)}" for i, x in enumerate(data))
+    return (
+        f"{head}. A lazy rechunk ({code}) cannot fit: {why}; a rechunk holds whole stored "
+        f"chunks of {have:,} rows. Rewrite the data once, outside this budget: {shapes}; "
+        "e.g. cubed.to_zarr(x.rechunk(chunks), path) under a Spec with a larger "
+        "allowed_mem, or zarr.open_array(path, mode='w', shape=x.shape, dtype=x.dtype, "
+        "chunks=chunks) filled one stored chunk at a time; then train on "
+        "cubed.from_zarr(path)"
+    )
 
 
-def _measured_within(recorder: Any, step: int, memory_overrun: str, executor: Any,
-                     spec: Any) -> None:  # fmt: skip
+def _measured_within(
+    recorder: Any, step: int, memory_overrun: str, executor: Any, spec: Any
+) -> None:
     """Raise :class:`TaskMemoryError` (or warn) if a task of the step just computed measured
     more than its projection or ``allowed_mem``."""
     over = recorder.overruns(recorder.steps[-1]) if recorder.steps else []
@@ -324,19 +393,25 @@ def _measured_within(recorder: Any, step: int, memory_overrun: str, executor: An
     reserved = over[0].reserved
     if base is not None and reserved < base:
         have, need = format_byte_pair(reserved, base)
-        why = (f"reserved_mem {have} is below the {need} a worker of this executor holds "
-               "before any data (cubed_plugin.worker_baseline): make the spec with "
-               "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem")
+        why = (
+            f"reserved_mem {have} is below the {need} a worker of this executor holds "
+            "before any data (cubed_plugin.worker_baseline): make the spec with "
+            "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem"
+        )
     else:
-        why = ("the projection is a promise this task broke: a bug of cubed_plugin's "
-               "projections; please report it with this message, and raise allowed_mem and "
-               "reserved_mem meanwhile")
+        why = (
+            "the projection is a promise this task broke: a bug of cubed_plugin's "
+            "projections; please report it with this message, and raise allowed_mem and "
+            "reserved_mem meanwhile"
+        )
     from ._cubed_seam import MeasuringProcesses, is_processes_executor
 
     if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
-        why += (" (Cubed's processes executor reports for each task the most its worker has "
-                "held, the peak of the process that started it included: "
-                "cubed_plugin.train.measuring_processes() measures each task on its own)")
+        why += (
+            " (Cubed's processes executor reports for each task the most its worker has "
+            "held, the peak of the process that started it included: "
+            "cubed_plugin.train.measuring_processes() measures each task on its own)"
+        )
     lines = "; ".join(str(o) for o in over[:3])
     more = f" (and {len(over) - 3} more ops)" if len(over) > 3 else ""
     message = f"fit: step {step} measured task memory over budget: {lines}{more}. {why}"

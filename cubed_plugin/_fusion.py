@@ -80,12 +80,12 @@ def _cheap(dag: Any, op: str, array: str, max_sources: int) -> bool:
 
 def _fusable_consumer(dag: Any, op: str, num_tasks: int) -> bool:
     po = seam().node_op(dag, op)
-    return (_is_blockwise(dag, op) and po.fusable_with_predecessors
-            and po.num_tasks == num_tasks)  # fmt: skip
+    return _is_blockwise(dag, op) and po.fusable_with_predecessors and po.num_tasks == num_tasks
 
 
-def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = frozenset(),
-                        max_sources: int = 4) -> tuple[Any, dict]:  # fmt: skip
+def duplicate_producers(
+    dag: Any, array_names: tuple, *, skip: frozenset = frozenset(), max_sources: int = 4
+) -> tuple[Any, dict]:
     """A copy of ``dag`` in which each cheap elementwise op with several fusable consumers has
     one copy per such consumer (consumers that cannot fuse keep reading the original). Returns
     the new dag and ``{copy array name: original op}``."""
@@ -126,9 +126,16 @@ def duplicate_producers(dag: Any, array_names: tuple, *, skip: frozenset = froze
             for _ in range(n):
                 dag.add_edge(array_copy, c)
             cpo = seam().node_op(dag, c)
-            seam().set_node_op(dag, c, seam().replace_op(
-                cpo, source_array_names=[array_copy if s == array else s
-                                         for s in cpo.source_array_names]))  # fmt: skip
+            seam().set_node_op(
+                dag,
+                c,
+                seam().replace_op(
+                    cpo,
+                    source_array_names=[
+                        array_copy if s == array else s for s in cpo.source_array_names
+                    ],
+                ),
+            )
             copies[array_copy] = op
         if not keep_original:
             for pre, _ in list(dag.in_edges(op)):
@@ -149,17 +156,22 @@ def duplicating_optimizer(fuse: Callable[..., Any], *, max_sources: int = 4) -> 
         skip: set[str] = set()
         never: set[str] = set()
         while True:
-            copied, copies = duplicate_producers(dag, array_names, skip=frozenset(skip),
-                                                 max_sources=max_sources)  # fmt: skip
+            copied, copies = duplicate_producers(
+                dag, array_names, skip=frozenset(skip), max_sources=max_sources
+            )
             fused = fuse(copied, array_names=array_names, never_fuse=frozenset(never))
             left = {op for a, op in copies.items() if a in fused}
             if left:
                 skip |= left
                 continue
             fused = project_fused(copied, fused)
-            over = {n for n, po in seam().op_nodes(fused) if n in copied
-                    and po.projected_mem > po.allowed_mem
-                    and po is not seam().node_op(copied, n)}  # fmt: skip
+            over = {
+                n
+                for n, po in seam().op_nodes(fused)
+                if n in copied
+                and po.projected_mem > po.allowed_mem
+                and po is not seam().node_op(copied, n)
+            }
             if not over - never:
                 return read_once(fused)
             never |= over
@@ -312,8 +324,9 @@ def single_block_fusion(dag: Any, *, array_names: tuple, **kwargs: Any) -> Any:
     """Cubed's multiple-input fusion (``kwargs`` are its limits) that never fuses a heavy
     predecessor into an op reading several of its blocks (:func:`multi_block_consumers`)."""
     never = multi_block_consumers(dag) | set(kwargs.pop("never_fuse", None) or ())
-    return seam().multiple_inputs_optimize_dag(dag, array_names=array_names, never_fuse=never,
-                                               **kwargs)  # fmt: skip
+    return seam().multiple_inputs_optimize_dag(
+        dag, array_names=array_names, never_fuse=never, **kwargs
+    )
 
 
 # -- projected memory of a fused task, as Cubed runs it ------------------------------------------
@@ -372,8 +385,10 @@ def project_fused(dag: Any, fused: Any) -> Any:
         if name not in dag or not seam().is_blockwise(po):
             continue
         original = seam().node_op(dag, name)
-        if (all(a in fused for a in original.source_array_names)
-                and max(_blocks_read(original).values(), default=0) <= 1):
+        if (
+            all(a in fused for a in original.source_array_names)
+            and max(_blocks_read(original).values(), default=0) <= 1
+        ):
             continue  # nothing fused into it, one block of each input: Cubed's projection
         sources = _stored_sources(dag, fused, name, 1, {})
         reserved = po.reserved_mem

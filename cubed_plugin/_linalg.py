@@ -31,9 +31,27 @@ import numpy as np
 
 from ._blocks import Out, _regular, core_apply
 
-__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
-           "matrix_norm", "matrix_power", "matrix_rank", "pinv", "slogdet", "solve", "svd",
-           "svdvals", "trace", "vector_norm"]  # fmt: skip
+__all__ = [
+    "cholesky",
+    "cross",
+    "det",
+    "diagonal",
+    "eig",
+    "eigh",
+    "eigvals",
+    "eigvalsh",
+    "inv",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "pinv",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "trace",
+    "vector_norm",
+]
 
 MATRIX = "the two matrix axes"
 
@@ -73,8 +91,9 @@ def _matrices(fname: str, x: Any, square: bool = True) -> None:
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions, got {x.ndim} (linalg.{fname})")
     if square and x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"x must be a stack of square matrices, got shape {tuple(x.shape)} "
-                         f"(linalg.{fname})")  # fmt: skip
+        raise ValueError(
+            f"x must be a stack of square matrices, got shape {tuple(x.shape)} (linalg.{fname})"
+        )
 
 
 def _temps(ins: list, outs: list) -> int:
@@ -112,16 +131,16 @@ def det(x: Any, /) -> Any:
 
 def slogdet(x: Any, /) -> SlogdetResult:
     _matrices("slogdet", x)
-    sign, logabs = _apply("slogdet", np.linalg.slogdet, x,
-                          [((), _float(x.dtype)), ((), _real(x.dtype))])  # fmt: skip
+    sign, logabs = _apply(
+        "slogdet", np.linalg.slogdet, x, [((), _float(x.dtype)), ((), _real(x.dtype))]
+    )
     return SlogdetResult(sign, logabs)
 
 
 def eigh(x: Any, /) -> EighResult:
     _matrices("eigh", x)
     n = x.shape[-1]
-    w, v = _apply("eigh", np.linalg.eigh, x, [((n,), _real(x.dtype)),
-                                             ((n, n), _float(x.dtype))])  # fmt: skip
+    w, v = _apply("eigh", np.linalg.eigh, x, [((n,), _real(x.dtype)), ((n, n), _float(x.dtype))])
     return EighResult(w, v)
 
 
@@ -161,8 +180,15 @@ def _with_rtol(fname: str, func: Any, x: Any, rtol: Any, core: tuple[int, ...], 
         batch = tuple(np.broadcast_shapes(batch, tuple(rtol.shape)))
         nb = len(batch)
         out = Out(batch + core, tuple(range(nb, nb + len(core))), dtype)
-        return core_apply(f"linalg.{fname}", functools.partial(_rtol_block, func), [x, rtol],
-                          [_core(x), ()], [out], temps=_temps, what=MATRIX)  # fmt: skip
+        return core_apply(
+            f"linalg.{fname}",
+            functools.partial(_rtol_block, func),
+            [x, rtol],
+            [_core(x), ()],
+            [out],
+            temps=_temps,
+            what=MATRIX,
+        )
     return _apply(fname, functools.partial(func, rtol=rtol), x, [(core, dtype)])
 
 
@@ -189,13 +215,21 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
         raise ValueError(f"axis {axis} is out of range for {ndim} dimensions (linalg.cross)")
     neg = axis - ndim if axis >= 0 else axis
     if x1.ndim + neg < 0 or x2.ndim + neg < 0 or x1.shape[neg] != 3 or x2.shape[neg] != 3:
-        raise ValueError(f"x1 and x2 must have 3 elements along axis {axis}, got shapes "
-                         f"{tuple(x1.shape)} and {tuple(x2.shape)} (linalg.cross)")  # fmt: skip
+        raise ValueError(
+            f"x1 and x2 must have 3 elements along axis {axis}, got shapes "
+            f"{tuple(x1.shape)} and {tuple(x2.shape)} (linalg.cross)"
+        )
     shape = list(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
     dt = cubed.result_type(x1, x2)
     f = functools.partial(np.cross, axis=neg)
-    return core_apply("linalg.cross", f, [x1, x2], [(x1.ndim + neg,), (x2.ndim + neg,)],
-                      [Out(tuple(shape), (ndim + neg,), dt)], what=f"axis {axis}")  # fmt: skip
+    return core_apply(
+        "linalg.cross",
+        f,
+        [x1, x2],
+        [(x1.ndim + neg,), (x2.ndim + neg,)],
+        [Out(tuple(shape), (ndim + neg,), dt)],
+        what=f"axis {axis}",
+    )
 
 
 def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
@@ -208,8 +242,16 @@ def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     k = min(m, n)
     f = functools.partial(np.linalg.svd, full_matrices=full_matrices)
     dt = _float(x.dtype)
-    u, s, vh = _apply("svd", f, x, [((m, m if full_matrices else k), dt), ((k,), _real(dt)),
-                                    ((n if full_matrices else k, n), dt)])  # fmt: skip
+    u, s, vh = _apply(
+        "svd",
+        f,
+        x,
+        [
+            ((m, m if full_matrices else k), dt),
+            ((k,), _real(dt)),
+            ((n if full_matrices else k, n), dt),
+        ],
+    )
     return SVDResult(u, s, vh)
 
 
@@ -241,8 +283,9 @@ def solve(x1: Any, x2: Any, /) -> Any:
         batch = tuple(np.broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2])))
         out = Out(batch + (m, x2.shape[-1]), (len(batch), len(batch) + 1), dt)
         cores = [_core(x1), _core(x2)]
-    return core_apply("linalg.solve", _solve_block, [x1, x2], cores, [out], temps=_temps,
-                      what=MATRIX)  # fmt: skip
+    return core_apply(
+        "linalg.solve", _solve_block, [x1, x2], cores, [out], temps=_temps, what=MATRIX
+    )
 
 
 def _solve_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -270,8 +313,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
         return cubed.sqrt(cubed.sum(a * a, axis=axis, keepdims=keepdims))
     if isinstance(ord, bool) or not isinstance(ord, int | float):
         raise ValueError(f"invalid ord {ord!r} (linalg.vector_norm)")
-    return cubed.pow(cubed.sum(cubed.pow(a, float(ord)), axis=axis, keepdims=keepdims),
-                     1.0 / ord)  # fmt: skip
+    return cubed.pow(cubed.sum(cubed.pow(a, float(ord)), axis=axis, keepdims=keepdims), 1.0 / ord)
 
 
 def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
@@ -327,10 +369,13 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
 
     return general_blockwise(
         functools.partial(_diagonal_block, segs),
-        back_key, x,
-        shapes=[batch + (length,)], dtypes=[x.dtype], chunkss=[chunks],
+        back_key,
+        x,
+        shapes=[batch + (length,)],
+        dtypes=[x.dtype],
+        chunkss=[chunks],
         num_input_blocks=(max(len(segs(k)) for k in range(nblocks)),),
-    )  # fmt: skip
+    )
 
 
 def _segments(k: int, r0: int, c0: int, cm: int, cn: int, cl: int, length: int) -> list:

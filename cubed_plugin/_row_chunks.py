@@ -48,7 +48,8 @@ class RowChunksStore(WrapperStore):
 
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
         return await self._store.get_partial_values(
-            prototype, [(self._keys.get(k, k), r) for k, r in key_ranges])  # fmt: skip
+            prototype, [(self._keys.get(k, k), r) for k, r in key_ranges]
+        )
 
     async def exists(self, key: str) -> bool:
         return key in self._metadata or await self._store.exists(self._keys.get(key, key))
@@ -70,8 +71,11 @@ def _view(z: zarr.Array, picks: list[int]) -> zarr.Array:
     view = dataclasses.replace(meta, shape=(rows, *z.shape[1:]))
     prefix = f"{z.path}/" if z.path else ""
     others = [range(-(-n // c)) for n, c in zip(z.shape[1:], z.chunks[1:], strict=True)]
-    keys = {prefix + meta.encode_chunk_key((b, *rest)): prefix + meta.encode_chunk_key((i, *rest))
-            for b, i in enumerate(picks) for rest in itertools.product(*others)}  # fmt: skip
+    keys = {
+        prefix + meta.encode_chunk_key((b, *rest)): prefix + meta.encode_chunk_key((i, *rest))
+        for b, i in enumerate(picks)
+        for rest in itertools.product(*others)
+    }
     docs = view.to_buffer_dict(default_buffer_prototype())
     store = RowChunksStore(z.store, keys, {prefix + k: v.to_bytes() for k, v in docs.items()})
     return zarr.open_array(store, path=z.path, mode="r")
@@ -91,10 +95,16 @@ def take_row_chunks(x: Any, picks: Sequence[int]) -> Any:
 
     n = len(x.chunks[0])
     picks = [int(i) for i in picks]
-    if (not picks or picks[0] < 0 or picks[-1] >= n
-            or any(b <= a for a, b in itertools.pairwise(picks))):  # fmt: skip
-        raise ValueError(f"take_row_chunks: picks must be increasing chunk numbers from 0 to "
-                         f"{n - 1} (x has {n} row chunks), got {picks}; sort them")  # fmt: skip
+    if (
+        not picks
+        or picks[0] < 0
+        or picks[-1] >= n
+        or any(b <= a for a, b in itertools.pairwise(picks))
+    ):
+        raise ValueError(
+            f"take_row_chunks: picks must be increasing chunk numbers from 0 to "
+            f"{n - 1} (x has {n} row chunks), got {picks}; sort them"
+        )
     z = _stored(x)
     if z is not None:
         return cubed.from_array(_view(z, picks), spec=x.spec)
@@ -104,9 +114,12 @@ def take_row_chunks(x: Any, picks: Sequence[int]) -> Any:
     def selection(key: Any) -> tuple[slice, ...]:
         b, *rest = key.coords
         i = picks[b]
-        return (slice(int(starts[i]), int(starts[i + 1])),
-                *(slice(int(s[j]), int(s[j + 1])) for s, j in zip(others, rest, strict=True)))
+        return (
+            slice(int(starts[i]), int(starts[i + 1])),
+            *(slice(int(s[j]), int(s[j + 1])) for s, j in zip(others, rest, strict=True)),
+        )
 
     chunks = (tuple(x.chunks[0][i] for i in picks), *x.chunks[1:])
-    return map_selection(None, selection, x, (sum(chunks[0]), *x.shape[1:]), x.dtype, chunks,
-                         max_num_input_blocks=1)  # fmt: skip
+    return map_selection(
+        None, selection, x, (sum(chunks[0]), *x.shape[1:]), x.dtype, chunks, max_num_input_blocks=1
+    )

@@ -30,15 +30,29 @@ def _temps(ins: list, outs: list) -> int:
 def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
     axis = norm_axis(axis, x.ndim, "sort")
     f = functools.partial(anp.sort, axis=axis, descending=descending, stable=stable)
-    return core_apply("sort", f, [x], [(axis,)], [Out(tuple(x.shape), (axis,), x.dtype)],
-                      temps=_temps, what=f"the sorted axis {axis}")  # fmt: skip
+    return core_apply(
+        "sort",
+        f,
+        [x],
+        [(axis,)],
+        [Out(tuple(x.shape), (axis,), x.dtype)],
+        temps=_temps,
+        what=f"the sorted axis {axis}",
+    )
 
 
 def argsort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
     axis = norm_axis(axis, x.ndim, "argsort")
     f = functools.partial(anp.argsort, axis=axis, descending=descending, stable=stable)
-    return core_apply("argsort", f, [x], [(axis,)], [Out(tuple(x.shape), (axis,), np.int64)],
-                      temps=_temps, what=f"the sorted axis {axis}")  # fmt: skip
+    return core_apply(
+        "argsort",
+        f,
+        [x],
+        [(axis,)],
+        [Out(tuple(x.shape), (axis,), np.int64)],
+        temps=_temps,
+        what=f"the sorted axis {axis}",
+    )
 
 
 def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
@@ -49,15 +63,21 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
         )
     axis = norm_axis(axis, x.ndim, "take_along_axis")
     others = [a for a in range(x.ndim) if a != axis]
-    batch = np.broadcast_shapes(tuple(x.shape[a] for a in others),
-                                tuple(indices.shape[a] for a in others))  # fmt: skip
+    batch = np.broadcast_shapes(
+        tuple(x.shape[a] for a in others), tuple(indices.shape[a] for a in others)
+    )
     shape = list(batch)
     shape.insert(axis, indices.shape[axis])
     f = functools.partial(_take_block, axis=axis)
-    return core_apply("take_along_axis", f, [x, indices], [(axis,), (axis,)],
-                      [Out(tuple(shape), (axis,), x.dtype)],
-                      temps=lambda ins, outs: 8 * math.prod(outs[0][0]),
-                      what=f"axis {axis}")  # fmt: skip
+    return core_apply(
+        "take_along_axis",
+        f,
+        [x, indices],
+        [(axis,), (axis,)],
+        [Out(tuple(shape), (axis,), x.dtype)],
+        temps=lambda ins, outs: 8 * math.prod(outs[0][0]),
+        what=f"axis {axis}",
+    )
 
 
 def _take_block(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:

@@ -64,8 +64,9 @@ def augmented() -> ModuleType:
 
     from . import _fft, _linalg, _sorting
 
-    linalg = Forwarding("cubed.linalg", cubed.linalg,
-                        "Cubed's linalg, completed by cubed_plugin._linalg.")  # fmt: skip
+    linalg = Forwarding(
+        "cubed.linalg", cubed.linalg, "Cubed's linalg, completed by cubed_plugin._linalg."
+    )
     for name in _linalg.__all__:
         setattr(linalg, name, getattr(_linalg, name))
     fft = ModuleType("cubed.fft", "The fft extension over Cubed (cubed_plugin._fft).")
@@ -88,8 +89,10 @@ def augmented() -> ModuleType:
 # -- which part of the program built each Cubed op ------------------------------------------------
 
 _LIBRARY = ("cubed", "pycograd_xp", "cubed_plugin")
-_LIB_PATHS = tuple({sysconfig.get_path("stdlib"), sysconfig.get_path("purelib"),
-                    sysconfig.get_path("platlib")} - {None})  # fmt: skip
+_LIB_PATHS = tuple(
+    {sysconfig.get_path("stdlib"), sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    - {None}
+)
 
 
 @functools.cache
@@ -125,8 +128,7 @@ def _label(dag: Any, op: str, frame: Any) -> None:
 def _library(frame: Any) -> bool:
     name = frame.f_globals.get("__name__") or ""
     path = frame.f_code.co_filename
-    return (name.split(".")[0] in _LIBRARY or path.startswith(_LIB_PATHS)
-            or path.startswith("<"))  # fmt: skip
+    return name.split(".")[0] in _LIBRARY or path.startswith(_LIB_PATHS) or path.startswith("<")
 
 
 def _fn_name(f: Any) -> str:
@@ -164,9 +166,10 @@ def _origin(frame: Any, func: str) -> str:
         f = f.f_back
     of = f" in {loss}" if loss else ""
     if one_pass:
-        part = {"blockwise": "forward and backward of each row chunk",
-                "arange": "the row numbers of each chunk"}.get(func, "the sum of the chunks' "
-                                                               "partial loss and gradients")
+        part = {
+            "blockwise": "forward and backward of each row chunk",
+            "arange": "the row numbers of each chunk",
+        }.get(func, "the sum of the chunks' partial loss and gradients")
         return f"{func} in the one-pass step of {loss} ({part})"
     if batch:
         return f"{func} of fit's mini-batch of row chunks"

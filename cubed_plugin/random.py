@@ -11,8 +11,13 @@ from typing import Any
 import numpy as np
 
 
-def sample(xp: Any, shape: tuple[int, ...], chunks: Any, dtype: Any,
-           draw_block: Callable[[int, tuple[int, ...]], np.ndarray]) -> Any:  # fmt: skip
+def sample(
+    xp: Any,
+    shape: tuple[int, ...],
+    chunks: Any,
+    dtype: Any,
+    draw_block: Callable[[int, tuple[int, ...]], np.ndarray],
+) -> Any:
     """A lazy Cubed array of ``shape`` (``xp`` is the Cubed namespace) whose block at linear
     offset ``i`` is ``draw_block(i, block_shape)``."""
     from cubed import map_blocks

@@ -91,8 +91,9 @@ def graph_fusion() -> Any:
 
     from ._fusion import duplicating_optimizer, single_block_fusion
 
-    fuse = duplicating_optimizer(partial(single_block_fusion, max_total_source_arrays=32,
-                                         max_total_num_input_blocks=80))  # fmt: skip
+    fuse = duplicating_optimizer(
+        partial(single_block_fusion, max_total_source_arrays=32, max_total_num_input_blocks=80)
+    )
 
     def optimize(dag: Any, array_names: Any) -> Any:
         return count_reads(fuse(dag, array_names=array_names))
@@ -175,8 +176,7 @@ class ParameterStore:
 
         root = self.spec.work_dir or tempfile.gettempdir()
         path = os.path.join(root, f"pycograd-params-{uuid.uuid4().hex}.zarr")
-        z = zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype,
-                            chunks=a.shape)  # fmt: skip
+        z = zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype, chunks=a.shape)
         z[...] = a
         self.n += 1
         return cubed.from_zarr(path, spec=self.spec)
@@ -184,19 +184,23 @@ class ParameterStore:
 
 def chunk_projection(loss: RowLoss, params: Any, data: tuple) -> Any:
     """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step."""
-    specs = [memory.spec((max(c[0]) if c else 1, *x.shape[1:]), x.dtype)
-             for x, c in ((x, x.chunks) for x in data)]  # fmt: skip
+    specs = [
+        memory.spec((max(c[0]) if c else 1, *x.shape[1:]), x.dtype)
+        for x, c in ((x, x.chunks) for x in data)
+    ]
     param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
-    return memory.project(lambda p, *rows: pg.namespace(np).sum(loss.per_row(p, *rows)),
-                          param_specs, *specs)  # fmt: skip
+    return memory.project(
+        lambda p, *rows: pg.namespace(np).sum(loss.per_row(p, *rows)), param_specs, *specs
+    )
 
 
 # blocks of partial sums that one task of one-pass mode's tree sum adds
 ONE_PASS_FAN_IN = 32
 
 
-def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
-                  chunk_numbers: Sequence[int] | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
+def one_pass_step(
+    loss: RowLoss, params: Any, data: tuple, *, chunk_numbers: Sequence[int] | None = None
+) -> tuple[Any, Any, Any]:
     """(lazy vector of [loss sum, flat gradient sums], treedef, leaf shapes) of ``loss`` over
     the row chunks of ``data`` (Cubed arrays with the same row chunking, whole along the other
     axes). The sums are float64 whatever the dtype of the data and the parameters (each chunk
@@ -213,19 +217,25 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
     rows = data[0].chunks[0]
     for i, x in enumerate(data):
         if x.chunks[0] != rows:
-            raise ValueError(f"one-pass step: data argument {i} is chunked {x.chunks[0]} along "
-                             f"its rows, argument 0 {rows}; chunk them alike")  # fmt: skip
+            raise ValueError(
+                f"one-pass step: data argument {i} is chunked {x.chunks[0]} along "
+                f"its rows, argument 0 {rows}; chunk them alike"
+            )
         if any(len(c) != 1 for c in x.chunks[1:]):
-            raise ValueError(f"one-pass step: data argument {i} has several chunks along an axis "
-                             f"other than the rows ({x.chunks}); rechunk it whole there")
+            raise ValueError(
+                f"one-pass step: data argument {i} has several chunks along an axis "
+                f"other than the rows ({x.chunks}); rechunk it whole there"
+            )
     extra = chunk_projection(loss, params, data).peak_bytes
     per_row, np_xp = loss.per_row, pg.namespace(np)
 
     starts = list(np.cumsum((0,) + tuple(rows)))
     numbers = list(range(len(rows))) if chunk_numbers is None else list(chunk_numbers)
     if len(numbers) != len(rows):
-        raise ValueError(f"one-pass step: {len(numbers)} chunk_numbers for data of {len(rows)} "
-                         "row chunks; give one number per row chunk")  # fmt: skip
+        raise ValueError(
+            f"one-pass step: {len(numbers)} chunk_numbers for data of {len(rows)} "
+            "row chunks; give one number per row chunk"
+        )
 
     def block(*chunks: np.ndarray) -> np.ndarray:
         *chunks, row_numbers = chunks
@@ -236,8 +246,10 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
         rows_in = [np_xp.asarray(c) for c in chunks]
         for i, r in enumerate(rows_in):
             if not np_xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
-                raise TypeError(f"data argument {i}, {where}: dtype {r.dtype}; training data "
-                                "must be real numbers")  # fmt: skip
+                raise TypeError(
+                    f"data argument {i}, {where}: dtype {r.dtype}; training data "
+                    "must be real numbers"
+                )
         value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
         parts = [np.asarray(pg.unwrap(value)).reshape(1)]
         parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
@@ -254,8 +266,15 @@ def one_pass_step(loss: RowLoss, params: Any, data: tuple, *,
     # each task learns which rows it has (to name them in errors) from the row numbers (last:
     # Cubed 0.27's blockwise fails to read a first argument without the contracted axes)
     args += [cubed.arange(sum(rows), chunks=rows[0], spec=data[0].spec), "i"]
-    parts = blockwise(block, "iz", *args, dtype=np.float64, adjust_chunks={"i": 1},
-                      new_axes={"z": width}, extra_projected_mem=extra)  # fmt: skip
+    parts = blockwise(
+        block,
+        "iz",
+        *args,
+        dtype=np.float64,
+        adjust_chunks={"i": 1},
+        new_axes={"z": width},
+        extra_projected_mem=extra,
+    )
 
     # the partial rows are small and Cubed's reduction reads its blocks one at a time: a wide
     # fan-in sums 20 chunks' partials in one task instead of three rounds (5, 2, 1 tasks)
@@ -269,19 +288,23 @@ def _check_finite(rows: list, where: str) -> None:
     for i, r in enumerate(rows):
         xp = r.__array_namespace__()
         if xp.isdtype(r.dtype, "real floating") and not bool(xp.all(xp.isfinite(r))):
-            raise ValueError(f"data argument {i}, {where}: NaN or infinite values; clean the "
-                             "data first")  # fmt: skip
-    raise FloatingPointError(f"{where}: the loss or its gradient is not finite although the "
-                             "data is; lower the learning rate or check the loss")
+            raise ValueError(
+                f"data argument {i}, {where}: NaN or infinite values; clean the data first"
+            )
+    raise FloatingPointError(
+        f"{where}: the loss or its gradient is not finite although the "
+        "data is; lower the learning rate or check the loss"
+    )
 
 
-def unflatten_sums(total: np.ndarray, td: Any, shapes: list[tuple[int, ...]], count: int,
-                   reduction: str) -> tuple[float, Any]:  # fmt: skip
+def unflatten_sums(
+    total: np.ndarray, td: Any, shapes: list[tuple[int, ...]], count: int, reduction: str
+) -> tuple[float, Any]:
     """(loss, grads) from the one-pass sums: divided by ``count`` rows for a mean."""
     scale = 1.0 / count if reduction == "mean" else 1.0
     grads, start = [], 1
     for shape in shapes:
         size = math.prod(shape)
-        grads.append(total[start:start + size].reshape(shape) * scale)
+        grads.append(total[start : start + size].reshape(shape) * scale)
         start += size
     return float(total[0]) * scale, tree_unflatten(td, grads)

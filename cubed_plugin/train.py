@@ -19,9 +19,23 @@ from ._executors import make_spec, measuring_processes, worker_baseline
 from ._fit import FitResult, fit
 from .steps import row_loss
 
-__all__ = ["FitResult", "MemoryRecorder", "Overrun", "Progress", "fit", "init_params",
-           "logreg_loss", "main", "make_spec", "measuring_processes", "mlp_loss", "row_loss",
-           "run", "synthetic", "worker_baseline"]  # fmt: skip
+__all__ = [
+    "FitResult",
+    "MemoryRecorder",
+    "Overrun",
+    "Progress",
+    "fit",
+    "init_params",
+    "logreg_loss",
+    "main",
+    "make_spec",
+    "measuring_processes",
+    "mlp_loss",
+    "row_loss",
+    "run",
+    "synthetic",
+    "worker_baseline",
+]
 
 if __name__ == "__main__":
     run("python -m cubed_plugin.train")

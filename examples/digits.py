@@ -35,8 +35,10 @@ def load(seed: int = 0):
 
 def init_params(key, xp):
     k1, k2 = random.split(key)
-    return {"l1": nn.Linear.init(k1, 64, HIDDEN, xp=xp, dtype=xp.float32),
-            "l2": nn.Linear.init(k2, HIDDEN, 10, xp=xp, dtype=xp.float32)}  # fmt: skip
+    return {
+        "l1": nn.Linear.init(k1, 64, HIDDEN, xp=xp, dtype=xp.float32),
+        "l2": nn.Linear.init(k2, HIDDEN, 10, xp=xp, dtype=xp.float32),
+    }
 
 
 def logits_fn(params, x):
@@ -115,29 +117,41 @@ def main(epochs: int = 30, compare_torch: bool = True) -> dict[str, float]:
             torch_epoch(batches)
             theirs.append(time.perf_counter() - t0)
         if epoch % 10 == 9 or epoch == epochs - 1:
-            print(f"epoch {epoch + 1:3d}  loss {float(metrics['loss']):.4f}  "
-                  f"test accuracy {accuracy(params, xp, x_test, y_test):.4f}")  # fmt: skip
-    same = all(bool(xp.all(a == b)) for a, b in
-               zip(pg.tree_leaves(params), pg.tree_leaves(c_params), strict=True))  # fmt: skip
-    result = {"test_accuracy": accuracy(params, xp, x_test, y_test),
-              "epoch_ms": 1e3 * statistics.median(ours),
-              "compiled_test_accuracy": accuracy(c_params, xp, x_test, y_test),
-              "compiled_epoch_ms": 1e3 * statistics.median(compiled),
-              "compiled_traces": len(compiled_step.traces),
-              "compiled_equals_uncompiled": same}  # fmt: skip
-    print(f"pycograd_xp: test accuracy {result['test_accuracy']:.4f}, "
-          f"{result['epoch_ms']:.1f} ms/epoch (median)")  # fmt: skip
-    print(f"pycograd_xp compiled: test accuracy {result['compiled_test_accuracy']:.4f}, "
-          f"{result['compiled_epoch_ms']:.1f} ms/epoch ({result['compiled_traces']} traces, "
-          f"the same parameters as uncompiled: {same}); compiled / uncompiled = "
-          f"{result['compiled_epoch_ms'] / result['epoch_ms']:.2f}")  # fmt: skip
+            print(
+                f"epoch {epoch + 1:3d}  loss {float(metrics['loss']):.4f}  "
+                f"test accuracy {accuracy(params, xp, x_test, y_test):.4f}"
+            )
+    same = all(
+        bool(xp.all(a == b))
+        for a, b in zip(pg.tree_leaves(params), pg.tree_leaves(c_params), strict=True)
+    )
+    result = {
+        "test_accuracy": accuracy(params, xp, x_test, y_test),
+        "epoch_ms": 1e3 * statistics.median(ours),
+        "compiled_test_accuracy": accuracy(c_params, xp, x_test, y_test),
+        "compiled_epoch_ms": 1e3 * statistics.median(compiled),
+        "compiled_traces": len(compiled_step.traces),
+        "compiled_equals_uncompiled": same,
+    }
+    print(
+        f"pycograd_xp: test accuracy {result['test_accuracy']:.4f}, "
+        f"{result['epoch_ms']:.1f} ms/epoch (median)"
+    )
+    print(
+        f"pycograd_xp compiled: test accuracy {result['compiled_test_accuracy']:.4f}, "
+        f"{result['compiled_epoch_ms']:.1f} ms/epoch ({result['compiled_traces']} traces, "
+        f"the same parameters as uncompiled: {same}); compiled / uncompiled = "
+        f"{result['compiled_epoch_ms'] / result['epoch_ms']:.2f}"
+    )
     if torch_epoch is not None:
         result["torch_epoch_ms"] = 1e3 * statistics.median(theirs)
         result["torch_test_accuracy"] = torch_acc(x_test, y_test)
-        print(f"PyTorch CPU: test accuracy {result['torch_test_accuracy']:.4f}, "
-              f"{result['torch_epoch_ms']:.1f} ms/epoch; pycograd_xp / PyTorch = "
-              f"{result['epoch_ms'] / result['torch_epoch_ms']:.2f}, compiled / PyTorch = "
-              f"{result['compiled_epoch_ms'] / result['torch_epoch_ms']:.2f}")  # fmt: skip
+        print(
+            f"PyTorch CPU: test accuracy {result['torch_test_accuracy']:.4f}, "
+            f"{result['torch_epoch_ms']:.1f} ms/epoch; pycograd_xp / PyTorch = "
+            f"{result['epoch_ms'] / result['torch_epoch_ms']:.2f}, compiled / PyTorch = "
+            f"{result['compiled_epoch_ms'] / result['torch_epoch_ms']:.2f}"
+        )
     return result
 
 

@@ -32,23 +32,28 @@ def main(out: str = "docs/memory_projection.png") -> None:
     sizes = [784, 1024, 1024, 1024, 10]
     batch = 512
     # from specs: nothing is allocated
-    specs = [(memory.spec((m, n)), memory.spec(n)) for m, n in zip(sizes[:-1], sizes[1:],
-                                                                    strict=True)]  # fmt: skip
+    specs = [
+        (memory.spec((m, n)), memory.spec(n)) for m, n in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
     p = memory.project(loss, specs, memory.spec((batch, sizes[0])), xp.zeros(batch, dtype=xp.int64))
     print("\n".join(str(p).splitlines()[:12]), "\n   ...")
     p.check("2GB")  # raises MemoryLimitError, before anything runs, if the step would not fit
 
     rng = np.random.default_rng(0)
-    params = [(xp.asarray(rng.standard_normal((m, n)) / m**0.5), xp.zeros(n))
-              for m, n in zip(sizes[:-1], sizes[1:], strict=True)]  # fmt: skip
+    params = [
+        (xp.asarray(rng.standard_normal((m, n)) / m**0.5), xp.zeros(n))
+        for m, n in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
     x = xp.asarray(rng.standard_normal((batch, sizes[0])))
     labels = xp.asarray(rng.integers(0, 10, batch))
     m = memory.measure(loss, params, x, labels)
-    print(f"step: projected {p.peak_bytes / 1e6:.1f} MB, measured {m.peak_bytes / 1e6:.1f} MB "
-          f"(ratio {m.peak_bytes / p.traced_peak_bytes:.3f}, tracemalloc's scale); forward "
-          f"alone: projected {p.forward_peak_bytes / 1e6:.1f} MB, measured "
-          f"{m.forward_peak_bytes / 1e6:.1f} MB; resident-set growth of the step "
-          f"{(m.resident_peak_bytes or 0) / 1e6:.1f} MB")
+    print(
+        f"step: projected {p.peak_bytes / 1e6:.1f} MB, measured {m.peak_bytes / 1e6:.1f} MB "
+        f"(ratio {m.peak_bytes / p.traced_peak_bytes:.3f}, tracemalloc's scale); forward "
+        f"alone: projected {p.forward_peak_bytes / 1e6:.1f} MB, measured "
+        f"{m.forward_peak_bytes / 1e6:.1f} MB; resident-set growth of the step "
+        f"{(m.resident_peak_bytes or 0) / 1e6:.1f} MB"
+    )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     p.plot(out, measured=m, title="MLP 784-1024x3-10, batch 512, float64: one gradient step")
     print(f"wrote {out}")

@@ -31,11 +31,31 @@ from .namespace import Array, AxisError, namespace
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [
-    "Array", "AxisError", "TracingError", "custom_jvp", "custom_vjp", "enable_grad",
-    "grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "namespace", "no_grad", "remat",
-    "stop_gradient", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "unwrap",
-    "value_and_grad", "vjp", "vmap",
-]  # fmt: skip
+    "Array",
+    "AxisError",
+    "TracingError",
+    "custom_jvp",
+    "custom_vjp",
+    "enable_grad",
+    "grad",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "linearize",
+    "namespace",
+    "no_grad",
+    "remat",
+    "stop_gradient",
+    "tree_flatten",
+    "tree_leaves",
+    "tree_map",
+    "tree_unflatten",
+    "unwrap",
+    "value_and_grad",
+    "vjp",
+    "vmap",
+]
 # ``compile`` is public (``pycograd_xp.compile``) but left out of ``__all__``: a star import
 # must not shadow Python's builtin of the same name.
 __version__ = "0.1.0"

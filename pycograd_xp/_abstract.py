@@ -77,8 +77,16 @@ class Tracker:
             self.peak, self.peak_event = during, len(self.events)
         self.traced_peak = max(self.traced_peak, during - self.native)
         self.native = 0
-        self.events.append(Event(op, self.phase, [(o.shape, o.dtype.name, o.nbytes) for o in
-                                                  outs], transient, self.live, during))  # fmt: skip
+        self.events.append(
+            Event(
+                op,
+                self.phase,
+                [(o.shape, o.dtype.name, o.nbytes) for o in outs],
+                transient,
+                self.live,
+                during,
+            )
+        )
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -95,12 +103,27 @@ class AbstractArray(NoValue):
     anything computed it is None, and such shapes are upper bounds.
     """
 
-    __slots__ = ("shape", "dtype", "nbytes", "base", "contiguous", "value", "_tracker",
-                 "__weakref__")  # fmt: skip
+    __slots__ = (
+        "shape",
+        "dtype",
+        "nbytes",
+        "base",
+        "contiguous",
+        "value",
+        "_tracker",
+        "__weakref__",
+    )
     base: AbstractArray | None
 
-    def __init__(self, shape: Any, dtype: Any, *, base: AbstractArray | None = None,
-                 contiguous: bool = True, value: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        shape: Any,
+        dtype: Any,
+        *,
+        base: AbstractArray | None = None,
+        contiguous: bool = True,
+        value: Any = None,
+    ) -> None:
         self.shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in self.shape):
             raise ValueError(f"negative dimensions are not allowed: {self.shape}")
@@ -168,19 +191,26 @@ def _inplace(fname: str) -> Callable[..., Any]:
 # The Python operator behind each function an operator calls: on a backend's own arrays ``a * b``
 # is not always ``multiply(a, b)`` (NumPy's 0-d results are scalars, whose operators use their
 # own arithmetic), so a compile trace records the operator, and its replay calls that.
-PYTHON_OPERATORS = {**{f: getattr(operator, op.rstrip("_") + ("_" if op in ("and", "or") else ""))
-                       for op, f in BINARY_OPERATORS.items()},
-                    **{f: getattr(operator, op) for op, f in COMPARISONS.items()},
-                    "negative": operator.neg, "positive": operator.pos, "abs": operator.abs,
-                    "bitwise_invert": operator.invert}  # fmt: skip
+PYTHON_OPERATORS = {
+    **{
+        f: getattr(operator, op.rstrip("_") + ("_" if op in ("and", "or") else ""))
+        for op, f in BINARY_OPERATORS.items()
+    },
+    **{f: getattr(operator, op) for op, f in COMPARISONS.items()},
+    "negative": operator.neg,
+    "positive": operator.pos,
+    "abs": operator.abs,
+    "bitwise_invert": operator.invert,
+}
 
 
 def _by_operator(self: AbstractArray, fname: str) -> Callable[..., Any]:
     if CURRENT.recorder is None:
         return getattr(ABSTRACT, fname)
     prim = REGISTRY[fname]
-    return lambda *args: CURRENT.recorder.call(prim, prim.shape, args, {},
-                                               via=PYTHON_OPERATORS[fname])  # fmt: skip
+    return lambda *args: CURRENT.recorder.call(
+        prim, prim.shape, args, {}, via=PYTHON_OPERATORS[fname]
+    )
 
 
 install_backend_operators(AbstractArray, _by_operator, _inplace)
@@ -221,22 +251,27 @@ def matmul_into_shape(x1: Any, x2: Any) -> tuple[int, ...]:
     """The shape of ``matmul(x1, x2)`` for operands of two or more axes; a clear error where
     they do not match."""
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-2]:
-        raise ValueError(f"matmul_into: operands {x1.shape} and {x2.shape} do not match: "
-                         "expected (..., n, k) and (..., k, m)")  # fmt: skip
+        raise ValueError(
+            f"matmul_into: operands {x1.shape} and {x2.shape} do not match: "
+            "expected (..., n, k) and (..., k, m)"
+        )
     return np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-1])
 
 
 class _Info:
     def capabilities(self) -> dict[str, Any]:
-        return {"boolean indexing": True, "data-dependent shapes": True,
-                "max dimensions": 64}  # fmt: skip
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
 
     def default_device(self) -> str:
         return "cpu"
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
-        return {"real floating": np.dtype("float64"), "complex floating": np.dtype("complex128"),
-                "integral": np.dtype("int64"), "indexing": np.dtype("int64")}  # fmt: skip
+        return {
+            "real floating": np.dtype("float64"),
+            "complex floating": np.dtype("complex128"),
+            "integral": np.dtype("int64"),
+            "indexing": np.dtype("int64"),
+        }
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
         names: tuple[str, ...] | list[str] = DTYPE_NAMES
@@ -258,6 +293,12 @@ def populate() -> None:
     info = _Info()
     ABSTRACT.__dict__.update(
         {n: np.dtype(n) for n in DTYPE_NAMES},
-        __array_api_version__="2025.12", __array_namespace_info__=lambda: info,
-        e=math.e, inf=math.inf, nan=math.nan, pi=math.pi, newaxis=None, Array=AbstractArray,
-    )  # fmt: skip
+        __array_api_version__="2025.12",
+        __array_namespace_info__=lambda: info,
+        e=math.e,
+        inf=math.inf,
+        nan=math.nan,
+        pi=math.pi,
+        newaxis=None,
+        Array=AbstractArray,
+    )

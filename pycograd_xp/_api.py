@@ -19,8 +19,15 @@ __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_a
 
 # The node each differentiated input gets inside a trace: identity onto the caller's value, so
 # an outer trace (grad of grad) sees through it.
-INPUT = Primitive("input", "general", None, None, (), vjp=lambda ns, g, out, x: (g,),
-                  jvp=lambda ns, t, out, x: t[0])
+INPUT = Primitive(
+    "input",
+    "general",
+    None,
+    None,
+    (),
+    vjp=lambda ns, g, out, x: (g,),
+    jvp=lambda ns, t, out, x: t[0],
+)
 
 
 class no_grad:  # noqa: N801 - the name PyTorch users know
@@ -105,16 +112,18 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
     if top is not None and a._backend.level < top._backend.level:  # inside vmap: that level
         a = top._make(top._backend.lift(a))
     parents = [(0, a._node)] if a._node is not None else []
-    node = _tape.Node(INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),),
-                      {}, None, parents)  # fmt: skip
+    node = _tape.Node(
+        INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),), {}, None, parents
+    )
     t = make(type(a), a._data, node)
     if FORWARD.hook is not None and parents:  # inside jvp: the input carries its tangent
         FORWARD.hook(node, t, (a,), {})
     return t, _Input(node, a._data, type(a))
 
 
-def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...],
-           where: str) -> tuple[Any, list, list]:  # fmt: skip
+def _trace(
+    f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...], where: str
+) -> tuple[Any, list, list]:
     """Run ``f`` with the ``argnums`` arguments tracked.
 
     Returns (output, inputs, structures): per argnum, the list of :class:`_Input` of its leaves
@@ -126,8 +135,7 @@ def _trace(f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int,
         leaves, td = tree_flatten(args[i])
         tracked, captured = [], []
         for j, lf in enumerate(leaves):
-            t, c = _track(lf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf"
-                                                         else ""))  # fmt: skip
+            t, c = _track(lf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf" else ""))
             tracked.append(t)
             captured.append(c)
         inputs.append(captured)
@@ -143,15 +151,26 @@ def _nested(inputs: list) -> bool:
     return GRAD_DEPTH.value > 1 or any(c.node.parents for cs in inputs for c in cs)
 
 
-def _pull(out_leaves: list, cts: list, inputs: list, structures: list, *, retain: bool,
-          create: bool) -> list:  # fmt: skip
+def _pull(
+    out_leaves: list, cts: list, inputs: list, structures: list, *, retain: bool, create: bool
+) -> list:
     """Backward from ``out_leaves`` with cotangents ``cts``; one gradient tree per argnum."""
-    roots = [(o._node, c._data if not create else c) for o, c in zip(out_leaves, cts,
-                                                                       strict=True)
-             if isinstance(o, Array) and o._node is not None]  # fmt: skip
+    roots = [
+        (o._node, c._data if not create else c)
+        for o, c in zip(out_leaves, cts, strict=True)
+        if isinstance(o, Array) and o._node is not None
+    ]
     # A differentiable backward pass goes through the forward residuals again later: keep them.
-    found = _tape.backward(roots, targets=[c.node for cs in inputs for c in cs],
-                           retain_graph=retain or create, create_graph=create) if roots else {}
+    found = (
+        _tape.backward(
+            roots,
+            targets=[c.node for cs in inputs for c in cs],
+            retain_graph=retain or create,
+            create_graph=create,
+        )
+        if roots
+        else {}
+    )
     grads = []
     for cs, td in zip(inputs, structures, strict=True):
         leaves = []
@@ -191,8 +210,9 @@ def _check_out(out: Any, where: str, scalar: bool) -> None:
             )
 
 
-def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+def value_and_grad(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """``f``'s value and its gradient with respect to the ``argnums`` arguments.
 
     ``f`` must return a real scalar array (or ``(scalar, aux)`` with ``has_aux``). Arguments may
@@ -209,8 +229,9 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
             res, inputs, structures = _trace(f, args, kwargs, nums, where)
             if has_aux:
                 if not (isinstance(res, tuple) and len(res) == 2):
-                    raise TypeError(f"{where}: with has_aux=True the function must return "
-                                    "a pair (output, aux)")  # fmt: skip
+                    raise TypeError(
+                        f"{where}: with has_aux=True the function must return a pair (output, aux)"
+                    )
                 out, aux = res
             else:
                 out, aux = res, None
@@ -231,8 +252,9 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
     return wrapped
 
 
-def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
-         has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+def grad(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The gradient of the real scalar function ``f`` (see :func:`value_and_grad`)."""
     vg = value_and_grad(f, argnums, has_aux)
 
@@ -263,24 +285,33 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
         ct_leaves, ct_td = tree_flatten(cotangent)
         if not same_structure(ct_td, out_td):
-            raise ValueError(f"{where}: the cotangent's structure {ct_td!r} differs from the "
-                             f"output's {out_td!r}")  # fmt: skip
+            raise ValueError(
+                f"{where}: the cotangent's structure {ct_td!r} differs from the output's {out_td!r}"
+            )
         for o, c in zip(out_leaves, ct_leaves, strict=True):
-            if not isinstance(c, Array) or (type(c) is not type(o)
-                                            and c._backend.level <= o._backend.level):
+            if not isinstance(c, Array) or (
+                type(c) is not type(o) and c._backend.level <= o._backend.level
+            ):
                 raise TypeError(f"{where}: each cotangent must be an array of {o._ns.__name__}")
             if c.shape != o.shape:
-                raise ValueError(f"{where}: a cotangent has shape {c.shape}, but the output "
-                                 f"has shape {o.shape}")  # fmt: skip
+                raise ValueError(
+                    f"{where}: a cotangent has shape {c.shape}, but the output has shape {o.shape}"
+                )
         GRAD_DEPTH.value += 1
         try:
             # a cotangent batched by vmap: the rules run on the namespace, which hands each
             # call to the batched level
-            create = nested or GRAD_DEPTH.value > 1 or any(
-                c._node is not None or c._backend.level > o._backend.level
-                for c, o in zip(ct_leaves, out_leaves, strict=True))
-            return tuple(_pull(out_leaves, ct_leaves, inputs, structures, retain=True,
-                               create=create))  # fmt: skip
+            create = (
+                nested
+                or GRAD_DEPTH.value > 1
+                or any(
+                    c._node is not None or c._backend.level > o._backend.level
+                    for c, o in zip(ct_leaves, out_leaves, strict=True)
+                )
+            )
+            return tuple(
+                _pull(out_leaves, ct_leaves, inputs, structures, retain=True, create=create)
+            )
         finally:
             GRAD_DEPTH.value -= 1
 

@@ -79,10 +79,14 @@ def _tracked(args: tuple) -> list:
 def _check_out(out: Any, where: str) -> Any:
     if isinstance(out, list):
         out = tuple(out)
-    if not (isinstance(out, Array) or (isinstance(out, tuple) and out and all(
-            isinstance(o, Array) for o in out))):  # fmt: skip
-        raise TypeError(f"{where}: the function must return an array or a tuple of arrays, "
-                        f"got {type(out).__name__}")  # fmt: skip
+    if not (
+        isinstance(out, Array)
+        or (isinstance(out, tuple) and out and all(isinstance(o, Array) for o in out))
+    ):
+        raise TypeError(
+            f"{where}: the function must return an array or a tuple of arrays, "
+            f"got {type(out).__name__}"
+        )
     return out
 
 
@@ -118,16 +122,21 @@ class custom_vjp:  # noqa: N801 - JAX's name
                 ct = tuple(_ours(ops, g)) if isinstance(g, list) else _ours(ops, g)
                 cts = bwd(residuals, ct)
             if not isinstance(cts, tuple | list) or len(cts) != nargs:
-                raise TypeError(f"{name}: bwd must return a tuple of {nargs} cotangent(s), one "
-                                f"per argument of f")  # fmt: skip
+                raise TypeError(
+                    f"{name}: bwd must return a tuple of {nargs} cotangent(s), one "
+                    f"per argument of f"
+                )
             return tuple(_back(ops, c) for c in cts)
 
         def jvp_rule(*_: Any, **__: Any) -> Any:
-            raise TypeError(f"{name}: can't apply forward-mode autodiff (jvp) to a custom_vjp "
-                            "function; use custom_jvp for a rule that serves both modes")
+            raise TypeError(
+                f"{name}: can't apply forward-mode autodiff (jvp) to a custom_vjp "
+                "function; use custom_jvp for a rule that serves both modes"
+            )
 
-        prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=vjp_rule,
-                         jvp=jvp_rule)  # fmt: skip
+        prim = Primitive(
+            name, "general", None, None, (), signature=_ARGS, vjp=vjp_rule, jvp=jvp_rule
+        )
         return record(prim, ns, out, args, {})
 
 
@@ -156,8 +165,10 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
         def jvp_rule(ops: Any, tangents: tuple, o: Any, *a: Any) -> Any:
             a = _ours(ops, a)
-            ts = tuple(ns.zeros_like(x) if t is None and isinstance(x, Array) else _ours(ops, t)
-                       for x, t in zip(a, tangents, strict=True))  # fmt: skip
+            ts = tuple(
+                ns.zeros_like(x) if t is None and isinstance(x, Array) else _ours(ops, t)
+                for x, t in zip(a, tangents, strict=True)
+            )
             with _inside(me):
                 res = rule(a, ts)
             if not (isinstance(res, tuple) and len(res) == 2):
@@ -168,8 +179,17 @@ class custom_jvp:  # noqa: N801 - JAX's name
         def vjp_rule(ops: Any, g: Any, o: Any, *a: Any) -> tuple:
             return _transpose_jvp(jvp_rule, ops, g, o, a)
 
-        prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=vjp_rule,
-                         jvp=jvp_rule, saves=frozenset({"args", "out"}))  # fmt: skip
+        prim = Primitive(
+            name,
+            "general",
+            None,
+            None,
+            (),
+            signature=_ARGS,
+            vjp=vjp_rule,
+            jvp=jvp_rule,
+            saves=frozenset({"args", "out"}),
+        )
         return record(prim, ns, out, args, {})
 
 
@@ -200,7 +220,14 @@ def _transpose_jvp(jvp_rule: Callable[..., Any], ops: Any, g: Any, o: Any, a: tu
             if to.shape != gi.shape:
                 to = ns.broadcast_to(to, tuple(gi.shape))
             roots.append((to._node, gi))
-        found = _tape.backward(roots, targets=[h for h in handles if h is not None],
-                               create_graph=nested,
-                               retain_graph=nested) if roots else {}  # fmt: skip
+        found = (
+            _tape.backward(
+                roots,
+                targets=[h for h in handles if h is not None],
+                create_graph=nested,
+                retain_graph=nested,
+            )
+            if roots
+            else {}
+        )
     return tuple(found.get(id(h)) if h is not None else None for h in handles)

@@ -76,7 +76,6 @@ def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
         FORWARD.hook = _hook
 
 
-
 def _ours(ns: Any, a: Any) -> Any:
     if isinstance(a, ns._backend.array_type):
         return make(ns.Array, a)
@@ -119,8 +118,11 @@ def transposed_rule(prim: Any) -> Any:
                 if ct is None or t is None:
                     continue
                 if type(t) is list or type(t) is tuple:
-                    pairs += [(c, u) for c, u in zip(ct, t, strict=True)
-                              if c is not None and u is not None]  # fmt: skip
+                    pairs += [
+                        (c, u)
+                        for c, u in zip(ct, t, strict=True)
+                        if c is not None and u is not None
+                    ]
                 else:
                     pairs.append((ct, t))
             roots = []
@@ -130,9 +132,16 @@ def transposed_rule(prim: Any) -> Any:
                 if ct.shape != t.shape or ct.dtype != t.dtype:
                     ct = _tape._fit(ns, ct, t)
                 roots.append((ct._node, t if nested else t._data))
-            found = _tape.backward(roots, targets=[h for h in handles if h is not None],
-                                   create_graph=nested,
-                                   retain_graph=nested) if roots else {}  # fmt: skip
+            found = (
+                _tape.backward(
+                    roots,
+                    targets=[h for h in handles if h is not None],
+                    create_graph=nested,
+                    retain_graph=nested,
+                )
+                if roots
+                else {}
+            )
         res = []
         for h in handles:
             r = found.get(id(h)) if h is not None else None
@@ -198,7 +207,8 @@ def _fit(ops: Any, t: Any, like: Any) -> Any:
         t = ops.broadcast_to(t, tuple(like.shape))
     if t.dtype != like.dtype:
         if ops.isdtype(t.dtype, "complex floating") and not ops.isdtype(
-                like.dtype, "complex floating"):  # fmt: skip
+            like.dtype, "complex floating"
+        ):
             t = ops.real(t)
         t = ops.astype(t, like.dtype)
     return t
@@ -216,8 +226,9 @@ def _tracked(a: Any) -> bool:
     return isinstance(a, Array) and a._node is not None
 
 
-def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
-        has_aux: bool = False) -> tuple[Any, ...]:  # fmt: skip
+def jvp(
+    f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False
+) -> tuple[Any, ...]:
     """``(f(*primals), J tangents)``: the value of ``f`` and its directional derivative.
 
     ``primals`` and ``tangents`` are tuples (or lists) of the same structure: pytrees of
@@ -228,25 +239,32 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     """
     where = f"jvp({getattr(f, '__name__', 'f')})"
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
-        raise TypeError(f"{where}: primals and tangents must be tuples (one entry per "
-                        f"argument of f), got {type(primals).__name__} and "
-                        f"{type(tangents).__name__}")  # fmt: skip
+        raise TypeError(
+            f"{where}: primals and tangents must be tuples (one entry per "
+            f"argument of f), got {type(primals).__name__} and "
+            f"{type(tangents).__name__}"
+        )
     p_leaves, p_td = tree_flatten(tuple(primals))
     t_leaves, t_td = tree_flatten(tuple(tangents))
     if p_td != t_td:
-        raise ValueError(f"{where}: the tangents' structure {t_td!r} differs from the primals' "
-                         f"{p_td!r}")  # fmt: skip
+        raise ValueError(
+            f"{where}: the tangents' structure {t_td!r} differs from the primals' {p_td!r}"
+        )
     top = BATCH.ns  # inside vmap: primals and tangents of lower levels enter unbatched
     if top is not None:
         p_leaves = [_lift(top, a) for a in p_leaves]
         t_leaves = [_lift(top, a) for a in t_leaves]
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves, strict=True)):
         if not isinstance(t, Array) or type(t) is not type(p):
-            raise TypeError(f"{where}: tangent {i} must be an array of the primal's namespace, "
-                            f"got {type(t).__name__}")  # fmt: skip
+            raise TypeError(
+                f"{where}: tangent {i} must be an array of the primal's namespace, "
+                f"got {type(t).__name__}"
+            )
         if t.shape != p.shape or t.dtype != p.dtype:
-            raise ValueError(f"{where}: tangent {i} has shape {t.shape} and dtype {t.dtype}; "
-                             f"its primal has shape {p.shape} and dtype {p.dtype}")  # fmt: skip
+            raise ValueError(
+                f"{where}: tangent {i} has shape {t.shape} and dtype {t.dtype}; "
+                f"its primal has shape {p.shape} and dtype {p.dtype}"
+            )
     nested = any(_tracked(a) for a in p_leaves) or any(_tracked(a) for a in t_leaves)
     tracked, inputs = [], []
     for i, p in enumerate(p_leaves):
@@ -280,8 +298,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
     return value, tangent
 
 
-def linearize(f: Callable[..., Any], *primals: Any,
-              has_aux: bool = False) -> tuple[Any, ...]:  # fmt: skip
+def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), f_jvp)`` as JAX's ``linearize``: ``f_jvp(*tangents)`` is the JVP of ``f``
     at the fixed ``primals`` (``jvp(f, primals, tangents)[1]``), one tangent pytree per primal.
     With ``has_aux``, ``(out, f_jvp, aux)``.
@@ -297,8 +314,10 @@ def linearize(f: Callable[..., Any], *primals: Any,
     leaves, td = tree_flatten(primals)
     for i, a in enumerate(leaves):
         if not isinstance(a, Array):
-            raise TypeError(f"{where}: primal leaf {i} is a {type(a).__name__}, not an array of "
-                            "a pycograd_xp namespace; convert it with xp.asarray(...)")  # fmt: skip
+            raise TypeError(
+                f"{where}: primal leaf {i} is a {type(a).__name__}, not an array of "
+                "a pycograd_xp namespace; convert it with xp.asarray(...)"
+            )
     # Fresh array objects holding the values passed, their buffers protected as the tape's
     # residuals are: a later write while recording copies, one under no_grad is detected.
     fixed = tree_unflatten(td, [make(type(a), a._data, a._node) for a in leaves])
@@ -311,14 +330,17 @@ def linearize(f: Callable[..., Any], *primals: Any,
 
     def f_jvp(*tangents: Any) -> Any:
         if len(tangents) != len(fixed):
-            raise TypeError(f"{where}: f_jvp takes one tangent per primal ({len(fixed)}), got "
-                            f"{len(tangents)}")  # fmt: skip
+            raise TypeError(
+                f"{where}: f_jvp takes one tangent per primal ({len(fixed)}), got {len(tangents)}"
+            )
         for i, a in enumerate(leaves):
             if _tape._written_since(a._backend, a._data, seq):
-                raise RuntimeError(f"{where}: primal leaf {i} was modified in place after "
-                                   "linearize (e.g. under no_grad()), so f_jvp would use the "
-                                   "new value; linearize again, or modify a copy "
-                                   "(xp.asarray(x, copy=True))")  # fmt: skip
+                raise RuntimeError(
+                    f"{where}: primal leaf {i} was modified in place after "
+                    "linearize (e.g. under no_grad()), so f_jvp would use the "
+                    "new value; linearize again, or modify a copy "
+                    "(xp.asarray(x, copy=True))"
+                )
         return jvp(f, fixed, tangents, has_aux=has_aux)[1]
 
     return (out, f_jvp, aux) if has_aux else (out, f_jvp)
@@ -334,14 +356,22 @@ def linearize(f: Callable[..., Any], *primals: Any,
 def _basis_batch(x: Array, total: int, offset: int) -> Array:
     """Rows ``offset .. offset + x.size`` of the ``total``-square identity's columns, as a batch
     of ``total`` arrays shaped like ``x`` (of ``x``'s dtype)."""
-    return constant_like(x, lambda bk, kw: bk.reshape(
-        bk.eye(total, x.size, k=-offset, dtype=x.dtype, **kw), (total, *x.shape)))
+    return constant_like(
+        x,
+        lambda bk, kw: bk.reshape(
+            bk.eye(total, x.size, k=-offset, dtype=x.dtype, **kw), (total, *x.shape)
+        ),
+    )
 
 
 def _basis(o: Array, k: int) -> Array:
     """The ``k``-th basis vector of ``o``'s flattened space, an array like ``o``."""
-    e = constant_like(o, lambda bk, kw: bk.reshape(
-        bk.eye(1, o.size if o.ndim else 1, k=k, dtype=o.dtype, **kw), o.shape))
+    e = constant_like(
+        o,
+        lambda bk, kw: bk.reshape(
+            bk.eye(1, o.size if o.ndim else 1, k=k, dtype=o.dtype, **kw), o.shape
+        ),
+    )
     return _lift(o._ns, e) if o._backend.level else e
 
 
@@ -384,8 +414,7 @@ def _jac_tree(out_td: Any, per_out: list, in_tds: list, argnums: Any) -> Any:
     return tree_unflatten(out_td, leaves)
 
 
-def _rev_batched(pull: Callable[..., Any], out_leaves: list, out_td: Any,
-                 in_flat: list) -> list:  # fmt: skip
+def _rev_batched(pull: Callable[..., Any], out_leaves: list, out_td: Any, in_flat: list) -> list:
     """Every block at once: the pullback ``vmap``-ed over the identity's rows."""
     offs = _offsets(out_leaves)
     cts = [_basis_batch(o, offs[-1], offs[i]) for i, o in enumerate(out_leaves)]
@@ -393,9 +422,15 @@ def _rev_batched(pull: Callable[..., Any], out_leaves: list, out_td: Any,
     per_out = []
     for oi, o in enumerate(out_leaves):
         lo, hi = offs[oi], offs[oi + 1]
-        per_out.append([[o._ns.reshape(r[lo:hi, ...], (*o.shape, *x.shape))
-                         for r, x in zip(tree_flatten(rows[a])[0], leaves, strict=True)]
-                        for a, (leaves, _) in enumerate(in_flat)])  # fmt: skip
+        per_out.append(
+            [
+                [
+                    o._ns.reshape(r[lo:hi, ...], (*o.shape, *x.shape))
+                    for r, x in zip(tree_flatten(rows[a])[0], leaves, strict=True)
+                ]
+                for a, (leaves, _) in enumerate(in_flat)
+            ]
+        )
     return per_out
 
 
@@ -407,15 +442,27 @@ def _rev_loop(pull: Callable[..., Any], out_leaves: list, out_td: Any, in_flat: 
         for k in range(o.size):
             cts = [_basis(o, k) if j == oi else _zeros(q) for j, q in enumerate(out_leaves)]
             rows.append(pull(tree_unflatten(out_td, cts)))
-        per_out.append([[_assemble(o._ns, [tree_flatten(r[a])[0][li] for r in rows],
-                                   tuple(o.shape), tuple(x.shape), rows=True)
-                         for li, x in enumerate(leaves)]
-                        for a, (leaves, _) in enumerate(in_flat)])  # fmt: skip
+        per_out.append(
+            [
+                [
+                    _assemble(
+                        o._ns,
+                        [tree_flatten(r[a])[0][li] for r in rows],
+                        tuple(o.shape),
+                        tuple(x.shape),
+                        rows=True,
+                    )
+                    for li, x in enumerate(leaves)
+                ]
+                for a, (leaves, _) in enumerate(in_flat)
+            ]
+        )
     return per_out
 
 
-def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
-           has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+def jacrev(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by reverse mode: one
     ``vjp``, its pullback ``vmap``-ed over the rows of an identity (one batched backward pass).
     Each output leaf of shape ``S`` and input leaf of shape ``T`` give a block of shape
@@ -443,8 +490,8 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
         # the batched backward is a differentiable one (create_graph): its nodes stay only for
         # an outer transform (hessian's jvp, an outer grad), as grad's result does
         nested = GRAD_DEPTH.value > 0 or any(
-            isinstance(x, Array) and x._node is not None
-            for leaves, _ in in_flat for x in leaves)  # fmt: skip
+            isinstance(x, Array) and x._node is not None for leaves, _ in in_flat for x in leaves
+        )
         jac = _api._finish(jac, nested)
         return (jac, res[2]) if has_aux else jac
 
@@ -466,7 +513,7 @@ def _fwd_batched(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
     res = _vmap.vmap(push, out_axes=(0, None) if has_aux else 0)(ts)
     tan, aux = res if has_aux else (res, None)
     t_leaves, out_td = tree_flatten(tan)
-    columns = [[t[offs[li]:offs[li + 1], ...] for t in t_leaves] for li in range(len(p_leaves))]
+    columns = [[t[offs[li] : offs[li + 1], ...] for t in t_leaves] for li in range(len(p_leaves))]
     return columns, [tuple(t.shape[1:]) for t in t_leaves], out_td, aux
 
 
@@ -490,14 +537,21 @@ def _fwd_loop(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
         res = g(*primals)
         out, aux = res if has_aux else (res, None)
         out_leaves, out_td = tree_flatten(out)
-    blocks = [[o._ns.stack([c[oi] for c in cols]) if cols else
-               o._ns.zeros((0, *o.shape), dtype=o.dtype)
-               for oi, o in enumerate(out_leaves)] for cols in columns]  # fmt: skip
+    blocks = [
+        [
+            o._ns.stack([c[oi] for c in cols])
+            if cols
+            else o._ns.zeros((0, *o.shape), dtype=o.dtype)
+            for oi, o in enumerate(out_leaves)
+        ]
+        for cols in columns
+    ]
     return blocks, [tuple(o.shape) for o in out_leaves], out_td, aux
 
 
-def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
-           has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+def jacfwd(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode: ``jvp``
     ``vmap``-ed over the basis tangents of the inputs (one batched forward pass). Same layout as
     :func:`jacrev`. Where a row of the forward pass cannot batch, one ``jvp`` per input
@@ -521,8 +575,12 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
             per_arg, start = [], 0
             for leaves, _ in in_flat:
                 blocks = [columns[start + li][oi] for li in range(len(leaves))]
-                per_arg.append([b._ns.reshape(b._ns.moveaxis(b, 0, -1), (*shape, *x.shape))
-                                for b, x in zip(blocks, leaves, strict=True)])  # fmt: skip
+                per_arg.append(
+                    [
+                        b._ns.reshape(b._ns.moveaxis(b, 0, -1), (*shape, *x.shape))
+                        for b, x in zip(blocks, leaves, strict=True)
+                    ]
+                )
                 start += len(leaves)
             per_out.append(per_arg)
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
@@ -531,8 +589,9 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
     return wrapped
 
 
-def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0,
-            has_aux: bool = False) -> Callable[..., Any]:  # fmt: skip
+def hessian(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The Hessian of the real scalar function ``f``: forward over reverse,
     ``jacfwd(jacrev(f))``. Blocks of shape ``T1 + T2`` per pair of input leaves."""
     return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -39,9 +39,11 @@ class NoValue:
     TRACED_BY = "pycograd_xp.memory.project, pycograd_xp.compile"
 
     def _no_value(self, how: str) -> Any:
-        raise TypeError(f"{how} of an array while tracing ({self.TRACED_BY}): a traced "
-                        "function's arrays have no value, so it cannot branch on array values "
-                        "(use xp.where)")  # fmt: skip
+        raise TypeError(
+            f"{how} of an array while tracing ({self.TRACED_BY}): a traced "
+            "function's arrays have no value, so it cannot branch on array values "
+            "(use xp.where)"
+        )
 
     def __bool__(self) -> bool:
         return self._no_value("bool()")
@@ -71,8 +73,14 @@ class HostScalar(NoValue):
     name: str
     __array_ufunc__ = None  # a backend's ufunc given one raises instead of making object arrays
 
-    def __init__(self, op: Callable[..., Any] | None, args: tuple, example: Any,
-                 index: int = -1, name: str = "") -> None:  # fmt: skip
+    def __init__(
+        self,
+        op: Callable[..., Any] | None,
+        args: tuple,
+        example: Any,
+        index: int = -1,
+        name: str = "",
+    ) -> None:
         self.op, self.args, self.example, self.index = op, args, example, index
         self.name = name or (args[0].name if args and isinstance(args[0], HostScalar) else "?")
 
@@ -131,6 +139,8 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
     _op, _rop = _binary(getattr(operator, _name))
     setattr(HostScalar, f"__{_name}__", _op)
     setattr(HostScalar, f"__r{_name}__", _rop)
+
+
 def _unary(fn: Callable[[Any], Any]) -> Callable[[HostScalar], HostScalar]:
     return lambda self: _apply(fn, (self,))
 

@@ -45,8 +45,21 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 LINALG_ALIASES = ("matmul", "matrix_transpose", "tensordot", "vecdot")
 
 # The standard's dtypes and constants, by name.
-DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float32", "float64", "complex64", "complex128")  # fmt: skip
+DTYPE_NAMES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 
 
@@ -108,8 +121,11 @@ class Primitive:
         if self.kind == "binary":
             return ("x1", "x2")
         assert self.signature is not None
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                 inspect.Parameter.VAR_POSITIONAL)  # fmt: skip
+        kinds = (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.VAR_POSITIONAL,
+        )
         return tuple(p.name for p in self.signature.parameters.values() if p.kind in kinds)
 
     @property
@@ -119,7 +135,6 @@ class Primitive:
     @property
     def short_name(self) -> str:
         return self.name.rpartition(".")[2]
-
 
     # -- attaching the rules (in the row's block of its ``pycograd_xp.ops`` module) -------------
     # Each attaches once (a second declaration is an error) and returns the rule, so a method
@@ -146,9 +161,16 @@ class Primitive:
             for k, v in old.items():
                 object.__setattr__(self, k, v)
 
-    def defvjp(self, rule: Callable[..., Any] | None = None, /, *, saves: tuple[str, ...] = (),
-               diff_kwargs: tuple[str, ...] = (), takes_needs: bool = False,
-               takes_owned: bool = False) -> Any:  # fmt: skip
+    def defvjp(
+        self,
+        rule: Callable[..., Any] | None = None,
+        /,
+        *,
+        saves: tuple[str, ...] = (),
+        diff_kwargs: tuple[str, ...] = (),
+        takes_needs: bool = False,
+        takes_owned: bool = False,
+    ) -> Any:
         """Attach the VJP ``rule(ns, g, out, <the function's arguments>)``.
 
         ``saves`` names the arguments (or ``"out"``) the rule reads data from; the tape keeps
@@ -163,7 +185,10 @@ class Primitive:
         """
         if rule is None:
             return lambda r: self.defvjp(
-                r, saves=saves, diff_kwargs=diff_kwargs, takes_needs=takes_needs,
+                r,
+                saves=saves,
+                diff_kwargs=diff_kwargs,
+                takes_needs=takes_needs,
                 takes_owned=takes_owned,
             )
         if self.vjp is not None or self.nondiff:
@@ -195,8 +220,9 @@ class Primitive:
         self.nondiff = True
         self.sites["vjp"] = _site()
 
-    def defshape(self, rule: Callable[..., Any], *,
-                 memory: Callable[..., int] | None = None) -> Any:  # fmt: skip
+    def defshape(
+        self, rule: Callable[..., Any], *, memory: Callable[..., int] | None = None
+    ) -> Any:
         """Attach the abstract-evaluation ``rule(a, <the function's arguments>)`` (and the bytes
         of its transients, ``memory(out, <arguments>)``)."""
         if self.shape is not None:
@@ -221,6 +247,7 @@ class Primitive:
             raise RuntimeError(f"{self.name}: batching rule declared twice")
         self.unbatchable = reason
         self.sites["batch"] = _site()
+
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -289,15 +316,17 @@ class UnbatchableError(NotImplementedError):
     and fall back to one pass per basis vector."""
 
 
-
 def freeze() -> None:
     """Freeze every row: after ``pycograd_xp.ops`` is imported no rule attaches or changes."""
     for prim in REGISTRY.values():
         object.__setattr__(prim, "_frozen", True)
 
 
-def namespace_module(mod: ModuleType, function: Callable[[Primitive], Any],
-                     method: Callable[[Primitive], Any] | None = None) -> ModuleType:  # fmt: skip
+def namespace_module(
+    mod: ModuleType,
+    function: Callable[[Primitive], Any],
+    method: Callable[[Primitive], Any] | None = None,
+) -> ModuleType:
     """Fill ``mod`` from the table, as every namespace is made (ours, vmap's, the abstract one,
     compile's tracing one): ``function(row)`` for each row (None: the namespace has no such
     function), in the module or its ``linalg``/``fft`` extension, which are set as attributes;
@@ -319,4 +348,3 @@ def namespace_module(mod: ModuleType, function: Callable[[Primitive], Any],
             setattr(ext["linalg"], alias, getattr(mod, alias))
     mod.linalg, mod.fft = ext["linalg"], ext["fft"]  # type: ignore[attr-defined]
     return mod
-

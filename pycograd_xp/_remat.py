@@ -34,8 +34,9 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
     def rule(ops: Any, g: Any, out: Any, *args: Any) -> tuple[Any, ...]:
         ns = namespace_of(ops)
         raw = ops is not ns  # first order: backend arrays in and out
-        arrays = [make(ns.Array, a) if raw and isinstance(a, ns._backend.array_type) else a
-                  for a in args]  # fmt: skip
+        arrays = [
+            make(ns.Array, a) if raw and isinstance(a, ns._backend.array_type) else a for a in args
+        ]
         picks = [i for i, a in enumerate(arrays) if isinstance(a, Array)]
 
         def segment(*xs: Any) -> Any:
@@ -46,16 +47,20 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
 
         with _api.enable_grad():
             _, pull = _api.vjp(segment, *[arrays[i] for i in picks])
-            ct = [make(ns.Array, c) if raw else c for c in g] if isinstance(g, list) else \
-                (make(ns.Array, g) if raw else g)  # fmt: skip
+            ct = (
+                [make(ns.Array, c) if raw else c for c in g]
+                if isinstance(g, list)
+                else (make(ns.Array, g) if raw else g)
+            )
             grads = pull(tuple(ct) if isinstance(ct, list) else ct)
         cts: list[Any] = [None] * len(args)
         for i, gi in zip(picks, grads, strict=True):
             cts[i] = gi._data if raw else gi
         return tuple(cts)
 
-    prim = Primitive(name, "general", None, None, (), signature=_ARGS, vjp=rule,
-                     saves=frozenset({"args"}))  # fmt: skip
+    prim = Primitive(
+        name, "general", None, None, (), signature=_ARGS, vjp=rule, saves=frozenset({"args"})
+    )
     prim.jvp = transposed_rule(prim)  # forward mode: the segment's VJP, transposed
 
     @functools.wraps(f)
@@ -68,10 +73,14 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
             out = f(*args)
         if isinstance(out, list):
             out = tuple(out)
-        if not (isinstance(out, Array) or (isinstance(out, tuple) and all(
-                isinstance(o, Array) for o in out))):  # fmt: skip
-            raise TypeError(f"{name}: the function must return an array or a tuple of arrays, "
-                            f"got {type(out).__name__}")  # fmt: skip
+        if not (
+            isinstance(out, Array)
+            or (isinstance(out, tuple) and all(isinstance(o, Array) for o in out))
+        ):
+            raise TypeError(
+                f"{name}: the function must return an array or a tuple of arrays, "
+                f"got {type(out).__name__}"
+            )
         return record(prim, ns, out, args, {})
 
     return wrapped

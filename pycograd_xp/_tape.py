@@ -75,11 +75,31 @@ class Node:
     Abstracts, for several outputs); ``grad`` the accumulated gradient of a leaf.
     """
 
-    __slots__ = ("kind", "prim", "args", "kwargs", "out", "parents", "seq", "grad", "ns",
-                 "saved", "__weakref__")  # fmt: skip
+    __slots__ = (
+        "kind",
+        "prim",
+        "args",
+        "kwargs",
+        "out",
+        "parents",
+        "seq",
+        "grad",
+        "ns",
+        "saved",
+        "__weakref__",
+    )
 
-    def __init__(self, prim: Any, ns: Any, args: tuple, kwargs: dict, out: Any,
-                 parents: list, saved: dict | None = None, kind: str = OP) -> None:  # fmt: skip
+    def __init__(
+        self,
+        prim: Any,
+        ns: Any,
+        args: tuple,
+        kwargs: dict,
+        out: Any,
+        parents: list,
+        saved: dict | None = None,
+        kind: str = OP,
+    ) -> None:
         self.kind, self.prim, self.ns, self.args, self.kwargs = kind, prim, ns, args, kwargs
         self.out, self.parents, self.saved = out, parents, saved
         self.seq = next(_seq)
@@ -146,6 +166,7 @@ def note_write(backend: Any, d: Any) -> None:
     """Record that ``d``'s memory was just written in place (its version moves on)."""
     b = backend.buffer(d)
     key = id(b)
+
     def forget(_: Any) -> None:
         _WRITES.pop(key, None)
 
@@ -168,7 +189,7 @@ def _check_unchanged(node: Node) -> None:
     array_type = backend.array_type
     found = None
     for i, a in enumerate(node.args):
-        for e in (a if type(a) is list or type(a) is tuple else (a,)):
+        for e in a if type(a) is list or type(a) is tuple else (a,):
             if isinstance(e, array_type) and _written_since(backend, e, node.seq):
                 found = node.prim.arg_names[min(i, len(node.prim.arg_names) - 1)]
     for k, v in node.kwargs.items():
@@ -255,8 +276,13 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
     return ct
 
 
-def backward(roots: list[tuple[Any, Any]], *, targets: Iterable[Any] = (),
-             retain_graph: bool = False, create_graph: bool = False) -> dict[int, Any]:  # fmt: skip
+def backward(
+    roots: list[tuple[Any, Any]],
+    *,
+    targets: Iterable[Any] = (),
+    retain_graph: bool = False,
+    create_graph: bool = False,
+) -> dict[int, Any]:
     """Run the backward pass from ``roots`` (pairs of node and cotangent).
 
     Cotangents are backend arrays, or arrays of the namespace when ``create_graph`` (then the
@@ -315,8 +341,10 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
     if type(g) is list:  # multi-output: missing parts are zeros, made like a present part
         like_kwargs = node.ns._backend.like_kwargs if not create_graph else None
         kw = like_kwargs(next(gi for gi in g if gi is not None)) if like_kwargs else {}
-        g = [gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype, **kw) for gi, o in
-             zip(g, out, strict=True)]  # fmt: skip
+        g = [
+            gi if gi is not None else ops.zeros(o.shape, dtype=o.dtype, **kw)
+            for gi, o in zip(g, out, strict=True)
+        ]
     prim = node.prim
     if prim.takes_needs:  # the rule skips the cotangents no parent needs
         needs = tuple([p for p, _ in node.parents])
@@ -350,8 +378,12 @@ def _owned(owns_buffer: Any, g: Any) -> bool:
     temporary elision uses) and nothing outside the backward pass holds it: no other
     cotangent slot (a rule that hands ``g`` to two parents), no saved value, no view of it, no
     caller (a seed cotangent), no user array."""
-    return (owns_buffer is not None and type(g) is not list and owns_buffer(g)
-            and sys.getrefcount(g) <= _PASS_REFS)
+    return (
+        owns_buffer is not None
+        and type(g) is not list
+        and owns_buffer(g)
+        and sys.getrefcount(g) <= _PASS_REFS
+    )
 
 
 def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:
@@ -365,8 +397,9 @@ def _wrap_saved(a: Any, position: Any, make: Any, array_type: type, saved: dict)
     if isinstance(a, array_type):
         return make(a, saved.get(position))
     if type(a) is list or type(a) is tuple:
-        return type(a)(_wrap_saved(e, (position, j), make, array_type, saved)
-                       for j, e in enumerate(a))  # fmt: skip
+        return type(a)(
+            _wrap_saved(e, (position, j), make, array_type, saved) for j, e in enumerate(a)
+        )
     return a
 
 
@@ -379,8 +412,10 @@ def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     out = node.out
     if isinstance(out, list):
         outs = saved.get("out") or [None] * len(out)
-        out = [o if not isinstance(o, array_type) else make(o, h) for o, h in
-               zip(out, outs, strict=True)]  # fmt: skip
+        out = [
+            o if not isinstance(o, array_type) else make(o, h)
+            for o, h in zip(out, outs, strict=True)
+        ]
     elif out is not None:
         out = make(out, node)
     return args, kwargs, out

@@ -138,8 +138,7 @@ def _any_batched(args: tuple, kwargs: dict, T: Any) -> bool:
         if type(a) is T:
             if a.batched:
                 return True
-        elif (type(a) is list or type(a) is tuple) and any(type(e) is T and e.batched
-                                                           for e in a):  # fmt: skip
+        elif (type(a) is list or type(a) is tuple) and any(type(e) is T and e.batched for e in a):
             return True
     return any(type(v) is T and v.batched for v in kwargs.values())
 
@@ -235,23 +234,28 @@ def batched_namespace(inner: ModuleType) -> ModuleType:
         name = f"vmap_{level}_{inner._backend.name}"
         mod = ModuleType(name, f"vmap's batched arrays over {inner.__name__}.")
         T = type("BatchedArray", (BatchedArray,), {"__slots__": (), "_mod": mod})
-        namespace_module(mod, lambda prim: _function(prim, inner, T),
-                         lambda prim: _method(prim, inner, T))  # fmt: skip
+        namespace_module(
+            mod, lambda prim: _function(prim, inner, T), lambda prim: _method(prim, inner, T)
+        )
         for n in (*DTYPE_NAMES, *CONSTANTS):
             setattr(mod, n, getattr(inner, n))
         mod.__dict__.update(
             __array_api_version__="2025.12",
             __array_namespace_info__=inner.__array_namespace_info__,
-            Array=T, _level=level, _lift=_lift_into(T), _inner=inner,
-        )  # fmt: skip
+            Array=T,
+            _level=level,
+            _lift=_lift_into(T),
+            _inner=inner,
+        )
         ns = _CACHE[key] = namespace(mod)
         return ns
 
 
 def _adapt(b: Any) -> Any:
     inner = b.xp._inner._backend
-    return dataclasses.replace(b, level=b.xp._level, lift=b.xp._lift, mutable=True,
-                               ordered_writes=inner.ordered_writes)  # fmt: skip
+    return dataclasses.replace(
+        b, level=b.xp._level, lift=b.xp._lift, mutable=True, ordered_writes=inner.ordered_writes
+    )
 
 
 register_adapter("vmap", _adapt)
@@ -268,11 +272,16 @@ def _prefix(axes: Any, tree: Any, where: str) -> list:
     pa, pt = _tree_children(axes), _tree_children(tree)
     if pa is None:
         raise TypeError(f"{where}: axes must be ints, None, or pytrees of them, got {axes!r}")
-    if pt is None or pa[0] != pt[0] or len(pa[2]) != len(pt[2]) or (
-        pa[0] == "dict" and list(pa[1]) != list(pt[1])
+    if (
+        pt is None
+        or pa[0] != pt[0]
+        or len(pa[2]) != len(pt[2])
+        or (pa[0] == "dict" and list(pa[1]) != list(pt[1]))
     ):
-        raise ValueError(f"{where}: axes {axes!r} do not match the structure of the arguments "
-                         "or results they describe")  # fmt: skip
+        raise ValueError(
+            f"{where}: axes {axes!r} do not match the structure of the arguments "
+            "or results they describe"
+        )
     return [e for a, t in zip(pa[2], pt[2], strict=True) for e in _prefix(a, t, where)]
 
 
@@ -297,8 +306,10 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         if isinstance(in_axes, list):
             axes_arg = tuple(in_axes)
         if isinstance(axes_arg, tuple) and len(axes_arg) != len(args):
-            raise ValueError(f"{where}: in_axes has {len(axes_arg)} entries but the function "
-                             f"was called with {len(args)} positional arguments")  # fmt: skip
+            raise ValueError(
+                f"{where}: in_axes has {len(axes_arg)} entries but the function "
+                f"was called with {len(args)} positional arguments"
+            )
         axes = _prefix(axes_arg, args, where)
         leaves, td = tree_flatten(args)
         size, base = None, BATCH.ns
@@ -306,15 +317,20 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             if ax is None:
                 continue
             if not isinstance(lf, Array):
-                raise TypeError(f"{where}: a batched argument is a {type(lf).__name__}, not an "
-                                "array of a pycograd_xp namespace (use xp.asarray)")  # fmt: skip
+                raise TypeError(
+                    f"{where}: a batched argument is a {type(lf).__name__}, not an "
+                    "array of a pycograd_xp namespace (use xp.asarray)"
+                )
             if not -lf.ndim <= ax < max(lf.ndim, 1) or lf.ndim == 0:
-                raise ValueError(f"{where}: in_axes {ax} is out of range for an argument of "
-                                 f"shape {lf.shape}")  # fmt: skip
+                raise ValueError(
+                    f"{where}: in_axes {ax} is out of range for an argument of shape {lf.shape}"
+                )
             n = lf.shape[ax]
             if size is not None and n != size:
-                raise ValueError(f"{where}: batched arguments have different sizes along "
-                                 f"their in_axes ({size} and {n})")  # fmt: skip
+                raise ValueError(
+                    f"{where}: batched arguments have different sizes along "
+                    f"their in_axes ({size} and {n})"
+                )
             size = n
             if base is None or _level_of(lf) > base._backend.level:
                 base = lf._ns
@@ -334,10 +350,11 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         finally:
             BATCH.ns = prev
         o_leaves, o_td = tree_flatten(out)
-        o_axes = _prefix(tuple(out_axes) if isinstance(out_axes, list) else out_axes, out,
-                         where)  # fmt: skip
-        return tree_unflatten(o_td, [_unbatch(o, ax, bns, T, size, where)
-                                     for o, ax in zip(o_leaves, o_axes, strict=True)])
+        o_axes = _prefix(tuple(out_axes) if isinstance(out_axes, list) else out_axes, out, where)
+        return tree_unflatten(
+            o_td,
+            [_unbatch(o, ax, bns, T, size, where) for o, ax in zip(o_leaves, o_axes, strict=True)],
+        )
 
     return wrapped
 
@@ -348,12 +365,15 @@ def _unbatch(o: Any, ax: Any, bns: ModuleType, T: type, size: int, where: str) -
     elif isinstance(o, Array):
         data, batched = o, False
     else:
-        raise TypeError(f"{where}: the function returned a {type(o).__name__}; it must return "
-                        "arrays of a pycograd_xp namespace")  # fmt: skip
+        raise TypeError(
+            f"{where}: the function returned a {type(o).__name__}; it must return "
+            "arrays of a pycograd_xp namespace"
+        )
     if ax is None:
         if batched:
-            raise ValueError(f"{where}: out_axes=None for an output that depends on the "
-                             "batch; give it an axis")  # fmt: skip
+            raise ValueError(
+                f"{where}: out_axes=None for an output that depends on the batch; give it an axis"
+            )
         return data
     ns = data._ns
     if not batched:

@@ -33,8 +33,10 @@ def _encode(leaf: Any, i: int) -> tuple[str, np.ndarray]:
         return type(leaf).__name__, np.asarray(leaf)
     if isinstance(leaf, np.ndarray):
         return "numpy", leaf
-    raise TypeError(f"checkpoint.save: leaf {i} is a {type(leaf).__name__}; checkpoints hold "
-                    "arrays, Python numbers and random keys")  # fmt: skip
+    raise TypeError(
+        f"checkpoint.save: leaf {i} is a {type(leaf).__name__}; checkpoints hold "
+        "arrays, Python numbers and random keys"
+    )
 
 
 def save(path: str | os.PathLike, tree: Any) -> None:
@@ -84,8 +86,10 @@ def _decode(kind: str, arr: np.ndarray, ref: Any, i: int, path: Any) -> Any:
     if kind == "numpy":
         return arr
     if not isinstance(ref, Array):
-        raise ValueError(f"checkpoint.load({str(path)!r}): leaf {i} is an array in the file but "
-                         f"a {type(ref).__name__} in `like`")  # fmt: skip
+        raise ValueError(
+            f"checkpoint.load({str(path)!r}): leaf {i} is an array in the file but "
+            f"a {type(ref).__name__} in `like`"
+        )
     out = ref._ns.asarray(arr)
     if out.shape != ref.shape or out.dtype != ref.dtype:
         raise ValueError(

@@ -49,8 +49,16 @@ class Batches:
     them ahead in a background thread (0: none).
     """
 
-    def __init__(self, arrays: Sequence[Any], batch_size: int, *, key: random.Key | None = None,
-                 drop_last: bool = True, xp: Any = None, prefetch: int = 2) -> None:  # fmt: skip
+    def __init__(
+        self,
+        arrays: Sequence[Any],
+        batch_size: int,
+        *,
+        key: random.Key | None = None,
+        drop_last: bool = True,
+        xp: Any = None,
+        prefetch: int = 2,
+    ) -> None:
         self.sources = [_host(a) for a in arrays]
         lengths = {int(s.shape[0]) for s in self.sources}
         if len(lengths) != 1:
@@ -58,8 +66,12 @@ class Batches:
         if batch_size < 1:
             raise ValueError(f"Batches: batch_size must be positive, got {batch_size}")
         self.n = lengths.pop()
-        self.batch_size, self.key, self.drop_last, self.prefetch = (batch_size, key, drop_last,
-                                                                     prefetch)  # fmt: skip
+        self.batch_size, self.key, self.drop_last, self.prefetch = (
+            batch_size,
+            key,
+            drop_last,
+            prefetch,
+        )
         if xp is None:
             import pycograd_xp
 
@@ -83,8 +95,9 @@ class Batches:
                 real = stop - start
                 pad = self.batch_size - real
                 if pad:
-                    parts = [np.concatenate([p, np.zeros((pad, *p.shape[1:]), p.dtype)])
-                             for p in parts]  # fmt: skip
+                    parts = [
+                        np.concatenate([p, np.zeros((pad, *p.shape[1:]), p.dtype)]) for p in parts
+                    ]
                 parts.append(np.concatenate([np.ones(real), np.zeros(pad)]))
             yield tuple(self.xp.asarray(p) for p in parts)
 

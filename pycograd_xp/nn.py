@@ -20,13 +20,41 @@ from ._api import stop_gradient
 from .tree import tree_flatten
 
 __all__ = [
-    "Linear", "Module", "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits",
-    "conv1d", "conv2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "glorot_normal",
-    "glorot_uniform", "he_normal", "he_uniform", "layer_norm", "leaky_relu", "linear",
-    "log_softmax", "logsumexp", "max_pool2d", "mse", "multi_head_attention", "normal", "relu",
-    "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "softplus", "tanh",
+    "Linear",
+    "Module",
+    "avg_pool2d",
+    "batch_norm",
+    "binary_cross_entropy_with_logits",
+    "conv1d",
+    "conv2d",
+    "cross_entropy",
+    "dropout",
+    "elu",
+    "embedding",
+    "gelu",
+    "glorot_normal",
+    "glorot_uniform",
+    "he_normal",
+    "he_uniform",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "logsumexp",
+    "max_pool2d",
+    "mse",
+    "multi_head_attention",
+    "normal",
+    "relu",
+    "rms_norm",
+    "scaled_dot_product_attention",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "softplus",
+    "tanh",
     "uniform",
-]  # fmt: skip
+]
 
 
 def _ns(*xs: Any) -> Any:
@@ -112,8 +140,11 @@ def logsumexp(x: Any, axis: int | tuple[int, ...] | None = -1, keepdims: bool = 
     xp = _ns(x)
     m = stop_gradient(xp.max(x, axis=axis, keepdims=True))  # the shift has no gradient
     out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
-    return out if keepdims else xp.squeeze(out, axis=axis if axis is not None else
-                                           tuple(range(x.ndim)))  # fmt: skip
+    return (
+        out
+        if keepdims
+        else xp.squeeze(out, axis=axis if axis is not None else tuple(range(x.ndim)))
+    )
 
 
 def log_softmax(x: Any, axis: int = -1) -> Any:
@@ -140,8 +171,9 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
 
 def binary_cross_entropy_with_logits(logits: Any, targets: Any, reduction: str = "mean") -> Any:
     """``-[y log sigmoid(x) + (1-y) log(1 - sigmoid(x))]`` as ``softplus(x) - x y`` (stable)."""
-    return _reduce(softplus(logits) - logits * targets, reduction,
-                   "binary_cross_entropy_with_logits")  # fmt: skip
+    return _reduce(
+        softplus(logits) - logits * targets, reduction, "binary_cross_entropy_with_logits"
+    )
 
 
 def mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
@@ -150,8 +182,13 @@ def mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 # -- normalization ------------------------------------------------------------------------------
-def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5,
-               axis: int | tuple[int, ...] = -1) -> Any:  # fmt: skip
+def layer_norm(
+    x: Any,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+    axis: int | tuple[int, ...] = -1,
+) -> Any:
     xp = _ns(x)
     mu = xp.mean(x, axis=axis, keepdims=True)
     var = xp.var(x, axis=axis, keepdims=True)
@@ -167,9 +204,17 @@ def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, axis: int = -1) -> A
     return y if weight is None else y * weight
 
 
-def batch_norm(x: Any, state: dict[str, Any], weight: Any = None, bias: Any = None, *,
-               training: bool, momentum: float = 0.1, eps: float = 1e-5,
-               axis: int = 1) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+def batch_norm(
+    x: Any,
+    state: dict[str, Any],
+    weight: Any = None,
+    bias: Any = None,
+    *,
+    training: bool,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+    axis: int = 1,
+) -> tuple[Any, dict[str, Any]]:
     """Batch normalization over every axis but ``axis`` (the channels). ``state`` holds the
     running ``mean`` and ``var`` (shape (C,)); returns ``(y, new_state)``. Training normalizes
     with the batch's statistics and updates the running ones (unbiased variance, as PyTorch);
@@ -183,8 +228,10 @@ def batch_norm(x: Any, state: dict[str, Any], weight: Any = None, bias: Any = No
         var = xp.var(x, axis=reduce)
         n = math.prod(x.shape[a] for a in reduce)
         unbiased = stop_gradient(var) * (n / max(n - 1, 1))
-        new_state = {"mean": (1 - momentum) * state["mean"] + momentum * stop_gradient(mu),
-                     "var": (1 - momentum) * state["var"] + momentum * unbiased}  # fmt: skip
+        new_state = {
+            "mean": (1 - momentum) * state["mean"] + momentum * stop_gradient(mu),
+            "var": (1 - momentum) * state["var"] + momentum * unbiased,
+        }
     else:
         mu, var, new_state = state["mean"], state["var"], state
     y = (x - xp.reshape(mu, shape)) / xp.sqrt(xp.reshape(var, shape) + eps)
@@ -215,8 +262,9 @@ def embedding(ids: Any, table: Any) -> Any:
 
 
 # -- attention ----------------------------------------------------------------------------------
-def scaled_dot_product_attention(q: Any, k: Any, v: Any, mask: Any = None,
-                                 causal: bool = False) -> Any:  # fmt: skip
+def scaled_dot_product_attention(
+    q: Any, k: Any, v: Any, mask: Any = None, causal: bool = False
+) -> Any:
     """``softmax(q k^T / sqrt(d)) v`` over the last two axes. ``mask``: booleans broadcastable
     to (..., Lq, Lk), True where attention is allowed; ``causal`` adds the lower-triangular
     mask. Masked scores get the dtype's lowest value, so a fully masked row stays finite."""
@@ -232,8 +280,14 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, mask: Any = None,
     return softmax(scores, axis=-1) @ v
 
 
-def multi_head_attention(x: Any, params: dict[str, Any], num_heads: int, mask: Any = None,
-                         context: Any = None, causal: bool = False) -> Any:  # fmt: skip
+def multi_head_attention(
+    x: Any,
+    params: dict[str, Any],
+    num_heads: int,
+    mask: Any = None,
+    context: Any = None,
+    causal: bool = False,
+) -> Any:
     """Multi-head attention of ``x`` (B, L, D) over ``context`` (default ``x``) with
     ``params`` ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo``."""
     xp = _ns(x)
@@ -248,8 +302,11 @@ def multi_head_attention(x: Any, params: dict[str, Any], num_heads: int, mask: A
         t = linear(t, params[w], params.get(bias))
         return xp.permute_dims(xp.reshape(t, (b, length, num_heads, hd)), (0, 2, 1, 3))
 
-    q, k, v = heads(x, "wq", "bq", lq), heads(context, "wk", "bk", lk), \
-        heads(context, "wv", "bv", lk)  # fmt: skip
+    q, k, v = (
+        heads(x, "wq", "bq", lq),
+        heads(context, "wk", "bk", lk),
+        heads(context, "wv", "bv", lk),
+    )
     out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
     out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (b, lq, d))
     return linear(out, params["wo"], params.get("bo"))
@@ -274,27 +331,46 @@ def _row(xp: Any, name: str) -> Any:
     return lambda *args, **kwargs: impl(xp, *args, **kwargs)
 
 
-def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, groups: int,
-          n: int) -> Any:  # fmt: skip
+def _conv(
+    x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, groups: int, n: int
+) -> Any:
     try:
         xp = _ns(x, w)
     except TypeError:  # vmap: arrays of two levels; the lower level's row hands the call up
         xp = _ns(x)
     args = (x, w) if b is None else (x, w, b)  # the bias added inside the row
-    return _row(xp, f"_conv{n}d")(*args, stride=_pair(stride, n), dilation=_pair(dilation, n),
-                                  padding=tuple((p, p) for p in _pair(padding, n)),
-                                  groups=groups)  # fmt: skip
+    return _row(xp, f"_conv{n}d")(
+        *args,
+        stride=_pair(stride, n),
+        dilation=_pair(dilation, n),
+        padding=tuple((p, p) for p in _pair(padding, n)),
+        groups=groups,
+    )
 
 
-def conv1d(x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0,
-           dilation: int = 1, groups: int = 1) -> Any:  # fmt: skip
+def conv1d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: int = 1,
+    padding: int = 0,
+    dilation: int = 1,
+    groups: int = 1,
+) -> Any:
     """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C / groups, K) ->
     (N, O, L'). Differentiable in ``x``, ``w`` and ``b``."""
     return _conv(x, w, b, stride, padding, dilation, groups, 1)
 
 
-def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1, groups: int = 1) -> Any:  # fmt: skip
+def conv2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Any:
     """2-D convolution: x (N, C, H, W), w (O, C / groups, KH, KW) -> (N, O, H', W').
     ``stride``, ``padding``, ``dilation``: an int or a pair; ``groups`` splits the channels
     into independent convolutions. Differentiable in ``x``, ``w`` and ``b``."""
@@ -328,37 +404,47 @@ def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
     return shape[1] * receptive, shape[0] * receptive
 
 
-def normal(key: random.Key, shape: tuple[int, ...], std: float = 1.0, *, xp: Any = None,
-           dtype: Any = None) -> Any:  # fmt: skip
+def normal(
+    key: random.Key, shape: tuple[int, ...], std: float = 1.0, *, xp: Any = None, dtype: Any = None
+) -> Any:
     return random.normal(key, shape, xp=xp, dtype=dtype, std=std)
 
 
-def uniform(key: random.Key, shape: tuple[int, ...], low: float = -1.0, high: float = 1.0, *,
-            xp: Any = None, dtype: Any = None) -> Any:  # fmt: skip
+def uniform(
+    key: random.Key,
+    shape: tuple[int, ...],
+    low: float = -1.0,
+    high: float = 1.0,
+    *,
+    xp: Any = None,
+    dtype: Any = None,
+) -> Any:
     return random.uniform(key, shape, xp=xp, dtype=dtype, minval=low, maxval=high)
 
 
-def glorot_uniform(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
-                   dtype: Any = None) -> Any:  # fmt: skip
+def glorot_uniform(
+    key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
+) -> Any:
     fan_in, fan_out = _fans(shape)
     limit = math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
 
 
-def glorot_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
-                  dtype: Any = None) -> Any:  # fmt: skip
+def glorot_normal(
+    key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
+) -> Any:
     fan_in, fan_out = _fans(shape)
     return normal(key, shape, math.sqrt(2.0 / (fan_in + fan_out)), xp=xp, dtype=dtype)
 
 
-def he_uniform(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
-               dtype: Any = None) -> Any:  # fmt: skip
+def he_uniform(
+    key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
+) -> Any:
     limit = math.sqrt(6.0 / _fans(shape)[0])
     return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
 
 
-def he_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None,
-              dtype: Any = None) -> Any:  # fmt: skip
+def he_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None) -> Any:
     return normal(key, shape, math.sqrt(2.0 / _fans(shape)[0]), xp=xp, dtype=dtype)
 
 
@@ -404,8 +490,16 @@ class Linear(Module):
     b: Any = None
 
     @classmethod
-    def init(cls, key: random.Key, n_in: int, n_out: int, *, xp: Any = None,
-             dtype: Any = None, bias: bool = True) -> Linear:  # fmt: skip
+    def init(
+        cls,
+        key: random.Key,
+        n_in: int,
+        n_out: int,
+        *,
+        xp: Any = None,
+        dtype: Any = None,
+        bias: bool = True,
+    ) -> Linear:
         w = glorot_uniform(key, (n_in, n_out), xp=xp, dtype=dtype)
         b = _ns(w).zeros((n_out,), dtype=w.dtype) if bias else None
         return cls(w, b)

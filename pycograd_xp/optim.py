@@ -30,11 +30,26 @@ from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 Schedule = Callable[[int], float]
 
 __all__ = [
-    "GradientTransformation", "Optimizer", "adagrad", "adam", "adamw", "apply_updates", "chain",
-    "clip_by_global_norm", "clip_by_value", "constant_schedule", "cosine_decay_schedule",
-    "exponential_decay_schedule", "global_norm", "linear_warmup", "momentum", "nesterov",
-    "rmsprop", "sgd", "step_decay_schedule",
-]  # fmt: skip
+    "GradientTransformation",
+    "Optimizer",
+    "adagrad",
+    "adam",
+    "adamw",
+    "apply_updates",
+    "chain",
+    "clip_by_global_norm",
+    "clip_by_value",
+    "constant_schedule",
+    "cosine_decay_schedule",
+    "exponential_decay_schedule",
+    "global_norm",
+    "linear_warmup",
+    "momentum",
+    "nesterov",
+    "rmsprop",
+    "sgd",
+    "step_decay_schedule",
+]
 
 
 class GradientTransformation(NamedTuple):
@@ -71,8 +86,9 @@ def linear_warmup(peak: float, warmup_steps: int, then: Schedule | None = None) 
     """Linear from 0 to ``peak`` over ``warmup_steps``, then ``then(step - warmup_steps)``
     (constant ``peak`` if None)."""
     after = then or constant_schedule(peak)
-    return lambda step: peak * step / warmup_steps if step < warmup_steps else \
-        after(step - warmup_steps)  # fmt: skip
+    return lambda step: (
+        peak * step / warmup_steps if step < warmup_steps else after(step - warmup_steps)
+    )
 
 
 def _schedule(lr: float | Schedule) -> Schedule:
@@ -167,8 +183,13 @@ def clip_by_value(lo: float, hi: float) -> GradientTransformation:
     return GradientTransformation(lambda params: (), update)
 
 
-def sgd(lr: float | Schedule, momentum: float = 0.0, nesterov: bool = False,
-        weight_decay: float = 0.0, mask: Any = None) -> GradientTransformation:  # fmt: skip
+def sgd(
+    lr: float | Schedule,
+    momentum: float = 0.0,
+    nesterov: bool = False,
+    weight_decay: float = 0.0,
+    mask: Any = None,
+) -> GradientTransformation:
     """SGD, with heavy-ball or Nesterov momentum and L2 weight decay (added to the gradient,
     where ``mask`` says; ``mask`` is a pytree of booleans like params or a function of params).
 
@@ -187,12 +208,15 @@ def sgd(lr: float | Schedule, momentum: float = 0.0, nesterov: bool = False,
         velocity = state["velocity"]
         if momentum:
             velocity = tree_map(lambda v, g: momentum * v + g, velocity, grads)
-            step = tree_map(lambda v, g: g + momentum * v, velocity, grads) if nesterov \
-                else velocity  # fmt: skip
+            step = (
+                tree_map(lambda v, g: g + momentum * v, velocity, grads) if nesterov else velocity
+            )
         else:
             step = grads
-        return tree_map(lambda s: -rate * s, step), {"count": state["count"] + 1,
-                                                      "velocity": velocity}  # fmt: skip
+        return tree_map(lambda s: -rate * s, step), {
+            "count": state["count"] + 1,
+            "velocity": velocity,
+        }
 
     return GradientTransformation(init, update)
 
@@ -205,15 +229,19 @@ def nesterov(lr: float | Schedule, beta: float = 0.9) -> GradientTransformation:
     return sgd(lr, momentum=beta, nesterov=True)
 
 
-def rmsprop(lr: float | Schedule, decay: float = 0.9, eps: float = 1e-8,
-            momentum: float = 0.0) -> GradientTransformation:  # fmt: skip
+def rmsprop(
+    lr: float | Schedule, decay: float = 0.9, eps: float = 1e-8, momentum: float = 0.0
+) -> GradientTransformation:
     """``s = decay * s + (1 - decay) g^2``; step ``-lr g / (sqrt(s) + eps)`` (with momentum:
     ``m = momentum * m + g / (sqrt(s) + eps)``, step ``-lr m``)."""
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
-        return {"count": 0, "nu": _zeros_like(params),
-                "mom": _zeros_like(params) if momentum else None}  # fmt: skip
+        return {
+            "count": 0,
+            "nu": _zeros_like(params),
+            "mom": _zeros_like(params) if momentum else None,
+        }
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
         nu = tree_map(lambda s, g: decay * s + (1 - decay) * g * g, state["nu"], grads)
@@ -223,20 +251,26 @@ def rmsprop(lr: float | Schedule, decay: float = 0.9, eps: float = 1e-8,
             mom = tree_map(lambda m, u: momentum * m + u, mom, scaled)
             scaled = mom
         rate = host(schedule, state["count"])
-        return tree_map(lambda u: -rate * u, scaled), {"count": state["count"] + 1, "nu": nu,
-                                                       "mom": mom}  # fmt: skip
+        return tree_map(lambda u: -rate * u, scaled), {
+            "count": state["count"] + 1,
+            "nu": nu,
+            "mom": mom,
+        }
 
     return GradientTransformation(init, update)
 
 
-def adagrad(lr: float | Schedule, eps: float = 1e-10,
-            initial_accumulator: float = 0.0) -> GradientTransformation:  # fmt: skip
+def adagrad(
+    lr: float | Schedule, eps: float = 1e-10, initial_accumulator: float = 0.0
+) -> GradientTransformation:
     """``a = a + g^2``; step ``-lr g / (sqrt(a) + eps)``."""
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
-        return {"count": 0, "sum_sq": tree_map(lambda p: _state_like(p, initial_accumulator),
-                                               params)}  # fmt: skip
+        return {
+            "count": 0,
+            "sum_sq": tree_map(lambda p: _state_like(p, initial_accumulator), params),
+        }
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
         acc = tree_map(lambda a, g: a + g * g, state["sum_sq"], grads)
@@ -247,8 +281,14 @@ def adagrad(lr: float | Schedule, eps: float = 1e-10,
     return GradientTransformation(init, update)
 
 
-def adam(lr: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-         weight_decay: float = 0.0, mask: Any = None) -> GradientTransformation:  # fmt: skip
+def adam(
+    lr: float | Schedule,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    mask: Any = None,
+) -> GradientTransformation:
     """Adam (Kingma & Ba), bias-corrected; with ``weight_decay`` it is AdamW (decoupled:
     ``-lr * weight_decay * p`` added to the step, where ``mask`` says)."""
     schedule = _schedule(lr)
@@ -279,8 +319,14 @@ def adam(lr: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 
     return GradientTransformation(init, update)
 
 
-def adamw(lr: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-          weight_decay: float = 1e-2, mask: Any = None) -> GradientTransformation:  # fmt: skip
+def adamw(
+    lr: float | Schedule,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 1e-2,
+    mask: Any = None,
+) -> GradientTransformation:
     return adam(lr, b1, b2, eps, weight_decay=weight_decay, mask=mask)
 
 

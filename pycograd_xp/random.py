@@ -17,8 +17,17 @@ import numpy as np
 
 from ._host import HostScalar
 
-__all__ = ["Key", "bernoulli", "fold_in", "key", "normal", "permutation", "randint", "split",
-           "uniform"]  # fmt: skip
+__all__ = [
+    "Key",
+    "bernoulli",
+    "fold_in",
+    "key",
+    "normal",
+    "permutation",
+    "randint",
+    "split",
+    "uniform",
+]
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,9 @@ def key(seed: int) -> Key:
 
 def _check(k: Any, where: str) -> Key:
     if not isinstance(k, Key):
-        raise TypeError(f"{where}: expected a pycograd_xp.random.Key (from key(seed)), got "
-                        f"{type(k).__name__}")  # fmt: skip
+        raise TypeError(
+            f"{where}: expected a pycograd_xp.random.Key (from key(seed)), got {type(k).__name__}"
+        )
     return k
 
 
@@ -74,16 +84,18 @@ def _float_dtype(xp: Any, dtype: Any) -> Any:
     return xp.float64 if dtype is None else dtype
 
 
-def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunks: Any,
-          draw: Any) -> Any:  # fmt: skip
+def _make(
+    k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunks: Any, draw: Any
+) -> Any:
     """Draw on the host, or block by block where the backend samples blocks lazily (Cubed):
     the block at offset ``i`` draws from ``fold_in(k, i)``."""
     _check(k, where)
     if any(isinstance(d, HostScalar) for d in k.data):  # a key compile replays with new values
         from ._compile._recorder import host_array
 
-        return host_array(lambda *data: draw(_generator(Key(data)), shape), k.data,
-                          tuple(shape), dtype)  # fmt: skip
+        return host_array(
+            lambda *data: draw(_generator(Key(data)), shape), k.data, tuple(shape), dtype
+        )
     sampler = getattr(getattr(xp, "_backend", None), "block_sampler", None)
     if sampler is not None:
 
@@ -94,25 +106,50 @@ def _make(k: Key, where: str, shape: tuple[int, ...], xp: Any, dtype: Any, chunk
     return xp.asarray(draw(_generator(k), shape), dtype=dtype)
 
 
-def uniform(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
-            minval: float = 0.0, maxval: float = 1.0, chunks: Any = None) -> Any:  # fmt: skip
+def uniform(
+    k: Key,
+    shape: tuple[int, ...] = (),
+    *,
+    xp: Any = None,
+    dtype: Any = None,
+    minval: float = 0.0,
+    maxval: float = 1.0,
+    chunks: Any = None,
+) -> Any:
     """Uniform floats in ``[minval, maxval)`` (float64 unless ``dtype``), in namespace ``xp``
     (default: pycograd_xp over NumPy; on Cubed, chunked as ``chunks``)."""
     xp = _xp(xp)
-    return _make(k, "uniform", shape, xp, _float_dtype(xp, dtype), chunks,
-                 lambda g, s: g.uniform(minval, maxval, s))  # fmt: skip
+    return _make(
+        k,
+        "uniform",
+        shape,
+        xp,
+        _float_dtype(xp, dtype),
+        chunks,
+        lambda g, s: g.uniform(minval, maxval, s),
+    )
 
 
-def normal(k: Key, shape: tuple[int, ...] = (), *, xp: Any = None, dtype: Any = None,
-           mean: float = 0.0, std: float = 1.0, chunks: Any = None) -> Any:  # fmt: skip
+def normal(
+    k: Key,
+    shape: tuple[int, ...] = (),
+    *,
+    xp: Any = None,
+    dtype: Any = None,
+    mean: float = 0.0,
+    std: float = 1.0,
+    chunks: Any = None,
+) -> Any:
     """Normal floats with ``mean`` and ``std``."""
     xp = _xp(xp)
-    return _make(k, "normal", shape, xp, _float_dtype(xp, dtype), chunks,
-                 lambda g, s: g.normal(mean, std, s))  # fmt: skip
+    return _make(
+        k, "normal", shape, xp, _float_dtype(xp, dtype), chunks, lambda g, s: g.normal(mean, std, s)
+    )
 
 
-def bernoulli(k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None,
-              chunks: Any = None) -> Any:  # fmt: skip
+def bernoulli(
+    k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None, chunks: Any = None
+) -> Any:
     """Booleans, True with probability ``p``."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: p must be in [0, 1], got {p!r}")
@@ -120,12 +157,27 @@ def bernoulli(k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None,
     return _make(k, "bernoulli", shape, xp, xp.bool, chunks, lambda g, s: g.random(s) < p)
 
 
-def randint(k: Key, shape: tuple[int, ...], low: int, high: int, *, xp: Any = None,
-            dtype: Any = None, chunks: Any = None) -> Any:  # fmt: skip
+def randint(
+    k: Key,
+    shape: tuple[int, ...],
+    low: int,
+    high: int,
+    *,
+    xp: Any = None,
+    dtype: Any = None,
+    chunks: Any = None,
+) -> Any:
     """Integers in ``[low, high)`` (int64 unless ``dtype``)."""
     xp = _xp(xp)
-    return _make(k, "randint", shape, xp, xp.int64 if dtype is None else dtype, chunks,
-                 lambda g, s: g.integers(low, high, s))  # fmt: skip
+    return _make(
+        k,
+        "randint",
+        shape,
+        xp,
+        xp.int64 if dtype is None else dtype,
+        chunks,
+        lambda g, s: g.integers(low, high, s),
+    )
 
 
 def permutation(k: Key, n: int, *, xp: Any = None) -> Any:

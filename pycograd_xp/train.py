@@ -20,8 +20,9 @@ __all__ = ["fit", "make_step", "plot_history"]
 Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
 
 
-def make_step(loss_fn: Callable[..., Any], tx: GradientTransformation,
-              has_aux: bool = False) -> Step:  # fmt: skip
+def make_step(
+    loss_fn: Callable[..., Any], tx: GradientTransformation, has_aux: bool = False
+) -> Step:
     """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for
     ``loss_fn(params, *batch)`` (returning ``(loss, {name: value})`` when ``has_aux``).
 
@@ -43,10 +44,17 @@ def make_step(loss_fn: Callable[..., Any], tx: GradientTransformation,
     return step
 
 
-def fit(step: Step, params: Any, opt_state: Any, batches: Iterable[tuple], *, epochs: int,
-        progress: bool = True, log: Callable[[str], None] | None = print,
-        on_epoch_end: Callable[[int, Any, dict[str, float]], dict[str, float] | None] | None
-        = None) -> tuple[Any, Any, dict[str, list[float]]]:  # fmt: skip
+def fit(
+    step: Step,
+    params: Any,
+    opt_state: Any,
+    batches: Iterable[tuple],
+    *,
+    epochs: int,
+    progress: bool = True,
+    log: Callable[[str], None] | None = print,
+    on_epoch_end: Callable[[int, Any, dict[str, float]], dict[str, float] | None] | None = None,
+) -> tuple[Any, Any, dict[str, list[float]]]:
     """Run ``epochs`` passes of ``step`` over ``batches``.
 
     Returns the final params and optimizer state and a history ``{metric: [per-epoch mean]}``
@@ -60,8 +68,7 @@ def fit(step: Step, params: Any, opt_state: Any, batches: Iterable[tuple], *, ep
         sums: dict[str, float] = {}
         count = 0
         t0 = time.perf_counter()
-        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", disable=not progress,
-                   leave=False)  # fmt: skip
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
         for batch in bar:
             params, opt_state, metrics = step(params, opt_state, batch)
             count += 1
@@ -75,13 +82,16 @@ def fit(step: Step, params: Any, opt_state: Any, batches: Iterable[tuple], *, ep
         for k, v in summary.items():
             history.setdefault(k, []).append(v)
         if log is not None:
-            log(f"epoch {epoch + 1}/{epochs}  " + "  ".join(f"{k} {v:.4g}" for k, v in
-                                                           summary.items()))  # fmt: skip
+            log(
+                f"epoch {epoch + 1}/{epochs}  "
+                + "  ".join(f"{k} {v:.4g}" for k, v in summary.items())
+            )
     return params, opt_state, history
 
 
-def plot_history(history: dict[str, list[float]], path: str, keys: Iterable[str] = ("loss",)
-                 ) -> None:  # fmt: skip
+def plot_history(
+    history: dict[str, list[float]], path: str, keys: Iterable[str] = ("loss",)
+) -> None:
     """Save a plot of the per-epoch ``keys`` of ``history`` to ``path`` (needs matplotlib)."""
     try:
         import matplotlib

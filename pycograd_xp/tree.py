@@ -13,8 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure",
-           "tree_unflatten"]  # fmt: skip
+__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_unflatten"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +55,10 @@ def _dataclass_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     cached = _DATACLASS_FIELDS.get(cls)
     if cached is None:
         fields = [f for f in dataclasses.fields(cls) if f.init]
-        cached = (tuple(f.name for f in fields if not f.metadata.get("static")),
-                  tuple(f.name for f in fields if f.metadata.get("static")))  # fmt: skip
+        cached = (
+            tuple(f.name for f in fields if not f.metadata.get("static")),
+            tuple(f.name for f in fields if f.metadata.get("static")),
+        )
         _DATACLASS_FIELDS[cls] = cached
     return cached
 

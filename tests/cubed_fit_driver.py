@@ -26,17 +26,32 @@ def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models:
     spec = cubed.Spec(work_dir=work, allowed_mem=allowed, reserved_mem=reserved)
     X = cubed.from_zarr(f"{data}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data}/y.zarr", spec=spec)
-    out: dict = {"allowed_mem": int(spec.allowed_mem), "reserved_mem": int(spec.reserved_mem),
-                 "data_bytes": int(X.nbytes + y.nbytes), "chunks": len(X.chunks[0])}
+    out: dict = {
+        "allowed_mem": int(spec.allowed_mem),
+        "reserved_mem": int(spec.reserved_mem),
+        "data_bytes": int(X.nbytes + y.nbytes),
+        "chunks": len(X.chunks[0]),
+    }
     for run in models:
         model, _, mode = run.partition(":")
         loss = logreg_loss if model == "logreg" else mlp_loss
-        result = fit(loss, init_params(model, X.shape[1], hidden=8), (X, y), optim.sgd(0.5),
-                     steps=int(steps), spec=spec, executor=measuring_processes(),
-                     progress=False, log=None, mode=mode or "auto")  # fmt: skip
-        out[run] = {"params": {k: v.tolist() for k, v in result.params.items()},
-                      "report": result.memory.report(),
-                      "max_projected": result.memory.max_projected()}  # fmt: skip
+        result = fit(
+            loss,
+            init_params(model, X.shape[1], hidden=8),
+            (X, y),
+            optim.sgd(0.5),
+            steps=int(steps),
+            spec=spec,
+            executor=measuring_processes(),
+            progress=False,
+            log=None,
+            mode=mode or "auto",
+        )
+        out[run] = {
+            "params": {k: v.tolist() for k, v in result.params.items()},
+            "report": result.memory.report(),
+            "max_projected": result.memory.max_projected(),
+        }
     out["driver_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(out))
 

@@ -52,12 +52,13 @@ class Params:
 
 
 def test_pytrees_in_and_out(xp):
-    params = {"layer": Pair(xp.asarray([1.0, 2.0]), xp.asarray(0.5)),
-              "dc": Params(xp.asarray([3.0]), [xp.asarray(2.0)])}  # fmt: skip
+    params = {
+        "layer": Pair(xp.asarray([1.0, 2.0]), xp.asarray(0.5)),
+        "dc": Params(xp.asarray([3.0]), [xp.asarray(2.0)]),
+    }
 
     def loss(p):
-        return (xp.sum(p["layer"].w ** 2) + p["layer"].b * 3
-                + xp.sum(p["dc"].w) * p["dc"].extra[0])  # fmt: skip
+        return xp.sum(p["layer"].w ** 2) + p["layer"].b * 3 + xp.sum(p["dc"].w) * p["dc"].extra[0]
 
     g = pg.grad(loss)(params)
     assert isinstance(g["layer"], Pair) and isinstance(g["dc"], Params)
@@ -108,8 +109,9 @@ def test_higher_order_and_hvp(xp):
     a = to_numpy(x)
     d2 = pg.grad(lambda x: xp.sum(pg.grad(f)(x)))(x)
     # f'' = 2 sin + 4x cos - x^2 sin (the Hessian is diagonal)
-    np.testing.assert_allclose(to_numpy(d2), 2 * np.sin(a) + 4 * a * np.cos(a)
-                               - a**2 * np.sin(a), rtol=1e-10)  # fmt: skip
+    np.testing.assert_allclose(
+        to_numpy(d2), 2 * np.sin(a) + 4 * a * np.cos(a) - a**2 * np.sin(a), rtol=1e-10
+    )
     # Hessian-vector product, reverse over reverse, against finite differences of the gradient
     v = xp.asarray([1.0, 0.5, -2.0])
     hvp = pg.grad(lambda x: xp.sum(pg.grad(f)(x) * v))(x)
@@ -141,8 +143,10 @@ def test_hessian_of_matrix_function(xp):
         e = np.zeros(3)
         e[i] = 1.0
         col = pg.grad(lambda x, e=e: xp.sum(pg.grad(f)(x) * xp.asarray(e)))(xp.asarray(x0))
-        fd = (to_numpy(pg.grad(f)(xp.asarray(x0 + eps * e)))
-              - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * e)))) / (2 * eps)  # fmt: skip
+        fd = (
+            to_numpy(pg.grad(f)(xp.asarray(x0 + eps * e)))
+            - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * e)))
+        ) / (2 * eps)
         np.testing.assert_allclose(to_numpy(col), fd, rtol=1e-6, atol=1e-8)
 
 
@@ -186,13 +190,14 @@ def test_higher_order_through_multi_output_functions(which):
     x0, v = np.array([0.2, -0.4, 0.7]), np.array([1.0, -0.5, 0.25])
     hvp = pg.grad(lambda x: xp.sum(pg.grad(f)(x) * xp.asarray(v)))(xp.asarray(x0))
     eps = 1e-6
-    fd = (to_numpy(pg.grad(f)(xp.asarray(x0 + eps * v)))
-          - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * v)))) / (2 * eps)  # fmt: skip
+    fd = (
+        to_numpy(pg.grad(f)(xp.asarray(x0 + eps * v)))
+        - to_numpy(pg.grad(f)(xp.asarray(x0 - eps * v)))
+    ) / (2 * eps)
     np.testing.assert_allclose(to_numpy(hvp), fd, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["unique_values", "unique_all", "unique_counts",
-                                  "unique_inverse"])  # fmt: skip
+@pytest.mark.parametrize("name", ["unique_values", "unique_all", "unique_counts", "unique_inverse"])
 def test_unique_gradient_goes_to_first_occurrences(xp, name):
     x = xp.asarray([[0.5, -1.0, 2.0], [0.5, 3.0, -1.0]])
     w = xp.asarray([1.0, 2.0, 3.0, 4.0])  # one weight per unique value: -1, 0.5, 2, 3

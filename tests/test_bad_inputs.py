@@ -17,6 +17,7 @@ def _cases():
 
     def case(name, exc, pattern):
         pattern = pattern.replace("<dt>", r"(array_api_strict\.)?")  # strict names its dtypes
+
         def deco(fn):
             C.append(pytest.param(fn, exc, pattern, id=name))
             return fn
@@ -270,8 +271,11 @@ def _cases():
     def _(xp, o, w):
         w += 1.0
 
-    @case("inplace-changes-dtype", TypeError,
-          r"(__iadd__: the result has dtype .*float64.*int64|add\(\): .*cannot be type promoted)")
+    @case(
+        "inplace-changes-dtype",
+        TypeError,
+        r"(__iadd__: the result has dtype .*float64.*int64|add\(\): .*cannot be type promoted)",
+    )
     def _(xp, o, w):
         x = xp.asarray([1, 2])
         x += xp.asarray([1.5, 2.5])

@@ -14,9 +14,20 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 def test_anchors_benchmark_runs_pycograd_only(tmp_path):
     out = tmp_path / "rows.json"
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "bench_memory_anchors.py"),
-         "--libraries", "pycograd_xp", "--workloads", "deep_mlp,mlp_1e9", "--json", str(out)],
-        capture_output=True, text=True, timeout=300)  # fmt: skip
+        [
+            sys.executable,
+            os.path.join(ROOT, "benchmarks", "bench_memory_anchors.py"),
+            "--libraries",
+            "pycograd_xp",
+            "--workloads",
+            "deep_mlp,mlp_1e9",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "meas/proj" in done.stdout
     rows = json.loads(out.read_text())

@@ -28,6 +28,10 @@ def test_each_value_is_the_codes(name, path, value):
 
 def test_every_reference_names_a_section():
     sections = set(re.findall(r"^## ([\w-]+)$", DOC, re.M))
-    cited = {m for pkg in ("pycograd_xp", "cubed_plugin") for p in (ROOT / pkg).rglob("*.py")
-             for m in re.findall(r"docs/calibration\.md#([\w-]+)", p.read_text())}  # fmt: skip
+    cited = {
+        m
+        for pkg in ("pycograd_xp", "cubed_plugin")
+        for p in (ROOT / pkg).rglob("*.py")
+        for m in re.findall(r"docs/calibration\.md#([\w-]+)", p.read_text())
+    }
     assert cited and cited <= sections, cited - sections

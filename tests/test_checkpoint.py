@@ -13,8 +13,7 @@ from pycograd_xp import checkpoint, nn, optim, random
 def state(xp, seed=0):
     k = random.key(seed)
     params = {"layer": nn.Linear.init(k, 3, 2, xp=xp)}
-    return {"params": params, "opt": optim.adam(1e-3).init(params), "step": 7, "key": k,
-            "lr": 0.5}  # fmt: skip
+    return {"params": params, "opt": optim.adam(1e-3).init(params), "step": 7, "key": k, "lr": 0.5}
 
 
 def test_round_trip(xp, tmp_path):
@@ -23,8 +22,10 @@ def test_round_trip(xp, tmp_path):
     checkpoint.save(path, s)
     got = checkpoint.load(path, like=state(xp, seed=99))
     assert got["step"] == 7 and got["lr"] == 0.5 and got["key"] == s["key"]
-    np.testing.assert_array_equal(np.asarray(pycograd_xp.unwrap(got["params"]["layer"].w)),
-                                  np.asarray(pycograd_xp.unwrap(s["params"]["layer"].w)))
+    np.testing.assert_array_equal(
+        np.asarray(pycograd_xp.unwrap(got["params"]["layer"].w)),
+        np.asarray(pycograd_xp.unwrap(s["params"]["layer"].w)),
+    )
     assert type(got["params"]["layer"].w) is xp.Array
     assert got["opt"]["count"] == 0 and isinstance(got["params"]["layer"], nn.Linear)
     with np.load(path, allow_pickle=False) as f:  # no pickle anywhere in the file

@@ -18,9 +18,13 @@ BACKENDS = ["numpy", "array_api_strict"]
 
 def _mlp(ns, sizes, dtype, seed=0):
     rng = np.random.default_rng(seed)
-    return [{"w": ns.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(dtype)),
-             "b": ns.asarray(np.zeros(b, dtype))}
-            for a, b in zip(sizes[:-1], sizes[1:], strict=True)]  # fmt: skip
+    return [
+        {
+            "w": ns.asarray((rng.standard_normal((a, b)) / np.sqrt(a)).astype(dtype)),
+            "b": ns.asarray(np.zeros(b, dtype)),
+        }
+        for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
 
 
 def _loss(ns):
@@ -47,10 +51,11 @@ def _same(a, b):
 @pytest.mark.parametrize("tx", ["adam", "sgd-cosine-momentum", "adamw-clip"])
 def test_training_step_with_optimizer_matches_uncompiled(backend, tx):
     ns = pg.namespace(pytest.importorskip(backend))
-    transform = {"adam": optim.adam(1e-2),
-                 "sgd-cosine-momentum": optim.sgd(optim.cosine_decay_schedule(0.1, 4), 0.9),
-                 "adamw-clip": optim.chain(optim.clip_by_global_norm(1.0),
-                                           optim.adamw(1e-2))}[tx]  # fmt: skip
+    transform = {
+        "adam": optim.adam(1e-2),
+        "sgd-cosine-momentum": optim.sgd(optim.cosine_decay_schedule(0.1, 4), 0.9),
+        "adamw-clip": optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-2)),
+    }[tx]
     params = _mlp(ns, [6, 16, 16, 3], "float32")
     rng = np.random.default_rng(1)
     x = ns.asarray(rng.standard_normal((8, 6)).astype("float32"))
@@ -73,8 +78,11 @@ def test_value_and_grad_and_grad_match_uncompiled():
     def f(a, b):
         return xp.sum(xp.exp(xp.sin(a) * b) ** 2) / 3
 
-    for t in (pg.value_and_grad(f, argnums=(0, 1)), pg.grad(f),
-              pg.grad(lambda a, b: xp.sum(pg.grad(f)(a, b)), argnums=(0, 1))):
+    for t in (
+        pg.value_and_grad(f, argnums=(0, 1)),
+        pg.grad(f),
+        pg.grad(lambda a, b: xp.sum(pg.grad(f)(a, b)), argnums=(0, 1)),
+    ):
         _same(pg.compile(t)(a, b), t(a, b))
 
 
@@ -83,8 +91,9 @@ def test_a_new_shape_retraces_and_the_cache_is_bounded():
     c = pg.compile(lambda x: xp.sum(x * x), max_traces=2, on_trace=seen.append)
     for n in (3, 3, 4, 5, 3):  # 3 traces, 3 replays, 4 and 5 trace, 3 was evicted: traces
         np.testing.assert_allclose(float(c(xp.ones(n))), n)
-    assert [t.reason for t in c.traces] == ["first call"] + \
-        ["new shapes, dtypes or static values"] * 3
+    assert [t.reason for t in c.traces] == ["first call"] + [
+        "new shapes, dtypes or static values"
+    ] * 3
     assert seen == c.traces
     assert len(c._cache) == 2
     c(xp.ones(3, dtype=xp.float32))  # a new dtype traces too
@@ -101,15 +110,24 @@ def test_a_value_dependent_branch_is_refused(escape):
             return x * float(s)
         return x * int(s)
 
-    with pytest.raises(pg.TracingError, match=r"compile\(f\): .* of an array while tracing.*"
-                                              r"xp\.where"):  # fmt: skip
+    with pytest.raises(
+        pg.TracingError,
+        match=r"compile\(f\): .* of an array while tracing.*"
+        r"xp\.where",
+    ):
         pg.compile(f)(xp.ones(3))
 
 
-@pytest.mark.parametrize("f", [lambda x: x[x > 0], lambda x: xp.nonzero(x)[0],
-                               lambda x: xp.unique_values(x),
-                               lambda x: xp.repeat(x, xp.astype(x > 0, xp.int64))],
-                         ids=["mask", "nonzero", "unique", "repeat"])  # fmt: skip
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x[x > 0],
+        lambda x: xp.nonzero(x)[0],
+        lambda x: xp.unique_values(x),
+        lambda x: xp.repeat(x, xp.astype(x > 0, xp.int64)),
+    ],
+    ids=["mask", "nonzero", "unique", "repeat"],
+)
 def test_a_data_dependent_shape_is_refused(f):
     with pytest.raises(pg.TracingError, match="depends on array values"):
         pg.compile(f)(xp.asarray([1.0, -2.0, 3.0]))
@@ -315,8 +333,11 @@ def test_a_write_into_a_closed_over_array_is_refused_and_leaves_it_as_it_was():
     cases = [(pg.compile(f), f.__name__) for f in (add, add_number, put, put_number)]
     cases += [(lambda w, f=f: pg.memory.project(f, w), f.__name__) for f in (add, put)]
     for run, name in cases:
-        with pytest.raises(TypeError, match="writes into an array it closes over .*shape "
-                                            r"\(3,\).*Pass the array as an argument"):  # fmt: skip
+        with pytest.raises(
+            TypeError,
+            match="writes into an array it closes over .*shape "
+            r"\(3,\).*Pass the array as an argument",
+        ):
             run(w)
         assert type(acc) is xp.Array, name
         np.testing.assert_array_equal(np.asarray(acc), [1.0, 2.0, 3.0])
@@ -446,11 +467,13 @@ def test_transforms_compile():
     def loss(W, x, y):
         return xp.sum((xp.tanh(x @ W) - y) ** 2)
 
-    for f, args in [(pg.vmap(pg.grad(loss), in_axes=(None, 0, 0)), (W, x, y)),
-                    (pg.jacrev(lambda w: xp.tanh(x @ w)), (w,)),
-                    (pg.jacfwd(lambda w: xp.tanh(x @ w)), (w,)),
-                    (pg.hessian(lambda w: xp.sum(xp.tanh(x @ w) ** 2)), (w,)),
-                    (lambda w, t: pg.jvp(lambda w: xp.sin(x @ w), (w,), (t,)), (w, w))]:
+    for f, args in [
+        (pg.vmap(pg.grad(loss), in_axes=(None, 0, 0)), (W, x, y)),
+        (pg.jacrev(lambda w: xp.tanh(x @ w)), (w,)),
+        (pg.jacfwd(lambda w: xp.tanh(x @ w)), (w,)),
+        (pg.hessian(lambda w: xp.sum(xp.tanh(x @ w) ** 2)), (w,)),
+        (lambda w, t: pg.jvp(lambda w: xp.sin(x @ w), (w,), (t,)), (w, w)),
+    ]:
         _same(pg.compile(f)(*args), f(*args))
 
 
@@ -470,8 +493,9 @@ def test_a_vjps_mask_selects_into_the_dead_cotangent():
     compiled = pg.compile(step)
     want = step(xp.asarray(x), xp.asarray(c))[1]
     got = compiled(xp.asarray(x), xp.asarray(c))[1]
-    np.testing.assert_array_equal(np.asarray(pg.unwrap(got)).view(np.int64),
-                                  np.asarray(pg.unwrap(want)).view(np.int64))  # fmt: skip
+    np.testing.assert_array_equal(
+        np.asarray(pg.unwrap(got)).view(np.int64), np.asarray(pg.unwrap(want)).view(np.int64)
+    )
     src = compiled.source(xp.asarray(x), xp.asarray(c))
     assert ", 0, out=t" in src and "_rc(" in src, src
 
@@ -559,8 +583,14 @@ def test_the_passes_run_alone():
     meta = [_ir.Meta((4096,), np.dtype("float64"), True) for _ in range(4)]
 
     def row(prim, reads, out):
-        return _ir.RowCall(prim=prim, args=tuple(_ir.Sym(n) for n in reads), kwargs={},
-                           outs=_ir.Sym(out), reads=list(reads), writes=[out])  # fmt: skip
+        return _ir.RowCall(
+            prim=prim,
+            args=tuple(_ir.Sym(n) for n in reads),
+            kwargs={},
+            outs=_ir.Sym(out),
+            reads=list(reads),
+            writes=[out],
+        )
 
     calls = [row(sin, [0], 1), row(sin, [0], 2), row(add, [1, 0], 3)]  # t2 is never used
     live, hosts = _passes.eliminate_dead_code(calls, [_ir.Sym(3)], [], {})

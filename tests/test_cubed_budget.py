@@ -51,14 +51,21 @@ XP = pg.namespace(cubed)
 
 def _stored(tmp_path, spec, rows=4000, features=8, chunk=500, model="logreg"):
     synthetic(str(tmp_path), rows, features, chunk, model)
-    return (cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec),
-            cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec))  # fmt: skip
+    return (
+        cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec),
+        cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec),
+    )
 
 
 def _fit(loss, data, spec, **kw):
     kw = {"steps": 1, "spec": spec, "progress": False, "log": None, **kw}
-    return fit(loss, init_params("mlp" if loss is mlp_loss else "logreg", data[0].shape[1]),
-               data, optim.sgd(0.1), **kw)  # fmt: skip
+    return fit(
+        loss,
+        init_params("mlp" if loss is mlp_loss else "logreg", data[0].shape[1]),
+        data,
+        optim.sgd(0.1),
+        **kw,
+    )
 
 
 def mlp(p, X, y):  # a loss written here, so its forward ops name this file's lines
@@ -101,31 +108,44 @@ def test_an_executor_that_cannot_be_measured_is_a_clear_error(tmp_path):
     )
 
     class Unmeasured(ProcessesExecutor):
-        async def _async_execute_dag(self, dag, callbacks=None, spec=None,
-                                     compute_arrays_in_parallel=None, **kwargs):  # fmt: skip
+        async def _async_execute_dag(
+            self, dag, callbacks=None, spec=None, compute_arrays_in_parallel=None, **kwargs
+        ):
             pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver"))
             try:  # run_func_threads: the task's timing, no memory
-                await async_map_dag(processes_create_futures_func(pool, run_func_threads),
-                                    dag=dag, callbacks=callbacks,
-                                    compute_arrays_in_parallel=compute_arrays_in_parallel)
+                await async_map_dag(
+                    processes_create_futures_func(pool, run_func_threads),
+                    dag=dag,
+                    callbacks=callbacks,
+                    compute_arrays_in_parallel=compute_arrays_in_parallel,
+                )
             finally:
                 pool.shutdown(wait=True)
 
     measuring_processes()  # the forkserver's preloads
-    with pytest.raises(RuntimeError, match=r"runs tasks in other processes but reports no "
-                       r"measured task memory .*give reserved_mem yourself"):  # fmt: skip
+    with pytest.raises(
+        RuntimeError,
+        match=r"runs tasks in other processes but reports no "
+        r"measured task memory .*give reserved_mem yourself",
+    ):
         make_spec("1GB", work_dir=str(tmp_path), executor=Unmeasured())
     zero = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="500MB", reserved_mem=0)
-    with pytest.warns(ReservedMemWarning, match=r"fit: reserved_mem is 0, so every task's "
-                      r"projection leaves out .*cannot be measured here"):  # fmt: skip
+    with pytest.warns(
+        ReservedMemWarning,
+        match=r"fit: reserved_mem is 0, so every task's "
+        r"projection leaves out .*cannot be measured here",
+    ):
         _fit(logreg_loss, _stored(tmp_path, zero), zero, executor=Unmeasured())
 
 
 def test_a_spec_below_the_measured_baseline_warns(tmp_path):
     zero = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="500MB", reserved_mem=0)
     data = _stored(tmp_path, zero)
-    with pytest.warns(ReservedMemWarning, match=r"fit: reserved_mem 0 B is below the [\d.]+ MB "
-                      r"a worker of the 'threads' executor measurably holds"):  # fmt: skip
+    with pytest.warns(
+        ReservedMemWarning,
+        match=r"fit: reserved_mem 0 B is below the [\d.]+ MB "
+        r"a worker of the 'threads' executor measurably holds",
+    ):
         _fit(logreg_loss, data, zero, executor="threads")
     v, g = _mlp_step(zero)
     with pytest.warns(ReservedMemWarning, match=r"check: reserved_mem 0 B is below"):
@@ -151,13 +171,17 @@ def test_an_under_reserved_run_fails_loudly(tmp_path):
     with pytest.raises(TaskMemoryError) as e:
         _processes_overrun(tmp_path)
     text = str(e.value)
-    assert re.search(r"fit: step 1 measured task memory over budget: op-\d+ \(blockwise in "
-                     r"the one-pass step of logreg_loss \(forward and backward of each row "
-                     r"chunk\)[^;]*(; fused with [^;]*)?\) measured [\d.]+ MB in a task, over its "
-                     r"projection: projected [\d.]+ [kM]?B, allowed_mem 100 MB \(of which "
-                     r"reserved_mem 0 B\)", text), text
-    assert re.search(r"reserved_mem 0 B is below the [\d.]+ MB a worker of this executor holds",
-                     text), text  # fmt: skip
+    assert re.search(
+        r"fit: step 1 measured task memory over budget: op-\d+ \(blockwise in "
+        r"the one-pass step of logreg_loss \(forward and backward of each row "
+        r"chunk\)[^;]*(; fused with [^;]*)?\) measured [\d.]+ MB in a task, over its "
+        r"projection: projected [\d.]+ [kM]?B, allowed_mem 100 MB \(of which "
+        r"reserved_mem 0 B\)",
+        text,
+    ), text
+    assert re.search(
+        r"reserved_mem 0 B is below the [\d.]+ MB a worker of this executor holds", text
+    ), text
     for o in e.value.overruns:
         assert o.measured > o.projected and o.part
     assert e.value.recorder.overruns() == e.value.overruns
@@ -173,16 +197,39 @@ def test_an_overrun_can_be_a_warning_when_asked_for(tmp_path):
 
 
 def test_the_command_exits_non_zero_on_an_overrun(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "cubed_plugin.train", "--executor", "processes",
-                          "--rows", "20000", "--features", "8", "--steps", "1", "--quiet",
-                          "--allowed-mem", "100MB", "--reserved-mem", "0", "--work-dir",
-                          str(tmp_path)], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cubed_plugin.train",
+            "--executor",
+            "processes",
+            "--rows",
+            "20000",
+            "--features",
+            "8",
+            "--steps",
+            "1",
+            "--quiet",
+            "--allowed-mem",
+            "100MB",
+            "--reserved-mem",
+            "0",
+            "--work-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode != 0, out.stdout
     # with reserved_mem 0 every task is over (Cubed's create-arrays task too, by the worker's
     # own memory, which may come first): the failure names the step's op of the loss
-    assert re.search(r"failed: fit: step 1 measured task memory over budget: (.*; )?op-\d+ "
-                     r"\(.* of logreg_loss", out.stderr), out.stderr  # fmt: skip
+    assert re.search(
+        r"failed: fit: step 1 measured task memory over budget: (.*; )?op-\d+ "
+        r"\(.* of logreg_loss",
+        out.stderr,
+    ), out.stderr
     assert "task memory per op, measured" in out.stdout  # the table, before the failure
 
 
@@ -203,8 +250,11 @@ def _read_once(dag):
     """Whether the plan was made by graph_fusion (its fused tasks read each block once)."""
     from cubed_plugin._fusion import apply_blockwise_read_once
 
-    return any(d["primitive_op"].pipeline.function is apply_blockwise_read_once
-               for _, d in dag.nodes(data=True) if d.get("primitive_op") is not None)  # fmt: skip
+    return any(
+        d["primitive_op"].pipeline.function is apply_blockwise_read_once
+        for _, d in dag.nodes(data=True)
+        if d.get("primitive_op") is not None
+    )
 
 
 def test_every_public_compute_path_uses_the_sound_optimizer(tmp_path):
@@ -245,9 +295,11 @@ def test_check_warns_where_cubeds_own_projection_falls_short():
         warnings.simplefilter("always")
         cp.check(v, g, optimize_function=None)
     shortfalls = [str(w.message) for w in record]
-    short = re.compile(r"check: this optimizer's plan projects op-\d+ \(matmul in mlp \(backward "
-                       r"of matmul\).*\) at [\d.]+ MB per task, but as Cubed runs it the task "
-                       r"can hold up to [\d.]+ MB")  # fmt: skip
+    short = re.compile(
+        r"check: this optimizer's plan projects op-\d+ \(matmul in mlp \(backward "
+        r"of matmul\).*\) at [\d.]+ MB per task, but as Cubed runs it the task "
+        r"can hold up to [\d.]+ MB"
+    )
     assert any(short.search(w) for w in shortfalls), shortfalls
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -261,24 +313,33 @@ def test_ops_are_named_by_the_part_of_the_loss_that_built_them():
     spec = cubed.Spec(allowed_mem="500MB", reserved_mem="100MB")
     v, g = _mlp_step(spec)
     unfused = cubed.plan(pg.unwrap(v), *map(pg.unwrap, pg.tree_leaves(g)), optimize_graph=False)
-    parts = {part_of(unfused.dag, n) for n, d in unfused.dag.nodes(data=True)
-             if d.get("primitive_op") is not None and n != "create-arrays"}  # fmt: skip
+    parts = {
+        part_of(unfused.dag, n)
+        for n, d in unfused.dag.nodes(data=True)
+        if d.get("primitive_op") is not None and n != "create-arrays"
+    }
     line = mlp.__code__.co_firstlineno + 1  # h = XP.tanh(X @ p["W1"] + p["b1"])
     assert f"tanh in mlp (forward, test_cubed_budget.py:{line} in mlp)" in parts, parts
     assert "mul in mlp (backward of tanh)" in parts, parts
     assert any(re.fullmatch(r"matmul in mlp \(backward of matmul\)", p) for p in parts), parts
     # a fused op names the ops fused into it
     fused = cp.plan(v, g)
-    assert any("; fused with " in part_of(fused.dag, n) for n in fused.dag.nodes
-               if fused.dag.nodes[n].get("primitive_op") is not None)  # fmt: skip
+    assert any(
+        "; fused with " in part_of(fused.dag, n)
+        for n in fused.dag.nodes
+        if fused.dag.nodes[n].get("primitive_op") is not None
+    )
     # and a refusal names the part, with figures that do not round into each other (an op's
     # own projection 1 byte over the limit: no plan fuses it away)
     top = unfused.max_projected_mem
     tight = cubed.Spec(allowed_mem=top - 1, reserved_mem="100MB")
     with pytest.raises(memory.MemoryLimitError) as e:
         cp.check(*_mlp_step(tight))
-    need, have = re.search(r"op-\d+ \(.* in mlp .*\) needs (\S+ \S+) per task, over "
-                           r"allowed_mem (\S+ \S+)", str(e.value)).groups()  # fmt: skip
+    need, have = re.search(
+        r"op-\d+ \(.* in mlp .*\) needs (\S+ \S+) per task, over "
+        r"allowed_mem (\S+ \S+)",
+        str(e.value),
+    ).groups()
     assert need != have and (need, have) == fmt_pair(top, top - 1)
 
 
@@ -312,25 +373,42 @@ def test_plan_rows_plans_the_mode_fit_runs():
     specs = memory.spec((4000, 2)), memory.spec((4000,))
     params = {"W": np.full((2, 64), 0.1)}
     auto, p_auto = plan_rows(wide_rows, params, *specs, rows=4000, data=(1, 2), backend=spec)
-    graph, p_graph = plan_rows(wide_rows, params, *specs, rows=4000, data=(1, 2),
-                               backend=spec, mode="graph")  # fmt: skip
+    graph, p_graph = plan_rows(
+        wide_rows, params, *specs, rows=4000, data=(1, 2), backend=spec, mode="graph"
+    )
     assert plan_rows(wide, params, *specs, rows=4000, data=(1, 2), backend=spec)[0] == graph
     assert auto != graph and p_auto.mode == "one-pass" and p_graph.mode == "graph"
     assert p_auto.max_task_bytes <= 1_000_000 and p_graph.max_task_bytes <= 1_000_000
     bigger = int(auto * 1.016) + 1
-    over = step_projection(wide_rows, (params, memory.spec((4000, 2), chunks=(bigger, 2)),
-                                       memory.spec((4000,), chunks=(bigger,))),
-                           data=(1, 2), mode="one-pass", spec=spec)  # fmt: skip
+    over = step_projection(
+        wide_rows,
+        (
+            params,
+            memory.spec((4000, 2), chunks=(bigger, 2)),
+            memory.spec((4000,), chunks=(bigger,)),
+        ),
+        data=(1, 2),
+        mode="one-pass",
+        spec=spec,
+    )
     assert over.max_task_bytes > 1_000_000
-    batch, p = plan_rows(wide_rows, params, *specs, rows=4000, data=(1, 2), backend=spec,
-                         batch_rows=1000)  # fmt: skip
+    batch, p = plan_rows(
+        wide_rows, params, *specs, rows=4000, data=(1, 2), backend=spec, batch_rows=1000
+    )
     assert 1000 % batch == 0 and batch <= auto and p.max_task_bytes <= 1_000_000
-    with pytest.raises(memory.MemoryLimitError, match=r"plan_rows \(one-pass mode\): even one "
-                       r"row per chunk needs .* \(\w+ in the one-pass step of wide_rows"):
-        plan_rows(wide_rows, {"W": np.zeros((2, 100_000))}, *specs, rows=4000, data=(1, 2),
-                  backend=spec)  # fmt: skip
-    with pytest.raises(TypeError, match=r"plan_rows\(mode='one-pass'\): the loss must be "
-                       r"declared row-separable"):  # fmt: skip
+    with pytest.raises(
+        memory.MemoryLimitError,
+        match=r"plan_rows \(one-pass mode\): even one "
+        r"row per chunk needs .* \(\w+ in the one-pass step of wide_rows",
+    ):
+        plan_rows(
+            wide_rows, {"W": np.zeros((2, 100_000))}, *specs, rows=4000, data=(1, 2), backend=spec
+        )
+    with pytest.raises(
+        TypeError,
+        match=r"plan_rows\(mode='one-pass'\): the loss must be "
+        r"declared row-separable",
+    ):
         plan_rows(wide, params, *specs, rows=4000, data=(1, 2), backend=spec, mode="one-pass")
 
 
@@ -350,17 +428,37 @@ def test_a_refusal_proposes_a_lazy_rechunk_that_passes(tmp_path, mode):
     X, y = _stored(tmp_path, spec, features=2, chunk=4000)
     loss = wide_rows if mode == "one-pass" else wide
     with pytest.raises(memory.MemoryLimitError) as e:
-        fit(loss, {"W": np.full((2, 64), 0.1)}, (X, y), optim.sgd(0.1), steps=1, spec=spec,
-            progress=False, log=None)  # fmt: skip
+        fit(
+            loss,
+            {"W": np.full((2, 64), 0.1)},
+            (X, y),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=None,
+        )
     text = str(e.value)
-    assert re.search(rf"fit: step 1 \({mode} mode\) is refused before running: op-\d+ \(.* "
-                     r"wide(_rows)? .*\) needs [\d.]+ MB per task, over allowed_mem 1.00 MB",
-                     text), text  # fmt: skip
+    assert re.search(
+        rf"fit: step 1 \({mode} mode\) is refused before running: op-\d+ \(.* "
+        r"wide(_rows)? .*\) needs [\d.]+ MB per task, over allowed_mem 1.00 MB",
+        text,
+    ), text
     n = _advised_rows(text, mode)
-    assert f"Rechunk it lazily (data[0] = data[0].rechunk(({n}, 2)); data[1] = " \
-           f"data[1].rechunk(({n},))): checked" in text, text  # fmt: skip
-    result = fit(loss, {"W": np.full((2, 64), 0.1)}, (X.rechunk((n, 2)), y.rechunk((n,))),
-                 optim.sgd(0.1), steps=1, spec=spec, progress=False, log=None)  # fmt: skip
+    assert (
+        f"Rechunk it lazily (data[0] = data[0].rechunk(({n}, 2)); data[1] = "
+        f"data[1].rechunk(({n},))): checked" in text
+    ), text
+    result = fit(
+        loss,
+        {"W": np.full((2, 64), 0.1)},
+        (X.rechunk((n, 2)), y.rechunk((n,))),
+        optim.sgd(0.1),
+        steps=1,
+        spec=spec,
+        progress=False,
+        log=None,
+    )
     assert result.step == 1 and result.memory.max_projected() <= 1_000_000
 
 
@@ -378,10 +476,16 @@ def test_a_refusal_says_how_to_rewrite_data_a_rechunk_cannot_read(tmp_path):
     assert "cannot fit" in text and "Rewrite the data once" in text, text
     assert f"data argument 0 with chunks ({n}, 8), data argument 1 with chunks ({n},)" in text
     for name, x in (("X", X), ("y", y)):
-        z = zarr.open_array(str(tmp_path / f"{name}-{n}.zarr"), mode="w", shape=x.shape,
-                            dtype=x.dtype, chunks=(n, *x.shape[1:]))  # fmt: skip
+        z = zarr.open_array(
+            str(tmp_path / f"{name}-{n}.zarr"),
+            mode="w",
+            shape=x.shape,
+            dtype=x.dtype,
+            chunks=(n, *x.shape[1:]),
+        )
         z[...] = zarr.open_array(str(tmp_path / f"{name}.zarr"))[...]
-    data = tuple(cubed.from_zarr(str(tmp_path / f"{name}-{n}.zarr"), spec=spec)
-                 for name in ("X", "y"))  # fmt: skip
+    data = tuple(
+        cubed.from_zarr(str(tmp_path / f"{name}-{n}.zarr"), spec=spec) for name in ("X", "y")
+    )
     result = _fit(mlp_loss, data, spec, mode="one-pass", batch_rows=4000)
     assert result.step == 1 and result.memory.max_projected() <= 2_000_000

@@ -22,8 +22,9 @@ from cubed_plugin._fusion import _COPY, duplicating_optimizer  # noqa: E402
 from cubed_plugin.steps import graph_fusion, graph_step, row_loss  # noqa: E402
 from cubed_plugin.train import synthetic  # noqa: E402
 
-WIDE = partial(multiple_inputs_optimize_dag, max_total_source_arrays=32,
-               max_total_num_input_blocks=80)  # fmt: skip
+WIDE = partial(
+    multiple_inputs_optimize_dag, max_total_source_arrays=32, max_total_num_input_blocks=80
+)
 
 
 def _logreg_tail(z, y):
@@ -37,8 +38,7 @@ LOGREG = row_loss(lambda p, X, y: _logreg_tail(X @ p["w"], y))
 @pytest.fixture
 def data(tmp_path):
     synthetic(str(tmp_path), 4000, 8, 500, "logreg")
-    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB",
-                      reserved_mem="10MB")  # fmt: skip
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="10MB")
     X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec)
     y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec)
     return spec, X, y
@@ -51,8 +51,11 @@ def _arrays(spec, X, y):
 
 
 def _stored_targets(plan):
-    return [d["target"] for n, d in plan.dag.nodes(data=True)
-            if isinstance(d.get("target"), LazyZarrArray)]  # fmt: skip
+    return [
+        d["target"]
+        for n, d in plan.dag.nodes(data=True)
+        if isinstance(d.get("target"), LazyZarrArray)
+    ]
 
 
 def test_same_values_as_cubeds_optimizer_with_fewer_tasks(data):
@@ -68,6 +71,7 @@ def test_same_values_as_cubeds_optimizer_with_fewer_tasks(data):
     targets = _stored_targets(ours)
     assert len({id(t) for t in targets}) == len(targets)
     assert not any(_COPY in n for n in ours.dag.nodes)
+
     # of the row-sized intermediates only X @ w is stored: exp(-|z|), 1 + exp(-|z|) (read by
     # forward and backward) and the mean's broadcast cotangent (read by three terms) are not
     def rows(plan):
@@ -78,8 +82,9 @@ def test_same_values_as_cubeds_optimizer_with_fewer_tasks(data):
     for name, d in ours.dag.nodes(data=True):
         po = d.get("primitive_op")
         if po is not None and len(po.source_array_names) > 1:
-            blocks = sum(chunk_memory(ours.dag.nodes[a]["target"])
-                         for a in set(po.source_array_names))  # fmt: skip
+            blocks = sum(
+                chunk_memory(ours.dag.nodes[a]["target"]) for a in set(po.source_array_names)
+            )
             assert po.projected_mem >= po.reserved_mem + blocks, name
     assert len(rows(wide)) >= 4, rows(wide)
 
@@ -88,8 +93,9 @@ def test_copies_that_cannot_fuse_are_undone(data):
     """With a fusion that refuses every multi-source fusion, no copy fuses: the optimizer
     undoes them all and the plan is Cubed's own."""
     spec, X, y = data
-    strict = partial(multiple_inputs_optimize_dag, max_total_source_arrays=1,
-                     max_total_num_input_blocks=1)  # fmt: skip
+    strict = partial(
+        multiple_inputs_optimize_dag, max_total_source_arrays=1, max_total_num_input_blocks=1
+    )
     opt = duplicating_optimizer(strict)
     plan = cubed.plan(*_arrays(spec, X, y), optimize_function=opt)
     assert not any(_COPY in n for n in plan.dag.nodes)

@@ -43,15 +43,17 @@ def _write(path, rows, features, chunk, dtype, seed=0):
     w = rng.standard_normal(features) / np.sqrt(features)
     X = rng.standard_normal((rows, features)).astype(dtype)
     y = (X @ w + 0.3 * rng.standard_normal(rows) > 0).astype(dtype)
-    zx = zarr.open_array(f"{path}/X.zarr", mode="w", shape=X.shape, dtype=dtype,
-                         chunks=(chunk, features))  # fmt: skip
+    zx = zarr.open_array(
+        f"{path}/X.zarr", mode="w", shape=X.shape, dtype=dtype, chunks=(chunk, features)
+    )
     zy = zarr.open_array(f"{path}/y.zarr", mode="w", shape=y.shape, dtype=dtype, chunks=(chunk,))
     zx[...], zy[...] = X, y
     return X, y
 
 
-def _data(tmp_path, dtype="float64", rows=8000, features=8, chunk=500, allowed="100MB",
-          reserved="0"):  # fmt: skip
+def _data(
+    tmp_path, dtype="float64", rows=8000, features=8, chunk=500, allowed="100MB", reserved="0"
+):
     Xn, yn = _write(tmp_path / dtype, rows, features, chunk, dtype)
     spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem=allowed, reserved_mem=reserved)
     X = cubed.from_zarr(str(tmp_path / dtype / "X.zarr"), spec=spec)
@@ -72,8 +74,14 @@ def test_a_batch_of_stored_chunks_reads_them_and_adds_no_task(tmp_path, zarr_for
     of a (43, 5) array in (4, 3) chunks holds those rows, chunked as the data along both axes,
     and computing it or a reduction over it runs no task of its own."""
     a = np.arange(43 * 5.0).reshape(43, 5)
-    z = zarr.open_array(str(tmp_path / "a.zarr"), mode="w", shape=a.shape, chunks=(4, 3),
-                        dtype="f8", zarr_format=zarr_format)  # fmt: skip
+    z = zarr.open_array(
+        str(tmp_path / "a.zarr"),
+        mode="w",
+        shape=a.shape,
+        chunks=(4, 3),
+        dtype="f8",
+        zarr_format=zarr_format,
+    )
     z[...] = a
     spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="0")
     x = cubed.from_zarr(str(tmp_path / "a.zarr"), spec=spec)
@@ -84,14 +92,23 @@ def test_a_batch_of_stored_chunks_reads_them_and_adds_no_task(tmp_path, zarr_for
     np.testing.assert_array_equal(b.compute(), want)
     total = cubed.sum(b, axis=0)
     # the same plan as on data stored as the batch is: the reduction's ops, nothing before them
-    alike = zarr.open_array(str(tmp_path / "b.zarr"), mode="w", shape=want.shape, chunks=(4, 3),
-                            dtype="f8", zarr_format=zarr_format)  # fmt: skip
+    alike = zarr.open_array(
+        str(tmp_path / "b.zarr"),
+        mode="w",
+        shape=want.shape,
+        chunks=(4, 3),
+        dtype="f8",
+        zarr_format=zarr_format,
+    )
     alike[...] = want
-    ops = [[(d["op_name"], d["primitive_op"].num_tasks, d["primitive_op"].projected_mem)
+    ops = [
+        [
+            (d["op_name"], d["primitive_op"].num_tasks, d["primitive_op"].projected_mem)
             for _, d in cubed.plan(s, optimize_graph=False).dag.nodes(data=True)
-            if "primitive_op" in d]
-           for s in (total, cubed.sum(cubed.from_zarr(str(tmp_path / "b.zarr"), spec=spec),
-                                      axis=0))]  # fmt: skip
+            if "primitive_op" in d
+        ]
+        for s in (total, cubed.sum(cubed.from_zarr(str(tmp_path / "b.zarr"), spec=spec), axis=0))
+    ]
     assert ops[0] == ops[1]
     np.testing.assert_array_equal(total.compute(), want.sum(axis=0))
     np.testing.assert_array_equal(take_row_chunks(x, [10]).compute(), a[40:43])
@@ -106,10 +123,14 @@ def test_a_batch_of_computed_data_copies_one_chunk_per_task(tmp_path):
     projected = set()
     for picks in ([3], [2, 7], [0, 1, 2, 3, 4, 5, 6, 10]):
         b = take_row_chunks(x, picks)
-        np.testing.assert_array_equal(b.compute(),
-                                      np.concatenate([a[4 * i:4 * i + 4] for i in picks]))
-        ops = [d["primitive_op"] for _, d in cubed.plan(b, optimize_graph=False).dag.nodes(
-            data=True) if d.get("op_name") == "blockwise"]  # fmt: skip
+        np.testing.assert_array_equal(
+            b.compute(), np.concatenate([a[4 * i : 4 * i + 4] for i in picks])
+        )
+        ops = [
+            d["primitive_op"]
+            for _, d in cubed.plan(b, optimize_graph=False).dag.nodes(data=True)
+            if d.get("op_name") == "blockwise"
+        ]
         assert ops[-1].num_tasks == len(picks)
         projected.add(ops[-1].projected_mem)
     assert len(projected) == 1
@@ -118,18 +139,33 @@ def test_a_batch_of_computed_data_copies_one_chunk_per_task(tmp_path):
 def test_picks_must_be_increasing_chunk_numbers(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
     for picks in ([], [3, 1], [2, 2], [-1], [16]):
-        with pytest.raises(ValueError, match=r"take_row_chunks: picks must be increasing chunk "
-                                             r"numbers from 0 to 15 .*got"):  # fmt: skip
+        with pytest.raises(
+            ValueError,
+            match=r"take_row_chunks: picks must be increasing chunk "
+            r"numbers from 0 to 15 .*got",
+        ):
             take_row_chunks(X, picks)
 
 
 def test_batch_rows_must_be_whole_chunks_within_the_data(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
     for bad in (0, 750, 8500):
-        with pytest.raises(ValueError, match=rf"fit: batch_rows={bad} must be a multiple of the "
-                                             r"data's row chunks \(500 rows\) of at most 16"):
-            fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1,
-                batch_rows=bad, spec=spec, progress=False, log=None)  # fmt: skip
+        with pytest.raises(
+            ValueError,
+            match=rf"fit: batch_rows={bad} must be a multiple of the "
+            r"data's row chunks \(500 rows\) of at most 16",
+        ):
+            fit(
+                logreg_loss,
+                init_params("logreg", 8),
+                (X, y),
+                optim.sgd(0.1),
+                steps=1,
+                batch_rows=bad,
+                spec=spec,
+                progress=False,
+                log=None,
+            )
 
 
 def test_the_shuffle_draws_whole_chunks_each_epoch(tmp_path):
@@ -156,9 +192,20 @@ def test_mini_batch_training_steps_on_the_drawn_chunks(tmp_path, mode):
     key = random.key(1)
     params = init_params("mlp", 8, hidden=8)
     steps = 10 if mode == "one-pass" else 3  # (graph mode plans each step for seconds)
-    result = fit(mlp_loss, params, (X, y), optim.sgd(0.5), steps=steps, batch_rows=1000,
-                 key=key, spec=spec, mode=mode, executor="single-threaded", progress=False,
-                 log=None)  # fmt: skip
+    result = fit(
+        mlp_loss,
+        params,
+        (X, y),
+        optim.sgd(0.5),
+        steps=steps,
+        batch_rows=1000,
+        key=key,
+        spec=spec,
+        mode=mode,
+        executor="single-threaded",
+        progress=False,
+        log=None,
+    )
     p = pg.tree_map(NP.asarray, params)
     for step in range(steps):  # 8 batches an epoch: one-pass mode's run starts a second one
         picks = _batches((X, y), 1000, key, step // 8)[step % 8]
@@ -190,13 +237,13 @@ def test_per_task_projection_does_not_grow_with_the_batch(tmp_path, model, dtype
     the check under the allowed_mem the full batch needs: a mini-batch is not refused where
     the full batch trains. With ``concat`` the one-pass task grew by two chunks per chunk
     batched."""
-    spec, X, y, _, _ = _data(tmp_path, dtype, rows=32_000, features=20, chunk=2000,
-                             reserved="70MB")  # fmt: skip
+    spec, X, y, _, _ = _data(tmp_path, dtype, rows=32_000, features=20, chunk=2000, reserved="70MB")
     loss, params = LOSSES[model], _params(model, 20, dtype)
     full = _max_task(loss, params, (X, y), spec, mode)
     slack = 0 if mode == "one-pass" else 1024
-    tight = cubed.Spec(work_dir=spec.work_dir, allowed_mem=full + slack,
-                       reserved_mem=spec.reserved_mem)  # fmt: skip
+    tight = cubed.Spec(
+        work_dir=spec.work_dir, allowed_mem=full + slack, reserved_mem=spec.reserved_mem
+    )
     Xt, yt = (cubed.from_zarr(str(tmp_path / dtype / f"{n}.zarr"), spec=tight) for n in "Xy")
     _max_task(loss, params, (Xt, yt), tight, mode)  # the full batch trains in it
     for per in (1, 2, 8):
@@ -227,13 +274,24 @@ def test_float32_parameters_on_float32_data_stay_float32(tmp_path, mode):
     spec, X, y, Xn, yn = _data(tmp_path, "float32")
     params = _params("mlp", 8, "float32")
     logged: list[str] = []
-    result = fit(mlp_loss, params, (X, y), optim.adam(0.05), steps=2, batch_rows=1000,
-                 spec=spec, mode=mode, executor="single-threaded", progress=False,
-                 log=logged.append)  # fmt: skip
+    result = fit(
+        mlp_loss,
+        params,
+        (X, y),
+        optim.adam(0.05),
+        steps=2,
+        batch_rows=1000,
+        spec=spec,
+        mode=mode,
+        executor="single-threaded",
+        progress=False,
+        log=logged.append,
+    )
     assert not any("promotion" in line for line in logged), logged
     assert {v.dtype for v in result.params.values()} == {np.dtype("float32")}
-    assert {leaf.dtype for leaf in pg.tree_leaves(result.opt_state)
-            if hasattr(leaf, "dtype")} == {np.dtype("float32")}  # fmt: skip
+    assert {leaf.dtype for leaf in pg.tree_leaves(result.opt_state) if hasattr(leaf, "dtype")} == {
+        np.dtype("float32")
+    }
     p = pg.tree_map(NP.asarray, params)
     tx = optim.adam(0.05)
     state = tx.init(p)
@@ -248,26 +306,47 @@ def test_float32_parameters_on_float32_data_stay_float32(tmp_path, mode):
         np.testing.assert_allclose(v, np.asarray(pg.unwrap(p[k])), rtol=2e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("param_dtype", "data_dtype"),
-                         [("float64", "float32"), ("float32", "float64")])  # fmt: skip
-def test_mixed_dtypes_are_logged_and_the_parameters_keep_theirs(tmp_path, param_dtype,
-                                                                 data_dtype):  # fmt: skip
+@pytest.mark.parametrize(
+    ("param_dtype", "data_dtype"), [("float64", "float32"), ("float32", "float64")]
+)
+def test_mixed_dtypes_are_logged_and_the_parameters_keep_theirs(tmp_path, param_dtype, data_dtype):
     spec, X, y, _, _ = _data(tmp_path, data_dtype)
     logged: list[str] = []
-    result = fit(logreg_loss, _params("logreg", 8, param_dtype), (X, y), optim.sgd(0.1),
-                 steps=1, spec=spec, executor="single-threaded", progress=False,
-                 log=logged.append)  # fmt: skip
-    assert any(f"parameters {param_dtype}, data {data_dtype}: each task computes in float64"
-               in line for line in logged), logged  # fmt: skip
+    result = fit(
+        logreg_loss,
+        _params("logreg", 8, param_dtype),
+        (X, y),
+        optim.sgd(0.1),
+        steps=1,
+        spec=spec,
+        executor="single-threaded",
+        progress=False,
+        log=logged.append,
+    )
+    assert any(
+        f"parameters {param_dtype}, data {data_dtype}: each task computes in float64" in line
+        for line in logged
+    ), logged
     assert {v.dtype for v in result.params.values()} == {np.dtype(param_dtype)}
 
 
 def test_parameters_that_are_not_floating_point_are_refused(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
-    with pytest.raises(TypeError, match=r"fit: parameter 0 \(shape \(\)\) has dtype int64; "
-                                        r"parameters must be real floating point"):  # fmt: skip
-        fit(logreg_loss, {"b": np.zeros((), dtype=np.int64), "w": np.zeros(8)}, (X, y),
-            optim.sgd(0.1), steps=1, spec=spec, progress=False, log=None)  # fmt: skip
+    with pytest.raises(
+        TypeError,
+        match=r"fit: parameter 0 \(shape \(\)\) has dtype int64; "
+        r"parameters must be real floating point",
+    ):
+        fit(
+            logreg_loss,
+            {"b": np.zeros((), dtype=np.int64), "w": np.zeros(8)},
+            (X, y),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=None,
+        )
 
 
 def test_bad_data_in_a_mini_batch_is_named_by_its_chunk_in_the_data(tmp_path):
@@ -280,9 +359,18 @@ def test_bad_data_in_a_mini_batch_is_named_by_its_chunk_in_the_data(tmp_path):
     batches = _batches((X, y), 1000, random.key(0), 0)
     step = next(i for i, b in enumerate(batches) if 5 in b)
     with pytest.raises(ValueError, match=r"chunk 5 \(rows 2500 to 2999\): NaN"):
-        fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=step + 1,
-            batch_rows=1000, spec=spec, executor="single-threaded", progress=False,
-            log=None)  # fmt: skip
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.1),
+            steps=step + 1,
+            batch_rows=1000,
+            spec=spec,
+            executor="single-threaded",
+            progress=False,
+            log=None,
+        )
 
 
 # -- measured on the processes executor ---------------------------------------------------------
@@ -303,19 +391,26 @@ def test_measured_task_peaks_stay_within_projections_at_every_batch_size(tmp_pat
     rows, features, chunk = 16 * 40_000, 20, 40_000  # chunks of 6.4 MB (float64)
     for dtype in ("float32", "float64"):
         _write(tmp_path / dtype, rows, features, chunk, dtype)
-    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="300MB",
-                      reserved_mem="100MB")  # fmt: skip
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="300MB", reserved_mem="100MB")
     for dtype in ("float32", "float64"):
         X, y = (cubed.from_zarr(str(tmp_path / dtype / f"{n}.zarr"), spec=spec) for n in "Xy")
         for model in ("logreg", "mlp"):
             for mode in ("one-pass", "graph") if dtype == "float32" else ("one-pass",):
                 projected = {}
                 for per in (None, 2, 8):
-                    result = fit(LOSSES[model], _params(model, features, dtype), (X, y),
-                                 optim.sgd(0.5), steps=1, spec=spec, mode=mode,
-                                 batch_rows=None if per is None else per * chunk,
-                                 executor=measuring_processes(), progress=False,
-                                 log=None)  # fmt: skip
+                    result = fit(
+                        LOSSES[model],
+                        _params(model, features, dtype),
+                        (X, y),
+                        optim.sgd(0.5),
+                        steps=1,
+                        spec=spec,
+                        mode=mode,
+                        batch_rows=None if per is None else per * chunk,
+                        executor=measuring_processes(),
+                        progress=False,
+                        log=None,
+                    )
                     rec = result.memory
                     report = rec.report()
                     assert all(m is not None for _, _, m in report), report
@@ -329,7 +424,16 @@ def test_measured_task_peaks_stay_within_projections_at_every_batch_size(tmp_pat
                     assert max(projected.values()) == projected[None], run
     X, y = (cubed.from_zarr(str(tmp_path / "float32" / f"{n}.zarr"), spec=spec) for n in "Xy")
     for model in ("logreg", "mlp"):
-        rec = fit(LOSSES[model], _params(model, features, "float64"), (X, y), optim.sgd(0.5),
-                  steps=1, spec=spec, batch_rows=8 * chunk, executor=measuring_processes(),
-                  progress=False, log=None).memory  # fmt: skip
+        rec = fit(
+            LOSSES[model],
+            _params(model, features, "float64"),
+            (X, y),
+            optim.sgd(0.5),
+            steps=1,
+            spec=spec,
+            batch_rows=8 * chunk,
+            executor=measuring_processes(),
+            progress=False,
+            log=None,
+        ).memory
         assert rec.over() == {} and all(m is not None for _, _, m in rec.report()), model

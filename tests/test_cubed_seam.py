@@ -47,20 +47,23 @@ def test_the_installed_cubed_is_a_supported_version():
 
     assert _version_tuple(cubed.__version__) in SUPPORTED, (
         f"Cubed {cubed.__version__} is installed; cubed_plugin/_cubed_seam.py was checked with "
-        f"{SUPPORTED}: run this file, update the seam where it fails, then add the version")
+        f"{SUPPORTED}: run this file, update the seam where it fails, then add the version"
+    )
 
 
 def test_the_supported_versions_are_those_pyproject_pins():
     from cubed_plugin._cubed_seam import SUPPORTED
 
-    pins = set(re.findall(r'"cubed>=(\d+)\.(\d+),<(\d+)\.(\d+)"',
-                          (ROOT / "pyproject.toml").read_text()))  # fmt: skip
+    pins = set(
+        re.findall(r'"cubed>=(\d+)\.(\d+),<(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text())
+    )
     assert pins, "pyproject.toml pins no cubed>=X.Y,<X.Z"
     for lo_a, lo_b, hi_a, hi_b in pins:
         lo, hi = (int(lo_a), int(lo_b)), (int(hi_a), int(hi_b))
-        assert SUPPORTED[0] == lo and SUPPORTED[-1] < hi <= (SUPPORTED[-1][0],
-                                                            SUPPORTED[-1][1] + 1), (
-            f"pyproject pins cubed>={lo},<{hi}; _cubed_seam.SUPPORTED is {SUPPORTED}")
+        assert SUPPORTED[0] == lo and SUPPORTED[-1] < hi <= (
+            SUPPORTED[-1][0],
+            SUPPORTED[-1][1] + 1,
+        ), f"pyproject pins cubed>={lo},<{hi}; _cubed_seam.SUPPORTED is {SUPPORTED}"
 
 
 def test_an_unsupported_version_is_refused_or_warned_naming_it():
@@ -102,34 +105,69 @@ def test_every_internal_the_seam_imports_exists(module, name):
 
 # the parameters the plugin passes or receives, by name, for each internal function it calls
 SIGNATURES = {
-    ("cubed.core.ops", "general_blockwise"): ("func", "back_key_function", "arrays", "shapes",
-                                              "dtypes", "chunkss", "target_stores",
-                                              "extra_func_kwargs"),
-    ("cubed.core.ops", "map_selection"): ("func", "selection_function", "x", "shape", "dtype",
-                                          "chunks", "max_num_input_blocks"),
-    ("cubed.core.ops", "blockwise"): ("func", "out_ind", "args", "dtype", "adjust_chunks",
-                                      "new_axes", "extra_func_kwargs"),
+    ("cubed.core.ops", "general_blockwise"): (
+        "func",
+        "back_key_function",
+        "arrays",
+        "shapes",
+        "dtypes",
+        "chunkss",
+        "target_stores",
+        "extra_func_kwargs",
+    ),
+    ("cubed.core.ops", "map_selection"): (
+        "func",
+        "selection_function",
+        "x",
+        "shape",
+        "dtype",
+        "chunks",
+        "max_num_input_blocks",
+    ),
+    ("cubed.core.ops", "blockwise"): (
+        "func",
+        "out_ind",
+        "args",
+        "dtype",
+        "adjust_chunks",
+        "new_axes",
+        "extra_func_kwargs",
+    ),
     ("cubed.core.optimization", "multiple_inputs_optimize_dag"): (
-        "dag", "array_names", "max_total_source_arrays", "max_total_num_input_blocks",
-        "never_fuse"),
+        "dag",
+        "array_names",
+        "max_total_source_arrays",
+        "max_total_num_input_blocks",
+        "never_fuse",
+    ),
     ("cubed.core.plan", "arrays_to_plan"): ("arrays",),
     ("cubed.primitive.blockwise", "apply_blockwise"): ("out_coords", "config"),
     ("cubed.primitive.blockwise", "key_to_slices"): ("key", "arr"),
-    ("cubed.primitive.memory", "calculate_projected_mem"): ("reserved_mem", "inputs",
-                                                             "operation", "output",
-                                                             "buffer_copies"),
+    ("cubed.primitive.memory", "calculate_projected_mem"): (
+        "reserved_mem",
+        "inputs",
+        "operation",
+        "output",
+        "buffer_copies",
+    ),
     ("cubed.primitive.memory", "get_buffer_copies"): ("spec",),
     ("cubed.runtime.create", "create_executor"): ("name", "executor_options"),
-    ("cubed.runtime.asyncio", "async_map_dag"): ("create_futures_func", "dag", "callbacks",
-                                                 "compute_arrays_in_parallel"),
+    ("cubed.runtime.asyncio", "async_map_dag"): (
+        "create_futures_func",
+        "dag",
+        "callbacks",
+        "compute_arrays_in_parallel",
+    ),
     ("cubed.runtime.backup", "use_backups_default"): ("spec",),
     ("cubed.runtime.executors.local", "check_runtime_memory"): ("spec", "max_workers"),
-    ("cubed.runtime.executors.local", "processes_create_futures_func"): ("concurrent_executor",
-                                                                         "function"),
+    ("cubed.runtime.executors.local", "processes_create_futures_func"): (
+        "concurrent_executor",
+        "function",
+    ),
     ("cubed.utils", "chunk_memory"): ("arr",),
     ("cubed.utils", "normalize_chunks"): ("chunks", "shape", "dtype"),
     ("cubed.utils", "block_id_to_offset"): ("block_id", "numblocks"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("where,params", SIGNATURES.items(), ids=lambda v: str(v))
@@ -138,8 +176,9 @@ def test_internal_functions_take_the_parameters_the_plugin_passes(where, params)
     f = getattr(importlib.import_module(module), name)
     have = inspect.signature(f).parameters
     missing = [p for p in params if p not in have]
-    assert not missing, changed(f"the signature of {module}.{name}: no {missing} "
-                                f"(it takes {list(have)})")  # fmt: skip
+    assert not missing, changed(
+        f"the signature of {module}.{name}: no {missing} (it takes {list(have)})"
+    )
 
 
 def test_the_processes_executor_still_runs_a_dag_by_the_method_the_seam_overrides():
@@ -148,10 +187,12 @@ def test_the_processes_executor_still_runs_a_dag_by_the_method_the_seam_override
     f = ProcessesExecutor.__dict__.get("_async_execute_dag")
     assert f is not None and inspect.iscoroutinefunction(f), changed(
         "ProcessesExecutor: it has no coroutine _async_execute_dag (MeasuringProcesses "
-        "overrides it)")
+        "overrides it)"
+    )
     params = list(inspect.signature(f).parameters)
-    assert params[:5] == ["self", "dag", "callbacks", "spec", "compute_arrays_in_parallel"], \
-        changed(f"ProcessesExecutor._async_execute_dag's parameters: {params}")  # fmt: skip
+    assert params[:5] == ["self", "dag", "callbacks", "spec", "compute_arrays_in_parallel"], (
+        changed(f"ProcessesExecutor._async_execute_dag's parameters: {params}")
+    )
     from cubed.runtime.executors.local import run_func_processes
 
     assert callable(run_func_processes), changed("cubed.runtime.executors.local.run_func_processes")
@@ -161,18 +202,27 @@ def test_plans_still_make_every_op_through_plan_new():
     from cubed.core.plan import Plan
 
     f = Plan.__dict__.get("_new")
-    assert isinstance(f, classmethod), changed("Plan._new: no longer a classmethod (the seam "
-                                               "wraps it to label every op)")
+    assert isinstance(f, classmethod), changed(
+        "Plan._new: no longer a classmethod (the seam wraps it to label every op)"
+    )
     params = list(inspect.signature(f.__func__).parameters)[:4]
-    assert params == ["cls", "name", "op_name", "target"], \
-        changed(f"Plan._new's parameters: {params}")  # fmt: skip
+    assert params == ["cls", "name", "op_name", "target"], changed(
+        f"Plan._new's parameters: {params}"
+    )
 
 
 # -- the objects in a plan ----------------------------------------------------------------------
 
-PRIMITIVE_OP_FIELDS = ("pipeline", "source_array_names", "projected_mem", "allowed_mem",
-                       "reserved_mem", "num_tasks", "fusable_with_predecessors",
-                       "fusable_with_successors")  # fmt: skip
+PRIMITIVE_OP_FIELDS = (
+    "pipeline",
+    "source_array_names",
+    "projected_mem",
+    "allowed_mem",
+    "reserved_mem",
+    "num_tasks",
+    "fusable_with_predecessors",
+    "fusable_with_successors",
+)
 PIPELINE_FIELDS = ("function", "mappable", "config")
 BLOCKWISE_SPEC_FIELDS = ("back_key_function", "num_input_blocks", "reads_map")
 
@@ -181,24 +231,30 @@ def _fields(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
 
 
-@pytest.mark.parametrize("module,name,fields", [
-    ("cubed.primitive.types", "PrimitiveOperation", PRIMITIVE_OP_FIELDS),
-    ("cubed.runtime.types", "CubedPipeline", PIPELINE_FIELDS),
-    ("cubed.primitive.blockwise", "BlockwiseSpec", BLOCKWISE_SPEC_FIELDS),
-    ("cubed.primitive.blockwise", "ChunkKey", ("name", "coords")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "module,name,fields",
+    [
+        ("cubed.primitive.types", "PrimitiveOperation", PRIMITIVE_OP_FIELDS),
+        ("cubed.runtime.types", "CubedPipeline", PIPELINE_FIELDS),
+        ("cubed.primitive.blockwise", "BlockwiseSpec", BLOCKWISE_SPEC_FIELDS),
+        ("cubed.primitive.blockwise", "ChunkKey", ("name", "coords")),
+    ],
+)
 def test_the_dataclasses_in_a_plan_have_the_fields_the_plugin_reads(module, name, fields):
     cls = getattr(importlib.import_module(module), name)
     missing = [f for f in fields if f not in _fields(cls)]
-    assert not missing, changed(f"{module}.{name}: it has no field {missing} (dataclasses."
-                                "replace and attribute reads of the seam use them)")
+    assert not missing, changed(
+        f"{module}.{name}: it has no field {missing} (dataclasses."
+        "replace and attribute reads of the seam use them)"
+    )
 
 
 def test_function_args_hold_their_keys_in_args():
     from cubed.primitive.blockwise import FunctionArgs
 
-    assert FunctionArgs(1, 2, output_name="a").args == (1, 2), \
-        changed("FunctionArgs: its keys are not in .args")  # fmt: skip
+    assert FunctionArgs(1, 2, output_name="a").args == (1, 2), changed(
+        "FunctionArgs: its keys are not in .args"
+    )
 
 
 def _plan(spec):
@@ -209,8 +265,13 @@ def _plan(spec):
 def _add(dag):
     """The blockwise op of ``x + 1`` (another op, an ``asarray``, makes the 1 an array)."""
     s = _seam()
-    return [n for n in dag.nodes if s.is_op(dag, n) and s.node_func(dag, n) == "__add__"
-            and s.node_kind(dag, n) == "blockwise"]  # fmt: skip
+    return [
+        n
+        for n in dag.nodes
+        if s.is_op(dag, n)
+        and s.node_func(dag, n) == "__add__"
+        and s.node_kind(dag, n) == "blockwise"
+    ]
 
 
 def test_plan_nodes_have_the_fields_the_seam_reads(tmp_path):
@@ -222,29 +283,34 @@ def test_plan_nodes_have_the_fields_the_seam_reads(tmp_path):
     ops = [n for n in dag.nodes if s.is_op(dag, n)]
     assert ops, changed("plan nodes: none has type 'op'")
     (add,) = _add(dag) or [None]
-    assert add is not None, changed(f"plan nodes: no op's {s._FUNC!r} and {s._OP_NAME!r} name "
-                                    f"the function that made it and its kind "
-                                    f"({[dict(dag.nodes[n]) for n in ops]})")
+    assert add is not None, changed(
+        f"plan nodes: no op's {s._FUNC!r} and {s._OP_NAME!r} name "
+        f"the function that made it and its kind "
+        f"({[dict(dag.nodes[n]) for n in ops]})"
+    )
     d = dag.nodes[add]
     for key in (s._OP, s._OP_NAME, s._PIPELINE):
         assert key in d, changed(f"op nodes of a plan: no {key!r} field (has {sorted(d)})")
-    assert d[s._OP_NAME] == "blockwise" and s.is_blockwise(s.node_op(dag, add)), \
-        changed("an elementwise op: not a blockwise op run by apply_blockwise")  # fmt: skip
+    assert d[s._OP_NAME] == "blockwise" and s.is_blockwise(s.node_op(dag, add)), changed(
+        "an elementwise op: not a blockwise op run by apply_blockwise"
+    )
     assert d[s._PIPELINE] is d[s._OP].pipeline, changed("op nodes: 'pipeline' is not the op's")
     (out,) = dag.successors(add)
     assert s.node_target(dag, out) is not None, changed(f"array nodes: no {s._TARGET!r} field")
     assert s.blocks_per_input(s.node_op(dag, add)) == (1, 1)
     keys = list(s.first_task_keys(s.node_op(dag, add)).args)
-    assert keys and all(isinstance(k, s.ChunkKey) for k in keys), \
-        changed(f"a blockwise op's back_key_function: gives {keys}")  # fmt: skip
+    assert keys and all(isinstance(k, s.ChunkKey) for k in keys), changed(
+        f"a blockwise op's back_key_function: gives {keys}"
+    )
 
 
 def test_the_op_counter_counts_the_ops_made():
     s = _seam()
     before = s.op_counter()
     cubed.ones((4,), chunks=2) + 1
-    assert s.op_counter() > before, changed("cubed.core.plan.sym_counter: it does not count "
-                                            "the ops made")
+    assert s.op_counter() > before, changed(
+        "cubed.core.plan.sym_counter: it does not count the ops made"
+    )
 
 
 def test_stored_arrays_are_told_apart(tmp_path):
@@ -255,8 +321,9 @@ def test_stored_arrays_are_told_apart(tmp_path):
     x = cubed.from_zarr(str(tmp_path / "x.zarr"))
     dag = s.plan_dag(cubed.plan(x + 1, optimize_graph=False))
     stored = {n for n in dag.nodes if not s.is_op(dag, n) and s.is_stored(dag, n)}
-    assert stored, changed("the target of a from_zarr array node: neither a LazyZarrArray nor "
-                           "a storage array")
+    assert stored, changed(
+        "the target of a from_zarr array node: neither a LazyZarrArray nor a storage array"
+    )
     virtual = cubed.ones((4,), chunks=2)
     dag = s.plan_dag(cubed.plan(virtual, optimize_graph=False))
     assert not any(s.is_stored(dag, n) for n in dag.nodes if not s.is_op(dag, n))
@@ -275,7 +342,8 @@ def test_the_blockwise_formula_is_cubeds_projection(tmp_path):
     want = s.projected_mem(spec, [chunk, 8], 0, chunk)
     assert s.node_op(dag, add).projected_mem == want, changed(
         f"the projected memory of a blockwise op ({s.node_op(dag, add).projected_mem}, the "
-        f"seam's projected_mem says {want})")
+        f"seam's projected_mem says {want})"
+    )
 
 
 @pytest.mark.parametrize("reserved", [0, 1000])
@@ -297,13 +365,15 @@ def test_the_rechunk_formula_is_where_cubed_refuses_a_rechunk(tmp_path, reserved
         assert refused != ok, changed(
             f"the memory its rechunk planner budgets: with allowed_mem {allowed} and "
             f"reserved_mem {reserved} a {chunk}-byte chunk was {'refused' if refused else 'let'}"
-            f" (the seam's rechunk_task_mem says it needs {need})")
+            f" (the seam's rechunk_task_mem says it needs {need})"
+        )
 
 
 def test_buffer_copies_are_one_each_on_local_storage(tmp_path):
     s = _seam()
-    assert s.buffer_copies(cubed.Spec(work_dir=str(tmp_path))) == (1, 1), \
-        changed("get_buffer_copies for a local work_dir")  # fmt: skip
+    assert s.buffer_copies(cubed.Spec(work_dir=str(tmp_path))) == (1, 1), changed(
+        "get_buffer_copies for a local work_dir"
+    )
 
 
 # -- the plugin's other modules stay off Cubed's internals and the core's private names -------
@@ -315,9 +385,17 @@ def test_buffer_copies_are_one_each_on_local_storage(tmp_path):
 PUBLIC_SUBMODULES = {"cubed.array_api", "cubed.linalg", "cubed.random"}
 # the fields of plan nodes and of the objects in them that only the seam may read
 PRIVATE_KEYS = {"primitive_op", "func_name", "op_name", "stack_summaries", "pipeline"}
-PRIVATE_ATTRIBUTES = {"pipeline", "back_key_function", "reads_map", "mappable",
-                      "num_input_blocks", "sym_counter", "_new", "_async_execute_dag",
-                      "target_array"}  # fmt: skip
+PRIVATE_ATTRIBUTES = {
+    "pipeline",
+    "back_key_function",
+    "reads_map",
+    "mappable",
+    "num_input_blocks",
+    "sym_counter",
+    "_new",
+    "_async_execute_dag",
+    "target_array",
+}
 
 
 def _modules() -> list[Path]:
@@ -331,24 +409,38 @@ def _offences(path: Path) -> list[str]:
     for node in ast.walk(tree):
         where = f"{path.name}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Import):
-            out += [f"{where} import {a.name}" for a in node.names
-                    if a.name.startswith("cubed.") and a.name not in PUBLIC_SUBMODULES]
+            out += [
+                f"{where} import {a.name}"
+                for a in node.names
+                if a.name.startswith("cubed.") and a.name not in PUBLIC_SUBMODULES
+            ]
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             mod = node.module or ""
             if mod.startswith("cubed.") and mod not in PUBLIC_SUBMODULES:
                 out.append(f"{where} from {mod} import ...")
             elif mod == "cubed":
-                out += [f"{where} from cubed import {a.name}" for a in node.names
-                        if a.name not in public]
+                out += [
+                    f"{where} from cubed import {a.name}"
+                    for a in node.names
+                    if a.name not in public
+                ]
             elif mod.startswith("pycograd_xp") and any(
-                    part.startswith("_") for part in mod.split(".")):
+                part.startswith("_") for part in mod.split(".")
+            ):
                 out.append(f"{where} from {mod} import ... (a private module of the core)")
             elif mod.startswith("pycograd_xp"):
-                out += [f"{where} from {mod} import {a.name} (a private name of the core)"
-                        for a in node.names if a.name.startswith("_")]
+                out += [
+                    f"{where} from {mod} import {a.name} (a private name of the core)"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
         elif isinstance(node, ast.Attribute):
-            if isinstance(node.value, ast.Name) and node.value.id == "cubed" and \
-                    node.attr not in public and f"cubed.{node.attr}" not in PUBLIC_SUBMODULES:
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id == "cubed"
+                and node.attr not in public
+                and f"cubed.{node.attr}" not in PUBLIC_SUBMODULES
+            ):
                 out.append(f"{where} cubed.{node.attr}")
             if node.attr in PRIVATE_ATTRIBUTES:
                 out.append(f"{where} .{node.attr}")
@@ -359,15 +451,19 @@ def _offences(path: Path) -> list[str]:
 
 def test_no_other_module_of_the_plugin_touches_cubeds_internals():
     found = [o for p in _modules() for o in _offences(p)]
-    assert not found, ("only cubed_plugin/_cubed_seam.py may use Cubed's internals or the "
-                       "core's private names; move these behind a function of the seam (or "
-                       "make the core's name public):\n  " + "\n  ".join(found))
+    assert not found, (
+        "only cubed_plugin/_cubed_seam.py may use Cubed's internals or the "
+        "core's private names; move these behind a function of the seam (or "
+        "make the core's name public):\n  " + "\n  ".join(found)
+    )
 
 
 def test_the_check_sees_what_it_forbids(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import cubed\nfrom cubed.core.plan import Plan\nfrom cubed import Array\n"
-                   "from pycograd_xp.memory._project import _fmt\nx = d['primitive_op']\n"
-                   "y = op.pipeline.config\nz = cubed.core\n")  # fmt: skip
+    bad.write_text(
+        "import cubed\nfrom cubed.core.plan import Plan\nfrom cubed import Array\n"
+        "from pycograd_xp.memory._project import _fmt\nx = d['primitive_op']\n"
+        "y = op.pipeline.config\nz = cubed.core\n"
+    )
     found = _offences(bad)
     assert len(found) == 5, found

@@ -27,8 +27,13 @@ def _data(tmp_path, rows=4000, features=8, chunk=500, model="logreg"):
     spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="10MB")
     X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec)
     y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec)
-    return spec, X, y, np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
-        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+    return (
+        spec,
+        X,
+        y,
+        np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]),
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:]),
+    )
 
 
 @pytest.mark.parametrize("which", ["logreg", "mlp"])
@@ -37,16 +42,18 @@ def test_both_modes_give_numpys_gradients(tmp_path, which):
     loss = logreg_loss if which == "logreg" else mlp_loss
     params = init_params(which, 8)
     params = pg.tree_map(lambda a: a + 0.05, params)
-    want_v, want_g = pg.value_and_grad(loss)(pg.tree_map(NP.asarray, params), NP.asarray(Xn),
-                                             NP.asarray(yn))  # fmt: skip
+    want_v, want_g = pg.value_and_grad(loss)(
+        pg.tree_map(NP.asarray, params), NP.asarray(Xn), NP.asarray(yn)
+    )
     total, td, shapes = one_pass_step(loss, params, (X, y))
     v1, g1 = unflatten_sums(np.asarray(cp.compute(total)), td, shapes, len(yn), "mean")
     v2, g2 = cp.compute(*graph_step(loss, params, (X, y), spec))
     for v, g in ((v1, g1), (float(v2), g2)):
         np.testing.assert_allclose(v, float(want_v), rtol=1e-12)
         for a, b in zip(pg.tree_leaves(g), pg.tree_leaves(want_g), strict=True):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(pg.unwrap(b)), rtol=1e-10,
-                                       atol=1e-14)  # fmt: skip
+            np.testing.assert_allclose(
+                np.asarray(a), np.asarray(pg.unwrap(b)), rtol=1e-10, atol=1e-14
+            )
 
 
 def _numpy_sgd(loss, params, Xn, yn, lr, steps):
@@ -69,11 +76,23 @@ def test_training_on_data_ten_times_allowed_mem_matches_numpy(tmp_path, mode):
     y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
     assert X.nbytes + y.nbytes >= 10 * tight.allowed_mem
     params = init_params("logreg", features)
-    result = fit(logreg_loss, params, (X, y), optim.sgd(0.5), steps=3, spec=tight, mode=mode,
-                 executor="single-threaded", progress=False, log=None)  # fmt: skip
+    result = fit(
+        logreg_loss,
+        params,
+        (X, y),
+        optim.sgd(0.5),
+        steps=3,
+        spec=tight,
+        mode=mode,
+        executor="single-threaded",
+        progress=False,
+        log=None,
+    )
     assert result.memory.max_projected() <= tight.allowed_mem
-    Xn, yn = np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
-        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+    Xn, yn = (
+        np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]),
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:]),
+    )
     want = _numpy_sgd(logreg_loss, params, Xn, yn, 0.5, 3)
     for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
@@ -102,15 +121,42 @@ def test_resume_from_a_checkpoint_ends_where_an_uninterrupted_run_does(tmp_path)
 def test_a_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
     ckpt = tmp_path / "ckpt"
-    fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1, spec=spec,
-        checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+    fit(
+        logreg_loss,
+        init_params("logreg", 8),
+        (X, y),
+        optim.sgd(0.1),
+        steps=1,
+        spec=spec,
+        checkpoint_dir=str(ckpt),
+        progress=False,
+        log=None,
+    )
     with pytest.raises(ValueError):  # another model's checkpoint: structure differs
-        fit(mlp_loss, init_params("mlp", 8), (X, y), optim.sgd(0.1), steps=2, spec=spec,
-            checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+        fit(
+            mlp_loss,
+            init_params("mlp", 8),
+            (X, y),
+            optim.sgd(0.1),
+            steps=2,
+            spec=spec,
+            checkpoint_dir=str(ckpt),
+            progress=False,
+            log=None,
+        )
     (ckpt / "checkpoint.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(Exception, match="checkpoint|zip|npz|load"):
-        fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=2, spec=spec,
-            checkpoint_dir=str(ckpt), progress=False, log=None)  # fmt: skip
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.1),
+            steps=2,
+            spec=spec,
+            checkpoint_dir=str(ckpt),
+            progress=False,
+            log=None,
+        )
 
 
 def test_over_budget_plans_are_refused_before_running(tmp_path):
@@ -119,11 +165,22 @@ def test_over_budget_plans_are_refused_before_running(tmp_path):
     X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=tight)
     y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
     for mode in ("one-pass", "graph"):
-        with pytest.raises(memory.MemoryLimitError,
-                           match=rf"op-\d+ \(\w+ in .*logreg_loss .* over allowed_mem 200 kB.*"
-                                 rf"chunks of at most [\d,]+ rows fit in {mode} mode"):  # fmt: skip
-            fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1,
-                spec=tight, mode=mode, progress=False, log=None)  # fmt: skip
+        with pytest.raises(
+            memory.MemoryLimitError,
+            match=rf"op-\d+ \(\w+ in .*logreg_loss .* over allowed_mem 200 kB.*"
+            rf"chunks of at most [\d,]+ rows fit in {mode} mode",
+        ):
+            fit(
+                logreg_loss,
+                init_params("logreg", 8),
+                (X, y),
+                optim.sgd(0.1),
+                steps=1,
+                spec=tight,
+                mode=mode,
+                progress=False,
+                log=None,
+            )
 
 
 def test_bad_data_is_named_by_chunk(tmp_path):
@@ -131,14 +188,40 @@ def test_bad_data_is_named_by_chunk(tmp_path):
     Xn[1234, 3] = np.nan
     bad = cubed.from_array(Xn, chunks=(500, 8), spec=spec)
     with pytest.raises(ValueError, match=r"chunk 2 \(rows 1000 to 1499\): NaN"):
-        fit(logreg_loss, init_params("logreg", 8), (bad, y), optim.sgd(0.1), steps=1, spec=spec,
-            progress=False, log=None, executor="single-threaded")  # fmt: skip
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (bad, y),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=None,
+            executor="single-threaded",
+        )
     with pytest.raises(ValueError, match=r"data argument 1 has 3000 rows, argument 0 has 4000"):
-        fit(logreg_loss, init_params("logreg", 8), (X, y[:3000]), optim.sgd(0.1), steps=1,
-            spec=spec, progress=False, log=None)  # fmt: skip
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y[:3000]),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=None,
+        )
     with pytest.raises(ValueError, match=r"matmul\(\).*\(500, 8\).*\(5,\)"):
-        fit(logreg_loss, init_params("logreg", 5), (X, y), optim.sgd(0.1), steps=1, spec=spec,
-            progress=False, log=None, executor="single-threaded")  # fmt: skip
+        fit(
+            logreg_loss,
+            init_params("logreg", 5),
+            (X, y),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=None,
+            executor="single-threaded",
+        )
 
 
 def test_a_task_that_fails_once_is_retried(tmp_path):
@@ -153,8 +236,17 @@ def test_a_task_that_fails_once_is_retried(tmp_path):
             raise OSError("transient read error")
         return logreg_loss.per_row(p, X, y)
 
-    result = fit(flaky, init_params("logreg", 8), (X, y), optim.sgd(0.1), steps=1, spec=spec,
-                 executor="threads", progress=False, log=None)  # fmt: skip
+    result = fit(
+        flaky,
+        init_params("logreg", 8),
+        (X, y),
+        optim.sgd(0.1),
+        steps=1,
+        spec=spec,
+        executor="threads",
+        progress=False,
+        log=None,
+    )
     assert failed and result.step == 1
 
 
@@ -182,11 +274,18 @@ def test_a_task_that_fails_once_is_retried_on_dask(tmp_path):
 
     kw = dict(steps=1, spec=spec, progress=False, log=None)
     want = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.1), **kw).params
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:  # fmt: skip
-        result = fit(flaky, init_params("logreg", 8), (X, y), optim.sgd(0.1), executor="dask",
-                     compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}},
-                     **kw)  # fmt: skip
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        result = fit(
+            flaky,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.1),
+            executor="dask",
+            compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}},
+            **kw,
+        )
     assert os.path.exists(mark) and result.step == 1
     for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -194,9 +293,20 @@ def test_a_task_that_fails_once_is_retried_on_dask(tmp_path):
 
 def test_executors_agree(tmp_path):
     spec, X, y, _, _ = _data(tmp_path)
-    runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
-                spec=spec, executor=ex, progress=False, log=None).params
-            for ex in ("single-threaded", "threads")]  # fmt: skip
+    runs = [
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.3),
+            steps=2,
+            spec=spec,
+            executor=ex,
+            progress=False,
+            log=None,
+        ).params
+        for ex in ("single-threaded", "threads")
+    ]
     for a, b in zip(pg.tree_leaves(runs[0]), pg.tree_leaves(runs[1]), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
@@ -216,9 +326,23 @@ def test_compute_and_plan_take_our_arrays(tmp_path):
 def test_the_command_runs_end_to_end(tmp_path, capsys):
     from cubed_plugin.train import main
 
-    result = main(["--rows", "20000", "--features", "10", "--steps", "2", "--work-dir",
-                   str(tmp_path), "--allowed-mem", "20MB", "--reserved-mem", "5MB",
-                   "--quiet"])  # fmt: skip
+    result = main(
+        [
+            "--rows",
+            "20000",
+            "--features",
+            "10",
+            "--steps",
+            "2",
+            "--work-dir",
+            str(tmp_path),
+            "--allowed-mem",
+            "20MB",
+            "--reserved-mem",
+            "5MB",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert "memory plan of one step" in out and "trained 2 steps" in out
     # the plan names each op's part of the loss, and nothing is measured on threads
@@ -237,13 +361,27 @@ def test_the_command_fits_its_model_to_the_users_data(tmp_path, capsys):
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((4000, 7)).astype(np.float32)
-    zarr.create_array(str(tmp_path / "d" / "X.zarr"), shape=X.shape, chunks=(1000, 7),
-                      dtype="float32")[:] = X  # fmt: skip
-    zarr.create_array(str(tmp_path / "d" / "y.zarr"), shape=(4000,), chunks=(1000,),
-                      dtype="float32")[:] = (X[:, 0] > 0)  # fmt: skip
-    common = ["--data", str(tmp_path / "d"), "--model", "mlp", "--steps", "2", "--quiet",
-              "--work-dir", str(tmp_path / "w"), "--allowed-mem", "40MB", "--reserved-mem",
-              "5MB"]  # fmt: skip
+    zarr.create_array(
+        str(tmp_path / "d" / "X.zarr"), shape=X.shape, chunks=(1000, 7), dtype="float32"
+    )[:] = X
+    zarr.create_array(
+        str(tmp_path / "d" / "y.zarr"), shape=(4000,), chunks=(1000,), dtype="float32"
+    )[:] = X[:, 0] > 0
+    common = [
+        "--data",
+        str(tmp_path / "d"),
+        "--model",
+        "mlp",
+        "--steps",
+        "2",
+        "--quiet",
+        "--work-dir",
+        str(tmp_path / "w"),
+        "--allowed-mem",
+        "40MB",
+        "--reserved-mem",
+        "5MB",
+    ]
     result = main(common)
     out = capsys.readouterr().out  # the plan names each op's part of the loss from the start
     plan = out.split("memory plan of one step", 1)[1].split("largest task", 1)[0]
@@ -262,16 +400,41 @@ def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "cubed_plugin.train", "--executor", "processes",
-                          "--rows", "100000", "--features", "10", "--steps", "2", "--quiet",
-                          "--allowed-mem", "120MB", "--reserved-mem", "90MB", "--work-dir",
-                          str(tmp_path)], check=True, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cubed_plugin.train",
+            "--executor",
+            "processes",
+            "--rows",
+            "100000",
+            "--features",
+            "10",
+            "--steps",
+            "2",
+            "--quiet",
+            "--allowed-mem",
+            "120MB",
+            "--reserved-mem",
+            "90MB",
+            "--work-dir",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "RuntimeWarning" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     text = out.stdout
     assert "task memory per op, measured (one task per worker process) against projected" in text
-    rows = re.findall(r"^  (op-\d+|create-arrays) +\S+ +([\d.]+) MB +([\d.]+) MB +([\d.]+)  "
-                      r"(.+)$", text, flags=re.M)  # fmt: skip
+    rows = re.findall(
+        r"^  (op-\d+|create-arrays) +\S+ +([\d.]+) MB +([\d.]+) MB +([\d.]+)  "
+        r"(.+)$",
+        text,
+        flags=re.M,
+    )
     assert len(rows) >= 2, text
     for op, projected, measured, ratio, _ in rows:
         assert 0 < float(measured) <= float(projected) <= 120.0, (op, projected, measured)
@@ -312,14 +475,32 @@ def test_no_measuring_worker_outlives_its_compute(tmp_path):
 def test_dask_distributed_on_a_local_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec, X, y, _, _ = _data(tmp_path)
-    want = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
-               spec=spec, executor="threads", progress=False, log=None).params  # fmt: skip
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                                  dashboard_address=None) as cluster:  # fmt: skip
-        got = fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
-                  spec=spec, executor="dask", progress=False, log=None,
-                  compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}}
-                  ).params  # fmt: skip
+    want = fit(
+        logreg_loss,
+        init_params("logreg", 8),
+        (X, y),
+        optim.sgd(0.3),
+        steps=2,
+        spec=spec,
+        executor="threads",
+        progress=False,
+        log=None,
+    ).params
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        got = fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.3),
+            steps=2,
+            spec=spec,
+            executor="dask",
+            progress=False,
+            log=None,
+            compute_kwargs={"compute_kwargs": {"address": cluster.scheduler_address}},
+        ).params
     for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
@@ -334,16 +515,38 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
     synthetic(str(data), 20_000, 10, 2_000, "mlp")
 
     def command(ckpt):
-        return [sys.executable, "-m", "cubed_plugin.train", "--data", str(data), "--rows",
-                "20000", "--features", "10", "--model", "mlp", "--steps", "8", "--batch-rows",
-                "4000", "--work-dir", str(tmp_path / "work"), "--checkpoint-dir", str(ckpt),
-                "--allowed-mem", "50MB", "--reserved-mem", "5MB", "--quiet"]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "cubed_plugin.train",
+            "--data",
+            str(data),
+            "--rows",
+            "20000",
+            "--features",
+            "10",
+            "--model",
+            "mlp",
+            "--steps",
+            "8",
+            "--batch-rows",
+            "4000",
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--checkpoint-dir",
+            str(ckpt),
+            "--allowed-mem",
+            "50MB",
+            "--reserved-mem",
+            "5MB",
+            "--quiet",
+        ]
 
     whole = tmp_path / "whole"
     subprocess.run(command(whole), check=True, capture_output=True, timeout=300)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def saved_step(path):
         import json
 
@@ -359,8 +562,9 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path):
     proc.wait()
     step_at_kill = saved_step(path)
     assert 2 <= step_at_kill < 8
-    out = subprocess.run(command(killed), check=True, capture_output=True, text=True,
-                         timeout=300).stdout  # fmt: skip
+    out = subprocess.run(
+        command(killed), check=True, capture_output=True, text=True, timeout=300
+    ).stdout
     assert f"resumed from {killed / 'checkpoint.npz'} at step {step_at_kill}" in out
     a, b = np.load(whole / "checkpoint.npz"), np.load(killed / "checkpoint.npz")
     assert sorted(a.files) == sorted(b.files)
@@ -376,11 +580,23 @@ def test_an_mlp_trains_on_data_ten_times_allowed_mem_like_numpy(tmp_path):
     y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=tight)
     assert X.nbytes + y.nbytes >= 10 * tight.allowed_mem
     params = init_params("mlp", features)
-    result = fit(mlp_loss, params, (X, y), optim.sgd(0.5), steps=2, spec=tight,
-                 mode="one-pass", executor="threads", progress=False, log=None)  # fmt: skip
+    result = fit(
+        mlp_loss,
+        params,
+        (X, y),
+        optim.sgd(0.5),
+        steps=2,
+        spec=tight,
+        mode="one-pass",
+        executor="threads",
+        progress=False,
+        log=None,
+    )
     assert 0 < result.memory.max_projected() <= tight.allowed_mem
-    Xn, yn = np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]), \
-        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:])  # fmt: skip
+    Xn, yn = (
+        np.asarray(zarr.open_array(str(tmp_path / "X.zarr"))[:]),
+        np.asarray(zarr.open_array(str(tmp_path / "y.zarr"))[:]),
+    )
     want = _numpy_sgd(mlp_loss, params, Xn, yn, 0.5, 2)
     for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
@@ -396,9 +612,20 @@ def test_the_processes_executor_agrees(tmp_path):
     _, X, y, _, _ = _data(tmp_path)
     spec = make_spec("1GB", work_dir=str(tmp_path / "work"), executor="processes")
     X, y = (cubed.from_zarr(str(tmp_path / f"{n}.zarr"), spec=spec) for n in ("X", "y"))
-    runs = [fit(logreg_loss, init_params("logreg", 8), (X, y), optim.sgd(0.3), steps=2,
-                spec=spec, executor=ex, progress=False, log=None).params
-            for ex in ("threads", "processes")]  # fmt: skip
+    runs = [
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, y),
+            optim.sgd(0.3),
+            steps=2,
+            spec=spec,
+            executor=ex,
+            progress=False,
+            log=None,
+        ).params
+        for ex in ("threads", "processes")
+    ]
     for a, b in zip(pg.tree_leaves(runs[0]), pg.tree_leaves(runs[1]), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
@@ -415,7 +642,7 @@ def _numpy_step_blockwise(loss, params, x_path, y_path, lr, block=1_000_000):
     p = pg.tree_map(NP.asarray, params)
     total = None
     for start in range(0, n, block):
-        X, y = NP.asarray(zx[start:start + block]), NP.asarray(zy[start:start + block])
+        X, y = NP.asarray(zx[start : start + block]), NP.asarray(zy[start : start + block])
         g = pg.grad(lambda p, X, y: NP.sum(loss.per_row(p, X, y)))(p, X, y)
         g = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), g)
         total = g if total is None else pg.tree_map(np.add, total, g)
@@ -439,10 +666,22 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
     synthetic(str(tmp_path), rows, 20, chunk, "logreg")
     report: dict = {}
     for runs in (("logreg", "mlp"), ("logreg:graph", "mlp:graph")):  # a driver for each mode
-        out = subprocess.run([sys.executable, str(FIT_DRIVER), str(tmp_path),
-                              str(tmp_path / "work"), "250MB", "100MB", "1", *runs],
-                             check=True, capture_output=True, text=True,
-                             timeout=1200).stdout  # fmt: skip
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(FIT_DRIVER),
+                str(tmp_path),
+                str(tmp_path / "work"),
+                "250MB",
+                "100MB",
+                "1",
+                *runs,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        ).stdout
         one = json.loads(out.strip().splitlines()[-1])
         # the driver holds no data (2.5 GB of it): one-pass mode's stays under a task's
         # reserved_mem; graph mode's builds and optimizes the larger plan (92-102 MB measured,
@@ -452,8 +691,12 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
         report.update(one)
     allowed = report["allowed_mem"]
     assert report["data_bytes"] >= 10 * allowed
-    for run, loss in (("logreg", logreg_loss), ("mlp", mlp_loss),
-                      ("logreg:graph", logreg_loss), ("mlp:graph", mlp_loss)):  # fmt: skip
+    for run, loss in (
+        ("logreg", logreg_loss),
+        ("mlp", mlp_loss),
+        ("logreg:graph", logreg_loss),
+        ("mlp:graph", mlp_loss),
+    ):
         model = run.partition(":")[0]
         ops = report[run]["report"]
         assert len(ops) >= 2
@@ -461,8 +704,10 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
             assert measured is not None, (run, op)
             assert measured <= projected <= allowed, (run, op, measured, projected)
         params = init_params(model, 20, hidden=8)
-        want = _numpy_step_blockwise(loss, params, str(tmp_path / "X.zarr"),
-                                     str(tmp_path / "y.zarr"), 0.5)  # fmt: skip
+        want = _numpy_step_blockwise(
+            loss, params, str(tmp_path / "X.zarr"), str(tmp_path / "y.zarr"), 0.5
+        )
         for k, v in want.items():
-            np.testing.assert_allclose(np.asarray(report[run]["params"][k]), v, rtol=1e-9,
-                                       atol=1e-13)  # fmt: skip
+            np.testing.assert_allclose(
+                np.asarray(report[run]["params"][k]), v, rtol=1e-9, atol=1e-13
+            )

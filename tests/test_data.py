@@ -43,8 +43,9 @@ def test_uneven_last_batch_with_mask(xp):
 
 def test_zarr_source_and_our_arrays():
     zarr = pytest.importorskip("zarr")
-    z = zarr.create_array(store=zarr.storage.MemoryStore(), shape=X.shape, chunks=(3, 2),
-                          dtype="float64")  # fmt: skip
+    z = zarr.create_array(
+        store=zarr.storage.MemoryStore(), shape=X.shape, chunks=(3, 2), dtype="float64"
+    )
     z[:] = X
     xp = pg.namespace(np)
     b = Batches((z, xp.asarray(Y)), 5, key=random.key(1))

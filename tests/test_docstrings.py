@@ -48,8 +48,11 @@ def resolves(target: str, module: str) -> bool:
     """Whether ``target`` (as written in a role) names something from ``module``."""
     target = target.removesuffix("()")
     if target.startswith("."):  # relative to the module's package
-        package = module if (ROOT / module.replace(".", "/") / "__init__.py").exists() else (
-            module.rpartition(".")[0])
+        package = (
+            module
+            if (ROOT / module.replace(".", "/") / "__init__.py").exists()
+            else (module.rpartition(".")[0])
+        )
         level = len(target) - len(target.lstrip("."))
         base = package.split(".")[: len(package.split(".")) - level + 1]
         return _resolve_dotted(".".join(base) + "." + target.lstrip("."))
@@ -65,8 +68,10 @@ def resolves(target: str, module: str) -> bool:
         return True
     if not rest and hasattr(builtins, head):
         return True
-    if not rest and any(isinstance(c, type) and c.__module__ == module and hasattr(c, head)
-                        for c in vars(mod).values()):  # fmt: skip
+    if not rest and any(
+        isinstance(c, type) and c.__module__ == module and hasattr(c, head)
+        for c in vars(mod).values()
+    ):
         return True  # a method or attribute of a class of the module, named from inside it
     return _resolve_dotted(target) or _resolve_dotted(f"{module}.{target}")
 
@@ -76,9 +81,10 @@ def test_names_in_docstrings_exist(path):
     text, module = path.read_text(), _module_name(path)
     if module.startswith("cubed_plugin"):
         pytest.importorskip("cubed")
-    missing = sorted({t for t in ROLE.findall(text) if not resolves(t, module)}
-                     | {t for t in DOTTED.findall(text)
-                        if t not in NOT_OBJECTS and not _resolve_dotted(t)})  # fmt: skip
+    missing = sorted(
+        {t for t in ROLE.findall(text) if not resolves(t, module)}
+        | {t for t in DOTTED.findall(text) if t not in NOT_OBJECTS and not _resolve_dotted(t)}
+    )
     assert missing == [], f"{path.relative_to(ROOT)} names what does not exist: {missing}"
 
 

@@ -73,8 +73,11 @@ def test_jvp_pytrees_and_argnums(xp):
     jac = pg.jacrev(f, argnums=(0, 1))(p, x)
     assert jac["y"][0]["w"].shape == (4, 2, 3, 2) and jac["y"][1].shape == (4, 2, 4, 3)
     jf = pg.jacfwd(f, argnums=(0, 1))(p, x)
-    for a, b in ((jac["y"][0]["w"], jf["y"][0]["w"]), (jac["n"][0]["b"], jf["n"][0]["b"]),
-                 (jac["y"][1], jf["y"][1])):  # fmt: skip
+    for a, b in (
+        (jac["y"][0]["w"], jf["y"][0]["w"]),
+        (jac["n"][0]["b"], jf["n"][0]["b"]),
+        (jac["y"][1], jf["y"][1]),
+    ):
         np.testing.assert_allclose(_np(a), _np(b), atol=1e-12)
 
 
@@ -116,11 +119,11 @@ def test_remat_under_jvp_and_hessian(xp):
 
     x = xp.asarray(np.random.default_rng(2).standard_normal((3, 2)))
     t = xp.ones_like(x)
-    np.testing.assert_allclose(_np(pg.jvp(pg.remat(f), (x,), (t,))[1]),
-                               _np(pg.jvp(f, (x,), (t,))[1]), atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        _np(pg.jvp(pg.remat(f), (x,), (t,))[1]), _np(pg.jvp(f, (x,), (t,))[1]), atol=1e-12
+    )
     h1 = pg.hessian(lambda x: xp.sum(pg.remat(f)(x) ** 2))(x)
-    np.testing.assert_allclose(_np(h1), _np(pg.hessian(lambda x: xp.sum(f(x) ** 2))(x)),
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(_np(h1), _np(pg.hessian(lambda x: xp.sum(f(x) ** 2))(x)), atol=1e-12)
 
 
 # -- Jacobians as one batched pass (vmap of the pullback / of jvp) --------------------------------
@@ -157,8 +160,9 @@ def _fd_tree(f, args, argnum, leaf, eps=1e-6):
         e[k] = eps
         up, dn = at(x0 + e.reshape(x0.shape)), at(x0 - e.reshape(x0.shape))
         cols.append([((u - d) / (2 * eps)).reshape(-1) for u, d in zip(up, dn, strict=True)])
-    return [np.stack([c[i] for c in cols], -1).reshape(b.shape + x0.shape)
-            for i, b in enumerate(base)]
+    return [
+        np.stack([c[i] for c in cols], -1).reshape(b.shape + x0.shape) for i, b in enumerate(base)
+    ]
 
 
 def test_batched_jacobians_of_pytrees_and_argnums_match_finite_differences(xp, monkeypatch):
@@ -180,10 +184,10 @@ def test_batched_jacobians_of_pytrees_and_argnums_match_finite_differences(xp, m
         j = jac(f, argnums=(0, 1))(p, x)
         got = [_np(a) for a in pg.tree_leaves(j)]  # output leaves outside, argnums inside
         want_by_in = [_fd_tree(f_np, (p0, x0), 0, i) for i in range(2)] + [
-            _fd_tree(f_np, (p0, x0), 1, 0)]
+            _fd_tree(f_np, (p0, x0), 1, 0)
+        ]
         # per output leaf: (b, w) of argument 0 (dict keys sorted), then x
-        want = [w for o in range(3) for w in (want_by_in[0][o], want_by_in[1][o],
-                                              want_by_in[2][o])]  # fmt: skip
+        want = [w for o in range(3) for w in (want_by_in[0][o], want_by_in[1][o], want_by_in[2][o])]
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, atol=1e-6)
@@ -204,6 +208,7 @@ def test_batched_hessian_of_pytrees_and_has_aux(xp, monkeypatch):
     p = {"a": xp.asarray(a0), "b": xp.asarray(b0)}
     h, aux = pg.hessian(f, has_aux=True)(p)
     np.testing.assert_allclose(_np(aux), a0 @ b0)
+
     def grad_at(k_in, k_out):  # NumPy in and out: one block of the gradient, one input moved
         def g(v):
             q = {**p, k_in: xp.asarray(v)}
@@ -213,8 +218,9 @@ def test_batched_hessian_of_pytrees_and_has_aux(xp, monkeypatch):
 
     for k_in, v0 in (("a", a0), ("b", b0)):
         for k_out in ("a", "b"):
-            np.testing.assert_allclose(_np(h[k_out][k_in]), _fd_jacobian(grad_at(k_in, k_out),
-                                                                        v0), atol=1e-7)
+            np.testing.assert_allclose(
+                _np(h[k_out][k_in]), _fd_jacobian(grad_at(k_in, k_out), v0), atol=1e-7
+            )
     rr = pg.jacrev(pg.jacrev(lambda q: f(q)[0]))(p)  # reverse over reverse, also batched
     for a, b in zip(pg.tree_leaves(h), pg.tree_leaves(rr), strict=True):
         np.testing.assert_allclose(_np(a), _np(b), atol=1e-12)
@@ -285,8 +291,7 @@ def test_unbatchable_derivative_falls_back_to_a_loop(xp, monkeypatch):
     calls = []
     for name in ("_rev_loop", "_fwd_loop"):
         real = getattr(_forward, name)
-        monkeypatch.setattr(_forward, name,
-                            lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))  # fmt: skip
+        monkeypatch.setattr(_forward, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     jr = _np(pg.jacrev(lambda v: keep_large(v) * w)(x))  # cotangents w e_k reach the rule
     np.testing.assert_allclose(jr, np.diag([0.0, 2.0, -0.75]))  # 0.25 is dropped
     jf = _np(pg.jacfwd(lambda v: keep_jvp(v * w))(x))  # tangents w e_k reach the rule

@@ -28,8 +28,12 @@ def logistic_loss(xp, params, X, y):
 
 def mlp_init(d, h, k, seed=0):
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal((d, h)) / np.sqrt(d), np.zeros(h),
-            rng.standard_normal((h, k)) / np.sqrt(h), np.zeros(k)]  # fmt: skip
+    return [
+        rng.standard_normal((d, h)) / np.sqrt(d),
+        np.zeros(h),
+        rng.standard_normal((h, k)) / np.sqrt(h),
+        np.zeros(k),
+    ]
 
 
 def mlp_loss(xp, params, X, y_onehot):
@@ -54,8 +58,9 @@ def test_logistic_regression_gradcheck_and_training():
     xp = pg.namespace(np)
     X, y = make_data()
     Xa, ya = xp.asarray(X), xp.asarray(y)
-    check_vjp(xp, lambda w, b: logistic_loss(xp, (w, b), Xa, ya), np.zeros(4) + 0.1,
-              np.asarray(0.2))  # fmt: skip
+    check_vjp(
+        xp, lambda w, b: logistic_loss(xp, (w, b), Xa, ya), np.zeros(4) + 0.1, np.asarray(0.2)
+    )
     final, _ = train(xp, logistic_loss, [np.zeros(4), np.asarray(0.0)], (Xa, ya), 300, 0.5)
     assert final < 0.25  # from log(2) = 0.693 at zero weights
 
@@ -79,13 +84,17 @@ def test_same_gradients_on_other_backends(backend):
     params = mlp_init(4, 6, 2, seed=3)
 
     def grads(xp):
-        to = (lambda a: xp.asarray(mod.from_array(a, chunks=(40,) + a.shape[1:]))) if \
-            backend == "cubed" else xp.asarray  # fmt: skip
+        to = (
+            (lambda a: xp.asarray(mod.from_array(a, chunks=(40,) + a.shape[1:])))
+            if backend == "cubed"
+            else xp.asarray
+        )
         data = (to(X), to(Y))
         ps = [xp.asarray(p) for p in params]
         g_mlp = pg.grad(lambda p: mlp_loss(xp, p, *data))(ps)
         g_log = pg.grad(lambda p: logistic_loss(xp, p, data[0], to(y)))(
-            [xp.asarray(np.full(4, 0.3)), xp.asarray(0.1)])  # fmt: skip
+            [xp.asarray(np.full(4, 0.3)), xp.asarray(0.1)]
+        )
         return [to_numpy(g) for g in (*g_mlp, *g_log)]
 
     for got, want in zip(grads(oxp), grads(nxp), strict=True):

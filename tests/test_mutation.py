@@ -77,8 +77,16 @@ def _index(ns, kind):
     raise AssertionError(kind)
 
 
-INDEX_KINDS = ["int", "slice", "strided", "ellipsis", "int_array", "int_array_dup", "mask",
-               "scalar"]  # fmt: skip
+INDEX_KINDS = [
+    "int",
+    "slice",
+    "strided",
+    "ellipsis",
+    "int_array",
+    "int_array_dup",
+    "mask",
+    "scalar",
+]
 FANCY = {"int_array", "int_array_dup"}  # array-api-strict refuses these writes itself
 
 
@@ -192,13 +200,30 @@ def _multi_output_cases(ns):
         v[0] = v[-1]
         return ns.sum(v * v)
 
-    return {"svd": svd, "eigh": eigh, "qr": qr, "slogdet": slogdet, "eigvalsh": eig_vals,
-            "meshgrid": meshgrid, "broadcast_arrays": broadcast_arrays, "unstack": unstack,
-            "unique_all": unique}  # fmt: skip
+    return {
+        "svd": svd,
+        "eigh": eigh,
+        "qr": qr,
+        "slogdet": slogdet,
+        "eigvalsh": eig_vals,
+        "meshgrid": meshgrid,
+        "broadcast_arrays": broadcast_arrays,
+        "unstack": unstack,
+        "unique_all": unique,
+    }
 
 
-MULTI = ["svd", "eigh", "qr", "slogdet", "eigvalsh", "meshgrid", "broadcast_arrays", "unstack",
-         "unique_all"]  # fmt: skip
+MULTI = [
+    "svd",
+    "eigh",
+    "qr",
+    "slogdet",
+    "eigvalsh",
+    "meshgrid",
+    "broadcast_arrays",
+    "unstack",
+    "unique_all",
+]
 
 # -- the transforms ----------------------------------------------------------------------------
 
@@ -337,14 +362,19 @@ def _view_cases(ns):
         v[...] = x[1, ...] * 2.0  # the (untracked) base gets a tracked value through its view
         return ns.sum(base * base)
 
-    return {"through_view": through_view, "diagonal": diagonal,
-            "base_then_view": base_then_view, "nested": nested,
-            "untracked_base": untracked_base}  # fmt: skip
+    return {
+        "through_view": through_view,
+        "diagonal": diagonal,
+        "base_then_view": base_then_view,
+        "nested": nested,
+        "untracked_base": untracked_base,
+    }
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
-@pytest.mark.parametrize("which", ["through_view", "diagonal", "base_then_view", "nested",
-                                   "untracked_base"])  # fmt: skip
+@pytest.mark.parametrize(
+    "which", ["through_view", "diagonal", "base_then_view", "nested", "untracked_base"]
+)
 def test_writes_through_views_keep_numpy_aliasing(xp, which, transform):
     _check(xp, lambda ns: _view_cases(ns)[which], transform)
 
@@ -493,8 +523,10 @@ def test_saved_value_changed_under_no_grad_is_detected(xp):
 
 def test_returned_gradients_carry_no_node(xp):
     X = xp.asarray(X0)
-    for f in (lambda x: xp.sum(xp.linalg.svd(x, full_matrices=False)[1] * 2.0),
-              lambda x: (x.__imul__(3.0), xp.sum(x * x))[1]):  # fmt: skip
+    for f in (
+        lambda x: xp.sum(xp.linalg.svd(x, full_matrices=False)[1] * 2.0),
+        lambda x: (x.__imul__(3.0), xp.sum(x * x))[1],
+    ):
         v, g = pg.value_and_grad(f)(X)
         assert v._node is None and g._node is None
         np.asarray(g)  # the loud boundary does not trip: nothing is being differentiated
@@ -506,10 +538,12 @@ def test_nan_cotangent_on_a_structural_zero_does_not_leak(xp):
     A0 = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
 
     for upper in (False, True):
+
         def g(ns, upper=upper):
             def g(A):
                 L = ns.linalg.cholesky(A, upper=upper)
                 return ns.sum(ns.atan2(L, L + 1.0))
+
             return g
 
         got = pg.grad(g(xp))(xp.asarray(A0))
@@ -522,6 +556,7 @@ def test_nan_cotangent_on_a_structural_zero_does_not_leak(xp):
         def q(A):
             R = ns.linalg.qr(A)[1]
             return ns.sum(ns.atan2(R, R * R))
+
         return q
 
     assert np.all(np.isfinite(_np(pg.grad(q(xp))(xp.asarray(A0)))))

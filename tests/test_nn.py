@@ -27,11 +27,15 @@ ACTIVATIONS = {
     "sigmoid": (nn.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
     "silu": (nn.silu, lambda a: a / (1 + np.exp(-a))),
     "softplus": (nn.softplus, lambda a: np.log1p(np.exp(a))),
-    "gelu": (nn.gelu, lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi)
-                                                        * (a + 0.044715 * a**3)))),
-    "gelu exact": (lambda x: nn.gelu(x, approximate=False),
-                   lambda a: a * 0.5 * (1 + np.vectorize(math.erf)(a / np.sqrt(2)))),
-}  # fmt: skip
+    "gelu": (
+        nn.gelu,
+        lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3))),
+    ),
+    "gelu exact": (
+        lambda x: nn.gelu(x, approximate=False),
+        lambda a: a * 0.5 * (1 + np.vectorize(math.erf)(a / np.sqrt(2))),
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(ACTIVATIONS))
@@ -61,10 +65,12 @@ def test_losses(xp):
     want = -logp[np.arange(5), labels]
     got = nn.cross_entropy(xp.asarray(logits), xp.asarray(labels), reduction="none")
     np.testing.assert_allclose(to_numpy(got), want)
-    np.testing.assert_allclose(float(nn.cross_entropy(xp.asarray(logits), xp.asarray(onehot))),
-                               want.mean())  # fmt: skip
-    assert float(nn.cross_entropy(xp.asarray(logits), xp.asarray(labels), "sum")) == \
-        pytest.approx(want.sum())  # fmt: skip
+    np.testing.assert_allclose(
+        float(nn.cross_entropy(xp.asarray(logits), xp.asarray(onehot))), want.mean()
+    )
+    assert float(nn.cross_entropy(xp.asarray(logits), xp.asarray(labels), "sum")) == pytest.approx(
+        want.sum()
+    )
     check_vjp(xp, lambda x: nn.cross_entropy(x, xp.asarray(labels)), logits)
     check_vjp(xp, lambda x, y: nn.cross_entropy(x, y), logits, onehot)
     y = (A(6) > 0).astype(float)
@@ -119,20 +125,27 @@ def test_attention(xp):
     out = nn.scaled_dot_product_attention(xp.asarray(q), xp.asarray(k), xp.asarray(v))
     np.testing.assert_allclose(to_numpy(out), p @ v, rtol=1e-10)
     mask = np.tril(np.ones((3, 5), bool))
-    check_vjp(xp, lambda q, k, v: nn.scaled_dot_product_attention(q, k, v, xp.asarray(mask)),
-              q, k, v)  # fmt: skip
+    check_vjp(
+        xp, lambda q, k, v: nn.scaled_dot_product_attention(q, k, v, xp.asarray(mask)), q, k, v
+    )
     check_vjp(xp, lambda q: nn.scaled_dot_product_attention(q, q, q, causal=True), A(2, 4, 4))
     params = {n: A(8, 8) / 3 for n in ("wq", "wk", "wv", "wo")}
     x = A(2, 3, 8)
-    check_vjp(xp, lambda x, wq: nn.multi_head_attention(
-        x, {**{k: xp.asarray(v) for k, v in params.items()}, "wq": wq}, num_heads=2,
-        causal=True), x, params["wq"])  # fmt: skip
+    check_vjp(
+        xp,
+        lambda x, wq: nn.multi_head_attention(
+            x, {**{k: xp.asarray(v) for k, v in params.items()}, "wq": wq}, num_heads=2, causal=True
+        ),
+        x,
+        params["wq"],
+    )
 
 
 CONVS = [
-    dict(stride=1, padding=0, dilation=1), dict(stride=2, padding=1, dilation=1),
+    dict(stride=1, padding=0, dilation=1),
+    dict(stride=2, padding=1, dilation=1),
     dict(stride=1, padding=2, dilation=2),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("kw", CONVS, ids=str)
@@ -142,8 +155,13 @@ def test_convolution_and_pooling_gradients(xp, kw):
     check_vjp(xp, lambda x, w, b: nn.conv2d(x, w, b, **kw), x, w, b)
     check_vjp(xp, lambda x, w: nn.conv1d(x, w, **kw), A(2, 3, 9), A(4, 3, 3))
     assert y.ndim == 4
-    check_vjp(xp, lambda x: nn.max_pool2d(x, 2, stride=kw["stride"], padding=kw["padding"]
-                                          if kw["padding"] < 2 else 1), x)  # fmt: skip
+    check_vjp(
+        xp,
+        lambda x: nn.max_pool2d(
+            x, 2, stride=kw["stride"], padding=kw["padding"] if kw["padding"] < 2 else 1
+        ),
+        x,
+    )
     check_vjp(xp, lambda x: nn.avg_pool2d(x, 3, stride=1, padding=1), x)
 
 
@@ -154,17 +172,28 @@ def test_convolution_and_pooling_match_torch(kw):
     xp = pg.namespace(np)
     x, w, b = A(2, 3, 7, 6), A(4, 3, 3, 2), A(4)
     tx, tw, tb = (torch.tensor(a) for a in (x, w, b))
-    np.testing.assert_allclose(to_numpy(nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b),
-                                                  **kw)), F.conv2d(tx, tw, tb, **kw).numpy(),
-                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        to_numpy(nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), **kw)),
+        F.conv2d(tx, tw, tb, **kw).numpy(),
+        rtol=1e-10,
+        atol=1e-12,
+    )
     x1, w1 = A(2, 3, 9), A(4, 3, 3)
-    np.testing.assert_allclose(to_numpy(nn.conv1d(xp.asarray(x1), xp.asarray(w1), **kw)),
-                               F.conv1d(torch.tensor(x1), torch.tensor(w1), **kw).numpy(),
-                               rtol=1e-10, atol=1e-12)  # fmt: skip
-    np.testing.assert_allclose(to_numpy(nn.max_pool2d(xp.asarray(x), 2, stride=kw["stride"])),
-                               F.max_pool2d(tx, 2, stride=kw["stride"]).numpy())  # fmt: skip
-    np.testing.assert_allclose(to_numpy(nn.avg_pool2d(xp.asarray(x), 3, 1, 1)),
-                               F.avg_pool2d(tx, 3, 1, 1).numpy(), rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        to_numpy(nn.conv1d(xp.asarray(x1), xp.asarray(w1), **kw)),
+        F.conv1d(torch.tensor(x1), torch.tensor(w1), **kw).numpy(),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(
+        to_numpy(nn.max_pool2d(xp.asarray(x), 2, stride=kw["stride"])),
+        F.max_pool2d(tx, 2, stride=kw["stride"]).numpy(),
+    )
+    np.testing.assert_allclose(
+        to_numpy(nn.avg_pool2d(xp.asarray(x), 3, 1, 1)),
+        F.avg_pool2d(tx, 3, 1, 1).numpy(),
+        rtol=1e-12,
+    )
 
 
 def test_initializers(xp):
@@ -196,8 +225,12 @@ class MLP(nn.Module):
 def test_module_is_a_pytree(xp):
     k1, k2 = random.split(random.key(0))
     model = MLP([nn.Linear.init(k1, 3, 5, xp=xp), nn.Linear.init(k2, 5, 2, xp=xp)], "silu")
-    assert list(model.named_parameters()) == ["layers.0.w", "layers.0.b", "layers.1.w",
-                                              "layers.1.b"]  # fmt: skip
+    assert list(model.named_parameters()) == [
+        "layers.0.w",
+        "layers.0.b",
+        "layers.1.w",
+        "layers.1.b",
+    ]
     assert model.num_parameters() == 3 * 5 + 5 + 5 * 2 + 2
     x = xp.asarray(A(4, 3))
     g = pg.grad(lambda m: xp.sum(m(x) ** 2))(model)

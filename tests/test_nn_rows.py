@@ -30,7 +30,7 @@ def loop_conv2d(x, w, stride, padding, dilation, groups):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     xp_ = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
-    xp_[:, :, ph:ph + h, pw:pw + wd] = x
+    xp_[:, :, ph : ph + h, pw : pw + wd] = x
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     y = np.zeros((n, o, oh, ow))
@@ -38,8 +38,9 @@ def loop_conv2d(x, w, stride, padding, dilation, groups):
     for b, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
         g = oc // og
         for ci, a, e in itertools.product(range(cg), range(kh), range(kw)):
-            y[b, oc, i, j] += (w[oc, ci, a, e]
-                               * xp_[b, g * cg + ci, i * sh + a * dh, j * sw + e * dw])
+            y[b, oc, i, j] += (
+                w[oc, ci, a, e] * xp_[b, g * cg + ci, i * sh + a * dh, j * sw + e * dw]
+            )
     return y
 
 
@@ -47,12 +48,12 @@ def loop_pool2d(x, kernel, stride, padding, how):
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     fill = -np.inf if how == "max" else 0.0
     xp_ = np.full(x.shape[:-2] + (x.shape[-2] + 2 * ph, x.shape[-1] + 2 * pw), fill)
-    xp_[..., ph:ph + x.shape[-2], pw:pw + x.shape[-1]] = x
+    xp_[..., ph : ph + x.shape[-2], pw : pw + x.shape[-1]] = x
     oh = (xp_.shape[-2] - kh) // sh + 1
     ow = (xp_.shape[-1] - kw) // sw + 1
     y = np.zeros(x.shape[:-2] + (oh, ow))
     for i, j in itertools.product(range(oh), range(ow)):
-        win = xp_[..., i * sh:i * sh + kh, j * sw:j * sw + kw]
+        win = xp_[..., i * sh : i * sh + kh, j * sw : j * sw + kw]
         y[..., i, j] = win.max(axis=(-2, -1)) if how == "max" else win.mean(axis=(-2, -1))
     return y
 
@@ -71,13 +72,15 @@ CONVS = [  # x shape, w shape, stride, padding, dilation, groups
 def test_conv2d_matches_a_loop_and_the_composed_version(backend, xs, ws, s, p, d, g):
     xp = pg.namespace(backend)
     x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
-    got = nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s, padding=p,
-                    dilation=d, groups=g)  # fmt: skip
+    got = nn.conv2d(
+        xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s, padding=p, dilation=d, groups=g
+    )
     want = loop_conv2d(x, w, s, p, d, g) + b[:, None, None]
     np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
     if g == 1:  # the composed version had no groups
-        old = composed_nn.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s,
-                                 padding=p, dilation=d)  # fmt: skip
+        old = composed_nn.conv2d(
+            xp.asarray(x), xp.asarray(w), xp.asarray(b), stride=s, padding=p, dilation=d
+        )
         np.testing.assert_allclose(_np(got), _np(old), rtol=1e-12, atol=1e-12)
 
 
@@ -90,8 +93,12 @@ def test_conv1d_is_conv2d_on_a_row(backend):
     np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
 
 
-POOLS = [((2, 3, 6, 6), 2, None, 0), ((1, 2, 7, 5), 3, 2, 1), ((2, 1, 5, 6), (2, 3), 1, 0),
-         ((3, 1, 2, 5, 5), 2, (1, 2), (1, 0))]  # fmt: skip
+POOLS = [
+    ((2, 3, 6, 6), 2, None, 0),
+    ((1, 2, 7, 5), 3, 2, 1),
+    ((2, 1, 5, 6), (2, 3), 1, 0),
+    ((3, 1, 2, 5, 5), 2, (1, 2), (1, 0)),
+]
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
@@ -100,7 +107,7 @@ POOLS = [((2, 3, 6, 6), 2, None, 0), ((1, 2, 7, 5), 3, 2, 1), ((2, 1, 5, 6), (2,
 def test_pools_match_a_loop_and_the_composed_version(backend, how, xs, k, s, p):
     xp = pg.namespace(backend)
     x = rng.standard_normal(xs)
-    pair = (lambda v: v if isinstance(v, tuple) else (v, v))
+    pair = lambda v: v if isinstance(v, tuple) else (v, v)
     f = getattr(nn, f"{how}_pool2d")
     got = _np(f(xp.asarray(x), k, s, p))
     want = loop_pool2d(x, pair(k), pair(k if s is None else s), pair(p), how)
@@ -139,8 +146,11 @@ def test_shape_errors_name_the_function():
 
 def test_raw_numpy_arrays_run_the_rows_impl():
     x, w = rng.standard_normal((1, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
-    np.testing.assert_allclose(np.asarray(nn.conv2d(x, w, padding=1)),
-                               loop_conv2d(x, w, (1, 1), (1, 1), (1, 1), 1), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(nn.conv2d(x, w, padding=1)),
+        loop_conv2d(x, w, (1, 1), (1, 1), (1, 1), 1),
+        rtol=1e-12,
+    )
 
 
 def test_cubed_values_match_numpy():
@@ -168,20 +178,26 @@ def test_cubed_gradients_match_numpy():
         np.testing.assert_allclose(np.asarray(pg.unwrap(a).compute()), _np(b), rtol=1e-10)
 
 
-@pytest.mark.parametrize("n, side, c1, c2, classes, pad1, tight", [
-    (8, 12, 4, 8, 3, 1, False),  # small: the projection's fixed overhead dominates
-    # relu, its gradient and the max-pool masks above SELECT_MIN (NumPy's bitwise where), and
-    # the input gradient of the second convolution as col2im: bounded tightly
-    (16, 28, 16, 32, 10, 0, True),
-])  # fmt: skip
-def test_a_cnn_step_is_projected_and_the_projection_bounds_it(n, side, c1, c2, classes, pad1,
-                                                              tight):  # fmt: skip
+@pytest.mark.parametrize(
+    "n, side, c1, c2, classes, pad1, tight",
+    [
+        (8, 12, 4, 8, 3, 1, False),  # small: the projection's fixed overhead dominates
+        # relu, its gradient and the max-pool masks above SELECT_MIN (NumPy's bitwise where), and
+        # the input gradient of the second convolution as col2im: bounded tightly
+        (16, 28, 16, 32, 10, 0, True),
+    ],
+)
+def test_a_cnn_step_is_projected_and_the_projection_bounds_it(
+    n, side, c1, c2, classes, pad1, tight
+):
     xp = pg.namespace(np)
     x = xp.asarray(rng.standard_normal((n, 1, side, side)).astype(np.float32))
     flat = c2 * (((side + 2 * pad1 - 2) // 2 - 2) // 2) ** 2
-    p = {"w1": xp.asarray(rng.standard_normal((c1, 1, 3, 3)).astype(np.float32)),
-         "w2": xp.asarray(rng.standard_normal((c2, c1, 3, 3)).astype(np.float32)),
-         "w3": xp.asarray(rng.standard_normal((flat, classes)).astype(np.float32))}  # fmt: skip
+    p = {
+        "w1": xp.asarray(rng.standard_normal((c1, 1, 3, 3)).astype(np.float32)),
+        "w2": xp.asarray(rng.standard_normal((c2, c1, 3, 3)).astype(np.float32)),
+        "w3": xp.asarray(rng.standard_normal((flat, classes)).astype(np.float32)),
+    }
     y = xp.asarray(np.arange(n) % classes)
 
     def f(p):
@@ -197,8 +213,9 @@ def test_a_cnn_step_is_projected_and_the_projection_bounds_it(n, side, c1, c2, c
         assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int16, np.int64,
-                                   np.complex64, np.bool_])  # fmt: skip
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, np.int16, np.int64, np.complex64, np.bool_]
+)
 def test_numpy_select_is_where_bit_for_bit(dtype):
     from pycograd_xp.namespace._backend import _numpy_select
 
@@ -208,8 +225,17 @@ def test_numpy_select_is_where_bit_for_bit(dtype):
     if np.issubdtype(dtype, np.floating):
         x[0, :4] = [-0.0, np.nan, np.inf, -np.inf]
     c = r.random((70, 80)) > 0.5
-    for a, b in ((x, v), (v, x), (x, 0), (0, x), (x, 0.0), (-0.0, x), (x, np.float64(1.5)),
-                 (x.T.copy().T, v), (x[:, ::2], v[::2])):  # fmt: skip
+    for a, b in (
+        (x, v),
+        (v, x),
+        (x, 0),
+        (0, x),
+        (x, 0.0),
+        (-0.0, x),
+        (x, np.float64(1.5)),
+        (x.T.copy().T, v),
+        (x[:, ::2], v[::2]),
+    ):
         cc = c[:, : np.shape(a if np.ndim(a) == 2 else b)[1]]
         got, want = _numpy_select(cc, a, b), np.where(cc, a, b)
         assert got.dtype == want.dtype and got.shape == want.shape and got.base is None
@@ -218,10 +244,12 @@ def test_numpy_select_is_where_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
-@pytest.mark.parametrize("xs, ws, s, p, d, g", CONVS + [((5, 3, 6, 7), (8, 3, 3, 3), (1, 1),
-                                                         (1, 1), (1, 1), 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    "xs, ws, s, p, d, g", CONVS + [((5, 3, 6, 7), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1)]
+)
 def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
-        monkeypatch, backend, xs, ws, s, p, d, g):  # fmt: skip
+    monkeypatch, backend, xs, ws, s, p, d, g
+):
     """The forward, col2im and weight gradient loop over blocks of the batch (their columns
     within BLOCK_BYTES); blocks of one or two examples give what one block gives."""
     from pycograd_xp.ops import nn as rows
@@ -231,8 +259,9 @@ def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
     pool = (lambda h: nn.max_pool2d(h, 2)) if min(xs[2:]) >= 6 else (lambda h: h)
 
     def f(x, w):
-        return xp.sum(pool(nn.relu(nn.conv2d(x, w, stride=s, padding=p, dilation=d,
-                                             groups=g))) ** 2)  # fmt: skip
+        return xp.sum(
+            pool(nn.relu(nn.conv2d(x, w, stride=s, padding=p, dilation=d, groups=g))) ** 2
+        )
 
     step = pg.value_and_grad(f, argnums=(0, 1))
     want = step(x, w)
@@ -243,8 +272,10 @@ def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12, atol=1e-12)
     if backend is np:  # the projection follows the blocks
-        assert memory.measure(f, x, w, argnums=(0, 1)).peak_bytes <= memory.project(
-            f, x, w, argnums=(0, 1)).peak_bytes
+        assert (
+            memory.measure(f, x, w, argnums=(0, 1)).peak_bytes
+            <= memory.project(f, x, w, argnums=(0, 1)).peak_bytes
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -353,8 +384,9 @@ def test_select_writes_into_out_bit_for_bit():
     cond = rng.random((64, 80)) > 0.5
     dst = np.full((64, 160), 7.0, np.float32)
     _numpy_select(cond, a, 0, out=dst[:, ::2])
-    np.testing.assert_array_equal(dst[:, ::2].view(np.int32),
-                                  np.where(cond, a, np.float32(0)).view(np.int32))  # fmt: skip
+    np.testing.assert_array_equal(
+        dst[:, ::2].view(np.int32), np.where(cond, a, np.float32(0)).view(np.int32)
+    )
     assert (dst[:, 1::2] == 7.0).all()
     b = a.copy()
     assert _numpy_select(cond, b, 0, out=b) is b
@@ -377,10 +409,14 @@ def test_max_pool_backward_over_blocks_of_the_batch_is_one_blocks(monkeypatch):
     c3 = rng.standard_normal((5, 3, 3, 3))
 
     def grads():
-        return [_np(pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 2) * xp.asarray(c)))(
-                    xp.asarray(x))),
-                _np(pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 3, stride=2) * xp.asarray(c3)))(
-                    xp.asarray(x)))]  # fmt: skip
+        return [
+            _np(pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 2) * xp.asarray(c)))(xp.asarray(x))),
+            _np(
+                pg.grad(lambda x: xp.sum(nn.max_pool2d(x, 3, stride=2) * xp.asarray(c3)))(
+                    xp.asarray(x)
+                )
+            ),
+        ]
 
     want = grads()
     monkeypatch.setattr(rules, "MASK_BLOCK_BYTES", 1)
@@ -390,19 +426,25 @@ def test_max_pool_backward_over_blocks_of_the_batch_is_one_blocks(monkeypatch):
 
 # -- the convolution's NumPy paths: flat grid, bias in the product, narrow columns ----------------
 
-PATHS = {"flat": {"FLAT_BELOW": 10**6, "BIAS_ROW_BELOW": 0},
-         "bias row": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 10**6},
-         "narrow": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 0}}  # fmt: skip
+PATHS = {
+    "flat": {"FLAT_BELOW": 10**6, "BIAS_ROW_BELOW": 0},
+    "bias row": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 10**6},
+    "narrow": {"FLAT_BELOW": 0, "BIAS_ROW_BELOW": 0},
+}
 
 
-@pytest.mark.parametrize("xs, ws, p, d, dtype", [
-    ((3, 2, 7, 6), (4, 2, 3, 3), 0, 1, np.float64),
-    ((2, 3, 8, 9), (5, 3, 2, 3), 1, (2, 1), np.float64),  # padding, dilation, uneven kernel
-    ((2, 1, 9, 9), (3, 1, 3, 3), 2, 2, np.float64),
-    ((5, 16, 13, 13), (32, 16, 3, 3), 0, 1, np.float32),  # the CNN's second layer
-])  # fmt: skip
-def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(monkeypatch, xs, ws, p,
-                                                                          d, dtype):  # fmt: skip
+@pytest.mark.parametrize(
+    "xs, ws, p, d, dtype",
+    [
+        ((3, 2, 7, 6), (4, 2, 3, 3), 0, 1, np.float64),
+        ((2, 3, 8, 9), (5, 3, 2, 3), 1, (2, 1), np.float64),  # padding, dilation, uneven kernel
+        ((2, 1, 9, 9), (3, 1, 3, 3), 2, 2, np.float64),
+        ((5, 16, 13, 13), (32, 16, 3, 3), 0, 1, np.float32),  # the CNN's second layer
+    ],
+)
+def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(
+    monkeypatch, xs, ws, p, d, dtype
+):
     """The flat-grid columns (short rows, stride 1), the bias in the product (few channels)
     and the narrow columns: the same values and gradients (x, w and b), blocks of one example
     included, and each one's measured peak within its projection."""
@@ -428,8 +470,10 @@ def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(monkeyp
                 monkeypatch.setattr(rows, "BLOCK_BYTES", block)
             got[path, block] = step(*args)
         monkeypatch.undo()
-        assert memory.measure(f, *args, argnums=(0, 1, 2)).peak_bytes <= memory.project(
-            f, *args, argnums=(0, 1, 2)).peak_bytes  # fmt: skip
+        assert (
+            memory.measure(f, *args, argnums=(0, 1, 2)).peak_bytes
+            <= memory.project(f, *args, argnums=(0, 1, 2)).peak_bytes
+        )
     eps = 1e-12 if dtype == np.float64 else 1e-5  # sums in another order: relative to the size
     want = got["narrow", None]
     for (_path, _block), (value, grads) in got.items():
@@ -449,20 +493,28 @@ def test_an_infinite_input_reaches_only_the_weight_gradients_whose_windows_read_
     x[0, 1, 2, 5], x[1, 0, 3, 0], x[1, 1, 5, 2] = np.inf, -np.inf, np.inf  # borders
     w = xp.asarray(rng.standard_normal((3, 2, 3, 3)))
     # g = 1: the weight gradient at (o, c, i, j) sums x[:, c] over offset (i, j)'s windows
-    want = np.stack([x[:, :, i:i + 4, j:j + 4].sum(axis=(0, 2, 3)) for i in range(3)
-                     for j in range(3)], axis=-1).reshape(2, 3, 3)  # fmt: skip
+    want = np.stack(
+        [x[:, :, i : i + 4, j : j + 4].sum(axis=(0, 2, 3)) for i in range(3) for j in range(3)],
+        axis=-1,
+    ).reshape(2, 3, 3)
     for path in PATHS.values():
         for name, v in path.items():
             monkeypatch.setattr(rows, name, v)
         got = _np(pg.grad(lambda w: xp.sum(nn.conv2d(xp.asarray(x), w)))(w))
-        np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want[None]) & np.ones(
-            (3, 1, 1, 1), bool))  # fmt: skip
+        np.testing.assert_array_equal(
+            np.isfinite(got), np.isfinite(want[None]) & np.ones((3, 1, 1, 1), bool)
+        )
     assert not rows.flat_rows((3, 3), (1, 1), ((0, -1), (0, 0)), (4, 4), 1)  # no crops
 
 
-@pytest.mark.parametrize("xs, ws, p, d, g", [((3, 4, 9, 8), (6, 4, 3, 3), 1, 1, 1),
-                                             ((2, 4, 8, 9), (6, 2, 2, 3), (2, 1), (1, 2), 2),
-                                             ((5, 3, 6, 7), (8, 3, 3, 3), 1, 1, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    "xs, ws, p, d, g",
+    [
+        ((3, 4, 9, 8), (6, 4, 3, 3), 1, 1, 1),
+        ((2, 4, 8, 9), (6, 2, 2, 3), (2, 1), (1, 2), 2),
+        ((5, 3, 6, 7), (8, 3, 3, 3), 1, 1, 1),
+    ],
+)
 def test_col2im_into_a_buffer_is_the_product_over_the_whole_image(monkeypatch, xs, ws, p, d, g):
     """With ``matmul_into`` (NumPy) col2im's product covers only the output rows, written into
     a buffer whose tail is zero; without it, the product over ``g`` padded to the whole image.
@@ -481,8 +533,9 @@ def test_col2im_into_a_buffer_is_the_product_over_the_whole_image(monkeypatch, x
     for into in (True, False):
         if not into:
             raw = xp._backend
-            monkeypatch.setitem(_backend._BY_XP, id(raw.xp),
-                                dataclasses.replace(raw, matmul_into=None))  # fmt: skip
+            monkeypatch.setitem(
+                _backend._BY_XP, id(raw.xp), dataclasses.replace(raw, matmul_into=None)
+            )
         runs.append(_np(pg.grad(f)(x, w)))
         assert memory.measure(f, x, w).peak_bytes <= memory.project(f, x, w).peak_bytes
     np.testing.assert_allclose(runs[0], runs[1], rtol=1e-12, atol=1e-12)

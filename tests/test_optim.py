@@ -12,9 +12,11 @@ import pycograd_xp as pg
 from pycograd_xp import optim
 
 P0 = {"w": np.array([1.0, -2.0]), "b": np.array(0.5)}
-GRADS = [{"w": np.array([0.1, 0.4]), "b": np.array(-1.0)},
-         {"w": np.array([-0.3, 0.2]), "b": np.array(0.5)},
-         {"w": np.array([0.05, -0.1]), "b": np.array(0.25)}]  # fmt: skip
+GRADS = [
+    {"w": np.array([0.1, 0.4]), "b": np.array(-1.0)},
+    {"w": np.array([-0.3, 0.2]), "b": np.array(0.5)},
+    {"w": np.array([0.05, -0.1]), "b": np.array(0.25)},
+]
 
 
 def run(xp, tx, steps=3):
@@ -79,20 +81,31 @@ def test_update_formulas(xp, kind, tx, hp):
         np.testing.assert_allclose(got[k], want[k], rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["SGD-momentum", "SGD-nesterov", "RMSprop", "Adagrad", "Adam",
-                                  "AdamW"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["SGD-momentum", "SGD-nesterov", "RMSprop", "Adagrad", "Adam", "AdamW"]
+)
 def test_against_torch_optim(name):
     torch = pytest.importorskip("torch")
-    txs = {"SGD-momentum": (optim.momentum(0.1, 0.9),
-                            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
-           "SGD-nesterov": (optim.nesterov(0.1, 0.9),
-                            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True)),
-           "RMSprop": (optim.rmsprop(0.1, decay=0.99, eps=1e-8),
-                       lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.99, eps=1e-8)),
-           "Adagrad": (optim.adagrad(0.1), lambda p: torch.optim.Adagrad(p, lr=0.1)),
-           "Adam": (optim.adam(0.1), lambda p: torch.optim.Adam(p, lr=0.1)),
-           "AdamW": (optim.adamw(0.1, weight_decay=0.05),
-                     lambda p: torch.optim.AdamW(p, lr=0.1, weight_decay=0.05))}  # fmt: skip
+    txs = {
+        "SGD-momentum": (
+            optim.momentum(0.1, 0.9),
+            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        ),
+        "SGD-nesterov": (
+            optim.nesterov(0.1, 0.9),
+            lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+        ),
+        "RMSprop": (
+            optim.rmsprop(0.1, decay=0.99, eps=1e-8),
+            lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.99, eps=1e-8),
+        ),
+        "Adagrad": (optim.adagrad(0.1), lambda p: torch.optim.Adagrad(p, lr=0.1)),
+        "Adam": (optim.adam(0.1), lambda p: torch.optim.Adam(p, lr=0.1)),
+        "AdamW": (
+            optim.adamw(0.1, weight_decay=0.05),
+            lambda p: torch.optim.AdamW(p, lr=0.1, weight_decay=0.05),
+        ),
+    }
     tx, make = txs[name]
     got = run(pg.namespace(np), tx)
     tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in P0.items()}

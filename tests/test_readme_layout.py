@@ -22,7 +22,7 @@ def test_every_path_the_layout_names_exists():
         if not first:
             continue
         brace = re.fullmatch(r"(.*)\{(.*)\}(.*)", first)
-        names = ([brace[1] + n + brace[3] for n in brace[2].split(",")] if brace else [first])
+        names = [brace[1] + n + brace[3] for n in brace[2].split(",")] if brace else [first]
         for name in names:
             assert (ROOT / name).exists(), f"README layout names {name}, which is not in the tree"
 

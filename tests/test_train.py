@@ -20,14 +20,16 @@ Y = (X[:, 0] - 2 * X[:, 1] + X[:, 2] * X[:, 3] > 0).astype(np.int64)
 def train(xp, loss, params, epochs, lr=1e-2):
     step = make_step(loss, optim.adam(lr))
     batches = Batches((X, Y), 32, key=random.key(0), xp=xp, prefetch=0)
-    params, _, history = fit(step, params, optim.adam(lr).init(params), batches, epochs=epochs,
-                             progress=False, log=None)  # fmt: skip
+    params, _, history = fit(
+        step, params, optim.adam(lr).init(params), batches, epochs=epochs, progress=False, log=None
+    )
     return params, history
 
 
 def logistic(p, x, y):
-    return nn.binary_cross_entropy_with_logits(nn.linear(x, p["w"], p["b"]),
-                                               pg.namespace(np).astype(y, x.dtype))  # fmt: skip
+    return nn.binary_cross_entropy_with_logits(
+        nn.linear(x, p["w"], p["b"]), pg.namespace(np).astype(y, x.dtype)
+    )
 
 
 def mlp(p, x, y, key=None):
@@ -42,8 +44,9 @@ def test_logistic_regression():
     xp = pg.namespace(np)
     p = {"w": xp.zeros(6), "b": xp.asarray(0.0)}
     x, y = xp.asarray(X), xp.asarray(Y)
-    check_vjp(xp, lambda w, b: logistic({"w": w, "b": b}, x, y), rng.standard_normal(6),
-              np.asarray(0.1))  # fmt: skip
+    check_vjp(
+        xp, lambda w, b: logistic({"w": w, "b": b}, x, y), rng.standard_normal(6), np.asarray(0.1)
+    )
     p, h = train(xp, logistic, p, 20, lr=0.05)
     assert h["loss"][-1] < 0.45 < h["loss"][0]
 
@@ -70,8 +73,12 @@ def test_mlp_and_mlp_with_layernorm_dropout():
     assert h["loss"][-1] < 0.15
     pn = init_mlp(xp, norm=True)
     key = random.key(9)
-    check_vjp(xp, lambda g, w: mlp({**pn, "g": g, "l1": nn.Linear(w, pn["l1"].b)}, x, y, key),
-              np.ones(32), np.asarray(pg.unwrap(pn["l1"].w)))  # fmt: skip
+    check_vjp(
+        xp,
+        lambda g, w: mlp({**pn, "g": g, "l1": nn.Linear(w, pn["l1"].b)}, x, y, key),
+        np.ones(32),
+        np.asarray(pg.unwrap(pn["l1"].w)),
+    )
     counter = iter(range(10**6))
     _, h = train(xp, lambda p, x, y: mlp(p, x, y, random.fold_in(key, next(counter))), pn, 30)
     assert h["loss"][-1] < 0.2
@@ -91,30 +98,52 @@ def test_transformer_block():
     d, L = 8, 4
     ks = random.split(random.key(3), 8)
     g = lambda k, s: nn.glorot_uniform(k, s, xp=xp)  # noqa: E731
-    p = {"ln1_g": xp.ones(d), "ln1_b": xp.zeros(d), "ln2_g": xp.ones(d), "ln2_b": xp.zeros(d),
-         "attn": {n: g(ks[i], (d, d)) for i, n in enumerate(("wq", "wk", "wv", "wo"))},
-         "w1": g(ks[4], (d, 16)), "b1": xp.zeros(16), "w2": g(ks[5], (16, d)), "b2": xp.zeros(d),
-         "wo": g(ks[6], (d, 2)), "bo": xp.zeros(2)}  # fmt: skip
+    p = {
+        "ln1_g": xp.ones(d),
+        "ln1_b": xp.zeros(d),
+        "ln2_g": xp.ones(d),
+        "ln2_b": xp.zeros(d),
+        "attn": {n: g(ks[i], (d, d)) for i, n in enumerate(("wq", "wk", "wv", "wo"))},
+        "w1": g(ks[4], (d, 16)),
+        "b1": xp.zeros(16),
+        "w2": g(ks[5], (16, d)),
+        "b2": xp.zeros(d),
+        "wo": g(ks[6], (d, 2)),
+        "bo": xp.zeros(2),
+    }
     seqs = rng.standard_normal((128, L, d))
     labels = (seqs[:, 0, 0] + seqs[:, -1, 1] > 0).astype(np.int64)
     xs, ys = xp.asarray(seqs[:4]), xp.asarray(labels[:4])
-    check_vjp(xp, lambda wq, w1: nn.cross_entropy(block({**p, "w1": w1, "attn": {
-        **p["attn"], "wq": wq}}, xs), ys), np.asarray(pg.unwrap(p["attn"]["wq"])),
-        np.asarray(pg.unwrap(p["w1"])))  # fmt: skip
+    check_vjp(
+        xp,
+        lambda wq, w1: nn.cross_entropy(
+            block({**p, "w1": w1, "attn": {**p["attn"], "wq": wq}}, xs), ys
+        ),
+        np.asarray(pg.unwrap(p["attn"]["wq"])),
+        np.asarray(pg.unwrap(p["w1"])),
+    )
     step = make_step(lambda p, x, y: nn.cross_entropy(block(p, x), y), optim.adam(1e-2))
     batches = Batches((seqs, labels), 32, key=random.key(1), prefetch=0)
-    _, _, h = fit(step, p, optim.adam(1e-2).init(p), batches, epochs=40, progress=False,
-                  log=None)  # fmt: skip
+    _, _, h = fit(step, p, optim.adam(1e-2).init(p), batches, epochs=40, progress=False, log=None)
     assert h["loss"][-1] < 0.25 < h["loss"][0]
 
 
 def test_fit_logs_metrics_and_plots(tmp_path, capsys):
     xp = pg.namespace(np)
     p = {"w": xp.zeros(6), "b": xp.asarray(0.0)}
-    step = make_step(lambda p, x, y: (logistic(p, x, y), {"w_norm": xp.sum(p["w"] ** 2)}),
-                     optim.sgd(0.1), has_aux=True)  # fmt: skip
-    _, _, h = fit(step, p, optim.sgd(0.1).init(p), Batches((X, Y), 64, prefetch=0), epochs=2,
-                  on_epoch_end=lambda e, p, m: {"val": 1.0 - e})  # fmt: skip
+    step = make_step(
+        lambda p, x, y: (logistic(p, x, y), {"w_norm": xp.sum(p["w"] ** 2)}),
+        optim.sgd(0.1),
+        has_aux=True,
+    )
+    _, _, h = fit(
+        step,
+        p,
+        optim.sgd(0.1).init(p),
+        Batches((X, Y), 64, prefetch=0),
+        epochs=2,
+        on_epoch_end=lambda e, p, m: {"val": 1.0 - e},
+    )
     assert set(h) == {"loss", "w_norm", "epoch_seconds", "val"} and h["val"] == [1.0, 0.0]
     assert "epoch 2/2" in capsys.readouterr().out
     pytest.importorskip("matplotlib")

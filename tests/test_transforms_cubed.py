@@ -105,11 +105,17 @@ def test_what_cubed_cannot_do_fails_clearly(cxp, spec):
         y[0] = 1.0  # an unbatched key writes in place: Cubed's arrays are immutable
         return y
 
-    with pytest.raises(NotImplementedError, match=r"__setitem__: the cubed backend has "
-                                                  r"immutable arrays; .*xp\.where"):  # fmt: skip
+    with pytest.raises(
+        NotImplementedError,
+        match=r"__setitem__: the cubed backend has "
+        r"immutable arrays; .*xp\.where",
+    ):
         pg.vmap(write)(X)
-    with pytest.raises(NotImplementedError, match=r"nonzero\(\): the cubed backend does not "
-                                                  r"implement nonzero"):  # fmt: skip
+    with pytest.raises(
+        NotImplementedError,
+        match=r"nonzero\(\): the cubed backend does not "
+        r"implement nonzero",
+    ):
         pg.vmap(lambda x: cxp.nonzero(x > 0)[0])(X)
     with pytest.raises(NotImplementedError, match=r"__getitem__ with a batched boolean mask"):
         pg.vmap(lambda x: x[x > 0])(X)

@@ -16,8 +16,12 @@ rng = np.random.default_rng(0)
 def _mlp(sizes=(6, 5, 4, 3), batch=7):
     params = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
-        params.append({"w": xp.asarray(rng.standard_normal((i, o)) / np.sqrt(i)),
-                       "b": xp.asarray(rng.standard_normal(o) * 0.1)})  # fmt: skip
+        params.append(
+            {
+                "w": xp.asarray(rng.standard_normal((i, o)) / np.sqrt(i)),
+                "b": xp.asarray(rng.standard_normal(o) * 0.1),
+            }
+        )
     X = xp.asarray(rng.standard_normal((batch, sizes[0])))
     Y = xp.asarray(np.eye(sizes[-1])[rng.integers(0, sizes[-1], batch)])
     return params, X, Y
@@ -121,7 +125,8 @@ def test_in_axes_and_out_axes_pytrees():
         return {"s": d["x"] * d["z"] * k, "t": (d["x"] + 1, k)}
 
     out = pg.vmap(f, in_axes=({"x": 0, "z": 1}, None), out_axes={"s": 1, "t": (0, None)})(
-        {"x": X, "z": Z}, c)
+        {"x": X, "z": Z}, c
+    )
     x, z = pg.unwrap(X), pg.unwrap(Z)
     np.testing.assert_allclose(pg.unwrap(out["s"]), (x * z.T * 2).T)
     np.testing.assert_allclose(pg.unwrap(out["t"][0]), x + 1)
@@ -165,8 +170,9 @@ def test_array_api_strict_per_example_gradients():
     got = pg.vmap(pg.grad(f), in_axes=(None, 0))(W, X)
     for i in range(5):
         want = pg.grad(f)(W, X[i, ...])
-        np.testing.assert_allclose(np.asarray(pg.unwrap(got[i, ...])), np.asarray(pg.unwrap(want)),
-                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            np.asarray(pg.unwrap(got[i, ...])), np.asarray(pg.unwrap(want)), rtol=1e-12
+        )
 
 
 def test_vmap_composes_with_custom_rules(xp):
@@ -192,8 +198,9 @@ def test_vmap_composes_with_custom_rules(xp):
         got = pg.vmap(pg.grad(f))(X)
         want = xp.stack([pg.grad(f)(r) for r in rows])
         np.testing.assert_allclose(np.asarray(pg.unwrap(got)), np.asarray(pg.unwrap(want)))
-    np.testing.assert_allclose(np.asarray(pg.unwrap(pg.vmap(lse)(X))),
-                               [float(pg.unwrap(lse(r))) for r in rows])  # fmt: skip
+    np.testing.assert_allclose(
+        np.asarray(pg.unwrap(pg.vmap(lse)(X))), [float(pg.unwrap(lse(r))) for r in rows]
+    )
 
 
 # -- batched keys, ends and repeats ----------------------------------------------------------------
@@ -202,12 +209,14 @@ def test_vmap_composes_with_custom_rules(xp):
 def _loop(f, *args):
     """``f`` per example (axis 0 of every argument; integer scalars as Python ints, which every
     backend takes as a key), stacked: what vmap must equal."""
+
     def example(a, i):
         e = a[i, ...]
         return int(e) if e.ndim == 0 and "int" in str(e.dtype) else e
 
-    return np.stack([np.asarray(pg.unwrap(f(*(example(a, i) for a in args))))
-                     for i in range(args[0].shape[0])])  # fmt: skip
+    return np.stack(
+        [np.asarray(pg.unwrap(f(*(example(a, i) for a in args)))) for i in range(args[0].shape[0])]
+    )
 
 
 def test_setitem_with_batched_keys_matches_a_loop_with_gradients(xp):
@@ -248,9 +257,14 @@ def test_linspace_with_batched_ends():
     a, b = xp.asarray([0.0, 1.0, -2.0]), xp.asarray([1.0, 3.0, 2.0])
     for kw in ({}, {"endpoint": False}, {"dtype": xp.float32}):
         got = pg.vmap(lambda s, e, kw=kw: xp.linspace(s, e, 5, **kw))(a, b)
-        want = np.stack([np.linspace(s, e, 5, **{k: (np.float32 if k == "dtype" else v)
-                                                  for k, v in kw.items()})
-                         for s, e in zip([0.0, 1.0, -2.0], [1.0, 3.0, 2.0], strict=True)])
+        want = np.stack(
+            [
+                np.linspace(
+                    s, e, 5, **{k: (np.float32 if k == "dtype" else v) for k, v in kw.items()}
+                )
+                for s, e in zip([0.0, 1.0, -2.0], [1.0, 3.0, 2.0], strict=True)
+            ]
+        )
         assert pg.unwrap(got).dtype == want.dtype
         np.testing.assert_allclose(pg.unwrap(got), want, rtol=1e-6 if kw else 1e-15)
     got = pg.vmap(lambda s: xp.linspace(s, 4.0, 3), in_axes=0)(a)  # one end batched

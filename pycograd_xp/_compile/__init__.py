@@ -103,9 +103,14 @@ class Trace:
 class Compiled:
     """``compile(f)``: call it like ``f``. See :func:`compile`."""
 
-    def __init__(self, f: Callable[..., Any], static_argnums: Sequence[int],
-                 static_argnames: Sequence[str], max_traces: int,
-                 on_trace: Callable[[Trace], None] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        static_argnums: Sequence[int],
+        static_argnames: Sequence[str],
+        max_traces: int,
+        on_trace: Callable[[Trace], None] | None,
+    ) -> None:
         self.f = f
         self.static_argnums = frozenset(static_argnums)
         self.static_argnames = frozenset(static_argnames)
@@ -146,8 +151,9 @@ class Compiled:
             plan, _ = self._plan(key, leaves, sig, ns, args, kwargs)
         else:
             self._cache.move_to_end(key)
-        results = plan.replay(*[leaves[i]._data for i in plan.array_inputs],
-                              *[leaves[i] for i in plan.scalar_inputs])  # fmt: skip
+        results = plan.replay(
+            *[leaves[i]._data for i in plan.array_inputs], *[leaves[i] for i in plan.scalar_inputs]
+        )
         return plan.rebuild(_outputs(plan, results))
 
     # the cache key: structure, shapes and dtypes, static values, namespace
@@ -161,17 +167,25 @@ class Compiled:
         for i, leaf in enumerate(leaves):
             t = type(leaf)
             if isinstance(leaf, Array):
-                if (leaf._node is not None and grad_on) or leaf._backend.abstract or \
-                        leaf._backend.level or TRACING.depth:  # fmt: skip
+                if (
+                    (leaf._node is not None and grad_on)
+                    or leaf._backend.abstract
+                    or leaf._backend.level
+                    or TRACING.depth
+                ):
                     return None, leaves, sig, ns
                 if ns is None:
                     ns = leaf._ns
                 elif leaf._ns is not ns:
-                    raise TypeError(f"compile: arguments mix arrays of {ns.__name__} and "
-                                    f"{leaf._ns.__name__}")  # fmt: skip
+                    raise TypeError(
+                        f"compile: arguments mix arrays of {ns.__name__} and {leaf._ns.__name__}"
+                    )
                 d = leaf._data
-                parts.append((d.shape, d.dtype) if not leaf._backend.chunked else
-                             (d.shape, d.dtype, d.chunks, id(d.spec)))  # fmt: skip
+                parts.append(
+                    (d.shape, d.dtype)
+                    if not leaf._backend.chunked
+                    else (d.shape, d.dtype, d.chunks, id(d.spec))
+                )
             elif (t is int or t is float) and i not in static_pos:
                 parts.append(t)
             else:
@@ -201,8 +215,9 @@ class Compiled:
             i += n
         return frozenset(pos)
 
-    def _plan(self, key: Any, leaves: list, sig: Any, ns: Any, args: tuple,
-              kwargs: dict) -> tuple[_Plan, Any]:  # fmt: skip
+    def _plan(
+        self, key: Any, leaves: list, sig: Any, ns: Any, args: tuple, kwargs: dict
+    ) -> tuple[_Plan, Any]:
         if key is None:
             raise TypeError("compile: tracked or abstract arrays among the arguments")
         reason = "first call" if not self.traces else "new shapes, dtypes or static values"
@@ -222,9 +237,14 @@ class Compiled:
         self._cache[key] = plan
         if len(self._cache) > self.max_traces:
             self._cache.popitem(last=False)
-        trace = Trace(reason, plan.calls, plan.elided,
-                      tuple(sorted(self._static_scalars.get(sig, ()))), plan.peak_bytes,
-                      plan.argument_bytes)  # fmt: skip
+        trace = Trace(
+            reason,
+            plan.calls,
+            plan.elided,
+            tuple(sorted(self._static_scalars.get(sig, ()))),
+            plan.peak_bytes,
+            plan.argument_bytes,
+        )
         self.traces.append(trace)
         if self.on_trace is not None:
             self.on_trace(trace)
@@ -269,7 +289,6 @@ def _signature(x: Any, leaves: list) -> Any:
     return (kind, meta, *[_signature(k, leaves) for k in kids])
 
 
-
 def _roots(h: HostScalar) -> frozenset[int]:
     """Leaf positions of the arguments a host scalar was computed from."""
     out: set[int] = set()
@@ -300,8 +319,14 @@ def _outputs(plan: _Plan, results: tuple) -> list[Any]:
     return out
 
 
-def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
-           static: frozenset[int], events: list | None = None) -> _Plan:  # fmt: skip
+def _trace(
+    f: Callable[..., Any],
+    leaves: list,
+    td: Any,
+    ns: Any,
+    static: frozenset[int],
+    events: list | None = None,
+) -> _Plan:
     """Record ``f`` (see :func:`._recorder.record`), run the passes, generate the replay."""
     if ns is None:
         import numpy
@@ -311,18 +336,44 @@ def _trace(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
         ns = _namespace(numpy)
     r = record(f, leaves, td, ns, static)
     rec = r.rec
-    sched, peak = schedule(rec.calls, rec.meta, rec.rewraps, rec.host_list, rec.hosts,
-                           r.input_syms, r.templates, ns._backend, events)  # fmt: skip
+    sched, peak = schedule(
+        rec.calls,
+        rec.meta,
+        rec.rewraps,
+        rec.host_list,
+        rec.hosts,
+        r.input_syms,
+        r.templates,
+        ns._backend,
+        events,
+    )
     params = [f"t{n}" for n in r.input_syms] + [f"h{rec.hosts[id(h)]}" for h in r.host_inputs]
     replay, source = generate(sched, params, rec.host_list, rec.hosts, rec.rewraps, ns._backend)
     arguments = sum(rec.meta[n].nbytes for n in set(r.input_syms))
-    return _Plan(replay, source, r.array_inputs, r.scalar_inputs, rebuilder(r.out_def), r.outs,
-                 ns, len(sched.steps), len(sched.reuse), peak, arguments, sched)  # fmt: skip
+    return _Plan(
+        replay,
+        source,
+        r.array_inputs,
+        r.scalar_inputs,
+        rebuilder(r.out_def),
+        r.outs,
+        ns,
+        len(sched.steps),
+        len(sched.reuse),
+        peak,
+        arguments,
+        sched,
+    )
 
 
-def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),  # noqa: A001
-            static_argnames: str | Sequence[str] = (), max_traces: int = 64,
-            on_trace: Callable[[Trace], None] | None = None) -> Any:  # fmt: skip
+def compile(
+    f: Callable[..., Any] | None = None,
+    *,
+    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnames: str | Sequence[str] = (),
+    max_traces: int = 64,
+    on_trace: Callable[[Trace], None] | None = None,
+) -> Any:
     """Compile ``f``: trace it once per structure of its arguments, then replay the recorded
     backend calls directly.
 
@@ -342,9 +393,13 @@ def compile(f: Callable[..., Any] | None = None, *, static_argnums: int | Sequen
     it).
     """
     if f is None:
-        return functools.partial(compile, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, max_traces=max_traces,
-                                 on_trace=on_trace)  # fmt: skip
+        return functools.partial(
+            compile,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+            max_traces=max_traces,
+            on_trace=on_trace,
+        )
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if isinstance(static_argnames, str):

@@ -66,9 +66,14 @@ class _Source:
         return name
 
 
-def generate(sched: Schedule, params: list[str], host_list: list[HostScalar],
-             hosts: dict[int, int], rewraps: Callable[[int], bool],
-             backend: Any) -> tuple[Callable[..., Any], str]:  # fmt: skip
+def generate(
+    sched: Schedule,
+    params: list[str],
+    host_list: list[HostScalar],
+    hosts: dict[int, int],
+    rewraps: Callable[[int], bool],
+    backend: Any,
+) -> tuple[Callable[..., Any], str]:
     """The replay function of ``sched`` taking ``params`` (``t<n>`` for the array arguments'
     symbols, ``h<n>`` for the dynamic numbers' host expressions), and its source.
     ``host_list``/``hosts``: the recorder's host expressions; ``rewraps(n)``: whether the
@@ -81,15 +86,17 @@ def generate(sched: Schedule, params: list[str], host_list: list[HostScalar],
         lines.append(f"    t{n} = {src.bind(folded[n], 'c')}")
     for n, h in enumerate(host_list):  # the host expressions, in order
         if h.op is not None and n in sched.hosts:
-            args = ", ".join(src.const(Host(hosts[id(a)]) if isinstance(a, HostScalar) else a)
-                             for a in h.args)  # fmt: skip
+            args = ", ".join(
+                src.const(Host(hosts[id(a)]) if isinstance(a, HostScalar) else a) for a in h.args
+            )
             lines.append(f"    h{n} = {src.bind(h.op, 'op')}({args})")
     # NumPy hands back a scalar from a 0-d operation. Uncompiled, our namespace wraps it back
     # into a 0-d array (a rule's raw operations keep it a scalar); the next operation then runs
     # NumPy's ufunc loop, not its scalar arithmetic, whose complex products round differently.
     # The replay wraps exactly what the namespace wrapped.
-    to_array = (src.bind(backend.scalar_to_array, "a")
-                if backend.scalar_to_array is not None else None)  # fmt: skip
+    to_array = (
+        src.bind(backend.scalar_to_array, "a") if backend.scalar_to_array is not None else None
+    )
     for j, c in enumerate(sched.steps):
         f = src.bind(c.function(backend), "f")
         args = ", ".join(src.const(a) for a in c.args)
@@ -122,15 +129,21 @@ def _guarded(r: Reuse, src: _Source, backend: Any) -> str:
     n = r.into
     if r.how == "operator":
         iop = src.bind(r.f, "op")
-        return (f"{iop}(t{n}, {src.const(r.others[0])}) if _rc(t{n}) == {_SOLE} and "
-                f"{src.bind(backend.owns_buffer, 'own')}(t{n})")
+        return (
+            f"{iop}(t{n}, {src.const(r.others[0])}) if _rc(t{n}) == {_SOLE} and "
+            f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
+        )
     if r.how == "select":
         sel = src.bind(r.f, "f")
         cond, x2 = r.others
-        return (f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
-                f"{_SOLE} and {src.bind(backend.owns_buffer, 'own')}(t{n})")
-    return (f"{src.bind(r.f, 'f')}(t{n}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
-            f"{src.bind(backend.owns_buffer, 'own')}(t{n})")
+        return (
+            f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
+            f"{_SOLE} and {src.bind(backend.owns_buffer, 'own')}(t{n})"
+        )
+    return (
+        f"{src.bind(r.f, 'f')}(t{n}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
+        f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
+    )
 
 
 def _lhs(outs: Any) -> str:
@@ -164,8 +177,9 @@ def rebuilder(td: Any) -> Callable[[list], Any]:
         if d.kind == "namedtuple":
             return f"{bind(d.meta)}({', '.join(kids)})"
         if d.kind == "dict":
-            return "{" + ", ".join(f"{bind(k)}: {v}" for k, v in zip(d.meta, kids,
-                                                                     strict=True)) + "}"
+            return (
+                "{" + ", ".join(f"{bind(k)}: {v}" for k, v in zip(d.meta, kids, strict=True)) + "}"
+            )
         cls, names, statics = d.meta
         fields = ", ".join(f"{n}={v}" for n, v in zip(names, kids, strict=True))
         return f"{bind(cls)}({fields}{''.join(f', {n}={bind(v)}' for n, v in statics)})"

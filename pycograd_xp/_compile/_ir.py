@@ -173,8 +173,7 @@ class MatmulIntoCall(Call):
         return functools.partial(_matmul_into, backend.xp.matmul)
 
 
-def _host_array(asarray: Callable[..., Any], fn: Callable[..., Any], dtype: Any,
-                *args: Any) -> Any:  # fmt: skip
+def _host_array(asarray: Callable[..., Any], fn: Callable[..., Any], dtype: Any, *args: Any) -> Any:
     return asarray(fn(*args), dtype=dtype)
 
 
@@ -265,8 +264,9 @@ class Schedule:
     def freed(self, j: int) -> list[int]:
         """The symbols whose last use is step ``j`` (the replay's ``del`` after it)."""
         c = self.steps[j]
-        return sorted({n for n in (*c.reads, *c.writes)
-                       if self.last.get(n) == j and n not in self.protected})  # fmt: skip
+        return sorted(
+            {n for n in (*c.reads, *c.writes) if self.last.get(n) == j and n not in self.protected}
+        )
 
     def __str__(self) -> str:
         lines = ["in: " + ", ".join(f"t{n}: {self.meta[n]}" for n in self.inputs)]
@@ -274,8 +274,9 @@ class Schedule:
             lines.append(f"  const t{n}: {self.meta[n]} (folded)")
         for j, c in enumerate(self.steps):
             outs = ", ".join(f"t{n}: {self.meta[n]}" for n in syms(c.outs))
-            args = ", ".join([show(a) for a in c.args]
-                             + [f"{k}={show(v)}" for k, v in c.kwargs.items()])  # fmt: skip
+            args = ", ".join(
+                [show(a) for a in c.args] + [f"{k}={show(v)}" for k, v in c.kwargs.items()]
+            )
             line = f"{j:4d}  {outs + ' = ' if outs else ''}{c.name}({args})"
             if c.mutates is not None:
                 line += f"  [writes t{c.mutates}]"

@@ -39,13 +39,18 @@ ELIDE_MIN_BYTES = 8 * 1024
 
 # Elementwise rows with an in-place operator of the standard (the result may go into a dead
 # operand's buffer), and the commutative ones (either operand's buffer will do).
-_INPLACE = {REGISTRY["add"]: operator.iadd, REGISTRY["subtract"]: operator.isub,
-            REGISTRY["multiply"]: operator.imul, REGISTRY["divide"]: operator.itruediv}  # fmt: skip
+_INPLACE = {
+    REGISTRY["add"]: operator.iadd,
+    REGISTRY["subtract"]: operator.isub,
+    REGISTRY["multiply"]: operator.imul,
+    REGISTRY["divide"]: operator.itruediv,
+}
 _COMMUTATIVE = frozenset({REGISTRY["add"], REGISTRY["multiply"]})
 
 
-def eliminate_dead_code(calls: list[Call], outputs: list[Any], host_list: list[HostScalar],
-                        hosts: dict[int, int]) -> tuple[list[Call], set[int]]:  # fmt: skip
+def eliminate_dead_code(
+    calls: list[Call], outputs: list[Any], host_list: list[HostScalar], hosts: dict[int, int]
+) -> tuple[list[Call], set[int]]:
     """The calls some result of which is used (by the ``outputs`` templates or a later kept
     call) or that write into a buffer, and the host expressions they and the outputs need
     (``host_list``: the recorder's expressions, ``hosts``: id of each -> its index)."""
@@ -60,13 +65,20 @@ def eliminate_dead_code(calls: list[Call], outputs: list[Any], host_list: list[H
             collect_hosts((c.args, c.kwargs), needed_hosts)
     for n in range(len(host_list) - 1, -1, -1):  # and what those host numbers need
         if n in needed_hosts:
-            needed_hosts.update(hosts[id(a)] for a in host_list[n].args
-                                if isinstance(a, HostScalar))  # fmt: skip
+            needed_hosts.update(
+                hosts[id(a)] for a in host_list[n].args if isinstance(a, HostScalar)
+            )
     return [c for c, k in zip(calls, keep, strict=True) if k], needed_hosts
 
 
-def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set[int],
-                   outputs: set[int], backend: Any) -> dict[int, Any]:  # fmt: skip
+def fold_constants(
+    meta: list[Meta],
+    rewraps: Any,
+    live: list[Call],
+    inputs: set[int],
+    outputs: set[int],
+    backend: Any,
+) -> dict[int, Any]:
     """Constant folding: the values of the symbols that depend on no argument and no host
     number, made by pure calls (rows and operators, no write into a buffer), into buffers the
     replay never writes, and that are no output of the function (a caller may write into an
@@ -86,11 +98,18 @@ def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set
     values: dict[int, Any] = {}
     to_array = backend.scalar_to_array
     for c in live:
-        if (not isinstance(c, RowCall) or c.mutates is not None or not c.writes or c.prim is SETITEM
-                or _has_host((c.args, c.kwargs), arrays)
-                or any(n not in values for n in c.reads)
-                or any(n in inputs or owner(n) in written
-                       or meta[n].nbytes > FOLD_MAX_BYTES for n in c.writes)):  # fmt: skip
+        if (
+            not isinstance(c, RowCall)
+            or c.mutates is not None
+            or not c.writes
+            or c.prim is SETITEM
+            or _has_host((c.args, c.kwargs), arrays)
+            or any(n not in values for n in c.reads)
+            or any(
+                n in inputs or owner(n) in written or meta[n].nbytes > FOLD_MAX_BYTES
+                for n in c.writes
+            )
+        ):
             continue
         try:
             f = c.function(backend)
@@ -99,8 +118,7 @@ def fold_constants(meta: list[Meta], rewraps: Any, live: list[Call], inputs: set
             result = f(*args, **kwargs)
         except Exception:  # noqa: BLE001  (never worse than not folding: the replay calls it)
             continue
-        outs = [(c.outs, result)] if type(c.outs) is Sym else list(zip(c.outs, result,
-                                                                         strict=True))  # fmt: skip
+        outs = [(c.outs, result)] if type(c.outs) is Sym else list(zip(c.outs, result, strict=True))
         for sym, v in outs:
             if sym is None:
                 continue
@@ -147,8 +165,14 @@ def liveness(steps: list[Call]) -> dict[int, int]:
     return last
 
 
-def projected_peak(meta: list[Meta], steps: list[Call], last: dict[int, int], held: list[int],
-                   protected: set[int], events: list | None = None) -> int:  # fmt: skip
+def projected_peak(
+    meta: list[Meta],
+    steps: list[Call],
+    last: dict[int, int],
+    held: list[int],
+    protected: set[int],
+    events: list | None = None,
+) -> int:
     """The replay's peak bytes by the memory model: the arrays ``held`` from the start (the
     arguments, the folded constants), each call's new outputs and its transients (the rows'
     memory rules), each buffer freed when its owner and every view of it are dead (the
@@ -175,17 +199,31 @@ def projected_peak(meta: list[Meta], steps: list[Call], last: dict[int, int], he
         new = 0 if c.mutates is not None else sum(meta[n].nbytes for n in c.writes)
         peak = max(peak, current + new + c.transient + CALL_SLACK)
         if events is not None:
-            outs = [(meta[n].shape, np.dtype(meta[n].dtype).name,
-                     0 if c.mutates is not None else meta[n].nbytes) for n in c.writes]
-            events.append((c, c.name, outs, c.transient + CALL_SLACK,
-                           current + new - frees.get(j, 0),
-                           current + new + c.transient + CALL_SLACK))  # fmt: skip
+            outs = [
+                (
+                    meta[n].shape,
+                    np.dtype(meta[n].dtype).name,
+                    0 if c.mutates is not None else meta[n].nbytes,
+                )
+                for n in c.writes
+            ]
+            events.append(
+                (
+                    c,
+                    c.name,
+                    outs,
+                    c.transient + CALL_SLACK,
+                    current + new - frees.get(j, 0),
+                    current + new + c.transient + CALL_SLACK,
+                )
+            )
         current += new - frees.get(j, 0)
     return peak + _overhead(len(steps))
 
 
-def inplace_reuse(meta: list[Meta], steps: list[Call], last: dict[int, int],
-                  protected: set[int], backend: Any) -> dict[int, Reuse]:  # fmt: skip
+def inplace_reuse(
+    meta: list[Meta], steps: list[Call], last: dict[int, int], protected: set[int], backend: Any
+) -> dict[int, Reuse]:
     """The steps whose result may go into a dead operand's buffer (the replay checks that
     nothing else holds it): on backends that write in place safely (``owns_buffer``)."""
     if backend.owns_buffer is None:
@@ -199,8 +237,9 @@ def inplace_reuse(meta: list[Meta], steps: list[Call], last: dict[int, int],
     return found
 
 
-def _reuse(c: RowCall, j: int, meta: list[Meta], last: dict[int, int], protected: set[int],
-           backend: Any) -> Reuse | None:  # fmt: skip
+def _reuse(
+    c: RowCall, j: int, meta: list[Meta], last: dict[int, int], protected: set[int], backend: Any
+) -> Reuse | None:
     prim = c.prim
     if type(c.outs) is not Sym:
         return None
@@ -242,9 +281,17 @@ def _reuse(c: RowCall, j: int, meta: list[Meta], last: dict[int, int], protected
     return None
 
 
-def schedule(calls: list[Call], meta: list[Meta], rewraps: Any, host_list: list[HostScalar],
-             hosts: dict[int, int], inputs: list[int], outputs: list[Any], backend: Any,
-             events: list | None = None) -> tuple[Schedule, int]:  # fmt: skip
+def schedule(
+    calls: list[Call],
+    meta: list[Meta],
+    rewraps: Any,
+    host_list: list[HostScalar],
+    hosts: dict[int, int],
+    inputs: list[int],
+    outputs: list[Any],
+    backend: Any,
+    events: list | None = None,
+) -> tuple[Schedule, int]:
     """The passes in order over a trace's ``calls``: the schedule, and its projected peak."""
     live, needed_hosts = eliminate_dead_code(calls, outputs, host_list, hosts)
     protected_outs = {t.n for t in outputs if type(t) is Sym}
@@ -255,5 +302,4 @@ def schedule(calls: list[Call], meta: list[Meta], rewraps: Any, host_list: list[
     protected = set(inputs) | protected_outs | set(folded)
     peak = projected_peak(meta, live, last, [*inputs, *folded], protected, events)
     reuse = inplace_reuse(meta, live, last, protected, backend)
-    return Schedule(meta, inputs, live, needed_hosts, folded, last, protected, reuse,
-                    outputs), peak  # fmt: skip
+    return Schedule(meta, inputs, live, needed_hosts, folded, last, protected, reuse, outputs), peak

@@ -95,6 +95,7 @@ def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]
     if prim is GETITEM:
         fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
     elif prim is SETITEM:
+
         def fn(x: Any, key: Any, value: Any) -> None:
             x[key] = value
     else:
@@ -124,27 +125,43 @@ def recording(target: Backend) -> Any:
 
     def function(prim: Any) -> Callable[..., Any] | None:
         scope = getattr(target.xp, prim.scope, None) if prim.scope else target.xp
-        if prim.kind != "method" and (scope is None or not hasattr(scope, prim.short_name)) \
-                and prim.impl is None:  # fmt: skip
+        if (
+            prim.kind != "method"
+            and (scope is None or not hasattr(scope, prim.short_name))
+            and prim.impl is None
+        ):
             return None  # the backend lacks it: so does the recording (the namespace says so)
         return _function(prim, target, mod)
 
     namespace_module(mod, function, function)
     for name, value in vars(target.xp).items():  # dtypes, constants, the info function
-        if not name.startswith("_") and not callable(value) and not hasattr(mod, name) \
-                and not isinstance(value, ModuleType):  # fmt: skip
+        if (
+            not name.startswith("_")
+            and not callable(value)
+            and not hasattr(mod, name)
+            and not isinstance(value, ModuleType)
+        ):
             setattr(mod, name, value)
     for name in (*DTYPE_NAMES, *CONSTANTS):
         if hasattr(target.xp, name):
             setattr(mod, name, getattr(target.xp, name))
-    mod.__dict__.update(__array_api_version__=target.xp.__array_api_version__,
-                        __array_namespace_info__=target.xp.__array_namespace_info__)
+    mod.__dict__.update(
+        __array_api_version__=target.xp.__array_api_version__,
+        __array_namespace_info__=target.xp.__array_namespace_info__,
+    )
     like = target.like_kwargs
     b = dataclasses.replace(
-        target, xp=mod, name=f"tracing_{target.name}", array_type=Proxy, abstract=True,
+        target,
+        xp=mod,
+        name=f"tracing_{target.name}",
+        array_type=Proxy,
+        abstract=True,
         like_kwargs=(lambda a: like(a.real if type(a) is Proxy else a)) if like else None,
-        projector=None, device_peak=None, owns_buffer=None, takes_out=None,
-    )  # fmt: skip
+        projector=None,
+        device_peak=None,
+        owns_buffer=None,
+        takes_out=None,
+    )
     _BY_XP[id(mod)] = b
     ns = _CACHE[target.name] = build(b)
     return ns

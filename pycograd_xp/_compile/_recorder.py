@@ -55,8 +55,9 @@ class Recorder:
 
     def __init__(self, backend: Any) -> None:
         # the target backend's dtype objects (by id: they live as long as its module) as NumPy's
-        self.dtypes: dict[int, Any] = {id(getattr(backend.xp, n)): np.dtype(n)
-                                       for n in DTYPE_NAMES if hasattr(backend.xp, n)}  # fmt: skip
+        self.dtypes: dict[int, Any] = {
+            id(getattr(backend.xp, n)): np.dtype(n) for n in DTYPE_NAMES if hasattr(backend.xp, n)
+        }
         self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
         self.ex = (self.dtypes, backend.array_type)
         self.chunked = backend.chunked
@@ -76,8 +77,9 @@ class Recorder:
         self.ids[id(a)] = n
         self.keep.append(a)
         base = getattr(a, "base", None)
-        self.meta.append(Meta(a.shape, a.dtype, base is None,
-                              None if base is None else self.ids.get(id(base))))  # fmt: skip
+        self.meta.append(
+            Meta(a.shape, a.dtype, base is None, None if base is None else self.ids.get(id(base)))
+        )
         return n
 
     def sym(self, a: AbstractArray, where: str) -> int:
@@ -110,8 +112,10 @@ class Recorder:
         if t is tuple or t is list:
             return t(self.template(e, where, reads) for e in v)
         if t is slice and any(type(p) is HostScalar for p in (v.start, v.stop, v.step)):
-            raise ValueNeededError(next(p for p in (v.start, v.stop, v.step)
-                                        if type(p) is HostScalar), "use in a slice")  # fmt: skip
+            raise ValueNeededError(
+                next(p for p in (v.start, v.stop, v.step) if type(p) is HostScalar),
+                "use in a slice",
+            )
         return v
 
     def _outs(self, out: Any) -> Any:
@@ -121,8 +125,9 @@ class Recorder:
             return tuple(Sym(self.new(o)) if type(o) in TRACED else None for o in out)
         return None
 
-    def call_real(self, prim: Any, fn: Callable[..., Any], mod: Any, args: tuple,
-                  kwargs: dict) -> Any:  # fmt: skip
+    def call_real(
+        self, prim: Any, fn: Callable[..., Any], mod: Any, args: tuple, kwargs: dict
+    ) -> Any:
         """A call of the recording namespace over a lazy backend (``._proxy``): the backend's
         own function on the real arrays, the outputs as proxies."""
         out = fn(*real(args), **real(kwargs))
@@ -135,8 +140,9 @@ class Recorder:
         if not known or all(id(o) in self.ids for o in known):
             return wrapped
         outs = self._outs(wrapped)
-        self.calls.append(RowCall(prim=prim, args=targs, kwargs=tkw, outs=outs, reads=reads,
-                                  writes=syms(outs)))  # fmt: skip
+        self.calls.append(
+            RowCall(prim=prim, args=targs, kwargs=tkw, outs=outs, reads=reads, writes=syms(outs))
+        )
         return wrapped
 
     def _proxies(self, out: Any, mod: Any) -> Any:
@@ -154,8 +160,14 @@ class Recorder:
         return out
 
     # what the abstract backend calls
-    def call(self, prim: Any, rule: Callable[..., Any], args: tuple, kwargs: dict,
-             via: Callable[..., Any] | None = None) -> Any:  # fmt: skip
+    def call(
+        self,
+        prim: Any,
+        rule: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        via: Callable[..., Any] | None = None,
+    ) -> Any:
         """Record one call of ``prim`` (``via``: the Python operator that made it, which the
         replay then uses too)."""
         ex_args, ex_kwargs = examples(args, *self.ex), examples(kwargs, *self.ex)
@@ -167,8 +179,9 @@ class Recorder:
         tkw = {k: self.template(v, name, reads) for k, v in kwargs.items()}
         if prim is SETITEM:
             target = self.sym(args[0], name)
-            self.calls.append(RowCall(prim=prim, args=targs, kwargs=tkw, outs=None,
-                                      mutates=target, reads=reads))  # fmt: skip
+            self.calls.append(
+                RowCall(prim=prim, args=targs, kwargs=tkw, outs=None, mutates=target, reads=reads)
+            )
             return out
         known = arrays(out)
         if not known or all(id(o) in self.ids for o in known):
@@ -178,8 +191,18 @@ class Recorder:
             targs = (out.shape, *targs[1:])
             tkw = {**tkw, "dtype": out.dtype}
         outs = self._outs(out)
-        self.calls.append(RowCall(prim=prim, via=via, args=targs, kwargs=tkw, outs=outs,
-                                  reads=reads, writes=syms(outs), transient=transient))  # fmt: skip
+        self.calls.append(
+            RowCall(
+                prim=prim,
+                via=via,
+                args=targs,
+                kwargs=tkw,
+                outs=outs,
+                reads=reads,
+                writes=syms(outs),
+                transient=transient,
+            )
+        )
         return out
 
     def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
@@ -188,8 +211,11 @@ class Recorder:
         reads: list[int] = []
         targs = self.template((x, other), fname, reads)
         n = self.sym(x, fname)
-        self.calls.append(InplaceCall(prim=prim, args=targs, kwargs={}, outs=Sym(n), mutates=n,
-                                      reads=reads, writes=[n]))  # fmt: skip
+        self.calls.append(
+            InplaceCall(
+                prim=prim, args=targs, kwargs={}, outs=Sym(n), mutates=n, reads=reads, writes=[n]
+            )
+        )
         return x
 
     def index_add(self, size: int, flat_index: Any, values: Any) -> AbstractArray:
@@ -197,8 +223,9 @@ class Recorder:
         reads: list[int] = []
         targs = self.template((size, flat_index, values), "index_add", reads)
         outs = self._outs(out)
-        self.calls.append(IndexAddCall(args=targs, kwargs={}, outs=outs, reads=reads,
-                                       writes=syms(outs)))  # fmt: skip
+        self.calls.append(
+            IndexAddCall(args=targs, kwargs={}, outs=outs, reads=reads, writes=syms(outs))
+        )
         return out
 
     def wrapped(self, a: Any) -> None:
@@ -212,30 +239,37 @@ class Recorder:
         """Whether the replay wraps symbol ``n`` back into a 0-d array (see wrapped)."""
         return n in self.wrapped_syms and self.meta[n].shape == ()
 
-    def matmul_into(self, x1: AbstractArray, x2: AbstractArray, out: AbstractArray
-                    ) -> AbstractArray:  # fmt: skip
+    def matmul_into(
+        self, x1: AbstractArray, x2: AbstractArray, out: AbstractArray
+    ) -> AbstractArray:
         """A product written into ``out`` (a view of a buffer the trace made): replayed as
         the backend's ``matmul_into``, or a product and a write where it has none."""
         if matmul_into_shape(x1, x2) != out.shape:
-            raise ValueError(f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
-                             f"{out.shape} array")  # fmt: skip
+            raise ValueError(
+                f"matmul_into: the product of {x1.shape} and {x2.shape} is no {out.shape} array"
+            )
         reads: list[int] = []
         targs = self.template((x1, x2, out), "matmul_into", reads)
         n = self.sym(out, "matmul_into")
-        self.calls.append(MatmulIntoCall(args=targs, kwargs={}, outs=None, mutates=n,
-                                         reads=reads, writes=[n]))  # fmt: skip
+        self.calls.append(
+            MatmulIntoCall(args=targs, kwargs={}, outs=None, mutates=n, reads=reads, writes=[n])
+        )
         return out
 
-    def host_array(self, fn: Callable[..., Any], args: tuple, shape: tuple[int, ...],
-                   dtype: Any) -> AbstractArray:  # fmt: skip
+    def host_array(
+        self, fn: Callable[..., Any], args: tuple, shape: tuple[int, ...], dtype: Any
+    ) -> AbstractArray:
         """An array the replay makes on the host from host numbers: ``fn(*args)``, a NumPy
         array, handed to the backend's ``asarray(..., dtype=dtype)`` (random draws)."""
         out = AbstractArray(shape, np_dtype(dtype))
         reads: list[int] = []
         targs = self.template(args, "a host array", reads)
         outs = self._outs(out)
-        self.calls.append(HostArrayCall(fn=fn, dtype=dtype, args=targs, kwargs={}, outs=outs,
-                                        reads=reads, writes=syms(outs)))  # fmt: skip
+        self.calls.append(
+            HostArrayCall(
+                fn=fn, dtype=dtype, args=targs, kwargs={}, outs=outs, reads=reads, writes=syms(outs)
+            )
+        )
         return out
 
     def data_dependent(self, what: str) -> None:
@@ -320,8 +354,9 @@ class Recording:
     out_def: Any  # the output's tree structure
 
 
-def record(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
-           static: frozenset[int]) -> Recording:  # fmt: skip
+def record(
+    f: Callable[..., Any], leaves: list, td: Any, ns: Any, static: frozenset[int]
+) -> Recording:
     """Run ``f`` on the tree ``td`` of ``leaves`` (arrays of namespace ``ns`` become abstract
     arrays, or proxies on a lazy backend; numbers not in ``static`` become host inputs) with
     every backend call recorded."""
@@ -390,5 +425,6 @@ def record(f: Callable[..., Any], leaves: list, td: Any, ns: Any,
             templates.append(HostRef(rec.host(d)))
         else:
             outs.append(("const", leaf))
-    return Recording(rec, array_inputs, scalar_inputs, input_syms, host_inputs, templates, outs,
-                     out_def)  # fmt: skip
+    return Recording(
+        rec, array_inputs, scalar_inputs, input_syms, host_inputs, templates, outs, out_def
+    )

@@ -31,6 +31,19 @@ from ._project import (
     spec,
 )
 
-__all__ = ["ABSTRACT", "AbstractArray", "Measurement", "MemoryLimitError", "Projection", "Row",
-           "Spec", "before_backward", "format_byte_pair", "format_bytes", "measure",
-           "parse_bytes", "project", "spec"]  # fmt: skip
+__all__ = [
+    "ABSTRACT",
+    "AbstractArray",
+    "Measurement",
+    "MemoryLimitError",
+    "Projection",
+    "Row",
+    "Spec",
+    "before_backward",
+    "format_byte_pair",
+    "format_bytes",
+    "measure",
+    "parse_bytes",
+    "project",
+    "spec",
+]

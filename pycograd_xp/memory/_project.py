@@ -38,8 +38,11 @@ class Spec:
         return f"spec({self.shape}, {self.dtype.name}{tail})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Spec) and (self.shape, self.dtype, self.chunks) \
-            == (other.shape, other.dtype, other.chunks)  # fmt: skip
+        return isinstance(other, Spec) and (self.shape, self.dtype, self.chunks) == (
+            other.shape,
+            other.dtype,
+            other.chunks,
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -73,9 +76,11 @@ def _dtype_name(dtype: Any) -> str:
 def _np_dtype(dtype: Any, where: str) -> np.dtype:
     name = _dtype_name(dtype)
     if name not in DTYPE_NAMES:
-        raise TypeError(f"{where}: {dtype!r} is not one of the standard's data types "
-                        f"({', '.join(DTYPE_NAMES)}); pass one as your namespace's dtype "
-                        "(xp.float32), a NumPy dtype or its name")  # fmt: skip
+        raise TypeError(
+            f"{where}: {dtype!r} is not one of the standard's data types "
+            f"({', '.join(DTYPE_NAMES)}); pass one as your namespace's dtype "
+            "(xp.float32), a NumPy dtype or its name"
+        )
     return np.dtype(name)
 
 
@@ -221,8 +226,9 @@ class Projection:
             )
         return self
 
-    def plot(self, path: str | None = None, measured: Measurement | None = None,
-             title: str | None = None) -> Any:  # fmt: skip
+    def plot(
+        self, path: str | None = None, measured: Measurement | None = None, title: str | None = None
+    ) -> Any:
         """Live bytes over the op schedule of the step (the forward pass and the backward pass
         shaded), each call's peak, and, when ``measured`` is given, the measured peaks beside
         the projected ones. Saves to ``path`` when given; returns the matplotlib Figure. Needs
@@ -234,30 +240,56 @@ class Projection:
                 matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as e:
-            raise ImportError("Projection.plot needs matplotlib: pip install 'pycograd-xp[plot]'"
-                              ) from e  # fmt: skip
+            raise ImportError(
+                "Projection.plot needs matplotlib: pip install 'pycograd-xp[plot]'"
+            ) from e
         mb = 1e-6
         fig, ax = plt.subplots(figsize=(8, 4))
         x = [r.index for r in self.rows]
-        ax.step(x, [r.live_bytes * mb for r in self.rows], where="post", color="black",
-                label="projected live")  # fmt: skip
-        ax.plot(x, [r.peak_bytes * mb for r in self.rows], ".", color="gray", markersize=3,
-                label="projected during each call")  # fmt: skip
+        ax.step(
+            x,
+            [r.live_bytes * mb for r in self.rows],
+            where="post",
+            color="black",
+            label="projected live",
+        )
+        ax.plot(
+            x,
+            [r.peak_bytes * mb for r in self.rows],
+            ".",
+            color="gray",
+            markersize=3,
+            label="projected during each call",
+        )
         split = next((r.index for r in self.rows if r.phase == "backward"), len(self.rows))
         ax.axvspan(-0.5, split - 0.5, color="tab:blue", alpha=0.08, label="forward")
-        ax.axvspan(split - 0.5, len(self.rows) - 0.5, color="tab:orange", alpha=0.08,
-                   label="backward")  # fmt: skip
-        ax.axhline(self.peak_bytes * mb, color="tab:red", lw=1,
-                   label=f"projected peak {_fmt(self.peak_bytes)}")  # fmt: skip
+        ax.axvspan(
+            split - 0.5, len(self.rows) - 0.5, color="tab:orange", alpha=0.08, label="backward"
+        )
+        ax.axhline(
+            self.peak_bytes * mb,
+            color="tab:red",
+            lw=1,
+            label=f"projected peak {_fmt(self.peak_bytes)}",
+        )
         if measured is not None:
-            ax.axhline(measured.peak_bytes * mb, color="tab:green", lw=1, ls="--",
-                       label=f"measured peak {_fmt(measured.peak_bytes)}")  # fmt: skip
-            ax.axhline(measured.forward_peak_bytes * mb, color="tab:green", lw=1, ls=":",
-                       label=f"measured forward peak {_fmt(measured.forward_peak_bytes)}")
+            ax.axhline(
+                measured.peak_bytes * mb,
+                color="tab:green",
+                lw=1,
+                ls="--",
+                label=f"measured peak {_fmt(measured.peak_bytes)}",
+            )
+            ax.axhline(
+                measured.forward_peak_bytes * mb,
+                color="tab:green",
+                lw=1,
+                ls=":",
+                label=f"measured forward peak {_fmt(measured.forward_peak_bytes)}",
+            )
         ax.set_xlabel("backend call")
         ax.set_ylabel("MB live")
-        ax.set_title(title or f"value_and_grad step: peak at {self.peak_op[0]} "
-                              f"({self.peak_op[1]})")  # fmt: skip
+        ax.set_title(title or f"value_and_grad step: peak at {self.peak_op[0]} ({self.peak_op[1]})")
         ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
         if path is not None:
@@ -270,8 +302,10 @@ class Projection:
 
     def __str__(self) -> str:
         op, phase, i = self.peak_op
-        alone = {"as is": "f as it is, no gradient added", "compiled replay": "f's compiled "
-                 "replay"}.get(self.what, f"forward alone {_fmt(self.forward_peak_bytes)}")
+        alone = {
+            "as is": "f as it is, no gradient added",
+            "compiled replay": "f's compiled replay",
+        }.get(self.what, f"forward alone {_fmt(self.forward_peak_bytes)}")
         head = [
             f"projected step: peak {_fmt(self.peak_bytes)} at {op} (row {i}, {phase}); "
             f"{alone}; tape holds "
@@ -285,9 +319,11 @@ class Projection:
             outs = ", ".join(f"{d}{list(s)}" for s, d, _ in r.outputs) or "-"
             owned = sum(b for *_, b in r.outputs)
             mark = " <- peak" if r.index == i else ""
-            lines.append(f"{r.index:>4} {r.phase:8} {r.op[:24]:24} {outs[:34]:34} "
-                         f"{_fmt(owned):>9} {_fmt(r.transient_bytes):>9} "
-                         f"{_fmt(r.live_bytes):>9} {_fmt(r.peak_bytes):>9}{mark}")  # fmt: skip
+            lines.append(
+                f"{r.index:>4} {r.phase:8} {r.op[:24]:24} {outs[:34]:34} "
+                f"{_fmt(owned):>9} {_fmt(r.transient_bytes):>9} "
+                f"{_fmt(r.live_bytes):>9} {_fmt(r.peak_bytes):>9}{mark}"
+            )
         return "\n".join(head + lines)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -305,17 +341,25 @@ def _adapt_abstract(b: Any) -> Any:
             return CURRENT.recorder.matmul_into(x1, x2, out)
         shape = matmul_into_shape(x1, x2)
         if shape != out.shape or np.result_type(x1.dtype, x2.dtype) != out.dtype:
-            raise ValueError(f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
-                             f"{out.shape} {out.dtype} array")  # fmt: skip
+            raise ValueError(
+                f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
+                f"{out.shape} {out.dtype} array"
+            )
         if CURRENT.tracker is not None:  # NumPy: straight into out, nothing allocated
             CURRENT.tracker.call("matmul_into", [], 0)
         return out
 
     # an abstract array owns its (modelled) memory when it is no view: the tape may then hand
     # a rule its cotangent to write into, as on NumPy, and the model counts no second array
-    return dataclasses.replace(b, abstract=True, mutable=True, ordered_writes=True,
-                               index_add=index_add, matmul_into=matmul_into,
-                               owns_buffer=lambda a: getattr(a, "base", 0) is None)  # fmt: skip
+    return dataclasses.replace(
+        b,
+        abstract=True,
+        mutable=True,
+        ordered_writes=True,
+        index_add=index_add,
+        matmul_into=matmul_into,
+        owns_buffer=lambda a: getattr(a, "base", 0) is None,
+    )
 
 
 register_adapter("abstract", _adapt_abstract)
@@ -336,14 +380,17 @@ def _to_abstract(A: Any, leaf: Any) -> Any:
         # (NumPy copies it where a call needs one, and the rules count that copy)
         flags = getattr(leaf._data, "flags", None)
         contiguous = bool(getattr(flags, "c_contiguous", True))
-        return make(A.Array, AbstractArray(leaf.shape, _dtype_name(leaf.dtype),
-                                           contiguous=contiguous))  # fmt: skip
+        return make(
+            A.Array, AbstractArray(leaf.shape, _dtype_name(leaf.dtype), contiguous=contiguous)
+        )
     return leaf
 
 
 def _rows(tracker: Tracker) -> list[Row]:
-    return [Row(i, e.op, e.phase, e.outputs, e.transient, e.live, e.peak)
-            for i, e in enumerate(tracker.events)]  # fmt: skip
+    return [
+        Row(i, e.op, e.phase, e.outputs, e.transient, e.live, e.peak)
+        for i, e in enumerate(tracker.events)
+    ]
 
 
 def _peak_op(tracker: Tracker) -> tuple[str, str, int]:
@@ -358,17 +405,24 @@ def _chunked_backend(args: Any, kwargs: dict, backend: Any) -> Any:
     """The chunked backend whose own plan projects this step (None: the eager model)."""
     found = None
     if backend is not None:
-        module = backend if hasattr(backend, "__array_api_version__") else \
-            importlib.import_module(type(backend).__module__.split(".")[0])  # a backend's Spec
+        module = (
+            backend
+            if hasattr(backend, "__array_api_version__")
+            else importlib.import_module(type(backend).__module__.split(".")[0])
+        )  # a backend's Spec
         found = namespace(module)._backend
     for leaf in tree_flatten((args, kwargs))[0]:
         if isinstance(leaf, Array) and leaf._backend.chunked:
             found = leaf._backend
     if found is None or not found.chunked:
-        if any(isinstance(leaf, Spec) and leaf.chunks is not None
-               for leaf in tree_flatten((args, kwargs))[0]):  # fmt: skip
-            raise ValueError("project: specs with chunks need a chunked backend: pass "
-                             "backend=cubed (or a cubed.Spec)")  # fmt: skip
+        if any(
+            isinstance(leaf, Spec) and leaf.chunks is not None
+            for leaf in tree_flatten((args, kwargs))[0]
+        ):
+            raise ValueError(
+                "project: specs with chunks need a chunked backend: pass "
+                "backend=cubed (or a cubed.Spec)"
+            )
         return None
     if found.projector is None:
         raise NotImplementedError(f"project: the {found.name} backend registers no projector")
@@ -429,8 +483,9 @@ def _forward(f: Callable[..., Any], where: str) -> Callable[..., Any]:
     return forward
 
 
-def _tracked(call: Callable[..., Any], A: Any, args: tuple,
-             kwargs: dict) -> tuple[Tracker, int, int | None]:  # fmt: skip
+def _tracked(
+    call: Callable[..., Any], A: Any, args: tuple, kwargs: dict
+) -> tuple[Tracker, int, int | None]:
     """Run ``call`` on abstract copies of ``args`` under a fresh tracker: the tracker, the
     arguments' bytes, and the bytes live when the first backward pass began (None: none did)."""
     t = CURRENT.tracker = Tracker()
@@ -470,26 +525,49 @@ def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
         plan = f.replay_plan(a_args, a_kwargs, events)
     finally:
         HOOKS.before_backward = prev
-    rows = [Row(i, name, "forward" if not forward or id(c) in forward[0] else "backward", outs,
-                transient, live, peak)
-            for i, (c, name, outs, transient, live, peak) in enumerate(events)]  # fmt: skip
+    rows = [
+        Row(
+            i,
+            name,
+            "forward" if not forward or id(c) in forward[0] else "backward",
+            outs,
+            transient,
+            live,
+            peak,
+        )
+        for i, (c, name, outs, transient, live, peak) in enumerate(events)
+    ]
     top = max(range(len(rows)), key=lambda i: rows[i].peak_bytes, default=-1)
-    peak_op = (rows[top].op, rows[top].phase, top) if top >= 0 and \
-        rows[top].peak_bytes > plan.argument_bytes else ("arguments", "forward", -1)  # fmt: skip
+    peak_op = (
+        (rows[top].op, rows[top].phase, top)
+        if top >= 0 and rows[top].peak_bytes > plan.argument_bytes
+        else ("arguments", "forward", -1)
+    )
     first = next((r.index for r in rows if r.phase == "backward"), None)
     held = rows[first - 1].live_bytes if first else plan.argument_bytes  # first: None or a row
     overhead = _overhead(len(rows))
     return Projection(
-        forward_peak_bytes=plan.peak_bytes, peak_bytes=plan.peak_bytes,
-        residual_bytes=held - plan.argument_bytes, argument_bytes=plan.argument_bytes,
-        overhead_bytes=overhead, traced_forward_peak_bytes=plan.peak_bytes,
-        traced_peak_bytes=plan.peak_bytes, peak_op=peak_op, rows=rows, forward_rows=rows,
+        forward_peak_bytes=plan.peak_bytes,
+        peak_bytes=plan.peak_bytes,
+        residual_bytes=held - plan.argument_bytes,
+        argument_bytes=plan.argument_bytes,
+        overhead_bytes=overhead,
+        traced_forward_peak_bytes=plan.peak_bytes,
+        traced_peak_bytes=plan.peak_bytes,
+        peak_op=peak_op,
+        rows=rows,
+        forward_rows=rows,
         what="compiled replay",
-    )  # fmt: skip
+    )
 
 
-def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None,
-            backend: Any = None, **kwargs: Any) -> Projection:  # fmt: skip
+def project(
+    f: Callable[..., Any],
+    *args: Any,
+    argnums: int | Sequence[int] | None = None,
+    backend: Any = None,
+    **kwargs: Any,
+) -> Projection:
     """Project the memory of ``f(*args, **kwargs)`` and of its ``value_and_grad`` step with
     respect to ``argnums``, or of ``f`` as it is (``argnums=()``), without running it.
 
@@ -542,8 +620,7 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
             fwd = step
         else:
             fwd = _tracked(_forward(f, where), A, args, kwargs)[0]
-            step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args,
-                                                      kwargs)  # fmt: skip
+            step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args, kwargs)
     finally:
         CURRENT.tracker, REDIRECT.ns = prev_tracker, prev_redirect
     overhead = _overhead(len(step.events))
@@ -551,13 +628,17 @@ def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
         boundary = argument_bytes if nums == () else step.live
     return Projection(
         forward_peak_bytes=fwd.peak + _overhead(len(fwd.events)),
-        peak_bytes=step.peak + overhead, residual_bytes=boundary - argument_bytes,
-        argument_bytes=argument_bytes, overhead_bytes=overhead,
+        peak_bytes=step.peak + overhead,
+        residual_bytes=boundary - argument_bytes,
+        argument_bytes=argument_bytes,
+        overhead_bytes=overhead,
         traced_forward_peak_bytes=fwd.traced_peak + _overhead(len(fwd.events)),
-        traced_peak_bytes=step.traced_peak + overhead, peak_op=_peak_op(step),
-        rows=_rows(step), forward_rows=_rows(fwd),
+        traced_peak_bytes=step.traced_peak + overhead,
+        peak_op=_peak_op(step),
+        rows=_rows(step),
+        forward_rows=_rows(fwd),
         what="value_and_grad" if nums != () else "as is",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -580,8 +661,7 @@ class Measurement:
 
 
 def _nbytes(tree: Any) -> int:
-    return sum(int(leaf._data.nbytes) for leaf in tree_flatten(tree)[0]
-               if isinstance(leaf, Array))  # fmt: skip
+    return sum(int(leaf._data.nbytes) for leaf in tree_flatten(tree)[0] if isinstance(leaf, Array))
 
 
 def _status(field: str) -> int | None:
@@ -625,8 +705,9 @@ def _measured(run: Callable[[], Any]) -> tuple[int, int | None, int]:
     return traced, growth, faults
 
 
-def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None,
-            **kwargs: Any) -> Measurement:  # fmt: skip
+def measure(
+    f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None, **kwargs: Any
+) -> Measurement:
     """Run ``f`` and its ``value_and_grad`` step (or ``f`` as it is: ``argnums`` as in
     :func:`project`, the same default) on the real arrays ``args`` and measure their peak bytes
     (tracemalloc, and resident-set growth where the platform tells it; on a device backend, its
@@ -641,10 +722,18 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
             f.source(*args, **kwargs)  # type: ignore[attr-defined]  # traces, does not run
         runs = [lambda: f(*args, **kwargs)]
     else:
-        runs = [lambda: _forward(f, where)(*args, **kwargs),
-                lambda: _api.value_and_grad(f, nums)(*args, **kwargs)]  # fmt: skip
-    device = next((leaf._backend.device_peak for leaf in tree_flatten((args, kwargs))[0]
-                   if isinstance(leaf, Array) and leaf._backend.device_peak), None)  # fmt: skip
+        runs = [
+            lambda: _forward(f, where)(*args, **kwargs),
+            lambda: _api.value_and_grad(f, nums)(*args, **kwargs),
+        ]
+    device = next(
+        (
+            leaf._backend.device_peak
+            for leaf in tree_flatten((args, kwargs))[0]
+            if isinstance(leaf, Array) and leaf._backend.device_peak
+        ),
+        None,
+    )
     if device is not None:  # a device backend measures with its own allocator (CuPy's pool)
         peaks = [device(run) + argument_bytes for run in runs]
         return Measurement(peaks[0], peaks[-1], argument_bytes, None, None, 0)
@@ -657,6 +746,11 @@ def measure(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | No
         if not was_tracing:
             tracemalloc.stop()
     (forward, forward_rss, _), (step, step_rss, faults) = measured[0], measured[-1]
-    return Measurement(forward + argument_bytes, step + argument_bytes, argument_bytes,
-                       forward_rss + argument_bytes if forward_rss is not None else None,
-                       step_rss + argument_bytes if step_rss is not None else None, faults)
+    return Measurement(
+        forward + argument_bytes,
+        step + argument_bytes,
+        argument_bytes,
+        forward_rss + argument_bytes if forward_rss is not None else None,
+        step_rss + argument_bytes if step_rss is not None else None,
+        faults,
+    )

@@ -135,8 +135,9 @@ class Array:
     def requires_grad_(self, requires_grad: bool = True) -> Array:
         """Mark this array as a leaf whose ``.grad`` ``backward()`` fills; returns it."""
         if requires_grad:
-            if not self._backend.xp.isdtype(self._data.dtype, ("real floating",
-                                                                "complex floating")):  # fmt: skip
+            if not self._backend.xp.isdtype(
+                self._data.dtype, ("real floating", "complex floating")
+            ):
                 raise TypeError(
                     f"requires_grad_: dtype {self._data.dtype} cannot require gradients; only "
                     "floating-point arrays can (cast with xp.astype)"
@@ -168,8 +169,9 @@ class Array:
             raise RuntimeError("grad can only be set on a leaf that requires grad")
         node.grad = None if value is None else value._data
 
-    def backward(self, cotangent: Array | None = None, retain_graph: bool = False,
-                 create_graph: bool = False) -> None:  # fmt: skip
+    def backward(
+        self, cotangent: Array | None = None, retain_graph: bool = False, create_graph: bool = False
+    ) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf this array depends on.
 
         A non-scalar array needs a ``cotangent`` of its shape. The graph's saved values are
@@ -238,11 +240,21 @@ class Array:
             return np.asarray(data, dtype=dtype, copy=False)
         return np.asarray(data, dtype=dtype)
 
-    def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
-                   dl_device: Any = None, copy: bool | None = None) -> Any:  # fmt: skip
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: Any = None,
+        max_version: Any = None,
+        dl_device: Any = None,
+        copy: bool | None = None,
+    ) -> Any:
         data = self._concrete("__dlpack__")
-        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),
-                                    ("copy", copy)) if v is not None}  # fmt: skip
+        kwargs = {
+            k: v
+            for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
+            if v is not None
+        }
         return data.__dlpack__(stream=stream, **kwargs)
 
     def __dlpack_device__(self, /) -> tuple[Any, int]:
@@ -341,8 +353,12 @@ def rebind(a: Array, data: Any, node: Any) -> None:
             a._view = None  # the base is gone or holds other memory now: ``a`` stands alone
     for ref in getattr(a, "_views", None) or ():
         v = ref()
-        if v is not None and v is not a and getattr(v, "_view", None) is not None \
-                and buffer(v._data) is old:  # fmt: skip
+        if (
+            v is not None
+            and v is not a
+            and getattr(v, "_view", None) is not None
+            and buffer(v._data) is old
+        ):
             _, key, _ = v._view
             fresh = a[key]
             v._data, v._node = fresh._data, fresh._node
@@ -351,23 +367,54 @@ def rebind(a: Array, data: Any, node: Any) -> None:
 
 # NumPy ufunc (and reduction) names whose Array API name differs.
 _NUMPY_NAMES = {
-    "add.reduce": "sum", "multiply.reduce": "prod", "maximum.reduce": "max",
-    "minimum.reduce": "min", "logical_and.reduce": "all", "logical_or.reduce": "any",
-    "add.accumulate": "cumulative_sum", "multiply.accumulate": "cumulative_prod",
-    "true_divide": "divide", "power": "pow", "absolute": "abs", "arctan2": "atan2",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
-    "arccosh": "acosh", "arctanh": "atanh", "conjugate": "conj", "invert": "bitwise_invert",
-    "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift", "mod": "remainder",
-}  # fmt: skip
+    "add.reduce": "sum",
+    "multiply.reduce": "prod",
+    "maximum.reduce": "max",
+    "minimum.reduce": "min",
+    "logical_and.reduce": "all",
+    "logical_or.reduce": "any",
+    "add.accumulate": "cumulative_sum",
+    "multiply.accumulate": "cumulative_prod",
+    "true_divide": "divide",
+    "power": "pow",
+    "absolute": "abs",
+    "arctan2": "atan2",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "conjugate": "conj",
+    "invert": "bitwise_invert",
+    "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift",
+    "mod": "remainder",
+}
 
 BINARY_OPERATORS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-    "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
-    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
-}  # fmt: skip
-COMPARISONS = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-               "eq": "equal", "ne": "not_equal"}  # fmt: skip
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+COMPARISONS = {
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "eq": "equal",
+    "ne": "not_equal",
+}
 UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
 
 
@@ -399,8 +446,11 @@ def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> A
             if isinstance(other, Array):
                 # vmap: the function lifts; an abstract array (memory.project, compile): the
                 # function hands the call over to the abstract namespace
-                if other._backend.level != self._backend.level or other._backend.abstract or \
-                        self._backend.abstract:  # fmt: skip
+                if (
+                    other._backend.level != self._backend.level
+                    or other._backend.abstract
+                    or self._backend.abstract
+                ):
                     return f(other, self) if reflected else f(self, other)
                 raise TypeError(
                     f"{name}: cannot mix arrays of {self._ns.__name__} and "
@@ -439,12 +489,24 @@ def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
         # On a backend whose arrays are writable, write the buffer in place when no tape can see
         # it (under no_grad, as optimizer steps do; or nothing here is being differentiated
         # and the tape saved nothing of it); elsewhere compute the new value and rebind to it.
-        if ((not MODE.enabled or (self._node is None and getattr(other, "_node", None) is None
-                                  and not is_saved(self._backend, self._data)))
-                and self._backend.mutable and
-                (type(other) is cls and other._data.dtype == self._data.dtype
-                 and other._data.shape == self._data.shape or isinstance(other, SCALARS)) and
-                self._data.dtype in self._ns._floating):  # fmt: skip
+        if (
+            (
+                not MODE.enabled
+                or (
+                    self._node is None
+                    and getattr(other, "_node", None) is None
+                    and not is_saved(self._backend, self._data)
+                )
+            )
+            and self._backend.mutable
+            and (
+                type(other) is cls
+                and other._data.dtype == self._data.dtype
+                and other._data.shape == self._data.shape
+                or isinstance(other, SCALARS)
+            )
+            and self._data.dtype in self._ns._floating
+        ):
             if raw:
                 self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
             else:  # the namespace's function honours special cases the backend operator misses

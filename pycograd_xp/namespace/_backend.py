@@ -154,8 +154,14 @@ def _probe(xp: Any) -> Backend:
     array_type = type(xp.asarray(0))
     chunked = hasattr(array_type, "chunks")
     lazy = chunked and hasattr(array_type, "compute")
-    return Backend(xp, _short_name(xp.__name__), array_type, lazy=lazy, chunked=chunked,
-                   mutable=_is_mutable(xp, lazy))  # fmt: skip
+    return Backend(
+        xp,
+        _short_name(xp.__name__),
+        array_type,
+        lazy=lazy,
+        chunked=chunked,
+        mutable=_is_mutable(xp, lazy),
+    )
 
 
 def _numpy_index_add(size: int, flat_index: Any, values: Any) -> Any:
@@ -184,9 +190,12 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     shapes = {getattr(v, "shape", ()) for v in (condition, x1, x2)} - {()}
     # one shape (the common case: arrays alike, Python numbers): no broadcast_shapes call
     shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
-    if (getattr(condition, "dtype", None) != np.bool_ or dtype.itemsize not in (1, 2, 4, 8)
-            or math.prod(shape) < SELECT_MIN
-            or (out is not None and out.dtype != dtype)):  # fmt: skip
+    if (
+        getattr(condition, "dtype", None) != np.bool_
+        or dtype.itemsize not in (1, 2, 4, 8)
+        or math.prod(shape) < SELECT_MIN
+        or (out is not None and out.dtype != dtype)
+    ):
         if out is None:
             return np.where(condition, x1, x2)
         out[...] = np.where(condition, x1, x2)
@@ -206,8 +215,9 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
         np.negative(condition.view(np.int8), out=out)  # all bits set where True
         if not _zero_bits(x2):
             np.invert(out, out=out)
-        np.bitwise_and(out, np.asarray(x2 if _zero_bits(x1) else x1, dtype=dtype).view(bits),
-                       out=out)  # fmt: skip
+        np.bitwise_and(
+            out, np.asarray(x2 if _zero_bits(x1) else x1, dtype=dtype).view(bits), out=out
+        )
         return res
     b = np.asarray(x2, dtype=dtype).view(bits)
     np.bitwise_xor(np.asarray(x1, dtype=dtype).view(bits), b, out=out)
@@ -242,20 +252,29 @@ def _numpy_windows(x: Any, window_shape: tuple[int, ...], axis: tuple[int, ...])
         if not 0 < w <= shape[a]:
             raise ValueError(f"windows: window {w} does not fit axis {a} of {x.shape}")
         shape[a] -= w - 1
-    return as_strided(x, tuple(shape) + tuple(window_shape),
-                      tuple(x.strides) + tuple(x.strides[a] for a in axis),
-                      writeable=False)  # fmt: skip
+    return as_strided(
+        x,
+        tuple(shape) + tuple(window_shape),
+        tuple(x.strides) + tuple(x.strides[a] for a in axis),
+        writeable=False,
+    )
 
 
 def _adapt_numpy(b: Backend) -> Backend:
     import numpy
 
-    return dataclasses.replace(b, ordered_writes=True, index_add=_numpy_index_add,
-                               windows=_numpy_windows,
-                               select=_numpy_select, matmul_into=_numpy_matmul_into,
-                               scalar_type=numpy.generic, scalar_to_array=numpy.asarray,
-                               owns_buffer=_owns_buffer,
-                               takes_out=lambda f: isinstance(f, numpy.ufunc))  # fmt: skip
+    return dataclasses.replace(
+        b,
+        ordered_writes=True,
+        index_add=_numpy_index_add,
+        windows=_numpy_windows,
+        select=_numpy_select,
+        matmul_into=_numpy_matmul_into,
+        scalar_type=numpy.generic,
+        scalar_to_array=numpy.asarray,
+        owns_buffer=_owns_buffer,
+        takes_out=lambda f: isinstance(f, numpy.ufunc),
+    )
 
 
 def _strict_buffer(d: Any) -> Any:

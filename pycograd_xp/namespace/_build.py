@@ -48,12 +48,42 @@ def row_of(frame: Any) -> Primitive | None:
 
 
 # Parameter names of the standard that never hold arrays: passed to the backend untouched.
-_PLAIN_PARAMS = frozenset({
-    "axis", "axes", "dtype", "keepdims", "device", "copy", "k", "offset", "correction",
-    "descending", "stable", "side", "mode", "norm", "upper", "full_matrices", "include_initial",
-    "indexing", "endpoint", "invert", "ord", "n", "s", "d", "num", "shape", "source",
-    "destination", "shift", "n_rows", "n_cols", "kind",
-})  # fmt: skip
+_PLAIN_PARAMS = frozenset(
+    {
+        "axis",
+        "axes",
+        "dtype",
+        "keepdims",
+        "device",
+        "copy",
+        "k",
+        "offset",
+        "correction",
+        "descending",
+        "stable",
+        "side",
+        "mode",
+        "norm",
+        "upper",
+        "full_matrices",
+        "include_initial",
+        "indexing",
+        "endpoint",
+        "invert",
+        "ord",
+        "n",
+        "s",
+        "d",
+        "num",
+        "shape",
+        "source",
+        "destination",
+        "shift",
+        "n_rows",
+        "n_cols",
+        "kind",
+    }
+)
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
 
@@ -132,8 +162,12 @@ class Info:
 
 
 # A dtype of each category, to suggest in an error.
-_EXAMPLE_DTYPE: dict[str | None, str] = {"complex floating-point": "complex128", "integer": "int64",
-                  "integer or boolean": "int64", "boolean": "bool"}  # fmt: skip
+_EXAMPLE_DTYPE: dict[str | None, str] = {
+    "complex floating-point": "complex128",
+    "integer": "int64",
+    "integer or boolean": "int64",
+    "boolean": "bool",
+}
 
 
 def _dtype_error(fname: str, dtype: Any, category: str | None) -> TypeError:
@@ -158,8 +192,9 @@ def _explain(fname: str, err: Exception, args: tuple, kwargs: dict | None = None
     was called with (shapes and dtypes), as the same exception type when it can be."""
     if str(err).startswith(f"{fname}("):  # already names the function (our own errors)
         return err
-    called = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in
-                                             (kwargs or {}).items()]  # fmt: skip
+    called = [_describe(a) for a in args] + [
+        f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()
+    ]
     msg = f"{fname}(): {err} (called with {', '.join(called)})"
     try:
         new = type(err)(msg)
@@ -473,8 +508,9 @@ class _Builder:
 
     def recorder(self, prim: Primitive) -> Callable[..., Any]:
         floating = self.categories["floating-point"]
-        return elementwise_recorder(prim, self.mod, floating, self.backend.chunked,
-                                    self.backend.abstract)  # fmt: skip
+        return elementwise_recorder(
+            prim, self.mod, floating, self.backend.chunked, self.backend.abstract
+        )
 
     def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
         if prim.impl is None:
@@ -1080,8 +1116,13 @@ class _Builder:
         ``x``'s buffer is saved for a backward pass. Then the update is functional (copy, then
         write) and recorded. Under ``no_grad`` it is always in place.
         """
-        unwrap, backend, mod, new, bk = self.unwrap("__setitem__"), self.backend, self.mod, \
-            self.new(), self.bk  # fmt: skip
+        unwrap, backend, mod, new, bk = (
+            self.unwrap("__setitem__"),
+            self.backend,
+            self.mod,
+            self.new(),
+            self.bk,
+        )
 
         def new_like(x: Array) -> Array:
             a = new(x._data)
@@ -1108,8 +1149,9 @@ class _Builder:
                 x._rebind(lifted, "__setitem__")
                 return
             value_tracked = isinstance(value, Array) and value._node is not None
-            if not MODE.enabled or (x._node is None and not value_tracked
-                                    and not is_saved(backend, x._data)):  # fmt: skip
+            if not MODE.enabled or (
+                x._node is None and not value_tracked and not is_saved(backend, x._data)
+            ):
                 x._data[k] = v  # nothing being recorded can see this buffer change
                 note_write(backend, x._data)  # a retained graph that saved it will refuse it
                 return

@@ -38,10 +38,14 @@ def device_peak(run: Callable[[], Any]) -> int:
 def _adapt_cupy(b: Backend) -> Backend:
     import cupy
 
-    return dataclasses.replace(b, ordered_writes=False, device_peak=device_peak,
-                               windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None),
-                               owns_buffer=_owns_buffer,
-                               takes_out=lambda f: isinstance(f, cupy.ufunc))  # fmt: skip
+    return dataclasses.replace(
+        b,
+        ordered_writes=False,
+        device_peak=device_peak,
+        windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None),
+        owns_buffer=_owns_buffer,
+        takes_out=lambda f: isinstance(f, cupy.ufunc),
+    )
 
 
 def _owns_buffer(d: Any) -> bool:  # compile may write a dead temporary's buffer in place

@@ -89,8 +89,9 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     parents: list[tuple[Any, Node | Select]] = []  # (position: i, (i, j) or a name, node)
     for i, a in enumerate(args):
         if type(a) is list or type(a) is tuple:
-            parents.extend(((i, j), p) for j, e in enumerate(a)
-                           if (p := _parent(e, floating)) is not None)  # fmt: skip
+            parents.extend(
+                ((i, j), p) for j, e in enumerate(a) if (p := _parent(e, floating)) is not None
+            )
         elif (p := _parent(a, floating)) is not None:
             parents.append((i, p))
     for name in prim.diff_kwargs:
@@ -101,10 +102,13 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     chunked, saves, names = ns._backend.chunked, prim.saves, prim.arg_names
     last = len(names) - 1
     saved: dict = {}
-    kept_args = tuple(_keep(a, names[i if i < last else last] in saves, chunked, i, saved)
-                      for i, a in enumerate(args))  # fmt: skip
-    kept_kwargs = {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} \
-        if kwargs else {}  # fmt: skip
+    kept_args = tuple(
+        _keep(a, names[i if i < last else last] in saves, chunked, i, saved)
+        for i, a in enumerate(args)
+    )
+    kept_kwargs = (
+        {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} if kwargs else {}
+    )
     if isinstance(out, tuple):  # several outputs: each floating one gets a Select handle
         node = Node(prim, ns, kept_args, kept_kwargs, None, parents, saved or None)
         handles: list[Select | None] = [None] * len(out)
@@ -132,8 +136,9 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool,
-                         abstract: bool = False) -> Any:
+def elementwise_recorder(
+    prim: Any, ns: Any, floating: frozenset, chunked: bool, abstract: bool = False
+) -> Any:
     """:func:`record` specialised for one elementwise row of one namespace: the hot path.
 
     ``rec(out, x)`` (unary) or ``rec(out, x1, x2)`` (binary) is called only when an input is
@@ -153,8 +158,7 @@ def elementwise_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool,
         return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
 
     def attach(out: Any, kept: tuple, parents: list, saved: dict) -> Any:
-        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents,
-                        saved or None)  # fmt: skip
+        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents, saved or None)
         out._node = node
         return out
 

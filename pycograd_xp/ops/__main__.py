@@ -35,8 +35,9 @@ def matrix(kinds: tuple[str, ...] = KINDS, missing: bool = False) -> str:
         if not missing or "-" in cells:
             rows.append((name, *cells))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)  # fmt: skip
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -66,14 +66,24 @@ def _like_shape(a, x, /, *, dtype=None, device=None):
 
 
 @primitive()
-def arange(bk: Any, start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
-           device: Any = None) -> Any:  # fmt: skip
+def arange(
+    bk: Any,
+    start: Any,
+    /,
+    stop: Any = None,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
     return bk.arange(start, stop, step, dtype=dtype, device=device)
 
 
 arange.nondifferentiable()
-arange.cannot_batch("its length would depend on each example's values; build the grid outside "
-                    "vmap (or use start + step * xp.arange(n))")  # fmt: skip
+arange.cannot_batch(
+    "its length would depend on each example's values; build the grid outside "
+    "vmap (or use start + step * xp.arange(n))"
+)
 
 
 @arange.defshape
@@ -89,8 +99,9 @@ def _(a, start, /, stop=None, step=1, *, dtype=None, device=None):
 
 
 @primitive()
-def asarray(bk: Any, obj: Any, /, *, dtype: Any = None, device: Any = None,
-            copy: bool | None = None) -> Any:  # fmt: skip
+def asarray(
+    bk: Any, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None
+) -> Any:
     return bk.asarray(obj, dtype=dtype, device=device, copy=copy)
 
 
@@ -190,8 +201,16 @@ for _row in (empty_like, ones_like, zeros_like):
 
 
 @primitive()
-def eye(bk: Any, n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
-        device: Any = None) -> Any:  # fmt: skip
+def eye(
+    bk: Any,
+    n_rows: int,
+    n_cols: int | None = None,
+    /,
+    *,
+    k: int = 0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
     return bk.eye(n_rows, n_cols, k=k, dtype=dtype, device=device)
 
 
@@ -250,8 +269,7 @@ def _(a, shape, fill_value, *, dtype=None, device=None):
 
 
 @primitive()
-def full_like(bk: Any, x: Any, /, fill_value: Any, *, dtype: Any = None,
-              device: Any = None) -> Any:  # fmt: skip
+def full_like(bk: Any, x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
     return bk.full_like(x, fill_value, dtype=dtype, device=device)
 
 
@@ -277,8 +295,17 @@ def _(a, x, /, fill_value, *, dtype=None, device=None):
 
 
 @primitive()
-def linspace(bk: Any, start: Any, stop: Any, /, num: int, *, dtype: Any = None,
-             device: Any = None, endpoint: bool = True) -> Any:  # fmt: skip
+def linspace(
+    bk: Any,
+    start: Any,
+    stop: Any,
+    /,
+    num: int,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    endpoint: bool = True,
+) -> Any:
     return bk.linspace(start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
 
 
@@ -291,8 +318,9 @@ def _(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     # times one shared unit grid (linspace has no gradient: the ends are detached)
     n = batch_size(dims, (start, stop))
     like = start if dims[0] else stop
-    t = constant_like(like, lambda bk, kw: bk.linspace(0.0, 1.0, num, dtype=dtype,
-                                                       endpoint=endpoint, **kw))  # fmt: skip
+    t = constant_like(
+        like, lambda bk, kw: bk.linspace(0.0, 1.0, num, dtype=dtype, endpoint=endpoint, **kw)
+    )
     ends = []
     for v, d in zip((start, stop), dims[:2], strict=True):
         v = detach(batched(ns, v, d, n))
@@ -331,8 +359,11 @@ def _meshgrid_ct(ns, g, i, n, indexing):
     return ns.sum(g, axis=others) if others else g
 
 
-meshgrid.defvjp(lambda ns, g, out, *arrays, indexing="xy": tuple(
-    _meshgrid_ct(ns, gi, i, len(arrays), indexing) for i, gi in enumerate(g)))  # fmt: skip
+meshgrid.defvjp(
+    lambda ns, g, out, *arrays, indexing="xy": tuple(
+        _meshgrid_ct(ns, gi, i, len(arrays), indexing) for i, gi in enumerate(g)
+    )
+)
 meshgrid.defjvp(linear(meshgrid))
 
 

@@ -93,8 +93,14 @@ can_cast.defshape(lambda a, from_, to, /: npx.can_cast(_dtype_of(from_), to))
 @primitive()
 def finfo(bk: Any, type: Any, /) -> finfo_object:
     fi = bk.finfo(type)
-    return finfo_object(int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
-                        float(fi.smallest_normal), fi.dtype)  # fmt: skip
+    return finfo_object(
+        int(fi.bits),
+        float(fi.eps),
+        float(fi.max),
+        float(fi.min),
+        float(fi.smallest_normal),
+        fi.dtype,
+    )
 
 
 finfo.nondifferentiable()
@@ -139,5 +145,8 @@ def result_type(bk: Any, *arrays_and_dtypes: Any) -> Any:
 
 result_type.nondifferentiable()
 result_type.defbatch(_same(result_type))
-result_type.defshape(lambda a, *xs: npx.result_type(*(
-    np.ones((1,) * v.ndim, v.dtype) if is_array(v) else v for v in xs)))  # fmt: skip
+result_type.defshape(
+    lambda a, *xs: npx.result_type(
+        *(np.ones((1,) * v.ndim, v.dtype) if is_array(v) else v for v in xs)
+    )
+)

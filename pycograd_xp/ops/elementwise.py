@@ -283,11 +283,18 @@ conj.defshape(broadcast_shape(conj), memory=buffers)
 
 copysign = binary("copysign", "real floating-point")
 # copysign(x1, x2) = |x1| sign(x2): slope +-1 in x1, piecewise constant in x2.
-copysign.defvjp(lambda ns, g, out, x1, x2: (
-    None if is_scalar(x1) else ns.where(ns.signbit(x1) == ns.signbit(out), g, -g), None),
-    saves=("x1", "out"))  # fmt: skip
-copysign.defjvp(lambda ns, t, out, x1, x2: None if t[0] is None else
-                ns.where(ns.signbit(x1) == ns.signbit(out), t[0], -t[0]))  # fmt: skip
+copysign.defvjp(
+    lambda ns, g, out, x1, x2: (
+        None if is_scalar(x1) else ns.where(ns.signbit(x1) == ns.signbit(out), g, -g),
+        None,
+    ),
+    saves=("x1", "out"),
+)
+copysign.defjvp(
+    lambda ns, t, out, x1, x2: (
+        None if t[0] is None else ns.where(ns.signbit(x1) == ns.signbit(out), t[0], -t[0])
+    )
+)
 copysign.defbatch(broadcast_binary(copysign))
 copysign.defshape(broadcast_shape(copysign), memory=buffers)
 
@@ -314,11 +321,19 @@ cosh.defshape(broadcast_shape(cosh), memory=buffers)
 
 divide = binary("divide", "numeric")
 # divide (as multiply) skips the cotangents nobody needs.
-divide.defvjp(lambda ns, g, out, x1, x2, *, needs=(0, 1): (
-    g / x2 if 0 in needs else None, -g * out / x2 if 1 in needs else None),
-    saves=("x2", "out"), takes_needs=True)  # fmt: skip
-divide.defjvp(lambda ns, t, out, x1, x2: plus(
-    None if t[0] is None else t[0] / x2, None if t[1] is None else -t[1] * out / x2))
+divide.defvjp(
+    lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+        g / x2 if 0 in needs else None,
+        -g * out / x2 if 1 in needs else None,
+    ),
+    saves=("x2", "out"),
+    takes_needs=True,
+)
+divide.defjvp(
+    lambda ns, t, out, x1, x2: plus(
+        None if t[0] is None else t[0] / x2, None if t[1] is None else -t[1] * out / x2
+    )
+)
 divide.defbatch(broadcast_binary(divide))
 divide.defshape(broadcast_shape(divide), memory=buffers)
 
@@ -389,8 +404,7 @@ floor_divide.defshape(broadcast_shape(floor_divide), memory=buffers)
 # -- hypot ---------------------------------------------------------------------------------------
 
 hypot = binary("hypot", "real floating-point")
-hypot.defvjp(lambda ns, g, out, x1, x2: (g * x1 / out, g * x2 / out),
-             saves=("x1", "x2", "out"))  # fmt: skip
+hypot.defvjp(lambda ns, g, out, x1, x2: (g * x1 / out, g * x2 / out), saves=("x1", "x2", "out"))
 hypot.defjvp(lambda ns, t, out, x1, x2: plus(_lin(t[0], x1 / out), _lin(t[1], x2 / out)))
 hypot.defbatch(broadcast_binary(hypot))
 hypot.defshape(broadcast_shape(hypot), memory=buffers)
@@ -401,8 +415,7 @@ hypot.defshape(broadcast_shape(hypot), memory=buffers)
 imag = unary("imag", "complex floating-point")
 # imag(x) = Re(-i x): the cotangent of x is -i g.
 imag.defvjp(lambda ns, g, out, x: (to_complex(ns, g) * (-1j),), saves=())
-imag.defjvp(on_tangent(lambda ns, t, out, x: ns.imag(t) if is_complex(ns, t) else
-                       ns.zeros_like(t)))  # fmt: skip
+imag.defjvp(on_tangent(lambda ns, t, out, x: ns.imag(t) if is_complex(ns, t) else ns.zeros_like(t)))
 imag.defbatch(broadcast_unary(imag))
 
 
@@ -463,10 +476,13 @@ log2.defshape(broadcast_shape(log2), memory=buffers)
 # -- logaddexp -----------------------------------------------------------------------------------
 
 logaddexp = binary("logaddexp", "real floating-point")
-logaddexp.defvjp(lambda ns, g, out, x1, x2: (g * ns.exp(x1 - out), g * ns.exp(x2 - out)),
-                 saves=("x1", "x2", "out"))  # fmt: skip
-logaddexp.defjvp(lambda ns, t, out, x1, x2: plus(
-    _lin(t[0], ns.exp(x1 - out)), _lin(t[1], ns.exp(x2 - out))))
+logaddexp.defvjp(
+    lambda ns, g, out, x1, x2: (g * ns.exp(x1 - out), g * ns.exp(x2 - out)),
+    saves=("x1", "x2", "out"),
+)
+logaddexp.defjvp(
+    lambda ns, t, out, x1, x2: plus(_lin(t[0], ns.exp(x1 - out)), _lin(t[1], ns.exp(x2 - out)))
+)
 logaddexp.defbatch(broadcast_binary(logaddexp))
 logaddexp.defshape(broadcast_shape(logaddexp), memory=buffers)
 
@@ -503,24 +519,38 @@ def _weight(ns, like, first, tie):
 
 
 maximum = binary("maximum", "real numeric")
-maximum.defvjp(lambda ns, g, out, x1, x2, *, needs=(0, 1): (
-    _select(ns, g, x1 > x2, x1 == x2) if 0 in needs else None,
-    _select(ns, g, x2 > x1, x1 == x2) if 1 in needs else None),
-    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
-maximum.defjvp(lambda ns, t, out, x1, x2: plus(
-    None if t[0] is None else t[0] * _weight(ns, t[0], x1 > x2, x1 == x2),
-    None if t[1] is None else t[1] * _weight(ns, t[1], x2 > x1, x1 == x2)))
+maximum.defvjp(
+    lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+        _select(ns, g, x1 > x2, x1 == x2) if 0 in needs else None,
+        _select(ns, g, x2 > x1, x1 == x2) if 1 in needs else None,
+    ),
+    saves=("x1", "x2"),
+    takes_needs=True,
+)
+maximum.defjvp(
+    lambda ns, t, out, x1, x2: plus(
+        None if t[0] is None else t[0] * _weight(ns, t[0], x1 > x2, x1 == x2),
+        None if t[1] is None else t[1] * _weight(ns, t[1], x2 > x1, x1 == x2),
+    )
+)
 maximum.defbatch(broadcast_binary(maximum))
 maximum.defshape(broadcast_shape(maximum), memory=buffers)
 
 minimum = binary("minimum", "real numeric")
-minimum.defvjp(lambda ns, g, out, x1, x2, *, needs=(0, 1): (
-    _select(ns, g, x1 < x2, x1 == x2) if 0 in needs else None,
-    _select(ns, g, x2 < x1, x1 == x2) if 1 in needs else None),
-    saves=("x1", "x2"), takes_needs=True)  # fmt: skip
-minimum.defjvp(lambda ns, t, out, x1, x2: plus(
-    None if t[0] is None else t[0] * _weight(ns, t[0], x1 < x2, x1 == x2),
-    None if t[1] is None else t[1] * _weight(ns, t[1], x2 < x1, x1 == x2)))
+minimum.defvjp(
+    lambda ns, g, out, x1, x2, *, needs=(0, 1): (
+        _select(ns, g, x1 < x2, x1 == x2) if 0 in needs else None,
+        _select(ns, g, x2 < x1, x1 == x2) if 1 in needs else None,
+    ),
+    saves=("x1", "x2"),
+    takes_needs=True,
+)
+minimum.defjvp(
+    lambda ns, t, out, x1, x2: plus(
+        None if t[0] is None else t[0] * _weight(ns, t[0], x1 < x2, x1 == x2),
+        None if t[1] is None else t[1] * _weight(ns, t[1], x2 < x1, x1 == x2),
+    )
+)
 minimum.defbatch(broadcast_binary(minimum))
 minimum.defshape(broadcast_shape(minimum), memory=buffers)
 
@@ -583,8 +613,9 @@ def _(ns, g, out, x1, x2):
     if is_scalar(x2):
         return g1, None
     if is_scalar(x1):
-        log1 = 0.0 if x1 == 0 else cmath.log(x1) if isinstance(x1, complex) or x1 < 0 else \
-            math.log(x1)  # fmt: skip
+        log1 = (
+            0.0 if x1 == 0 else cmath.log(x1) if isinstance(x1, complex) or x1 < 0 else math.log(x1)
+        )
         return g1, g * out * log1
     safe = ns.where(x1 == 0, 1.0, x1)
     return g1, ns.where(x1 == 0, 0.0, g * out * ns.log(safe))
@@ -596,8 +627,9 @@ def _(ns, t, out, x1, x2):
     if t[1] is None:
         return t1
     if is_scalar(x1):
-        log1 = 0.0 if x1 == 0 else cmath.log(x1) if isinstance(x1, complex) or x1 < 0 else \
-            math.log(x1)  # fmt: skip
+        log1 = (
+            0.0 if x1 == 0 else cmath.log(x1) if isinstance(x1, complex) or x1 < 0 else math.log(x1)
+        )
         return plus(t1, t[1] * out * log1)
     safe = ns.where(x1 == 0, 1.0, x1)
     return plus(t1, ns.where(x1 == 0, 0.0, t[1] * out * ns.log(safe)))
@@ -636,10 +668,13 @@ reciprocal.defshape(broadcast_shape(reciprocal), memory=buffers)
 
 remainder = binary("remainder", "real numeric")
 # remainder(x1, x2) = x1 - floor(x1 / x2) x2
-remainder.defvjp(lambda ns, g, out, x1, x2: (
-    g, None if is_scalar(x2) else -g * ns.floor(x1 / x2)), saves=("x1", "x2"))  # fmt: skip
-remainder.defjvp(lambda ns, t, out, x1, x2: plus(
-    t[0], None if t[1] is None else -t[1] * ns.floor(x1 / x2)))
+remainder.defvjp(
+    lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g * ns.floor(x1 / x2)),
+    saves=("x1", "x2"),
+)
+remainder.defjvp(
+    lambda ns, t, out, x1, x2: plus(t[0], None if t[1] is None else -t[1] * ns.floor(x1 / x2))
+)
 remainder.defbatch(broadcast_binary(remainder))
 remainder.defshape(broadcast_shape(remainder), memory=buffers)
 

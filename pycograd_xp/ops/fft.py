@@ -243,7 +243,7 @@ def _call(kind, shape, dtype, n, axis):
         out_n, out_dtype = n, _complex(dtype)
     if n < 1:
         raise ValueError(f"Invalid number of FFT data points ({n}) specified.")
-    return shape[:axis] + (out_n,) + shape[axis + 1:], np.dtype(out_dtype), n
+    return shape[:axis] + (out_n,) + shape[axis + 1 :], np.dtype(out_dtype), n
 
 
 def _step_memory(kind, shape, dtype, n, axis, norm):
@@ -316,8 +316,9 @@ def _chain(name, x, s, axes, norm):
     most = 0
     for i, (kind, n, ax) in enumerate(_steps(name, x, s, axes)):
         out_shape, out_dtype, _ = _call(kind, shape, dtype, n, ax)
-        held = (math.prod(shape) * dtype.itemsize if i else 0) + \
-            math.prod(out_shape) * out_dtype.itemsize
+        held = (math.prod(shape) * dtype.itemsize if i else 0) + math.prod(
+            out_shape
+        ) * out_dtype.itemsize
         most = max(most, held + _step_memory(kind, shape, dtype, n, ax, norm))
         shape, dtype = out_shape, out_dtype
     return shape, dtype, most - math.prod(shape) * dtype.itemsize
@@ -340,14 +341,14 @@ def _many_shape(name):
 
 
 @primitive(CFP, scope="fft")
-def fft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-        norm: str = "backward") -> Any:  # fmt: skip
+def fft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return bk.fft.fft(x, n=n, axis=axis, norm=norm)
 
 
 @primitive(CFP, scope="fft")
-def ifft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Any:  # fmt: skip
+def ifft(
+    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.ifft(x, n=n, axis=axis, norm=norm)
 
 
@@ -384,8 +385,9 @@ for _row in (fftn, ifftn):
 
 
 @primitive(RFP, scope="fft")
-def rfft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Any:  # fmt: skip
+def rfft(
+    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.rfft(x, n=n, axis=axis, norm=norm)
 
 
@@ -407,8 +409,9 @@ rfft.defshape(_rule, memory=_memory)
 
 
 @primitive(CFP, scope="fft")
-def irfft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-          norm: str = "backward") -> Any:  # fmt: skip
+def irfft(
+    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.irfft(x, n=n, axis=axis, norm=norm)
 
 
@@ -460,8 +463,7 @@ rfftn.defshape(_rule, memory=_memory)
 
 
 @primitive(CFP, scope="fft")
-def irfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None,
-           norm: str = "backward") -> Any:  # fmt: skip
+def irfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return bk.fft.irfftn(x, s=s, axes=axes, norm=norm)
 
 
@@ -488,8 +490,9 @@ irfftn.defshape(_rule, memory=_memory)
 
 
 @primitive(CFP, scope="fft")
-def hfft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Any:  # fmt: skip
+def hfft(
+    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.hfft(x, n=n, axis=axis, norm=norm)
 
 
@@ -522,8 +525,9 @@ hfft.defshape(_hfft_shape, memory=_hfft_memory)
 
 
 @primitive(RFP, scope="fft")
-def ihfft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1,
-          norm: str = "backward") -> Any:  # fmt: skip
+def ihfft(
+    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.ihfft(x, n=n, axis=axis, norm=norm)
 
 

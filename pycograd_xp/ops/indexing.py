@@ -67,12 +67,15 @@ def _scatter(ns, x, g, where):
 
 def _expand(key, ndim):
     parts = [as_abstract(p) for p in (key if isinstance(key, tuple) else (key,))]
-    used = sum(p.ndim if is_array(p) and p.dtype.kind == "b" else 1 for p in parts
-               if p is not None and p is not Ellipsis)  # fmt: skip
+    used = sum(
+        p.ndim if is_array(p) and p.dtype.kind == "b" else 1
+        for p in parts
+        if p is not None and p is not Ellipsis
+    )
     ellipsis = [i for i, p in enumerate(parts) if p is Ellipsis]  # (arrays compare elementwise)
     if ellipsis:
         i = ellipsis[0]
-        parts[i:i + 1] = [slice(None)] * (ndim - used)
+        parts[i : i + 1] = [slice(None)] * (ndim - used)
     else:
         parts += [slice(None)] * (ndim - used)
     return parts
@@ -96,7 +99,7 @@ def selection(shape, key, exact=True):
                 if exact:
                     data_dependent("indexing with a boolean mask computed from data (x[mask])")
                 n = 1
-                for s in shape[axis:axis + p.ndim]:
+                for s in shape[axis : axis + p.ndim]:
                     n *= s
             adv_shapes.append((n,))
             adv_pos.append(len(out))
@@ -107,8 +110,9 @@ def selection(shape, key, exact=True):
             axis += 1
         else:  # an int
             if not -shape[axis] <= p < shape[axis]:
-                raise IndexError(f"index {p} is out of bounds for axis {axis} with size "
-                                 f"{shape[axis]}")  # fmt: skip
+                raise IndexError(
+                    f"index {p} is out of bounds for axis {axis} with size {shape[axis]}"
+                )
             axis += 1
     if not adv_shapes:
         return tuple(out), True
@@ -140,9 +144,16 @@ def _simple_key(T, parts, nd):
             out += [slice(None)] * (nd - (len(parts) - 1))
             continue
         d = p.data if type(p) is T else p
-        ok = type(p) is int or (type(p) is slice and p == slice(None)) or (
-            hasattr(d, "shape") and d.ndim == (1 if type(p) is T and p.batched else 0)
-            and not _is_mask(d) and "int" in str(d.dtype))  # fmt: skip
+        ok = (
+            type(p) is int
+            or (type(p) is slice and p == slice(None))
+            or (
+                hasattr(d, "shape")
+                and d.ndim == (1 if type(p) is T and p.batched else 0)
+                and not _is_mask(d)
+                and "int" in str(d.dtype)
+            )
+        )
         if not ok:
             return None
         out.append(p)
@@ -192,8 +203,14 @@ def _pad_back(ns, g, shape, key, chunks=None):
         key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1 :]
     key = key + (slice(None),) * (len(shape) - len(key))
     # drop the axes that None (newaxis) added: g then has the selection's shape
-    g = ns.reshape(g, tuple(len(range(*k.indices(n))) for k, n in zip(key, shape, strict=True)
-                            if isinstance(k, slice)))  # fmt: skip
+    g = ns.reshape(
+        g,
+        tuple(
+            len(range(*k.indices(n)))
+            for k, n in zip(key, shape, strict=True)
+            if isinstance(k, slice)
+        ),
+    )
     if g.size == 0:  # nothing picked: all zeros
         return _zeros_like_shape(ns, g, shape, chunks)
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
@@ -220,8 +237,9 @@ def _pad_back(ns, g, shape, key, chunks=None):
             if size is None:
                 pieces.append(g)
             elif size:
-                pieces.append(_zeros_along(ns, g, axis, size,
-                                           max(chunks[axis]) if chunks else None))
+                pieces.append(
+                    _zeros_along(ns, g, axis, size, max(chunks[axis]) if chunks else None)
+                )
         g = ns.concat(pieces, axis=axis) if len(pieces) > 1 else pieces[0]
     return g
 
@@ -300,8 +318,12 @@ def _advanced(parts):
 
 def _before(parts, first, nd):
     """How many result axes the key's entries before position ``first`` make."""
-    consumed = sum(getattr(p, "ndim", 1) if _is_index_array(p) and _is_mask(p) else
-                   (1 if p is not None and p is not Ellipsis else 0) for p in parts)  # fmt: skip
+    consumed = sum(
+        getattr(p, "ndim", 1)
+        if _is_index_array(p) and _is_mask(p)
+        else (1 if p is not None and p is not Ellipsis else 0)
+        for p in parts
+    )
     n = 0
     for p in parts[:first]:
         if p is Ellipsis:
@@ -316,8 +338,11 @@ def _(ns, T, x, key):
     parts, plain = _plain_key(T, key)
     batched_key = [i for i, p in enumerate(parts) if type(p) is T and p.batched]
     adv = _advanced(plain)
-    whole = bool(adv) and len(adv) == len(plain) and not any(
-        _is_mask(plain[i]) for i in adv if _is_index_array(plain[i]))  # only integer indices
+    whole = (
+        bool(adv)
+        and len(adv) == len(plain)
+        and not any(_is_mask(plain[i]) for i in adv if _is_index_array(plain[i]))
+    )  # only integer indices
     if not batched_key and not whole:
         if not x.batched:
             return T(x.data[plain if type(key) is tuple else plain[0]], False)
@@ -333,17 +358,27 @@ def _(ns, T, x, key):
     if batched_key:
         entries = _simple_key(T, parts, x.ndim)
         if entries is not None:
-            return T(_gather_simple(ns, T, batched(ns, x.data, x.batched, parts[
-                batched_key[0]].data.shape[0]), entries), True)
+            return T(
+                _gather_simple(
+                    ns,
+                    T,
+                    batched(ns, x.data, x.batched, parts[batched_key[0]].data.shape[0]),
+                    entries,
+                ),
+                True,
+            )
     if any(_is_mask(parts[i].data) for i in batched_key):
         raise UnbatchableError(
             "vmap: __getitem__ with a batched boolean mask cannot be batched: each example "
             "would select a different number of elements; use xp.where(mask, x, 0) instead"
         )
     n = x.data.shape[0] if x.batched else parts[batched_key[0]].data.shape[0]
-    k = max(p.ndim - 1 if type(p) is T and p.batched else getattr(p.data if type(p) is T else p,
-                                                                    "ndim", 0)
-            for p in (parts[i] for i in adv))  # fmt: skip
+    k = max(
+        p.ndim - 1
+        if type(p) is T and p.batched
+        else getattr(p.data if type(p) is T else p, "ndim", 0)
+        for p in (parts[i] for i in adv)
+    )
     new = []
     for i, p in enumerate(parts):
         v = p.data if type(p) is T else p
@@ -365,7 +400,7 @@ def _masked(ns, data, mask):
     """``data[:, mask]`` (a mask of each example's leading axes) as one take of the flattened
     positions (the standard allows a mask only as the sole index)."""
     idx = ns.nonzero(ns.reshape(mask, (-1,)))[0]
-    flat = ns.reshape(data, (data.shape[0], -1, *data.shape[1 + mask.ndim:]))
+    flat = ns.reshape(data, (data.shape[0], -1, *data.shape[1 + mask.ndim :]))
     return ns.take(flat, idx, axis=1)
 
 
@@ -407,8 +442,9 @@ SETITEM = method("__setitem__", "x", "key", "value")
 def _has_array_index(ns, key):
     """Whether ``key`` holds an integer index array (which may repeat an index)."""
     parts = key if isinstance(key, tuple) else (key,)
-    return any(hasattr(k, "dtype") and k.ndim > 0 and not ns.isdtype(k.dtype, "bool")
-               for k in parts)  # fmt: skip
+    return any(
+        hasattr(k, "dtype") and k.ndim > 0 and not ns.isdtype(k.dtype, "bool") for k in parts
+    )
 
 
 @SETITEM.defvjp(saves=("key",))
@@ -459,8 +495,7 @@ def _(ns, T, x, key, value):
     if not x.batched:  # each example gets its own copy to write into
         x.data = ns.asarray(ns.broadcast_to(x.data, (v.shape[0], *x.data.shape)), copy=True)
         x.batched = True
-    if (len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0])
-            and rank(v, vb) == 0):  # fmt: skip
+    if len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0]) and rank(v, vb) == 0:
         mask = plain[0]
         mask = ns.reshape(mask, (*mask.shape, *(1,) * (x.data.ndim - 1 - mask.ndim)))
         x.data = ns.where(mask, to_rank(ns, v, x.data.ndim - 1) if vb else v, x.data)
@@ -487,7 +522,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
                 "vmap: __setitem__ with a batched boolean mask cannot be batched with a value "
                 "of rank > 0: each example would take a different number of values; write a "
                 "scalar per example, or use xp.where(mask, values, x)"
-            )  # fmt: skip
+            )
         mask = parts[0].data
         mask = ns.reshape(mask, (*mask.shape, *(1,) * (nd - (mask.ndim - 1))))
         x.data, x.batched = ns.where(mask, to_rank(ns, v, nd) if vb else v, data), True
@@ -499,7 +534,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
             "batched key may hold 0-d integer indices, Python ints, full slices and an "
             "ellipsis, or be a boolean mask alone (the standard has no integer-array "
             "writes); build the result with xp.where(mask, value, x) instead"
-        )  # fmt: skip
+        )
     mask, written = None, []
     for axis, p in enumerate(entries):
         if type(p) is slice and p == slice(None):
@@ -565,11 +600,11 @@ def _(ns, dims, x, indices, /, *, axis=None):
     if bi and not bx:
         a = norm_axis(a, x.ndim)
         y = ns.take(x, ns.reshape(indices, (-1,)), axis=a)
-        return ns.moveaxis(ns.reshape(y, (*x.shape[:a], n, k, *x.shape[a + 1:])), a, 0)
+        return ns.moveaxis(ns.reshape(y, (*x.shape[:a], n, k, *x.shape[a + 1 :])), a, 0)
     nd = x.ndim - 1
     a = norm_axis(a, nd)
     idx = ns.reshape(indices, (n, *(1,) * a, k, *(1,) * (nd - 1 - a)))
-    shape = (n, *x.shape[1:a + 1], k, *x.shape[a + 2:])
+    shape = (n, *x.shape[1 : a + 1], k, *x.shape[a + 2 :])
     return ns.take_along_axis(x, ns.broadcast_to(idx, shape), axis=a + 1)
 
 
@@ -579,7 +614,7 @@ def _(a, x, indices, /, *, axis=None):
     if axis is None:
         return new(indices.shape, x.dtype)
     ax = axis % x.ndim
-    return new(x.shape[:ax] + indices.shape + x.shape[ax + 1:], x.dtype)
+    return new(x.shape[:ax] + indices.shape + x.shape[ax + 1 :], x.dtype)
 
 
 # -- take_along_axis -----------------------------------------------------------------------------
@@ -608,8 +643,10 @@ def _(ns, dims, x, indices, /, *, axis=-1):
 
 def _take_along_axis_shape(a, x, indices, /, *, axis=-1):
     indices = as_abstract(indices)
-    return new(broadcast(x.shape[:axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1:],
-                         indices.shape), x.dtype)  # fmt: skip
+    return new(
+        broadcast(x.shape[: axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1 :], indices.shape),
+        x.dtype,
+    )
 
 
 def _take_along_axis_memory(out, x, indices, /, *, axis=-1):

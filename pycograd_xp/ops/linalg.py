@@ -256,8 +256,8 @@ def _(ns, dims, x1, x2, /, *, axis=-1):
 
 def _cross_shape(a, x1, x2, /, *, axis=-1):
     # numpy.cross: moves ``axis`` last in each operand, broadcasts the rest, moves it back
-    rest1 = x1.shape[:axis % x1.ndim] + x1.shape[axis % x1.ndim + 1:]
-    rest2 = x2.shape[:axis % x2.ndim] + x2.shape[axis % x2.ndim + 1:]
+    rest1 = x1.shape[: axis % x1.ndim] + x1.shape[axis % x1.ndim + 1 :]
+    rest2 = x2.shape[: axis % x2.ndim] + x2.shape[axis % x2.ndim + 1 :]
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"linalg.cross: both arrays must have 3 elements along axis {axis}")
     shape = list(broadcast(rest1, rest2))
@@ -572,8 +572,10 @@ def _(ns, g, out, x, n, /):
     powers = [_eye_like(ns, a)]
     for _ in range(m - 1):
         powers.append(powers[-1] @ a)
-    ct = sum((mT(ns, powers[k]) @ g @ mT(ns, powers[m - 1 - k]) for k in range(m)),
-             start=ns.zeros_like(g))  # fmt: skip
+    ct = sum(
+        (mT(ns, powers[k]) @ g @ mT(ns, powers[m - 1 - k]) for k in range(m)),
+        start=ns.zeros_like(g),
+    )
     if n < 0:  # through a = inv(x)
         ct = -mT(ns, a) @ ct @ mT(ns, a)
     return ct, None
@@ -945,8 +947,11 @@ def _svd_shape(a, x, /, *, full_matrices=True):
     k = min(m, n)
     u, s, vh = probe_dtypes(la.svd, x, full_matrices=full_matrices)
     b = x.shape[:-2]
-    return SVDResult(new(b + (m, m if full_matrices else k), u), new(b + (k,), s),
-                     new(b + (n if full_matrices else k, n), vh))  # fmt: skip
+    return SVDResult(
+        new(b + (m, m if full_matrices else k), u),
+        new(b + (k,), s),
+        new(b + (n if full_matrices else k, n), vh),
+    )
 
 
 def _svd_memory(out, x, /, *, full_matrices=True):
@@ -1015,8 +1020,9 @@ trace.defshape(_trace_shape)
 
 
 @primitive(FP, scope="linalg")
-def vector_norm(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False,
-                ord: Any = 2) -> Any:  # fmt: skip
+def vector_norm(
+    bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2
+) -> Any:
     return bk.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 
 

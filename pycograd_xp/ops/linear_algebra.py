@@ -47,8 +47,10 @@ def bilinear(row: Any) -> Any:
     name = row.name
 
     def rule(ns, t, out, x1, x2, **kwargs):
-        return plus(None if t[0] is None else call(ns, name, t[0], x2, **kwargs),
-                    None if t[1] is None else call(ns, name, x1, t[1], **kwargs))  # fmt: skip
+        return plus(
+            None if t[0] is None else call(ns, name, t[0], x2, **kwargs),
+            None if t[1] is None else call(ns, name, x1, t[1], **kwargs),
+        )
 
     return rule
 
@@ -96,8 +98,9 @@ def _(ns, dims, x1, x2, /):
             return y[..., 0, :]
         if r2 == 2 and r1 == 2:  # (B, k, n) @ (n, m) as (B*k, n) @ (n, m)
             n, k = x1.shape[0], x1.shape[1]
-            return ns.reshape(ns.matmul(ns.reshape(x1, (n * k, x1.shape[2])), x2),
-                              (n, k, x2.shape[1]))  # fmt: skip
+            return ns.reshape(
+                ns.matmul(ns.reshape(x1, (n * k, x1.shape[2])), x2), (n, k, x2.shape[1])
+            )
         return ns.matmul(to_rank(ns, x1, max(r1, r2)), x2)
     if b2 and not b1:
         if r2 == 1:
@@ -242,14 +245,17 @@ def _(ns, dims, x1, x2, /, *, axes=2):
 def _tensordot_shape(a, x1, x2, /, *, axes=2):
     a1, a2 = tensordot_axes(axes, x1.ndim, x2.ndim)
     shape = tuple(s for i, s in enumerate(x1.shape) if i not in a1) + tuple(
-        s for i, s in enumerate(x2.shape) if i not in a2)  # fmt: skip
+        s for i, s in enumerate(x2.shape) if i not in a2
+    )
     return new(shape, probe_dtype(npx.tensordot, x1, x2, axes=axes))
 
 
 def _tensordot_memory(out, x1, x2, /, *, axes=2):
     a1, a2 = tensordot_axes(axes, x1.ndim, x2.ndim)
-    moved = (x1.ndim > 2 and a1 != list(range(x1.ndim - len(a1), x1.ndim)),
-             x2.ndim > 2 and a2 != list(range(len(a2))))  # fmt: skip
+    moved = (
+        x1.ndim > 2 and a1 != list(range(x1.ndim - len(a1), x1.ndim)),
+        x2.ndim > 2 and a2 != list(range(len(a2))),
+    )
     total = 0
     for x, m in zip((x1, x2), moved, strict=True):
         reshaped = m or (not x.contiguous and x.ndim > 2)  # a C-ordered copy of the operand

@@ -78,10 +78,13 @@ broadcast_arrays.defjvp(linear(broadcast_arrays))
 @broadcast_arrays.defbatch
 def _(ns, dims, *arrays):
     n = batch_size(dims, arrays)
-    shape = ns.broadcast_shapes(*[tuple(a.shape[1:]) if d else tuple(a.shape)
-                                  for a, d in zip(arrays, dims, strict=True)])  # fmt: skip
-    return [ns.broadcast_to(to_rank(ns, a, len(shape)) if d else a, (n, *shape))
-            for a, d in zip(arrays, dims, strict=True)]  # fmt: skip
+    shape = ns.broadcast_shapes(
+        *[tuple(a.shape[1:]) if d else tuple(a.shape) for a, d in zip(arrays, dims, strict=True)]
+    )
+    return [
+        ns.broadcast_to(to_rank(ns, a, len(shape)) if d else a, (n, *shape))
+        for a, d in zip(arrays, dims, strict=True)
+    ]
 
 
 @broadcast_arrays.defshape
@@ -225,8 +228,9 @@ def moveaxis(bk: Any, x: Any, source: Any, destination: Any, /) -> Any:
     return bk.moveaxis(x, source, destination)
 
 
-moveaxis.defvjp(lambda ns, g, out, x, source, destination, /: (
-    ns.moveaxis(g, destination, source), None, None))  # fmt: skip
+moveaxis.defvjp(
+    lambda ns, g, out, x, source, destination, /: (ns.moveaxis(g, destination, source), None, None)
+)
 moveaxis.defjvp(linear(moveaxis))
 
 
@@ -312,9 +316,11 @@ repeat.defjvp(linear(repeat))
 @repeat.defbatch
 def _(ns, dims, x, repeats, /, *, axis=None):
     if len(dims) > 1 and dims[1]:
-        raise UnbatchableError("vmap: repeat() cannot be batched over its repeats: each "
-                               "example's length would depend on its repeats' values; pass "
-                               "repeats unbatched (in_axes=None) or as a Python int")  # fmt: skip
+        raise UnbatchableError(
+            "vmap: repeat() cannot be batched over its repeats: each "
+            "example's length would depend on its repeats' values; pass "
+            "repeats unbatched (in_axes=None) or as a Python int"
+        )
     if axis is None:
         return ns.repeat(ns.reshape(x, (x.shape[0], -1)), repeats, axis=1)
     return ns.repeat(x, repeats, axis=shift(axis, x.ndim - 1))
@@ -397,8 +403,9 @@ def _roll_batch(ns, dims, x, /, shift_, *, axis=None):
     return ns.roll(x, shift_, axis=shift(axis, x.ndim - 1))
 
 
-roll.defbatch(lambda ns, dims, x, /, shift, *, axis=None: _roll_batch(ns, dims, x, shift,
-                                                                      axis=axis))  # fmt: skip
+roll.defbatch(
+    lambda ns, dims, x, /, shift, *, axis=None: _roll_batch(ns, dims, x, shift, axis=axis)
+)
 
 
 @roll.defshape
@@ -513,5 +520,5 @@ def _(ns, dims, x, /, *, axis=0):
 @unstack.defshape
 def _(a, x, /, *, axis=0):
     ax = axis % x.ndim
-    rest = x.shape[:ax] + x.shape[ax + 1:]
+    rest = x.shape[:ax] + x.shape[ax + 1 :]
     return tuple(view(x, rest, contiguous=ax == 0) for _ in range(x.shape[ax]))

@@ -111,15 +111,25 @@ def grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-def out_sizes(fname: str, spatial: tuple[int, ...], kernel: tuple[int, ...], stride: Any,
-              padding: Any, dilation: Any) -> tuple[int, ...]:  # fmt: skip
+def out_sizes(
+    fname: str,
+    spatial: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+) -> tuple[int, ...]:
     """Output sizes of a window op; a clear error when a window does not fit."""
-    out = tuple((s + pb + pa - d * (k - 1) - 1) // st + 1 for s, k, st, (pb, pa), d in
-                zip(spatial, kernel, stride, padding, dilation, strict=True))  # fmt: skip
+    out = tuple(
+        (s + pb + pa - d * (k - 1) - 1) // st + 1
+        for s, k, st, (pb, pa), d in zip(spatial, kernel, stride, padding, dilation, strict=True)
+    )
     if min(out, default=1) < 1:
-        raise ValueError(f"{fname}(): the window {kernel} (dilation {tuple(dilation)}) is larger "
-                         f"than the padded input {spatial} (padding {tuple(padding)}); "
-                         "use a smaller kernel or more padding")  # fmt: skip
+        raise ValueError(
+            f"{fname}(): the window {kernel} (dilation {tuple(dilation)}) is larger "
+            f"than the padded input {spatial} (padding {tuple(padding)}); "
+            "use a smaller kernel or more padding"
+        )
     return out
 
 
@@ -129,8 +139,9 @@ def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
     n = len(padding)
     if any(b < 0 or a < 0 for b, a in padding):
         idx = (slice(None),) * (x.ndim - n) + tuple(
-            slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(padding, x.shape[-n:],
-                                                                    strict=True))  # fmt: skip
+            slice(max(-b, 0), s - max(-a, 0))
+            for (b, a), s in zip(padding, x.shape[-n:], strict=True)
+        )
         x = x[idx]
         padding = tuple((max(b, 0), max(a, 0)) for b, a in padding)
     if not any(b or a for b, a in padding):
@@ -139,8 +150,10 @@ def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
     if _raw(bk) and caps(bk).mutable:  # one fill and one write
         shape = lead + tuple(s + b + a for s, (b, a) in zip(x.shape[-n:], padding, strict=True))
         out = bk.full(shape, value, dtype=x.dtype)
-        out[(slice(None),) * len(lead) + tuple(slice(b, b + s) for (b, _), s in
-                                               zip(padding, x.shape[-n:], strict=True))] = x
+        out[
+            (slice(None),) * len(lead)
+            + tuple(slice(b, b + s) for (b, _), s in zip(padding, x.shape[-n:], strict=True))
+        ] = x
         return out
     for i, (b, a) in enumerate(padding):  # immutable arrays (or recorded): concatenate
         axis = x.ndim - n + i
@@ -157,18 +170,33 @@ def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
     return x
 
 
-def window_slices(x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
-                  out: tuple[int, ...]) -> list[Any]:  # fmt: skip
+def window_slices(
+    x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any, out: tuple[int, ...]
+) -> list[Any]:
     """For each window offset (row-major), the strided slice of ``x``'s trailing axes that
     holds that element of every window: shape ``x.shape[:-n] + out``."""
     lead = (slice(None),) * (x.ndim - len(kernel))
-    return [x[lead + tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
-                           zip(offs, dilation, stride, out, strict=True))]  # fmt: skip
-            for offs in grid(kernel)]
+    return [
+        x[
+            lead
+            + tuple(
+                slice(o * d, o * d + s * (m - 1) + 1, s)
+                for o, d, s, m in zip(offs, dilation, stride, out, strict=True)
+            )
+        ]
+        for offs in grid(kernel)
+    ]
 
 
-def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any,
-            out: tuple[int, ...], batch_inner: bool = False) -> Any:  # fmt: skip
+def columns(
+    bk: Any,
+    x: Any,
+    kernel: tuple[int, ...],
+    stride: Any,
+    dilation: Any,
+    out: tuple[int, ...],
+    batch_inner: bool = False,
+) -> Any:
     """im2col of a padded ``x`` (N, C, *S): (N, C * prod(kernel), prod(out)), one copy; with
     ``batch_inner`` (C * prod(kernel), N * prod(out)) instead, the layout of one 2-D product
     over the whole batch (the weight gradient's)."""
@@ -178,16 +206,22 @@ def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any
     if windows is not None:  # one view, then the one copy the product needs
         span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True))
         v = windows(x, span, axis=tuple(range(2, 2 + n)))  # (N, C, *full, *span)
-        v = v[(slice(None),) * 2 + tuple(slice(0, s * (m - 1) + 1, s) for s, m in
-                                         zip(stride, out, strict=True))  # fmt: skip
-              + tuple(slice(None, None, d) for d in dilation)]  # (N, C, *out, *kernel)
+        v = v[
+            (slice(None),) * 2
+            + tuple(slice(0, s * (m - 1) + 1, s) for s, m in zip(stride, out, strict=True))
+            + tuple(slice(None, None, d) for d in dilation)
+        ]  # (N, C, *out, *kernel)
         if batch_inner:  # (C, *kernel, N, *out)
             v = bk.permute_dims(v, (1, *range(2 + n, 2 + 2 * n), 0, *range(2, 2 + n)))
             return bk.reshape(v, (q, N * p))
         v = bk.permute_dims(v, (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n)))
     elif batch_inner:  # slices of (C, N, *S): stacked, (C, prod(K), N, *out)
-        v = bk.stack(window_slices(bk.permute_dims(x, (1, 0, *range(2, 2 + n))), kernel,
-                                   stride, dilation, out), axis=1)  # fmt: skip
+        v = bk.stack(
+            window_slices(
+                bk.permute_dims(x, (1, 0, *range(2, 2 + n))), kernel, stride, dilation, out
+            ),
+            axis=1,
+        )
         return bk.reshape(v, (q, N * p))
     else:
         v = bk.stack(window_slices(x, kernel, stride, dilation, out), axis=2)
@@ -201,15 +235,21 @@ def columns(bk: Any, x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any
 FLAT_BELOW = 16
 
 
-def flat_rows(kernel: tuple[int, ...], stride: Any, padding: Any, out: tuple[int, ...],
-              groups: int) -> bool:  # fmt: skip
+def flat_rows(
+    kernel: tuple[int, ...], stride: Any, padding: Any, out: tuple[int, ...], groups: int
+) -> bool:
     """Whether a convolution's forward takes its columns over the flat padded grid: 2-D,
     stride 1, one group, no cropping (the padded input is then a fresh contiguous array),
     output rows shorter than ``FLAT_BELOW``. Only the forward: its wrapped columns' products
     are dropped, while a weight gradient over them would multiply zeros with inputs no window
     reads (``0 * inf`` is NaN where the gradient is finite)."""
-    return (len(kernel) == 2 and groups == 1 and all(s == 1 for s in stride)
-            and all(b >= 0 and a >= 0 for b, a in padding) and out[-1] < FLAT_BELOW)  # fmt: skip
+    return (
+        len(kernel) == 2
+        and groups == 1
+        and all(s == 1 for s in stride)
+        and all(b >= 0 and a >= 0 for b, a in padding)
+        and out[-1] < FLAT_BELOW
+    )
 
 
 def flat_padding(padding: Any) -> tuple[tuple[int, int], ...]:
@@ -219,8 +259,9 @@ def flat_padding(padding: Any) -> tuple[tuple[int, int], ...]:
     return ((hb, ha + 1),) + rest
 
 
-def flat_columns(bk: Any, xe: Any, kernel: tuple[int, ...], dilation: Any,
-                 out: tuple[int, ...]) -> Any:  # fmt: skip
+def flat_columns(
+    bk: Any, xe: Any, kernel: tuple[int, ...], dilation: Any, out: tuple[int, ...]
+) -> Any:
     """im2col over the flat grid of ``xe`` (N, C, H, W), the input padded with
     :func:`flat_padding`: (N, prod(K) * C, H' * W), row ``(k, c)`` channel ``c``'s flattened
     image from kernel offset ``k``'s start on. Column ``r * W + j`` holds the window at
@@ -231,7 +272,7 @@ def flat_columns(bk: Any, xe: Any, kernel: tuple[int, ...], dilation: Any,
     xf = bk.reshape(xe, (N, C, H * W))
     length = out[0] * W
     starts = [i * dilation[0] * W + j * dilation[1] for i, j in grid(kernel)]
-    v = bk.stack([xf[:, :, s:s + length] for s in starts], axis=1)  # (N, prod(K), C, H' W)
+    v = bk.stack([xf[:, :, s : s + length] for s in starts], axis=1)  # (N, prod(K), C, H' W)
     return bk.reshape(v, (N, len(starts) * C, length))
 
 
@@ -266,8 +307,9 @@ def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int
 MASK_BLOCK_BYTES = 2 * 2**20
 
 
-def blocks_of(n: int, bytes_per_example: int,
-              block_bytes: int | None = None) -> list[tuple[int, int]]:  # fmt: skip
+def blocks_of(
+    n: int, bytes_per_example: int, block_bytes: int | None = None
+) -> list[tuple[int, int]]:
     """The blocks of :func:`batch_blocks` on a backend that writes in place (of at most
     ``block_bytes`` each, BLOCK_BYTES when None)."""
     limit = BLOCK_BYTES if block_bytes is None else block_bytes
@@ -279,21 +321,33 @@ def itemsize(bk: Any, dtype: Any) -> int:
     return bk.finfo(dtype).bits // 8
 
 
-def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[int, ...],
-             stride: Any, dilation: Any) -> Any:  # fmt: skip
+def unwindow(
+    bk: Any,
+    parts: list[Any],
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: Any,
+    dilation: Any,
+) -> Any:
     """The transpose of :func:`window_slices`: an array of ``shape`` (zeros) with each part
     added at its window offset. One zero fill and one strided write (or add, where windows
     overlap) per offset on a raw mutable backend; elsewhere each part is dilated by the stride
     and padded into place, and the parts are summed (on a chunked backend, whose reshapes need
     regular chunks, placed by products with 0/1 matrices instead: exact for finite values)."""
     n = len(kernel)
-    lead, sizes = tuple(shape[: len(shape) - n]), tuple(shape[len(shape) - n:])
-    out = tuple(parts[0].shape[parts[0].ndim - n:])
-    spots = [tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in
-                   zip(offs, dilation, stride, out, strict=True)) for offs in grid(kernel)]
+    lead, sizes = tuple(shape[: len(shape) - n]), tuple(shape[len(shape) - n :])
+    out = tuple(parts[0].shape[parts[0].ndim - n :])
+    spots = [
+        tuple(
+            slice(o * d, o * d + s * (m - 1) + 1, s)
+            for o, d, s, m in zip(offs, dilation, stride, out, strict=True)
+        )
+        for offs in grid(kernel)
+    ]
     if _raw(bk) and caps(bk).mutable:
-        overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
-                      zip(stride, dilation, kernel, strict=True))  # fmt: skip
+        overlap = any(
+            s < d * (k - 1) + 1 and k > 1 for s, d, k in zip(stride, dilation, kernel, strict=True)
+        )
         dx = bk.zeros(shape, dtype=parts[0].dtype)
         for spot, part in zip(spots, parts, strict=True):
             idx = (slice(None),) * len(lead) + spot
@@ -323,11 +377,19 @@ def unwindow(bk: Any, parts: list[Any], shape: tuple[int, ...], kernel: tuple[in
             axis = part.ndim - n + i
             m = part.shape[axis]
             zero = bk.zeros_like(part)
-            part = bk.reshape(bk.stack([part] + [zero] * (s - 1), axis=axis + 1),
-                              tuple(part.shape[:axis]) + (m * s,) + tuple(part.shape[axis + 1:]))
+            part = bk.reshape(
+                bk.stack([part] + [zero] * (s - 1), axis=axis + 1),
+                tuple(part.shape[:axis]) + (m * s,) + tuple(part.shape[axis + 1 :]),
+            )
             part = part[(slice(None),) * axis + (slice(0, (m - 1) * s + 1), ...)]
-        placed = pad(bk, part, tuple((sp.start, size - sp.start - p) for sp, size, p in
-                                     zip(spot, sizes, part.shape[part.ndim - n:], strict=True)))
+        placed = pad(
+            bk,
+            part,
+            tuple(
+                (sp.start, size - sp.start - p)
+                for sp, size, p in zip(spot, sizes, part.shape[part.ndim - n :], strict=True)
+            ),
+        )
         total = placed if total is None else total + placed
     return total
 
@@ -339,8 +401,12 @@ def add_bias(bk: Any, y: Any, b: Any) -> Any:
     if b is None:
         return y
     bb = bk.reshape(b, (1, -1) + (1,) * (y.ndim - 2))
-    if (_raw(bk) and caps(bk).mutable and not caps(bk).chunked
-            and bk.result_type(y.dtype, b.dtype) == y.dtype):  # fmt: skip
+    if (
+        _raw(bk)
+        and caps(bk).mutable
+        and not caps(bk).chunked
+        and bk.result_type(y.dtype, b.dtype) == y.dtype
+    ):
         y += bb
         return y
     return y + bb
@@ -348,13 +414,24 @@ def add_bias(bk: Any, y: Any, b: Any) -> Any:
 
 def check_bias(fname: str, w: Any, b: Any) -> None:
     if b is not None and tuple(b.shape) != (w.shape[0],):
-        raise ValueError(f"{fname}(): bias {tuple(b.shape)} does not match weight "
-                         f"{tuple(w.shape)}: expected one value per output channel "
-                         f"({w.shape[0]},)")  # fmt: skip
+        raise ValueError(
+            f"{fname}(): bias {tuple(b.shape)} does not match weight "
+            f"{tuple(w.shape)}: expected one value per output channel "
+            f"({w.shape[0]},)"
+        )
 
 
-def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilation: Any,
-         groups: int, b: Any = None) -> Any:  # fmt: skip
+def conv(
+    bk: Any,
+    fname: str,
+    x: Any,
+    w: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+    b: Any = None,
+) -> Any:
     """The convolution (cross-correlation) of ``x`` with ``w``, plus the bias ``b`` (None:
     none) per output channel: one im2col, one product, the bias added into the product's
     buffer (of each block of the batch while it is fresh in cache)."""
@@ -362,14 +439,19 @@ def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilatio
     N, C, out_c, Cg = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
     kernel = tuple(w.shape[2:])
     if x.ndim != n + 2 or C != Cg * groups or out_c % groups:
-        raise ValueError(f"{fname}(): input {tuple(x.shape)} and weight {tuple(w.shape)} do "
-                         f"not match with groups={groups}: expected x (N, C, {n} spatial axes) "
-                         "and w (O, C / groups, kernel...) with O divisible by groups")  # fmt: skip
+        raise ValueError(
+            f"{fname}(): input {tuple(x.shape)} and weight {tuple(w.shape)} do "
+            f"not match with groups={groups}: expected x (N, C, {n} spatial axes) "
+            "and w (O, C / groups, kernel...) with O divisible by groups"
+        )
     check_bias(fname, w, b)
     out = out_sizes(fname, tuple(x.shape[2:]), kernel, stride, padding, dilation)
     if _raw(bk) and caps(bk).chunked:
-        return add_bias(bk, _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride,
-                                             dilation, out, groups), b)  # fmt: skip
+        return add_bias(
+            bk,
+            _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride, dilation, out, groups),
+            b,
+        )
     if _raw(bk) and caps(bk).mutable and flat_rows(kernel, stride, padding, out, groups):
         return _conv_flat(bk, x, w, b, padding, dilation, out)
     if _raw(bk) and caps(bk).mutable and bias_row(C, groups, b):
@@ -396,8 +478,9 @@ def conv(bk: Any, fname: str, x: Any, w: Any, stride: Any, padding: Any, dilatio
     return bk.reshape(y, (N, out_c, *out))
 
 
-def _conv_bias_row(bk: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
-                   out: tuple[int, ...]) -> Any:  # fmt: skip
+def _conv_bias_row(
+    bk: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, out: tuple[int, ...]
+) -> Any:
     """:func:`conv` with the bias in the product: the columns, a stack of the window slices,
     get one more slice of ones per channel, and the weight one more column per channel (the
     bias in channel 0's, zeros in the others'), so no pass over the output adds it."""
@@ -413,8 +496,9 @@ def _conv_bias_row(bk: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any, d
     for start, stop in blocks:
         xb = xp_[start:stop, ...]
         ones = bk.ones((stop - start, C, *out), dtype=x.dtype)
-        cols = bk.stack(window_slices(xb, tuple(w.shape[2:]), stride, dilation, out) + [ones],
-                        axis=2)  # (n, C, prod(K) + 1, *out)  # fmt: skip
+        cols = bk.stack(
+            window_slices(xb, tuple(w.shape[2:]), stride, dilation, out) + [ones], axis=2
+        )  # (n, C, prod(K) + 1, *out)
         del ones
         prod = bk.matmul(wa, bk.reshape(cols, (stop - start, C * (kk + 1), p)))
         del cols
@@ -426,8 +510,9 @@ def _conv_bias_row(bk: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any, d
     return bk.reshape(y, (N, out_c, *out))
 
 
-def _conv_flat(bk: Any, x: Any, w: Any, b: Any, padding: Any, dilation: Any,
-               out: tuple[int, ...]) -> Any:  # fmt: skip
+def _conv_flat(
+    bk: Any, x: Any, w: Any, b: Any, padding: Any, dilation: Any, out: tuple[int, ...]
+) -> Any:
     """:func:`conv` with the columns over the flat padded grid (:func:`flat_columns`), one
     block of the batch at a time: each block's product (n, O, H' * W) has the bias added in
     place and its valid columns (``j < W'`` of each row) copied into the output."""
@@ -450,8 +535,16 @@ def _group(x: Any, axis: int, i: int, size: int) -> Any:
     return x[(slice(None),) * axis + (slice(i * size, (i + 1) * size), ...)]
 
 
-def _conv_by_offsets(bk: Any, x: Any, w: Any, kernel: tuple[int, ...], stride: Any,
-                     dilation: Any, out: tuple[int, ...], groups: int) -> Any:  # fmt: skip
+def _conv_by_offsets(
+    bk: Any,
+    x: Any,
+    w: Any,
+    kernel: tuple[int, ...],
+    stride: Any,
+    dilation: Any,
+    out: tuple[int, ...],
+    groups: int,
+) -> Any:
     """A chunked backend's convolution: one contraction over the channels per window offset,
     summed. No columns, so no reshape (which a chunked backend refuses on the irregular chunks
     that padding and strided slices leave)."""
@@ -460,16 +553,18 @@ def _conv_by_offsets(bk: Any, x: Any, w: Any, kernel: tuple[int, ...], stride: A
     for gi in range(groups):
         xg, wg = _group(x, 1, gi, cg), _group(w, 0, gi, og)
         acc = None
-        for offs, sl in zip(grid(kernel), window_slices(xg, kernel, stride, dilation, out),
-                            strict=True):  # fmt: skip
+        for offs, sl in zip(
+            grid(kernel), window_slices(xg, kernel, stride, dilation, out), strict=True
+        ):
             t = bk.tensordot(sl, wg[(slice(None), slice(None), *offs)], axes=([1], [1]))
             acc = t if acc is None else acc + t  # (N, *out, O / G)
         ys.append(acc)
     return bk.moveaxis(ys[0] if groups == 1 else bk.concat(ys, axis=-1), -1, 1)
 
 
-def weight_grad_by_offsets(bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], stride: Any,
-                           dilation: Any, groups: int) -> Any:  # fmt: skip
+def weight_grad_by_offsets(
+    bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], stride: Any, dilation: Any, groups: int
+) -> Any:
     """A chunked backend's weight cotangent (``x`` padded): one contraction per offset."""
     kernel, out = tuple(w_shape[2:]), tuple(g.shape[2:])
     og, cg = w_shape[0] // groups, w_shape[1]
@@ -477,8 +572,10 @@ def weight_grad_by_offsets(bk: Any, g: Any, x: Any, w_shape: tuple[int, ...], st
     ws = []
     for gi in range(groups):
         gg, xg = _group(g, 1, gi, og), _group(x, 1, gi, cg)
-        parts = [bk.tensordot(gg, sl, axes=(axes, axes)) for sl in
-                 window_slices(xg, kernel, stride, dilation, out)]  # each (O / G, C / G)
+        parts = [
+            bk.tensordot(gg, sl, axes=(axes, axes))
+            for sl in window_slices(xg, kernel, stride, dilation, out)
+        ]  # each (O / G, C / G)
         ws.append(bk.reshape(bk.stack(parts, axis=-1), (og, cg, *kernel)))
     return ws[0] if groups == 1 else bk.concat(ws, axis=0)
 
@@ -500,8 +597,9 @@ def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, ho
         xp_ = pad(bk, x, padding, fill)
         (kh, kw), (sh, _), (ho, wo) = kernel, stride, out
         lead = (slice(None),) * (x.ndim - 2)
-        rows = [xp_[lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw))]
-                for i in range(kh)]  # fmt: skip
+        rows = [
+            xp_[lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw))] for i in range(kh)
+        ]
         v = rows[0]
         for r in rows[1:]:
             v = bk.maximum(v, r)  # (..., ho, wo * kw)
@@ -538,9 +636,17 @@ def dilate(ns, g, stride):
     """``g`` with ``stride - 1`` zeros between neighbours along its trailing axes."""
     if all(s == 1 for s in stride):
         return g
-    return unwindow(ns, [g], tuple(g.shape[: g.ndim - len(stride)]) + tuple(
-        (m - 1) * s + 1 for m, s in zip(g.shape[g.ndim - len(stride):], stride, strict=True)),
-        (1,) * len(stride), stride, (1,) * len(stride))  # fmt: skip
+    return unwindow(
+        ns,
+        [g],
+        tuple(g.shape[: g.ndim - len(stride)])
+        + tuple(
+            (m - 1) * s + 1 for m, s in zip(g.shape[g.ndim - len(stride) :], stride, strict=True)
+        ),
+        (1,) * len(stride),
+        stride,
+        (1,) * len(stride),
+    )
 
 
 def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
@@ -550,21 +656,30 @@ def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
     and ours, so that it is differentiable again) the convolution of the dilated, padded
     cotangent with the flipped kernel, itself a convolution row."""
     if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
-        return col2im(ns, g, x, w, stride=stride, padding=padding, dilation=dilation,
-                      groups=groups)  # fmt: skip
+        return col2im(ns, g, x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
     n = w.ndim - 2
     o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
     wt = ns.reshape(w, (groups, o // groups, cg, *kernel))
-    wt = ns.reshape(ns.permute_dims(wt, (0, 2, 1, *range(3, 3 + n))),
-                    (groups * cg, o // groups, *kernel))  # fmt: skip
+    wt = ns.reshape(
+        ns.permute_dims(wt, (0, 2, 1, *range(3, 3 + n))), (groups * cg, o // groups, *kernel)
+    )
     wt = ns.flip(wt, axis=tuple(range(2, 2 + n)))
     pads = []
-    for s, k, st, (pb, pa), d, m in zip(x.shape[2:], kernel, stride, padding, dilation,
-                                        g.shape[2:], strict=True):  # fmt: skip
+    for s, k, st, (pb, pa), d, m in zip(
+        x.shape[2:], kernel, stride, padding, dilation, g.shape[2:], strict=True
+    ):
         rest = s + pb + pa - d * (k - 1) - 1 - st * (m - 1)  # input never reached by a window
         pads.append((d * (k - 1) - pb, d * (k - 1) - pa + rest))
-    return _call(ns, name, dilate(ns, g, stride), wt, stride=(1,) * n, padding=tuple(pads),
-                dilation=dilation, groups=groups)  # fmt: skip
+    return _call(
+        ns,
+        name,
+        dilate(ns, g, stride),
+        wt,
+        stride=(1,) * n,
+        padding=tuple(pads),
+        dilation=dilation,
+        groups=groups,
+    )
 
 
 def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
@@ -581,8 +696,9 @@ def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
         return _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups)
     p, kk = math.prod(out), math.prod(kernel)
     wm = ns.matrix_transpose(ns.reshape(w, (groups, o // groups, cg * kk)))
-    overlap = any(s < d * (k - 1) + 1 and k > 1 for s, d, k in
-                  zip(stride, dilation, kernel, strict=True))  # fmt: skip
+    overlap = any(
+        s < d * (k - 1) + 1 and k > 1 for s, d, k in zip(stride, dilation, kernel, strict=True)
+    )
     for a, b in batch_blocks(ns, N, groups * cg * kk * p * itemsize(ns, g.dtype)):
         gb = g[a:b, ...]
         cols = ns.matmul(wm, ns.reshape(gb, (b - a, groups, o // groups, p)))
@@ -591,8 +707,9 @@ def col2im(ns, g, x, w, *, stride, padding, dilation, groups):
         for offs in grid(kernel):
             part = cols[(slice(None), slice(None), *offs, ...)]
             idx = (slice(None), slice(None)) + tuple(
-                slice(i * d, i * d + s * (m - 1) + 1, s) for i, d, s, m in
-                zip(offs, dilation, stride, out, strict=True))  # fmt: skip
+                slice(i * d, i * d + s * (m - 1) + 1, s)
+                for i, d, s, m in zip(offs, dilation, stride, out, strict=True)
+            )
             if overlap:
                 dxb[idx] += part
             else:
@@ -615,12 +732,15 @@ def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
     n = len(sizes)
     N, (o, c), kernel = g.shape[0], w.shape[:2], tuple(w.shape[2:])
     og, kk, size = o // groups, math.prod(kernel), math.prod(sizes)
-    wk = ns.reshape(ns.permute_dims(ns.reshape(w, (groups, og, c, *kernel)),
-                                    (0, *range(3, 3 + n), 2, 1)),
-                    (groups, kk * c, og))  # rows (k, c) of each group  # fmt: skip
-    steps = [math.prod(sizes[i + 1:]) for i in range(n)]
-    starts = [sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
-              for offs in grid(kernel)]  # fmt: skip
+    wk = ns.reshape(
+        ns.permute_dims(ns.reshape(w, (groups, og, c, *kernel)), (0, *range(3, 3 + n), 2, 1)),
+        (groups, kk * c, og),
+    )  # rows (k, c) of each group
+    steps = [math.prod(sizes[i + 1 :]) for i in range(n)]
+    starts = [
+        sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
+        for offs in grid(kernel)
+    ]
     into = caps(ns).matmul_into
     # g's positions on the flat padded grid: the first out[0] rows (all of it without into)
     length = out[0] * steps[0] if into is not None else size
@@ -653,8 +773,9 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
     the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
     if getattr(ns, "_backend", None) is None and caps(ns).chunked:
-        return weight_grad_by_offsets(ns, g, pad(ns, x, padding), tuple(w.shape), stride,
-                                      dilation, groups)  # fmt: skip
+        return weight_grad_by_offsets(
+            ns, g, pad(ns, x, padding), tuple(w.shape), stride, dilation, groups
+        )
     kernel, out = tuple(w.shape[2:]), tuple(g.shape[2:])
     n_, o, p = x.shape[0], w.shape[0], math.prod(out)
     q = x.shape[1] * math.prod(kernel)
@@ -701,8 +822,7 @@ def _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups):
 
 
 def _conv_vjp(name):
-    def rule(ns, g, out, x, w, b=None, /, *, stride, padding, dilation, groups,
-             needs=(0, 1, 2)):  # fmt: skip
+    def rule(ns, g, out, x, w, b=None, /, *, stride, padding, dilation, groups, needs=(0, 1, 2)):
         kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
         gx = input_grad(ns, name, g, x, w, **kw) if 0 in needs else None
         gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
@@ -710,8 +830,7 @@ def _conv_vjp(name):
             return gx, gw
         # the batch first (a contiguous reduction), then the positions: faster than one
         # reduction over axes (0, 2, 3) (measured: docs/calibration.md#bias-row-below)
-        gb = (ns.sum(ns.sum(g, axis=0), axis=tuple(range(1, g.ndim - 1))) if 2 in needs
-              else None)  # fmt: skip
+        gb = ns.sum(ns.sum(g, axis=0), axis=tuple(range(1, g.ndim - 1))) if 2 in needs else None
         return gx, gw, gb
 
     return rule
@@ -721,7 +840,8 @@ def _unpool(ns, parts, x, kernel, stride, padding, dilation=None):
     """Window contributions summed back onto ``x``'s shape (padding dropped)."""
     n = len(kernel)
     shape = tuple(x.shape[: x.ndim - n]) + tuple(
-        s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
+        s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n :], padding, strict=True)
+    )
     dx = unwindow(ns, parts, shape, kernel, stride, dilation or (1,) * n)
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
@@ -729,7 +849,7 @@ def _unpool(ns, parts, x, kernel, stride, padding, dilation=None):
 def _max_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
     xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
-    parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n:]))
+    parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n :]))
     if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
         return (_max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding),)
     free, cts = None, []  # free: windows whose maximum no earlier offset held
@@ -759,16 +879,23 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
     Where the windows tile the padded input exactly, every element is written once and no
     zero fill is needed."""
     n = len(kernel)
-    out_sizes_ = tuple(out.shape[out.ndim - n:])
+    out_sizes_ = tuple(out.shape[out.ndim - n :])
     lead = tuple(x.shape[: x.ndim - n])
-    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n:], padding, strict=True))
-    tiled = all(k == s and m * s == size for k, s, m, size in
-                zip(kernel, stride, out_sizes_, sizes, strict=True))  # fmt: skip
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n :], padding, strict=True))
+    tiled = all(
+        k == s and m * s == size
+        for k, s, m, size in zip(kernel, stride, out_sizes_, sizes, strict=True)
+    )
     overlap = any(s < k for s, k in zip(stride, kernel, strict=True))
     dx = (ns.empty if tiled else ns.zeros)(lead + sizes, dtype=g.dtype)
-    spots = [(slice(None),) * (len(lead) - 1) + tuple(
-        slice(o, o + s * (m - 1) + 1, s) for o, s, m in
-        zip(offs, stride, out_sizes_, strict=True)) for offs in grid(kernel)]  # fmt: skip
+    spots = [
+        (slice(None),) * (len(lead) - 1)
+        + tuple(
+            slice(o, o + s * (m - 1) + 1, s)
+            for o, s, m in zip(offs, stride, out_sizes_, strict=True)
+        )
+        for offs in grid(kernel)
+    ]
     if lead:
         blocks = _mask_blocks(ns, dx)
     else:
@@ -804,7 +931,6 @@ def _avg_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
     return (_unpool(ns, [share] * len(grid(kernel)), x, kernel, stride, padding),)
 
 
-
 def _relu_vjp(ns, g, out, x, /, *, owned=False):
     """``where(out > 0, g, 0)``; into ``g`` itself when the tape says only it holds ``g``
     (``owned``) on a raw backend that writes in place, block by block of the batch so that the
@@ -827,10 +953,16 @@ def _relu_vjp(ns, g, out, x, /, *, owned=False):
 def _conv_jvp(name):
     def rule(ns, t, out, x, w, b=None, /, **kwargs):
         tb = t[2] if len(t) > 2 else None  # the bias enters affinely: fused into one term
-        tx = None if t[0] is None else call(ns, name, t[0], w, *(() if tb is None else (tb,)),
-                                            **kwargs)  # fmt: skip
-        tw = None if t[1] is None else call(ns, name, x, t[1], *(
-            () if tb is None or tx is not None else (tb,)), **kwargs)  # fmt: skip
+        tx = (
+            None
+            if t[0] is None
+            else call(ns, name, t[0], w, *(() if tb is None else (tb,)), **kwargs)
+        )
+        tw = (
+            None
+            if t[1] is None
+            else call(ns, name, x, t[1], *(() if tb is None or tx is not None else (tb,)), **kwargs)
+        )
         if tx is None and tw is None:  # the bias's tangent alone, over the channel axis
             return ns.reshape(tb, (1, -1) + (1,) * (out.ndim - 2))
         return plus(tx, tw)
@@ -840,7 +972,7 @@ def _conv_jvp(name):
 
 def _max_pool_jvp(ns, t, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
-    size = tuple(out.shape[out.ndim - n:])
+    size = tuple(out.shape[out.ndim - n :])
     xs = window_slices(pad(ns, x, padding, ns.finfo(x.dtype).min), kernel, stride, (1,) * n, size)
     ts = window_slices(pad(ns, t[0], padding), kernel, stride, (1,) * n, size)
     chosen = ts[-1]
@@ -863,8 +995,20 @@ def _conv_batch(name):
         bx, bw = dims[0], dims[1]
         bb = len(dims) > 2 and bool(dims[2])
         if bias is not None and (bb or bw):  # a per-example bias: added after, per example
-            y = rule(ns, (bx, bw), x, w, stride=stride, padding=padding, dilation=dilation,
-                     groups=groups) if bx or bw else f(x, w, groups=groups, **kw)[None, ...]
+            y = (
+                rule(
+                    ns,
+                    (bx, bw),
+                    x,
+                    w,
+                    stride=stride,
+                    padding=padding,
+                    dilation=dilation,
+                    groups=groups,
+                )
+                if bx or bw
+                else f(x, w, groups=groups, **kw)[None, ...]
+            )
             k = y.ndim - 3  # spatial axes of (B, N, O, *S)
             return y + ns.reshape(bias, (bias.shape[0] if bb else 1, 1, -1) + (1,) * k)
         fused = () if bias is None else (bias,)  # one bias for every example: inside the row
@@ -876,13 +1020,15 @@ def _conv_batch(name):
         b, o, cg, kernel = w.shape[0], w.shape[1], w.shape[2], tuple(w.shape[3:])
         og = o // groups
         # kernels ordered (group, example, out channel): one group per (group, example)
-        wg = ns.permute_dims(ns.reshape(w, (b, groups, og, cg, *kernel)),
-                             (1, 0, 2, 3, *range(4, 4 + k)))  # fmt: skip
+        wg = ns.permute_dims(
+            ns.reshape(w, (b, groups, og, cg, *kernel)), (1, 0, 2, 3, *range(4, 4 + k))
+        )
         wg = ns.reshape(wg, (groups * b * og, cg, *kernel))
         if bx:  # input channels ordered (group, example, channel) likewise
             n, spatial = x.shape[1], tuple(x.shape[3:])
-            xg = ns.permute_dims(ns.reshape(x, (b, n, groups, cg, *spatial)),
-                                 (1, 2, 0, 3, *range(4, 4 + k)))  # fmt: skip
+            xg = ns.permute_dims(
+                ns.reshape(x, (b, n, groups, cg, *spatial)), (1, 2, 0, 3, *range(4, 4 + k))
+            )
             y = f(ns.reshape(xg, (n, groups * b * cg, *spatial)), wg, groups=groups * b, **kw)
         else:  # every example's kernels read the same channels of the shared input
             n = x.shape[0]
@@ -908,8 +1054,10 @@ def _padded_bytes(x, padding):
     n = len(padding)
     if not any(b > 0 or a > 0 for b, a in padding):
         return 0
-    spatial = [max(s + min(b, 0) + min(a, 0), 0) + max(b, 0) + max(a, 0)
-               for s, (b, a) in zip(x.shape[x.ndim - n:], padding, strict=True)]  # fmt: skip
+    spatial = [
+        max(s + min(b, 0) + min(a, 0), 0) + max(b, 0) + max(a, 0)
+        for s, (b, a) in zip(x.shape[x.ndim - n :], padding, strict=True)
+    ]
     return math.prod(x.shape[: x.ndim - n]) * math.prod(spatial) * x.dtype.itemsize
 
 
@@ -917,8 +1065,9 @@ def _conv_shape(fname):
     def shape(a, x, w, b=None, /, *, stride, padding, dilation, groups):
         n = w.ndim - 2
         if x.ndim != n + 2 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
-            raise ValueError(f"{fname}(): input {x.shape} and weight {w.shape} do not match "
-                             f"with groups={groups}")  # fmt: skip
+            raise ValueError(
+                f"{fname}(): input {x.shape} and weight {w.shape} do not match with groups={groups}"
+            )
         check_bias(fname, w, b)
         out = out_sizes(fname, x.shape[2:], w.shape[2:], stride, padding, dilation)
         dtypes = (x.dtype, w.dtype) if b is None else (x.dtype, w.dtype, b.dtype)
@@ -939,12 +1088,16 @@ def _conv_shape(fname):
         block_out = block * prod.itemsize if n < x.shape[0] else 0
         bias = 0
         if b is not None:  # added into the product in place; a new sum where it widens it
-            bias = ufunc_buffers(out, new((n, *out.shape[1:]), prod),
-                                 new((1, w.shape[0]) + (1,) * (out.ndim - 2), b.dtype))
+            bias = ufunc_buffers(
+                out,
+                new((n, *out.shape[1:]), prod),
+                new((1, w.shape[0]) + (1,) * (out.ndim - 2), b.dtype),
+            )
             if prod != out.dtype:
                 bias += block * out.dtype.itemsize
-        return (_padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes
-                + block_out + bias)
+        return (
+            _padded_bytes(x, padding) + cols * x.dtype.itemsize + cast + w_bytes + block_out + bias
+        )
 
     return shape, memory
 
@@ -975,8 +1128,14 @@ def _flat_memory(out, x, w, b, padding):
         bias = min(block, BUFFER_ELEMENTS) * widened.itemsize
         if widened != prod:
             bias += block * widened.itemsize
-    return (_padded_bytes(x, flat_padding(padding)) + w_bytes + cols + cast
-            + block * prod.itemsize + bias)
+    return (
+        _padded_bytes(x, flat_padding(padding))
+        + w_bytes
+        + cols
+        + cast
+        + block * prod.itemsize
+        + bias
+    )
 
 
 def _bias_row_memory(out, x, w, padding):
@@ -992,22 +1151,22 @@ def _bias_row_memory(out, x, w, padding):
     ones = n * c * p * x.dtype.itemsize
     cast = n * per * item if x.dtype != out.dtype else 0
     block = n * w.shape[0] * p * item if n < x.shape[0] else 0
-    return (_padded_bytes(x, padding) + wa + n * per * x.dtype.itemsize + max(ones, cast)
-            + block)
+    return _padded_bytes(x, padding) + wa + n * per * x.dtype.itemsize + max(ones, cast) + block
 
 
 def _pool_shape(fname):
     def shape(a, x, /, *, kernel, stride, padding):
         n = len(kernel)
-        out = out_sizes(fname, x.shape[x.ndim - n:], kernel, stride, padding, (1,) * n)
+        out = out_sizes(fname, x.shape[x.ndim - n :], kernel, stride, padding, (1,) * n)
         return new((*x.shape[: x.ndim - n], *out), x.dtype)
 
     def memory(out, x, /, *, kernel, stride, padding):
         if fname == "max_pool2d" and rows_first(kernel, stride):  # rows' maximum v, then columns'
             (kh, kw), m = kernel, math.prod(out.shape) * out.dtype.itemsize
             v = m * kw  # (..., ho, wo * kw)
-            return _padded_bytes(x, padding) + max(v * (1 if kh == 2 else 2),
-                                                   v + (m if kw > 2 else 0))  # fmt: skip
+            return _padded_bytes(x, padding) + max(
+                v * (1 if kh == 2 else 2), v + (m if kw > 2 else 0)
+            )
         return _padded_bytes(x, padding) + out.nbytes
 
     return shape, memory
@@ -1027,8 +1186,18 @@ def _relu_memory(out, x, /):
 
 
 @primitive(FP, needs=())
-def _conv1d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1,),
-            padding: Any = ((0, 0),), dilation: Any = (1,), groups: int = 1) -> Any:
+def _conv1d(
+    bk: Any,
+    x: Any,
+    w: Any,
+    b: Any = None,
+    /,
+    *,
+    stride: Any = (1,),
+    padding: Any = ((0, 0),),
+    dilation: Any = (1,),
+    groups: int = 1,
+) -> Any:
     """Convolution (cross-correlation) of x (N, C, L) with w (O, C / groups, K), plus the
     bias b (O,) when given: (N, O, L')."""
     own = _own(bk, "_conv1d")
@@ -1038,8 +1207,18 @@ def _conv1d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1,),
 
 
 @primitive(FP, needs=())
-def _conv2d(bk: Any, x: Any, w: Any, b: Any = None, /, *, stride: Any = (1, 1),
-            padding: Any = ((0, 0), (0, 0)), dilation: Any = (1, 1), groups: int = 1) -> Any:
+def _conv2d(
+    bk: Any,
+    x: Any,
+    w: Any,
+    b: Any = None,
+    /,
+    *,
+    stride: Any = (1, 1),
+    padding: Any = ((0, 0), (0, 0)),
+    dilation: Any = (1, 1),
+    groups: int = 1,
+) -> Any:
     """Convolution (cross-correlation) of x (N, C, H, W) with w (O, C / groups, KH, KW), plus
     the bias b (O,) when given: (N, O, H', W')."""
     own = _own(bk, "_conv2d")
@@ -1056,13 +1235,19 @@ for _row, _fname in ((_conv1d, "conv1d"), (_conv2d, "conv2d")):
     _row.defshape(_s, memory=_m)
 
 
-
 # -- _max_pool2d ---------------------------------------------------------------------------------
 
 
 @primitive(FP, needs=())
-def _max_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
-                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+def _max_pool2d(
+    bk: Any,
+    x: Any,
+    /,
+    *,
+    kernel: Any = (2, 2),
+    stride: Any = (2, 2),
+    padding: Any = ((0, 0), (0, 0)),
+) -> Any:
     """Max over the windows of the last two axes (padding never wins)."""
     own = _own(bk, "_max_pool2d")
     if own is not None:
@@ -1077,13 +1262,19 @@ _s, _m = _pool_shape("max_pool2d")
 _max_pool2d.defshape(_s, memory=_m)
 
 
-
 # -- _avg_pool2d ---------------------------------------------------------------------------------
 
 
 @primitive(FP, needs=())
-def _avg_pool2d(bk: Any, x: Any, /, *, kernel: Any = (2, 2), stride: Any = (2, 2),
-                padding: Any = ((0, 0), (0, 0))) -> Any:  # fmt: skip
+def _avg_pool2d(
+    bk: Any,
+    x: Any,
+    /,
+    *,
+    kernel: Any = (2, 2),
+    stride: Any = (2, 2),
+    padding: Any = ((0, 0), (0, 0)),
+) -> Any:
     """Mean over the windows of the last two axes (zero padding counts, as PyTorch's default)."""
     own = _own(bk, "_avg_pool2d")
     if own is not None:
@@ -1096,7 +1287,6 @@ _avg_pool2d.defjvp(linear(_avg_pool2d))
 _avg_pool2d.defbatch(_pool_batch(_avg_pool2d.name))
 _s, _m = _pool_shape("avg_pool2d")
 _avg_pool2d.defshape(_s, memory=_m)
-
 
 
 # -- _relu ---------------------------------------------------------------------------------------

@@ -55,8 +55,11 @@ def where_memory(out, c, x1, x2, /):
     if out.size < SELECT_MIN:
         return ufunc_buffers(out, c, x1, x2)
     mask = 0 if not is_array(x1) or not is_array(x2) else out.size
-    return mask + 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize + \
-        ufunc_buffers(out, c, x1, x2)
+    return (
+        mask
+        + 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize
+        + ufunc_buffers(out, c, x1, x2)
+    )
 
 
 def _arg_shape(a, x, /, *, axis=None, keepdims=False):
@@ -104,8 +107,10 @@ def nonzero(bk: Any, x: Any, /) -> tuple[Any, ...]:
 
 
 nonzero.nondifferentiable()
-nonzero.cannot_batch("its output's length depends on each example's data (the examples' results "
-                     "would not stack); use xp.where with a mask instead")  # fmt: skip
+nonzero.cannot_batch(
+    "its output's length depends on each example's data (the examples' results "
+    "would not stack); use xp.where with a mask instead"
+)
 
 
 @nonzero.defshape
@@ -122,8 +127,7 @@ def _(a, x, /):
 
 
 @primitive("real numeric")
-def searchsorted(bk: Any, x1: Any, x2: Any, /, *, side: str = "left",
-                 sorter: Any = None) -> Any:  # fmt: skip
+def searchsorted(bk: Any, x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
     return bk.searchsorted(x1, x2, side=side, sorter=sorter)
 
 
@@ -163,9 +167,11 @@ def where(bk: Any, condition: Any, x1: Any, x2: Any, /) -> Any:
 
 @where.defvjp(saves=("condition",), takes_needs=True)
 def _(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
-    return (None,
-            select(ns, condition, g, 0) if 1 in needs else None,
-            select(ns, condition, 0, g) if 2 in needs else None)  # fmt: skip
+    return (
+        None,
+        select(ns, condition, g, 0) if 1 in needs else None,
+        select(ns, condition, 0, g) if 2 in needs else None,
+    )
 
 
 where.defjvp(linear(where))

@@ -52,8 +52,9 @@ from .indexing import _scatter
 
 # -- kits shared by the rows below ---------------------------------------------------------------
 
-PER_EXAMPLE_LENGTH = ("its output's length depends on each example's data (the examples' "
-                      "results would not stack)")  # fmt: skip
+PER_EXAMPLE_LENGTH = (
+    "its output's length depends on each example's data (the examples' results would not stack)"
+)
 
 
 def _distinct(x):
@@ -115,8 +116,13 @@ def _isin_memory(out, x1, x2, /, *, invert=False):
     # else unique(x1) with its inverse, unique(x2), both concatenated, a stable argsort (and its
     # buffer), the sorted values and three bool vectors
     unique1 = n1 * (3 * s1 + 25)
-    together = 8 * n1 + n1 * s1 + n2 * (s2 + 16) + (n1 + n2) * (2 * s + 11) + \
-        native((n1 + n2) // 2 * 8 + 8)
+    together = (
+        8 * n1
+        + n1 * s1
+        + n2 * (s2 + 16)
+        + (n1 + n2) * (2 * s + 11)
+        + native((n1 + n2) // 2 * 8 + 8)
+    )
     other = loop if n2 < 10 * n1**0.145 else max(unique1, together)
     ints = all(x.dtype.kind in "biu" for x in (x1, x2) if is_array(x))
     if ints and is_array(x2) and x2.value is not None and x2.size:
@@ -147,8 +153,9 @@ unique_all.cannot_batch(PER_EXAMPLE_LENGTH)
 
 def _unique_all_shape(a, x, /):
     u = _distinct(x)
-    return UniqueAllResult(new((u,), x.dtype), new((u,), "int64"), new(x.shape, "int64"),
-                           new((u,), "int64"))  # fmt: skip
+    return UniqueAllResult(
+        new((u,), x.dtype), new((u,), "int64"), new(x.shape, "int64"), new((u,), "int64")
+    )
 
 
 def _unique_all_memory(out, x, /):

@@ -62,8 +62,9 @@ def _radix(x):
 
 
 @primitive("real numeric", axis_check=True)
-def argsort(bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False,
-            stable: bool = True) -> Any:  # fmt: skip
+def argsort(
+    bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+) -> Any:
     return bk.argsort(x, axis=axis, descending=descending, stable=stable)
 
 
@@ -96,8 +97,9 @@ argsort.defshape(_argsort_shape, memory=_argsort_memory)
 
 
 @primitive("real numeric", axis_check=True)
-def sort(bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False,
-         stable: bool = True) -> Any:  # fmt: skip
+def sort(
+    bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+) -> Any:
     return bk.sort(x, axis=axis, descending=descending, stable=stable)
 
 

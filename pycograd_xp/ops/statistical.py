@@ -86,8 +86,9 @@ def _reverse_cumsum(ns, g, axis):
 
 
 @primitive("numeric", axis_check=True)
-def cumulative_prod(bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None,
-                    include_initial: bool = False) -> Any:  # fmt: skip
+def cumulative_prod(
+    bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Any:
     return bk.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
@@ -103,8 +104,9 @@ def _(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
     first_zero = ns.logical_and(zero, ns.cumulative_sum(ns.astype(zero, ns.int64), axis=axis) == 1)
     safe = ns.where(zero, 1.0, x)
     before = _reverse_cumsum(ns, g * out, axis) / safe
-    at_zero = _reverse_cumsum(ns, g * ns.cumulative_prod(ns.where(first_zero, 1.0, x), axis=axis),
-                              axis)  # fmt: skip
+    at_zero = _reverse_cumsum(
+        ns, g * ns.cumulative_prod(ns.where(first_zero, 1.0, x), axis=axis), axis
+    )
     return (ns.where(zero, ns.where(first_zero, at_zero, 0.0), before),)
 
 
@@ -117,8 +119,9 @@ cumulative_prod.defshape(cumulative_shape(cumulative_prod), memory=initial_slice
 
 
 @primitive("numeric", axis_check=True)
-def cumulative_sum(bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None,
-                   include_initial: bool = False) -> Any:  # fmt: skip
+def cumulative_sum(
+    bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Any:
     return bk.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
@@ -186,8 +189,7 @@ mean.defshape(reduced_shape(mean), memory=cast_buffer)
 
 
 @primitive("numeric", axis_check=True)
-def prod(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None,
-         keepdims: bool = False) -> Any:  # fmt: skip
+def prod(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     return bk.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -203,8 +205,9 @@ def _(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
     lead = tuple(xt.shape[: len(rest)])
     flat = ns.reshape(xt, (*lead, -1))
     left = ns.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
-    right = ns.flip(ns.cumulative_prod(ns.flip(flat, axis=-1), axis=-1,
-                                       include_initial=True)[..., :-1], axis=-1)  # fmt: skip
+    right = ns.flip(
+        ns.cumulative_prod(ns.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1
+    )
     others = ns.reshape(left * right, tuple(xt.shape))
     inverse = [0] * x.ndim
     for i, a in enumerate((*rest, *axes)):
@@ -222,14 +225,16 @@ prod.defshape(reduced_shape(prod), memory=cast_buffer)
 
 
 @primitive("real floating-point", axis_check=True)
-def std(bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0,
-        keepdims: bool = False) -> Any:  # fmt: skip
+def std(
+    bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+) -> Any:
     return bk.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
 @primitive("real floating-point", axis_check=True)
-def var(bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0,
-        keepdims: bool = False) -> Any:  # fmt: skip
+def var(
+    bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+) -> Any:
     return bk.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -257,8 +262,7 @@ for _row in (std, var):
 
 
 @primitive("numeric", axis_check=True)
-def sum(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None,
-        keepdims: bool = False) -> Any:  # fmt: skip
+def sum(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     return bk.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 

@@ -43,8 +43,9 @@ for _row in (all, any):
 
 
 @primitive(axis_check=True)
-def diff(bk: Any, x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None,
-         append: Any = None) -> Any:  # fmt: skip
+def diff(
+    bk: Any, x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None
+) -> Any:
     # array-api-compat's NumPy diff rejects an explicit None for prepend/append
     ends = {k: v for k, v in (("prepend", prepend), ("append", append)) if v is not None}
     return bk.diff(x, axis=axis, n=n, **ends)

@@ -123,8 +123,9 @@ def _scalar(xp: Any, out: Any) -> Any:
     """A real scalar depending on every floating output (for ``grad``)."""
     total = None
     for o in _leaves(out):
-        if not isinstance(o, pycograd_xp.Array) or not xp.isdtype(o.dtype, ("real floating",
-                                                                            "complex floating")):
+        if not isinstance(o, pycograd_xp.Array) or not xp.isdtype(
+            o.dtype, ("real floating", "complex floating")
+        ):
             continue
         if xp.isdtype(o.dtype, "complex floating"):
             o = xp.real(o) + 2 * xp.imag(o)
@@ -139,15 +140,25 @@ def check_grad(xp: Any, case: Case) -> None:
 
     def f(*a: Any) -> Any:
         out = case.f(xp, *a)
-        return [o for o in _leaves(out) if isinstance(o, pycograd_xp.Array)
-                and xp.isdtype(o.dtype, ("real floating", "complex floating"))]
+        return [
+            o
+            for o in _leaves(out)
+            if isinstance(o, pycograd_xp.Array)
+            and xp.isdtype(o.dtype, ("real floating", "complex floating"))
+        ]
 
     with np.errstate(all="ignore"):
-        check_vjp(xp, f, *[np.array(a) for a in case.args], eps=case.eps, rtol=case.grad_rtol,
-                  atol=case.grad_atol)  # fmt: skip
-    grads = pycograd_xp.grad(lambda *a: _scalar(xp, case.f(xp, *a)),
-                             argnums=tuple(range(n)))(*[xp.asarray(np.array(a))
-                                                       for a in case.args])
+        check_vjp(
+            xp,
+            f,
+            *[np.array(a) for a in case.args],
+            eps=case.eps,
+            rtol=case.grad_rtol,
+            atol=case.grad_atol,
+        )
+    grads = pycograd_xp.grad(lambda *a: _scalar(xp, case.f(xp, *a)), argnums=tuple(range(n)))(
+        *[xp.asarray(np.array(a)) for a in case.args]
+    )
     for g, a in zip(grads, case.args, strict=True):
         assert isinstance(g, pycograd_xp.Array)
         assert not g.requires_grad, "a gradient returned by grad carries a tape node"
@@ -155,8 +166,15 @@ def check_grad(xp: Any, case: Case) -> None:
         assert np.all(np.isfinite(to_numpy(g)))
 
 
-def grad_fd(xp: Any, f: Callable[..., Any], x: np.ndarray, *, eps: float = 1e-6,
-            rtol: float = 1e-5, atol: float = 1e-7) -> np.ndarray:  # fmt: skip
+def grad_fd(
+    xp: Any,
+    f: Callable[..., Any],
+    x: np.ndarray,
+    *,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    atol: float = 1e-7,
+) -> np.ndarray:
     """``pycograd_xp.grad(f)(x)`` for a scalar ``f`` of one float64 array, compared elementwise
     with central differences of ``f`` under ``no_grad()``; returns the gradient."""
     g = pycograd_xp.grad(f)(xp.asarray(x.copy()))
@@ -191,12 +209,16 @@ def case_xfails(module_file: str, cases: dict[str, Case]) -> dict[str, str]:
     out = {}
     for name, case in cases.items():
         for backend in BACKENDS:
-            vx = case.value_xfail if case.value_xfail and backend in case.value_xfail.backends \
+            vx = (
+                case.value_xfail
+                if case.value_xfail and backend in case.value_xfail.backends
                 else None
+            )
             if vx:
                 out[f"{rel}::test_value[{backend}-{name}]"] = vx.reason
-            gx = vx or (case.grad_xfail if case.grad_xfail and backend in case.grad_xfail.backends
-                        else None)  # fmt: skip
+            gx = vx or (
+                case.grad_xfail if case.grad_xfail and backend in case.grad_xfail.backends else None
+            )
             if case.grad and gx:
                 out[f"{rel}::test_grad[{backend}-{name}]"] = gx.reason
     return out
@@ -217,14 +239,16 @@ def make_tests(cases: dict[str, Case], module_file: str) -> tuple[Callable[..., 
     def test_grad(xp: Any, name: str, request: pytest.FixtureRequest) -> None:
         case = cases[name]
         vx = case.value_xfail
-        apply_xfail(request, xp, vx if vx and backend_name(xp) in vx.backends
-                    else case.grad_xfail)  # fmt: skip
+        apply_xfail(request, xp, vx if vx and backend_name(xp) in vx.backends else case.grad_xfail)
         check_grad(xp, case)
 
     def test_xfail_list_is_current() -> None:
         rel = Path(module_file).resolve().relative_to(XFAIL_LIST.parents[2]).as_posix()
-        listed = {k: v for k, v in xfail_list().items()
-                  if k.startswith((f"{rel}::test_value[", f"{rel}::test_grad["))}  # fmt: skip
+        listed = {
+            k: v
+            for k, v in xfail_list().items()
+            if k.startswith((f"{rel}::test_value[", f"{rel}::test_grad["))
+        }
         assert listed == case_xfails(module_file, cases)
 
     return test_value, test_grad, test_xfail_list_is_current

@@ -13,5 +13,8 @@ os.environ["SCIPY_ARRAY_API"] = "1"
 if "scipy" in sys.modules:  # pragma: no cover - only when another plugin imported SciPy first
     import warnings
 
-    warnings.warn("SciPy was imported before tests/clients/conftest.py set SCIPY_ARRAY_API=1; "
-                  "its array API support may be off", stacklevel=1)
+    warnings.warn(
+        "SciPy was imported before tests/clients/conftest.py set SCIPY_ARRAY_API=1; "
+        "its array API support may be off",
+        stacklevel=1,
+    )

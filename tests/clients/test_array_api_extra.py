@@ -33,6 +33,7 @@ DISTINCT = np.array([0.7, -1.3, 2.2, 0.1, -0.4, 1.6, -2.5])
 
 frozen(globals())
 
+
 def _at(method, idx, *, value=None, copy=None):
     """``at(x)[idx].<method>(y)`` with ``y`` a differentiated array (``value``: its shape) or
     the Python scalar 1.7."""
@@ -64,10 +65,13 @@ def _duplicate_index(xp, x, v):
 
 
 # The standard has no integer-array indices in __setitem__; array-api-strict refuses them.
-STRICT_FANCY_SETITEM = XF("array_api_extra.at(x)[int_array].<op> writes x[int_array] = ...; "
-                          "integer-array indices in __setitem__ are outside the Array API "
-                          "standard and array-api-strict raises IndexError",
-                          backends=("array_api_strict",), raises=IndexError)
+STRICT_FANCY_SETITEM = XF(
+    "array_api_extra.at(x)[int_array].<op> writes x[int_array] = ...; "
+    "integer-array indices in __setitem__ are outside the Array API "
+    "standard and array-api-strict raises IndexError",
+    backends=("array_api_strict",),
+    raises=IndexError,
+)
 
 
 CASES: dict[str, Case] = {
@@ -88,28 +92,29 @@ CASES: dict[str, Case] = {
     "at.max": _at("max", (3, slice(None)), value=(5,)),
     "at.set-mask": Case(lambda xp, x: xpx.at(x)[x > 0].set(0.25), (A,)),
     "at.multiply-mask": Case(lambda xp, x: xpx.at(x, x < 0).multiply(-3.0), (A,)),
-    "at.set-mask-self": Case(lambda xp, x: xp.sum(xpx.at(x)[x < 0].set(x[x < 0] ** 2) * x),
-                             (A,)),
+    "at.set-mask-self": Case(lambda xp, x: xp.sum(xpx.at(x)[x < 0].set(x[x < 0] ** 2) * x), (A,)),
     "at.add-int-index": Case(_int_index, (V, PV[:3]), value_xfail=STRICT_FANCY_SETITEM),
-    "at.set-duplicate-index": Case(_duplicate_index, (V, PV[:3]),
-                                   value_xfail=STRICT_FANCY_SETITEM),
+    "at.set-duplicate-index": Case(_duplicate_index, (V, PV[:3]), value_xfail=STRICT_FANCY_SETITEM),
     # -- the rest of the API -------------------------------------------------------------
     "angle": Case(lambda xp, z: xpx.angle(z), (Z,)),
     "angle-deg": Case(lambda xp, z: xpx.angle(z, deg=True), (Z,)),
     "apply_where": Case(lambda xp, x: xpx.apply_where(x > 0, x, xp.log, xp.exp), (A,)),
     "apply_where-two": Case(
-        lambda xp, x, y: xpx.apply_where(x > 0, (x, y), lambda a, b: a * b,
-                                         fill_value=-1.0), (A, A[::-1])),
-    "argpartition": Case(lambda xp, x: xp.take(x, xpx.argpartition(x, 3))[3], (DISTINCT,),
-                         grad=False),
+        lambda xp, x, y: xpx.apply_where(x > 0, (x, y), lambda a, b: a * b, fill_value=-1.0),
+        (A, A[::-1]),
+    ),
+    "argpartition": Case(
+        lambda xp, x: xp.take(x, xpx.argpartition(x, 3))[3], (DISTINCT,), grad=False
+    ),
     "atleast_nd": Case(lambda xp, x: xpx.atleast_nd(x, ndim=3), (V,)),
-    "broadcast_shapes": Case(lambda xp: xpx.broadcast_shapes((2, 1, 3), (4, 1), ()), (),
-                             grad=False),
+    "broadcast_shapes": Case(
+        lambda xp: xpx.broadcast_shapes((2, 1, 3), (4, 1), ()), (), grad=False
+    ),
     "cov": Case(lambda xp, m: xpx.cov(m), (A,)),
     "cov-axis0-correction0": Case(lambda xp, m: xpx.cov(m, axis=0, correction=0), (A,)),
     "cov-weights": Case(
-        lambda xp, m, w: xpx.cov(m, aweights=w, fweights=xp.asarray([1, 2, 1, 3, 2])),
-        (A, PV[:5])),
+        lambda xp, m, w: xpx.cov(m, aweights=w, fweights=xp.asarray([1, 2, 1, 3, 2])), (A, PV[:5])
+    ),
     "create_diagonal": Case(lambda xp, x: xpx.create_diagonal(x, offset=1), (V,)),
     "create_diagonal-batch": Case(lambda xp, x: xpx.create_diagonal(x, offset=-2), (B,)),
     "deg2rad": Case(lambda xp, x: xpx.deg2rad(x), (V,)),
@@ -119,15 +124,21 @@ CASES: dict[str, Case] = {
     "triu_indices": Case(lambda xp, x: x[xpx.triu_indices(4, m=5, xp=xp)], (A,)),
     "expand_dims": Case(lambda xp, x: xpx.expand_dims(x, axis=(0, 2)), (B,)),
     "isclose": Case(lambda xp, a, b: xpx.isclose(a, b, atol=0.5), (V, W), grad=False),
-    "isin": Case(lambda xp, a, b: xpx.isin(a, b), (np.array([1., 2., 3., 4.]),
-                                                     np.array([2., 4., 6.])), grad=False),
+    "isin": Case(
+        lambda xp, a, b: xpx.isin(a, b),
+        (np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 4.0, 6.0])),
+        grad=False,
+    ),
     "kron": Case(lambda xp, a, b: xpx.kron(a, b), (C, B)),
-    "lazy_apply": Case(lambda xp, x: xpx.lazy_apply(lambda a: a ** 2 + 1, x, shape=x.shape,
-                                                     dtype=x.dtype), (A,)),
+    "lazy_apply": Case(
+        lambda xp, x: xpx.lazy_apply(lambda a: a**2 + 1, x, shape=x.shape, dtype=x.dtype), (A,)
+    ),
     # as_numpy=True hands NumPy arrays to the function by design: a value, not a gradient.
-    "lazy_apply-as_numpy": Case(lambda xp, x: xpx.lazy_apply(np.cumsum, x, as_numpy=True,
-                                                              shape=x.shape, dtype=x.dtype),
-                                (V,), grad=False),
+    "lazy_apply-as_numpy": Case(
+        lambda xp, x: xpx.lazy_apply(np.cumsum, x, as_numpy=True, shape=x.shape, dtype=x.dtype),
+        (V,),
+        grad=False,
+    ),
     "nan_to_num": Case(lambda xp, x: xpx.nan_to_num(x, fill_value=-9.0), (NANS,)),
     # +-inf become +-finfo.max: finite differences through them lose all precision.
     "nan_to_num-inf": Case(lambda xp, x: xpx.nan_to_num(x), (INFS,), grad=False),
@@ -135,25 +146,39 @@ CASES: dict[str, Case] = {
     "nanmin": Case(lambda xp, x: xpx.nanmin(x), (NAN2,)),
     "nanmean": Case(lambda xp, x: xpx.nanmean(x, axis=0), (NAN2,)),
     "nansum": Case(lambda xp, x: xpx.nansum(x), (NAN2,)),
-    "nunique": Case(lambda xp, x: xpx.nunique(x), (np.array([1., 2., 2., 5., 1.]),), grad=False),
-    "one_hot": Case(lambda xp: xpx.one_hot(xp.asarray([0, 2, 1, 2]), 3, dtype=xp.float64), (),
-                    grad=False),
+    "nunique": Case(
+        lambda xp, x: xpx.nunique(x), (np.array([1.0, 2.0, 2.0, 5.0, 1.0]),), grad=False
+    ),
+    "one_hot": Case(
+        lambda xp: xpx.one_hot(xp.asarray([0, 2, 1, 2]), 3, dtype=xp.float64), (), grad=False
+    ),
     "one_hot-axis0": Case(lambda xp: xpx.one_hot(xp.asarray([3, 0]), 4, axis=0), (), grad=False),
     "pad": Case(lambda xp, x: xpx.pad(x, 2), (A,)),
     "pad-widths": Case(lambda xp, x: xpx.pad(x, ((1, 0), (0, 2)), constant_values=1.5), (A,)),
     "partition": Case(lambda xp, x: xp.sort(xpx.partition(x, 2)), (DISTINCT,)),
-    "partition-kth": Case(lambda xp, x: xpx.partition(x, 2, axis=0)[2, :],
-                          (R.permutation(20).reshape(5, 4) * 0.1,)),
+    "partition-kth": Case(
+        lambda xp, x: xpx.partition(x, 2, axis=0)[2, :], (R.permutation(20).reshape(5, 4) * 0.1,)
+    ),
     "searchsorted": Case(lambda xp, a, v: xpx.searchsorted(a, v), (np.sort(V), W), grad=False),
-    "searchsorted-right": Case(lambda xp, a, v: xpx.searchsorted(a, v, side="right"),
-                               (np.array([0., 1., 1., 2.]), np.array([1., 1.5])), grad=False),
-    "setdiff1d": Case(lambda xp, a, b: xpx.setdiff1d(a, b), (np.array([5., 1., 3., 1., 7.]),
-                                                            np.array([3., 9.])), grad=False),
+    "searchsorted-right": Case(
+        lambda xp, a, v: xpx.searchsorted(a, v, side="right"),
+        (np.array([0.0, 1.0, 1.0, 2.0]), np.array([1.0, 1.5])),
+        grad=False,
+    ),
+    "setdiff1d": Case(
+        lambda xp, a, b: xpx.setdiff1d(a, b),
+        (np.array([5.0, 1.0, 3.0, 1.0, 7.0]), np.array([3.0, 9.0])),
+        grad=False,
+    ),
     "sinc": Case(lambda xp, x: xpx.sinc(x), (V,)),
-    "union1d": Case(lambda xp, a, b: xpx.union1d(a, b), (np.array([5., 1., 3.]),
-                                                        np.array([3., 9., 1.])), grad=False),
-    "unravel_index": Case(lambda xp: xpx.unravel_index(xp.asarray([0, 7, 11]), (3, 4)), (),
-                          grad=False),
+    "union1d": Case(
+        lambda xp, a, b: xpx.union1d(a, b),
+        (np.array([5.0, 1.0, 3.0]), np.array([3.0, 9.0, 1.0])),
+        grad=False,
+    ),
+    "unravel_index": Case(
+        lambda xp: xpx.unravel_index(xp.asarray([0, 7, 11]), (3, 4)), (), grad=False
+    ),
 }
 
 test_value, test_grad, test_xfail_list_is_current = make_tests(CASES, __file__)
@@ -223,7 +248,7 @@ def test_at_leaves_the_differentiated_input_intact(xp):
     np.testing.assert_array_equal(to_numpy(x), A)
     expected = A.copy()
     expected[0] = 100.0
-    assert float(to_numpy(v)) == pytest.approx(np.sum(expected ** 2))
+    assert float(to_numpy(v)) == pytest.approx(np.sum(expected**2))
     ge = 2 * A
     ge[0] = 0
     np.testing.assert_allclose(to_numpy(g), ge)

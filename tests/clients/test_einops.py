@@ -27,9 +27,12 @@ frozen(globals())
 def reshaping(call: str) -> XF:
     """einops builds the target shape of xp.reshape as a list; the standard (and
     array-api-strict) take a tuple."""
-    return XF(f"einops.array_api.{call} calls xp.reshape(tensor, shape) with shape a list; the "
-              "Array API standard takes a tuple of ints and array-api-strict raises TypeError",
-              backends=("array_api_strict",), raises=TypeError)
+    return XF(
+        f"einops.array_api.{call} calls xp.reshape(tensor, shape) with shape a list; the "
+        "Array API standard takes a tuple of ints and array-api-strict raises TypeError",
+        backends=("array_api_strict",),
+        raises=TypeError,
+    )
 
 
 def _pack(xp, x, y):
@@ -49,31 +52,53 @@ def _unpack(xp, m):
 
 CASES: dict[str, Case] = {
     "rearrange-transpose": Case(lambda xp, x: ea.rearrange(x, "b h w -> w b h"), (X,)),
-    "rearrange-merge": Case(lambda xp, x: ea.rearrange(x, "b h w -> b (h w)"), (X,),
-                            value_xfail=reshaping("rearrange 'b h w -> b (h w)'")),
-    "rearrange-split": Case(lambda xp, m: ea.rearrange(m, "b (h w) -> b h w", h=2), (M,),
-                            value_xfail=reshaping("rearrange 'b (h w) -> b h w'")),
-    "rearrange-newaxis": Case(lambda xp, x: ea.rearrange(x, "b h w -> b 1 h w"), (X,),
-                              value_xfail=reshaping("rearrange 'b h w -> b 1 h w'")),
+    "rearrange-merge": Case(
+        lambda xp, x: ea.rearrange(x, "b h w -> b (h w)"),
+        (X,),
+        value_xfail=reshaping("rearrange 'b h w -> b (h w)'"),
+    ),
+    "rearrange-split": Case(
+        lambda xp, m: ea.rearrange(m, "b (h w) -> b h w", h=2),
+        (M,),
+        value_xfail=reshaping("rearrange 'b (h w) -> b h w'"),
+    ),
+    "rearrange-newaxis": Case(
+        lambda xp, x: ea.rearrange(x, "b h w -> b 1 h w"),
+        (X,),
+        value_xfail=reshaping("rearrange 'b h w -> b 1 h w'"),
+    ),
     "rearrange-ellipsis": Case(lambda xp, x: ea.rearrange(x, "b ... -> ... b"), (X,)),
-    "rearrange-list": Case(lambda xp, x, y: ea.rearrange([x[0, :], y[1, :]], "n w -> w n"),
-                           (Y, Y[::-1])),
+    "rearrange-list": Case(
+        lambda xp, x, y: ea.rearrange([x[0, :], y[1, :]], "n w -> w n"), (Y, Y[::-1])
+    ),
     "reduce-sum": Case(lambda xp, x: ea.reduce(x, "b h w -> b w", "sum"), (X,)),
     "reduce-mean": Case(lambda xp, x: ea.reduce(x, "b h w -> h", "mean"), (X,)),
     "reduce-max": Case(lambda xp, x: ea.reduce(x, "b h w -> b h", "max"), (DISTINCT,)),
     "reduce-min": Case(lambda xp, x: ea.reduce(x, "b h w -> w", "min"), (DISTINCT,)),
     "reduce-prod": Case(lambda xp, x: ea.reduce(x, "b h w -> b", "prod"), (POS,)),
-    "reduce-maxpool": Case(lambda xp, x: ea.reduce(x, "b h (w 2) -> b h w", "max"),
-                           (DISTINCT,), value_xfail=reshaping("reduce 'b h (w 2) -> b h w'")),
-    "reduce-keepdim": Case(lambda xp, x: ea.reduce(x, "b h w -> b () w", "mean"), (X,),
-                           value_xfail=reshaping("reduce 'b h w -> b () w'")),
+    "reduce-maxpool": Case(
+        lambda xp, x: ea.reduce(x, "b h (w 2) -> b h w", "max"),
+        (DISTINCT,),
+        value_xfail=reshaping("reduce 'b h (w 2) -> b h w'"),
+    ),
+    "reduce-keepdim": Case(
+        lambda xp, x: ea.reduce(x, "b h w -> b () w", "mean"),
+        (X,),
+        value_xfail=reshaping("reduce 'b h w -> b () w'"),
+    ),
     "reduce-any": Case(lambda xp, x: ea.reduce(x > 0, "b h w -> b w", "any"), (X,), grad=False),
     "reduce-all": Case(lambda xp, x: ea.reduce(x > -1, "b h w -> h", "all"), (X,), grad=False),
     "repeat-newaxis": Case(lambda xp, m: ea.repeat(m, "h w -> h w c", c=3), (M,)),
-    "repeat-tile": Case(lambda xp, m: ea.repeat(m, "h w -> (2 h) w"), (M,),
-                        value_xfail=reshaping("repeat 'h w -> (2 h) w'")),
-    "repeat-upsample": Case(lambda xp, m: ea.repeat(m, "h w -> (h a) (w b)", a=2, b=2), (M,),
-                            value_xfail=reshaping("repeat 'h w -> (h a) (w b)'")),
+    "repeat-tile": Case(
+        lambda xp, m: ea.repeat(m, "h w -> (2 h) w"),
+        (M,),
+        value_xfail=reshaping("repeat 'h w -> (2 h) w'"),
+    ),
+    "repeat-upsample": Case(
+        lambda xp, m: ea.repeat(m, "h w -> (h a) (w b)", a=2, b=2),
+        (M,),
+        value_xfail=reshaping("repeat 'h w -> (h a) (w b)'"),
+    ),
     "pack": Case(_pack, (X, Y)),
     "pack-unpack": Case(_pack_unpack, (X, Y)),
     "unpack": Case(_unpack, (M,)),
@@ -108,10 +133,13 @@ def test_einops_pipeline_gradient(xp, request):
     grad_fd(xp, f, M)
 
 
-@pytest.mark.xfail(reason="einops' top-level functions (einops.rearrange, einops.einsum) find "
-                   "a backend by the array's type only and know no Array API objects: "
-                   "RuntimeError 'Tensor type unknown to einops'", strict=True,
-                   raises=RuntimeError)  # fmt: skip
+@pytest.mark.xfail(
+    reason="einops' top-level functions (einops.rearrange, einops.einsum) find "
+    "a backend by the array's type only and know no Array API objects: "
+    "RuntimeError 'Tensor type unknown to einops'",
+    strict=True,
+    raises=RuntimeError,
+)
 @pytest.mark.parametrize("fn", ["rearrange", "einsum"])
 def test_top_level_einops(xp, fn):
     x = xp.asarray(X)

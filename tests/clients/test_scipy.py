@@ -35,8 +35,10 @@ frozen(globals())
 # SciPy's fallback for functions without an Array API implementation: np.asarray(x), the NumPy
 # function, xp.asarray(result). pycograd_xp refuses np.asarray on an array being differentiated
 # (it would drop the gradient), so the value works and the gradient cannot.
-NUMPY_FALLBACK = "{} has no Array API implementation: SciPy converts the input with np.asarray " \
+NUMPY_FALLBACK = (
+    "{} has no Array API implementation: SciPy converts the input with np.asarray "
     "and runs the NumPy code, which drops the gradient (pycograd_xp raises TypeError)"
+)
 
 
 def fallback(name: str) -> XF:
@@ -46,35 +48,55 @@ def fallback(name: str) -> XF:
 def pvalue(name: str, via: str) -> XF:
     """A statistic whose function always computes its p-value too, through a special function
     that SciPy runs in NumPy."""
-    return XF(f"scipy.stats.{name} always computes the p-value as well, with scipy.special.{via}"
-              ", which has no Array API implementation (NumPy fallback: np.asarray drops the "
-              "gradient, pycograd_xp raises TypeError)", raises=TypeError)
+    return XF(
+        f"scipy.stats.{name} always computes the p-value as well, with scipy.special.{via}"
+        ", which has no Array API implementation (NumPy fallback: np.asarray drops the "
+        "gradient, pycograd_xp raises TypeError)",
+        raises=TypeError,
+    )
 
 
 def auto_method(name: str) -> XF:
-    return XF(f"scipy.signal.{name} with method='auto' calls choose_conv_method, whose "
-              "_numeric_arrays(kinds='ui') answers True for every non-NumPy namespace, so float "
-              "input is taken for integers and int(xp.max(xp.abs(volume))) converts the data to "
-              "a Python int (pycograd_xp raises TypeError on an array being differentiated)",
-              raises=TypeError)
+    return XF(
+        f"scipy.signal.{name} with method='auto' calls choose_conv_method, whose "
+        "_numeric_arrays(kinds='ui') answers True for every non-NumPy namespace, so float "
+        "input is taken for integers and int(xp.max(xp.abs(volume))) converts the data to "
+        "a Python int (pycograd_xp raises TypeError on an array being differentiated)",
+        raises=TypeError,
+    )
 
 
-def numpy_inside(name: str, how: str = "converts its input with np.asarray and computes in "
-                 "NumPy") -> XF:  # fmt: skip
-    return XF(f"{name} {how} (SciPy's Array API support for it is convert-to-NumPy-and-back), "
-              "which drops the gradient: pycograd_xp raises TypeError", raises=TypeError)
+def numpy_inside(
+    name: str, how: str = "converts its input with np.asarray and computes in NumPy"
+) -> XF:
+    return XF(
+        f"{name} {how} (SciPy's Array API support for it is convert-to-NumPy-and-back), "
+        "which drops the gradient: pycograd_xp raises TypeError",
+        raises=TypeError,
+    )
 
 
 def sp(name: str, *args: np.ndarray, grad: bool = True, fb: bool = False, **kw) -> Case:
     """A scipy.special elementwise function of ``args``."""
     f = getattr(special, name)
-    return Case(lambda xp, *a: f(*a, **kw), args, grad=grad,
-                grad_xfail=fallback(f"scipy.special.{name}") if fb else None)
+    return Case(
+        lambda xp, *a: f(*a, **kw),
+        args,
+        grad=grad,
+        grad_xfail=fallback(f"scipy.special.{name}") if fb else None,
+    )
 
 
-def st(name: str, *args: np.ndarray | float, attr: str | None = None, grad: bool = True,
-       grad_xfail: XF | None = None, value_xfail: XF | None = None, rtol: float = 1e-10,
-       **kw) -> Case:  # fmt: skip
+def st(
+    name: str,
+    *args: np.ndarray | float,
+    attr: str | None = None,
+    grad: bool = True,
+    grad_xfail: XF | None = None,
+    value_xfail: XF | None = None,
+    rtol: float = 1e-10,
+    **kw,
+) -> Case:
     """A scipy.stats function; ``attr``: the field of its result object to compare."""
     f = getattr(stats, name)
     arrays = tuple(a for a in args if isinstance(a, np.ndarray))  # the rest are constants
@@ -84,8 +106,7 @@ def st(name: str, *args: np.ndarray | float, attr: str | None = None, grad: bool
         res = f(*[next(it) if isinstance(b, np.ndarray) else b for b in args], **kw)
         return getattr(res, attr) if attr else res
 
-    return Case(call, arrays, grad=grad, grad_xfail=grad_xfail, value_xfail=value_xfail,
-                rtol=rtol)
+    return Case(call, arrays, grad=grad, grad_xfail=grad_xfail, value_xfail=value_xfail, rtol=rtol)
 
 
 CASES: dict[str, Case] = {
@@ -114,10 +135,12 @@ CASES: dict[str, Case] = {
     "special.ndtri": sp("ndtri", U, fb=True),
     "special.i0": sp("i0", V, fb=True),
     "special.sinc": sp("sinc", V, fb=True),
-    "special.boxcox": Case(lambda xp, x: special.boxcox(x, 0.5), (PV,),
-                           grad_xfail=fallback("scipy.special.boxcox")),
-    "special.huber": Case(lambda xp, x: special.huber(1.0, x), (V,),
-                          grad_xfail=fallback("scipy.special.huber")),
+    "special.boxcox": Case(
+        lambda xp, x: special.boxcox(x, 0.5), (PV,), grad_xfail=fallback("scipy.special.boxcox")
+    ),
+    "special.huber": Case(
+        lambda xp, x: special.huber(1.0, x), (V,), grad_xfail=fallback("scipy.special.huber")
+    ),
     # -- scipy.stats ---------------------------------------------------------------------
     "stats.moment": st("moment", A, order=3, axis=1),
     "stats.moment-center": st("moment", V, order=2, center=0.5),
@@ -138,13 +161,20 @@ CASES: dict[str, Case] = {
     "stats.hmean": st("hmean", P, axis=1),
     "stats.pmean": st("pmean", PV, 2.5),
     "stats.pmean-negative": st("pmean", P, -1.5, axis=1),
-    "stats.entropy": st("entropy", PV, grad_xfail=XF(
-        "scipy.stats.entropy(pk) without qk uses scipy.special.entr, which has no Array API "
-        "implementation (NumPy fallback: np.asarray drops the gradient)", raises=TypeError)),
+    "stats.entropy": st(
+        "entropy",
+        PV,
+        grad_xfail=XF(
+            "scipy.stats.entropy(pk) without qk uses scipy.special.entr, which has no Array API "
+            "implementation (NumPy fallback: np.asarray drops the gradient)",
+            raises=TypeError,
+        ),
+    ),
     "stats.entropy-qk": Case(lambda xp, p, q: stats.entropy(p, q, base=2), (PV, QV)),
     "stats.differential_entropy": st("differential_entropy", R.standard_normal(20)),
-    "stats.pearsonr": st("pearsonr", V, W, attr="statistic",
-                         grad_xfail=pvalue("pearsonr", "betaincc")),
+    "stats.pearsonr": st(
+        "pearsonr", V, W, attr="statistic", grad_xfail=pvalue("pearsonr", "betaincc")
+    ),
     "stats.pearsonr-pvalue": st("pearsonr", V, W, attr="pvalue", grad=False),
     "stats.sem": st("sem", A, axis=1),
     "stats.tmean": st("tmean", V),
@@ -164,52 +194,74 @@ CASES: dict[str, Case] = {
     "stats.quantile": Case(lambda xp, a: stats.quantile(a, xp.asarray([0.25, 0.5, 0.8])), (V,)),
     "stats.boxcox_llf": st("boxcox_llf", 0.5, PV),
     "stats.yeojohnson_llf": st("yeojohnson_llf", 0.5, V),
-    "stats.ttest_1samp": st("ttest_1samp", V, 0.3, attr="statistic",
-        grad_xfail=pvalue("ttest_1samp", "stdtr")),
-    "stats.ttest_ind": st("ttest_ind", V, W, attr="statistic",
-        grad_xfail=pvalue("ttest_ind", "stdtr")),
-    "stats.ttest_rel": st("ttest_rel", V, W, attr="statistic",
-        grad_xfail=pvalue("ttest_rel", "stdtr")),
+    "stats.ttest_1samp": st(
+        "ttest_1samp", V, 0.3, attr="statistic", grad_xfail=pvalue("ttest_1samp", "stdtr")
+    ),
+    "stats.ttest_ind": st(
+        "ttest_ind", V, W, attr="statistic", grad_xfail=pvalue("ttest_ind", "stdtr")
+    ),
+    "stats.ttest_rel": st(
+        "ttest_rel", V, W, attr="statistic", grad_xfail=pvalue("ttest_rel", "stdtr")
+    ),
     "stats.ttest_ind-pvalue": st("ttest_ind", V, W, attr="pvalue", grad=False),
-    "stats.chisquare": st("chisquare", PV, attr="statistic",
-        grad_xfail=pvalue("chisquare", "chdtrc")),
+    "stats.chisquare": st(
+        "chisquare", PV, attr="statistic", grad_xfail=pvalue("chisquare", "chdtrc")
+    ),
     "stats.power_divergence": Case(
-        lambda xp, f, e: stats.power_divergence(f, e * (xp.sum(f) / xp.sum(e)),
-                                                lambda_="cressie-read").statistic, (PV, QV),
-        grad_xfail=pvalue("power_divergence", "chdtrc")),
-    "stats.f_oneway": st("f_oneway", V, W, attr="statistic",
-        grad_xfail=pvalue("f_oneway", "fdtrc")),
-    "stats.jarque_bera": st("jarque_bera", V, attr="statistic",
-        grad_xfail=pvalue("jarque_bera", "chdtrc")),
-    "stats.skewtest": st("skewtest", R.standard_normal(12), attr="statistic",
-        grad_xfail=pvalue("skewtest", "ndtr")),
+        lambda xp, f, e: (
+            stats.power_divergence(f, e * (xp.sum(f) / xp.sum(e)), lambda_="cressie-read").statistic
+        ),
+        (PV, QV),
+        grad_xfail=pvalue("power_divergence", "chdtrc"),
+    ),
+    "stats.f_oneway": st(
+        "f_oneway", V, W, attr="statistic", grad_xfail=pvalue("f_oneway", "fdtrc")
+    ),
+    "stats.jarque_bera": st(
+        "jarque_bera", V, attr="statistic", grad_xfail=pvalue("jarque_bera", "chdtrc")
+    ),
+    "stats.skewtest": st(
+        "skewtest", R.standard_normal(12), attr="statistic", grad_xfail=pvalue("skewtest", "ndtr")
+    ),
     "stats.lmoment": st("lmoment", V, order=2),
     "stats.gstd": st("gstd", PV),
     "stats.rankdata": st("rankdata", V, grad=False),
-    "stats.mode": Case(lambda xp, a: stats.mode(a).mode, (np.array([1., 2., 2., 3., 1., 2.]),),
-                       grad=False),
+    "stats.mode": Case(
+        lambda xp, a: stats.mode(a).mode, (np.array([1.0, 2.0, 2.0, 3.0, 1.0, 2.0]),), grad=False
+    ),
     "stats.directional_stats": st("directional_stats", X2, attr="mean_direction"),
     "stats.spearmanrho": st("spearmanrho", V, W, attr="statistic"),
     "stats.chatterjeexi": st("chatterjeexi", V, W, attr="statistic", grad=False),
-    "stats.false_discovery_control": Case(lambda xp, p: stats.false_discovery_control(p / 3),
-                                          (PV,)),
+    "stats.false_discovery_control": Case(
+        lambda xp, p: stats.false_discovery_control(p / 3), (PV,)
+    ),
     "stats.sigmaclip": Case(lambda xp, a: stats.sigmaclip(a, 1.5, 1.5)[1:], (V,)),
     "stats.tmin-limit": st("tmin", V, -0.5),
-    "stats.combine_pvalues": Case(lambda xp, p: stats.combine_pvalues(p / 3).statistic, (PV,),
-                                  grad_xfail=pvalue("combine_pvalues", "chdtrc")),
+    "stats.combine_pvalues": Case(
+        lambda xp, p: stats.combine_pvalues(p / 3).statistic,
+        (PV,),
+        grad_xfail=pvalue("combine_pvalues", "chdtrc"),
+    ),
     "stats.ttest_ind_from_stats": Case(
         lambda xp, m: stats.ttest_ind_from_stats(m, 1.0, 10, 0.0, 1.2, 12).statistic,
-        (np.asarray(0.4),), grad_xfail=pvalue("ttest_ind_from_stats", "stdtr")),
-    "stats.bartlett": st("bartlett", V, W, attr="statistic",
-                         grad_xfail=pvalue("bartlett", "chdtrc")),
+        (np.asarray(0.4),),
+        grad_xfail=pvalue("ttest_ind_from_stats", "stdtr"),
+    ),
+    "stats.bartlett": st(
+        "bartlett", V, W, attr="statistic", grad_xfail=pvalue("bartlett", "chdtrc")
+    ),
     "stats.levene": st("levene", V, W, attr="statistic", grad_xfail=pvalue("levene", "fdtrc")),
-    "stats.Normal.logpdf": Case(lambda xp, x: stats.Normal(mu=0.3, sigma=1.4).logpdf(x), (V,),
-                                value_xfail=XF(
-                                    "scipy.stats.Normal(...).logpdf (the new distribution "
-                                    "infrastructure) converts x with np.asarray, computes in "
-                                    "NumPy and returns a NumPy ndarray, not the input's "
-                                    "namespace (under grad: TypeError)",
-                                    raises=(AssertionError, TypeError))),
+    "stats.Normal.logpdf": Case(
+        lambda xp, x: stats.Normal(mu=0.3, sigma=1.4).logpdf(x),
+        (V,),
+        value_xfail=XF(
+            "scipy.stats.Normal(...).logpdf (the new distribution "
+            "infrastructure) converts x with np.asarray, computes in "
+            "NumPy and returns a NumPy ndarray, not the input's "
+            "namespace (under grad: TypeError)",
+            raises=(AssertionError, TypeError),
+        ),
+    ),
     # -- scipy.fft -----------------------------------------------------------------------
     "fft.fft": Case(lambda xp, a: sfft.fft(a), (V,)),
     "fft.ifft": Case(lambda xp, a: sfft.ifft(a, n=9), (V,)),
@@ -227,79 +279,122 @@ CASES: dict[str, Case] = {
     "fft.fftfreq": Case(lambda xp: sfft.fftfreq(8, d=0.5, xp=xp), (), grad=False),
     "fft.rfftfreq": Case(lambda xp: sfft.rfftfreq(9, xp=xp), (), grad=False),
     "fft.dct": Case(lambda xp, a: sfft.dct(a), (V,), grad_xfail=numpy_inside("scipy.fft.dct")),
-    "fft.idct": Case(lambda xp, a: sfft.idct(a, type=3), (V,),
-                     grad_xfail=numpy_inside("scipy.fft.idct")),
-    "fft.dst": Case(lambda xp, a: sfft.dst(a, norm="ortho"), (V,),
-                    grad_xfail=numpy_inside("scipy.fft.dst")),
+    "fft.idct": Case(
+        lambda xp, a: sfft.idct(a, type=3), (V,), grad_xfail=numpy_inside("scipy.fft.idct")
+    ),
+    "fft.dst": Case(
+        lambda xp, a: sfft.dst(a, norm="ortho"), (V,), grad_xfail=numpy_inside("scipy.fft.dst")
+    ),
     "fft.dctn": Case(lambda xp, a: sfft.dctn(a), (A,), grad_xfail=numpy_inside("scipy.fft.dctn")),
     # -- scipy.integrate -----------------------------------------------------------------
     "integrate.trapezoid": Case(lambda xp, y: integrate.trapezoid(y, dx=0.5, axis=1), (A,)),
-    "integrate.trapezoid-x": Case(lambda xp, y, x: integrate.trapezoid(y, x=xp.cumulative_sum(x)),
-                                  (V, R.uniform(0.5, 1.5, 7))),
+    "integrate.trapezoid-x": Case(
+        lambda xp, y, x: integrate.trapezoid(y, x=xp.cumulative_sum(x)), (V, R.uniform(0.5, 1.5, 7))
+    ),
     "integrate.cumulative_trapezoid": Case(
-        lambda xp, y: integrate.cumulative_trapezoid(y, dx=0.3, initial=0), (V,)),
+        lambda xp, y: integrate.cumulative_trapezoid(y, dx=0.3, initial=0), (V,)
+    ),
     "integrate.cumulative_simpson": Case(
-        lambda xp, y: integrate.cumulative_simpson(y, dx=0.3), (V,)),
-    "integrate.simpson": Case(lambda xp, y: integrate.simpson(y, dx=0.5), (V,),
-                              grad_xfail=numpy_inside("scipy.integrate.simpson (not Array API "
-                                                      "enabled)")),
+        lambda xp, y: integrate.cumulative_simpson(y, dx=0.3), (V,)
+    ),
+    "integrate.simpson": Case(
+        lambda xp, y: integrate.simpson(y, dx=0.5),
+        (V,),
+        grad_xfail=numpy_inside("scipy.integrate.simpson (not Array API enabled)"),
+    ),
     "integrate.romb": Case(lambda xp, y: integrate.romb(y, dx=0.25), (R.standard_normal(9),)),
     # -- scipy.signal ----------------------------------------------------------------------
-    "signal.convolve": Case(lambda xp, a, b: signal.convolve(a, b), (V, PV[:3]),
-                            grad_xfail=auto_method("convolve")),
+    "signal.convolve": Case(
+        lambda xp, a, b: signal.convolve(a, b), (V, PV[:3]), grad_xfail=auto_method("convolve")
+    ),
     "signal.convolve-fft": Case(lambda xp, a, b: signal.convolve(a, b, method="fft"), (V, PV[:3])),
-    "signal.correlate": Case(lambda xp, a, b: signal.correlate(a, b, mode="same"),
-                             (V, PV[:3]), grad_xfail=auto_method("correlate")),
+    "signal.correlate": Case(
+        lambda xp, a, b: signal.correlate(a, b, mode="same"),
+        (V, PV[:3]),
+        grad_xfail=auto_method("correlate"),
+    ),
     "signal.fftconvolve": Case(lambda xp, a, b: signal.fftconvolve(a, b), (V, PV[:3])),
     "signal.oaconvolve": Case(lambda xp, a, b: signal.oaconvolve(a, b), (V, PV[:3])),
-    "signal.convolve2d": Case(lambda xp, a, b: signal.convolve2d(a, b, mode="same"),
-                              (IMG, P[:2, :2]), grad_xfail=numpy_inside("scipy.signal.convolve2d")),
-    "signal.lfilter": Case(lambda xp, x: signal.lfilter(xp.asarray([0.5, 0.25]),
-                                                        xp.asarray([1.0, -0.3]), x), (V,),
-                         grad_xfail=numpy_inside("scipy.signal.lfilter")),
-    "signal.detrend": Case(lambda xp, x: signal.detrend(x), (V,),
-                           grad_xfail=numpy_inside("scipy.signal.detrend")),
+    "signal.convolve2d": Case(
+        lambda xp, a, b: signal.convolve2d(a, b, mode="same"),
+        (IMG, P[:2, :2]),
+        grad_xfail=numpy_inside("scipy.signal.convolve2d"),
+    ),
+    "signal.lfilter": Case(
+        lambda xp, x: signal.lfilter(xp.asarray([0.5, 0.25]), xp.asarray([1.0, -0.3]), x),
+        (V,),
+        grad_xfail=numpy_inside("scipy.signal.lfilter"),
+    ),
+    "signal.detrend": Case(
+        lambda xp, x: signal.detrend(x), (V,), grad_xfail=numpy_inside("scipy.signal.detrend")
+    ),
     "signal.hilbert": Case(lambda xp, x: signal.hilbert(x), (V,)),
-    "signal.savgol_filter": Case(lambda xp, x: signal.savgol_filter(x, 5, 2), (V,),
-                                 grad_xfail=numpy_inside("scipy.signal.savgol_filter", "filters "
-                                                         "with scipy.ndimage.convolve1d, which "
-                                                         "converts to NumPy")),
+    "signal.savgol_filter": Case(
+        lambda xp, x: signal.savgol_filter(x, 5, 2),
+        (V,),
+        grad_xfail=numpy_inside(
+            "scipy.signal.savgol_filter",
+            "filters with scipy.ndimage.convolve1d, which converts to NumPy",
+        ),
+    ),
     "signal.windows.hann": Case(lambda xp: signal.windows.hann(8, xp=xp), (), grad=False),
     "signal.get_window": Case(lambda xp: signal.get_window("hamming", 8, xp=xp), (), grad=False),
-    "signal.windows.kaiser": Case(lambda xp: signal.windows.kaiser(9, 2.5, xp=xp), (),
-                                  grad=False),
+    "signal.windows.kaiser": Case(lambda xp: signal.windows.kaiser(9, 2.5, xp=xp), (), grad=False),
     # -- scipy.differentiate ---------------------------------------------------------------
     "differentiate.derivative": Case(
-        lambda xp, x: differentiate.derivative(lambda t: t ** 3 - t, x).df, (V,),
-        rtol=1e-8, value_xfail=XF(
+        lambda xp, x: differentiate.derivative(lambda t: t**3 - t, x).df,
+        (V,),
+        rtol=1e-8,
+        value_xfail=XF(
             "scipy.differentiate.derivative calls xp.full(shape, fill_value) with a 0-d array "
             "as fill_value; the standard takes a Python scalar and array-api-strict raises "
-            "TypeError", backends=("array_api_strict",), raises=TypeError)),
+            "TypeError",
+            backends=("array_api_strict",),
+            raises=TypeError,
+        ),
+    ),
     # -- scipy.cluster.vq ------------------------------------------------------------------
     "cluster.vq.whiten": Case(lambda xp, a: vq.whiten(a), (X2,)),
     "cluster.vq.vq": Case(lambda xp, a, c: vq.vq(a, c)[1], (X2, X2[:2]), grad=False),
-    "cluster.vq.kmeans2": Case(lambda xp, a: vq.kmeans2(a, 2, rng=1, minit="points")[0], (X2,),
-                               grad_xfail=numpy_inside("scipy.cluster.vq.kmeans2")),
+    "cluster.vq.kmeans2": Case(
+        lambda xp, a: vq.kmeans2(a, 2, rng=1, minit="points")[0],
+        (X2,),
+        grad_xfail=numpy_inside("scipy.cluster.vq.kmeans2"),
+    ),
     # -- scipy.ndimage ---------------------------------------------------------------------
-    "ndimage.gaussian_filter": Case(lambda xp, a: ndimage.gaussian_filter(a, 1.0), (IMG,),
-                                 grad_xfail=numpy_inside("scipy.ndimage.gaussian_filter")),
-    "ndimage.uniform_filter": Case(lambda xp, a: ndimage.uniform_filter(a, 3), (IMG,),
-                                 grad_xfail=numpy_inside("scipy.ndimage.uniform_filter")),
-    "ndimage.sobel": Case(lambda xp, a: ndimage.sobel(a), (IMG,),
-                                 grad_xfail=numpy_inside("scipy.ndimage.sobel")),
-    "ndimage.zoom": Case(lambda xp, a: ndimage.zoom(a, 1.5, order=1), (IMG,),
-                                 grad_xfail=numpy_inside("scipy.ndimage.zoom")),
+    "ndimage.gaussian_filter": Case(
+        lambda xp, a: ndimage.gaussian_filter(a, 1.0),
+        (IMG,),
+        grad_xfail=numpy_inside("scipy.ndimage.gaussian_filter"),
+    ),
+    "ndimage.uniform_filter": Case(
+        lambda xp, a: ndimage.uniform_filter(a, 3),
+        (IMG,),
+        grad_xfail=numpy_inside("scipy.ndimage.uniform_filter"),
+    ),
+    "ndimage.sobel": Case(
+        lambda xp, a: ndimage.sobel(a), (IMG,), grad_xfail=numpy_inside("scipy.ndimage.sobel")
+    ),
+    "ndimage.zoom": Case(
+        lambda xp, a: ndimage.zoom(a, 1.5, order=1),
+        (IMG,),
+        grad_xfail=numpy_inside("scipy.ndimage.zoom"),
+    ),
     # -- scipy.linalg / scipy.optimize / scipy.interpolate -----------------------------------
     "linalg.block_diag": Case(lambda xp, a, b: linalg.block_diag(a, b), (A, P[:2, :3])),
     "linalg.orthogonal_procrustes": Case(
-        lambda xp, a, b: linalg.orthogonal_procrustes(a, b)[0], (X2, X2 + 0.1 * X2[::-1])),
+        lambda xp, a, b: linalg.orthogonal_procrustes(a, b)[0], (X2, X2 + 0.1 * X2[::-1])
+    ),
     "optimize.rosen": Case(lambda xp, x: optimize.rosen(x), (V,)),
     "optimize.rosen_der": Case(lambda xp, x: optimize.rosen_der(x), (V,)),
     "interpolate.CubicSpline": Case(
         lambda xp, y: interpolate.CubicSpline(xp.arange(7.0), y)(xp.asarray([0.5, 2.2, 5.9])),
-        (V,), grad_xfail=numpy_inside("scipy.interpolate.CubicSpline", "prepares its "
-                                      "input with the NumPy namespace (prepare_input(..., "
-                                      "xp=np_compat))")),
+        (V,),
+        grad_xfail=numpy_inside(
+            "scipy.interpolate.CubicSpline",
+            "prepares its input with the NumPy namespace (prepare_input(..., xp=np_compat))",
+        ),
+    ),
 }
 
 test_value, test_grad, test_xfail_list_is_current = make_tests(CASES, __file__)

@@ -50,8 +50,11 @@ def run(path: str) -> None:
     p = memory.project(loss, w, X, y)
     value, grad = pg.value_and_grad(loss)(w, X, y)
     plan = cp.plan(value, grad)  # what cubed_plugin.compute runs (graph_fusion)
-    projected = {name: int(node["primitive_op"].projected_mem)
-                 for name, node in plan.dag.nodes(data=True) if node.get("primitive_op")}
+    projected = {
+        name: int(node["primitive_op"].projected_mem)
+        for name, node in plan.dag.nodes(data=True)
+        if node.get("primitive_op")
+    }
 
     class Peaks(cubed.Callback):
         def __init__(self) -> None:
@@ -78,10 +81,18 @@ def run(path: str) -> None:
         if node.get("primitive_op"):
             projected[name] = int(node["primitive_op"].projected_mem)
     cp.compute(total, executor=measuring_processes(), callbacks=[peaks])
-    print(json.dumps({"max_task_bytes": p.max_task_bytes, "plan_max": int(plan.max_projected_mem),
-                      "allowed_mem": int(spec.allowed_mem), "driver_peak": driver_peak,
-                      "measured": peaks.peaks,
-                      "projected": {k: projected[k] for k in peaks.peaks}}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "max_task_bytes": p.max_task_bytes,
+                "plan_max": int(plan.max_projected_mem),
+                "allowed_mem": int(spec.allowed_mem),
+                "driver_peak": driver_peak,
+                "measured": peaks.peaks,
+                "projected": {k: projected[k] for k in peaks.peaks},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

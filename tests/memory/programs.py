@@ -62,8 +62,10 @@ def program(seed: int, xp: Any, only: list[int] | None = None) -> Program:
     consts = [float(c) for c in rng.uniform(0.1, 2.0, len(steps))]
     if only is not None:
         steps, consts = [steps[i] for i in only], [consts[i] for i in only]
-    label = (f"seed={seed} n={n} m={m} X:{dx}{tx} W:{dw}{tw} b:{db}{tb} K:{K.dtype} steps="
-             + ",".join(STEPS[s].__name__ for s in steps))  # fmt: skip
+    label = (
+        f"seed={seed} n={n} m={m} X:{dx}{tx} W:{dw}{tw} b:{db}{tb} K:{K.dtype} steps="
+        + ",".join(STEPS[s].__name__ for s in steps)
+    )
 
     def loss(X, W, b, K):
         env = {"X": X, "W": W, "b": b, "K": K, "idx": xp.asarray(idx), "xp": xp}
@@ -82,9 +84,20 @@ def program(seed: int, xp: Any, only: list[int] | None = None) -> Program:
 
 
 def unary(xp, v, env, c):
-    f = [xp.exp, xp.tanh, xp.sin, xp.cos, xp.square, xp.abs, xp.negative, xp.expm1, xp.sinh,
-         lambda x: xp.log1p(xp.abs(x)), lambda x: xp.sqrt(xp.abs(x) + 1.0),
-         lambda x: 1.0 / (1.0 + xp.exp(-x))][int(c * 1000) % 12]  # fmt: skip
+    f = [
+        xp.exp,
+        xp.tanh,
+        xp.sin,
+        xp.cos,
+        xp.square,
+        xp.abs,
+        xp.negative,
+        xp.expm1,
+        xp.sinh,
+        lambda x: xp.log1p(xp.abs(x)),
+        lambda x: xp.sqrt(xp.abs(x) + 1.0),
+        lambda x: 1.0 / (1.0 + xp.exp(-x)),
+    ][int(c * 1000) % 12]
     return f(v)
 
 
@@ -222,7 +235,8 @@ def where_clip(xp, v, env, c):
 def roll_reshape(xp, v, env, c):
     n, m = v.shape
     return xp.reshape(xp.roll(xp.reshape(v, (n * m,)), 7), (n, m)) + xp.reshape(
-        xp.permute_dims(xp.reshape(v, (n, m // 2, 2)), (0, 2, 1)), (n, m))  # fmt: skip
+        xp.permute_dims(xp.reshape(v, (n, m // 2, 2)), (0, 2, 1)), (n, m)
+    )
 
 
 def inplace(xp, v, env, c):
@@ -259,7 +273,31 @@ def fft(xp, v, env, c):
     return xp.real(xp.fft.ifft(z, axis=axis)) + xp.fft.irfft(xp.fft.rfft(v), n=v.shape[1])
 
 
-STEPS = [unary, binary_params, scalars, with_integers, cast, through_complex, matmul,
-         matmul_transposed, tensordot, vecdot, reduce_keep, softmax, sort, take_sorted, cumulative,
-         strided, transposed_chain, stack_reduce, gather, setitem, where_clip, roll_reshape,
-         inplace, linalg_solve, linalg_spectral, fft]  # fmt: skip
+STEPS = [
+    unary,
+    binary_params,
+    scalars,
+    with_integers,
+    cast,
+    through_complex,
+    matmul,
+    matmul_transposed,
+    tensordot,
+    vecdot,
+    reduce_keep,
+    softmax,
+    sort,
+    take_sorted,
+    cumulative,
+    strided,
+    transposed_chain,
+    stack_reduce,
+    gather,
+    setitem,
+    where_clip,
+    roll_reshape,
+    inplace,
+    linalg_solve,
+    linalg_spectral,
+    fft,
+]

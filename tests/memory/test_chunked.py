@@ -45,9 +45,11 @@ def mlp(xp):
 def _params(which, d):
     xp = pg.namespace(cubed)
     if which == "mlp":
-        return [xp.asarray(cubed.asarray(np.full((d, 16), 0.01), spec=SPEC)),
-                xp.asarray(cubed.asarray(np.zeros(16), spec=SPEC)),
-                xp.asarray(cubed.asarray(np.full(16, 0.1), spec=SPEC))]  # fmt: skip
+        return [
+            xp.asarray(cubed.asarray(np.full((d, 16), 0.01), spec=SPEC)),
+            xp.asarray(cubed.asarray(np.zeros(16), spec=SPEC)),
+            xp.asarray(cubed.asarray(np.full(16, 0.1), spec=SPEC)),
+        ]
     return xp.asarray(cubed.asarray(np.zeros(d), spec=SPEC))
 
 
@@ -84,11 +86,19 @@ def test_over_budget_is_refused_before_running():
     xp = pg.namespace(cubed)
     tight = cubed.Spec(allowed_mem="60MB", reserved_mem="50MB")
     w = xp.asarray(cubed.asarray(np.zeros(100), spec=tight))
-    p = memory.project(least_squares(xp), w, memory.spec((100000, 100), chunks=(50000, 100)),
-                       memory.spec((100000,), chunks=(50000,)), backend=tight)  # fmt: skip
-    with pytest.raises(memory.MemoryLimitError, match=r"projected task memory .* of op-\d+ "
-                       r"\(.* in <lambda> .*\) exceeds the limit 60\.0 MB.*reserved_mem "
-                       r"50\.0 MB.*plan_rows\(\.\.\., mode='graph'\)"):
+    p = memory.project(
+        least_squares(xp),
+        w,
+        memory.spec((100000, 100), chunks=(50000, 100)),
+        memory.spec((100000,), chunks=(50000,)),
+        backend=tight,
+    )
+    with pytest.raises(
+        memory.MemoryLimitError,
+        match=r"projected task memory .* of op-\d+ "
+        r"\(.* in <lambda> .*\) exceeds the limit 60\.0 MB.*reserved_mem "
+        r"50\.0 MB.*plan_rows\(\.\.\., mode='graph'\)",
+    ):
         p.check()
     assert p.check("1GB") is p
 
@@ -100,18 +110,36 @@ def test_plan_rows_chooses_the_largest_chunks_that_fit():
     small = cubed.Spec(allowed_mem="100MB", reserved_mem="20MB")
     w = xp.asarray(cubed.asarray(np.zeros(100), spec=small))
     loss = logistic(xp)
-    rows, p = plan_rows(loss, w, memory.spec((200000, 100)), memory.spec((200000,)),
-                        rows=200000, data=(1, 2), backend=small)  # fmt: skip
+    rows, p = plan_rows(
+        loss,
+        w,
+        memory.spec((200000, 100)),
+        memory.spec((200000,)),
+        rows=200000,
+        data=(1, 2),
+        backend=small,
+    )
     assert p.max_task_bytes <= p.allowed_mem
     bigger = int(rows * 1.05) + 1
-    over = memory.project(loss, w, memory.spec((200000, 100), chunks=(bigger, 100)),
-                          memory.spec((200000,), chunks=(bigger,)), backend=small)  # fmt: skip
+    over = memory.project(
+        loss,
+        w,
+        memory.spec((200000, 100), chunks=(bigger, 100)),
+        memory.spec((200000,), chunks=(bigger,)),
+        backend=small,
+    )
     assert over.max_task_bytes > over.allowed_mem
     tiny = cubed.Spec(allowed_mem="25MB", reserved_mem="20MB")
     big_w = xp.asarray(cubed.zeros((1000, 1000), spec=tiny))
     with pytest.raises(memory.MemoryLimitError, match="even one row per chunk"):
-        plan_rows(lambda W, X: xp.sum(X @ W), big_w, memory.spec((1000, 1000)), rows=1000,
-                  data=(1,), backend=tiny)  # fmt: skip
+        plan_rows(
+            lambda W, X: xp.sum(X @ W),
+            big_w,
+            memory.spec((1000, 1000)),
+            rows=1000,
+            data=(1,),
+            backend=tiny,
+        )
 
 
 def test_chunked_specs_need_a_chunked_backend():
@@ -128,14 +156,21 @@ def test_measured_task_peaks_never_exceed_projected(tmp_path):
     forked from a server that imported the libraries, ``measuring_processes``; the driver is
     a small process of its own).
     reserved_mem is 120 MB; a fresh worker measures about 81 MB here."""
-    subprocess.run([sys.executable, str(DRIVER), "data", str(tmp_path)], check=True,
-                   timeout=300)  # fmt: skip
-    out = subprocess.run([sys.executable, str(DRIVER), "run", str(tmp_path)], check=True,
-                         capture_output=True, text=True, timeout=900).stdout  # fmt: skip
+    subprocess.run([sys.executable, str(DRIVER), "data", str(tmp_path)], check=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(DRIVER), "run", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    ).stdout
     report = json.loads(out.strip().splitlines()[-1])
     assert report["measured"], "no task reported a measured peak"
     assert report["driver_peak"] < min(report["projected"].values()), report
-    over = {op: (m, report["projected"][op]) for op, m in report["measured"].items()
-            if m > report["projected"][op]}  # fmt: skip
+    over = {
+        op: (m, report["projected"][op])
+        for op, m in report["measured"].items()
+        if m > report["projected"][op]
+    }
     assert over == {}, over
     assert report["max_task_bytes"] == report["plan_max"] <= report["allowed_mem"]

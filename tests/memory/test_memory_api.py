@@ -62,8 +62,7 @@ def test_a_billion_parameters_project_in_under_a_second_and_ten_megabytes():
 def test_real_arrays_specs_and_pytrees_mix():
     w = XP.ones((4, 3))
     p1 = memory.project(lambda w, x: XP.sum((x @ w) ** 2), w, memory.spec((10, 4)))
-    p2 = memory.project(lambda w, x: XP.sum((x @ w) ** 2), memory.spec((4, 3)),
-                        XP.ones((10, 4)))  # fmt: skip
+    p2 = memory.project(lambda w, x: XP.sum((x @ w) ** 2), memory.spec((4, 3)), XP.ones((10, 4)))
     assert p1.peak_bytes == p2.peak_bytes
     p3 = memory.project(lambda t, k: XP.sum(t["a"] * t["b"][0] * k), {"a": w, "b": [w]}, 3)
     assert p3.argument_bytes == 2 * w.size * 8
@@ -85,15 +84,20 @@ def test_check_refuses_a_step_over_the_limit_naming_the_op():
     p = memory.project(mlp_loss, *_specs(1000, 2, 10, "float64"))
     assert p.check(p.peak_bytes) is p
     assert p.check("1 TB") is p
-    with pytest.raises(memory.MemoryLimitError, match=r"projected peak .* at \w+ \(row \d+, "
-                       r"(forward|backward)\) exceeds the limit 1\.0 MB .*remat"):  # fmt: skip
+    with pytest.raises(
+        memory.MemoryLimitError,
+        match=r"projected peak .* at \w+ \(row \d+, "
+        r"(forward|backward)\) exceeds the limit 1\.0 MB .*remat",
+    ):
         p.check("1MB")
     with pytest.raises(ValueError, match="cannot read 'lots'"):
         p.check("lots")
 
 
-@pytest.mark.parametrize("text, n", [("2GB", 2 * 10**9), ("512 MiB", 512 * 2**20),
-                                     ("100kB", 10**5), (12345, 12345), ("7", 7)])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, n",
+    [("2GB", 2 * 10**9), ("512 MiB", 512 * 2**20), ("100kB", 10**5), (12345, 12345), ("7", 7)],
+)
 def test_parse_bytes(text, n):
     from pycograd_xp.memory._project import parse_bytes
 
@@ -121,17 +125,32 @@ def _dtype_objects():
     """Every kind of dtype object a user may hold, with the NumPy dtype it names."""
     import array_api_strict as strict
 
-    cases = [(XP.float32, "float32"), (XP.int16, "int16"), (np.float32, "float32"),
-             (np.dtype("complex64"), "complex64"), ("float32", "float32"), ("uint8", "uint8"),
-             (float, "float64"), (int, "int64"), (complex, "complex128"), (bool, "bool"),
-             (strict.float32, "float32"), (strict.int8, "int8"), (strict.bool, "bool"),
-             (pg.namespace(strict).complex128, "complex128")]  # fmt: skip
+    cases = [
+        (XP.float32, "float32"),
+        (XP.int16, "int16"),
+        (np.float32, "float32"),
+        (np.dtype("complex64"), "complex64"),
+        ("float32", "float32"),
+        ("uint8", "uint8"),
+        (float, "float64"),
+        (int, "int64"),
+        (complex, "complex128"),
+        (bool, "bool"),
+        (strict.float32, "float32"),
+        (strict.int8, "int8"),
+        (strict.bool, "bool"),
+        (pg.namespace(strict).complex128, "complex128"),
+    ]
     try:
         import cubed
     except ImportError:
         return cases
-    return [*cases, (cubed.float32, "float32"), (cubed.uint32, "uint32"),
-            (pg.namespace(cubed).float64, "float64")]
+    return [
+        *cases,
+        (cubed.float32, "float32"),
+        (cubed.uint32, "uint32"),
+        (pg.namespace(cubed).float64, "float64"),
+    ]
 
 
 @pytest.mark.parametrize("dtype, name", _dtype_objects(), ids=repr)
@@ -147,8 +166,11 @@ def test_spec_takes_every_dtype_a_user_holds(dtype, name):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "U3", object, "not-a-dtype"])
 def test_spec_refuses_what_is_no_standard_dtype(dtype):
-    with pytest.raises(TypeError, match=r"spec: .* is not one of the standard's data types "
-                                        r"\(bool, .*complex128\); pass one as your namespace"):
+    with pytest.raises(
+        TypeError,
+        match=r"spec: .* is not one of the standard's data types "
+        r"\(bool, .*complex128\); pass one as your namespace",
+    ):
         memory.spec((3,), dtype)
 
 

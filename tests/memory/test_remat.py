@@ -12,8 +12,13 @@ RNG = np.random.default_rng(0)
 
 
 def _model(xp, layers=20, width=256, batch=1024):
-    params = [(xp.asarray(RNG.standard_normal((width, width)) / width**0.5),
-               xp.asarray(RNG.standard_normal(width) * 0.1)) for _ in range(layers)]  # fmt: skip
+    params = [
+        (
+            xp.asarray(RNG.standard_normal((width, width)) / width**0.5),
+            xp.asarray(RNG.standard_normal(width) * 0.1),
+        )
+        for _ in range(layers)
+    ]
     return params, xp.asarray(RNG.standard_normal((batch, width)))
 
 
@@ -89,8 +94,9 @@ def test_remat_on_cubed_is_lazy_and_equal(cxp):
         f = pg.remat(lambda h, W: xp.tanh(h @ W)) if wrap else (lambda h, W: xp.tanh(h @ W))
         return lambda W, x: xp.sum(f(f(x, W), W) ** 2)
 
-    want = pg.grad(loss_for(pg.namespace(np), False))(pg.namespace(np).asarray(w),
-                                                      pg.namespace(np).asarray(xn))  # fmt: skip
+    want = pg.grad(loss_for(pg.namespace(np), False))(
+        pg.namespace(np).asarray(w), pg.namespace(np).asarray(xn)
+    )
     x = cxp.asarray(cubed.asarray(xn, chunks=(2, 3)))
     with cubed.raise_if_computes():
         g = pg.grad(loss_for(cxp, True))(cxp.asarray(w), x)

@@ -22,8 +22,12 @@ from pycograd_xp.namespace._array import make
 from pycograd_xp.ops import REGISTRY
 
 XP = pg.namespace(np)
-CASES = [pytest.param(name, case, id=f"{name}-{case.label}") for name, cs in cases().items()
-         for case in cs if "numpy" in case.backends]  # fmt: skip
+CASES = [
+    pytest.param(name, case, id=f"{name}-{case.label}")
+    for name, cs in cases().items()
+    for case in cs
+    if "numpy" in case.backends
+]
 
 
 def test_every_row_has_a_shape_rule():
@@ -36,8 +40,10 @@ def _abstract(a: np.ndarray):
 
 
 def _signature(tree) -> list[tuple[tuple[int, ...], str]]:
-    return [(tuple(leaf.shape), np.dtype(str(leaf.dtype).rsplit(".", 1)[-1]).name)
-            for leaf in pg.tree_leaves(tree)]  # fmt: skip
+    return [
+        (tuple(leaf.shape), np.dtype(str(leaf.dtype).rsplit(".", 1)[-1]).name)
+        for leaf in pg.tree_leaves(tree)
+    ]
 
 
 def _scalar(f):
@@ -65,8 +71,9 @@ def test_shape_rules_match_the_backend(name, case):
         REDIRECT.ns = A  # creation calls inside f (xp.eye(3)) make abstract arrays, as in project
         try:
             abs_out, abs_pull = pg.vjp(f, *[_abstract(a) for a in case.args])
-            abs_ct = abs_pull(pg.tree_unflatten(td, [A.ones_like(o) for o in
-                                                     pg.tree_leaves(abs_out)]))  # fmt: skip
+            abs_ct = abs_pull(
+                pg.tree_unflatten(td, [A.ones_like(o) for o in pg.tree_leaves(abs_out)])
+            )
         finally:
             REDIRECT.ns = None
     assert _signature(abs_out) == _signature(real_out)
@@ -112,9 +119,11 @@ def _variant(case, how: str) -> list[np.ndarray] | None:
     return args
 
 
-VARIANTS = [pytest.param(name, case, how, id=f"{name}-{case.label}-{how}")
-            for name, case in (p.values for p in CASES)
-            for how in ("views", "float32")]  # fmt: skip
+VARIANTS = [
+    pytest.param(name, case, how, id=f"{name}-{case.label}-{how}")
+    for name, case in (p.values for p in CASES)
+    for how in ("views", "float32")
+]
 RAN: dict[str, int] = {"views": 0, "float32": 0}
 
 

@@ -35,11 +35,12 @@ def _batch(start: int) -> tuple[list[float], list[str]]:
             p = memory.project(pr.loss, *pr.args, argnums=pr.argnums)
             m = memory.measure(pr.loss, *pr.args, argnums=pr.argnums)
         ratios.append(m.peak_bytes / p.traced_peak_bytes)
-        if m.peak_bytes > p.traced_peak_bytes or \
-                m.forward_peak_bytes > p.traced_forward_peak_bytes:  # fmt: skip
-            bad.append(f"{pr.label}: step measured {m.peak_bytes} > projected "
-                       f"{p.traced_peak_bytes}, or forward {m.forward_peak_bytes} > "
-                       f"{p.traced_forward_peak_bytes}")  # fmt: skip
+        if m.peak_bytes > p.traced_peak_bytes or m.forward_peak_bytes > p.traced_forward_peak_bytes:
+            bad.append(
+                f"{pr.label}: step measured {m.peak_bytes} > projected "
+                f"{p.traced_peak_bytes}, or forward {m.forward_peak_bytes} > "
+                f"{p.traced_forward_peak_bytes}"
+            )
     return ratios, bad
 
 
@@ -70,8 +71,17 @@ def test_the_programs_cover_mixed_dtypes_and_layouts():
     layout, and every step of the menu."""
 
     labels = [program(seed, XP).label for seed in range(300)]
-    for part in ("X:float32 ", "X:float64 ", "X:float32T", "X:float64strided", "W:float32T",
-                 "b:float32strided", "K:uint8", "K:int32", "K:int64"):  # fmt: skip
+    for part in (
+        "X:float32 ",
+        "X:float64 ",
+        "X:float32T",
+        "X:float64strided",
+        "W:float32T",
+        "b:float32strided",
+        "K:uint8",
+        "K:int32",
+        "K:int64",
+    ):
         assert any(part in label for label in labels), part
     used = {name for label in labels for name in label.split("steps=")[1].split(",")}
     assert used == {s.__name__ for s in STEPS}
@@ -91,6 +101,8 @@ def test_float32_data_with_float64_parameters_within_ten_percent(layout):
 
     p = memory.project(loss, w, XP.asarray(X))
     m = memory.measure(loss, w, XP.asarray(X))
-    for measured, projected in ((m.peak_bytes, p.traced_peak_bytes),
-                                (m.forward_peak_bytes, p.traced_forward_peak_bytes)):  # fmt: skip
+    for measured, projected in (
+        (m.peak_bytes, p.traced_peak_bytes),
+        (m.forward_peak_bytes, p.traced_forward_peak_bytes),
+    ):
         assert 0.9 * projected <= measured <= projected, (measured, projected)

@@ -22,8 +22,10 @@ def _a(*shape, scale=1.0, dtype="float64"):
 
 def deep_mlp():
     sizes = [256] * 9 + [10]
-    params = [(_a(m, n, scale=m**-0.5), _a(n, scale=0.1))
-              for m, n in zip(sizes[:-1], sizes[1:], strict=True)]
+    params = [
+        (_a(m, n, scale=m**-0.5), _a(n, scale=0.1))
+        for m, n in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
 
     def loss(params, x, y):
         h = x
@@ -36,8 +38,10 @@ def deep_mlp():
 
 
 def wide_mlp():
-    params = [(_a(784, 2048, scale=0.03), _a(2048, scale=0.1)),
-              (_a(2048, 10, scale=0.03), _a(10, scale=0.1))]  # fmt: skip
+    params = [
+        (_a(784, 2048, scale=0.03), _a(2048, scale=0.1)),
+        (_a(2048, 10, scale=0.03), _a(10, scale=0.1)),
+    ]
 
     def loss(params, x, labels):
         (W1, b1), (W2, b2) = params
@@ -48,10 +52,16 @@ def wide_mlp():
 
 def transformer_block():
     d, heads, seq, batch = 128, 4, 64, 8
-    p = {"wq": _a(d, d, scale=d**-0.5), "wk": _a(d, d, scale=d**-0.5),
-         "wv": _a(d, d, scale=d**-0.5), "wo": _a(d, d, scale=d**-0.5),
-         "w1": _a(d, 4 * d, scale=d**-0.5), "w2": _a(4 * d, d, scale=(4 * d)**-0.5),
-         "g1": XP.ones(d), "g2": XP.ones(d)}  # fmt: skip
+    p = {
+        "wq": _a(d, d, scale=d**-0.5),
+        "wk": _a(d, d, scale=d**-0.5),
+        "wv": _a(d, d, scale=d**-0.5),
+        "wo": _a(d, d, scale=d**-0.5),
+        "w1": _a(d, 4 * d, scale=d**-0.5),
+        "w2": _a(4 * d, d, scale=(4 * d) ** -0.5),
+        "g1": XP.ones(d),
+        "g2": XP.ones(d),
+    }
 
     def loss(p, x):
         h = x + nn.multi_head_attention(nn.layer_norm(x, p["g1"]), p, heads)
@@ -62,9 +72,13 @@ def transformer_block():
 
 
 def conv_net():
-    p = {"c1": _a(8, 1, 3, 3, scale=0.3), "b1": _a(8, scale=0.1),
-         "c2": _a(16, 8, 3, 3, scale=0.1), "b2": _a(16, scale=0.1),
-         "w": _a(16 * 5 * 5, 10, scale=0.05)}  # fmt: skip
+    p = {
+        "c1": _a(8, 1, 3, 3, scale=0.3),
+        "b1": _a(8, scale=0.1),
+        "c2": _a(16, 8, 3, 3, scale=0.1),
+        "b2": _a(16, scale=0.1),
+        "w": _a(16 * 5 * 5, 10, scale=0.05),
+    }
 
     def loss(p, x, labels):
         h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["c1"], p["b1"])), 2)
@@ -83,8 +97,12 @@ def linalg_heavy():
         L = XP.linalg.cholesky(spd)
         x = XP.linalg.solve(spd, b)
         w, V = XP.linalg.eigh(spd)
-        return XP.sum(x * x) + XP.sum(XP.log(XP.linalg.diagonal(L))) + XP.sum(w) + \
-            XP.sum(V[:, -1] ** 2)
+        return (
+            XP.sum(x * x)
+            + XP.sum(XP.log(XP.linalg.diagonal(L)))
+            + XP.sum(w)
+            + XP.sum(V[:, -1] ** 2)
+        )
 
     return loss, (_a(n, n, scale=n**-0.5), _a(n, 16))
 
@@ -108,9 +126,15 @@ def with_setitem():
     return loss, (_a(1024, 256), _a(1024, 128))
 
 
-WORKLOADS = {"deep_mlp": deep_mlp, "wide_mlp": wide_mlp, "transformer": transformer_block,
-             "conv_net": conv_net, "linalg": linalg_heavy, "broadcasting": broadcasting_heavy,
-             "setitem": with_setitem}  # fmt: skip
+WORKLOADS = {
+    "deep_mlp": deep_mlp,
+    "wide_mlp": wide_mlp,
+    "transformer": transformer_block,
+    "conv_net": conv_net,
+    "linalg": linalg_heavy,
+    "broadcasting": broadcasting_heavy,
+    "setitem": with_setitem,
+}
 
 
 @pytest.mark.parametrize("which", list(WORKLOADS))

@@ -28,12 +28,20 @@ def test_attributes(xp):
 
 
 BINARY = [
-    (operator.add, np.add), (operator.sub, np.subtract), (operator.mul, np.multiply),
-    (operator.truediv, np.divide), (operator.floordiv, np.floor_divide),
-    (operator.mod, np.remainder), (operator.pow, np.power),
-    (operator.lt, np.less), (operator.le, np.less_equal), (operator.gt, np.greater),
-    (operator.ge, np.greater_equal), (operator.eq, np.equal), (operator.ne, np.not_equal),
-]  # fmt: skip
+    (operator.add, np.add),
+    (operator.sub, np.subtract),
+    (operator.mul, np.multiply),
+    (operator.truediv, np.divide),
+    (operator.floordiv, np.floor_divide),
+    (operator.mod, np.remainder),
+    (operator.pow, np.power),
+    (operator.lt, np.less),
+    (operator.le, np.less_equal),
+    (operator.gt, np.greater),
+    (operator.ge, np.greater_equal),
+    (operator.eq, np.equal),
+    (operator.ne, np.not_equal),
+]
 
 
 @pytest.mark.parametrize("op, ref", BINARY)
@@ -91,10 +99,17 @@ def test_getitem_every_index_kind(xp):
     a = np.arange(24.0).reshape(2, 3, 4)
     x = xp.asarray(a)
     keys = [
-        (0, ...), (-1, ...), (1, 2, ...), (slice(None, None, -1), ...),
-        (slice(1, None), slice(None, None, 2), ...), (Ellipsis, 1), (None, 0, ...),
-        (0, None, Ellipsis, None), (0, 1, 2), (slice(None), 1, slice(0, 3, 2)),
-    ]  # fmt: skip
+        (0, ...),
+        (-1, ...),
+        (1, 2, ...),
+        (slice(None, None, -1), ...),
+        (slice(1, None), slice(None, None, 2), ...),
+        (Ellipsis, 1),
+        (None, 0, ...),
+        (0, None, Ellipsis, None),
+        (0, 1, 2),
+        (slice(None), 1, slice(0, 3, 2)),
+    ]
     for key in keys:
         got = x[key]
         assert type(got) is xp.Array

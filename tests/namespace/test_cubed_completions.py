@@ -51,10 +51,16 @@ def test_fft_values_match_numpy(cxp, chunks):
     with cubed.raise_if_computes():
         cases = [
             ("fft", f.fft(x), np.fft.fft(c)),
-            ("fft axis 0 n ortho", f.fft(x, axis=0, n=8, norm="ortho"),
-             np.fft.fft(c, axis=0, n=8, norm="ortho")),
-            ("ifft forward n<len", f.ifft(x, n=7, norm="forward"),
-             np.fft.ifft(c, n=7, norm="forward")),
+            (
+                "fft axis 0 n ortho",
+                f.fft(x, axis=0, n=8, norm="ortho"),
+                np.fft.fft(c, axis=0, n=8, norm="ortho"),
+            ),
+            (
+                "ifft forward n<len",
+                f.ifft(x, n=7, norm="forward"),
+                np.fft.ifft(c, n=7, norm="forward"),
+            ),
             ("fftn", f.fftn(x), np.fft.fftn(c)),
             ("fftn s", f.fftn(x, s=(3, 12)), np.fft.fftn(c, s=(3, 12), axes=(0, 1))),
             ("ifftn axes", f.ifftn(x, axes=(0,)), np.fft.ifftn(c, axes=(0,))),
@@ -65,15 +71,18 @@ def test_fft_values_match_numpy(cxp, chunks):
             ("rfftn", f.rfftn(xr), np.fft.rfftn(r)),
             ("rfftn s", f.rfftn(xr, s=(4, 7)), np.fft.rfftn(r, s=(4, 7), axes=(0, 1))),
             ("irfftn", f.irfftn(x), np.fft.irfftn(c)),
-            ("irfftn s ortho", f.irfftn(x, s=(5, 9), norm="ortho"),
-             np.fft.irfftn(c, s=(5, 9), axes=(0, 1), norm="ortho")),
+            (
+                "irfftn s ortho",
+                f.irfftn(x, s=(5, 9), norm="ortho"),
+                np.fft.irfftn(c, s=(5, 9), axes=(0, 1), norm="ortho"),
+            ),
             ("hfft axis 0", f.hfft(x, axis=0), np.fft.hfft(c, axis=0)),
             ("ihfft", f.ihfft(xr), np.fft.ihfft(r)),
             ("fftshift", f.fftshift(x), np.fft.fftshift(c)),
             ("ifftshift axes", f.ifftshift(x, axes=(1,)), np.fft.ifftshift(c, axes=(1,))),
             ("fftfreq", f.fftfreq(7, d=0.5), np.fft.fftfreq(7, d=0.5)),
             ("rfftfreq", f.rfftfreq(8), np.fft.rfftfreq(8)),
-        ]  # fmt: skip
+        ]
     check_all(cases)
 
 
@@ -83,11 +92,17 @@ def test_fft_single_precision_and_freq_dtype(cxp):
     with cubed.raise_if_computes():
         cases = [
             ("rfft float32", cxp.fft.rfft(x), np.fft.rfft(a).astype(np.complex64)),
-            ("fftn float32", cxp.fft.fftn(cxp.astype(x, cxp.complex64)),
-             np.fft.fftn(a).astype(np.complex64)),
-            ("fftfreq float32", cxp.fft.fftfreq(5, dtype=cxp.float32),
-             np.fft.fftfreq(5).astype(np.float32)),
-        ]  # fmt: skip
+            (
+                "fftn float32",
+                cxp.fft.fftn(cxp.astype(x, cxp.complex64)),
+                np.fft.fftn(a).astype(np.complex64),
+            ),
+            (
+                "fftfreq float32",
+                cxp.fft.fftfreq(5, dtype=cxp.float32),
+                np.fft.fftfreq(5).astype(np.float32),
+            ),
+        ]
     got = cubed.compute(*(pycograd_xp.unwrap(c[1]) for c in cases))
     for (label, _, want), g in zip(cases, got, strict=True):
         assert g.dtype == want.dtype, label
@@ -103,15 +118,24 @@ def test_sort_argsort_take_along_axis_match_numpy(cxp, chunks):
         p = cxp.argsort(x, axis=0)
         cases = [
             ("sort", cxp.sort(x), np.sort(a, kind="stable")),
-            ("sort axis 0 descending", cxp.sort(x, axis=0, descending=True),
-             -np.sort(-a, axis=0, kind="stable")),
+            (
+                "sort axis 0 descending",
+                cxp.sort(x, axis=0, descending=True),
+                -np.sort(-a, axis=0, kind="stable"),
+            ),
             ("argsort", cxp.argsort(x), np.argsort(a, kind="stable")),
-            ("argsort descending stable", cxp.argsort(x, descending=True),
-             np.flip(7 - np.argsort(np.flip(a, -1), axis=-1, kind="stable"), -1)),
+            (
+                "argsort descending stable",
+                cxp.argsort(x, descending=True),
+                np.flip(7 - np.argsort(np.flip(a, -1), axis=-1, kind="stable"), -1),
+            ),
             ("take_along_axis", cxp.take_along_axis(x, p, axis=0), np.sort(a, axis=0)),
-            ("take_along_axis broadcast", cxp.take_along_axis(x, p[:1], axis=0),
-             np.take_along_axis(a, np.argsort(a, axis=0, kind="stable")[:1], axis=0)),
-        ]  # fmt: skip
+            (
+                "take_along_axis broadcast",
+                cxp.take_along_axis(x, p[:1], axis=0),
+                np.take_along_axis(a, np.argsort(a, axis=0, kind="stable")[:1], axis=0),
+            ),
+        ]
     check_all(cases)
 
 
@@ -135,8 +159,11 @@ def test_linalg_values_match_numpy(cxp, chunks):
             ("slogdet sign", sign, np.linalg.slogdet(a).sign),
             ("slogdet log", logdet, np.linalg.slogdet(a).logabsdet),
             ("eigh values", w, np.linalg.eigh(a).eigenvalues),
-            ("eigh vectors reconstruct", (vecs * w[..., None, :]) @ cxp.linalg.matrix_transpose(
-                vecs), a),
+            (
+                "eigh vectors reconstruct",
+                (vecs * w[..., None, :]) @ cxp.linalg.matrix_transpose(vecs),
+                a,
+            ),
             ("eigvalsh", la.eigvalsh(x), np.linalg.eigvalsh(a)),
             ("cholesky", la.cholesky(x), np.linalg.cholesky(a)),
             ("cholesky upper", la.cholesky(x, upper=True), np.linalg.cholesky(a, upper=True)),
@@ -144,26 +171,44 @@ def test_linalg_values_match_numpy(cxp, chunks):
             ("solve vector", la.solve(x, cxp.asarray(v)), np.linalg.solve(a, v)),
             ("solve broadcast", la.solve(x[:1], bb), np.linalg.solve(a[:1], b)),
             ("matrix_norm fro", la.matrix_norm(x), np.linalg.matrix_norm(a)),
-            ("matrix_norm 1 keepdims", la.matrix_norm(x, ord=1, keepdims=True),
-             np.linalg.matrix_norm(a, ord=1, keepdims=True)),
+            (
+                "matrix_norm 1 keepdims",
+                la.matrix_norm(x, ord=1, keepdims=True),
+                np.linalg.matrix_norm(a, ord=1, keepdims=True),
+            ),
             ("matrix_norm -inf", la.matrix_norm(x, ord=-inf), np.linalg.matrix_norm(a, ord=-inf)),
             ("matrix_norm 2", la.matrix_norm(x, ord=2), np.linalg.matrix_norm(a, ord=2)),
-            ("matrix_norm nuc keepdims", la.matrix_norm(x, ord="nuc", keepdims=True),
-             np.linalg.matrix_norm(a, ord="nuc", keepdims=True)),
-            ("vector_norm axes", la.vector_norm(x, axis=(0, 2)),
-             np.linalg.vector_norm(a, axis=(0, 2))),
-            ("vector_norm 3 keepdims", la.vector_norm(x, ord=3, keepdims=True),
-             np.linalg.vector_norm(a, ord=3, keepdims=True)),
-            ("vector_norm 0", la.vector_norm(x, ord=0, axis=1),
-             np.linalg.vector_norm(a, ord=0, axis=1)),
-            ("vector_norm inf", la.vector_norm(x, ord=inf, axis=-1),
-             np.linalg.vector_norm(a, ord=inf, axis=-1)),
+            (
+                "matrix_norm nuc keepdims",
+                la.matrix_norm(x, ord="nuc", keepdims=True),
+                np.linalg.matrix_norm(a, ord="nuc", keepdims=True),
+            ),
+            (
+                "vector_norm axes",
+                la.vector_norm(x, axis=(0, 2)),
+                np.linalg.vector_norm(a, axis=(0, 2)),
+            ),
+            (
+                "vector_norm 3 keepdims",
+                la.vector_norm(x, ord=3, keepdims=True),
+                np.linalg.vector_norm(a, ord=3, keepdims=True),
+            ),
+            (
+                "vector_norm 0",
+                la.vector_norm(x, ord=0, axis=1),
+                np.linalg.vector_norm(a, ord=0, axis=1),
+            ),
+            (
+                "vector_norm inf",
+                la.vector_norm(x, ord=inf, axis=-1),
+                np.linalg.vector_norm(a, ord=inf, axis=-1),
+            ),
             ("diagonal", la.diagonal(x), np.linalg.diagonal(a)),
             ("diagonal 1", la.diagonal(x, offset=1), np.linalg.diagonal(a, offset=1)),
             ("diagonal -2", la.diagonal(x, offset=-2), np.linalg.diagonal(a, offset=-2)),
             ("trace -1", la.trace(x, offset=-1), np.linalg.trace(a, offset=-1)),
             ("svdvals stack", la.svdvals(x), np.linalg.svdvals(a)),
-        ]  # fmt: skip
+        ]
     check_all(cases)
 
 
@@ -182,11 +227,17 @@ def test_more_linalg_values_match_numpy(cxp):
             ("pinv", la.pinv(xr), np.linalg.pinv(r)),
             ("pinv rtol array", la.pinv(xr, rtol=cxp.asarray(tol)), np.linalg.pinv(r, rtol=tol)),
             ("matrix_rank rtol", la.matrix_rank(xr, rtol=0.5), np.linalg.matrix_rank(r, rtol=0.5)),
-            ("cross broadcast", la.cross(lazy(cxp, v, (2, 2)), cxp.asarray(v[0])),
-             np.cross(v, v[0])),
-            ("cross axis 0", la.cross(lazy(cxp, v.T, (2, 2)), cxp.asarray(v.T[::-1]), axis=0),
-             np.cross(v.T, v.T[::-1], axis=0)),
-        ]  # fmt: skip
+            (
+                "cross broadcast",
+                la.cross(lazy(cxp, v, (2, 2)), cxp.asarray(v[0])),
+                np.cross(v, v[0]),
+            ),
+            (
+                "cross axis 0",
+                la.cross(lazy(cxp, v.T, (2, 2)), cxp.asarray(v.T[::-1]), axis=0),
+                np.cross(v.T, v.T[::-1], axis=0),
+            ),
+        ]
     check_all(cases)
 
 
@@ -195,10 +246,17 @@ def test_diagonal_reads_only_crossed_blocks_any_chunking(cxp, chunks):
     a = np.arange(63.0).reshape(7, 9)
     x = lazy(cxp, a, chunks)
     with cubed.raise_if_computes():
-        cases = [(f"offset {k}", cxp.linalg.diagonal(x, offset=k), np.diagonal(a, offset=k))
-                 for k in (-6, -2, 0, 1, 5, 8)]  # fmt: skip
-        cases.append(("trace int", cxp.linalg.trace(cxp.astype(x, cxp.int64), offset=2),
-                      np.trace(a.astype(np.int64), offset=2)))  # fmt: skip
+        cases = [
+            (f"offset {k}", cxp.linalg.diagonal(x, offset=k), np.diagonal(a, offset=k))
+            for k in (-6, -2, 0, 1, 5, 8)
+        ]
+        cases.append(
+            (
+                "trace int",
+                cxp.linalg.trace(cxp.astype(x, cxp.int64), offset=2),
+                np.trace(a.astype(np.int64), offset=2),
+            )
+        )
     check_all(cases)
 
 
@@ -220,16 +278,21 @@ def test_batch_chunks_shrink_to_fit_allowed_mem(tmp_path, cxp):
     np.testing.assert_allclose(pycograd_xp.unwrap(y).compute(), np.fft.fft(a))
 
 
-@pytest.mark.parametrize("call, fix", [
-    (lambda xp, x: xp.fft.fft(x), r"transformed axis 1 whole.*\{1: 200000, 0: 1\}"),
-    (lambda xp, x: xp.sort(xp.real(x)), r"sorted axis 1 whole.*\{1: 200000, 0: 1\}"),
-    (lambda xp, x: xp.linalg.matrix_norm(xp.reshape(x, (2, 400, 500)), ord=2),
-     r"two matrix axes whole.*\{1: 400, 2: 500, 0: 1\}"),
-], ids=["fft", "sort", "matrix_norm"])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, fix",
+    [
+        (lambda xp, x: xp.fft.fft(x), r"transformed axis 1 whole.*\{1: 200000, 0: 1\}"),
+        (lambda xp, x: xp.sort(xp.real(x)), r"sorted axis 1 whole.*\{1: 200000, 0: 1\}"),
+        (
+            lambda xp, x: xp.linalg.matrix_norm(xp.reshape(x, (2, 400, 500)), ord=2),
+            r"two matrix axes whole.*\{1: 400, 2: 500, 0: 1\}",
+        ),
+    ],
+    ids=["fft", "sort", "matrix_norm"],
+)
 def test_too_large_core_axes_name_the_chunking_and_memory(tmp_path, cxp, call, fix):
     spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1MB", reserved_mem=0)
-    x = cxp.asarray(cubed.ones((2, 200_000), chunks=(1, 10_000), dtype=cubed.complex128,
-                               spec=spec))
+    x = cxp.asarray(cubed.ones((2, 200_000), chunks=(1, 10_000), dtype=cubed.complex128, spec=spec))
     with cubed.raise_if_computes():
         with pytest.raises(NotImplementedError, match=fix) as err:
             call(cxp, x)
@@ -241,6 +304,8 @@ def test_zero_size_inputs(cxp):
     assert cxp.linalg.inv(e).shape == (0, 3, 3)
     assert cxp.sort(cxp.asarray(cubed.from_array(np.zeros((4, 0)))), axis=0).shape == (4, 0)
     np.testing.assert_array_equal(
-        pycograd_xp.unwrap(cxp.linalg.det(cxp.asarray(cubed.from_array(np.zeros((2, 0, 0))))))
-        .compute(),
-        [1.0, 1.0])  # fmt: skip
+        pycograd_xp.unwrap(
+            cxp.linalg.det(cxp.asarray(cubed.from_array(np.zeros((2, 0, 0)))))
+        ).compute(),
+        [1.0, 1.0],
+    )

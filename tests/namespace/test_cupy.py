@@ -61,7 +61,8 @@ def test_compiled_step_matches_uncompiled():
     c = pg.compile(vg)
     for _ in range(2):
         (v1, g1), (v2, g2) = vg(w, x), c(w, x)
-        np.testing.assert_allclose(cupy.asnumpy(pg.unwrap(g2)), cupy.asnumpy(pg.unwrap(g1)),
-                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            cupy.asnumpy(pg.unwrap(g2)), cupy.asnumpy(pg.unwrap(g1)), rtol=1e-12
+        )
         assert float(v1) == float(v2)
     assert c.traces[0].elided > 0

@@ -65,8 +65,11 @@ def test_wrong_dtype_category(xp, call, category):
 @pytest.mark.parametrize("fname", ["sum", "max", "mean", "argmax", "cumulative_sum", "flip"])
 def test_axis_out_of_range(xp, fname):
     x = xp.ones((2, 3))
-    with pytest.raises(pycograd_xp.AxisError, match=rf"{fname}\(\): axis 2 is out of range.*"
-                       r"\[-2, 1\]"):  # fmt: skip
+    with pytest.raises(
+        pycograd_xp.AxisError,
+        match=rf"{fname}\(\): axis 2 is out of range.*"
+        r"\[-2, 1\]",
+    ):
         getattr(xp, fname)(x, axis=2)
     with pytest.raises(IndexError):  # AxisError is an IndexError and a ValueError, like NumPy's
         getattr(xp, fname)(x, axis=-3)

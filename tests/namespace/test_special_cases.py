@@ -38,8 +38,9 @@ def test_tanh_complex_at_infinity_keeps_the_sign_of_the_imaginary_part(xp, dtype
 
 
 def test_tanh_unchanged_elsewhere(xp):
-    z = np.array([0.3 + 0.4j, -1.0 + 2.0j, 0j, complex(INF, INF), complex(INF, NAN),
-                  complex(NAN, 0.0)])  # fmt: skip
+    z = np.array(
+        [0.3 + 0.4j, -1.0 + 2.0j, 0j, complex(INF, INF), complex(INF, NAN), complex(NAN, 0.0)]
+    )
     with np.errstate(all="ignore"):
         want = np.tanh(z)
     out = to_np(xp.tanh(xp.asarray(z)))
@@ -56,8 +57,16 @@ def test_sign_complex_with_a_nan_is_nan(xp, dtype):
     # "If a is NaN or b is NaN, the result is NaN + NaN j". NumPy's own complex sign (which
     # Cubed calls) divides by hypot(a, b), inf for inf + NaN j: it returns 1 + 0j there (and 1j
     # for NaN + inf j). array-api-compat and array-api-strict divide by abs(x) and get NaN.
-    zs = [complex(INF, NAN), complex(-INF, NAN), complex(NAN, INF), complex(NAN, -INF),
-          complex(NAN, 1.0), complex(1.0, NAN), complex(NAN, 0.0), complex(NAN, NAN)]  # fmt: skip
+    zs = [
+        complex(INF, NAN),
+        complex(-INF, NAN),
+        complex(NAN, INF),
+        complex(NAN, -INF),
+        complex(NAN, 1.0),
+        complex(1.0, NAN),
+        complex(NAN, 0.0),
+        complex(NAN, NAN),
+    ]
     with np.errstate(all="ignore"):
         out = to_np(xp.sign(xp.asarray(zs, dtype=getattr(xp, dtype))))
     assert np.isnan(out.real).all() and np.isnan(out.imag).all()
@@ -78,11 +87,11 @@ def test_sign_unchanged_elsewhere(xp):
     with np.errstate(all="ignore"):
         out = to_np(xp.sign(xp.asarray([3 + 4j, -0.0 - 0.0j, 0j, -2j])))
     np.testing.assert_allclose(out, [0.6 + 0.8j, 0j, 0j, -1j], rtol=1e-15)
-    np.testing.assert_array_equal(to_np(xp.sign(xp.asarray([-2.0, -0.0, 0.0, 3.0]))),
-                                  [-1.0, 0.0, 0.0, 1.0])  # fmt: skip
+    np.testing.assert_array_equal(
+        to_np(xp.sign(xp.asarray([-2.0, -0.0, 0.0, 3.0]))), [-1.0, 0.0, 0.0, 1.0]
+    )
     assert np.isnan(to_np(xp.sign(xp.asarray([NAN])))).all()
-    np.testing.assert_array_equal(to_np(xp.sign(xp.asarray([-3, 0, 7], dtype=xp.int8))),
-                                  [-1, 0, 1])  # fmt: skip
+    np.testing.assert_array_equal(to_np(xp.sign(xp.asarray([-3, 0, 7], dtype=xp.int8))), [-1, 0, 1])
 
 
 def test_gradients_at_the_special_cases(xp):

@@ -160,8 +160,9 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("ref, f, args, kwargs", WRONG,
-                         ids=[f"{r.__name__}-{i}" for i, (r, *_) in enumerate(WRONG)])  # fmt: skip
+@pytest.mark.parametrize(
+    "ref, f, args, kwargs", WRONG, ids=[f"{r.__name__}-{i}" for i, (r, *_) in enumerate(WRONG)]
+)
 def test_a_wrong_call_raises_pythons_type_error(ref, f, args, kwargs):
     with pytest.raises(TypeError) as expected:
         ref(*args, **kwargs)
@@ -203,7 +204,6 @@ def test_a_parameter_by_position_or_by_name_is_the_same_call(pair):
     grads = [pycograd_xp.grad(lambda v, c=c: xp.sum(c(v) * c(v)))(x) for c in PAIRS[pair]]
     np.testing.assert_array_equal(np.asarray(grads[0]), np.asarray(grads[1]))
     assert float(xp.sum(grads[0] * grads[0])) > 0
-
 
 
 def test_row_of_names_the_row_a_public_function_runs():

@@ -53,8 +53,11 @@ CASES = [
     ("slogdet", lambda xp: lambda x: xp.linalg.slogdet(x).logabsdet, SPD),
     # symmetric-matrix functions see x through a symmetric expression (their rules symmetrize)
     ("cholesky", lambda xp: lambda x: xp.linalg.cholesky(x @ x.mT + 4.0 * xp.eye(4)), SPD),
-    ("eigh", lambda xp: lambda x: (lambda w, v: w * v[..., 0, :] ** 2)(
-        *xp.linalg.eigh(x + x.mT)), SPD),
+    (
+        "eigh",
+        lambda xp: lambda x: (lambda w, v: w * v[..., 0, :] ** 2)(*xp.linalg.eigh(x + x.mT)),
+        SPD,
+    ),
     ("eigvalsh", lambda xp: lambda x: xp.linalg.eigvalsh(x + x.mT), SPD),
     ("solve", lambda xp: lambda x: xp.linalg.solve(x, x[..., :2] + 1.0), SPD),
     ("solve vector", lambda xp: lambda x: xp.linalg.solve(x[0], x[1, 0]), SPD),
@@ -68,7 +71,7 @@ CASES = [
     ("diagonal", lambda xp: lambda x: xp.linalg.diagonal(x, offset=-1), SPD),
     ("strided slice", lambda xp: lambda x: x[::2, 1:6:3] ** 2, REAL),
     ("strided and int", lambda xp: lambda x: x[1, ::4] * x[1:4:2, 0][1], REAL),
-]  # fmt: skip
+]
 IDS = [c[0] for c in CASES]
 
 
@@ -93,8 +96,9 @@ def test_gradients_on_chunked_inputs_lazy_and_equal_to_numpy(cxp):
     # one plan per case: Cubed's planning of all of them at once is slower than the compute
     for (label, f, _), a, g in zip(CASES, inputs, grads, strict=True):
         want = to_numpy(pg.grad(lambda x, f=f: real_loss(nxp, f(nxp)(x)))(nxp.asarray(a)))
-        np.testing.assert_allclose(pg.unwrap(g).compute(), want, rtol=1e-9, atol=1e-12,
-                                   err_msg=label)  # fmt: skip
+        np.testing.assert_allclose(
+            pg.unwrap(g).compute(), want, rtol=1e-9, atol=1e-12, err_msg=label
+        )
 
 
 def test_strided_slice_cotangent_keeps_sensible_chunks(cxp):
@@ -143,16 +147,26 @@ def test_pad_back_any_step_any_chunking(cxp):
     cases = []
     for n in (1, 13):
         a = np.arange(1.0, n + 1.0)
-        keys = [slice(None, None, 2), slice(1, 7, 3), slice(n - 1, None, 4), slice(3, 9),
-                slice(5, 2, 2), slice(None, None, -1), slice(8, 1, -3)]  # fmt: skip
+        keys = [
+            slice(None, None, 2),
+            slice(1, 7, 3),
+            slice(n - 1, None, 4),
+            slice(3, 9),
+            slice(5, 2, 2),
+            slice(None, None, -1),
+            slice(8, 1, -3),
+        ]
         for i, k in enumerate(keys):
             sel = a[k] * 10
             gc = (1, 3, max(sel.size, 1))[i % 3]
             xc = None if i % 2 else ((3, 3, 3, 3, 1),) if n == 13 else ((1,),)
             cases.append((cubed.from_array(sel, chunks=gc), (n,), (k,), xc))
     b = np.arange(1.0, 73.0).reshape(8, 9)
-    for key, gch in [((slice(None, None, 2), slice(1, None, 3)), (1, 1)),
-                     ((slice(1, 7, 2), 3), (2,)), ((2, slice(None, None, -4)), (2,))]:  # fmt: skip
+    for key, gch in [
+        ((slice(None, None, 2), slice(1, None, 3)), (1, 1)),
+        ((slice(1, 7, 2), 3), (2,)),
+        ((2, slice(None, None, -4)), (2,)),
+    ]:
         cases.append((cubed.from_array(b[key], chunks=gch), b.shape, key, ((4, 4), (3, 3, 3))))
     for g, shape, key, xc in cases:
         want = np.zeros(shape)

@@ -28,7 +28,7 @@ SUBSET = [
         "reshape/transpose",
         lambda xp: lambda x: xp.permute_dims(xp.reshape(x, (3, 2)), (1, 0)),
         [(2, 3)],
-    ),  # fmt: skip
+    ),
     ("where", lambda xp: lambda x: xp.where(x > 1.0, x * x, 0.0), [(2, 3)]),
     ("broadcast_to", lambda xp: lambda x: xp.broadcast_to(x, (4, 3)), [(3,)]),
 ]
@@ -63,7 +63,8 @@ def test_training_gradients_lazy_chunked_and_equal_to_numpy(cxp):
     results = cubed.compute(pg.unwrap(value), *(pg.unwrap(g) for g in grads))
     nxp = pg.namespace(np)
     v_np, g_np = pg.value_and_grad(lambda p: mlp_loss(nxp, p, nxp.asarray(X), nxp.asarray(Y)))(
-        [nxp.asarray(p) for p in params])  # fmt: skip
+        [nxp.asarray(p) for p in params]
+    )
     np.testing.assert_allclose(results[0], to_numpy(v_np))
     for got, want in zip(results[1:], g_np, strict=True):
         np.testing.assert_allclose(got, to_numpy(want), rtol=1e-10)
@@ -101,8 +102,11 @@ def test_custom_spec_constants_follow_the_primals(tmp_path, cxp):
     assert np.isfinite(v) and np.all(np.isfinite(gv))
 
 
-@pytest.mark.parametrize("key", [(slice(1, 3),), (0, slice(None)), (Ellipsis, -1),
-                                 (slice(None), None, slice(2, None))], ids=str)  # fmt: skip
+@pytest.mark.parametrize(
+    "key",
+    [(slice(1, 3),), (0, slice(None)), (Ellipsis, -1), (slice(None), None, slice(2, None))],
+    ids=str,
+)
 def test_basic_indexing_backward_on_cubed(cxp, key):
     a = np.random.default_rng(2).uniform(0.5, 2.0, (4, 5))
     check_vjp(cxp, lambda x: x[key] * 2.0, a)

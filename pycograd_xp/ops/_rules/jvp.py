@@ -32,8 +32,12 @@ def call(ns: Any, name: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def _is_float_array(ns: Any, a: Any) -> bool:
-    return not isinstance(a, type) and hasattr(a, "dtype") and hasattr(a, "shape") and (
-        ns.isdtype(a.dtype, ("real floating", "complex floating")))
+    return (
+        not isinstance(a, type)
+        and hasattr(a, "dtype")
+        and hasattr(a, "shape")
+        and (ns.isdtype(a.dtype, ("real floating", "complex floating")))
+    )
 
 
 def _substitute(ns: Any, a: Any, t: Any) -> Any:
@@ -58,7 +62,7 @@ def linear(row: Any) -> Any:
     def rule(ns: Any, tangents: tuple, out: Any, *args: Any, **kwargs: Any) -> Any:
         new = [_substitute(ns, a, t) for a, t in zip(args, tangents, strict=False)]
         kw = dict(kwargs)
-        for k, t in zip(row.diff_kwargs, tangents[len(args):], strict=True):
+        for k, t in zip(row.diff_kwargs, tangents[len(args) :], strict=True):
             if k in kw:
                 kw[k] = _substitute(ns, kw[k], t)
         return call(ns, name, *new, **kw)

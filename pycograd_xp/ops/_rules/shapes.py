@@ -69,8 +69,9 @@ def elementwise_out(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
 
 def view(x: AbstractArray, shape: Any, dtype: Any = None, contiguous: bool = True) -> AbstractArray:
     """A view of ``x``'s memory (owns nothing, keeps ``x``'s buffer alive)."""
-    return AbstractArray(shape, x.dtype if dtype is None else dtype, base=x,
-                         contiguous=contiguous and x.contiguous)  # fmt: skip
+    return AbstractArray(
+        shape, x.dtype if dtype is None else dtype, base=x, contiguous=contiguous and x.contiguous
+    )
 
 
 def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:

@@ -28,8 +28,9 @@ def made_like(ns: Any, like: Any) -> dict[str, Any]:
     return like_kwargs(like) if like_kwargs is not None else {}
 
 
-def eye(ns: Any, like: Any, n_rows: int, n_cols: int | None = None, *, k: int = 0,
-        dtype: Any = None) -> Any:  # fmt: skip
+def eye(
+    ns: Any, like: Any, n_rows: int, n_cols: int | None = None, *, k: int = 0, dtype: Any = None
+) -> Any:
     """``ns.eye`` made with ``like``'s Spec on a chunked backend."""
     return ns.eye(n_rows, n_cols, k=k, dtype=dtype, **made_like(ns, like))
 
