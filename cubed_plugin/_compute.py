@@ -24,7 +24,7 @@ from pycograd_xp import unwrap
 from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 from pycograd_xp.tree import tree_flatten, tree_unflatten
 
-from .memory import ReservedMemWarning, annotate_fused, part_of
+from .memory import ReservedMemWarning, labelled_optimizer, part_of, sound_optimizer
 
 
 class _Sound:
@@ -37,25 +37,6 @@ class _Sound:
 SOUND = _Sound()
 
 
-def _labelled(optimize: Any, sound: bool) -> Any:
-    """``optimize`` (an ``optimize_function`` for Cubed) recording in each fused op the labels
-    of the ops fused into it (``cubed_plugin.memory.part_of`` names them)."""
-
-    def optimize_labelled(dag: Any, array_names: Any) -> Any:
-        out = optimize(dag, array_names=array_names)
-        return out if out is dag else annotate_fused(dag, out)
-
-    optimize_labelled.labelled, optimize_labelled.sound = True, sound
-    return optimize_labelled
-
-
-def sound_optimizer() -> Any:
-    """``cubed_plugin.steps.graph_fusion()``, recording what each fused op computes."""
-    from .steps import graph_fusion
-
-    return _labelled(graph_fusion(), sound=True)
-
-
 def _optimizer(optimize_function: Any) -> Any:
     if optimize_function is SOUND:
         return sound_optimizer()
@@ -64,9 +45,9 @@ def _optimizer(optimize_function: Any) -> Any:
     if optimize_function is None:
         from ._cubed_seam import multiple_inputs_optimize_dag
 
-        return _labelled(multiple_inputs_optimize_dag, sound=False)
+        return labelled_optimizer(multiple_inputs_optimize_dag, sound=False)
     # graph_fusion() marks its optimizer sound (its projections count what a task holds)
-    return _labelled(optimize_function, sound=getattr(optimize_function, "sound", False))
+    return labelled_optimizer(optimize_function, sound=getattr(optimize_function, "sound", False))
 
 
 def _cubed_arrays(trees: tuple) -> tuple[list[Any], Any]:
@@ -80,8 +61,9 @@ def plan(*trees: Any, optimize_graph: bool = True, optimize_function: Any = SOUN
     import cubed
 
     arrays, _ = _cubed_arrays(trees)
-    return cubed.plan(*arrays, optimize_graph=optimize_graph,
-                      optimize_function=_optimizer(optimize_function))  # fmt: skip
+    return cubed.plan(
+        *arrays, optimize_graph=optimize_graph, optimize_function=_optimizer(optimize_function)
+    )
 
 
 def refuse(p: Any, where: str, advice: str | Callable[[], str] | None = None) -> None:
@@ -99,16 +81,19 @@ def refuse(p: Any, where: str, advice: str | Callable[[], str] | None = None) ->
     others = f" ({len(over) - 1} other ops over it too)" if len(over) > 1 else ""
     if callable(advice):
         advice = advice()
-    advice = advice or ("use smaller chunks (cubed_plugin.memory.plan_rows(loss, ..., "
-                        "mode=...) chooses them for a gradient step) or a larger allowed_mem")
+    advice = advice or (
+        "use smaller chunks (cubed_plugin.memory.plan_rows(loss, ..., "
+        "mode=...) chooses them for a gradient step) or a larger allowed_mem"
+    )
     raise MemoryLimitError(
         f"{where}: {name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem "
         f"{have} (of which reserved_mem {format_bytes(op.reserved_mem)}){others}; {advice}"
     )
 
 
-def warn_reserved(spec: Any, executor: Any, where: str, *,
-                  compute_kwargs: dict | None = None) -> int | None:  # fmt: skip
+def warn_reserved(
+    spec: Any, executor: Any, where: str, *, compute_kwargs: dict | None = None
+) -> int | None:
     """Warn (:class:`~cubed_plugin.memory.ReservedMemWarning`) when ``spec.reserved_mem`` is
     below what a worker of ``executor`` measurably holds before any data
     (``cubed_plugin.worker_baseline``), or is 0 for an executor that cannot be measured.
@@ -122,9 +107,13 @@ def warn_reserved(spec: Any, executor: Any, where: str, *,
         base = worker_baseline(ex, work_dir=spec.work_dir, compute_kwargs=compute_kwargs)
     except RuntimeError as e:
         if reserved == 0:
-            warnings.warn(f"{where}: reserved_mem is 0, so every task's projection leaves out "
-                          f"the memory its worker holds of its own, and it cannot be measured "
-                          f"here: {e}", ReservedMemWarning, stacklevel=3)  # fmt: skip
+            warnings.warn(
+                f"{where}: reserved_mem is 0, so every task's projection leaves out "
+                f"the memory its worker holds of its own, and it cannot be measured "
+                f"here: {e}",
+                ReservedMemWarning,
+                stacklevel=3,
+            )
         return None
     if reserved < base:
         have, need = format_byte_pair(reserved, base)
@@ -134,7 +123,10 @@ def warn_reserved(spec: Any, executor: Any, where: str, *,
             "projections leave out memory the tasks use and a run can exceed allowed_mem "
             "unnoticed by the check; make the spec with cubed_plugin.make_spec("
             f"allowed_mem, executor=...) (it measures reserved_mem), or give reserved_mem >= "
-            f"{need}", ReservedMemWarning, stacklevel=3)  # fmt: skip
+            f"{need}",
+            ReservedMemWarning,
+            stacklevel=3,
+        )
     return base
 
 
@@ -159,8 +151,12 @@ def unsound_tasks(trees: tuple, optimize_function: Any) -> list[tuple[str, str, 
     return out
 
 
-def check(*trees: Any, optimize_function: Any = SOUND, executor: Any = None,
-          compute_kwargs: dict | None = None) -> Any:  # fmt: skip
+def check(
+    *trees: Any,
+    optimize_function: Any = SOUND,
+    executor: Any = None,
+    compute_kwargs: dict | None = None,
+) -> Any:
     """Raise :class:`MemoryLimitError`, before anything runs, if a task of the plan would
     exceed ``allowed_mem`` (naming the op, the part of the program it computes, its projected
     memory and the limit); return the plan.
@@ -185,7 +181,9 @@ def check(*trees: Any, optimize_function: Any = SOUND, executor: Any = None,
                 "fused tree at once, the buffers of reading a stored chunk); compute with "
                 "cubed_plugin.compute, or give "
                 "optimize_function=cubed_plugin.steps.graph_fusion() to cubed.compute, whose "
-                "projections count them", stacklevel=2)  # fmt: skip
+                "projections count them",
+                stacklevel=2,
+            )
     refuse(p, "check")
     return p
 

@@ -45,9 +45,19 @@ from pycograd_xp.tree import tree_flatten, tree_map
 
 from .namespace import LABEL
 
-__all__ = ["ChunkedProjection", "MemoryLimitError", "ReservedMemWarning", "TaskMemoryError",
-           "TaskMemoryWarning", "TaskRow", "part_of", "plan_rows",
-           "project", "stand_in", "step_projection"]  # fmt: skip
+__all__ = [
+    "ChunkedProjection",
+    "MemoryLimitError",
+    "ReservedMemWarning",
+    "TaskMemoryError",
+    "TaskMemoryWarning",
+    "TaskRow",
+    "part_of",
+    "plan_rows",
+    "project",
+    "stand_in",
+    "step_projection",
+]
 
 
 class TaskMemoryError(RuntimeError):
@@ -116,8 +126,10 @@ def annotate_fused(before: Any, after: Any) -> Any:
                     members.add(producer)
                     todo.extend(before.predecessors(producer))
         if members:
-            labels = [node_mark(before, m, LABEL) or node_label(before, m)
-                      for m in sorted(members, key=_number)]  # fmt: skip
+            labels = [
+                node_mark(before, m, LABEL) or node_label(before, m)
+                for m in sorted(members, key=_number)
+            ]
             set_node_mark(after, name, FUSED, list(dict.fromkeys(labels)))
     return after
 
@@ -171,19 +183,26 @@ class ChunkedProjection:
         return self
 
     def __str__(self) -> str:
-        top = f"largest task {format_bytes(self.max_task_bytes)} ({self.max_task_op}: " \
-              f"{self.max_task_part}) of allowed {format_bytes(self.allowed_mem)}"  # fmt: skip
+        top = (
+            f"largest task {format_bytes(self.max_task_bytes)} ({self.max_task_op}: "
+            f"{self.max_task_part}) of allowed {format_bytes(self.allowed_mem)}"
+        )
         if self.mode == "graph":
-            top += (f"; forward {format_bytes(self.forward_max_task_bytes)} "
-                    f"({self.forward_max_task_op}), backward "
-                    f"{format_bytes(self.backward_max_task_bytes)} ({self.backward_max_task_op})")
+            top += (
+                f"; forward {format_bytes(self.forward_max_task_bytes)} "
+                f"({self.forward_max_task_op}), backward "
+                f"{format_bytes(self.backward_max_task_bytes)} ({self.backward_max_task_op})"
+            )
         head = [
             f"projected {self.mode} step on Cubed: {top}; {self.num_tasks} tasks; intermediate "
             f"storage {format_bytes(self.intermediate_bytes)}",
             f"{'op':10} {'kind':14} {'phase':9} {'task memory':>12} {'tasks':>6}  part",
         ]
-        body = [f"{r.op:10} {r.kind:14} {r.phase:9} {format_bytes(r.projected_bytes):>12} "
-                f"{r.num_tasks:>6}  {r.part}" for r in self.rows]  # fmt: skip
+        body = [
+            f"{r.op:10} {r.kind:14} {r.phase:9} {format_bytes(r.projected_bytes):>12} "
+            f"{r.num_tasks:>6}  {r.part}"
+            for r in self.rows
+        ]
         return "\n".join(head + body)
 
 
@@ -238,8 +257,16 @@ def _op_rows(plan: Any, phase: Callable[[str], str]) -> list[TaskRow]:
     for name, op in op_nodes(dag):
         if not is_op(dag, name) or name == "create-arrays":
             continue
-        rows.append(TaskRow(name, node_kind(dag, name), phase(name), int(op.projected_mem),
-                            int(op.num_tasks), part_of(dag, name)))  # fmt: skip
+        rows.append(
+            TaskRow(
+                name,
+                node_kind(dag, name),
+                phase(name),
+                int(op.projected_mem),
+                int(op.num_tasks),
+                part_of(dag, name),
+            )
+        )
     return sorted(rows, key=lambda r: _number(r.op))
 
 
@@ -251,17 +278,36 @@ def _largest(rows: list[TaskRow], phase: str) -> tuple[int, str]:
     return r.projected_bytes, r.op
 
 
+def labelled_optimizer(optimize: Any, sound: bool) -> Any:
+    """``optimize`` (an ``optimize_function`` for Cubed) recording in each fused op the labels
+    of the ops fused into it (``cubed_plugin.memory.part_of`` names them)."""
+
+    def optimize_labelled(dag: Any, array_names: Any) -> Any:
+        out = optimize(dag, array_names=array_names)
+        return out if out is dag else annotate_fused(dag, out)
+
+    optimize_labelled.labelled, optimize_labelled.sound = True, sound
+    return optimize_labelled
+
+
+def sound_optimizer() -> Any:
+    """``cubed_plugin.steps.graph_fusion()``, recording what each fused op computes."""
+    from .steps import graph_fusion
+
+    return labelled_optimizer(graph_fusion(), sound=True)
+
+
 def _projection(targets: list, spec: Any, mode: str, last_forward: int = 0) -> ChunkedProjection:
     """The projection of computing ``targets`` together with the sound optimizer (what
     ``cubed_plugin.compute`` and ``fit`` run), its ops listed as planned before fusion."""
     import cubed
 
-    from ._compute import sound_optimizer
-
     if mode == "graph":
+
         def phase(name: str) -> str:
             return "forward" if _number(name) <= last_forward else "backward"
     else:
+
         def phase(name: str) -> str:
             return mode
 
@@ -272,17 +318,29 @@ def _projection(targets: list, spec: Any, mode: str, last_forward: int = 0) -> C
     fwd, fwd_op = _largest(rows, "forward")
     bwd, bwd_op = _largest(rows, "backward")
     return ChunkedProjection(
-        max_task_bytes=int(fused.max_projected_mem), max_task_op=top.op,
-        forward_max_task_bytes=fwd, forward_max_task_op=fwd_op,
-        backward_max_task_bytes=bwd, backward_max_task_op=bwd_op,
+        max_task_bytes=int(fused.max_projected_mem),
+        max_task_op=top.op,
+        forward_max_task_bytes=fwd,
+        forward_max_task_op=fwd_op,
+        backward_max_task_bytes=bwd,
+        backward_max_task_op=bwd_op,
         intermediate_bytes=int(fused.total_intermediate_nbytes),
-        allowed_mem=int(spec.allowed_mem), reserved_mem=int(spec.reserved_mem or 0),
-        num_tasks=int(fused.num_tasks), rows=rows, max_task_part=top.part, mode=mode,
-    )  # fmt: skip
+        allowed_mem=int(spec.allowed_mem),
+        reserved_mem=int(spec.reserved_mem or 0),
+        num_tasks=int(fused.num_tasks),
+        rows=rows,
+        max_task_part=top.part,
+        mode=mode,
+    )
 
 
-def project(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
-            backend: Any = None, **kwargs: Any) -> ChunkedProjection:  # fmt: skip
+def project(
+    f: Callable[..., Any],
+    *args: Any,
+    argnums: int | Sequence[int] = 0,
+    backend: Any = None,
+    **kwargs: Any,
+) -> ChunkedProjection:
     """Project the per-task memory of ``value_and_grad(f, argnums)(*args, **kwargs)`` on Cubed,
     computed as ``cubed_plugin.compute`` (and ``fit``'s graph mode) computes it: with the
     plan optimizer ``cubed_plugin.steps.graph_fusion``.
@@ -340,15 +398,21 @@ def _graph_params(tree: Any, spec: Any) -> Any:
             return leaf
         if leaf.nbytes <= ParameterStore.LIMIT:
             return xp.asarray(cubed.asarray(leaf, spec=spec))
-        return xp.asarray(cubed.empty(leaf.shape, dtype=leaf.dtype, chunks=leaf.shape,
-                                      spec=spec))  # fmt: skip
+        return xp.asarray(cubed.empty(leaf.shape, dtype=leaf.dtype, chunks=leaf.shape, spec=spec))
 
     return tree_map(one, tree)
 
 
-def step_projection(f: Callable[..., Any], args: Sequence[Any], *, data: Sequence[int],
-                    mode: str, spec: Any, argnums: int | Sequence[int] = 0,
-                    **kwargs: Any) -> ChunkedProjection:  # fmt: skip
+def step_projection(
+    f: Callable[..., Any],
+    args: Sequence[Any],
+    *,
+    data: Sequence[int],
+    mode: str,
+    spec: Any,
+    argnums: int | Sequence[int] = 0,
+    **kwargs: Any,
+) -> ChunkedProjection:
     """The projection of ``fit``'s step in ``mode`` ("graph" or "one-pass") of ``f`` on
     ``args``, whose positions ``data`` hold the data (Cubed arrays, or specs with chunks)."""
     import cubed
@@ -360,19 +424,27 @@ def step_projection(f: Callable[..., Any], args: Sequence[Any], *, data: Sequenc
     label_ops()
     if mode == "graph":
         xp = pg.namespace(cubed)
-        call = [(a if isinstance(a, Spec | Array) else xp.asarray(a)) if i in data
-                else _graph_params(a, spec) for i, a in enumerate(args)]  # fmt: skip
+        call = [
+            (a if isinstance(a, Spec | Array) else xp.asarray(a))
+            if i in data
+            else _graph_params(a, spec)
+            for i, a in enumerate(args)
+        ]
         return project(f, *call, argnums=argnums, backend=spec, **kwargs)
     from .steps import RowLoss, one_pass_step
 
     if not isinstance(f, RowLoss):
-        raise TypeError("plan_rows(mode='one-pass'): the loss must be declared row-separable "
-                        "with cubed_plugin.row_loss, or plan mode='graph'")  # fmt: skip
+        raise TypeError(
+            "plan_rows(mode='one-pass'): the loss must be declared row-separable "
+            "with cubed_plugin.row_loss, or plan mode='graph'"
+        )
     if list(data) != list(range(1, len(args))) or argnums != 0 or kwargs:
-        raise ValueError("plan_rows(mode='one-pass'): fit's one-pass step is "
-                         "loss(params, *data): give the parameters first and the data after "
-                         f"them, data=(1, ..., {len(args) - 1}), argnums=0, no keyword "
-                         "arguments")  # fmt: skip
+        raise ValueError(
+            "plan_rows(mode='one-pass'): fit's one-pass step is "
+            "loss(params, *data): give the parameters first and the data after "
+            f"them, data=(1, ..., {len(args) - 1}), argnums=0, no keyword "
+            "arguments"
+        )
 
     def array(s: Any) -> Any:
         return stand_in(s, spec) if isinstance(s, Spec) else pg.unwrap(s)
@@ -388,10 +460,17 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small) | {n // d for d in small})
 
 
-def plan_rows(f: Callable[..., Any], *args: Any, rows: int, data: Sequence[int] = (1,),
-              argnums: int | Sequence[int] = 0, backend: Any = None, mode: str = "auto",
-              batch_rows: int | None = None,
-              **kwargs: Any) -> tuple[int, ChunkedProjection]:  # fmt: skip
+def plan_rows(
+    f: Callable[..., Any],
+    *args: Any,
+    rows: int,
+    data: Sequence[int] = (1,),
+    argnums: int | Sequence[int] = 0,
+    backend: Any = None,
+    mode: str = "auto",
+    batch_rows: int | None = None,
+    **kwargs: Any,
+) -> tuple[int, ChunkedProjection]:
     """The most rows per chunk (of the ``data`` arguments, chunked along their first axis and
     whole along the others) for which every task of the step fits ``allowed_mem``, and the
     projection at that size. ``args`` at positions ``data`` are
@@ -421,16 +500,14 @@ def plan_rows(f: Callable[..., Any], *args: Any, rows: int, data: Sequence[int] 
         mode = "one-pass" if isinstance(f, RowLoss) else "graph"
     spec = _spec_of(args, backend)
     if batch_rows is not None and not 0 < batch_rows <= rows:
-        raise ValueError(f"plan_rows: batch_rows={batch_rows} must be between 1 and "
-                         f"rows={rows}")  # fmt: skip
+        raise ValueError(f"plan_rows: batch_rows={batch_rows} must be between 1 and rows={rows}")
 
     def at(n: int) -> ChunkedProjection:
         call = list(args)
         for i in data:
             s = args[i]
             call[i] = Spec(s.shape, s.dtype, (n, *s.shape[1:]))
-        return step_projection(f, call, data=data, mode=mode, spec=spec, argnums=argnums,
-                               **kwargs)  # fmt: skip
+        return step_projection(f, call, data=data, mode=mode, spec=spec, argnums=argnums, **kwargs)
 
     def fits(p: ChunkedProjection) -> bool:
         return p.max_task_bytes <= p.allowed_mem

@@ -1,8 +1,8 @@
 """The package's shape: no import cycles, no layer importing a layer above it, and every op's
 rules declared beside its row (issue 18: "one op, one place").
 
-The import graph is read from the source (module-level imports; ``importlib`` calls are not
-seen), so the test needs nothing imported to check the layering.
+The import graph is read from the source (every import statement, function-local ones too;
+``importlib`` calls are not seen), so the test needs nothing imported to check the layering.
 """
 
 from __future__ import annotations
@@ -36,29 +36,28 @@ def _modules(package: str) -> dict[str, pathlib.Path]:
     return mods
 
 
-def _top_level(tree: ast.Module) -> list[ast.stmt]:
-    """The statements run at import: the module body, into if/try blocks (not TYPE_CHECKING)."""
+def _statements(tree: ast.Module) -> list[ast.AST]:
+    """Every import statement, function-local ones too (a local import is a dependency all the
+    same), except those under ``if TYPE_CHECKING``."""
     out, stack = [], list(tree.body)
     while stack:
         node = stack.pop()
         out.append(node)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-            stack += node.body + node.orelse
-        elif isinstance(node, ast.Try):
-            stack += node.body + node.orelse + node.finalbody
-            stack += [s for h in node.handlers for s in h.body]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        stack += list(ast.iter_child_nodes(node))
     return out
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at import time (a submodule import counts as
-    importing each package above it too, as Python does)."""
+    """Module -> the package's modules it imports, at import time or later (a submodule import
+    counts as importing each package above it too, as Python does)."""
     mods = _modules(package)
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
         deps: set[str] = set()
-        for node in _top_level(ast.parse(path.read_text())):
+        for node in _statements(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name in mods}
             elif isinstance(node, ast.ImportFrom):
@@ -75,8 +74,9 @@ def import_graph(package: str) -> dict[str, set[str]]:
         for d in deps & mods.keys():
             parts = d.split(".")
             closed |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-        graph[name] = {d for d in closed & mods.keys()
-                       if d != name and not name.startswith(d + ".")}  # fmt: skip
+        graph[name] = {
+            d for d in closed & mods.keys() if d != name and not name.startswith(d + ".")
+        }
     return graph
 
 
@@ -129,9 +129,12 @@ def _layer(module: str) -> int:
 
 
 def test_no_layer_imports_one_above_it():
-    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
-              for m, deps in import_graph("pycograd_xp").items() for d in deps
-              if d != "pycograd_xp" and _layer(d) > _layer(m)]  # fmt: skip
+    upward = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
+        for m, deps in import_graph("pycograd_xp").items()
+        for d in deps
+        if d != "pycograd_xp" and _layer(d) > _layer(m)
+    ]
     assert upward == []
 
 

@@ -10,29 +10,32 @@ declares every row and attaches every rule; the rows are frozen after.
 ``python -m pycograd_xp.ops --matrix`` prints op × rule kind with the file and line of each rule.
 """
 
+import importlib
+
 from .. import _abstract
 from .._primitive import REGISTRY, Primitive, freeze
 
-# The spec's categories, in its order, then the fused rows behind pycograd_xp.nn.
-from . import (  # noqa: I001  (in this order; each declares its rows and attaches their rules)
-    creation,
-    data_types,
-    elementwise,
-    fft,
-    indexing,
-    linalg,
-    linear_algebra,
-    manipulation,
-    nn,
-    searching,
-    set,
-    sorting,
-    statistical,
-    utility,
+# The spec's categories, in its order, then the fused rows behind pycograd_xp.nn: importing
+# each declares its rows and attaches their rules.
+CATEGORIES = tuple(
+    importlib.import_module(f"{__name__}.{name}")
+    for name in (
+        "creation",
+        "data_types",
+        "elementwise",
+        "fft",
+        "indexing",
+        "linalg",
+        "linear_algebra",
+        "manipulation",
+        "searching",
+        "set",
+        "sorting",
+        "statistical",
+        "utility",
+        "nn",
+    )
 )
-
-CATEGORIES = (creation, data_types, elementwise, fft, indexing, linalg, linear_algebra,
-              manipulation, searching, set, sorting, statistical, utility, nn)  # fmt: skip
 
 _abstract.populate()
 freeze()
