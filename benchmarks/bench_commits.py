@@ -5,7 +5,8 @@
 Each revision is checked out in a temporary worktree; the same workloads (this file's, public
 API only) run in one subprocess per revision, the two alternating round by round so that the
 machine's noise falls on both. NEW defaults to the working tree. Reports per workload the
-median time per call of each revision and their ratio (new / old: above 1 is slower).
+median time per call of each revision, and the median of the rounds' ratios (new / old:
+above 1 is slower; a round runs the two revisions back to back).
 
 Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per
 op, uncompiled and compiled, shapes (8,) and (100,)); single calls of a few general rows; the
@@ -172,12 +173,22 @@ def main() -> None:
                     )
     names = [k for k in runs["old"][0] if k in runs["new"][0]]
     width = max(len(n) for n in names)
-    print(f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}  new/old")
+    print(
+        f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}"
+        "  new/old (median of the rounds' ratios; lowest, highest)"
+    )
     for n in names:
         old = statistics.median(r[n] for r in runs["old"])
         new = statistics.median(r[n] for r in runs["new"])
-        print(f"{n:<{width}}  {old:10.3g}  {new:10.3g}  {new / old:7.2f}")
-    print(f"(medians of {args.rounds} alternating rounds, each the best of 5 repeats)")
+        ratios = [b[n] / a[n] for a, b in zip(runs["old"], runs["new"], strict=True)]
+        print(
+            f"{n:<{width}}  {old:10.3g}  {new:10.3g}  {statistics.median(ratios):7.2f}"
+            f"  ({min(ratios):.2f}, {max(ratios):.2f})"
+        )
+    print(
+        f"(times: medians of {args.rounds} rounds, each the best of 5 repeats; a round runs both "
+        "revisions one after the other, so its ratio shares the machine's state)"
+    )
 
 
 if __name__ == "__main__":
