@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _tape
 from ._primitive import Primitive
-from ._state import BATCH, FORWARD, GRAD_DEPTH, HOOKS, MODE
+from ._state import BATCH, GRAD_DEPTH, HOOKS, JVP, MODE
 from .namespace._array import Array, detach, make
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
@@ -113,11 +113,11 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
         a = top._make(top._backend.lift(a))
     parents = [(0, a._node)] if a._node is not None else []
     node = _tape.Node(
-        INPUT, a._ns, (_tape.Abstract(tuple(a._data.shape), a._data.dtype),), {}, None, parents
+        INPUT, a._ns, (_tape.ShapeDtype(tuple(a._data.shape), a._data.dtype),), {}, None, parents
     )
     t = make(type(a), a._data, node)
-    if FORWARD.hook is not None and parents:  # inside jvp: the input carries its tangent
-        FORWARD.hook(node, t, (a,), {})
+    if JVP.hook is not None and parents:  # inside jvp: the input carries its tangent
+        JVP.hook(node, t, (a,), {})
     return t, _Input(node, a._data, type(a))
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
-from ._state import BATCH, FORWARD, GRAD_DEPTH, JVP_CONTEXTS
+from ._state import BATCH, GRAD_DEPTH, JVP, JVP_CONTEXTS
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .ops._rules.batching import constant_like
@@ -69,11 +69,11 @@ def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
     try:
         for k, ctx in enumerate(contexts):
             JVP_CONTEXTS.contexts = contexts[:k]
-            FORWARD.hook = _hook if k else None
+            JVP.hook = _hook if k else None
             _propagate(ctx, node, out, args, kwargs)
     finally:
         JVP_CONTEXTS.contexts = contexts
-        FORWARD.hook = _hook
+        JVP.hook = _hook
 
 
 def _ours(ns: Any, a: Any) -> Any:
@@ -274,13 +274,13 @@ def jvp(
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    contexts, prev_hook = JVP_CONTEXTS.contexts, FORWARD.hook
-    JVP_CONTEXTS.contexts, FORWARD.hook = contexts + (ctx,), _hook
+    contexts, prev_hook = JVP_CONTEXTS.contexts, JVP.hook
+    JVP_CONTEXTS.contexts, JVP.hook = contexts + (ctx,), _hook
     try:
         with _api.enable_grad():
             res = f(*tree_unflatten(p_td, tracked))
     finally:
-        JVP_CONTEXTS.contexts, FORWARD.hook = contexts, prev_hook
+        JVP_CONTEXTS.contexts, JVP.hook = contexts, prev_hook
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)

@@ -35,13 +35,13 @@ class _Redirect(threading.local):
 REDIRECT = _Redirect()
 
 
-class _Forward(threading.local):
+class _JvpHook(threading.local):
     # While pycograd_xp.jvp (the function) runs: ``hook(node, out, args, kwargs)``, called on
     # every node recorded, computes the output's tangent (forward mode); None: nothing.
     hook: Callable[[Any, Any, tuple, dict], None] | None = None
 
 
-FORWARD = _Forward()
+JVP = _JvpHook()
 
 
 class _JvpContexts(threading.local):

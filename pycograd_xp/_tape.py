@@ -2,7 +2,7 @@
 
 A tracked array's ``_node`` is the :class:`Node` that made it. A node keeps the primitive row, its
 parents (the nodes of its tracked array inputs), and only the residuals the row's VJP rule
-declared (``Primitive.saves``): every other array input is kept as an :class:`Abstract` (shape
+declared (``Primitive.saves``): every other array input is kept as an :class:`ShapeDtype` (shape
 and dtype, no data). The output is kept only when the rule saves ``"out"``.
 
 ``backward`` walks the nodes reachable from a root in reverse creation order (creation order is a
@@ -38,7 +38,7 @@ OP = "op"  # one primitive applied to tracked inputs
 SELECT = "select"  # output ``index`` of a multi-output op
 
 
-class Abstract:
+class ShapeDtype:
     """An array input a rule did not save: shape, dtype and (chunked backends) chunks only;
     reading data fails."""
 
@@ -59,14 +59,14 @@ class Abstract:
         return n
 
     def __repr__(self) -> str:
-        return f"Abstract(shape={self.shape}, dtype={self.dtype})"
+        return f"ShapeDtype(shape={self.shape}, dtype={self.dtype})"
 
 
 class Node:
     """One recorded primitive application (kind :data:`OP`) or a leaf (:data:`LEAF`).
 
     ``args``/``kwargs`` are the call's arguments with each array replaced by its backend array
-    when the rule saves it, else by an :class:`Abstract` (shape and dtype). ``saved`` maps the
+    when the rule saves it, else by an :class:`ShapeDtype` (shape and dtype). ``saved`` maps the
     position of each saved array that carried a node to that node (``"out"`` for the output),
     so a higher-order backward can rebuild them as differentiable arrays; None when there are
     none. ``parents`` lists ``(position, node)`` for every tracked array input: the index of

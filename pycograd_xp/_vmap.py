@@ -7,7 +7,7 @@ conforming backend module whose function for each row calls the row's batching r
 (``Primitive.batch``, attached in :mod:`pycograd_xp.ops`) when an argument is batched, and the inner
 function otherwise; ``namespace()`` of that module is then an ordinary differentiable namespace
 (as ``pycograd_xp.memory`` does with abstract arrays). Its level is one more than the inner one:
-a function of a lower level given a batched array hands the call over (``Forward``), and lower
+a function of a lower level given a batched array hands the call over (``HandOver``), and lower
 arrays enter a higher level unbatched (``Backend.lift``). vmap inside vmap nests levels.
 
 The two orders of vmap and grad compose for the same reason JAX's do:

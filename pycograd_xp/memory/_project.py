@@ -471,7 +471,7 @@ def _check_loss(out: Any, where: str) -> None:
     )
 
 
-def _forward(f: Callable[..., Any], where: str) -> Callable[..., Any]:
+def _forward_pass(f: Callable[..., Any], where: str) -> Callable[..., Any]:
     """``f`` alone, without a tape, its output checked to be a scalar loss."""
 
     def forward(*args: Any, **kwargs: Any) -> Any:
@@ -619,7 +619,7 @@ def project(
             step, argument_bytes, boundary = _tracked(f, A, args, kwargs)
             fwd = step
         else:
-            fwd = _tracked(_forward(f, where), A, args, kwargs)[0]
+            fwd = _tracked(_forward_pass(f, where), A, args, kwargs)[0]
             step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args, kwargs)
     finally:
         CURRENT.tracker, REDIRECT.ns = prev_tracker, prev_redirect
@@ -723,7 +723,7 @@ def measure(
         runs = [lambda: f(*args, **kwargs)]
     else:
         runs = [
-            lambda: _forward(f, where)(*args, **kwargs),
+            lambda: _forward_pass(f, where)(*args, **kwargs),
             lambda: _api.value_and_grad(f, nums)(*args, **kwargs),
         ]
     device = next(

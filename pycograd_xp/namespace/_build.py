@@ -115,7 +115,7 @@ def _any_tracked(a: Any) -> bool:
     return isinstance(a, Array) and a._node is not None
 
 
-class Forward(Exception):  # noqa: N818 - a signal, not an error
+class HandOver(Exception):  # noqa: N818 - a signal, not an error
     """An array of an abstract namespace reached a function of a concrete one: the call is
     handed over to the abstract namespace (see ``pycograd_xp.memory``)."""
 
@@ -416,7 +416,7 @@ class _Builder:
     def unwrap(self, fname: str) -> Callable[[Any], Any]:
         """Map our arrays (also inside tuples and lists) to backend arrays; refuse foreign ones.
 
-        An array of an abstract namespace given to a concrete one raises :class:`Forward` (the
+        An array of an abstract namespace given to a concrete one raises :class:`HandOver` (the
         call moves there); a concrete array given to an abstract namespace becomes a constant
         of its shape and dtype.
         """
@@ -434,11 +434,11 @@ class _Builder:
             if isinstance(a, Array):
                 if a._backend.level != level:  # vmap: the higher level takes the call
                     if a._backend.level > level:
-                        raise Forward(a._ns)
+                        raise HandOver(a._ns)
                     assert lift is not None  # a lower level reached a vmap level's namespace
                     return lift(a)
                 if a._backend.abstract and not abstract:
-                    raise Forward(a._ns)
+                    raise HandOver(a._ns)
                 if abstract:
                     return bk.asarray(a._data)
                 raise TypeError(
@@ -468,11 +468,11 @@ class _Builder:
             if isinstance(a, Array):  # another namespace's array: take its value
                 if a._backend.level != self.backend.level:  # vmap: see unwrap
                     if a._backend.level > self.backend.level:
-                        raise Forward(a._ns)
+                        raise HandOver(a._ns)
                     assert lift is not None  # a lower level reached a vmap level's namespace
                     return lift(a)
                 if a._backend.abstract and not self.backend.abstract:
-                    raise Forward(a._ns)
+                    raise HandOver(a._ns)
                 return a._concrete("asarray")
             if type(a) is list or type(a) is tuple:
                 return type(a)(unwrap(e) for e in a)
@@ -530,8 +530,8 @@ class _Builder:
             if type(x) is not Arr:
                 try:
                     d = unwrap(x)  # raises a clear TypeError for foreign arrays
-                except Forward as fw:
-                    return fw.call(prim, (x,), {})
+                except HandOver as over:
+                    return over.call(prim, (x,), {})
                 if lifted(x):
                     return wrap(fn(d))
                 raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
@@ -609,8 +609,8 @@ class _Builder:
                 ):
                     return rec(out, x1, x2)
                 return out
-            except Forward as fw:  # an abstract operand: the call moves to its namespace
-                return fw.call(prim, (x1, x2), {})
+            except HandOver as over:  # an abstract operand: the call moves to its namespace
+                return over.call(prim, (x1, x2), {})
 
         return f
 
@@ -680,8 +680,8 @@ class _Builder:
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (x,), {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x,), {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (x,), {**kwdefaults, **kw})
 
         return f
 
@@ -718,8 +718,8 @@ class _Builder:
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (x,), {})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x,), {})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (x,), {})
 
         return f
 
@@ -762,8 +762,8 @@ class _Builder:
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (x, a), {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x, a), {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (x, a), {**kwdefaults, **kw})
 
         return f
 
@@ -805,8 +805,8 @@ class _Builder:
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, (x1, x2), {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x1, x2), {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (x1, x2), {**kwdefaults, **kw})
 
         return f
 
@@ -845,8 +845,8 @@ class _Builder:
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, (x1, x2), {})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (x1, x2), {})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (x1, x2), {})
 
         return f
 
@@ -891,8 +891,8 @@ class _Builder:
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, (condition, x1, x2), {})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (condition, x1, x2), {})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (condition, x1, x2), {})
 
         return f
 
@@ -924,8 +924,8 @@ class _Builder:
                 if tracked and MODE.enabled:
                     return record(prim, ns, out, (arrays,), {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (arrays,), {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (arrays,), {**kwdefaults, **kw})
 
         return f
 
@@ -942,7 +942,7 @@ class _Builder:
                 (a,), kw = params.bind(_given(a, *more), kw)
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return Forward(REDIRECT.ns).call(prim, (a,), {**kwdefaults, **kw})
+                    return HandOver(REDIRECT.ns).call(prim, (a,), {**kwdefaults, **kw})
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (a,), {**kwdefaults, **kw})
             try:
@@ -971,7 +971,7 @@ class _Builder:
                 (a0, a1, a2), kw = params.bind(_given(a0, a1, a2, *more), kw)
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return Forward(REDIRECT.ns).call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+                    return HandOver(REDIRECT.ns).call(prim, (a0, a1, a2), {**kwdefaults, **kw})
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, (a0, a1, a2), {**kwdefaults, **kw})
             try:
@@ -1010,8 +1010,8 @@ class _Builder:
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, (a0, a1, a2), {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, (a0, a1, a2), {**kwdefaults, **kw})
 
         return f
 
@@ -1035,7 +1035,7 @@ class _Builder:
                 args, kw = params.bind(args, kw)  # or Python's TypeError
             if creates:
                 if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return Forward(REDIRECT.ns).call(prim, args, {**kwdefaults, **kw})
+                    return HandOver(REDIRECT.ns).call(prim, args, {**kwdefaults, **kw})
             elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
                 return closed_call(prim, args, {**kwdefaults, **kw})
             try:
@@ -1077,8 +1077,8 @@ class _Builder:
                 if diff and tracked and MODE.enabled:
                     return record(prim, ns, out, args, {**kwdefaults, **kw})
                 return out
-            except Forward as fw:  # an abstract argument: the call moves to its namespace
-                return fw.call(prim, args, {**kwdefaults, **kw})
+            except HandOver as over:  # an abstract argument: the call moves to its namespace
+                return over.call(prim, args, {**kwdefaults, **kw})
 
         return f
 
@@ -1094,8 +1094,8 @@ class _Builder:
                 return A._getitem(A.asarray(x), key)
             try:
                 k = unwrap(key)
-            except Forward as fw:  # a batched index (vmap): the call moves to its level
-                return fw.ns._getitem(fw.ns._make(fw.ns._backend.lift(x)), key)
+            except HandOver as over:  # a batched index (vmap): the call moves to its level
+                return over.ns._getitem(over.ns._make(over.ns._backend.lift(x)), key)
             try:
                 out = wrap(x._data[k])
             except (ValueError, TypeError, IndexError) as e:
@@ -1141,11 +1141,11 @@ class _Builder:
                 raise closed_write_error("__setitem__", x)
             try:
                 k, v = unwrap(key), unwrap(value)
-            except Forward as fw:  # a batched value or key (vmap): x becomes batched
-                if fw.ns._backend.lift is None:  # a traced value into a concrete array
+            except HandOver as over:  # a batched value or key (vmap): x becomes batched
+                if over.ns._backend.lift is None:  # a traced value into a concrete array
                     raise closed_write_error("__setitem__", x) from None
-                lifted = fw.ns._make(fw.ns._backend.lift(new_like(x)))
-                fw.ns._setitem(lifted, key, value)
+                lifted = over.ns._make(over.ns._backend.lift(new_like(x)))
+                over.ns._setitem(lifted, key, value)
                 x._rebind(lifted, "__setitem__")
                 return
             value_tracked = isinstance(value, Array) and value._node is not None

@@ -3,15 +3,15 @@
 The namespace's functions call :func:`record` (general rows) or a recorder from
 :func:`elementwise_recorder` (the hot elementwise path) only when grad mode is on and an input
 is tracked. A node keeps its parents and only what the row's rule declared it reads
-(``Primitive.saves``); every other array argument is kept as an :class:`Abstract`.
+(``Primitive.saves``); every other array argument is kept as an :class:`ShapeDtype`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._state import FORWARD
-from .._tape import Abstract, Node, Select, mark_saved
+from .._state import JVP
+from .._tape import Node, Select, ShapeDtype, mark_saved
 from ._array import PLAIN_TYPES, Array
 
 
@@ -32,8 +32,8 @@ def _save(a: Array, position: Any, saved: dict) -> Any:
     return a._data
 
 
-def _abstract(d: Any, chunked: bool) -> Abstract:
-    return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
+def _shape_dtype(d: Any, chunked: bool) -> ShapeDtype:
+    return ShapeDtype(d.shape, d.dtype, d.chunks if chunked else None)
 
 
 def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
@@ -42,7 +42,7 @@ def _keep(a: Any, keep: bool, chunked: bool, position: Any, saved: dict) -> Any:
     if type(a) in PLAIN_TYPES:
         return a
     if isinstance(a, Array):
-        return _save(a, position, saved) if keep else _abstract(a._data, chunked)
+        return _save(a, position, saved) if keep else _shape_dtype(a._data, chunked)
     if (type(a) is list or type(a) is tuple) and any(isinstance(e, Array) for e in a):
         return type(a)(_keep(e, keep, chunked, (position, j), saved) for j, e in enumerate(a))
     return a
@@ -118,12 +118,12 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
         if not any(handles):
             return out
         keep_out = "out" in saves
-        node.out = [o._data if keep_out else _abstract(o._data, chunked) for o in out]
+        node.out = [o._data if keep_out else _shape_dtype(o._data, chunked) for o in out]
         if keep_out:
             saved["out"] = handles
             node.saved = saved
-        if FORWARD.hook is not None:
-            FORWARD.hook(node, out, args, kwargs)
+        if JVP.hook is not None:
+            JVP.hook(node, out, args, kwargs)
         return out
     if out._data.dtype not in floating:
         return out
@@ -131,8 +131,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     out._node = node
     if "out" in saves:
         node.out = out._data
-    if FORWARD.hook is not None:
-        FORWARD.hook(node, out, args, kwargs)
+    if JVP.hook is not None:
+        JVP.hook(node, out, args, kwargs)
     return out
 
 
@@ -155,7 +155,7 @@ def elementwise_recorder(
         if save[i]:
             return _save(a, i, saved)
         d = a._data
-        return Abstract(d.shape, d.dtype, d.chunks if chunked else None)
+        return ShapeDtype(d.shape, d.dtype, d.chunks if chunked else None)
 
     def attach(out: Any, kept: tuple, parents: list, saved: dict) -> Any:
         node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents, saved or None)
@@ -167,8 +167,8 @@ def elementwise_recorder(
             return out
         saved: dict = {}
         attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
-        if FORWARD.hook is not None:
-            FORWARD.hook(out._node, out, (x,), {})
+        if JVP.hook is not None:
+            JVP.hook(out._node, out, (x,), {})
         return out
 
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
@@ -187,8 +187,8 @@ def elementwise_recorder(
             return out
         saved: dict = {}
         attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
-        if FORWARD.hook is not None:
-            FORWARD.hook(out._node, out, (x1, x2), {})
+        if JVP.hook is not None:
+            JVP.hook(out._node, out, (x1, x2), {})
         return out
 
     return rec1 if prim.kind == "unary" else rec2

@@ -221,7 +221,7 @@ def _pocketfft(n, lines, complex_itemsize, real, vectorized):
 
 # one 1-D transform
 
-FORWARD = {"fft": True, "ifft": False, "rfft": True, "irfft": False}
+JVP = {"fft": True, "ifft": False, "rfft": True, "irfft": False}
 
 
 def _complex(dtype):
@@ -252,7 +252,7 @@ def _step_memory(kind, shape, dtype, n, axis, norm):
     out_shape, out_dtype, n = _call(kind, shape, dtype, n, axis)
     size, out_size = math.prod(shape), math.prod(out_shape)
     c = _complex(dtype).itemsize
-    effective = norm if FORWARD[kind] else {"forward": "backward"}.get(norm, "other")
+    effective = norm if JVP[kind] else {"forward": "backward"}.get(norm, "other")
     cast = 0
     if c == 8 and effective in ("backward", None):
         c = 16
