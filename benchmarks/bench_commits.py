@@ -2,11 +2,11 @@
 
     python benchmarks/bench_commits.py OLD [NEW] [--rounds 3]
 
-Each revision is checked out in a temporary worktree; the same workloads (this file's, public
-API only) run in one subprocess per revision, the two alternating round by round so that the
-machine's noise falls on both. NEW defaults to the working tree. Reports per workload the
-median time per call of each revision, and the median of the rounds' ratios (new / old:
-above 1 is slower; a round runs the two revisions back to back).
+Each revision is checked out in a temporary worktree and imported by one long-lived process;
+the same workloads (this file's, public API only) are timed on the two processes in turns, each
+timing of one right after the other's, so that the machine's swings fall on both. NEW defaults
+to the working tree. Reports per workload the median time of each revision and the median of
+the paired ratios (new / old: above 1 is slower), with the lowest and highest.
 
 Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per
 op, uncompiled and compiled, shapes (8,) and (100,)); single calls of a few general rows; the
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,11 +38,7 @@ WORKER = textwrap.dedent("""
     assert pg.__file__.startswith(sys.argv[1]), pg.__file__
     xp = pg.namespace(np)
     rng = np.random.default_rng(0)
-    out = {}
-
-    def best(f, number):
-        f()
-        return min(timeit.repeat(f, number=number, repeat=5)) / number
+    W = {}  # name -> (function, calls per timing, scale to the unit in the name)
 
     def chain(m, x):
         for _ in range(10):
@@ -52,8 +49,8 @@ WORKER = textwrap.dedent("""
         x = xp.asarray(rng.standard_normal(n))
         g = pg.grad(lambda x: chain(xp, x))
         c = pg.compile(pg.grad(lambda x: chain(xp, x)))
-        out[f"chain ({n},), µs/op"] = best(lambda: g(x), 20) / 51 * 1e6
-        out[f"chain ({n},) compiled, µs/op"] = best(lambda: c(x), 200) / 51 * 1e6
+        W[f"chain ({n},), µs/op"] = (lambda g=g, x=x: g(x), 20, 1e6 / 51)
+        W[f"chain ({n},) compiled, µs/op"] = (lambda c=c, x=x: c(x), 200, 1e6 / 51)
 
     a = xp.asarray(rng.standard_normal((4, 5)))
     for name, f in {"xp.sum(x, axis=0)": lambda: xp.sum(a, axis=0),
@@ -61,7 +58,7 @@ WORKER = textwrap.dedent("""
                     "xp.concat([x, x])": lambda: xp.concat([a, a]),
                     "xp.clip(x, 0, 1)": lambda: xp.clip(a, 0.0, 1.0),
                     "xp.linspace(0, 1, 5)": lambda: xp.linspace(0, 1, 5)}.items():
-        out[name + ", µs"] = best(f, 2000) * 1e6
+        W[name + ", µs"] = (f, 2000, 1e6)
 
     def mlp_loss(params, x, y):
         h = x
@@ -80,7 +77,7 @@ WORKER = textwrap.dedent("""
     X = xp.asarray(rng.standard_normal((64, 784)).astype(np.float32))
     Y = xp.asarray(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)])
     step = pg.value_and_grad(mlp_loss)
-    out["MLP step 784-128-10, ms"] = best(lambda: step(params, X, Y), 20) * 1e3
+    W["MLP step 784-128-10, ms"] = (lambda: step(params, X, Y), 20, 1e3)
 
     p = {"w1": xp.asarray((rng.standard_normal((16, 1, 3, 3)) * 0.3).astype(np.float32)),
          "b1": xp.asarray(np.zeros(16, np.float32)),
@@ -97,7 +94,7 @@ WORKER = textwrap.dedent("""
         return nn.cross_entropy(nn.linear(xp.reshape(h, (64, -1)), p["w3"], p["b3"]), yi)
 
     cnn = pg.value_and_grad(cnn_loss)
-    out["CNN step (small), ms"] = best(lambda: cnn(p), 5) * 1e3
+    W["CNN step (small), ms"] = (lambda: cnn(p), 5, 1e3)
 
     try:
         import cubed
@@ -117,9 +114,15 @@ WORKER = textwrap.dedent("""
             return cx.mean(cx.log(1 + cx.exp(-z)) + (1 - yc) * z)
 
         grad = pg.grad(logreg)
-        out["Cubed logistic-regression gradient (4 chunks), ms"] = best(
-            lambda: pg.unwrap(grad(w)).compute(), 1) * 1e3
-    print(json.dumps(out))
+        W["Cubed logistic-regression gradient (4 chunks), ms"] = (
+            lambda: pg.unwrap(grad(w)).compute(), 1, 1e3)
+    for f, _, _ in W.values():
+        f()  # warm: traces, caches
+    print(json.dumps(list(W)), flush=True)
+    for line in sys.stdin:  # a name: time it once (the best of 3 repeats), answer
+        f, number, scale = W[line.strip()]
+        t = min(timeit.repeat(f, number=number, repeat=3)) / number * scale
+        print(json.dumps(t), flush=True)
 """)
 
 
@@ -131,63 +134,77 @@ def _tree(rev: str, tmp: str) -> Path:
     return path
 
 
-def _run(tree: Path) -> dict[str, float]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tree),
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", WORKER, str(tree)],
-        env=env,
-        cwd=tempfile.gettempdir(),
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise RuntimeError(f"the workloads failed on {tree}:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class _Worker:
+    """A process that imports pycograd_xp from ``tree`` and times a workload when asked."""
+
+    def __init__(self, tree: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tree)], env=env, cwd=tempfile.gettempdir(),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.names = self._answer()
+
+    def _answer(self) -> Any:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("a workload process failed (its error is above)")
+        return json.loads(line)
+
+    def time(self, name: str) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        return float(self._answer())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
     parser.add_argument("new", nargs="?", default=None, help="a revision (default: the tree)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"old": _tree(args.old, tmp), "new": _tree(args.new, tmp) if args.new else ROOT}
+        workers = {side: _Worker(tree) for side, tree in trees.items()}
         try:
-            runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+            names = [n for n in workers["old"].names if n in workers["new"].names]
+            runs: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
             for r in range(args.rounds):
-                for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
-                    runs[side].append(_run(trees[side]))
+                for n in names:  # the two revisions back to back, in turns
+                    for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                        runs[side].setdefault(n, []).append(workers[side].time(n))
         finally:
+            for w in workers.values():
+                w.close()
             for tree in trees.values():
                 if tree != ROOT:
                     subprocess.run(
                         ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                         check=False,
                     )
-    names = [k for k in runs["old"][0] if k in runs["new"][0]]
     width = max(len(n) for n in names)
     print(
         f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}"
         "  new/old (median of the rounds' ratios; lowest, highest)"
     )
     for n in names:
-        old = statistics.median(r[n] for r in runs["old"])
-        new = statistics.median(r[n] for r in runs["new"])
-        ratios = [b[n] / a[n] for a, b in zip(runs["old"], runs["new"], strict=True)]
+        old, new = statistics.median(runs["old"][n]), statistics.median(runs["new"][n])
+        ratios = [b / a for a, b in zip(runs["old"][n], runs["new"][n], strict=True)]
         print(
             f"{n:<{width}}  {old:10.3g}  {new:10.3g}  {statistics.median(ratios):7.2f}"
             f"  ({min(ratios):.2f}, {max(ratios):.2f})"
         )
     print(
-        f"(times: medians of {args.rounds} rounds, each the best of 5 repeats; a round runs both "
-        "revisions one after the other, so its ratio shares the machine's state)"
+        f"(times: medians of {args.rounds} rounds, each the best of 3 repeats; in a round each "
+        "workload runs on both revisions back to back, so a ratio shares the machine's state)"
     )
 
 
