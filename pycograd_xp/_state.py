@@ -27,7 +27,7 @@ class _Redirect(threading.local):
     # function must not allocate for real).
     ns: ModuleType | None = None
     # While ``compile`` traces a function on an eager backend: that backend's namespace, every
-    # call of which moves to ``ns`` (see ``namespace._build.closed_call``): a computation on an
+    # call of which moves to ``ns`` (see ``namespace._wrappers.closed_call``): a computation on an
     # array the function closes over is recorded, not snapshotted.
     closed: ModuleType | None = None
 

@@ -30,7 +30,7 @@ cache key. A function called with tracked arrays (inside ``grad``) runs uncompil
 
 Arrays the function closes over are constants the replay reads, not values: on an eager
 backend every call of the traced namespace moves to the recording one while tracing
-(``REDIRECT.closed``, ``namespace._build.closed_call``), so ``data * 2.0`` on a closed-over
+(``REDIRECT.closed``, ``namespace._wrappers.closed_call``), so ``data * 2.0`` on a closed-over
 ``data`` is recorded and recomputed by each replay from ``data``'s contents then, as the
 function would; a write into such an array is refused (the replay could not repeat it). On a
 lazy backend arrays never change and nothing needs recording.

@@ -14,7 +14,8 @@ from .._primitive import REGISTRY, Primitive
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, resolve
-from ._build import AxisError, build, row_of
+from ._build import build, row_of
+from ._wrappers import AxisError
 
 __all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of", "row_of"]
 
