@@ -84,6 +84,10 @@ def _ours(ns: Any, a: Any) -> Any:
     return a
 
 
+# The rules derived for the table's rows marked TRANSPOSED, made on their first use.
+_TRANSPOSED: dict[Any, Any] = {}
+
+
 def transposed_rule(prim: Any) -> Any:
     """The JVP of ``prim`` derived from its VJP rule: the rule is linear in the cotangent ``g``,
     so it is run on the differentiable namespace with ``g`` tracked, and a reverse pass through
@@ -176,7 +180,9 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
         return
     rule = prim.jvp
     if rule is TRANSPOSED:
-        rule = transposed_rule(prim)
+        rule = _TRANSPOSED.get(prim)
+        if rule is None:  # made once per row (rows of the table live as long as the process)
+            rule = _TRANSPOSED[prim] = transposed_rule(prim)
     elif rule is None:
         raise NotImplementedError(
             f"jvp: {prim.name} has no forward-mode rule; differentiate it with "
