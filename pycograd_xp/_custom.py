@@ -220,14 +220,10 @@ def _transpose_jvp(jvp_rule: Callable[..., Any], ops: Any, g: Any, o: Any, a: tu
             if to.shape != gi.shape:
                 to = ns.broadcast_to(to, tuple(gi.shape))
             roots.append((to._node, gi))
-        found = (
-            _tape.backward(
-                roots,
-                targets=[h for h in handles if h is not None],
-                create_graph=nested,
-                retain_graph=nested,
-            )
-            if roots
-            else {}
+        found = _tape.backward(  # no roots: nothing found
+            roots,
+            targets=[h for h in handles if h is not None],
+            create_graph=nested,
+            retain_graph=nested,
         )
     return tuple(found.get(id(h)) if h is not None else None for h in handles)

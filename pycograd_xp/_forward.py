@@ -136,15 +136,11 @@ def transposed_rule(prim: Any) -> Any:
                 if ct.shape != t.shape or ct.dtype != t.dtype:
                     ct = _tape._fit(ns, ct, t)
                 roots.append((ct._node, t if nested else t._data))
-            found = (
-                _tape.backward(
-                    roots,
-                    targets=[h for h in handles if h is not None],
-                    create_graph=nested,
-                    retain_graph=nested,
-                )
-                if roots
-                else {}
+            found = _tape.backward(  # no roots: nothing found
+                roots,
+                targets=[h for h in handles if h is not None],
+                create_graph=nested,
+                retain_graph=nested,
             )
         res = []
         for h in handles:
