@@ -27,7 +27,7 @@ import numpy as np
 
 from ._host import NoValue
 from ._primitive import DTYPE_NAMES, REGISTRY, namespace_module
-from ._state import CURRENT
+from ._state import STACK
 from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 
 # Every backend call allocates a little beside its outputs and its declared transients (the
@@ -132,7 +132,7 @@ class AbstractArray(NoValue):
         self.contiguous = contiguous
         self.value = value
         self.nbytes = 0 if base is not None else _prod(self.shape) * self.dtype.itemsize
-        t = self._tracker = CURRENT.tracker if self.nbytes else None
+        t = self._tracker = STACK.tracker if self.nbytes else None
         if t is not None:
             t.alloc(self.nbytes)
 
@@ -179,8 +179,8 @@ class AbstractArray(NoValue):
 
 def _inplace(fname: str) -> Callable[..., Any]:
     def op(self: AbstractArray, other: Any) -> Any:
-        if CURRENT.recorder is not None:  # compile: the write itself is replayed
-            return CURRENT.recorder.inplace(fname, self, other)
+        if STACK.recorder is not None:  # compile: the write itself is replayed
+            return STACK.recorder.inplace(fname, self, other)
         new = getattr(ABSTRACT, fname)(self, other)  # the temporary NumPy avoids: an upper bound
         del new
         return self
@@ -205,10 +205,10 @@ PYTHON_OPERATORS = {
 
 
 def _by_operator(self: AbstractArray, fname: str) -> Callable[..., Any]:
-    if CURRENT.recorder is None:
+    if STACK.recorder is None:
         return getattr(ABSTRACT, fname)
     prim = REGISTRY[fname]
-    return lambda *args: CURRENT.recorder.call(
+    return lambda *args: STACK.recorder.call(
         prim, prim.shape, args, {}, via=PYTHON_OPERATORS[fname]
     )
 
@@ -233,10 +233,10 @@ def _function(prim: Any) -> Callable[..., Any]:
         rule = prim.shape
         if rule is None:
             raise NotImplementedError(f"{name}: no shape rule, so it cannot be projected")
-        if CURRENT.recorder is not None:  # compile: the call is recorded for the replay
-            return CURRENT.recorder.call(prim, rule, args, kwargs)
+        if STACK.recorder is not None:  # compile: the call is recorded for the replay
+            return STACK.recorder.call(prim, rule, args, kwargs)
         out = rule(ABSTRACT, *args, **kwargs)
-        t = CURRENT.tracker
+        t = STACK.tracker
         if t is not None:
             memory = prim.memory
             transient = memory(out, *args, **kwargs) if memory is not None else 0

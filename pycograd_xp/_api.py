@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _tape
 from ._primitive import Primitive
-from ._state import BATCH, GRAD_DEPTH, HOOKS, JVP, MODE
+from ._state import STACK, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
@@ -38,11 +38,10 @@ class no_grad:  # noqa: N801 - the name PyTorch users know
     _enabled = False
 
     def __enter__(self) -> None:
-        self._prev = MODE.enabled
-        MODE.enabled = self._enabled
+        self._prev = push(GradMode(self._enabled))
 
     def __exit__(self, *exc: Any) -> None:
-        MODE.enabled = self._prev
+        restore(self._prev)
 
     def __call__(self, f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
@@ -108,7 +107,7 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
             "differentiated (cast it with xp.astype(x, xp.float64), or pass it as a "
             "non-differentiated argument)"
         )
-    top = BATCH.ns
+    top = STACK.batch
     if top is not None and a._backend.level < top._backend.level:  # inside vmap: that level
         a = top._make(top._backend.lift(a))
     parents = [(0, a._node)] if a._node is not None else []
@@ -116,8 +115,8 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
         INPUT, a._ns, (_tape.ShapeDtype(tuple(a._data.shape), a._data.dtype),), {}, None, parents
     )
     t = make(type(a), a._data, node)
-    if JVP.hook is not None and parents:  # inside jvp: the input carries its tangent
-        JVP.hook(node, t, (a,), {})
+    if STACK.jvp_hook is not None and parents:  # inside jvp: the input carries its tangent
+        STACK.jvp_hook(node, t, (a,), {})
     return t, _Input(node, a._data, type(a))
 
 
@@ -148,7 +147,7 @@ def _trace(
 
 def _nested(inputs: list) -> bool:
     """Whether an outer trace is running (then gradients must be differentiable themselves)."""
-    return GRAD_DEPTH.value > 1 or any(c.node.parents for cs in inputs for c in cs)
+    return STACK.grad_depth > 1 or any(c.node.parents for cs in inputs for c in cs)
 
 
 def _pull(
@@ -224,7 +223,7 @@ def value_and_grad(
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         where = f"value_and_grad({getattr(f, '__name__', 'f')})"
         nums = _argnums(argnums, len(args), where)
-        GRAD_DEPTH.value += 1
+        prev = push(Grad())
         try:
             res, inputs, structures = _trace(f, args, kwargs, nums, where)
             if has_aux:
@@ -237,12 +236,12 @@ def value_and_grad(
                 out, aux = res, None
             _check_out(out, where, scalar=True)
             nested = _nested(inputs)
-            if HOOKS.before_backward is not None:
-                HOOKS.before_backward()
+            if STACK.before_backward is not None:
+                STACK.before_backward()
             one = make(type(out), out._backend.xp.ones_like(out._data))
             grads = _pull([out], [one], inputs, structures, retain=False, create=nested)
         finally:
-            GRAD_DEPTH.value -= 1
+            restore(prev)
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _finish(out, nested)
         if has_aux:
@@ -272,12 +271,12 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     called several times (the graph is kept while it lives). With ``has_aux``, ``f`` returns
     ``(out, aux)`` and the result is ``(out, vjp_fn, aux)``."""
     where = f"vjp({getattr(f, '__name__', 'f')})"
-    GRAD_DEPTH.value += 1
+    prev = push(Grad())
     try:
         res, inputs, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
         nested = _nested(inputs)
     finally:
-        GRAD_DEPTH.value -= 1
+        restore(prev)
     out, aux = res if has_aux else (res, None)
     _check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)
@@ -297,13 +296,13 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
                 raise ValueError(
                     f"{where}: a cotangent has shape {c.shape}, but the output has shape {o.shape}"
                 )
-        GRAD_DEPTH.value += 1
+        prev = push(Grad())
         try:
             # a cotangent batched by vmap: the rules run on the namespace, which hands each
             # call to the batched level
             create = (
                 nested
-                or GRAD_DEPTH.value > 1
+                or STACK.grad_depth > 1
                 or any(
                     c._node is not None or c._backend.level > o._backend.level
                     for c, o in zip(ct_leaves, out_leaves, strict=True)
@@ -313,7 +312,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
                 _pull(out_leaves, ct_leaves, inputs, structures, retain=True, create=create)
             )
         finally:
-            GRAD_DEPTH.value -= 1
+            restore(prev)
 
     value = _finish(out, nested)
     return (value, vjp_fn, _finish(aux, nested)) if has_aux else (value, vjp_fn)

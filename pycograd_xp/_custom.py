@@ -17,7 +17,6 @@ Arguments are arrays or Python values (passed through); outputs an array or a tu
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 
 from . import _api, _tape
 from ._primitive import Primitive
-from ._state import CUSTOM_ACTIVE, MODE
+from ._state import STACK, CustomRule, interpreting
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import record
@@ -52,16 +51,6 @@ def _back(ops: Any, a: Any) -> Any:
     if type(a) is list or type(a) is tuple:
         return type(a)(_back(ops, e) for e in a)
     return a._data if isinstance(a, Array) else a
-
-
-@contextlib.contextmanager
-def _inside(f: Any) -> Any:
-    prev = CUSTOM_ACTIVE.ids
-    CUSTOM_ACTIVE.ids = prev | {id(f)}
-    try:
-        yield
-    finally:
-        CUSTOM_ACTIVE.ids = prev
 
 
 def _fresh(out: Any) -> Any:
@@ -104,12 +93,12 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
-        if not _tracked(args) or not MODE.enabled or id(self) in CUSTOM_ACTIVE.ids:
+        if not _tracked(args) or not STACK.grad_enabled or id(self) in STACK.custom:
             return self.fun(*args)
         if self.fwd is None:
             raise TypeError(f"{self.name}: no rule; call f.defvjp(fwd, bwd) first")
         ns = _tracked(args)[0]._ns
-        with _inside(self):
+        with interpreting(CustomRule(self)):
             res = self.fwd(*args)  # recorded: residuals that depend on args stay differentiable
         if not (isinstance(res, tuple) and len(res) == 2):
             raise TypeError(f"{self.name}: fwd must return a pair (out, residuals)")
@@ -118,7 +107,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         assert bwd is not None  # defvjp sets fwd and bwd together
 
         def vjp_rule(ops: Any, g: Any, o: Any, *a: Any) -> tuple:
-            with _inside(me):
+            with interpreting(CustomRule(me)):
                 ct = tuple(_ours(ops, g)) if isinstance(g, list) else _ours(ops, g)
                 cts = bwd(residuals, ct)
             if not isinstance(cts, tuple | list) or len(cts) != nargs:
@@ -154,7 +143,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
         return rule
 
     def __call__(self, *args: Any) -> Any:
-        if not _tracked(args) or not MODE.enabled or id(self) in CUSTOM_ACTIVE.ids:
+        if not _tracked(args) or not STACK.grad_enabled or id(self) in STACK.custom:
             return self.fun(*args)
         if self.rule is None:
             raise TypeError(f"{self.name}: no rule; call f.defjvp(rule) first")
@@ -169,7 +158,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
                 ns.zeros_like(x) if t is None and isinstance(x, Array) else _ours(ops, t)
                 for x, t in zip(a, tangents, strict=True)
             )
-            with _inside(me):
+            with interpreting(CustomRule(me)):
                 res = rule(a, ts)
             if not (isinstance(res, tuple) and len(res) == 2):
                 raise TypeError(f"{name}: the jvp rule must return a pair (out, tangent_out)")

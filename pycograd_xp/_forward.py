@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
-from ._state import BATCH, GRAD_DEPTH, JVP, JVP_CONTEXTS
+from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .ops._rules.batching import constant_like
@@ -62,18 +62,19 @@ def _raw(a: Any) -> Any:
     return a
 
 
-def _hook(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
-    """Called on every node recorded while a ``jvp`` runs: each context gets the output's
-    tangent, computed with only the contexts outside it active."""
-    contexts = JVP_CONTEXTS.contexts
+def _process(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
+    """The ``process`` of the :class:`~pycograd_xp._state.Jvp` frames, called by the tape on
+    every node recorded while a ``jvp`` runs: each running jvp, outermost first, gets the
+    output's tangent, computed with only the jvp frames outside it on the stack (its rule's own
+    calls are then seen by the outer jvps alone, as JAX processes a primitive at each level)."""
+    frames, jvps = STACK.frames, STACK.jvp
     try:
-        for k, ctx in enumerate(contexts):
-            JVP_CONTEXTS.contexts = contexts[:k]
-            JVP.hook = _hook if k else None
-            _propagate(ctx, node, out, args, kwargs)
+        for k, frame in enumerate(jvps):
+            inner = jvps[k:]
+            restore(tuple(f for f in frames if f not in inner))
+            _propagate(frame.context, node, out, args, kwargs)
     finally:
-        JVP_CONTEXTS.contexts = contexts
-        JVP.hook = _hook
+        restore(frames)
 
 
 def _ours(ns: Any, a: Any) -> Any:
@@ -190,11 +191,16 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
         ops, args, kwargs, o = node.ns._backend.xp, _raw(args), _raw(kwargs), _raw(out)
     # The rule runs at its node's vmap level: a transform inside it (a derived rule tracks a
     # cotangent) must not lift its arrays to an inner vmap that happens to be running.
-    prev, BATCH.ns = BATCH.ns, node.ns if node.ns._backend.level else None
-    try:
+    level = node.ns if node.ns._backend.level else None
+    if STACK.batch is level:
         t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
-    finally:
-        BATCH.ns = prev
+    else:
+        frames = STACK.frames
+        restore(tuple(f for f in frames if type(f) is not Vmap) + ((Vmap(level),) if level else ()))
+        try:
+            t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
+        finally:
+            restore(frames)
     if isinstance(out, tuple):
         for oi, ri, ti in zip(out, o, t_out, strict=True):
             if isinstance(oi, Array) and oi._node is not None and ti is not None:
@@ -252,7 +258,7 @@ def jvp(
         raise ValueError(
             f"{where}: the tangents' structure {t_td!r} differs from the primals' {p_td!r}"
         )
-    top = BATCH.ns  # inside vmap: primals and tangents of lower levels enter unbatched
+    top = STACK.batch  # inside vmap: primals and tangents of lower levels enter unbatched
     if top is not None:
         p_leaves = [_lift(top, a) for a in p_leaves]
         t_leaves = [_lift(top, a) for a in t_leaves]
@@ -276,13 +282,8 @@ def jvp(
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    contexts, prev_hook = JVP_CONTEXTS.contexts, JVP.hook
-    JVP_CONTEXTS.contexts, JVP.hook = contexts + (ctx,), _hook
-    try:
-        with _api.enable_grad():
-            res = f(*tree_unflatten(p_td, tracked))
-    finally:
-        JVP_CONTEXTS.contexts, JVP.hook = contexts, prev_hook
+    with interpreting(Jvp(ctx, _process), GradMode(True)):
+        res = f(*tree_unflatten(p_td, tracked))
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)
@@ -491,7 +492,7 @@ def jacrev(
         jac = _jac_tree(out_td, per_out, [td for _, td in in_flat], argnums)
         # the batched backward is a differentiable one (create_graph): its nodes stay only for
         # an outer transform (hessian's jvp, an outer grad), as grad's result does
-        nested = GRAD_DEPTH.value > 0 or any(
+        nested = STACK.grad_depth > 0 or any(
             isinstance(x, Array) and x._node is not None for leaves, _ in in_flat for x in leaves
         )
         jac = _api._finish(jac, nested)

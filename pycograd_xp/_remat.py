@@ -18,7 +18,7 @@ from typing import Any
 from . import _api
 from ._forward import transposed_rule
 from ._primitive import Primitive
-from ._state import MODE
+from ._state import STACK
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import record
@@ -66,7 +66,7 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapped(*args: Any) -> Any:
         tracked = [a for a in args if isinstance(a, Array) and a._node is not None]
-        if not tracked or not MODE.enabled:
+        if not tracked or not STACK.grad_enabled:
             return f(*args)
         ns = tracked[0]._ns
         with _api.no_grad():

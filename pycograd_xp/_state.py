@@ -1,108 +1,248 @@
-"""Every per-thread state of the transforms, in one place.
+"""The interpreter stack: what the running transforms must know, in one place.
 
-Each transform keeps what it must know while it runs in a ``threading.local`` here: another
-thread sees its own values (two threads may differentiate at once). A transform sets a field on
-entry and restores it on exit (``prev, X.field = X.field, new ... finally: X.field = prev``).
+Every transform that is running in this thread has one frame on :data:`STACK`, innermost last,
+as JAX keeps its stack of traces: ``grad`` inside ``vmap`` inside ``jvp`` is the stack
+``(Jvp, Vmap, Grad)``. A transform enters with ``with interpreting(frame):`` and leaves when the
+block ends, whatever happens in it. The frames are the only per-thread state of the
+transforms; another thread has its own stack (two threads may differentiate at once).
+
+The frames (one class per kind of interpreter):
+
+* :class:`GradMode`: ``no_grad``/``enable_grad``, and the backward pass itself (which records
+  only when a higher-order gradient is asked for): whether calls record tape nodes.
+* :class:`Grad`: a running ``grad``/``vjp`` (a nested one records its backward).
+* :class:`Jvp`: a running ``jvp``: the tangents of the nodes recorded inside it, and the
+  function that computes the tangent of each new node.
+* :class:`Vmap`: a running ``vmap``: its batched namespace (a transform started inside it
+  tracks its inputs at that level, so that its derivative is batched too).
+* :class:`Abstract`: ``pycograd_xp.memory`` projecting: the abstract namespace that creation
+  calls of every namespace go to (``xp.zeros(shape)`` inside the function must not allocate),
+  and the tracker adding up the abstract arrays' bytes.
+* :class:`Trace`: ``pycograd_xp.compile`` tracing: the abstract namespace, the recorder every
+  call of it goes through, and (on an eager backend) the namespace whose calls move to the
+  recording (a computation on an array the function closes over is recorded, not snapshotted).
+* :class:`CustomRule`: a ``custom_vjp``/``custom_jvp`` function's own rule running (calling the
+  function inside its rule runs the plain function).
+* :class:`OnBackward`: a callback called as each backward pass of ``grad``/``vjp`` begins (the
+  memory projection and the planners tell the forward pass from the backward pass so).
+
+What the hot path reads is derived from the frames on every push and pop, and kept as plain
+attributes of :data:`STACK` (one attribute read per question, as cheap as a flag): see
+:class:`_Stack`. Only this module writes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
 
-class _GradMode(threading.local):
-    # Whether the namespaces record tape nodes (``no_grad``/``enable_grad`` switch it).
-    enabled: bool = True
+class Frame:
+    """One running transform (an interpreter on the stack)."""
+
+    __slots__ = ()
+    kind = "frame"
+
+    def __repr__(self) -> str:
+        return self.kind
 
 
-MODE = _GradMode()
+class GradMode(Frame):
+    """Whether calls record tape nodes: ``no_grad`` (False), ``enable_grad`` (True), the
+    backward pass (``create_graph``)."""
+
+    __slots__ = ("enabled",)
+    kind = "grad_mode"
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __repr__(self) -> str:
+        return "enable_grad" if self.enabled else "no_grad"
 
 
-class _Redirect(threading.local):
-    # While pycograd_xp.memory projects a function: the abstract namespace that creation
-    # functions of every other namespace hand their calls to (xp.zeros(shape) inside the
-    # function must not allocate for real).
-    ns: ModuleType | None = None
-    # While ``compile`` traces a function on an eager backend: that backend's namespace, every
-    # call of which moves to ``ns`` (see ``namespace._wrappers.closed_call``): a computation on an
-    # array the function closes over is recorded, not snapshotted.
-    closed: ModuleType | None = None
+class Grad(Frame):
+    """A running ``grad``/``value_and_grad``/``vjp`` (its forward pass or its backward pass)."""
+
+    __slots__ = ()
+    kind = "grad"
 
 
-REDIRECT = _Redirect()
+class Jvp(Frame):
+    """A running ``jvp``: ``context`` holds the tangents; ``process(node, out, args, kwargs)``,
+    called on every node recorded while it runs, computes the output's tangent."""
+
+    __slots__ = ("context", "process")
+    kind = "jvp"
+
+    def __init__(self, context: Any, process: Callable[[Any, Any, tuple, dict], None]) -> None:
+        self.context, self.process = context, process
 
 
-class _JvpHook(threading.local):
-    # While pycograd_xp.jvp (the function) runs: ``hook(node, out, args, kwargs)``, called on
-    # every node recorded, computes the output's tangent (forward mode); None: nothing.
-    hook: Callable[[Any, Any, tuple, dict], None] | None = None
+class Vmap(Frame):
+    """A running ``vmap``: ``ns`` is its batched namespace."""
+
+    __slots__ = ("ns",)
+    kind = "vmap"
+
+    def __init__(self, ns: ModuleType) -> None:
+        self.ns = ns
+
+    def __repr__(self) -> str:
+        return f"vmap(level {self.ns._backend.level})"
 
 
-JVP = _JvpHook()
+class Abstract(Frame):
+    """``pycograd_xp.memory`` projecting: creation calls of every namespace go to the abstract
+    namespace ``ns`` (None: they do not move), and ``tracker`` adds up the bytes."""
+
+    __slots__ = ("ns", "tracker")
+    kind = "abstract"
+
+    def __init__(self, ns: ModuleType | None, tracker: Any = None) -> None:
+        self.ns, self.tracker = ns, tracker
 
 
-class _JvpContexts(threading.local):
-    # The jvp calls running in this thread, innermost last (each carries its tangents).
-    contexts: tuple = ()
+class Trace(Frame):
+    """``pycograd_xp.compile`` tracing: calls of the abstract namespace ``ns`` are recorded by
+    ``recorder``; calls of the concrete namespace ``closed`` (None on a lazy backend) move to
+    ``ns`` (see ``namespace._dispatch``)."""
+
+    __slots__ = ("ns", "recorder", "closed")
+    kind = "trace"
+
+    def __init__(self, ns: ModuleType, recorder: Any, closed: ModuleType | None) -> None:
+        self.ns, self.recorder, self.closed = ns, recorder, closed
 
 
-JVP_CONTEXTS = _JvpContexts()
+class CustomRule(Frame):
+    """The rule (fwd, bwd, the jvp rule) of the custom function ``fn`` is running."""
+
+    __slots__ = ("fn",)
+    kind = "custom_rule"
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
 
 
-class _Batch(threading.local):
-    # While pycograd_xp.vmap runs a function: the batched namespace of the innermost vmap; a
-    # transform started inside it (grad, jvp) tracks its inputs at that level, so that its
-    # derivative is batched too (per-example gradients). None: outside any vmap.
-    ns: ModuleType | None = None
+class OnBackward(Frame):
+    """``callback()`` is called as each backward pass of ``grad``/``vjp`` begins."""
+
+    __slots__ = ("callback",)
+    kind = "on_backward"
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
 
 
-BATCH = _Batch()
+class _Stack(threading.local):
+    """The frames of this thread, and what the hot path reads, derived from them.
 
+    * ``grad_enabled``: the innermost :class:`GradMode`'s (True without one);
+    * ``grad_depth``: how many :class:`Grad` frames there are;
+    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: the outermost one's
+      ``process`` (None without one), called by the tape on every node it records;
+    * ``batch``: the innermost :class:`Vmap`'s namespace (None: outside any vmap);
+    * ``redirect``: the abstract namespace of the innermost :class:`Abstract` or :class:`Trace`
+      frame that has one (where creation calls go); ``tracker``: that frame's tracker (a
+      :class:`Trace` has none);
+    * ``closed``, ``recorder``: the innermost :class:`Trace`'s; ``tracing``: how many;
+    * ``custom``: the custom functions whose rule is running;
+    * ``before_backward``: the innermost :class:`OnBackward`'s callback.
+    """
 
-class _Abstract(threading.local):
-    # While pycograd_xp.memory projects: the tracker adding up the abstract arrays' bytes.
+    frames: tuple[Frame, ...] = ()
+    grad_enabled: bool = True
+    grad_depth: int = 0
+    jvp: tuple[Jvp, ...] = ()
+    jvp_hook: Callable[[Any, Any, tuple, dict], None] | None = None
+    batch: ModuleType | None = None
+    redirect: ModuleType | None = None
     tracker: Any = None
-    # While pycograd_xp.compile traces: its recorder, which every call of the abstract backend
-    # goes through (``call``, ``inplace``, ``opaque``), and which the shape rules tell when an
-    # output's shape depends on data (``data_dependent``). None: not tracing.
+    closed: ModuleType | None = None
     recorder: Any = None
-
-
-CURRENT = _Abstract()
-
-
-class _GradDepth(threading.local):
-    # How many grad/vjp calls are running in this thread (a nested one records its backward).
-    value: int = 0
-
-
-GRAD_DEPTH = _GradDepth()
-
-
-class _Hooks(threading.local):
-    # Called by value_and_grad between the forward pass and the backward pass (the memory
-    # projection marks the phase there); None: nothing.
+    tracing: int = 0
+    custom: frozenset = frozenset()
     before_backward: Callable[[], None] | None = None
 
 
-HOOKS = _Hooks()
+STACK = _Stack()
 
 
-class _Tracing(threading.local):
-    # How many compile traces run in this thread (a compiled call inside one runs uncompiled).
-    depth: int = 0
+def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
+    view: dict[str, Any] = dict.fromkeys(
+        ("jvp_hook", "batch", "redirect", "tracker", "closed", "recorder", "before_backward")
+    )
+    view.update(frames=frames, grad_enabled=True, grad_depth=0, tracing=0)
+    jvps: list[Jvp] = []
+    custom: set[int] = set()
+    for f in frames:
+        if type(f) is GradMode:
+            view["grad_enabled"] = f.enabled
+        elif type(f) is Grad:
+            view["grad_depth"] += 1
+        elif type(f) is Jvp:
+            jvps.append(f)
+        elif type(f) is Vmap:
+            view["batch"] = f.ns
+        elif type(f) is Abstract:
+            if f.ns is not None:
+                view["redirect"] = f.ns
+            view["tracker"] = f.tracker
+        elif type(f) is Trace:
+            view.update(redirect=f.ns, tracker=None, closed=f.closed, recorder=f.recorder)
+            view["tracing"] += 1
+        elif type(f) is CustomRule:
+            custom.add(id(f.fn))
+        elif type(f) is OnBackward:
+            view["before_backward"] = f.callback
+    view["jvp"] = tuple(jvps)
+    view["jvp_hook"] = jvps[0].process if jvps else None
+    view["custom"] = frozenset(custom)
+    return view
 
 
-TRACING = _Tracing()
+def _set(frames: tuple[Frame, ...]) -> None:
+    STACK.__dict__.update(_derive(frames))
 
 
-class _CustomActive(threading.local):
-    # The custom functions whose rule (fwd, bwd, the jvp rule) is running: calling one inside
-    # its own rule (JAX's fwd(x) = (f(x), ...)) runs the plain function, recorded as usual.
-    ids: frozenset = frozenset()
+def push(*frames: Frame) -> tuple[Frame, ...]:
+    """Push ``frames`` (innermost last); returns the stack as it was, for :func:`restore`."""
+    prev = STACK.frames
+    _set(prev + frames)
+    return prev
 
 
-CUSTOM_ACTIVE = _CustomActive()
+def restore(frames: tuple[Frame, ...]) -> None:
+    """Set the stack back to ``frames`` (what :func:`push` returned)."""
+    _set(frames)
+
+
+@contextlib.contextmanager
+def interpreting(*frames: Frame) -> Iterator[None]:
+    """Push ``frames`` (innermost last) for the block; the stack as it was after it."""
+    prev = push(*frames)
+    try:
+        yield
+    finally:
+        _set(prev)
+
+
+@contextlib.contextmanager
+def only(frames: tuple[Frame, ...]) -> Iterator[None]:
+    """Run the block with the stack replaced by ``frames`` (a rule running at a lower level:
+    a JVP rule sees only the jvp frames outside its own); the stack as it was after it."""
+    prev = STACK.frames
+    _set(frames)
+    try:
+        yield
+    finally:
+        _set(prev)
+
+
+def describe() -> str:
+    """The running transforms, outermost first (``"jvp > vmap(level 1) > grad"``)."""
+    return " > ".join(map(repr, STACK.frames)) or "none"

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from ._state import MODE
+from ._state import GradMode, push, restore
 
 _seq = itertools.count()
 
@@ -297,7 +297,7 @@ def backward(
     for node, g in roots:
         cts[id(node)] = _add(cts.get(id(node)), g)
     results: dict[int, Any] = {}
-    prev, MODE.enabled = MODE.enabled, create_graph
+    prev = push(GradMode(create_graph))
     try:
         for node in _toposort([n for n, _ in roots], stop_below):
             key = id(node)
@@ -318,7 +318,7 @@ def backward(
                 if not retain_graph:
                     node.args = node.kwargs = node.out = None
     finally:
-        MODE.enabled = prev
+        restore(prev)
     return results
 
 

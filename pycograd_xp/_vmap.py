@@ -14,10 +14,11 @@ The two orders of vmap and grad compose for the same reason JAX's do:
 
 * ``grad(vmap(f))``: the batching rules call the inner namespace, whose tape records the batched
   computation; the outer gradient flows through it.
-* ``vmap(grad(f))``: grad inside vmap tracks its inputs at the batched level (``BATCH``), so the
-  tape records batched arrays and the VJP rules run on the batched backend: the backward pass is
-  batched too (per-example gradients: matmul's cotangent for an unbatched weight becomes one
-  broadcast outer product, never a loop over examples).
+* ``vmap(grad(f))``: grad inside vmap tracks its inputs at the batched level (the innermost
+  :class:`~pycograd_xp._state.Vmap` frame's), so the tape records batched arrays and the VJP rules
+  run on the batched backend: the backward pass is batched too (per-example gradients: matmul's
+  cotangent for an unbatched weight becomes one broadcast outer product, never a loop over
+  examples).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from ._primitive import CONSTANTS, DTYPE_NAMES, UnbatchableError, namespace_module
-from ._state import BATCH
+from ._state import STACK, Vmap, interpreting
 from .namespace import namespace
 from .namespace._array import Array, install_backend_operators, make
 from .namespace._backend import register_adapter
@@ -312,7 +313,7 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             )
         axes = _prefix(axes_arg, args, where)
         leaves, td = tree_flatten(args)
-        size, base = None, BATCH.ns
+        size, base = None, STACK.batch
         for lf, ax in zip(leaves, axes, strict=True):
             if ax is None:
                 continue
@@ -344,11 +345,8 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
                 d = lf if ax in (0, -lf.ndim) else lf._ns.moveaxis(lf, ax, 0)
                 lf = make(bns.Array, T(d, True))
             new.append(lf)
-        prev, BATCH.ns = BATCH.ns, bns
-        try:
+        with interpreting(Vmap(bns)):
             out = f(*tree_unflatten(td, new))
-        finally:
-            BATCH.ns = prev
         o_leaves, o_td = tree_flatten(out)
         o_axes = _prefix(tuple(out_axes) if isinstance(out_axes, list) else out_axes, out, where)
         return tree_unflatten(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp._state import MODE
+from pycograd_xp._state import STACK
 
 
 def _cases():
@@ -374,8 +374,9 @@ def test_bad_input(world, call, exc, pattern):
     xp, other, w, graph = world
     with np.errstate(all="ignore"), pytest.raises(exc, match=pattern):
         call(xp, other, w)
-    # nothing corrupted: grad mode, the leaf's value and .grad, and the retained graph
-    assert MODE.enabled is True
+    # nothing corrupted: the interpreter stack (grad mode), the leaf's value and .grad, and the
+    # retained graph
+    assert STACK.frames == () and STACK.grad_enabled is True
     np.testing.assert_array_equal(np.asarray(pg.stop_gradient(w)), [1.0, 2.0, 3.0])
     assert w.requires_grad
     np.testing.assert_array_equal(np.asarray(w.grad), [2.0, 4.0, 6.0])
@@ -395,7 +396,7 @@ def test_nan_and_inf_cotangents_propagate_without_corrupting_state(xp):
     assert np.isnan(got[0]) and np.isposinf(got[1])
     (g,) = pull(xp.asarray([1.0, 1.0]))  # the graph is still usable
     np.testing.assert_array_equal(np.asarray(g), [2.0, 2.0])
-    assert MODE.enabled is True
+    assert STACK.frames == () and STACK.grad_enabled is True
 
 
 def test_error_inside_f_restores_grad_mode(xp):
@@ -405,7 +406,7 @@ def test_error_inside_f_restores_grad_mode(xp):
 
     with pytest.raises(KeyError):
         pg.grad(f)(xp.ones(2))
-    assert MODE.enabled is True
+    assert STACK.frames == () and STACK.grad_enabled is True
     with pg.no_grad(), pytest.raises(KeyError):
         pg.grad(f)(xp.ones(2))
-    assert MODE.enabled is True
+    assert STACK.frames == () and STACK.grad_enabled is True

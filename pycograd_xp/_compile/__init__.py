@@ -28,11 +28,11 @@ schedule never bakes in a branch. Python numbers among the arguments stay dynami
 (``pycograd_xp._host``) unless their value is needed, in which case they become part of the
 cache key. A function called with tracked arrays (inside ``grad``) runs uncompiled.
 
-Arrays the function closes over are constants the replay reads, not values: on an eager
-backend every call of the traced namespace moves to the recording one while tracing
-(``REDIRECT.closed``, ``namespace._wrappers.closed_call``), so ``data * 2.0`` on a closed-over
-``data`` is recorded and recomputed by each replay from ``data``'s contents then, as the
-function would; a write into such an array is refused (the replay could not repeat it). On a
+Arrays the function closes over are constants the replay reads, not values: on an eager backend
+every call of the traced namespace moves to the recording one while tracing (its
+:class:`~pycograd_xp._state.Trace` frame's ``closed``; ``namespace._dispatch``), so ``data * 2.0``
+on a closed-over ``data`` is recorded and recomputed by each replay from ``data``'s contents then,
+as the function would; a write into such an array is refused (the replay could not repeat it). On a
 lazy backend arrays never change and nothing needs recording.
 
 The package, in the order a trace goes through it:
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._host import HostScalar, ValueNeededError
-from .._state import MODE, TRACING
+from .._state import STACK
 from ..namespace._array import Array, make
 from ..tree import _children, _dict_keys, tree_flatten
 from ._codegen import generate, rebuilder
@@ -163,7 +163,7 @@ class Compiled:
         parts: list[Any] = [sig]
         ns = None
         static_pos = self._static_positions(args, kwargs, sig)
-        grad_on = MODE.enabled
+        grad_on = STACK.grad_enabled
         for i, leaf in enumerate(leaves):
             t = type(leaf)
             if isinstance(leaf, Array):
@@ -171,7 +171,7 @@ class Compiled:
                     (leaf._node is not None and grad_on)
                     or leaf._backend.abstract
                     or leaf._backend.level
-                    or TRACING.depth
+                    or STACK.tracing
                 ):
                     return None, leaves, sig, ns
                 if ns is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._host import HostScalar, NoValue
 from .._primitive import CONSTANTS, DTYPE_NAMES, namespace_module
-from .._state import CURRENT
+from .._state import STACK
 from ..namespace._array import install_backend_operators
 from ..namespace._backend import _BY_XP, Backend
 from ._ir import GETITEM, SETITEM, row_function
@@ -102,7 +102,7 @@ def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]
         fn = row_function(prim, target)
 
     def f(*args: Any, **kwargs: Any) -> Any:
-        rec = CURRENT.recorder
+        rec = STACK.recorder
         if rec is None:  # outside a trace (building the namespace): the backend itself
             return fn(*real(args), **real(kwargs))
         return rec.call_real(prim, fn, mod, args, kwargs)

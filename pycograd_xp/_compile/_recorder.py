@@ -13,7 +13,7 @@ import numpy as np
 from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, matmul_into_shape
 from .._host import HostScalar, ValueNeededError
 from .._primitive import REGISTRY
-from .._state import CURRENT, REDIRECT, TRACING
+from .._state import STACK, Trace, push, restore
 from ..namespace._array import Array, make
 from ..ops._rules.shapes import KEEP_VALUES
 from ..tree import tree_flatten, tree_unflatten
@@ -328,7 +328,7 @@ def host_array(fn: Callable[..., Any], args: tuple, shape: tuple[int, ...], dtyp
     from a key that is an argument of the compiled function."""
     from ..memory._project import abstract_namespace
 
-    rec = CURRENT.recorder
+    rec = STACK.recorder
     if rec is None:
         raise RuntimeError("host_array: only while pycograd_xp.compile traces")
     if rec.by_real is not None and rec.chunked:
@@ -390,12 +390,9 @@ def record(
         else:
             a_leaves.append(leaf)
     args, kwargs = tree_unflatten(td, a_leaves)
-    prev = CURRENT.recorder, CURRENT.tracker, REDIRECT.ns, REDIRECT.closed
     # on an eager backend, calls on arrays the function closes over are recorded too (each
     # replay reads them afresh); a lazy backend's arrays never change, nothing to record
-    CURRENT.recorder, CURRENT.tracker, REDIRECT.ns = rec, None, A
-    REDIRECT.closed = None if lazy else ns
-    TRACING.depth += 1
+    prev = push(Trace(A, rec, None if lazy else ns))
     try:
         out = f(*args, **kwargs)
     except TypeError as e:
@@ -410,8 +407,7 @@ def record(
             "array, or call this part outside the compiled function"
         ) from e
     finally:
-        TRACING.depth -= 1
-        CURRENT.recorder, CURRENT.tracker, REDIRECT.ns, REDIRECT.closed = prev
+        restore(prev)
     out_leaves, out_def = tree_flatten(out)
     templates: list[Any] = []
     outs: list[tuple[str, Any]] = []

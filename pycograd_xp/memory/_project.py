@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _api
 from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, Tracker, matmul_into_shape
-from .._state import CURRENT, HOOKS, REDIRECT
+from .._state import STACK, Abstract, OnBackward, interpreting
 from ..namespace import namespace
 from ..namespace._array import Array, make
 from ..namespace._backend import register_adapter
@@ -170,11 +170,8 @@ def before_backward(callback: Callable[[], None]) -> Iterator[None]:
     ``value_and_grad`` or ``vjp`` begins (after the forward pass built its graph): a planner
     tells the ops of the forward pass from those of the backward pass so. Restores the callback
     that was set before on exit."""
-    prev, HOOKS.before_backward = HOOKS.before_backward, callback
-    try:
+    with interpreting(OnBackward(callback)):
         yield
-    finally:
-        HOOKS.before_backward = prev
 
 
 def parse_bytes(limit: int | float | str) -> int:
@@ -332,21 +329,21 @@ class Projection:
 
 def _adapt_abstract(b: Any) -> Any:
     def index_add(size: int, flat_index: Any, values: Any) -> Any:
-        if CURRENT.recorder is not None:  # compile: the replay calls the backend's own
-            return CURRENT.recorder.index_add(size, flat_index, values)
+        if STACK.recorder is not None:  # compile: the replay calls the backend's own
+            return STACK.recorder.index_add(size, flat_index, values)
         return ABSTRACT.zeros((size,), dtype=values.dtype)  # NumPy: zeros, then add.at in place
 
     def matmul_into(x1: Any, x2: Any, out: Any) -> Any:
-        if CURRENT.recorder is not None:  # compile: the replay calls the backend's own
-            return CURRENT.recorder.matmul_into(x1, x2, out)
+        if STACK.recorder is not None:  # compile: the replay calls the backend's own
+            return STACK.recorder.matmul_into(x1, x2, out)
         shape = matmul_into_shape(x1, x2)
         if shape != out.shape or np.result_type(x1.dtype, x2.dtype) != out.dtype:
             raise ValueError(
                 f"matmul_into: the product of {x1.shape} and {x2.shape} is no "
                 f"{out.shape} {out.dtype} array"
             )
-        if CURRENT.tracker is not None:  # NumPy: straight into out, nothing allocated
-            CURRENT.tracker.call("matmul_into", [], 0)
+        if STACK.tracker is not None:  # NumPy: straight into out, nothing allocated
+            STACK.tracker.call("matmul_into", [], 0)
         return out
 
     # an abstract array owns its (modelled) memory when it is no view: the tape may then hand
@@ -488,10 +485,7 @@ def _tracked(
 ) -> tuple[Tracker, int, int | None]:
     """Run ``call`` on abstract copies of ``args`` under a fresh tracker: the tracker, the
     arguments' bytes, and the bytes live when the first backward pass began (None: none did)."""
-    t = CURRENT.tracker = Tracker()
-    a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
-    a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
-    argument_bytes = t.live
+    t = Tracker()
     boundary: list[int] = []
 
     def mark() -> None:
@@ -499,32 +493,29 @@ def _tracked(
             boundary.append(t.live)
         t.phase = "backward"
 
-    prev, HOOKS.before_backward = HOOKS.before_backward, mark
-    try:
+    with interpreting(Abstract(A, t), OnBackward(mark)):
+        a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
+        a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
+        argument_bytes = t.live
         result = call(*a_args, **a_kwargs)
-    finally:
-        HOOKS.before_backward = prev
-    del result, a_args, a_kwargs
+        del result, a_args, a_kwargs
     return t, argument_bytes, boundary[0] if boundary else None
 
 
 def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
     """A compiled function as it is: the peak ``compile`` projects for the replay it generates
     for arguments of these shapes (``Trace.peak_bytes``), one row per replayed backend call."""
-    a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
-    a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
     forward: list[set[int]] = []  # the calls recorded before the first backward pass began
 
     def mark() -> None:
-        if not forward and CURRENT.recorder is not None:
-            forward.append({id(c) for c in CURRENT.recorder.calls})
+        if not forward and STACK.recorder is not None:
+            forward.append({id(c) for c in STACK.recorder.calls})
 
     events: list[tuple] = []
-    prev, HOOKS.before_backward = HOOKS.before_backward, mark
-    try:
+    with interpreting(Abstract(A), OnBackward(mark)):
+        a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
+        a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
         plan = f.replay_plan(a_args, a_kwargs, events)
-    finally:
-        HOOKS.before_backward = prev
     rows = [
         Row(
             i,
@@ -610,19 +601,14 @@ def project(
             )
         return chunked.projector(f, *args, argnums=nums, backend=backend, **kwargs)
     A = abstract_namespace()
-    prev_tracker, prev_redirect = CURRENT.tracker, REDIRECT.ns
-    REDIRECT.ns = A
-    try:
-        if nums == () and _compiled(f):
-            return _replay(f, A, args, kwargs)
-        if nums == ():
-            step, argument_bytes, boundary = _tracked(f, A, args, kwargs)
-            fwd = step
-        else:
-            fwd = _tracked(_forward_pass(f, where), A, args, kwargs)[0]
-            step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args, kwargs)
-    finally:
-        CURRENT.tracker, REDIRECT.ns = prev_tracker, prev_redirect
+    if nums == () and _compiled(f):
+        return _replay(f, A, args, kwargs)
+    if nums == ():
+        step, argument_bytes, boundary = _tracked(f, A, args, kwargs)
+        fwd = step
+    else:
+        fwd = _tracked(_forward_pass(f, where), A, args, kwargs)[0]
+        step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args, kwargs)
     overhead = _overhead(len(step.events))
     if boundary is None:
         boundary = argument_bytes if nums == () else step.live

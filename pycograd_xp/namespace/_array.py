@@ -17,7 +17,7 @@ from typing import Any
 
 from .._host import HostScalar
 from .._primitive import REGISTRY
-from .._state import MODE, REDIRECT
+from .._state import STACK
 from .._tape import Node, Select, backward, is_leaf, is_saved, leaf, note_write
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
@@ -306,7 +306,7 @@ class Array:
                 f"this array's shape {self.shape}; use the out-of-place operator instead"
             )
         if is_leaf(self._node):  # a leaf that requires grad
-            if MODE.enabled:
+            if STACK.grad_enabled:
                 raise RuntimeError(
                     f"{what}: this array is a leaf that requires grad; updating it in place "
                     "would lose its gradient. Do it under pycograd_xp.no_grad() (as optimizer "
@@ -484,14 +484,14 @@ def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
 
     def op(self: Array, other: Any, /) -> Any:
-        if REDIRECT.closed is self._ns:  # compile is tracing: this array is closed over
+        if STACK.closed is self._ns:  # compile is tracing: this array is closed over
             raise closed_write_error(name, self)
         # On a backend whose arrays are writable, write the buffer in place when no tape can see
         # it (under no_grad, as optimizer steps do; or nothing here is being differentiated
         # and the tape saved nothing of it); elsewhere compute the new value and rebind to it.
         if (
             (
-                not MODE.enabled
+                not STACK.grad_enabled
                 or (
                     self._node is None
                     and getattr(other, "_node", None) is None

@@ -1,11 +1,11 @@
 """Build a namespace module for one backend from the primitive table.
 
 ``build(backend)`` makes a fresh module ``pycograd_xp.<backend>`` with its own Array subclass and
-one public function per row of :data:`~pycograd_xp.ops.REGISTRY`. Each public
-function unwraps our arrays to backend arrays, checks dtypes (and axes where the row asks),
-calls the row's ``impl`` on the backend, and wraps the result. The hot elementwise rows and
-indexing are written here; the general rows' functions come from the factories of
-``namespace/_wrappers.py``.
+one public function per row of :data:`~pycograd_xp.ops.REGISTRY`. Each public function unwraps our
+arrays to backend arrays, checks dtypes (and axes where the row asks), calls the row's ``impl`` on
+the backend, wraps the result and records a tape node when an argument is differentiated; every
+other case leaves through ``_dispatch.bind``. The hot elementwise rows and indexing are written
+here; the general rows' functions come from the factories of ``namespace/_wrappers.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numbers
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 from .._primitive import CATEGORIES, CONSTANTS, DTYPE_NAMES, REGISTRY, Primitive, namespace_module
-from .._state import CURRENT, MODE, REDIRECT
+from .._state import STACK
 from .._tape import is_leaf, is_saved, note_write
 from ._array import (
     PLAIN_TYPES,
@@ -31,14 +31,9 @@ from ._array import (
     rebind,
 )
 from ._backend import Backend
+from ._dispatch import HandOver, bind
 from ._record import elementwise_recorder, record
-from ._wrappers import (
-    GeneralWrappers,
-    HandOver,
-    _dtype_error,
-    _explain,
-    closed_call,
-)
+from ._wrappers import GeneralWrappers, _dtype_error, _explain
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 # The code of every public function the factories make (one code serves every row of its
@@ -129,7 +124,7 @@ class _Builder(GeneralWrappers):
         def new_traced(data: Any) -> Array:
             # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
             # into 0-d arrays), as distinct from the raw results inside a first-order rule
-            recorder = CURRENT.recorder
+            recorder = STACK.recorder
             if recorder is not None:
                 recorder.wrapped(data)
             return new(data)
@@ -272,13 +267,13 @@ class _Builder(GeneralWrappers):
         lifted, mod = self.lifted, self.mod
 
         def f(x: Array, /) -> Array:
-            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x,), {})
+            if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, mod, (x,), {})
             if type(x) is not Arr:
                 try:
                     d = unwrap(x)  # raises a clear TypeError for foreign arrays
                 except HandOver as over:
-                    return over.call(prim, (x,), {})
+                    return bind(prim, mod, (x,), {}, over.ns)
                 if lifted(x):
                     return wrap(fn(d))
                 raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
@@ -290,7 +285,7 @@ class _Builder(GeneralWrappers):
             except (ValueError, TypeError, IndexError) as e:
                 raise _explain(name, e, (d,)) from e
             out = new(r) if type(r) is T else wrap(r)
-            if x._node is not None and diff and MODE.enabled:
+            if x._node is not None and diff and STACK.grad_enabled:
                 return rec(out, x)
             return out
 
@@ -315,8 +310,8 @@ class _Builder(GeneralWrappers):
             )
 
         def f(x1: Any, x2: Any, /) -> Array:
-            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x1, x2), {})
+            if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, mod, (x1, x2), {})
             try:
                 if type(x1) is Arr:
                     d1 = x1._data
@@ -348,7 +343,7 @@ class _Builder(GeneralWrappers):
                 out = new(r) if type(r) is T else wrap(r)
                 if (
                     diff
-                    and MODE.enabled
+                    and STACK.grad_enabled
                     and (
                         (type(x1) is Arr and x1._node is not None)
                         or (type(x2) is Arr and x2._node is not None)
@@ -357,7 +352,7 @@ class _Builder(GeneralWrappers):
                     return rec(out, x1, x2)
                 return out
             except HandOver as over:  # an abstract operand: the call moves to its namespace
-                return over.call(prim, (x1, x2), {})
+                return bind(prim, mod, (x1, x2), {}, over.ns)
 
         return f
 
@@ -379,9 +374,8 @@ class _Builder(GeneralWrappers):
         mutable = self.backend.mutable
 
         def getitem(x: Array, key: Any) -> Array:
-            if REDIRECT.closed is mod:  # compile is tracing: record (see closed_call)
-                A = cast(ModuleType, REDIRECT.ns)
-                return A._getitem(A.asarray(x), key)
+            if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(GETITEM, mod, (x, key), {})
             try:
                 k = unwrap(key)
             except HandOver as over:  # a batched index (vmap): the call moves to its level
@@ -392,7 +386,7 @@ class _Builder(GeneralWrappers):
                 raise _explain("__getitem__", e, (x._data, k)) from e
             if mutable and _is_basic(key):  # NumPy returns a view: keep the aliasing
                 note_view(out, x, key)
-            if x._node is not None and MODE.enabled:
+            if x._node is not None and STACK.grad_enabled:
                 return record(GETITEM, mod, out, (x, key), {})
             return out
 
@@ -427,7 +421,7 @@ class _Builder(GeneralWrappers):
                     f"__setitem__: the {backend.name} backend has immutable arrays; "
                     "build the new array with xp.where(mask, value, x) instead"
                 )
-            if REDIRECT.closed is mod:
+            if STACK.closed is mod:
                 raise closed_write_error("__setitem__", x)
             try:
                 k, v = unwrap(key), unwrap(value)
@@ -439,7 +433,7 @@ class _Builder(GeneralWrappers):
                 x._rebind(lifted, "__setitem__")
                 return
             value_tracked = isinstance(value, Array) and value._node is not None
-            if not MODE.enabled or (
+            if not STACK.grad_enabled or (
                 x._node is None and not value_tracked and not is_saved(backend, x._data)
             ):
                 x._data[k] = v  # nothing being recorded can see this buffer change

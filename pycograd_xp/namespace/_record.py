@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._state import JVP
+from .._state import STACK
 from .._tape import Node, Select, ShapeDtype, mark_saved
 from ._array import PLAIN_TYPES, Array
 
@@ -122,8 +122,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
         if keep_out:
             saved["out"] = handles
             node.saved = saved
-        if JVP.hook is not None:
-            JVP.hook(node, out, args, kwargs)
+        if STACK.jvp_hook is not None:  # running jvps: the output's tangent
+            STACK.jvp_hook(node, out, args, kwargs)
         return out
     if out._data.dtype not in floating:
         return out
@@ -131,8 +131,8 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     out._node = node
     if "out" in saves:
         node.out = out._data
-    if JVP.hook is not None:
-        JVP.hook(node, out, args, kwargs)
+    if STACK.jvp_hook is not None:  # running jvps: the output's tangent
+        STACK.jvp_hook(node, out, args, kwargs)
     return out
 
 
@@ -167,8 +167,8 @@ def elementwise_recorder(
             return out
         saved: dict = {}
         attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
-        if JVP.hook is not None:
-            JVP.hook(out._node, out, (x,), {})
+        if STACK.jvp_hook is not None:  # running jvps: the output's tangent
+            STACK.jvp_hook(out._node, out, (x,), {})
         return out
 
     def rec2(out: Any, x1: Any, x2: Any) -> Any:
@@ -187,8 +187,8 @@ def elementwise_recorder(
             return out
         saved: dict = {}
         attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
-        if JVP.hook is not None:
-            JVP.hook(out._node, out, (x1, x2), {})
+        if STACK.jvp_hook is not None:  # running jvps: the output's tangent
+            STACK.jvp_hook(out._node, out, (x1, x2), {})
         return out
 
     return rec1 if prim.kind == "unary" else rec2

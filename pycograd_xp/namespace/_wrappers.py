@@ -1,13 +1,14 @@
 """The bodies of the public functions of general rows: one closure factory per signature shape.
 
 A namespace's public function for a general row is a closure made by one of the factories of
-:class:`GeneralWrappers` (one array, with or without keywords; an array and a plain value; two
-or three arrays; a list of arrays; no array; the plain path for the rest), chosen by
-:class:`_Params` from the row's signature. Each takes its arguments at a fixed arity, checks the
-dtypes, unwraps our arrays, calls the backend, wraps the result and records a tape node when an
-argument is differentiated. An argument of another namespace (abstract, batched) hands the call
-over to that namespace (:class:`HandOver`); while ``compile`` traces, the call is recorded
-(:func:`closed_call`). Errors name the function and the way out (:func:`_explain`).
+:class:`GeneralWrappers` (one array, with or without keywords; an array and a plain value; two or
+three arrays; a list of arrays; no array; the plain path for the rest), chosen by :class:`_Params`
+from the row's signature. Each takes its arguments at a fixed arity, checks the dtypes, unwraps our
+arrays, calls the backend, wraps the result and records a tape node when an argument is
+differentiated. Every other case (an argument of another namespace, abstract or batched; ``compile``
+tracing this namespace; a creation call while ``memory`` projects) leaves through the one choke
+point, :func:`~pycograd_xp.namespace._dispatch.bind`. Errors name the function and the way out
+(:func:`_explain`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 from .._primitive import Primitive
-from .._state import MODE, REDIRECT
+from .._state import STACK
 from ._array import Array
+from ._dispatch import SHAPE_CREATORS, HandOver, bind
 from ._record import record
 
 # Parameter names of the standard that never hold arrays: passed to the backend untouched.
@@ -65,51 +67,11 @@ _PLAIN_PARAMS = frozenset(
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
 
 
-def closed_call(prim: Primitive, args: tuple, kwargs: dict) -> Any:
-    """A call of the namespace ``compile`` traces on (``REDIRECT.closed``), moved to the
-    recording namespace. Its concrete arrays are ones the function closes over: each becomes a
-    constant the replay reads (``asarray`` of it, no copy), so the replay computes the call
-    afresh from the array's contents at that call, as the function itself does. Run here, the
-    result would be a snapshot, stale once the caller writes into the array."""
-    A = cast(ModuleType, REDIRECT.ns)  # set whenever REDIRECT.closed is (see _state.REDIRECT)
-    return _function_of(A, prim)(
-        *_recorded(A, args), **{k: _recorded(A, v) for k, v in kwargs.items()}
-    )
-
-
-def _recorded(A: ModuleType, a: Any) -> Any:
-    if isinstance(a, Array) and not a._backend.abstract:
-        return A.asarray(a)
-    if type(a) is tuple or type(a) is list:
-        return type(a)(_recorded(A, e) for e in a)
-    return a
-
-
 def _any_tracked(a: Any) -> bool:
     """Whether a list/tuple argument holds an array that is being differentiated."""
     if isinstance(a, list | tuple):
         return any(_any_tracked(e) for e in a)
     return isinstance(a, Array) and a._node is not None
-
-
-class HandOver(Exception):  # noqa: N818 - a signal, not an error
-    """An array of an abstract namespace reached a function of a concrete one: the call is
-    handed over to the abstract namespace (see ``pycograd_xp.memory``)."""
-
-    def __init__(self, ns: ModuleType) -> None:
-        self.ns = ns
-
-    def call(self, prim: Primitive, args: tuple, kwargs: dict) -> Any:
-        return _function_of(self.ns, prim)(*args, **kwargs)
-
-
-def _function_of(ns: ModuleType, prim: Primitive) -> Callable[..., Any]:
-    return getattr(getattr(ns, prim.scope) if prim.scope else ns, prim.short_name)
-
-
-# Rows that make arrays from Python values alone: while a function is projected, the ones of
-# every namespace make abstract arrays instead (see ``REDIRECT``).
-_SHAPE_CREATORS = frozenset({"arange", "empty", "eye", "full", "linspace", "ones", "zeros"})
 
 
 class AxisError(ValueError, IndexError):
@@ -341,8 +303,8 @@ class GeneralWrappers:
         axis_default = kwdefaults.get("axis")
 
         def f(x: Any, /, **kw: Any) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x,), {**kwdefaults, **kw})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (x,), {**kwdefaults, **kw})
             try:
                 if type(x) is Arr:
                     d = x._data
@@ -366,11 +328,11 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
-                if tracked and MODE.enabled:
+                if tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (x,), {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (x,), {**kwdefaults, **kw})
+                return bind(prim, ns, (x,), {**kwdefaults, **kw}, over.ns)
 
         return f
 
@@ -384,8 +346,8 @@ class GeneralWrappers:
         diff = prim.vjp is not None
 
         def f(x: Any, /) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x,), {})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (x,), {})
             try:
                 if type(x) is Arr:
                     d = x._data
@@ -404,11 +366,11 @@ class GeneralWrappers:
                         out = wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d,), {}) from e
-                if tracked and MODE.enabled:
+                if tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (x,), {})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (x,), {})
+                return bind(prim, ns, (x,), {}, over.ns)
 
         return f
 
@@ -428,8 +390,8 @@ class GeneralWrappers:
                 del kw[a_name]
             if a is _ABSENT or more:  # a call to refuse
                 (x, a), kw = params.bind(_given(x, a, *more), kw)
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x, a), {**kwdefaults, **kw})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (x, a), {**kwdefaults, **kw})
             try:
                 if type(x) is Arr:
                     d = x._data
@@ -448,11 +410,11 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x, a), kw)
                     raise _explain(name, e, (d, a), {**kwdefaults, **kw}) from e
-                if tracked and MODE.enabled:
+                if tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (x, a), {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (x, a), {**kwdefaults, **kw})
+                return bind(prim, ns, (x, a), {**kwdefaults, **kw}, over.ns)
 
         return f
 
@@ -467,8 +429,8 @@ class GeneralWrappers:
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
         def f(x1: Any, x2: Any, /, **kw: Any) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x1, x2), {**kwdefaults, **kw})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (x1, x2), {**kwdefaults, **kw})
             try:
                 tracked = False
                 if type(x1) is Arr:
@@ -491,11 +453,11 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((x1, x2), kw)
                     raise _explain(name, e, (d1, d2), {**kwdefaults, **kw}) from e
-                if diff and tracked and MODE.enabled:
+                if diff and tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (x1, x2), {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (x1, x2), {**kwdefaults, **kw})
+                return bind(prim, ns, (x1, x2), {**kwdefaults, **kw}, over.ns)
 
         return f
 
@@ -508,8 +470,8 @@ class GeneralWrappers:
         diff = prim.vjp is not None
 
         def f(x1: Any, x2: Any, /) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (x1, x2), {})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (x1, x2), {})
             try:
                 tracked = False
                 if type(x1) is Arr:
@@ -531,11 +493,11 @@ class GeneralWrappers:
                     out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d1, d2), {}) from e
-                if diff and tracked and MODE.enabled:
+                if diff and tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (x1, x2), {})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (x1, x2), {})
+                return bind(prim, ns, (x1, x2), {}, over.ns)
 
         return f
 
@@ -547,8 +509,8 @@ class GeneralWrappers:
         diff = prim.vjp is not None
 
         def f(condition: Any, x1: Any, x2: Any, /) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (condition, x1, x2), {})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (condition, x1, x2), {})
             try:
                 tracked = False
                 if type(condition) is Arr:
@@ -577,11 +539,11 @@ class GeneralWrappers:
                     out = new(r) if type(r) is T else wrap(r)
                 except (ValueError, TypeError, IndexError) as e:
                     raise _explain(name, e, (d0, d1, d2), {}) from e
-                if diff and tracked and MODE.enabled:
+                if diff and tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (condition, x1, x2), {})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (condition, x1, x2), {})
+                return bind(prim, ns, (condition, x1, x2), {}, over.ns)
 
         return f
 
@@ -593,8 +555,8 @@ class GeneralWrappers:
         kwdefaults, diff = params.kwdefaults, prim.vjp is not None
 
         def f(arrays: Any, /, **kw: Any) -> Any:
-            if REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (arrays,), {**kwdefaults, **kw})
+            if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (arrays,), {**kwdefaults, **kw})
             try:
                 if type(arrays) is Arr:  # not a list: the backend says what it makes of it
                     d = arrays._data
@@ -610,11 +572,11 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((arrays,), kw)
                     raise _explain(name, e, (d,), {**kwdefaults, **kw}) from e
-                if tracked and MODE.enabled:
+                if tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (arrays,), {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (arrays,), {**kwdefaults, **kw})
+                return bind(prim, ns, (arrays,), {**kwdefaults, **kw}, over.ns)
 
         return f
 
@@ -623,17 +585,17 @@ class GeneralWrappers:
         ``empty``, ``fft.fftfreq``): all is passed as given, nothing is recorded."""
         name, impl, bk, ns, wrap = prim.name, prim.impl, self.bk, self.mod, self.wrap()
         T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
-        kwdefaults, creates = params.kwdefaults, name in _SHAPE_CREATORS
+        kwdefaults, creates = params.kwdefaults, name in SHAPE_CREATORS
         assert impl is not None
 
         def f(a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
             if a is _ABSENT or more:  # ``a`` given by keyword, or a call to refuse
                 (a,), kw = params.bind(_given(a, *more), kw)
             if creates:
-                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return HandOver(REDIRECT.ns).call(prim, (a,), {**kwdefaults, **kw})
-            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (a,), {**kwdefaults, **kw})
+                if STACK.redirect is not None and STACK.redirect is not ns:  # abstract arrays
+                    return bind(prim, ns, (a,), {**kwdefaults, **kw})
+            elif STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (a,), {**kwdefaults, **kw})
             try:
                 r = impl(bk, a, **kw) if kw else impl(bk, a)
                 return new(r) if type(r) is T else wrap(r)
@@ -649,7 +611,7 @@ class GeneralWrappers:
         name, impl, allowed, unwrap = self._parts(prim)
         Arr, bk, ns, wrap, dtypes = self.Arr, self.bk, self.mod, self.wrap(), prim.dtypes
         T, new = self.backend.array_type, self.new()  # one backend array: wrapped at once
-        kwdefaults, diff, creates = params.kwdefaults, prim.vjp is not None, name in _SHAPE_CREATORS
+        kwdefaults, diff, creates = params.kwdefaults, prim.vjp is not None, name in SHAPE_CREATORS
         is0, is1, is2 = (i in params.arrays for i in range(3))  # may hold an array
         ch0, ch1, ch2 = (i in params.checked and allowed is not None for i in range(3))
 
@@ -659,10 +621,10 @@ class GeneralWrappers:
             if a2 is _ABSENT or more:  # left to its default, given by keyword, or refused
                 (a0, a1, a2), kw = params.bind(_given(a0, a1, a2, *more), kw)
             if creates:
-                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return HandOver(REDIRECT.ns).call(prim, (a0, a1, a2), {**kwdefaults, **kw})
-            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+                if STACK.redirect is not None and STACK.redirect is not ns:  # abstract arrays
+                    return bind(prim, ns, (a0, a1, a2), {**kwdefaults, **kw})
+            elif STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, (a0, a1, a2), {**kwdefaults, **kw})
             try:
                 tracked = False
                 d0, d1, d2 = a0, a1, a2
@@ -696,11 +658,11 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse((a0, a1, a2), kw)
                     raise _explain(name, e, (d0, d1, d2), {**kwdefaults, **kw}) from e
-                if diff and tracked and MODE.enabled:
+                if diff and tracked and STACK.grad_enabled:
                     return record(prim, ns, out, (a0, a1, a2), {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, (a0, a1, a2), {**kwdefaults, **kw})
+                return bind(prim, ns, (a0, a1, a2), {**kwdefaults, **kw}, over.ns)
 
         return f
 
@@ -715,7 +677,7 @@ class GeneralWrappers:
         axis_default = kwdefaults.get("axis")
         arrays, checked, lists = params.arrays, params.checked, params.lists
         kw_arrays, kw_lists = params.kw_arrays, params.kw_lists
-        npos, var, creates = len(params.names), params.var, name in _SHAPE_CREATORS
+        npos, var, creates = len(params.names), params.var, name in SHAPE_CREATORS
         lists_too = diff and (bool(lists) or var)  # a list is tracked when an element is
         axis_at = None if "axis" in kwdefaults or not axis_check else params.names.index("axis")
 
@@ -723,10 +685,10 @@ class GeneralWrappers:
             if len(args) != npos:  # a positional parameter left out or given by keyword, *args
                 args, kw = params.bind(args, kw)  # or Python's TypeError
             if creates:
-                if REDIRECT.ns is not None and REDIRECT.ns is not ns:  # abstract arrays instead
-                    return HandOver(REDIRECT.ns).call(prim, args, {**kwdefaults, **kw})
-            elif REDIRECT.closed is ns:  # compile is tracing: record (see closed_call)
-                return closed_call(prim, args, {**kwdefaults, **kw})
+                if STACK.redirect is not None and STACK.redirect is not ns:  # abstract arrays
+                    return bind(prim, ns, args, {**kwdefaults, **kw})
+            elif STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
+                return bind(prim, ns, args, {**kwdefaults, **kw})
             try:
                 tracked = False
                 pos, kwd = list(args), kw  # what the backend call gets
@@ -763,10 +725,10 @@ class GeneralWrappers:
                 except (ValueError, TypeError, IndexError) as e:
                     params.refuse(args, kw)
                     raise _explain(name, e, tuple(pos), {**kwdefaults, **kwd}) from e
-                if diff and tracked and MODE.enabled:
+                if diff and tracked and STACK.grad_enabled:
                     return record(prim, ns, out, args, {**kwdefaults, **kw})
                 return out
             except HandOver as over:  # an abstract argument: the call moves to its namespace
-                return over.call(prim, args, {**kwdefaults, **kw})
+                return bind(prim, ns, args, {**kwdefaults, **kw}, over.ns)
 
         return f

@@ -22,7 +22,7 @@ import pytest
 
 import pycograd_xp as pg
 from pycograd_xp._abstract import AbstractArray, Tracker
-from pycograd_xp._state import CURRENT
+from pycograd_xp._state import Abstract, interpreting
 from pycograd_xp.memory._project import abstract_namespace
 from pycograd_xp.namespace._array import make
 from pycograd_xp.ops import REGISTRY
@@ -583,10 +583,8 @@ def _dtype_name(dtype) -> str:
 def test_shape_rules_match_the_backend(case):
     with np.errstate(all="ignore"):
         real = case.f(XP)(*[XP.asarray(a) for a in case.args])
-        tracker = CURRENT.tracker = Tracker()
-        try:
+        tracker = Tracker()
+        with interpreting(Abstract(None, tracker)):
             abstract = case.f(A)(*[_abstract(a, case.known) for a in case.args])
-        finally:
-            CURRENT.tracker = None
     assert case.row in {e.op for e in tracker.events}, f"{case.row} was not called"
     assert _describe(abstract) == _describe(real)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..._abstract import AbstractArray
-from ..._state import CURRENT
+from ..._state import STACK
 from .vjp import norm_axes
 
 
@@ -26,7 +26,7 @@ def new(shape: Any, dtype: Any) -> AbstractArray:
 def data_dependent(what: str) -> None:
     """An output's shape depends on values the abstract arrays do not have (only an upper
     bound is known): the projection goes on with the bound; a compile trace stops here."""
-    recorder = CURRENT.recorder
+    recorder = STACK.recorder
     if recorder is not None:
         recorder.data_dependent(what)
 
@@ -121,7 +121,7 @@ def native(nbytes: float) -> int:
     alone will see (``Projection.traced_peak_bytes``)."""
     if not COUNT_NATIVE:
         return 0
-    t = CURRENT.tracker
+    t = STACK.tracker
     if t is not None:
         t.native += int(nbytes)
     return int(nbytes)
