@@ -14,6 +14,12 @@ The ops modules declare rows with the decorators below:
 * :func:`primitive` for everything else. The decorated ``impl(bk, ...)`` takes the backend
   namespace first and then exactly the spec signature; the public function has that signature
   minus ``bk``, and receives the backend arrays unwrapped.
+
+A backend adapter may supply its own function for the backend call of a row (Cubed's block-wise
+``sort``, which Cubed lacks): ``row.implement(backend, fn)`` registers it in
+:data:`IMPLEMENTATIONS` under the backend's label (its short name), frozen rows or not; the
+adapter builds its completed namespace from :func:`implementations`, and the ``--matrix`` view
+shows where each one is. The table keeps them and knows nothing else of the backend.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -61,6 +67,8 @@ DTYPE_NAMES = (
     "complex128",
 )
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(eq=False)
@@ -248,8 +256,73 @@ class Primitive:
         self.unbatchable = reason
         self.sites["batch"] = _site()
 
+    # -- a backend's own function for the row's backend call (registered by its adapter) -------
+    # Not a rule: data an adapter adds at any time, rows frozen or not (see IMPLEMENTATIONS).
+
+    def implement(self, backend: str, fn: F | None = None, /) -> Any:
+        """Register ``fn`` as backend ``backend``'s own function for the one backend function
+        this row calls (``needs[0]``, dotted for an extension: ``"linalg.inv"``), where the
+        backend lacks it. ``backend`` is a label, the backend's short name (``Backend.name``);
+        its adapter puts ``fn`` in the namespace it hands the rows (:func:`implementations`).
+        A second registration for the same row and backend raises. Returns ``fn``, so that
+        ``@row.implement("mybackend")`` can decorate it."""
+        if fn is None:
+            return lambda f: self.implement(backend, f)
+        if REGISTRY.get(self.name) is not self:
+            raise ValueError(f"{self.name}: not a row of the table")
+        if len(self.needs) != 1:
+            raise ValueError(
+                f"{self.name}: the row calls {len(self.needs)} backend functions "
+                f"{self.needs}, not one, so a backend's implementation of it has no place"
+            )
+        first = IMPLEMENTATIONS.get((self, backend))
+        if first is not None:
+            raise RuntimeError(
+                f"{self.name}: a {backend!r} implementation is registered twice ({first.site} "
+                f"and {_source_site(fn)})"
+            )
+        IMPLEMENTATIONS[(self, backend)] = Implementation(self, backend, fn, _source_site(fn))
+        return fn
+
 
 REGISTRY: dict[str, Primitive] = {}
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A backend's own function for a row's backend call, registered by the backend's adapter
+    with :meth:`Primitive.implement`: ``fn`` stands for the backend attribute ``attribute``
+    (the row's one ``needs``) in the namespace the adapter hands the rows. ``site`` is where
+    ``fn`` is defined (``cubed_plugin/_linalg.py:128``, relative to the folder holding its
+    top-level package)."""
+
+    row: Primitive
+    backend: str
+    fn: Callable[..., Any]
+    site: str
+
+    @property
+    def attribute(self) -> str:
+        return self.row.needs[0]
+
+
+# Every backend implementation, by (row, backend label): filled by the adapters, rows frozen or
+# not; at most one per row and backend.
+IMPLEMENTATIONS: dict[tuple[Primitive, str], Implementation] = {}
+
+
+def implementations(backend: str) -> list[Implementation]:
+    """The implementations registered for ``backend``, in the table's order of rows."""
+    return [
+        IMPLEMENTATIONS[(row, backend)]
+        for row in REGISTRY.values()
+        if (row, backend) in IMPLEMENTATIONS
+    ]
+
+
+def implemented_backends() -> tuple[str, ...]:
+    """The labels of the backends with at least one registered implementation, sorted."""
+    return tuple(sorted({b for _, b in IMPLEMENTATIONS}))
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
@@ -262,6 +335,23 @@ def _site() -> str:
         frame = frame.f_back  # type: ignore[assignment]
     path = os.path.relpath(frame.f_code.co_filename, _PACKAGE)
     return f"{path}:{frame.f_lineno}"
+
+
+def _source_site(fn: Callable[..., Any]) -> str:
+    """``file:line`` where ``fn`` is defined (its first decorator's line), relative to the folder
+    holding its top-level package; where it is registered when it has no code of its own."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return _site()
+    top = sys.modules.get((getattr(fn, "__module__", None) or "").partition(".")[0])
+    root = getattr(top, "__file__", None)
+    if root is None:
+        base = os.getcwd()
+    else:
+        base = os.path.dirname(os.path.abspath(root))
+        if os.path.basename(root) == "__init__.py":
+            base = os.path.dirname(base)
+    return f"{os.path.relpath(code.co_filename, base)}:{code.co_firstlineno}"
 
 
 def _register(prim: Primitive) -> Primitive:

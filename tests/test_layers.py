@@ -162,3 +162,21 @@ def test_rows_are_frozen():
     with prim.replaced(vjp=None):
         assert prim.vjp is None
     assert prim.vjp is not None
+
+
+def test_the_core_imports_neither_cubed_nor_its_adapter():
+    """The core knows Cubed's adapter by its entry point and its implementations of rows by a
+    label (``row.implement("cubed", fn)``), never by importing them. (CuPy's adapter is in the
+    core, ``namespace/_cupy.py``, and imports CuPy when used.)"""
+    foreign = ("cubed", "cubed_plugin")
+    found = []
+    for name, path in _modules("pycograd_xp").items():
+        for node in _statements(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                mods = [node.module or ""]
+            else:
+                continue
+            found += [f"{name} imports {m}" for m in mods if m.split(".")[0] in foreign]
+    assert found == []

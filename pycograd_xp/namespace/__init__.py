@@ -10,14 +10,24 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .._primitive import REGISTRY, Primitive
+from .._primitive import REGISTRY, Primitive, implementations
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, resolve
 from ._build import build, row_of
 from ._wrappers import AxisError
 
-__all__ = ["Array", "AxisError", "Backend", "Primitive", "REGISTRY", "namespace", "of", "row_of"]
+__all__ = [
+    "Array",
+    "AxisError",
+    "Backend",
+    "Primitive",
+    "REGISTRY",
+    "implementations",
+    "namespace",
+    "of",
+    "row_of",
+]
 
 _CACHE: dict[str, ModuleType] = {}
 _LOCK = threading.Lock()

@@ -120,6 +120,19 @@ def _adapter(name: str) -> Callable[[Backend], Backend] | None:
     return None
 
 
+def load_adapters() -> tuple[str, ...]:
+    """Load every adapter installed under the ``pycograd_xp.adapters`` entry-point group now,
+    rather than when its backend's namespace is first made; loading one imports its package,
+    which registers its implementations of rows (``Primitive.implement``). Returns the names
+    of the adapters installed that way."""
+    names = []
+    for ep in entry_points(group="pycograd_xp.adapters"):
+        if ep.name not in _ADAPTERS:
+            _ADAPTERS[ep.name] = ep.load()
+        names.append(ep.name)
+    return tuple(names)
+
+
 def capabilities(ns: Any) -> Backend:
     """The :class:`Backend` behind ``ns``: one of our namespaces, or a backend namespace that
     one of them wraps (what a first-order VJP rule receives)."""

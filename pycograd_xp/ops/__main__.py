@@ -1,19 +1,31 @@
 """``python -m pycograd_xp.ops --matrix``: every op × rule kind, with the file and line that
-declares each rule (the by-transform view for reviewers). ``--kind vjp`` keeps one column;
-``--missing`` keeps the rows lacking a rule of some kind."""
+declares each rule (the by-transform view for reviewers), then one column per backend whose
+adapter implements some rows' backend calls itself (``cubed``: Cubed's block implementations in
+``cubed_plugin``), with the file and line of each implementation, blank where the backend's own
+namespace has the function.
+
+The matrix loads every adapter installed under the ``pycograd_xp.adapters`` entry-point group
+first (installing ``cubed_plugin``, as ``pip install -e ".[cubed]"`` does, is enough for the
+``cubed`` column; Cubed itself is not imported). ``--kind vjp`` keeps one column (a rule kind
+or a backend's label, repeatable); ``--missing`` keeps the rows lacking a rule of some kind."""
 
 from __future__ import annotations
 
 import argparse
 
-from .._primitive import REGISTRY, Primitive
+from .._primitive import IMPLEMENTATIONS, REGISTRY, Primitive, implemented_backends
+from ..namespace._backend import load_adapters
 from ._rules.jvp import TRANSPOSED
 
 KINDS = ("row", "vjp", "jvp", "batch", "shape")
 
 
 def cell(prim: Primitive, kind: str) -> str:
-    """What a row has for one kind of rule, and where it was declared."""
+    """What a row has for one kind of rule, and where it was declared; for a backend's label,
+    where that backend's implementation of the row's backend call is (blank: none)."""
+    if kind not in KINDS:
+        impl = IMPLEMENTATIONS.get((prim, kind))
+        return impl.site if impl is not None else ""
     site = prim.sites.get(kind, "")
     if kind == "vjp" and prim.nondiff:
         return f"nondifferentiable {site}"
@@ -28,11 +40,16 @@ def cell(prim: Primitive, kind: str) -> str:
     return site
 
 
-def matrix(kinds: tuple[str, ...] = KINDS, missing: bool = False) -> str:
+def matrix(kinds: tuple[str, ...] | None = None, missing: bool = False) -> str:
+    """The table: ``kinds`` are its columns, rule kinds and backend labels (default: every rule
+    kind, then every backend with registered implementations); ``missing`` keeps the rows
+    lacking a rule of one of the rule kinds shown."""
+    if kinds is None:
+        kinds = KINDS + implemented_backends()
     rows = [("op", *kinds)]
     for name in sorted(REGISTRY):
         cells = tuple(cell(REGISTRY[name], k) for k in kinds)
-        if not missing or "-" in cells:
+        if not missing or any(c == "-" for c, k in zip(cells, kinds, strict=True) if k in KINDS):
             rows.append((name, *cells))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
@@ -42,14 +59,26 @@ def matrix(kinds: tuple[str, ...] = KINDS, missing: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pycograd_xp.ops", description=__doc__)
-    parser.add_argument("--matrix", action="store_true", help="op × rule kind, file:line each")
-    parser.add_argument("--kind", choices=KINDS, action="append", help="only these columns")
+    parser.add_argument(
+        "--matrix", action="store_true", help="op × rule kind and backend, file:line each"
+    )
+    parser.add_argument(
+        "--kind", action="append", help=f"only these columns: {', '.join(KINDS)} or a backend"
+    )
     parser.add_argument("--missing", action="store_true", help="only rows lacking a rule")
     args = parser.parse_args(argv)
     if not (args.matrix or args.kind or args.missing):
         parser.print_help()
         return
-    print(matrix(tuple(args.kind) if args.kind else KINDS, args.missing))
+    load_adapters()
+    columns = KINDS + implemented_backends()
+    for k in args.kind or ():
+        if k not in columns:
+            parser.error(
+                f"--kind {k}: not a rule kind ({', '.join(KINDS)}) nor a backend with "
+                f"implementations ({', '.join(implemented_backends()) or 'none installed'})"
+            )
+    print(matrix(tuple(args.kind) if args.kind else columns, args.missing))
 
 
 if __name__ == "__main__":
