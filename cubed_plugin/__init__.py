@@ -34,6 +34,7 @@ from typing import Any
 from ._compute import check, compute, plan, visualize
 from ._executors import make_spec, worker_baseline
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
+from .namespace import augmented  # its import registers Cubed's implementations of rows
 from .steps import row_loss
 
 __all__ = [
@@ -65,7 +66,6 @@ def __getattr__(name: str) -> Any:
 def adapt(backend: Any) -> Any:
     """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
     from .memory import project
-    from .namespace import augmented
     from .random import sample
 
     return dataclasses.replace(

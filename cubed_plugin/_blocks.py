@@ -16,6 +16,11 @@ such a layout, lazily, with Cubed's ``general_blockwise``:
 
 The temporaries each function declares (``extra_projected_mem``) were measured with tracemalloc
 and the process high-water mark on NumPy 2.4 (see each caller), and are upper bounds.
+
+Each function Cubed's namespace gains is registered against its row with :func:`implements`
+(``pycograd_xp._primitive.IMPLEMENTATIONS``, label ``"cubed"``), where
+:func:`cubed_plugin.namespace.augmented` finds it and ``python -m pycograd_xp.ops --matrix`` shows
+it.
 """
 
 from __future__ import annotations
@@ -24,11 +29,24 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from pycograd_xp.namespace import REGISTRY
+
 Shape = tuple[int, ...]
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The label of Cubed's implementations in the table: Cubed's short name as a backend.
+BACKEND = "cubed"
+
+
+def implements(row: str) -> Callable[[F], F]:
+    """Register the decorated function as Cubed's implementation of the backend call of the row
+    named ``row`` (its key in the table: ``"linalg.inv"``, ``"sort"``). A row has at most one;
+    a second raises."""
+    return REGISTRY[row].implement(BACKEND)
 
 
 @dataclass(frozen=True)

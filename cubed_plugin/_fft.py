@@ -21,24 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._blocks import Out, core_apply, norm_axis
-
-__all__ = [
-    "fft",
-    "ifft",
-    "fftn",
-    "ifftn",
-    "rfft",
-    "irfft",
-    "rfftn",
-    "irfftn",
-    "hfft",
-    "ihfft",
-    "fftfreq",
-    "rfftfreq",
-    "fftshift",
-    "ifftshift",
-]
+from ._blocks import Out, core_apply, implements, norm_axis
 
 NORMS = ("backward", "ortho", "forward")
 
@@ -118,26 +101,32 @@ def _one_axis(kind: str, x: Any, n: int | None, axis: int, norm: str) -> Any:
     return _apply(fname, func, x, (axis,), out_shape, dtype, {axis: size})
 
 
+@implements("fft.fft")
 def fft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("fft", x, n, axis, norm)
 
 
+@implements("fft.ifft")
 def ifft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("ifft", x, n, axis, norm)
 
 
+@implements("fft.rfft")
 def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("rfft", x, n, axis, norm)
 
 
+@implements("fft.irfft")
 def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("irfft", x, n, axis, norm)
 
 
+@implements("fft.hfft")
 def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("hfft", x, n, axis, norm)
 
 
+@implements("fft.ihfft")
 def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     return _one_axis("ihfft", x, n, axis, norm)
 
@@ -171,18 +160,22 @@ def _many_axes(kind: str, x: Any, s: Any, axes: Any, norm: str) -> Any:
     return _apply(fname, func, x, axes, tuple(shape), dtype, dict(zip(axes, sizes, strict=True)))
 
 
+@implements("fft.fftn")
 def fftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return _many_axes("fftn", x, s, axes, norm)
 
 
+@implements("fft.ifftn")
 def ifftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return _many_axes("ifftn", x, s, axes, norm)
 
 
+@implements("fft.rfftn")
 def rfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return _many_axes("rfftn", x, s, axes, norm)
 
 
+@implements("fft.irfftn")
 def irfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return _many_axes("irfftn", x, s, axes, norm)
 
@@ -196,6 +189,7 @@ def _freq(fname: str, k: Any, n: int, d: float, dtype: Any) -> Any:
     return cubed.astype(cubed.astype(k, cubed.float64) * (1.0 / (n * d)), dtype)
 
 
+@implements("fft.fftfreq")
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:
     import cubed
 
@@ -205,6 +199,7 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None)
     return _freq("fft.fftfreq", k, n, d, dtype)
 
 
+@implements("fft.rfftfreq")
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:
     import cubed
 
@@ -227,9 +222,11 @@ def _shift(fname: str, x: Any, axes: Any, sign: int) -> Any:
     return cubed.roll(x, shift, axis=axes)
 
 
+@implements("fft.fftshift")
 def fftshift(x: Any, /, *, axes: Any = None) -> Any:
     return _shift("fft.fftshift", x, axes, 1)
 
 
+@implements("fft.ifftshift")
 def ifftshift(x: Any, /, *, axes: Any = None) -> Any:
     return _shift("fft.ifftshift", x, axes, -1)

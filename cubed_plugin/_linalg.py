@@ -29,29 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._blocks import Out, _regular, core_apply
-
-__all__ = [
-    "cholesky",
-    "cross",
-    "det",
-    "diagonal",
-    "eig",
-    "eigh",
-    "eigvals",
-    "eigvalsh",
-    "inv",
-    "matrix_norm",
-    "matrix_power",
-    "matrix_rank",
-    "pinv",
-    "slogdet",
-    "solve",
-    "svd",
-    "svdvals",
-    "trace",
-    "vector_norm",
-]
+from ._blocks import Out, _regular, core_apply, implements
 
 MATRIX = "the two matrix axes"
 
@@ -113,22 +91,26 @@ def _apply(fname: str, func: Any, x: Any, outs: list[tuple[tuple[int, ...], int,
     return core_apply(f"linalg.{fname}", func, [x], [_core(x)], o, temps=_temps, what=MATRIX)
 
 
+@implements("linalg.inv")
 def inv(x: Any, /) -> Any:
     _matrices("inv", x)
     return _apply("inv", np.linalg.inv, x, [(tuple(x.shape[-2:]), _float(x.dtype))])
 
 
+@implements("linalg.cholesky")
 def cholesky(x: Any, /, *, upper: bool = False) -> Any:
     _matrices("cholesky", x)
     f = functools.partial(np.linalg.cholesky, upper=upper)
     return _apply("cholesky", f, x, [(tuple(x.shape[-2:]), _float(x.dtype))])
 
 
+@implements("linalg.det")
 def det(x: Any, /) -> Any:
     _matrices("det", x)
     return _apply("det", np.linalg.det, x, [((), _float(x.dtype))])
 
 
+@implements("linalg.slogdet")
 def slogdet(x: Any, /) -> SlogdetResult:
     _matrices("slogdet", x)
     sign, logabs = _apply(
@@ -137,6 +119,7 @@ def slogdet(x: Any, /) -> SlogdetResult:
     return SlogdetResult(sign, logabs)
 
 
+@implements("linalg.eigh")
 def eigh(x: Any, /) -> EighResult:
     _matrices("eigh", x)
     n = x.shape[-1]
@@ -144,6 +127,7 @@ def eigh(x: Any, /) -> EighResult:
     return EighResult(w, v)
 
 
+@implements("linalg.eigvalsh")
 def eigvalsh(x: Any, /) -> Any:
     _matrices("eigvalsh", x)
     return _apply("eigvalsh", np.linalg.eigvalsh, x, [((x.shape[-1],), _real(x.dtype))])
@@ -153,6 +137,7 @@ def _complex(dtype: Any) -> Any:
     return np.dtype(np.complex64 if _real(dtype) == np.float32 else np.complex128)
 
 
+@implements("linalg.eig")
 def eig(x: Any, /) -> EigResult:
     _matrices("eig", x)
     n, dt = x.shape[-1], _complex(x.dtype)
@@ -160,11 +145,13 @@ def eig(x: Any, /) -> EigResult:
     return EigResult(w, v)
 
 
+@implements("linalg.eigvals")
 def eigvals(x: Any, /) -> Any:
     _matrices("eigvals", x)
     return _apply("eigvals", np.linalg.eigvals, x, [((x.shape[-1],), _complex(x.dtype))])
 
 
+@implements("linalg.matrix_power")
 def matrix_power(x: Any, n: int, /) -> Any:
     _matrices("matrix_power", x)
     f = functools.partial(np.linalg.matrix_power, n=n)
@@ -196,17 +183,20 @@ def _rtol_block(func: Any, a: np.ndarray, rtol: np.ndarray) -> np.ndarray:
     return func(a, rtol=rtol)
 
 
+@implements("linalg.pinv")
 def pinv(x: Any, /, *, rtol: Any = None) -> Any:
     _matrices("pinv", x, square=False)
     m, n = x.shape[-2:]
     return _with_rtol("pinv", np.linalg.pinv, x, rtol, (n, m), _float(x.dtype))
 
 
+@implements("linalg.matrix_rank")
 def matrix_rank(x: Any, /, *, rtol: Any = None) -> Any:
     _matrices("matrix_rank", x, square=False)
     return _with_rtol("matrix_rank", np.linalg.matrix_rank, x, rtol, (), np.int64)
 
 
+@implements("linalg.cross")
 def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     import cubed
 
@@ -232,6 +222,7 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     )
 
 
+@implements("linalg.svd")
 def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     import cubed
 
@@ -255,6 +246,7 @@ def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     return SVDResult(u, s, vh)
 
 
+@implements("linalg.svdvals")
 def svdvals(x: Any, /) -> Any:
     import cubed
 
@@ -265,6 +257,7 @@ def svdvals(x: Any, /) -> Any:
     return _apply("svdvals", np.linalg.svdvals, x, [((k,), _real(x.dtype))])
 
 
+@implements("linalg.solve")
 def solve(x1: Any, x2: Any, /) -> Any:
     import cubed
 
@@ -295,6 +288,7 @@ def _solve_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # -- norms: Cubed reductions, any chunking ---------------------------------------------------
 
 
+@implements("linalg.vector_norm")
 def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
     import cubed
 
@@ -316,6 +310,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     return cubed.pow(cubed.sum(cubed.pow(a, float(ord)), axis=axis, keepdims=keepdims), 1.0 / ord)
 
 
+@implements("linalg.matrix_norm")
 def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     import cubed
 
@@ -341,6 +336,7 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
 # -- diagonal and trace: chunk-wise ----------------------------------------------------------
 
 
+@implements("linalg.diagonal")
 def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     """The diagonal of each matrix, for any chunking: block ``k`` of the result reads only the
     blocks of ``x`` that its stretch of the diagonal crosses."""
@@ -399,6 +395,7 @@ def _diagonal_block(segs: Any, blocks: Any, block_id: Any = None) -> np.ndarray:
     return np.concatenate(pieces, axis=-1)
 
 
+@implements("linalg.trace")
 def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
     import cubed
 

@@ -17,9 +17,7 @@ from typing import Any
 import array_api_compat.numpy as anp
 import numpy as np
 
-from ._blocks import Out, core_apply, norm_axis
-
-__all__ = ["sort", "argsort", "take_along_axis"]
+from ._blocks import Out, core_apply, implements, norm_axis
 
 
 def _temps(ins: list, outs: list) -> int:
@@ -27,6 +25,7 @@ def _temps(ins: list, outs: list) -> int:
     return math.prod(shape) * (np.dtype(dtype).itemsize + 8)
 
 
+@implements("sort")
 def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
     axis = norm_axis(axis, x.ndim, "sort")
     f = functools.partial(anp.sort, axis=axis, descending=descending, stable=stable)
@@ -41,6 +40,7 @@ def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = 
     )
 
 
+@implements("argsort")
 def argsort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
     axis = norm_axis(axis, x.ndim, "argsort")
     f = functools.partial(anp.argsort, axis=axis, descending=descending, stable=stable)
@@ -55,6 +55,7 @@ def argsort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool
     )
 
 
+@implements("take_along_axis")
 def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
     if x.ndim != indices.ndim:
         raise ValueError(

@@ -11,6 +11,12 @@ named ``cubed`` that forwards every attribute to the ``cubed`` module and adds:
   ``matrix_rank``, ``cross``, ``matrix_norm``, ``vector_norm``, ``trace``, ``diagonal``, and
   ``svd``/``svdvals`` for stacks (:mod:`cubed_plugin._linalg`).
 
+Each of these is registered against its row (``@implements("linalg.inv")``,
+:func:`cubed_plugin._blocks.implements`), and the namespace is built from the table's
+implementations for ``"cubed"`` (``pycograd_xp._primitive.IMPLEMENTATIONS``), each at the
+backend attribute its row calls: the row is where its Cubed implementation is found, and
+``python -m pycograd_xp.ops --matrix`` shows it in the ``cubed`` column.
+
 Functions that need some axes whole (the transformed axes, the sorted axis, the two matrix axes)
 rechunk their input so that those axes are one chunk when a block then fits one task's memory
 (``allowed_mem``), and otherwise raise :class:`NotImplementedError` naming the chunking and
@@ -32,7 +38,12 @@ import sysconfig
 from types import ModuleType
 from typing import Any
 
-from pycograd_xp.namespace import row_of
+from pycograd_xp.namespace import implementations, row_of
+
+# importing them registers their functions as Cubed's implementations of rows (they import
+# NumPy, not Cubed)
+from . import _fft, _linalg, _sorting  # noqa: F401
+from ._blocks import BACKEND
 
 # the attribute of a Cubed op node holding :func:`label_ops`'s label
 LABEL = "pycograd_xp_part"
@@ -62,17 +73,10 @@ def augmented() -> ModuleType:
     """The completed Cubed namespace (one object per process)."""
     import cubed
 
-    from . import _fft, _linalg, _sorting
-
     linalg = Forwarding(
         "cubed.linalg", cubed.linalg, "Cubed's linalg, completed by cubed_plugin._linalg."
     )
-    for name in _linalg.__all__:
-        setattr(linalg, name, getattr(_linalg, name))
     fft = ModuleType("cubed.fft", "The fft extension over Cubed (cubed_plugin._fft).")
-    for name in _fft.__all__:
-        setattr(fft, name, getattr(_fft, name))
-
     ns = Forwarding("cubed", cubed, cubed.__doc__)
     ns.__dict__.update(
         __array_api_version__=cubed.__array_api_version__,
@@ -80,8 +84,10 @@ def augmented() -> ModuleType:
         linalg=linalg,
         fft=fft,
     )
-    for name in _sorting.__all__:
-        setattr(ns, name, getattr(_sorting, name))
+    scopes = {"": ns, "linalg": linalg, "fft": fft}
+    for impl in implementations(BACKEND):
+        scope, _, name = impl.attribute.rpartition(".")
+        setattr(scopes[scope], name, impl.fn)
     label_ops()
     return ns
 
