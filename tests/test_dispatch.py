@@ -74,7 +74,7 @@ def test_an_error_inside_leaves_the_stack_as_it_was():
     def f(x):
         raise KeyError("boom")
 
-    for transform in (pg.grad, pg.vmap, lambda f: (lambda x: pg.jvp(f, (x,), (x,))), pg.compile):
+    for transform in (pg.grad, pg.vmap, lambda f: lambda x: pg.jvp(f, (x,), (x,)), pg.compile):
         with pytest.raises(KeyError):
             transform(f)(xp.ones(3))
         assert STACK.frames == ()
