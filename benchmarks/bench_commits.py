@@ -8,10 +8,11 @@ timing of one right after the other's, so that the machine's swings fall on both
 to the working tree. Reports per workload the median time of each revision and the median of
 the paired ratios (new / old: above 1 is slower), with the lowest and highest.
 
-Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per
-op, uncompiled and compiled, shapes (8,) and (100,)); single calls of a few general rows; the
-MLP step of ``bench_mlp.py`` (784-128-10, batch 64, float32); the small CNN step of
-``bench_cnn.py``; a Cubed gradient step of logistic regression (when Cubed is installed).
+Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per op,
+uncompiled and compiled, shapes (8,) and (100,); its jvp; per-example gradients of it under vmap);
+single calls of a few general rows; the MLP step of ``bench_mlp.py`` (784-128-10, batch 64,
+float32); the small CNN step of ``bench_cnn.py``; a Cubed gradient step of logistic regression (when
+Cubed is installed).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ WORKER = textwrap.dedent("""
         c = pg.compile(pg.grad(lambda x: chain(xp, x)))
         W[f"chain ({n},), µs/op"] = (lambda g=g, x=x: g(x), 20, 1e6 / 51)
         W[f"chain ({n},) compiled, µs/op"] = (lambda c=c, x=x: c(x), 200, 1e6 / 51)
+    tangent = xp.ones_like(x)
+    W["jvp of the chain (100,), µs/op"] = (
+        lambda: pg.jvp(lambda x: chain(xp, x), (x,), (tangent,)), 20, 1e6 / 51)
+    xb = xp.asarray(rng.standard_normal((16, 8)))
+    per_example = pg.vmap(pg.grad(lambda x: chain(xp, x)))
+    W["vmap(grad) of the chain (16, 8), µs/op"] = (lambda: per_example(xb), 10, 1e6 / 51)
 
     a = xp.asarray(rng.standard_normal((4, 5)))
     for name, f in {"xp.sum(x, axis=0)": lambda: xp.sum(a, axis=0),

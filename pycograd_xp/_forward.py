@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
-from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
+from ._state import STACK, GradMode, Jvp, Vmap, interpreting, jvps_outside, restore, restore_jvps
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .ops._rules.batching import constant_like
@@ -67,14 +67,13 @@ def _process(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
     every node recorded while a ``jvp`` runs: each running jvp, outermost first, gets the
     output's tangent, computed with only the jvp frames outside it on the stack (its rule's own
     calls are then seen by the outer jvps alone, as JAX processes a primitive at each level)."""
-    frames, jvps = STACK.frames, STACK.jvp
-    try:
-        for k, frame in enumerate(jvps):
-            inner = jvps[k:]
-            restore(tuple(f for f in frames if f not in inner))
+    jvps = STACK.jvp
+    for k, frame in enumerate(jvps):
+        saved = jvps_outside(k)
+        try:
             _propagate(frame.context, node, out, args, kwargs)
-    finally:
-        restore(frames)
+        finally:
+            restore_jvps(saved)
 
 
 def _ours(ns: Any, a: Any) -> Any:

@@ -243,6 +243,26 @@ def only(frames: tuple[Frame, ...]) -> Iterator[None]:
         _set(prev)
 
 
+def jvps_outside(k: int) -> tuple:
+    """Leave on the stack only the first ``k`` :class:`Jvp` frames (the ``k``-th jvp's rule
+    runs seeing only the jvps outside it); returns what :func:`restore_jvps` takes back. The
+    hot path of forward mode (once per node and running jvp): of the derived view only
+    ``jvp`` and ``jvp_hook`` change, so nothing else is derived again."""
+    d = STACK.__dict__
+    frames, jvps = STACK.frames, STACK.jvp
+    inner = jvps[k:]
+    d["frames"] = tuple(f for f in frames if f not in inner)
+    d["jvp"], d["jvp_hook"] = jvps[:k], jvps[0].process if k else None
+    return frames, jvps
+
+
+def restore_jvps(saved: tuple) -> None:
+    """Undo :func:`jvps_outside`."""
+    frames, jvps = saved
+    d = STACK.__dict__
+    d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, jvps[0].process
+
+
 def describe() -> str:
     """The running transforms, outermost first (``"jvp > vmap(level 1) > grad"``)."""
     return " > ".join(map(repr, STACK.frames)) or "none"
