@@ -75,11 +75,13 @@ class Jvp(Frame):
     """A running ``jvp``: ``context`` holds the tangents; ``process(node, out, args, kwargs)``,
     called on every node recorded while it runs, computes the output's tangent."""
 
-    __slots__ = ("context", "process")
+    __slots__ = ("context", "process", "outside")
     kind = "jvp"
 
     def __init__(self, context: Any, process: Callable[[Any, Any, tuple, dict], None]) -> None:
         self.context, self.process = context, process
+        # (a stack, that stack without this jvp and the ones inside it): see jvps_outside
+        self.outside: tuple = ((), ())
 
 
 class Vmap(Frame):
@@ -250,8 +252,13 @@ def jvps_outside(k: int) -> tuple:
     ``jvp`` and ``jvp_hook`` change, so nothing else is derived again."""
     d = STACK.__dict__
     frames, jvps = STACK.frames, STACK.jvp
-    inner = jvps[k:]
-    d["frames"] = tuple(f for f in frames if f not in inner)
+    frame = jvps[k]
+    seen, outside = frame.outside
+    if seen is not frames:  # the same stack for every node of a jvp but the nested ones
+        inner = jvps[k:]
+        outside = tuple(f for f in frames if f not in inner)
+        frame.outside = (frames, outside)
+    d["frames"] = outside
     d["jvp"], d["jvp_hook"] = jvps[:k], jvps[0].process if k else None
     return frames, jvps
 
