@@ -811,6 +811,125 @@ def _nn_cases(out):
     ]
 
 
+# The special rows (pycograd_xp.special): public name, the smooth domain its cases draw from, and
+# whether array-api-strict has it (composed of standard functions there; the others need scipy).
+SPECIAL_UNARY = {
+    "_erf": ("erf", {}, False),
+    "_erfc": ("erfc", {}, False),
+    "_erfinv": ("erfinv", dict(lo=-0.8, hi=0.8), False),
+    "_expit": ("expit", dict(lo=-4.0, hi=4.0), True),
+    "_logit": ("logit", dict(lo=0.1, hi=0.9), True),
+    "_log_expit": ("log_expit", dict(lo=-4.0, hi=4.0), True),
+    "_gammaln": ("gammaln", dict(lo=0.5, hi=4.0), False),
+    "_digamma": ("digamma", dict(lo=0.5, hi=4.0), False),
+    "_ndtr": ("ndtr", {}, False),
+    "_log_ndtr": ("log_ndtr", dict(lo=-4.0, hi=3.0), False),
+    "_ndtri": ("ndtri", dict(lo=0.1, hi=0.9), False),
+    "_i0": ("i0", {}, False),
+    "_i0e": ("i0e", dict(away=0.2), False),  # exp(-|x|): a kink at 0
+    "_i1": ("i1", {}, False),
+    "_i1e": ("i1e", dict(away=0.2), False),
+}
+
+
+def _special_cases(out):
+    """The special rows, through their public face (pycograd_xp.special)."""
+    from pycograd_xp import special
+
+    def where(strict):
+        return ("numpy", "array_api_strict") if strict else NUMPY_ONLY
+
+    for row, (name, dom, strict) in SPECIAL_UNARY.items():
+        f = getattr(special, name)
+        out[row] = [
+            Case(f"{shape}", lambda xp, f=f: f, (arr(shape, **dom),), where(strict))
+            for shape in SHAPES
+        ]
+    # far from the origin, where the stable forms matter
+    for row, lo, hi in (
+        ("_log_ndtr", -40.0, -20.0),
+        ("_expit", -40.0, 40.0),
+        ("_log_expit", -40.0, 40.0),
+        ("_gammaln", 20.0, 60.0),
+        ("_i0e", 20.0, 60.0),
+        ("_i1e", -60.0, -20.0),
+        ("_logit", 0.001, 0.01),
+    ):
+        name, _, strict = SPECIAL_UNARY[row]
+        f = getattr(special, name)
+        out[row].append(
+            Case(f"[{lo}, {hi}]", lambda xp, f=f: f, (arr((2, 3), lo, hi),), where(strict))
+        )
+    # the limit 1/2 of i1' and i1e' at 0
+    at_zero = np.array([0.0, 0.7, -1.3])
+    out["_i1"].append(Case("at 0", lambda xp: special.i1, (at_zero,), NUMPY_ONLY))
+    out["_i1e"].append(Case("at 0", lambda xp: special.i1e, (at_zero,), NUMPY_ONLY))
+    out["_polygamma"] = [
+        Case(
+            f"n={n} {shape}",
+            lambda xp, n=n: lambda x: special.polygamma(n, x),
+            (arr(shape, 0.5, 4.0),),
+            NUMPY_ONLY,
+        )
+        for n in (0, 1, 2, 3)
+        for shape in ((), (2, 3))
+    ]
+    for row, name, dom in (
+        ("_xlogy", "xlogy", dict(lo=0.5, hi=2.0)),
+        ("_xlog1py", "xlog1py", dict(lo=-0.5, hi=2.0)),
+    ):
+        f = getattr(special, name)
+        out[row] = [
+            Case(f"{s1} {s2}", lambda xp, f=f: f, (arr(s1), arr(s2, **dom))) for s1, s2 in PAIRS
+        ]
+        out[row] += [
+            Case("array, scalar", lambda xp, f=f: lambda x: f(x, 1.5), (arr((2, 3)),)),
+            Case("scalar, array", lambda xp, f=f: lambda y: f(1.5, y), (arr((2, 3), **dom),)),
+            Case("0, array", lambda xp, f=f: lambda y: f(0.0, y) + y, (arr((2, 3), **dom),)),
+        ]
+    for name in ("softmax", "log_softmax"):
+        f = getattr(special, name)
+        out["_" + name] = [
+            Case(
+                f"{shape} axis={axis}",
+                lambda xp, f=f, axis=axis: lambda x: f(x, axis=axis),
+                (arr(shape, -3.0, 3.0),),
+            )
+            for shape, axes in (((), (None,)), ((3,), (None, 0, -1)), ((2, 3), AXES_2D))
+            for axis in axes
+        ]
+        out["_" + name].append(
+            Case("large", lambda xp, f=f: lambda x: f(x, axis=-1), (arr((2, 3), 300.0, 320.0),))
+        )
+    out["_logsumexp"] = [
+        Case(
+            f"{shape} axis={axis} keepdims={keepdims}",
+            lambda xp, axis=axis, keepdims=keepdims: (
+                lambda x: special.logsumexp(x, axis=axis, keepdims=keepdims)
+            ),
+            (arr(shape, -3.0, 3.0),),
+        )
+        for shape, axes in (((), (None,)), ((3,), (None, 0, -1)), ((2, 3), AXES_2D))
+        for axis in axes
+        for keepdims in (False, True)
+    ]
+    out["_logsumexp"] += [
+        Case(
+            "large", lambda xp: lambda x: special.logsumexp(x, axis=1), (arr((2, 3), 300.0, 320.0),)
+        ),
+        Case(
+            "ties",
+            lambda xp: lambda x: special.logsumexp(x, axis=1),
+            (np.array([[1.0, 2.0, 2.0], [0.5, -1.0, 0.5]]),),
+        ),
+        Case(
+            "(2, 3, 4) axis=(0, 2)",
+            lambda xp: lambda x: special.logsumexp(x, axis=(0, 2)),
+            (arr((2, 3, 4)),),
+        ),
+    ]
+
+
 def cases() -> dict[str, list[Case]]:
     """Every case, with the same values on every call: each group draws from a generator seeded
     by its own name, so a case added to one group moves no other group's values (and no suite
@@ -828,6 +947,7 @@ def cases() -> dict[str, list[Case]]:
         _linalg_cases,
         _fft_cases,
         _nn_cases,
+        _special_cases,
     ):
         _rng = np.random.default_rng(zlib.crc32(build.__name__.encode()))
         build(out)

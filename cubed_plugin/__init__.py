@@ -3,7 +3,8 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
 ``pycograd_xp.adapters`` entry point, :func:`adapt`).
 
 - :func:`adapt`: Cubed's capabilities for the backend adapter (lazy, chunked, immutable, block
-  sampling), and Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
+  sampling, scipy.special's functions one block at a time: ``cubed_plugin._special``), and
+  Cubed's namespace completed with what Cubed 0.27 lacks (``sort``, ``argsort``,
   ``take_along_axis``, the ``fft`` extension, most of ``linalg``: ``cubed_plugin.namespace``).
   From then on every Cubed op says which part of the user's program built it
   ("matmul in mlp_loss (backward of tanh)"), in refusals, plans and measured tables.
@@ -65,6 +66,7 @@ def __getattr__(name: str) -> Any:
 
 def adapt(backend: Any) -> Any:
     """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
+    from ._special import lookup
     from .memory import project
     from .random import sample
 
@@ -78,6 +80,7 @@ def adapt(backend: Any) -> Any:
         block_sampler=sample,
         projector=project,
         like_kwargs=_spec_of,
+        special=lookup,
     )
 
 

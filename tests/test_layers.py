@@ -22,7 +22,10 @@ LAYERS = (
     ("arrays and namespaces", ("namespace",)),
     ("the ops and abstract values", ("_abstract", "ops")),
     ("the transforms", ("_api", "_forward", "_vmap", "_custom", "_remat", "_compile", "memory")),
-    ("the toolkit", ("nn", "optim", "train", "data", "random", "checkpoint", "__init__")),
+    (
+        "the toolkit",
+        ("nn", "special", "optim", "train", "data", "random", "checkpoint", "__init__"),
+    ),
 )
 
 

@@ -11,6 +11,7 @@ Cubed), or at run time with :func:`register_adapter`. The core imports no adapte
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 from collections.abc import Callable
@@ -95,6 +96,12 @@ class Backend:
     # whether backend function ``f`` accepts ``out=`` (NumPy's ufuncs).
     owns_buffer: Callable[[Any], bool] | None = None
     takes_out: Callable[[Any], bool] | None = None
+    # ``special(name)``: scipy.special's function ``name`` over the backend's arrays (same
+    # signature; ``polygamma(n, x)`` with a Python int ``n``), or None where the backend has
+    # none (NumPy without scipy). NumPy: scipy.special's; CuPy: cupyx.scipy.special's; Cubed:
+    # one NumPy call per block (cubed_plugin). None: no special functions at all (the rows of
+    # ``ops/special.py`` then compose what the standard allows and refuse the rest).
+    special: Callable[[str], Callable[..., Any] | None] | None = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.
@@ -273,6 +280,35 @@ def _numpy_windows(x: Any, window_shape: tuple[int, ...], axis: tuple[int, ...])
     )
 
 
+@functools.cache
+def numpy_special(name: str) -> Callable[..., Any] | None:
+    """scipy.special's function ``name`` (NumPy arrays in and out), imported on first use; None
+    without scipy. ``polygamma(n, x)`` is ``digamma`` for ``n == 0`` and otherwise
+    ``(-1)^(n+1) n! zeta(n + 1, x)`` as scipy computes it, but in ``x``'s dtype (scipy's own
+    returns float64 for float32 input) and with no temporary beyond its result."""
+    try:
+        import scipy.special as sc
+    except ImportError:
+        return None
+    if name == "polygamma":
+        return _numpy_polygamma
+    return getattr(sc, name, None)
+
+
+def _numpy_polygamma(n: int, x: Any) -> Any:
+    import scipy.special as sc
+
+    if n == 0:
+        return sc.digamma(x)
+    try:
+        factorial = math.gamma(n + 1.0)
+    except OverflowError:  # n > 170: inf, as scipy's gamma(n + 1.0)
+        factorial = math.inf
+    out = sc.zeta(n + 1, x)
+    out *= (-1.0) ** (n + 1) * factorial  # a Python float: x's dtype stays
+    return out
+
+
 def _adapt_numpy(b: Backend) -> Backend:
     import numpy
 
@@ -287,6 +323,7 @@ def _adapt_numpy(b: Backend) -> Backend:
         scalar_to_array=numpy.asarray,
         owns_buffer=_owns_buffer,
         takes_out=lambda f: isinstance(f, numpy.ufunc),
+        special=numpy_special,
     )
 
 

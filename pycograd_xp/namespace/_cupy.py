@@ -1,9 +1,10 @@
 """CuPy's capabilities for the backend adapter: its own peak-memory instrument (the memory
-pool's hooks), and no defined order for duplicate writes."""
+pool's hooks), no defined order for duplicate writes, and cupyx.scipy.special's functions."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,18 @@ def _adapt_cupy(b: Backend) -> Backend:
         windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None),
         owns_buffer=_owns_buffer,
         takes_out=lambda f: isinstance(f, cupy.ufunc),
+        special=cupy_special,
     )
+
+
+@functools.cache
+def cupy_special(name: str) -> Callable[..., Any] | None:
+    """cupyx.scipy.special's function ``name`` (CuPy arrays in and out), or None."""
+    try:
+        import cupyx.scipy.special as sc
+    except ImportError:
+        return None
+    return getattr(sc, name, None)
 
 
 def _owns_buffer(d: Any) -> bool:  # compile may write a dead temporary's buffer in place

@@ -1,7 +1,8 @@
 """Every function of the standard, one block per op: its row and all of its rules.
 
 One module per category of the standard (its table of contents, as in array-api-strict), plus
-``nn`` for the fused rows behind :mod:`pycograd_xp.nn`. A block declares the row (how the backend
+``nn`` for the fused rows behind :mod:`pycograd_xp.nn` and ``special`` for scipy.special's
+functions behind :mod:`pycograd_xp.special`. A block declares the row (how the backend
 is called, which dtypes it accepts) and attaches beside it everything the transforms need: the
 VJP with the arguments it saves, the JVP, the batching rule, the shape rule with the bytes the
 backend call allocates. The shared kits of rules live in ``ops/_rules``. Importing this package
@@ -15,7 +16,7 @@ import importlib
 from .. import _abstract
 from .._primitive import REGISTRY, Primitive, freeze
 
-# The spec's categories, in its order, then the fused rows behind pycograd_xp.nn: importing
+# The spec's categories, in its order, then the rows behind pycograd_xp.nn and .special: importing
 # each declares its rows and attaches their rules.
 CATEGORIES = tuple(
     importlib.import_module(f"{__name__}.{name}")
@@ -34,6 +35,7 @@ CATEGORIES = tuple(
         "statistical",
         "utility",
         "nn",
+        "special",
     )
 )
 

@@ -1,0 +1,675 @@
+"""Special functions (scipy.special's): the rows behind :mod:`pycograd_xp.special`.
+
+None of these is a name of the Array API standard, so, as the fused rows of ``ops/nn.py``, they
+are private attributes of each namespace (``xp._erf``): the standard surface stays exactly the
+standard's, while the abstract backend, vmap's batched backends and ``compile`` see them as
+ordinary rows. :mod:`pycograd_xp.special` is their public face, with scipy.special's signatures.
+
+Forward. Each row asks the backend's ``special`` capability (``Backend.special``) for
+scipy.special's function of its name: scipy.special's on NumPy (scipy is optional: the ``special``
+extra), cupyx.scipy.special's on CuPy, one scipy call per block on Cubed (``cubed_plugin``). The
+result keeps the input's dtype (float32 in, float32 out). Where the backend has none
+(array-api-strict, or NumPy without scipy), the functions that are accurate compositions of
+standard functions are composed (``expit``, ``logit``, ``log_expit``, ``xlogy``, ``xlog1py``, the
+way scipy computes them); the others (``erf``, ``gammaln``, the Bessel functions, ...) raise
+NotImplementedError naming the function, the backend and the way out. ``softmax``,
+``log_softmax`` and ``logsumexp`` are compositions on every backend, as scipy's own are (the
+maximum shifted out; logsumexp separates the maximal terms and takes ``log1p`` of the others, so
+a result near 0 keeps its relative precision). A backend built from the table (abstract,
+batched, compile's tracing one) has the row itself, and gets the call.
+
+Derivatives. Each rule is Array-API code on the namespace it is handed: where the derivative is
+another special function (``gammaln' = digamma``, ``digamma' = polygamma(1, .)``,
+``i0' = i1``, ...) it calls that row through the namespace (:func:`~._rules.jvp.call`), so the
+second derivative is recorded too. Conventions: ``xlogy``/``xlog1py`` take both partial
+derivatives as 0 where ``x == 0`` (scipy's ``0 log 0 = 0`` carried to the derivative, as
+PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``); ``i1' = i0 - i1 / x`` and
+``i1e' = i0e - i1e (sign x + 1 / x)`` take their limit 1/2 at 0; ``i0e``/``i1e`` use ``sign(x)``
+for the kink of ``exp(-|x|)`` at 0 (0 there, as JAX). ``polygamma``'s order ``n`` is a Python
+int and is not differentiated. The JVP of each elementwise row is its tangent times the same
+derivative; softmax's, log_softmax's and logsumexp's are written out.
+
+Batching: the elementwise rows are the row again on the batched operands (aligned, for the two
+argument ones); the three reductions shift their axes past the batch axis. Shapes: the
+broadcast shape in the inputs' dtype (the promoted one for two arrays); the transients are the
+ufunc's iterator buffers on NumPy (scipy's functions are ufuncs), and each composition's
+temporaries.
+
+``UFUNCS`` maps the name of each scipy.special ufunc to its row, for a later
+``__array_ufunc__`` (``scipy.special.erf(x)`` on our arrays): ``REGISTRY[UFUNCS[ufunc.__name__]]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._primitive import primitive
+from ..namespace._backend import Backend, capabilities, numpy_special, resolve
+from ._rules.batching import align, all_axes, fn, shift
+from ._rules.jvp import call, plus
+from ._rules.shapes import (
+    BUFFER_ELEMENTS,
+    broadcast,
+    elementwise_out,
+    is_array,
+    new,
+    reduced,
+    size_bytes,
+    ufunc_buffers,
+)
+from ._rules.vjp import is_scalar, made_like, norm_axes
+
+FP = "real floating-point"
+
+# scipy.special's ufuncs (``ufunc.__name__``) and the rows that compute them.
+UFUNCS: dict[str, str] = {
+    "erf": "_erf",
+    "erfc": "_erfc",
+    "erfinv": "_erfinv",
+    "expit": "_expit",
+    "logit": "_logit",
+    "log_expit": "_log_expit",
+    "gammaln": "_gammaln",
+    "psi": "_digamma",
+    "digamma": "_digamma",
+    "xlogy": "_xlogy",
+    "xlog1py": "_xlog1py",
+    "ndtr": "_ndtr",
+    "log_ndtr": "_log_ndtr",
+    "ndtri": "_ndtri",
+    "i0": "_i0",
+    "i0e": "_i0e",
+    "i1": "_i1",
+    "i1e": "_i1e",
+}
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# -- kits shared by the rows below: the forward ---------------------------------------------------
+
+
+def _caps(bk: Any) -> Backend:
+    try:
+        return capabilities(bk)
+    except TypeError:  # a conforming namespace no namespace() call has met yet
+        return resolve(bk)
+
+
+def unavailable(bk: Any, name: str) -> NotImplementedError:
+    """The error for special function ``name`` on a backend that has no implementation of it."""
+    b = _caps(bk)
+    if b.special is not None:  # the backend has special functions, but not this one here
+        how = (
+            "its special functions come from scipy: install it (pip install scipy, or "
+            "pycograd-xp's 'special' extra)"
+        )
+    else:
+        how = (
+            "it is no composition of standard functions; compute it on a backend that has it: "
+            "NumPy (scipy.special), CuPy (cupyx.scipy.special) or Cubed (scipy per block), "
+            "e.g. pycograd_xp.namespace(numpy).asarray(...)"
+        )
+    return NotImplementedError(f"special.{name}(): the {b.name} backend has no {name}; {how}")
+
+
+def _own(bk: Any, row: str) -> Any:
+    """The backend's own function for this row (abstract, batched and tracing backends are
+    built from the table), or None."""
+    return getattr(bk, row, None)
+
+
+def _backend_fn(bk: Any, name: str) -> Any:
+    lookup = _caps(bk).special
+    return None if lookup is None else lookup(name)
+
+
+def _in(bk: Any, r: Any, dtype: Any) -> Any:
+    """``r`` in ``dtype`` (scipy's polygamma widens float32; the others keep it)."""
+    return r if r.dtype == dtype else bk.astype(r, dtype)
+
+
+def _unary(bk: Any, name: str, x: Any, composed: Any = None) -> Any:
+    """scipy.special's ``name`` of ``x`` on the backend ``bk``, else its composition."""
+    own = _own(bk, UFUNCS[name])
+    if own is not None:
+        return own(x)
+    f = _backend_fn(bk, name)
+    if f is not None:
+        return _in(bk, f(x), x.dtype)
+    if composed is not None:
+        return composed(bk, x)
+    raise unavailable(bk, name)
+
+
+def _arrays(bk: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """Both operands as arrays (a Python scalar in the other's dtype, made beside it)."""
+    if is_scalar(x):
+        x = bk.asarray(x, dtype=y.dtype, **made_like(bk, y))
+    elif is_scalar(y):
+        y = bk.asarray(y, dtype=x.dtype, **made_like(bk, x))
+    return x, y
+
+
+def _binary(bk: Any, name: str, x: Any, y: Any, composed: Any) -> Any:
+    own = _own(bk, UFUNCS[name])
+    if own is not None:
+        return own(x, y)
+    f = _backend_fn(bk, name)
+    if f is not None:
+        r = f(x, y)
+        want = bk.result_type(*(v for v in (x, y) if not is_scalar(v)))
+        return _in(bk, r, want)
+    return composed(bk, *_arrays(bk, x, y))
+
+
+# -- kits: the rules of the elementwise rows ------------------------------------------------------
+
+
+def unary_rules(row: Any, d: Any, saves: tuple[str, ...]) -> None:
+    """Attach the VJP ``g d(ns, out, x)``, the JVP ``t d(ns, out, x)``, the batching rule (the
+    row on the batched operand) and the shape rule of the one-argument row ``row``."""
+    row.defvjp(lambda ns, g, out, x, /: (g * d(ns, out, x),), saves=saves)
+    row.defjvp(lambda ns, t, out, x, /: t[0] * d(ns, out, x))
+    row.defbatch(_same_row(row.name))
+    row.defshape(_unary_shape, memory=_transients(row.name))
+
+
+def _same_row(name: str) -> Any:
+    return lambda ns, dims, x, /, **kw: fn(ns, name)(x, **kw)
+
+
+def _unary_shape(a: Any, x: Any, /, **kw: Any) -> Any:
+    return elementwise_out(x.shape, x.dtype, x)
+
+
+# Rows with a composition of standard functions (used where the backend has no special
+# functions): at most this many temporaries of the output's size at once.
+_COMPOSED_TEMPS = 6
+
+
+def _transients(row: str) -> Any:
+    """The bytes a row's backend call allocates beside its output: the iterator's buffers of
+    scipy's ufunc (NumPy), or, without scipy, the composition's temporaries."""
+    public = next(k for k, v in UFUNCS.items() if v == row)
+
+    def memory(out: Any, *xs: Any, **kw: Any) -> int:
+        buffers = ufunc_buffers(out, *xs)
+        if numpy_special(public) is None:  # composed (or refused) on NumPy without scipy
+            return buffers + _COMPOSED_TEMPS * size_bytes(out)
+        return buffers
+
+    return memory
+
+
+def _binary_shape(a: Any, x: Any, y: Any, /) -> Any:
+    arrays = [v for v in (x, y) if is_array(v)]
+    shape = broadcast(*(v.shape for v in arrays))
+    dtype = arrays[0].dtype if len(arrays) == 1 else max((v.dtype for v in arrays), key=_width)
+    return elementwise_out(shape, dtype, x, y)
+
+
+def _width(dtype: Any) -> int:
+    return dtype.itemsize
+
+
+def _binary_batch(name: str) -> Any:
+    return lambda ns, dims, x, y, /: fn(ns, name)(*align(ns, dims, x, y))
+
+
+def _safe(ns: Any, x: Any, at_zero: Any) -> Any:
+    """``x`` with ``at_zero`` where it is 0: a divisor that is never 0."""
+    return ns.where(x == 0, at_zero, x)
+
+
+# -- _digamma ------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _digamma(bk: Any, x: Any, /) -> Any:
+    """scipy.special.digamma (psi): the logarithmic derivative of the gamma function."""
+    return _unary(bk, "digamma", x)
+
+
+unary_rules(_digamma, lambda ns, out, x: call(ns, "_polygamma", x, n=1), saves=("x",))
+
+
+# -- _erf, _erfc ---------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _erf(bk: Any, x: Any, /) -> Any:
+    """scipy.special.erf: the error function."""
+    return _unary(bk, "erf", x)
+
+
+@primitive(FP, needs=())
+def _erfc(bk: Any, x: Any, /) -> Any:
+    """scipy.special.erfc: ``1 - erf(x)``, accurate where erf is near 1."""
+    return _unary(bk, "erfc", x)
+
+
+unary_rules(_erf, lambda ns, out, x: (2 / _SQRT_PI) * ns.exp(-(x * x)), saves=("x",))
+unary_rules(_erfc, lambda ns, out, x: (-2 / _SQRT_PI) * ns.exp(-(x * x)), saves=("x",))
+
+
+# -- _erfinv -------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _erfinv(bk: Any, x: Any, /) -> Any:
+    """scipy.special.erfinv: the inverse of erf on (-1, 1)."""
+    return _unary(bk, "erfinv", x)
+
+
+unary_rules(_erfinv, lambda ns, out, x: (_SQRT_PI / 2) * ns.exp(out * out), saves=("out",))
+
+
+# -- _expit --------------------------------------------------------------------------------------
+
+
+def _expit_composed(bk: Any, x: Any) -> Any:
+    # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: e^-|x| never overflows
+    e = bk.exp(-bk.abs(x))
+    return bk.where(x >= 0, 1.0, e) / (1 + e)
+
+
+@primitive(FP, needs=())
+def _expit(bk: Any, x: Any, /) -> Any:
+    """scipy.special.expit: the logistic sigmoid ``1 / (1 + exp(-x))``."""
+    return _unary(bk, "expit", x, _expit_composed)
+
+
+# expit' = expit(x) expit(-x): exact where 1 - expit(x) would round to 0 (x > 37)
+unary_rules(_expit, lambda ns, out, x: out * call(ns, "_expit", -x), saves=("x", "out"))
+
+
+# -- _gammaln ------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _gammaln(bk: Any, x: Any, /) -> Any:
+    """scipy.special.gammaln: ``log |gamma(x)|``."""
+    return _unary(bk, "gammaln", x)
+
+
+unary_rules(_gammaln, lambda ns, out, x: call(ns, "_digamma", x), saves=("x",))
+
+
+# -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _i0(bk: Any, x: Any, /) -> Any:
+    """scipy.special.i0: the modified Bessel function of the first kind, order 0."""
+    return _unary(bk, "i0", x)
+
+
+@primitive(FP, needs=())
+def _i0e(bk: Any, x: Any, /) -> Any:
+    """scipy.special.i0e: ``exp(-|x|) i0(x)``."""
+    return _unary(bk, "i0e", x)
+
+
+@primitive(FP, needs=())
+def _i1(bk: Any, x: Any, /) -> Any:
+    """scipy.special.i1: the modified Bessel function of the first kind, order 1."""
+    return _unary(bk, "i1", x)
+
+
+@primitive(FP, needs=())
+def _i1e(bk: Any, x: Any, /) -> Any:
+    """scipy.special.i1e: ``exp(-|x|) i1(x)``."""
+    return _unary(bk, "i1e", x)
+
+
+unary_rules(_i0, lambda ns, out, x: call(ns, "_i1", x), saves=("x",))
+unary_rules(_i0e, lambda ns, out, x: call(ns, "_i1e", x) - ns.sign(x) * out, saves=("x", "out"))
+# i1' = i0 - i1 / x, 1/2 at 0 (i1(x) ~ x / 2)
+unary_rules(
+    _i1,
+    lambda ns, out, x: ns.where(x == 0, 0.5, call(ns, "_i0", x) - out / _safe(ns, x, 1.0)),
+    saves=("x", "out"),
+)
+# i1e' = i0e - i1e (sign x + 1 / x), 1/2 at 0
+unary_rules(
+    _i1e,
+    lambda ns, out, x: ns.where(
+        x == 0, 0.5, call(ns, "_i0e", x) - out * (ns.sign(x) + 1 / _safe(ns, x, 1.0))
+    ),
+    saves=("x", "out"),
+)
+
+
+# -- _log_expit ----------------------------------------------------------------------------------
+
+
+def _log_expit_composed(bk: Any, x: Any) -> Any:
+    # min(x, 0) - log1p(e^-|x|): x - log1p(e^x) below 0, -log1p(e^-x) above, as scipy
+    return bk.where(x < 0, x, 0.0) - bk.log1p(bk.exp(-bk.abs(x)))
+
+
+@primitive(FP, needs=())
+def _log_expit(bk: Any, x: Any, /) -> Any:
+    """scipy.special.log_expit: ``log(expit(x))``, accurate for large ``|x|``."""
+    return _unary(bk, "log_expit", x, _log_expit_composed)
+
+
+unary_rules(_log_expit, lambda ns, out, x: call(ns, "_expit", -x), saves=("x",))
+
+
+# -- _log_ndtr -----------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _log_ndtr(bk: Any, x: Any, /) -> Any:
+    """scipy.special.log_ndtr: the log of the standard normal CDF, accurate far in the left
+    tail."""
+    return _unary(bk, "log_ndtr", x)
+
+
+# pdf(x) / ndtr(x) as exp(log pdf(x) - log_ndtr(x)): finite far in the left tail, where both
+# pdf and ndtr underflow
+unary_rules(
+    _log_ndtr,
+    lambda ns, out, x: ns.exp(-0.5 * (x * x) - _LOG_SQRT_2PI - out),
+    saves=("x", "out"),
+)
+
+
+# -- _logit --------------------------------------------------------------------------------------
+
+
+def _logit_composed(bk: Any, x: Any) -> Any:
+    # scipy's: log(x / (1 - x)) away from 1/2, log1p(2x - 1) - log1p(1 - 2x) near it
+    s = 2 * (x - 0.5)
+    near = bk.log1p(s) - bk.log1p(-s)
+    away = bk.log(x / (1 - x))
+    return bk.where((x < 0.3) | (x > 0.65), away, near)
+
+
+@primitive(FP, needs=())
+def _logit(bk: Any, x: Any, /) -> Any:
+    """scipy.special.logit: ``log(x / (1 - x))``, the inverse of expit."""
+    return _unary(bk, "logit", x, _logit_composed)
+
+
+unary_rules(_logit, lambda ns, out, x: 1 / (x * (1 - x)), saves=("x",))
+
+
+# -- _ndtr ---------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _ndtr(bk: Any, x: Any, /) -> Any:
+    """scipy.special.ndtr: the standard normal CDF."""
+    return _unary(bk, "ndtr", x)
+
+
+unary_rules(_ndtr, lambda ns, out, x: ns.exp(-0.5 * (x * x)) / _SQRT_2PI, saves=("x",))
+
+
+# -- _ndtri --------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _ndtri(bk: Any, x: Any, /) -> Any:
+    """scipy.special.ndtri: the inverse of ndtr on (0, 1)."""
+    return _unary(bk, "ndtri", x)
+
+
+unary_rules(_ndtri, lambda ns, out, x: _SQRT_2PI * ns.exp(0.5 * (out * out)), saves=("out",))
+
+
+# -- _polygamma ----------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _polygamma(bk: Any, x: Any, /, *, n: int = 0) -> Any:
+    """scipy.special.polygamma(n, x): the n-th derivative of digamma (a Python int ``n``)."""
+    own = _own(bk, "_polygamma")
+    if own is not None:
+        return own(x, n=n)
+    f = _backend_fn(bk, "polygamma")
+    if f is None:
+        raise unavailable(bk, "polygamma")
+    return _in(bk, f(n, x), x.dtype)
+
+
+_polygamma.defvjp(
+    lambda ns, g, out, x, /, *, n=0: (g * call(ns, "_polygamma", x, n=n + 1),), saves=("x",)
+)
+_polygamma.defjvp(lambda ns, t, out, x, /, *, n=0: t[0] * call(ns, "_polygamma", x, n=n + 1))
+_polygamma.defbatch(_same_row(_polygamma.name))
+_polygamma.defshape(_unary_shape, memory=lambda out, x, /, **kw: ufunc_buffers(out, x))
+
+
+# -- _xlogy, _xlog1py ----------------------------------------------------------------------------
+
+
+def _xlogy_composed(bk: Any, x: Any, y: Any) -> Any:
+    # 0 where x == 0 (unless y is NaN), as scipy's
+    zero = (x == 0) & ~bk.isnan(y)
+    return bk.where(zero, 0.0, x * bk.log(bk.where(zero, 1.0, y)))
+
+
+def _xlog1py_composed(bk: Any, x: Any, y: Any) -> Any:
+    zero = (x == 0) & ~bk.isnan(y)
+    return bk.where(zero, 0.0, x * bk.log1p(bk.where(zero, 0.0, y)))
+
+
+@primitive(FP, needs=())
+def _xlogy(bk: Any, x: Any, y: Any, /) -> Any:
+    """scipy.special.xlogy: ``x log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
+    return _binary(bk, "xlogy", x, y, _xlogy_composed)
+
+
+@primitive(FP, needs=())
+def _xlog1py(bk: Any, x: Any, y: Any, /) -> Any:
+    """scipy.special.xlog1py: ``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN)."""
+    return _binary(bk, "xlog1py", x, y, _xlog1py_composed)
+
+
+def _scalar_log(one: float, y: float) -> float:
+    """``log(y)`` (``one`` 0) or ``log1p(y)`` (``one`` 1) of a Python number, -inf at the pole
+    and NaN beyond it, as the array functions give."""
+    v = y + one
+    if v > 0:
+        return math.log1p(y) if one else math.log(y)
+    return -math.inf if v == 0 else math.nan
+
+
+def xlog_partials(ns: Any, x: Any, y: Any, one: float) -> tuple[Any, Any]:
+    """The partial derivatives of ``x log(one + y)`` (xlogy: ``one`` 0; xlog1py: 1),
+    ``log(one + y)`` and ``x / (one + y)``, each 0 where ``x == 0`` (None for a Python-scalar
+    operand). Where ``x == 0``, ``y`` is replaced by a neutral value first (``log`` of it is 0,
+    ``one + y`` is 1), so no ``log 0`` or ``0 / 0`` appears even in a higher derivative."""
+    log = ns.log1p if one else ns.log
+    if is_scalar(x):
+        return None, (ns.zeros_like(y) if x == 0 else x / (y + one) if one else x / y)
+    if is_scalar(y):
+        return ns.where(x == 0, 0.0, ns.full_like(x, _scalar_log(one, y))), None
+    ys = ns.where(x == 0, 1.0 - one, y)
+    return log(ys), x / (ys + one) if one else x / ys
+
+
+def _xlog_rules(row: Any, one: float) -> None:
+    def vjp(ns, g, out, x, y, /):
+        return tuple(None if d is None else g * d for d in xlog_partials(ns, x, y, one))
+
+    def jvp(ns, t, out, x, y, /):
+        dx, dy = xlog_partials(ns, x, y, one)
+        return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
+
+    row.defvjp(vjp, saves=("x", "y"))
+    row.defjvp(jvp)
+    row.defbatch(_binary_batch(row.name))
+    row.defshape(_binary_shape, memory=_transients(row.name))
+
+
+_xlog_rules(_xlogy, 0.0)
+_xlog_rules(_xlog1py, 1.0)
+
+
+# -- kits: softmax, log_softmax, logsumexp -------------------------------------------------------
+
+
+def _shift(bk: Any, x: Any, axis: Any) -> Any:
+    """The maximum over ``axis`` (kept), 0 where it is not finite: ``x - shift`` never
+    overflows ``exp``, and stays -inf/NaN where ``x`` is."""
+    m = bk.max(x, axis=axis, keepdims=True)
+    return bk.where(bk.isfinite(m), m, 0.0)
+
+
+def _kept(ns: Any, v: Any, ndim: int, axis: Any, keepdims: bool) -> Any:
+    """A reduction's result ``v`` with its reduced axes back as ones (keepdims)."""
+    if keepdims:
+        return v
+    for a in norm_axes(axis, ndim):
+        v = ns.expand_dims(v, axis=a)
+    return v
+
+
+def _reduction_batch(name: str) -> Any:
+    """The batching rule of the three rows: the axes shifted past the batch axis (None: every
+    axis of an example)."""
+
+    def rule(ns: Any, dims: Any, x: Any, /, *, axis: Any = None, **kw: Any) -> Any:
+        nd = x.ndim - 1
+        return fn(ns, name)(x, axis=all_axes(nd) if axis is None else shift(axis, nd), **kw)
+
+    return rule
+
+
+def _reduced_bytes(x: Any, axis: Any) -> int:
+    return math.prod(reduced(x.shape, axis, True)) * x.dtype.itemsize
+
+
+def _buffer(x: Any) -> int:
+    return min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+
+
+def _softmax_shape(a: Any, x: Any, /, *, axis: Any = None) -> Any:
+    return elementwise_out(x.shape, x.dtype, x)
+
+
+def _softmax_memory(out: Any, x: Any, /, *, axis: Any = None) -> int:
+    """softmax: ``x - shift`` beside its exponentials (which become the output); log_softmax:
+    the exponentials of ``x - shift`` (which becomes the output). A few reduced arrays (the
+    maximum, its finiteness, the shift, the sum) and the buffers of the broadcasts."""
+    return size_bytes(x) + 4 * _reduced_bytes(x, axis) + 2 * _buffer(x)
+
+
+# -- _log_softmax --------------------------------------------------------------------------------
+
+
+@primitive(FP, axis_check=True, needs=())
+def _log_softmax(bk: Any, x: Any, /, *, axis: Any = None) -> Any:
+    """scipy.special.log_softmax: ``x - logsumexp(x, axis)``, the maximum shifted out first,
+    as scipy's (``axis=None``: over every element)."""
+    own = _own(bk, "_log_softmax")
+    if own is not None:
+        return own(x, axis=axis)
+    tmp = x - _shift(bk, x, axis)
+    tmp -= bk.log(bk.sum(bk.exp(tmp), axis=axis, keepdims=True))  # in place where it can be
+    return tmp
+
+
+_log_softmax.defvjp(
+    lambda ns, g, out, x, /, *, axis=None: (g - ns.exp(out) * ns.sum(g, axis=axis, keepdims=True),),
+    saves=("out",),
+)
+_log_softmax.defjvp(
+    lambda ns, t, out, x, /, *, axis=None: (
+        t[0] - ns.sum(ns.exp(out) * t[0], axis=axis, keepdims=True)
+    )
+)
+_log_softmax.defbatch(_reduction_batch(_log_softmax.name))
+_log_softmax.defshape(_softmax_shape, memory=_softmax_memory)
+
+
+# -- _logsumexp ----------------------------------------------------------------------------------
+
+
+@primitive(FP, axis_check=True, needs=())
+def _logsumexp(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    """scipy.special.logsumexp: ``log(sum(exp(x), axis))``, the maximum shifted out and the
+    maximal terms summed apart (``log1p`` of the rest), as scipy's."""
+    own = _own(bk, "_logsumexp")
+    if own is not None:
+        return own(x, axis=axis, keepdims=keepdims)
+    m = bk.max(x, axis=axis, keepdims=True)
+    finite = bk.isfinite(m)
+    ms = bk.where(finite, m, 0.0)
+    e = bk.exp(x - ms)
+    top = x == m  # the maximal terms: exp(0) = 1 each
+    k = bk.sum(bk.astype(top, x.dtype), axis=axis, keepdims=True)
+    k = bk.where(finite, k, 1.0)
+    rest = bk.sum(bk.where(top, 0.0, e), axis=axis, keepdims=True)
+    # a non-finite maximum is the result: +inf (any +inf), -inf (all -inf) or NaN
+    out = bk.where(finite, bk.log1p(rest / k) + bk.log(k) + ms, m)
+    if not keepdims:
+        out = bk.reshape(out, reduced(tuple(x.shape), axis, False))
+    return out
+
+
+@_logsumexp.defvjp(saves=("x", "out"))
+def _(ns, g, out, x, /, *, axis=None, keepdims=False):
+    # d/dx_i = exp(x_i - out): the softmax, from the output
+    w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
+    return (_kept(ns, g, x.ndim, axis, keepdims) * w,)
+
+
+@_logsumexp.defjvp
+def _(ns, t, out, x, /, *, axis=None, keepdims=False):
+    w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
+    return ns.sum(t[0] * w, axis=axis, keepdims=keepdims)
+
+
+_logsumexp.defbatch(_reduction_batch(_logsumexp.name))
+
+
+def _logsumexp_shape(a, x, /, *, axis=None, keepdims=False):
+    return new(reduced(x.shape, axis, keepdims), x.dtype)
+
+
+def _logsumexp_memory(out, x, /, *, axis=None, keepdims=False):
+    """``x - shift`` and ``exp`` of it; then beside the exponentials the mask of the maximal
+    terms (a byte an element) and one more array of x's size (the mask as numbers, then the
+    exponentials without the maximal terms); a few reduced arrays; the broadcast buffers."""
+    return 2 * size_bytes(x) + x.size + 8 * _reduced_bytes(x, axis) + 3 * _buffer(x)
+
+
+_logsumexp.defshape(_logsumexp_shape, memory=_logsumexp_memory)
+
+
+# -- _softmax ------------------------------------------------------------------------------------
+
+
+@primitive(FP, axis_check=True, needs=())
+def _softmax(bk: Any, x: Any, /, *, axis: Any = None) -> Any:
+    """scipy.special.softmax: ``exp(x) / sum(exp(x), axis)``, the maximum shifted out first, as
+    scipy's (``axis=None``: over every element)."""
+    own = _own(bk, "_softmax")
+    if own is not None:
+        return own(x, axis=axis)
+    # scipy's: an infinite maximum makes the slice NaN (log_softmax shifts by 0 there instead)
+    e = bk.exp(x - bk.max(x, axis=axis, keepdims=True))
+    e /= bk.sum(e, axis=axis, keepdims=True)  # in place where it can be
+    return e
+
+
+_softmax.defvjp(
+    lambda ns, g, out, x, /, *, axis=None: (out * (g - ns.sum(g * out, axis=axis, keepdims=True)),),
+    saves=("out",),
+)
+_softmax.defjvp(
+    lambda ns, t, out, x, /, *, axis=None: (
+        out * (t[0] - ns.sum(t[0] * out, axis=axis, keepdims=True))
+    )
+)
+_softmax.defbatch(_reduction_batch(_softmax.name))
+_softmax.defshape(_softmax_shape, memory=_softmax_memory)
