@@ -44,6 +44,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .._primitive import primitive
 from ..namespace._backend import Backend, capabilities, numpy_special, resolve
 from ._rules.batching import align, all_axes, fn, shift
@@ -71,8 +73,8 @@ UFUNCS: dict[str, str] = {
     "logit": "_logit",
     "log_expit": "_log_expit",
     "gammaln": "_gammaln",
-    "psi": "_digamma",
     "digamma": "_digamma",
+    "psi": "_digamma",
     "xlogy": "_xlogy",
     "xlog1py": "_xlog1py",
     "ndtr": "_ndtr",
@@ -89,7 +91,7 @@ _SQRT_2PI = math.sqrt(2 * math.pi)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-# -- kits shared by the rows below: the forward ---------------------------------------------------
+# -- kits shared by the rows below: the forward --------------------------------------------------
 
 
 def _caps(bk: Any) -> Backend:
@@ -158,15 +160,14 @@ def _binary(bk: Any, name: str, x: Any, y: Any, composed: Any) -> Any:
     own = _own(bk, UFUNCS[name])
     if own is not None:
         return own(x, y)
+    x, y = _arrays(bk, x, y)  # scipy would take a Python float as float64
     f = _backend_fn(bk, name)
     if f is not None:
-        r = f(x, y)
-        want = bk.result_type(*(v for v in (x, y) if not is_scalar(v)))
-        return _in(bk, r, want)
-    return composed(bk, *_arrays(bk, x, y))
+        return _in(bk, f(x, y), bk.result_type(x, y))
+    return composed(bk, x, y)
 
 
-# -- kits: the rules of the elementwise rows ------------------------------------------------------
+# -- kits: the rules of the elementwise rows -----------------------------------------------------
 
 
 def unary_rules(row: Any, d: Any, saves: tuple[str, ...]) -> None:
@@ -206,14 +207,9 @@ def _transients(row: str) -> Any:
 
 
 def _binary_shape(a: Any, x: Any, y: Any, /) -> Any:
-    arrays = [v for v in (x, y) if is_array(v)]
+    arrays = [v for v in (x, y) if is_array(v)]  # a Python scalar takes the other's dtype
     shape = broadcast(*(v.shape for v in arrays))
-    dtype = arrays[0].dtype if len(arrays) == 1 else max((v.dtype for v in arrays), key=_width)
-    return elementwise_out(shape, dtype, x, y)
-
-
-def _width(dtype: Any) -> int:
-    return dtype.itemsize
+    return elementwise_out(shape, np.result_type(*(v.dtype for v in arrays)), x, y)
 
 
 def _binary_batch(name: str) -> Any:
