@@ -74,10 +74,14 @@ def _row(xp: Any, name: str) -> Any:
     return lambda *args, **kwargs: impl(xp, *args, **kwargs)
 
 
-def _floating(fname: str, xp: Any, x: Any) -> Any:
+def _floating(fname: str, x: Any) -> Any:
     """``x`` as a real floating-point array (integers and booleans in the default floating
-    dtype, as scipy takes them as float64); Python numbers pass."""
-    if not hasattr(x, "dtype") or xp.isdtype(x.dtype, "real floating"):
+    dtype, as scipy takes them as float64); Python numbers pass. Each array is read by its own
+    namespace (one of another namespace is then refused by the row, naming both)."""
+    if not hasattr(x, "__array_namespace__"):
+        return x
+    xp = x.__array_namespace__()
+    if xp.isdtype(x.dtype, "real floating"):
         return x
     if xp.isdtype(x.dtype, "complex floating"):
         raise TypeError(
@@ -91,7 +95,7 @@ def _floating(fname: str, xp: Any, x: Any) -> Any:
 def _unary(fname: str, row: str) -> Any:
     def f(x: Any) -> Any:
         xp = _ns(fname, x)
-        return _row(xp, row)(_floating(fname, xp, x))
+        return _row(xp, row)(_floating(fname, x))
 
     f.__name__ = f.__qualname__ = fname
     f.__doc__ = REGISTRY[row].impl.__doc__
@@ -101,7 +105,7 @@ def _unary(fname: str, row: str) -> Any:
 def _binary(fname: str, row: str) -> Any:
     def f(x: Any, y: Any) -> Any:
         xp = _ns(fname, x, y)
-        return _row(xp, row)(_floating(fname, xp, x), _floating(fname, xp, y))
+        return _row(xp, row)(_floating(fname, x), _floating(fname, y))
 
     f.__name__ = f.__qualname__ = fname
     f.__doc__ = REGISTRY[row].impl.__doc__
@@ -141,21 +145,21 @@ def polygamma(n: int, x: Any) -> Any:
     if order < 0:
         raise ValueError(f"special.polygamma(): n must be a non-negative int, got {order}")
     xp = _ns("polygamma", x)
-    return _row(xp, "_polygamma")(_floating("polygamma", xp, x), n=order)
+    return _row(xp, "_polygamma")(_floating("polygamma", x), n=order)
 
 
 def softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
     """scipy.special.softmax: ``exp(x) / sum(exp(x), axis)`` (``axis=None``: over every
     element), the maximum shifted out first."""
     xp = _ns("softmax", x)
-    return _row(xp, "_softmax")(_floating("softmax", xp, x), axis=axis)
+    return _row(xp, "_softmax")(_floating("softmax", x), axis=axis)
 
 
 def log_softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
     """scipy.special.log_softmax: ``x - logsumexp(x, axis, keepdims=True)`` (``axis=None``:
     over every element), accurate where softmax underflows."""
     xp = _ns("log_softmax", x)
-    return _row(xp, "_log_softmax")(_floating("log_softmax", xp, x), axis=axis)
+    return _row(xp, "_log_softmax")(_floating("log_softmax", x), axis=axis)
 
 
 def logsumexp(
@@ -181,4 +185,4 @@ def logsumexp(
             "b the sign is always 1): call it without return_sign"
         )
     xp = _ns("logsumexp", a)
-    return _row(xp, "_logsumexp")(_floating("logsumexp", xp, a), axis=axis, keepdims=keepdims)
+    return _row(xp, "_logsumexp")(_floating("logsumexp", a), axis=axis, keepdims=keepdims)

@@ -338,6 +338,31 @@ def _cases():
     def _(xp, o, w):
         return xp.Array([1.0])
 
+    # -- pycograd_xp.special ---------------------------------------------------------------------
+    @case("special-mixed", TypeError, r"_xlogy\(\): " + mix)
+    def _(xp, o, w):
+        from pycograd_xp import special
+
+        return special.xlogy(xp.ones(2), o.ones(2))
+
+    @case("special-polygamma-order", ValueError, r"polygamma\(\): n must be a non-negative")
+    def _(xp, o, w):
+        from pycograd_xp import special
+
+        return pg.grad(lambda x: xp.sum(special.polygamma(-2, x)))(w)
+
+    @case("special-logsumexp-weights", NotImplementedError, r"logsumexp\(a \+ xp\.log\(b\)")
+    def _(xp, o, w):
+        from pycograd_xp import special
+
+        return special.logsumexp(w, b=w)
+
+    @case("special-axis", IndexError, r"_logsumexp\(\): axis 1 is out of range")
+    def _(xp, o, w):
+        from pycograd_xp import special
+
+        return pg.grad(lambda x: special.logsumexp(x, axis=1))(w)
+
     @case("bad-api-version", ValueError, r"api_version '1999\.01' is not supported")
     def _(xp, o, w):
         return xp.ones(2).__array_namespace__(api_version="1999.01")

@@ -170,20 +170,23 @@ def _binary(bk: Any, name: str, x: Any, y: Any, composed: Any) -> Any:
 # -- kits: the rules of the elementwise rows -----------------------------------------------------
 
 
-def unary_rules(row: Any, d: Any, saves: tuple[str, ...]) -> None:
-    """Attach the VJP ``g d(ns, out, x)``, the JVP ``t d(ns, out, x)``, the batching rule (the
-    row on the batched operand) and the shape rule of the one-argument row ``row``."""
-    row.defvjp(lambda ns, g, out, x, /: (g * d(ns, out, x),), saves=saves)
-    row.defjvp(lambda ns, t, out, x, /: t[0] * d(ns, out, x))
-    row.defbatch(_same_row(row.name))
-    row.defshape(_unary_shape, memory=_transients(row.name))
+def vjp_of(d: Any) -> Any:
+    """The VJP ``g d(ns, out, x)`` of a one-argument row whose derivative is ``d``."""
+    return lambda ns, g, out, x, /: (g * d(ns, out, x),)
 
 
-def _same_row(name: str) -> Any:
+def jvp_of(d: Any) -> Any:
+    """The JVP ``t d(ns, out, x)`` of a one-argument row whose derivative is ``d``."""
+    return lambda ns, t, out, x, /: t[0] * d(ns, out, x)
+
+
+def same_row(row: Any) -> Any:
+    """The batching rule of an elementwise one-argument row: the row on the batched operand."""
+    name = row.name
     return lambda ns, dims, x, /, **kw: fn(ns, name)(x, **kw)
 
 
-def _unary_shape(a: Any, x: Any, /, **kw: Any) -> Any:
+def unary_shape(a: Any, x: Any, /, **kw: Any) -> Any:
     return elementwise_out(x.shape, x.dtype, x)
 
 
@@ -192,10 +195,10 @@ def _unary_shape(a: Any, x: Any, /, **kw: Any) -> Any:
 _COMPOSED_TEMPS = 6
 
 
-def _transients(row: str) -> Any:
+def transients(row: Any) -> Any:
     """The bytes a row's backend call allocates beside its output: the iterator's buffers of
     scipy's ufunc (NumPy), or, without scipy, the composition's temporaries."""
-    public = next(k for k, v in UFUNCS.items() if v == row)
+    public = next(k for k, v in UFUNCS.items() if v == row.name)
 
     def memory(out: Any, *xs: Any, **kw: Any) -> int:
         buffers = ufunc_buffers(out, *xs)
@@ -230,7 +233,14 @@ def _digamma(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "digamma", x)
 
 
-unary_rules(_digamma, lambda ns, out, x: call(ns, "_polygamma", x, n=1), saves=("x",))
+def _d_digamma(ns, out, x):
+    return call(ns, "_polygamma", x, n=1)
+
+
+_digamma.defvjp(vjp_of(_d_digamma), saves=("x",))
+_digamma.defjvp(jvp_of(_d_digamma))
+_digamma.defbatch(same_row(_digamma))
+_digamma.defshape(unary_shape, memory=transients(_digamma))
 
 
 # -- _erf, _erfc ---------------------------------------------------------------------------------
@@ -248,8 +258,24 @@ def _erfc(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "erfc", x)
 
 
-unary_rules(_erf, lambda ns, out, x: (2 / _SQRT_PI) * ns.exp(-(x * x)), saves=("x",))
-unary_rules(_erfc, lambda ns, out, x: (-2 / _SQRT_PI) * ns.exp(-(x * x)), saves=("x",))
+def _d_erf(ns, out, x):
+    return (2 / _SQRT_PI) * ns.exp(-(x * x))
+
+
+_erf.defvjp(vjp_of(_d_erf), saves=("x",))
+_erf.defjvp(jvp_of(_d_erf))
+_erf.defbatch(same_row(_erf))
+_erf.defshape(unary_shape, memory=transients(_erf))
+
+
+def _d_erfc(ns, out, x):
+    return (-2 / _SQRT_PI) * ns.exp(-(x * x))
+
+
+_erfc.defvjp(vjp_of(_d_erfc), saves=("x",))
+_erfc.defjvp(jvp_of(_d_erfc))
+_erfc.defbatch(same_row(_erfc))
+_erfc.defshape(unary_shape, memory=transients(_erfc))
 
 
 # -- _erfinv -------------------------------------------------------------------------------------
@@ -261,7 +287,14 @@ def _erfinv(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "erfinv", x)
 
 
-unary_rules(_erfinv, lambda ns, out, x: (_SQRT_PI / 2) * ns.exp(out * out), saves=("out",))
+def _d_erfinv(ns, out, x):
+    return (_SQRT_PI / 2) * ns.exp(out * out)
+
+
+_erfinv.defvjp(vjp_of(_d_erfinv), saves=("out",))
+_erfinv.defjvp(jvp_of(_d_erfinv))
+_erfinv.defbatch(same_row(_erfinv))
+_erfinv.defshape(unary_shape, memory=transients(_erfinv))
 
 
 # -- _expit --------------------------------------------------------------------------------------
@@ -280,7 +313,14 @@ def _expit(bk: Any, x: Any, /) -> Any:
 
 
 # expit' = expit(x) expit(-x): exact where 1 - expit(x) would round to 0 (x > 37)
-unary_rules(_expit, lambda ns, out, x: out * call(ns, "_expit", -x), saves=("x", "out"))
+def _d_expit(ns, out, x):
+    return out * call(ns, "_expit", -x)
+
+
+_expit.defvjp(vjp_of(_d_expit), saves=("x", "out"))
+_expit.defjvp(jvp_of(_d_expit))
+_expit.defbatch(same_row(_expit))
+_expit.defshape(unary_shape, memory=transients(_expit))
 
 
 # -- _gammaln ------------------------------------------------------------------------------------
@@ -292,7 +332,14 @@ def _gammaln(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "gammaln", x)
 
 
-unary_rules(_gammaln, lambda ns, out, x: call(ns, "_digamma", x), saves=("x",))
+def _d_gammaln(ns, out, x):
+    return call(ns, "_digamma", x)
+
+
+_gammaln.defvjp(vjp_of(_d_gammaln), saves=("x",))
+_gammaln.defjvp(jvp_of(_d_gammaln))
+_gammaln.defbatch(same_row(_gammaln))
+_gammaln.defshape(unary_shape, memory=transients(_gammaln))
 
 
 # -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------
@@ -322,22 +369,46 @@ def _i1e(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "i1e", x)
 
 
-unary_rules(_i0, lambda ns, out, x: call(ns, "_i1", x), saves=("x",))
-unary_rules(_i0e, lambda ns, out, x: call(ns, "_i1e", x) - ns.sign(x) * out, saves=("x", "out"))
+def _d_i0(ns, out, x):
+    return call(ns, "_i1", x)
+
+
+_i0.defvjp(vjp_of(_d_i0), saves=("x",))
+_i0.defjvp(jvp_of(_d_i0))
+_i0.defbatch(same_row(_i0))
+_i0.defshape(unary_shape, memory=transients(_i0))
+
+
+def _d_i0e(ns, out, x):
+    return call(ns, "_i1e", x) - ns.sign(x) * out
+
+
+_i0e.defvjp(vjp_of(_d_i0e), saves=("x", "out"))
+_i0e.defjvp(jvp_of(_d_i0e))
+_i0e.defbatch(same_row(_i0e))
+_i0e.defshape(unary_shape, memory=transients(_i0e))
+
+
 # i1' = i0 - i1 / x, 1/2 at 0 (i1(x) ~ x / 2)
-unary_rules(
-    _i1,
-    lambda ns, out, x: ns.where(x == 0, 0.5, call(ns, "_i0", x) - out / _safe(ns, x, 1.0)),
-    saves=("x", "out"),
-)
+def _d_i1(ns, out, x):
+    return ns.where(x == 0, 0.5, call(ns, "_i0", x) - out / _safe(ns, x, 1.0))
+
+
+_i1.defvjp(vjp_of(_d_i1), saves=("x", "out"))
+_i1.defjvp(jvp_of(_d_i1))
+_i1.defbatch(same_row(_i1))
+_i1.defshape(unary_shape, memory=transients(_i1))
+
+
 # i1e' = i0e - i1e (sign x + 1 / x), 1/2 at 0
-unary_rules(
-    _i1e,
-    lambda ns, out, x: ns.where(
-        x == 0, 0.5, call(ns, "_i0e", x) - out * (ns.sign(x) + 1 / _safe(ns, x, 1.0))
-    ),
-    saves=("x", "out"),
-)
+def _d_i1e(ns, out, x):
+    return ns.where(x == 0, 0.5, call(ns, "_i0e", x) - out * (ns.sign(x) + 1 / _safe(ns, x, 1.0)))
+
+
+_i1e.defvjp(vjp_of(_d_i1e), saves=("x", "out"))
+_i1e.defjvp(jvp_of(_d_i1e))
+_i1e.defbatch(same_row(_i1e))
+_i1e.defshape(unary_shape, memory=transients(_i1e))
 
 
 # -- _log_expit ----------------------------------------------------------------------------------
@@ -354,7 +425,14 @@ def _log_expit(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "log_expit", x, _log_expit_composed)
 
 
-unary_rules(_log_expit, lambda ns, out, x: call(ns, "_expit", -x), saves=("x",))
+def _d_log_expit(ns, out, x):
+    return call(ns, "_expit", -x)
+
+
+_log_expit.defvjp(vjp_of(_d_log_expit), saves=("x",))
+_log_expit.defjvp(jvp_of(_d_log_expit))
+_log_expit.defbatch(same_row(_log_expit))
+_log_expit.defshape(unary_shape, memory=transients(_log_expit))
 
 
 # -- _log_ndtr -----------------------------------------------------------------------------------
@@ -369,11 +447,14 @@ def _log_ndtr(bk: Any, x: Any, /) -> Any:
 
 # pdf(x) / ndtr(x) as exp(log pdf(x) - log_ndtr(x)): finite far in the left tail, where both
 # pdf and ndtr underflow
-unary_rules(
-    _log_ndtr,
-    lambda ns, out, x: ns.exp(-0.5 * (x * x) - _LOG_SQRT_2PI - out),
-    saves=("x", "out"),
-)
+def _d_log_ndtr(ns, out, x):
+    return ns.exp(-0.5 * (x * x) - _LOG_SQRT_2PI - out)
+
+
+_log_ndtr.defvjp(vjp_of(_d_log_ndtr), saves=("x", "out"))
+_log_ndtr.defjvp(jvp_of(_d_log_ndtr))
+_log_ndtr.defbatch(same_row(_log_ndtr))
+_log_ndtr.defshape(unary_shape, memory=transients(_log_ndtr))
 
 
 # -- _logit --------------------------------------------------------------------------------------
@@ -393,7 +474,14 @@ def _logit(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "logit", x, _logit_composed)
 
 
-unary_rules(_logit, lambda ns, out, x: 1 / (x * (1 - x)), saves=("x",))
+def _d_logit(ns, out, x):
+    return 1 / (x * (1 - x))
+
+
+_logit.defvjp(vjp_of(_d_logit), saves=("x",))
+_logit.defjvp(jvp_of(_d_logit))
+_logit.defbatch(same_row(_logit))
+_logit.defshape(unary_shape, memory=transients(_logit))
 
 
 # -- _ndtr ---------------------------------------------------------------------------------------
@@ -405,7 +493,14 @@ def _ndtr(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "ndtr", x)
 
 
-unary_rules(_ndtr, lambda ns, out, x: ns.exp(-0.5 * (x * x)) / _SQRT_2PI, saves=("x",))
+def _d_ndtr(ns, out, x):
+    return ns.exp(-0.5 * (x * x)) / _SQRT_2PI
+
+
+_ndtr.defvjp(vjp_of(_d_ndtr), saves=("x",))
+_ndtr.defjvp(jvp_of(_d_ndtr))
+_ndtr.defbatch(same_row(_ndtr))
+_ndtr.defshape(unary_shape, memory=transients(_ndtr))
 
 
 # -- _ndtri --------------------------------------------------------------------------------------
@@ -417,7 +512,14 @@ def _ndtri(bk: Any, x: Any, /) -> Any:
     return _unary(bk, "ndtri", x)
 
 
-unary_rules(_ndtri, lambda ns, out, x: _SQRT_2PI * ns.exp(0.5 * (out * out)), saves=("out",))
+def _d_ndtri(ns, out, x):
+    return _SQRT_2PI * ns.exp(0.5 * (out * out))
+
+
+_ndtri.defvjp(vjp_of(_d_ndtri), saves=("out",))
+_ndtri.defjvp(jvp_of(_d_ndtri))
+_ndtri.defbatch(same_row(_ndtri))
+_ndtri.defshape(unary_shape, memory=transients(_ndtri))
 
 
 # -- _polygamma ----------------------------------------------------------------------------------
@@ -439,8 +541,8 @@ _polygamma.defvjp(
     lambda ns, g, out, x, /, *, n=0: (g * call(ns, "_polygamma", x, n=n + 1),), saves=("x",)
 )
 _polygamma.defjvp(lambda ns, t, out, x, /, *, n=0: t[0] * call(ns, "_polygamma", x, n=n + 1))
-_polygamma.defbatch(_same_row(_polygamma.name))
-_polygamma.defshape(_unary_shape, memory=lambda out, x, /, **kw: ufunc_buffers(out, x))
+_polygamma.defbatch(same_row(_polygamma))
+_polygamma.defshape(unary_shape, memory=lambda out, x, /, **kw: ufunc_buffers(out, x))
 
 
 # -- _xlogy, _xlog1py ----------------------------------------------------------------------------
@@ -492,22 +594,34 @@ def xlog_partials(ns: Any, x: Any, y: Any, one: float) -> tuple[Any, Any]:
     return log(ys), x / (ys + one) if one else x / ys
 
 
-def _xlog_rules(row: Any, one: float) -> None:
+def xlog_vjp(one: float) -> Any:
+    """The VJP of ``x log(one + y)`` (:func:`xlog_partials`)."""
+
     def vjp(ns, g, out, x, y, /):
         return tuple(None if d is None else g * d for d in xlog_partials(ns, x, y, one))
+
+    return vjp
+
+
+def xlog_jvp(one: float) -> Any:
+    """The JVP of ``x log(one + y)`` (:func:`xlog_partials`)."""
 
     def jvp(ns, t, out, x, y, /):
         dx, dy = xlog_partials(ns, x, y, one)
         return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
 
-    row.defvjp(vjp, saves=("x", "y"))
-    row.defjvp(jvp)
-    row.defbatch(_binary_batch(row.name))
-    row.defshape(_binary_shape, memory=_transients(row.name))
+    return jvp
 
 
-_xlog_rules(_xlogy, 0.0)
-_xlog_rules(_xlog1py, 1.0)
+_xlogy.defvjp(xlog_vjp(0.0), saves=("x", "y"))
+_xlogy.defjvp(xlog_jvp(0.0))
+_xlogy.defbatch(_binary_batch(_xlogy.name))
+_xlogy.defshape(_binary_shape, memory=transients(_xlogy))
+
+_xlog1py.defvjp(xlog_vjp(1.0), saves=("x", "y"))
+_xlog1py.defjvp(xlog_jvp(1.0))
+_xlog1py.defbatch(_binary_batch(_xlog1py.name))
+_xlog1py.defshape(_binary_shape, memory=transients(_xlog1py))
 
 
 # -- kits: softmax, log_softmax, logsumexp -------------------------------------------------------
