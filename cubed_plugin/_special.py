@@ -6,8 +6,8 @@ Every function is elementwise, so any chunking works: :func:`~cubed_plugin._bloc
 with no core axes keeps the inputs' chunks (two operands of different chunkings are rechunked
 to one) and broadcasts them as the standard does. A Python-scalar operand becomes a 0-d array
 of the other's dtype and Spec. The NumPy function per block is the NumPy backend's own
-(:func:`pycograd_xp.namespace._backend.numpy_special`: scipy.special's, ``polygamma`` in its
-input's dtype), so values are NumPy's to the bit.
+(:func:`pycograd_xp.namespace.numpy_special`: scipy.special's, ``polygamma`` in its input's
+dtype), so values are NumPy's to the bit.
 
 Memory: scipy's ufuncs allocate nothing besides their output but the iterator's buffers when an
 operand is cast or broadcast (8192 elements each); blocks declare those as temporaries.
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pycograd_xp.namespace._backend import numpy_special
+from pycograd_xp.namespace import numpy_special
 
 from ._blocks import Out, core_apply
 

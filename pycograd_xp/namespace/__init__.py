@@ -13,7 +13,7 @@ from typing import Any
 from .._primitive import REGISTRY, Primitive, implementations
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
-from ._backend import Backend, capabilities, resolve
+from ._backend import Backend, capabilities, numpy_special, resolve
 from ._build import build, row_of
 from ._wrappers import AxisError
 
@@ -25,6 +25,7 @@ __all__ = [
     "REGISTRY",
     "implementations",
     "namespace",
+    "numpy_special",
     "of",
     "row_of",
 ]
