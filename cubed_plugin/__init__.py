@@ -33,12 +33,13 @@ import dataclasses
 from typing import Any
 
 from ._compute import check, compute, plan, visualize
-from ._executors import make_spec, worker_baseline
+from ._executors import NoRetryWarning, make_executor, make_spec, worker_baseline
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .namespace import augmented  # its import registers Cubed's implementations of rows
 from .steps import row_loss
 
 __all__ = [
+    "NoRetryWarning",
     "ReservedMemWarning",
     "TaskMemoryError",
     "TaskMemoryWarning",
@@ -46,6 +47,7 @@ __all__ = [
     "check",
     "compute",
     "fit",
+    "make_executor",
     "make_spec",
     "plan",
     "plan_rows",

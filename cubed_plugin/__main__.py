@@ -23,7 +23,7 @@ from pycograd_xp import optim, random
 from pycograd_xp.memory import MemoryLimitError, format_bytes
 
 from ._compute import plan as plan_of
-from ._executors import make_spec, measuring_processes
+from ._executors import BEAM_MODES, ENGINES, MARGIN, make_executor, make_spec, worker_baseline
 from ._fit import FitResult, _batches, _step, fit
 from .memory import TaskMemoryError, part_of
 from .namespace import label_ops
@@ -102,14 +102,59 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
         help="columns of the synthetic data (default 50; with --data: the data's)",
     )
     ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
-    ap.add_argument("--allowed-mem", default="150MB")
+    ap.add_argument(
+        "--allowed-mem",
+        default="150MB",
+        help="the memory each task may use, its worker's own included (per task, not per "
+        "process: on threads and single-threaded the tasks run in this process, two at once "
+        "on threads, beside the driver's own data; a worker process of dask, ray, lithops or "
+        "spark holds its tasks, one at a time here, plus what it keeps between them)",
+    )
     ap.add_argument(
         "--reserved-mem",
         default=None,
-        help="memory a worker holds before any data (default: measured on the executor, plus 10%%)",
+        help="memory a worker holds before any data (default: measured on the executor, plus "
+        "10%%; on an executor that reports no task memory, beam and spark: a local processes "
+        "worker's)",
     )
     ap.add_argument(
-        "--executor", default="threads", choices=("single-threaded", "threads", "processes", "dask")
+        "--executor",
+        default="threads",
+        choices=ENGINES,
+        help="where tasks run (each engine needs its extra: pip install "
+        "'pycograd-xp[dask]', [ray], [beam], [lithops], [spark])",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes (processes, a local Dask cluster, Ray's CPUs, Beam's "
+        "multi-process workers, Lithops, Spark's local[N]; default: up to 4, the CPUs)",
+    )
+    ap.add_argument(
+        "--scheduler",
+        default=None,
+        help="dask: an existing cluster's scheduler address (default: a LocalCluster of "
+        "--workers processes of one thread, started for the run)",
+    )
+    ap.add_argument(
+        "--ray-address",
+        default=None,
+        help="ray: an existing cluster's address ('auto': the local one; default: a local Ray "
+        "started for the run)",
+    )
+    ap.add_argument(
+        "--beam-mode",
+        default="in_memory",
+        choices=BEAM_MODES,
+        help="beam: the DirectRunner's running mode (multi_processing retries nothing: a "
+        "worker killed fails the run)",
+    )
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="retries of a failed task (dask, ray, lithops; spark: local[N, retries + 1])",
     )
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-rows", type=int, default=None)
@@ -126,8 +171,20 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     from .memory import plan_rows
 
     label_ops()  # the plan printed below names each op's part of the loss
-    executor = measuring_processes() if a.executor == "processes" else a.executor
-    spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
+    executor = make_executor(
+        a.executor,
+        workers=a.workers,
+        scheduler=a.scheduler,
+        ray_address=a.ray_address,
+        beam_mode=a.beam_mode,
+        retries=a.retries,
+    )
+    try:
+        spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
+    except RuntimeError as e:  # an executor that reports no task memory (beam, spark)
+        print(f"{e}: reserving a local processes worker's memory instead")
+        reserved = math.ceil(worker_baseline("processes") * MARGIN)
+        spec = make_spec(a.allowed_mem, reserved, a.work_dir, executor=executor)
     loss = logreg_loss if a.model == "logreg" else mlp_loss
     one_pass = a.mode != "graph"  # both models are row losses
     mode = "one-pass" if one_pass else "graph"
@@ -200,7 +257,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
             progress=not a.quiet,
         )
     except TaskMemoryError as e:
-        print("task memory per op, measured (one task per worker process) against projected:")
+        print("task memory per op, measured (each task's own peak) against projected:")
         print("  " + e.recorder.table(int(spec.allowed_mem)).replace("\n", "\n  "))
         raise
     rec = result.memory
@@ -210,7 +267,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
         f"{result.history['loss'][-1]:.4f}"
     )
     if measured:
-        print("task memory per op, measured (one task per worker process) against projected:")
+        print("task memory per op, measured (each task's own peak) against projected:")
         print("  " + rec.table(int(spec.allowed_mem)).replace("\n", "\n  "))
     print(
         f"task memory: projected at most {format_bytes(rec.max_projected())}"
@@ -218,7 +275,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
             f", measured at most {format_bytes(max(measured))}; every measured task within its "
             "projection and allowed_mem"
             if measured
-            else " (measured peaks: use --executor processes)"
+            else f" (measured peaks: none, {rec.cannot_measure()}; use --executor processes, "
+            "or dask on workers of one thread)"
         )
         + f"; allowed {format_bytes(spec.allowed_mem)}"
     )

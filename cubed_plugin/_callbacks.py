@@ -75,7 +75,12 @@ class MemoryRecorder(cubed.Callback):
     report measured peaks; :meth:`overruns` lists the ops whose measured peak went over their
     projection or ``allowed_mem``."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_task: bool = True, why: str = "") -> None:
+        # per_task False: the executor's measured peaks are not each task's own (a worker
+        # reused for many tasks reports its lifetime peak): they are not recorded, and the
+        # table says the executor cannot measure (``why``)
+        self.per_task, self.why = per_task, why
+        self.unmeasured = 0  # tasks that reported no peak of their own
         self.projected: dict[str, int] = {}
         self.measured: dict[str, int] = {}
         self.kinds: dict[str, str] = {}
@@ -95,7 +100,9 @@ class MemoryRecorder(cubed.Callback):
 
     def on_task_end(self, event: Any) -> None:
         m = event.peak_measured_mem_end
-        if m is not None:
+        if m is None or not self.per_task:
+            self.unmeasured += 1
+        else:
             self.measured[event.name] = max(self.measured.get(event.name, 0), int(m))
 
     def report(self) -> list[tuple[str, int, int | None]]:
@@ -145,4 +152,14 @@ class MemoryRecorder(cubed.Callback):
             lines.append(f"{op:14} {self.kinds[op]:14} {p:>11} {m:>11} {ratio}  {self.parts[op]}")
         if allowed_mem is not None:
             lines.append(f"allowed_mem {format_bytes(allowed_mem)}; over {len(same)} steps")
+        if not self.measured:
+            lines.append(f"measured: -, {self.cannot_measure()}")
         return "\n".join(lines)
+
+    def cannot_measure(self) -> str:
+        """Why no task's peak of its own was measured."""
+        return "this executor cannot measure a task's own peak" + (
+            f" ({self.why})"
+            if self.why
+            else " (its tasks run in this process, or share their process, or it reports none)"
+        )

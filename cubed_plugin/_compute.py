@@ -198,9 +198,9 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
 
     arrays, td = _cubed_arrays(trees)
     if isinstance(executor, str):
-        from ._cubed_seam import create_executor
+        from ._executors import executor_of
 
-        executor = create_executor(executor)
+        executor = executor_of(executor)
     kwargs["optimize_function"] = _optimizer(kwargs.get("optimize_function", SOUND))
     results = cubed.compute(*arrays, executor=executor, callbacks=callbacks, **kwargs)
     out = tree_unflatten(td, list(results))

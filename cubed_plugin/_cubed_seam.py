@@ -54,6 +54,9 @@ __all__ = [
     "ChunkKey",
     "copy_node",
     "create_executor",
+    "dask_executor",
+    "DASK_WORKERS_UNLISTED",
+    "distributed_version",
     "CubedVersionWarning",
     "first_task_keys",
     "FunctionArgs",
@@ -61,6 +64,7 @@ __all__ = [
     "install_op_hook",
     "is_blockwise",
     "is_op",
+    "is_dask_executor",
     "is_processes_executor",
     "is_stored",
     "key_to_slices",
@@ -389,3 +393,164 @@ class MeasuringProcesses(ProcessesExecutor):
             # waits for the tasks already running (a failed compute's included), then for
             # every worker to stop: none outlives the compute
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+# -- Dask distributed ---------------------------------------------------------------------------
+
+# distributed 2026.7 made an asynchronous client's ``scheduler_info()`` a cache of cluster-wide
+# totals with no workers listed; Cubed's Dask executor (0.27, 0.28) checks the workers there and
+# raises "Cluster has no workers running". From that version on, :func:`dask_executor`'s client
+# fetches the workers itself (``scheduler.identity(n_workers=-1)``) when it starts.
+DASK_WORKERS_UNLISTED = (2026, 7)
+
+
+def distributed_version() -> tuple[int, int] | None:
+    """(year, month) of the installed ``distributed``, or None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return _version_tuple(version("distributed"))
+    except PackageNotFoundError:
+        return None
+
+
+def _reset_peak() -> int | None:
+    """Reset this process's resident-memory high-water mark to its current resident set
+    (Linux: ``/proc/self/clear_refs``, which ``getrusage``'s ``ru_maxrss`` follows) and return
+    it; None where it cannot be reset."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _peak()
+
+
+def _peak() -> int | None:
+    """This process's resident-memory high-water mark in bytes (None where unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _alone_in_worker() -> bool:
+    """Whether this task runs in a Dask worker process of one thread (so that no other task
+    shares the process while it runs)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return False
+    return getattr(getattr(worker, "state", worker), "nthreads", None) == 1
+
+
+def _dask_task(
+    input: Any,
+    pipeline_func: Any = None,
+    config: Any = None,
+    name: Any = None,
+    compute_id: Any = None,
+) -> tuple[Any, dict]:
+    """A task on a Dask worker, measured on its own: Cubed's ``run_func`` reports the worker
+    process's lifetime peak (every task it ran before included); this resets the process's
+    high-water mark when the task starts, so that the peak reported is the process's during
+    this task (what it held before, as a fresh worker's baseline, plus the task's data). On a
+    worker of several threads other tasks share the process: the peak is then not this task's
+    and None is reported (measured nothing)."""
+    import time
+
+    start = _reset_peak() if _alone_in_worker() else None
+    t0 = time.time()
+    result = pipeline_func(input, config=config)
+    t1 = time.time()
+    return result, {
+        "function_start_tstamp": t0,
+        "function_end_tstamp": t1,
+        "peak_measured_mem_start": start,
+        "peak_measured_mem_end": _peak() if start is not None else None,
+    }
+
+
+@functools.cache
+def _dask_classes() -> tuple[type, type]:
+    """(the Dask executor class, the client class it uses), made on first use (they import
+    ``distributed``)."""
+    from cubed.runtime.executors.dask import (
+        DaskExecutor,
+        dask_create_futures_func,
+    )
+    from cubed.runtime.executors.dask import (
+        check_runtime_memory as dask_check_runtime_memory,
+    )
+    from distributed import Client
+
+    class ListingClient(Client):
+        """An asynchronous client whose ``scheduler_info()`` lists the workers, fetched when it
+        starts (distributed >= 2026.7 caches no workers for asynchronous clients)."""
+
+        _workers_listed: Any = None
+
+        async def __aenter__(self) -> Any:
+            await super().__aenter__()
+            self._workers_listed = await self.scheduler.identity(n_workers=-1)
+            return self
+
+        def scheduler_info(self, n_workers: int = -1, **kwargs: Any) -> Any:
+            if self.asynchronous and self._workers_listed is not None:
+                return self._workers_listed
+            return super().scheduler_info(n_workers, **kwargs)
+
+    v = distributed_version()
+    client_class = ListingClient if v is not None and v >= DASK_WORKERS_UNLISTED else Client
+
+    class MeasuringDask(DaskExecutor):
+        """Cubed's Dask executor with each task's peak measured on its own (:func:`_dask_task`)
+        and, with distributed >= 2026.7, a client that lists the workers Cubed checks
+        (:data:`DASK_WORKERS_UNLISTED`). Overrides the executor's private
+        ``_async_execute_dag`` (Cubed 0.27's, with these two changes)."""
+
+        async def _async_execute_dag(
+            self,
+            dag: Any,
+            callbacks: Any = None,
+            spec: Any = None,
+            compute_kwargs: dict | None = None,
+            compute_arrays_in_parallel: bool | None = None,
+            **kwargs: Any,
+        ) -> None:
+            retries = kwargs.pop("retries", 2)
+            name = kwargs.get("name", None)
+            async with client_class(asynchronous=True, **(compute_kwargs or {})) as client:
+                if spec is not None:
+                    dask_check_runtime_memory(spec, client)
+                    if "use_backups" not in kwargs and use_backups_default(spec):
+                        kwargs["use_backups"] = True
+                await async_map_dag(
+                    dask_create_futures_func(client, _dask_task, name, retries=retries),
+                    dag=dag,
+                    callbacks=callbacks,
+                    compute_arrays_in_parallel=compute_arrays_in_parallel,
+                    create_backup_futures_func=dask_create_futures_func(client, _dask_task, name),
+                    **kwargs,
+                )
+
+    return MeasuringDask, client_class
+
+
+def dask_executor(**options: Any) -> Any:
+    """Cubed's Dask distributed executor as cubed_plugin runs it (``options`` as Cubed's:
+    ``compute_kwargs={"address": ...}`` for an existing cluster, ``retries``): each task's
+    measured peak is its own (on workers of one thread; none is reported on workers of
+    several), and it works with distributed >= 2026.7 (see :data:`DASK_WORKERS_UNLISTED`)."""
+    return _dask_classes()[0](**options)
+
+
+def is_dask_executor(executor: Any) -> bool:
+    """Whether ``executor`` is Cubed's Dask executor (or a subclass)."""
+    return getattr(executor, "name", None) == "dask"

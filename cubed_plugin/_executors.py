@@ -30,13 +30,208 @@ _IN_PROCESS = ("executors that run tasks in this process",)
 MARGIN = 1.1
 
 
-def executor_of(executor: Any, spec: Any = None) -> Any:
-    """The executor object Cubed runs with for ``executor``: an executor, its name, or None
-    (the Spec's executor, else Cubed's default, "threads")."""
-    from ._cubed_seam import create_executor
+# the executors by name that run on one machine (make_executor), each engine's extra
+ENGINES = ("single-threaded", "threads", "processes", "dask", "ray", "beam", "lithops", "spark")
+EXTRAS = {"dask": "dask", "ray": "ray", "beam": "beam", "lithops": "lithops", "spark": "spark"}
+# the modules each engine needs
+_NEEDS = {
+    "dask": "distributed",
+    "ray": "ray",
+    "beam": "apache_beam",
+    "lithops": "lithops",
+    "spark": "pyspark",
+}
+# Apache Beam's DirectRunner modes (its direct_running_mode)
+BEAM_MODES = ("in_memory", "multi_threading", "multi_processing")
 
-    if isinstance(executor, str):
+
+def _need(name: str) -> None:
+    import importlib.util
+
+    module = _NEEDS.get(name)
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise ImportError(
+            f"the {name!r} executor needs {module}: pip install 'pycograd-xp[{EXTRAS[name]}]'"
+        )
+
+
+def make_executor(
+    name: str,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    ray_address: str | None = None,
+    beam_mode: str = "in_memory",
+    retries: int = 2,
+) -> Any:
+    """A Cubed executor by ``name`` (one of :data:`ENGINES`), set up to run on this machine
+    (or on the cluster named) with retries where the engine has them:
+
+    - "single-threaded", "threads": tasks in this process (threads: several at once, so two
+      tasks and the driver's own data share one process).
+    - "processes": :func:`measuring_processes` (a fresh forked worker per task, each measured
+      on its own; ``workers`` at a time). Cubed retries a failed task ``retries`` times.
+    - "dask": Dask distributed (``cubed_plugin``'s executor: works with distributed >= 2026.7,
+      each task measured on its own on workers of one thread). ``scheduler``: the address of
+      an existing cluster; without it a LocalCluster of ``workers`` processes of one thread
+      each is started for this executor (closed at exit). Dask retries a task ``retries``
+      times and reruns the tasks of a worker that died.
+    - "ray": Ray; ``ray_address`` an existing cluster's ("auto": the local one), else a
+      local Ray of ``workers`` CPUs is started (once per process). Ray retries a task whose
+      worker died ``retries`` times.
+    - "beam": Apache Beam's DirectRunner, ``beam_mode`` "in_memory" (tasks in this process),
+      "multi_threading" or "multi_processing" (``workers`` processes). The DirectRunner
+      retries nothing: a worker process killed fails the run (``fit`` says so before
+      running).
+    - "lithops": Lithops on localhost (its workers run this interpreter, ``sys.executable``:
+      Lithops' default runtime is the ``python3`` on the PATH, which may lack the libraries),
+      ``workers`` worker processes; Cubed retries a failed task ``retries`` times.
+    - "spark": Spark in local mode, ``local[workers, retries + 1]`` (Spark's local mode tries
+      a task once unless told otherwise); its Python workers run this interpreter
+      (``PYSPARK_PYTHON`` is set to ``sys.executable`` when unset).
+
+    Each needs its extra (``pip install 'pycograd-xp[NAME]'``; ImportError says which)."""
+    from ._cubed_seam import create_executor, dask_executor
+
+    if name not in ENGINES:
+        raise ValueError(f"make_executor: unknown executor {name!r}; one of {', '.join(ENGINES)}")
+    if beam_mode not in BEAM_MODES:
+        raise ValueError(f"make_executor: beam_mode must be one of {BEAM_MODES}, got {beam_mode!r}")
+    _need(name)
+    n = workers or min(os.cpu_count() or 1, 4)
+    if name in ("single-threaded", "threads"):
+        return create_executor(name)
+    if name == "processes":
+        ex = measuring_processes()
+        if workers is not None:
+            ex.kwargs["max_workers"] = workers
+        return ex
+    if name == "dask":
+        if scheduler is None:
+            scheduler = _local_dask_cluster(n)
+        return dask_executor(compute_kwargs={"address": scheduler}, retries=retries)
+    if name == "ray":
+        import ray
+
+        if not ray.is_initialized():
+            if ray_address is not None:
+                ray.init(address=ray_address)
+            else:
+                ray.init(num_cpus=n, include_dashboard=False, log_to_driver=False)
+        return create_executor("ray", {"retries": retries})
+    if name == "beam":
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        options = PipelineOptions(
+            direct_running_mode=beam_mode, direct_num_workers=n if beam_mode != "in_memory" else 1
+        )
+        return create_executor("beam", {"runner": "DirectRunner", "options": options})
+    if name == "lithops":
+        config = {
+            "lithops": {"backend": "localhost", "storage": "localhost"},
+            "localhost": {"runtime": sys.executable, "worker_processes": n},
+        }
+        return create_executor("lithops", {"config": config, "retries": retries})
+    # spark
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    SparkSession.builder.master(f"local[{n},{retries + 1}]").config(
+        "spark.ui.enabled", "false"
+    ).getOrCreate()
+    return create_executor("spark")
+
+
+def measures_each_task(executor: Any) -> tuple[bool, str]:
+    """(whether the peaks ``executor`` reports are each task's own, why not): Ray's workers
+    and Cubed's processes executor's run many tasks each and report the process's lifetime
+    peak (the largest of every task it ran before), Lithops' are its own figures; those are
+    not a task's. :func:`measuring_processes` (a fresh worker per task) and cubed_plugin's Dask
+    executor (the peak reset per task, on workers of one thread) are; the in-process
+    executors report none."""
+    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+
+    name = getattr(executor, "name", "")
+    if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
+        return False, (
+            "Cubed's processes executor reuses each worker for many tasks and reports its "
+            "lifetime peak: use measuring_processes(), one task per worker"
+        )
+    if name in ("ray", "lithops"):
+        return False, (
+            f"{name}'s workers run many tasks each and report the process's lifetime peak, "
+            "not a task's"
+        )
+    return True, ""
+
+
+class NoRetryWarning(UserWarning):
+    """The executor cannot retry a task whose worker dies in the mode it runs: a worker
+    killed fails the run (resume it from ``fit``'s checkpoint)."""
+
+
+def no_retry(executor: Any) -> str | None:
+    """Why a worker of ``executor`` that dies mid-task fails the run (its engine retries
+    nothing in this mode), or None when the engine retries (or the tasks run in this process,
+    where a dead worker is a dead run)."""
+    name = getattr(executor, "name", "")
+    kwargs = getattr(executor, "kwargs", None) or {}
+    if name == "beam":
+        options = kwargs.get("options")
+        mode = options.get_all_options().get("direct_running_mode") if options else None
+        if mode == "multi_processing":
+            return (
+                "Apache Beam's DirectRunner retries nothing: a worker process that dies fails "
+                "the run ('Channel closed prematurely'); resume it from fit's checkpoint_dir"
+            )
+    if name == "spark":
+        try:
+            from pyspark.sql import SparkSession
+
+            session = SparkSession.getActiveSession()
+        except ImportError:
+            return None
+        master = session.sparkContext.master if session is not None else "local[*]"
+        if master.startswith("local") and master.count(",") == 0:
+            return (
+                f"Spark's local mode ({master}) tries each task once: a worker that dies fails "
+                "the run; make_executor('spark') starts local[N,F] (F tries per task)"
+            )
+    return None
+
+
+_DASK_CLUSTERS: dict[int, Any] = {}
+
+
+def _local_dask_cluster(workers: int) -> str:
+    """The scheduler address of a LocalCluster of ``workers`` processes of one thread each,
+    started once per process and size, closed at exit."""
+    if workers not in _DASK_CLUSTERS:
+        import atexit
+
+        import distributed
+
+        cluster = distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+        )
+        atexit.register(cluster.close)
+        _DASK_CLUSTERS[workers] = cluster
+    return str(_DASK_CLUSTERS[workers].scheduler_address)
+
+
+def executor_of(executor: Any, spec: Any = None) -> Any:
+    """The executor object Cubed runs with for ``executor``: an executor, its name (as
+    :func:`make_executor` makes it, with its defaults; "processes": Cubed's own), or None
+    (the Spec's executor, else Cubed's default, "threads")."""
+    from ._cubed_seam import create_executor, dask_executor
+
+    if executor == "dask":
+        return dask_executor()
+    if executor == "processes":
         return create_executor(executor)
+    if isinstance(executor, str):
+        return make_executor(executor) if executor in ENGINES else create_executor(executor)
     if executor is not None:
         return executor
     if spec is not None and spec.executor is not None:

@@ -32,7 +32,13 @@ from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 from ._callbacks import MemoryRecorder, Progress
 from ._compute import SOUND, compute, refuse, warn_reserved
 from ._compute import plan as plan_of
-from ._executors import executor_of, worker_baseline
+from ._executors import (
+    NoRetryWarning,
+    executor_of,
+    measures_each_task,
+    no_retry,
+    worker_baseline,
+)
 from .memory import TaskMemoryError, TaskMemoryWarning, part_of
 from .namespace import label_ops
 from .steps import RowLoss, graph_step, one_pass_step, unflatten_sums
@@ -215,8 +221,11 @@ def fit(
     per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
     total = steps if steps is not None else epochs * max(per_epoch, 1)
     label_ops()  # the ops of each step say which part of the loss they compute
-    recorder = MemoryRecorder()
     ex = executor_of(executor, spec)
+    recorder = MemoryRecorder(*measures_each_task(ex))
+    why = no_retry(ex)
+    if why is not None:
+        warnings.warn(f"fit: {why}", NoRetryWarning, stacklevel=2)
     warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
     kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
     while step < total:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .__main__ import init_params, logreg_loss, main, mlp_loss, run, synthetic
 from ._callbacks import MemoryRecorder, Overrun, Progress
-from ._executors import make_spec, measuring_processes, worker_baseline
+from ._executors import make_executor, make_spec, measuring_processes, worker_baseline
 from ._fit import FitResult, fit
 from .steps import row_loss
 
@@ -28,6 +28,7 @@ __all__ = [
     "init_params",
     "logreg_loss",
     "main",
+    "make_executor",
     "make_spec",
     "measuring_processes",
     "mlp_loss",

@@ -91,12 +91,21 @@ def _seam_imports() -> list[tuple[str, str]]:
     return out
 
 
+def _import(module: str):
+    """``module`` imported; skips when what it needs is an engine's extra that is absent (Cubed's
+    executor modules import their engine: distributed, ray, ...)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        missing = (getattr(e, "name", None) or "").split(".")[0]
+        if missing and missing != "cubed":
+            pytest.skip(f"{module} needs {missing}, not installed (an engine's extra)")
+        pytest.fail(changed(f"its modules: {module} cannot be imported ({e})"))
+
+
 @pytest.mark.parametrize("module,name", _seam_imports())
 def test_every_internal_the_seam_imports_exists(module, name):
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        pytest.fail(changed(f"its modules: {module} cannot be imported ({e})"))
+    mod = _import(module)
     if not hasattr(mod, name) and not importlib.util.find_spec(f"{module}.{name}"):
         pytest.fail(changed(f"{module}: it has no {name}"))
 
@@ -164,6 +173,13 @@ SIGNATURES = {
         "concurrent_executor",
         "function",
     ),
+    ("cubed.runtime.executors.dask", "check_runtime_memory"): ("spec", "client"),
+    ("cubed.runtime.executors.dask", "dask_create_futures_func"): (
+        "client",
+        "function",
+        "name",
+        "retries",
+    ),
     ("cubed.utils", "chunk_memory"): ("arr",),
     ("cubed.utils", "normalize_chunks"): ("chunks", "shape", "dtype"),
     ("cubed.utils", "block_id_to_offset"): ("block_id", "numblocks"),
@@ -173,7 +189,7 @@ SIGNATURES = {
 @pytest.mark.parametrize("where,params", SIGNATURES.items(), ids=lambda v: str(v))
 def test_internal_functions_take_the_parameters_the_plugin_passes(where, params):
     module, name = where
-    f = getattr(importlib.import_module(module), name)
+    f = getattr(_import(module), name)
     have = inspect.signature(f).parameters
     missing = [p for p in params if p not in have]
     assert not missing, changed(
@@ -196,6 +212,25 @@ def test_the_processes_executor_still_runs_a_dag_by_the_method_the_seam_override
     from cubed.runtime.executors.local import run_func_processes
 
     assert callable(run_func_processes), changed("cubed.runtime.executors.local.run_func_processes")
+
+
+def test_the_dask_executor_still_runs_a_dag_by_the_method_the_seam_overrides():
+    """MeasuringDask (the seam's Dask executor) overrides DaskExecutor._async_execute_dag, and
+    its tasks return what Cubed's run_func returns: (result, stats)."""
+    mod = _import("cubed.runtime.executors.dask")
+    f = mod.DaskExecutor.__dict__.get("_async_execute_dag")
+    assert f is not None and inspect.iscoroutinefunction(f), changed(
+        "DaskExecutor: it has no coroutine _async_execute_dag (the seam's Dask executor "
+        "overrides it)"
+    )
+    params = list(inspect.signature(f).parameters)
+    want = ["self", "dag", "callbacks", "spec", "compute_kwargs", "compute_arrays_in_parallel"]
+    assert params[:6] == want, changed(f"DaskExecutor._async_execute_dag's parameters: {params}")
+    result, stats = mod.run_func(1, pipeline_func=lambda x, config=None: x + 1)
+    assert result == 2 and "peak_measured_mem_end" in stats, changed(
+        "cubed.runtime.executors.dask.run_func: it no longer returns (result, stats)"
+    )
+    assert _seam()._dask_task(1, pipeline_func=lambda x, config=None: x + 1)[0] == 2
 
 
 def test_plans_still_make_every_op_through_plan_new():

@@ -1,0 +1,198 @@
+"""Every Cubed executor that runs on one machine, through ``fit`` and the command line: the same
+parameters as the threads executor (bit-identical), a worker killed mid-run survived where the
+engine retries, and measured task peaks that are each task's own. Each engine's tests skip
+when its extra is absent; the slow ones (an engine started, a worker killed) are marked slow."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import optim
+
+cubed = pytest.importorskip("cubed")
+pytest.importorskip("zarr")
+
+from cubed_plugin import make_executor  # noqa: E402
+from cubed_plugin.steps import row_loss  # noqa: E402
+from cubed_plugin.train import fit, init_params, logreg_loss, synthetic  # noqa: E402
+
+NP = pg.namespace(np)
+# a budget that covers what a worker process of any of these engines holds before any data
+ALLOWED, RESERVED = "600MB", "300MB"
+
+
+def _data(tmp_path, rows=4000, features=8, chunk=500):
+    synthetic(str(tmp_path), rows, features, chunk, "logreg")
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem=ALLOWED, reserved_mem=RESERVED)
+    X = cubed.from_zarr(str(tmp_path / "X.zarr"), spec=spec)
+    y = cubed.from_zarr(str(tmp_path / "y.zarr"), spec=spec)
+    return spec, X, y
+
+
+def _fit(spec, X, y, executor, loss=logreg_loss, steps=2, **kw):
+    return fit(
+        loss,
+        init_params("logreg", 8),
+        (X, y),
+        optim.sgd(0.3),
+        steps=steps,
+        spec=spec,
+        executor=executor,
+        progress=False,
+        log=None,
+        **kw,
+    )
+
+
+def _same(got, want):
+    for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def _slow_tasks(marks):
+    """A logistic loss whose tasks write their process id to ``marks`` (a directory) and then
+    take half a second: a test kills a worker while tasks run."""
+
+    @row_loss
+    def slow(p, X, y):
+        if X.__array_namespace__() is pg.namespace(np):  # in a task (not while projected)
+            os.makedirs(marks, exist_ok=True)
+            with open(os.path.join(marks, str(os.getpid())), "w"):
+                pass
+            time.sleep(0.5)
+        return logreg_loss.per_row(p, X, y)
+
+    return slow
+
+
+def _kill_first_worker(marks, exclude, killed, timeout=120.0):
+    """In a thread: wait for a task to start in a process other than ``exclude`` and kill it
+    (SIGKILL, by its process id); its id goes into ``killed``."""
+
+    def run():
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pids = [int(p) for p in os.listdir(marks)] if os.path.isdir(marks) else []
+            pids = [p for p in pids if p not in exclude]
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+                return
+            time.sleep(0.02)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+# -- Dask distributed ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+    ) as c:
+        yield c
+
+
+def test_dask_on_an_existing_scheduler_gives_the_threads_parameters_bit_for_bit(tmp_path, cluster):
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads").params
+    ex = make_executor("dask", scheduler=cluster.scheduler_address)
+    _same(_fit(spec, X, y, ex).params, want)
+    # and by name, with the address in compute_kwargs (Cubed's way)
+    kw = {"compute_kwargs": {"compute_kwargs": {"address": cluster.scheduler_address}}}
+    _same(_fit(spec, X, y, "dask", **kw).params, want)
+
+
+def test_the_dask_client_lists_the_workers_cubed_checks(cluster):
+    """distributed >= 2026.7 gives an asynchronous client's scheduler_info() no workers; the
+    seam's client fetches them (Cubed's executor refuses a cluster with none listed)."""
+    import asyncio
+
+    from cubed_plugin._cubed_seam import _dask_classes
+
+    client_class = _dask_classes()[1]
+
+    async def workers():
+        async with client_class(cluster.scheduler_address, asynchronous=True) as c:
+            return c.scheduler_info().get("workers")
+
+    assert len(asyncio.run(workers())) == 2
+
+
+def test_dask_measures_each_task_on_its_own(tmp_path, cluster):
+    """On a worker that runs many tasks, a task's measured peak is its own: a small task after
+    a large one on the same worker is not reported at the large one's peak (Cubed's run_func
+    reports the worker's lifetime peak)."""
+    ex = make_executor("dask", scheduler=cluster.scheduler_address)
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1GB", reserved_mem="300MB")
+    peaks: dict[str, list[int | None]] = {}
+
+    class Peaks(cubed.Callback):
+        def on_task_end(self, event):
+            peaks.setdefault(event.name, []).append(event.peak_measured_mem_end)
+
+    def big(block):
+        t = np.ones(40_000_000)  # 320 MB
+        return block + t[:1].sum()
+
+    def small(block):
+        return block + 1
+
+    a = cubed.ones((8,), chunks=(1,), spec=spec)
+    b = cubed.map_blocks(big, a, dtype=a.dtype)
+    c = cubed.map_blocks(small, b, dtype=a.dtype)
+    cubed.compute(c, executor=ex, callbacks=[Peaks()], optimize_graph=False)
+    by_size = sorted((max(v), k) for k, v in peaks.items() if None not in v)
+    assert len(by_size) >= 2, peaks
+    (small_peak, _), (big_peak, _) = by_size[0], by_size[-1]
+    assert big_peak - small_peak > 250_000_000, by_size
+
+
+def test_dask_workers_of_several_threads_measure_nothing(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=None
+    ) as c:
+        spec, X, y = _data(tmp_path)
+        result = _fit(spec, X, y, make_executor("dask", scheduler=c.scheduler_address), steps=1)
+    assert result.memory.measured == {}
+    assert "cannot measure" in result.memory.table()
+
+
+@pytest.mark.slow
+def test_dask_survives_a_worker_killed_mid_run(tmp_path, cluster):
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads", steps=3).params
+    marks = str(tmp_path / "started")
+    killed: list[int] = []
+    t = _kill_first_worker(marks, {os.getpid()}, killed)
+    ex = make_executor("dask", scheduler=cluster.scheduler_address)
+    got = _fit(spec, X, y, ex, loss=_slow_tasks(marks), steps=3).params
+    t.join()
+    assert killed, "no worker was killed"
+    _same(got, want)
+
+
+@pytest.mark.slow
+def test_the_command_trains_on_dask_as_on_threads(tmp_path):
+    pytest.importorskip("distributed")
+    from cubed_plugin.train import main
+
+    def run(*extra):
+        args = ["--rows", "4000", "--features", "8", "--steps", "2", "--quiet"]
+        args += ["--allowed-mem", ALLOWED, "--reserved-mem", RESERVED]
+        args += ["--work-dir", str(tmp_path / f"work-{extra[1]}")]
+        return main([*args, *extra]).params
+
+    _same(run("--executor", "dask", "--workers", "2"), run("--executor", "threads"))
