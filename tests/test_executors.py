@@ -196,3 +196,58 @@ def test_the_command_trains_on_dask_as_on_threads(tmp_path):
         return main([*args, *extra]).params
 
     _same(run("--executor", "dask", "--workers", "2"), run("--executor", "threads"))
+
+
+# -- Ray, Apache Beam, Lithops, Spark -----------------------------------------------------------
+
+ENGINES = {
+    "ray": ("ray", {}),
+    "beam": ("apache_beam", {}),
+    "beam-processes": ("apache_beam", {"beam_mode": "multi_processing", "workers": 2}),
+    "lithops": ("lithops", {"workers": 2}),
+    "spark": ("pyspark", {"workers": 2}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_each_engine_gives_the_threads_parameters_bit_for_bit(tmp_path, engine):
+    module, options = ENGINES[engine]
+    pytest.importorskip(module)
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads").params
+    ex = make_executor(engine.split("-")[0], **options)
+    _same(_fit(spec, X, y, ex).params, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["ray", "lithops", "spark"])
+def test_each_engine_that_retries_survives_a_worker_killed_mid_run(tmp_path, engine):
+    module, options = ENGINES[engine]
+    pytest.importorskip(module)
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads", steps=3).params
+    ex = make_executor(engine, **options)
+    marks = str(tmp_path / "started")
+    killed: list[int] = []
+    t = _kill_first_worker(marks, {os.getpid()}, killed)
+    got = _fit(spec, X, y, ex, loss=_slow_tasks(marks), steps=3).params
+    t.join()
+    assert killed, "no worker was killed"
+    _same(got, want)
+
+
+def test_beam_multi_process_says_before_running_that_it_cannot_retry(tmp_path):
+    pytest.importorskip("apache_beam")
+    from cubed_plugin import NoRetryWarning
+
+    spec, X, y = _data(tmp_path)
+    ex = make_executor("beam", beam_mode="multi_processing", workers=2)
+    with pytest.warns(NoRetryWarning, match="retries nothing"):
+        with pytest.raises(RuntimeError, match="stop here"):
+            _fit(spec, X, y, ex, callbacks=[_Stop()])
+
+
+class _Stop(cubed.Callback):
+    def on_compute_start(self, event):
+        raise RuntimeError("stop here")
