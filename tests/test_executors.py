@@ -251,3 +251,28 @@ def test_beam_multi_process_says_before_running_that_it_cannot_retry(tmp_path):
 class _Stop(cubed.Callback):
     def on_compute_start(self, event):
         raise RuntimeError("stop here")
+
+
+CLI = {
+    "ray": ("ray", []),
+    "beam": ("apache_beam", []),
+    "beam-processes": ("apache_beam", ["--beam-mode", "multi_processing", "--workers", "2"]),
+    "lithops": ("lithops", ["--workers", "2"]),
+    "spark": ("pyspark", ["--workers", "2"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", list(CLI))
+def test_the_command_trains_on_each_engine_as_on_threads(tmp_path, engine):
+    module, options = CLI[engine]
+    pytest.importorskip(module)
+    from cubed_plugin.train import main
+
+    def run(name, *extra):
+        args = ["--rows", "4000", "--features", "8", "--steps", "2", "--quiet"]
+        args += ["--allowed-mem", ALLOWED, "--reserved-mem", RESERVED]
+        args += ["--work-dir", str(tmp_path / f"work-{name}")]
+        return main([*args, "--executor", name, *extra]).params
+
+    _same(run(engine.split("-")[0], *options), run("threads"))
