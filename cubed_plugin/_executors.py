@@ -222,14 +222,13 @@ def _local_dask_cluster(workers: int) -> str:
 
 def executor_of(executor: Any, spec: Any = None) -> Any:
     """The executor object Cubed runs with for ``executor``: an executor, its name (as
-    :func:`make_executor` makes it, with its defaults; "processes": Cubed's own), or None
-    (the Spec's executor, else Cubed's default, "threads")."""
+    :func:`make_executor` makes it, with its defaults: "processes" is
+    :func:`measuring_processes`, so each task's measured peak is its own and a task over its
+    budget fails the run), or None (the Spec's executor, else Cubed's default, "threads")."""
     from ._cubed_seam import create_executor, dask_executor
 
     if executor == "dask":
         return dask_executor()
-    if executor == "processes":
-        return create_executor(executor)
     if isinstance(executor, str):
         return make_executor(executor) if executor in ENGINES else create_executor(executor)
     if executor is not None:
