@@ -171,10 +171,12 @@ def fit(
     The parameters keep the floating dtype they are given in (Python numbers: float64), as in
     JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters and
     data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it makes
-    are in each task's projected memory. ``executor``: a Cubed executor or its name
-    ("single-threaded", "threads", "processes", "dask"); ``compute_kwargs`` go to
-    ``cubed.compute`` (for "dask", ``{"compute_kwargs": {"address":
-    cluster.scheduler_address}}`` points it at a cluster).
+    are in each task's projected memory. ``executor``: a Cubed executor (``make_executor``
+    makes one with options: a scheduler address, a Ray address, Beam's mode, retries) or its
+    name ("single-threaded", "threads", "processes", "dask", "ray", "beam", "lithops",
+    "spark"; each engine is an extra); ``compute_kwargs`` go to ``cubed.compute``.
+    ``allowed_mem`` bounds each task, not a process: on "threads" two tasks and the driver
+    share one process.
 
     Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
     refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names
@@ -183,7 +185,8 @@ def fit(
     ``rechunk`` of the data or, when a rechunk cannot fit, how to rewrite the data. A warning
     (``ReservedMemWarning``) says when the Spec's ``reserved_mem`` is below what a worker of
     ``executor`` measurably holds (``worker_baseline``; ``cubed.Spec`` defaults to 0). On
-    executors that measure tasks (``measuring_processes()``, processes, dask), a task whose
+    executors that measure each task on its own ("processes", which is
+    ``measuring_processes()``, and "dask"), a task whose
     measured peak exceeds its projection or ``allowed_mem`` raises ``TaskMemoryError`` after
     its step (naming the op, its part of the loss, both figures and the limit; parameters are
     not updated with that step), or warns (``TaskMemoryWarning``) with
