@@ -514,6 +514,43 @@ def _linear_algebra_cases(out):
     )
 
 
+def _einsum_cases(out):
+    """NumPy's einsum (the row behind numpy.einsum on our arrays): products, traces and
+    diagonals (repeated subscripts), ellipses broadcasting a size-1 axis, the implicit output, a
+    subscript summed in one operand alone, a 0-d operand, three operands, complex."""
+    specs = [
+        ("ij,jk->ik", (2, 3), (3, 4)),
+        ("ij,jk", (2, 3), (3, 4)),
+        ("ii->", (3, 3)),
+        ("ii->i", (3, 3)),
+        ("iij->ji", (3, 3, 2)),
+        ("i,j->ij", (2,), (3,)),
+        ("i,i", (3,), (3,)),
+        ("ij->ji", (2, 3)),
+        ("ij->", (2, 3)),
+        ("ijk,j->i", (2, 3, 4), (3,)),
+        ("...ij,...jk->...ik", (2, 2, 3), (1, 3, 4)),
+        ("ij,jk,kl->il", (2, 3), (3, 4), (4, 2)),
+        (",ij->ij", (), (2, 3)),
+        ("bij,bj->bi", (2, 3, 4), (2, 4)),
+    ]
+    out["_einsum"] = [
+        Case(
+            spec,
+            lambda xp, spec=spec: lambda *ops: xp._einsum(spec, *ops),
+            tuple(arr(sh) for sh in shapes),
+        )
+        for spec, *shapes in specs
+    ]
+    out["_einsum"].append(
+        Case(
+            "complex",
+            lambda xp: lambda a, b: xp._einsum("ij,jk->ik", a, b),
+            (arr((2, 3), cplx=True), arr((3, 2), cplx=True)),
+        )
+    )
+
+
 def _linalg_cases(out):
     L = "linalg."
     sq = arr((3, 3)) + 3 * np.eye(3)
@@ -944,6 +981,7 @@ def cases() -> dict[str, list[Case]]:
         _manipulation_cases,
         _indexing_cases,
         _linear_algebra_cases,
+        _einsum_cases,
         _linalg_cases,
         _fft_cases,
         _nn_cases,

@@ -255,7 +255,12 @@ def batched_namespace(inner: ModuleType) -> ModuleType:
 def _adapt(b: Any) -> Any:
     inner = b.xp._inner._backend
     return dataclasses.replace(
-        b, level=b.xp._level, lift=b.xp._lift, mutable=True, ordered_writes=inner.ordered_writes
+        b,
+        level=b.xp._level,
+        lift=b.xp._lift,
+        mutable=True,
+        ordered_writes=inner.ordered_writes,
+        numpy_functions=inner.numpy_functions,  # np.exp(x) of a batched x: the rows
     )
 
 

@@ -55,15 +55,25 @@ class Array:
     _views: list[weakref.ref[Array]]
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        # NumPy must not turn our arrays into ndarrays (that would drop gradients): refuse,
-        # and say what to call instead.
+        # A namespace over NumPy answers with its functions (namespace/_numpy_protocols.py).
+        # Elsewhere NumPy must not turn our arrays into ndarrays (that would drop gradients):
+        # refuse, and say what to call instead (a function the namespace has).
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
-        ours = _NUMPY_NAMES.get(name, ufunc.__name__)
+        ours = _NUMPY_NAMES.get(name, ufunc.__name__ if method == "__call__" else None)
         ns = self._ns.__name__
+        if ours is not None and callable(getattr(self._ns, ours, None)):
+            way = (
+                f"Use {ns}.{ours}(...) (xp.{ours}), and convert NumPy arrays with "
+                "xp.asarray(...) first"
+            )
+        else:
+            way = (
+                f"{ns} has no function for it: compute it with xp functions, or on the values "
+                "with numpy.asarray(pycograd_xp.stop_gradient(x)) (no gradient)"
+            )
         raise TypeError(
             f"numpy.{name}() was given an array of {ns}; NumPy functions do not take these "
-            f"arrays. Use {ns}.{ours}(...) (xp.{ours}), and convert NumPy arrays with "
-            "xp.asarray(...) first"
+            f"arrays. {way}"
         )
 
     # Set on each namespace's subclass.

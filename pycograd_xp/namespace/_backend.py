@@ -102,6 +102,10 @@ class Backend:
     # one NumPy call per block (cubed_plugin). None: no special functions at all (the rows of
     # ``ops/special.py`` then compose what the standard allows and refuse the rest).
     special: Callable[[str], Callable[..., Any] | None] | None = None
+    # NumPy's own ufuncs and functions given our arrays dispatch to the namespace's functions
+    # (``__array_ufunc__``/``__array_function__``, namespace/_numpy_protocols.py): NumPy's
+    # arrays, and the levels built over them (vmap's, compile's tracing namespace).
+    numpy_functions: bool = False
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.
@@ -324,6 +328,7 @@ def _adapt_numpy(b: Backend) -> Backend:
         owns_buffer=_owns_buffer,
         takes_out=lambda f: isinstance(f, numpy.ufunc),
         special=numpy_special,
+        numpy_functions=True,
     )
 
 

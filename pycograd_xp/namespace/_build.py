@@ -32,6 +32,7 @@ from ._array import (
 )
 from ._backend import Backend
 from ._dispatch import HandOver, bind
+from ._numpy_protocols import install as install_numpy_protocols
 from ._record import elementwise_recorder, record
 from ._wrappers import GeneralWrappers, _dtype_error, _explain
 
@@ -475,6 +476,8 @@ def build(backend: Backend) -> ModuleType:
     for const in CONSTANTS:
         setattr(mod, const, getattr(backend.xp, const))
     install_operators(b.Arr, mod)
+    if backend.numpy_functions:  # np.exp(x), np.einsum(...): the rows, with gradients
+        install_numpy_protocols(b.Arr)
     info = Info(backend)
     mod.__dict__.update(
         __array_api_version__="2025.12",

@@ -31,12 +31,13 @@ import math
 from typing import Any
 
 import array_api_compat.numpy as npx
+import numpy as np
 
 from .._primitive import primitive
 from ._rules.batching import align, to_rank
 from ._rules.jvp import call, linear, plus
 from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
-from ._rules.vjp import mT, tensordot_axes
+from ._rules.vjp import eye, mT, tensordot_axes
 
 # -- kits shared by the rows below (and by the linalg extension's products) --------------------
 
@@ -309,3 +310,205 @@ def _vecdot_memory(out, x1, x2, /, *, axis=-1):
 
 
 vecdot.defshape(_vecdot_shape, memory=_vecdot_memory)
+
+
+# -- _einsum -------------------------------------------------------------------------------------
+# Not a function of the standard (so a private attribute of each namespace, as the rows behind
+# pycograd_xp.nn): NumPy's einsum, which ``numpy.einsum`` on our arrays reaches
+# (namespace/_numpy_protocols.py). Its VJP is einsum again: the cotangent of operand i contracts
+# the output's cotangent with the other operands onto operand i's subscripts (a repeated
+# subscript, a diagonal, ties its copies with an identity matrix; a subscript no other term has
+# is summed in the forward, so the cotangent is constant along it). Its JVP is the product
+# rule; a batched operand gets one more subscript, which the output keeps first.
+
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def einsum_terms(subscripts: str, ndims: Any) -> tuple[list[str], str]:
+    """The input terms and the output term of ``subscripts`` for operands of ranks ``ndims``,
+    explicit: each ellipsis spelled out in letters the subscripts do not use (broadcast from
+    the right, as NumPy's), the implicit output (no ``->``) as NumPy makes it (the ellipsis's
+    axes, then the subscripts that appear once, in ASCII order)."""
+    spec = subscripts.replace(" ", "")
+    lhs, arrow, rhs = spec.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        raise ValueError(
+            f"einsum: {len(terms)} operand terms in {subscripts!r} for {len(ndims)} operands"
+        )
+    used = set(spec) - {",", "-", ">", "."}
+    for c in used:
+        if c not in _EINSUM_LETTERS:
+            raise ValueError(f"einsum: invalid subscript {c!r} in {subscripts!r}")
+    free = [c for c in _EINSUM_LETTERS if c not in used]
+    ell_rank = 0
+    for t, nd in zip(terms, ndims, strict=True):
+        if "..." in t:
+            ell_rank = max(ell_rank, nd - (len(t) - 3))
+    ell = "".join(free[:ell_rank])
+    out_terms = []
+    for t, nd in zip(terms, ndims, strict=True):
+        if "..." in t:
+            k = nd - (len(t) - 3)
+            t = t.replace("...", ell[ell_rank - k :] if k else "")
+        if len(t) != nd:
+            raise ValueError(
+                f"einsum: term {t!r} of {subscripts!r} names {len(t)} axes of an operand with {nd}"
+            )
+        out_terms.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts: dict[str, int] = {}
+        for t in lhs.split(","):
+            for c in t.replace("...", ""):
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
+    return out_terms, out
+
+
+def _einsum_spec(terms: Any, out: str) -> str:
+    return ",".join(terms) + "->" + out
+
+
+def _letter_sizes(terms: Any, shapes: Any) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for t, shape in zip(terms, shapes, strict=True):
+        for c, s in zip(t, shape, strict=True):
+            if sizes.get(c, 1) == 1:
+                sizes[c] = s
+            elif s not in (1, sizes[c]):
+                raise ValueError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {s}")
+    return sizes
+
+
+def _einsum_composed(bk: Any, terms: Any, out: str, operands: Any) -> Any:
+    """einsum from standard functions (a backend without einsum): diagonals for repeated
+    subscripts, every operand laid out along all subscripts (1 where it has none), one
+    broadcast product, summed over the subscripts the output drops."""
+    letters: list[str] = []
+    for c in "".join(terms):
+        if c not in letters:
+            letters.append(c)
+    product = None
+    for t, x in zip(terms, operands, strict=True):
+        t = list(t)
+        while len(set(t)) != len(t):  # a repeated subscript: take the diagonal
+            c = next(c for c in t if t.count(c) > 1)
+            i = t.index(c)
+            j = t.index(c, i + 1)
+            x = bk.linalg.diagonal(bk.moveaxis(x, (i, j), (-2, -1)))
+            t = [c2 for k, c2 in enumerate(t) if k not in (i, j)] + [c]
+        order = sorted(range(len(t)), key=lambda k: letters.index(t[k]))
+        if order != list(range(len(t))):
+            x = bk.permute_dims(x, tuple(order))
+        ordered = [t[k] for k in order]
+        shape = [x.shape[ordered.index(c)] if c in ordered else 1 for c in letters]
+        x = bk.reshape(x, tuple(shape))
+        product = x if product is None else product * x
+    assert product is not None
+    dropped = tuple(i for i, c in enumerate(letters) if c not in out)
+    if dropped:
+        product = bk.sum(product, axis=dropped, dtype=product.dtype)
+    kept = [c for c in letters if c in out]
+    if [kept.index(c) for c in out] != list(range(len(out))):
+        product = bk.permute_dims(product, tuple(kept.index(c) for c in out))
+    return product
+
+
+@primitive("numeric", needs=())
+def _einsum(bk: Any, subscripts: str, /, *operands: Any, optimize: Any = False) -> Any:
+    """NumPy's ``einsum(subscripts, *operands)``: sums of products over the subscripts the
+    output leaves out (``"ij,jk->ik"`` is a matrix product, ``"ii->"`` a trace)."""
+    own = getattr(bk, "_einsum", None)  # a backend built from the table (abstract, batched)
+    if own is not None:
+        return own(subscripts, *operands, optimize=optimize)
+    if hasattr(bk, "einsum"):
+        return bk.einsum(subscripts, *operands, optimize=optimize)
+    terms, out = einsum_terms(subscripts, [x.ndim for x in operands])
+    return _einsum_composed(bk, terms, out, operands)
+
+
+@_einsum.defvjp(saves=("operands",), takes_needs=True)
+def _(ns, g, out, subscripts, /, *operands, optimize=False, needs=None):
+    terms, outt = einsum_terms(subscripts, [x.ndim for x in operands])
+    used = set("".join(terms)) | set(outt)
+    free = iter(c for c in _EINSUM_LETTERS if c not in used)
+    sizes = _letter_sizes(terms, [tuple(x.shape) for x in operands])
+    cts = [None]
+    for i, x in enumerate(operands):
+        if needs is not None and i + 1 not in needs:
+            cts.append(None)
+            continue
+        ti = terms[i]
+        ops_terms, ops = [outt], [g]
+        for j, y in enumerate(operands):
+            if j != i:
+                ops_terms.append(terms[j])
+                ops.append(y)
+        target, seen = [], set()
+        for c in ti:
+            if c in seen:  # a repeated subscript: a fresh one, tied to it by an identity
+                f = next(free)
+                ops_terms.append(c + f)
+                ops.append(eye(ns, g, sizes[c], dtype=g.dtype))
+                target.append(f)
+            else:
+                seen.add(c)
+                target.append(c)
+        have = set("".join(ops_terms))
+        kept = "".join(c for c in target if c in have)
+        ct = call(ns, "_einsum", _einsum_spec(ops_terms, kept), *ops, optimize=optimize)
+        if len(kept) != len(target):  # summed in operand i alone: constant along those axes
+            ones = tuple(s if c in have else 1 for c, s in zip(target, x.shape, strict=True))
+            ct = ns.broadcast_to(ns.reshape(ct, ones), tuple(x.shape))
+        cts.append(ct)
+    return tuple(cts)
+
+
+@_einsum.defjvp
+def _(ns, t, out, subscripts, /, *operands, optimize=False):
+    terms = []
+    for i, ti in enumerate(t[1:]):
+        if ti is not None:
+            ops = list(operands)
+            ops[i] = ti
+            terms.append(call(ns, "_einsum", subscripts, *ops, optimize=optimize))
+    return plus(*terms)
+
+
+@_einsum.defbatch
+def _(ns, dims, subscripts, /, *operands, optimize=False):
+    ranks = [x.ndim - (1 if d else 0) for x, d in zip(operands, dims[1:], strict=True)]
+    terms, outt = einsum_terms(subscripts, ranks)
+    used = set("".join(terms)) | set(outt)
+    b = next(c for c in _EINSUM_LETTERS if c not in used)
+    new = [b + t if d else t for t, d in zip(terms, dims[1:], strict=True)]
+    return ns._einsum(_einsum_spec(new, b + outt), *operands, optimize=optimize)
+
+
+def _einsum_shape(a, subscripts, /, *operands, optimize=False):
+    terms, outt = einsum_terms(subscripts, [x.ndim for x in operands])
+    sizes = _letter_sizes(terms, [tuple(x.shape) for x in operands])
+    for c in outt:
+        if c not in sizes:
+            raise ValueError(f"einsum: output subscript {c!r} appears in no operand")
+    dtype = np.result_type(*(x.dtype for x in operands))
+    return new(tuple(sizes[c] for c in outt), dtype)
+
+
+def _einsum_memory(out, subscripts, /, *operands, optimize=False):
+    """Without ``optimize``, NumPy's iterator over every subscript: a buffer per operand it
+    casts, broadcasts or reads out of order. With it, the contraction path's intermediates,
+    bounded by the products of all the operands' subscripts (and a copy of each operand for
+    the BLAS calls)."""
+    terms, outt = einsum_terms(subscripts, [x.ndim for x in operands])
+    buffers = (len(operands) + 1) * BUFFER_ELEMENTS * out.dtype.itemsize
+    if not optimize or len(operands) < 2:
+        return buffers
+    sizes = _letter_sizes(terms, [tuple(x.shape) for x in operands])
+    everything = math.prod(sizes.values()) * out.dtype.itemsize
+    return buffers + 2 * everything + 2 * sum(x.size * out.dtype.itemsize for x in operands)
+
+
+_einsum.defshape(_einsum_shape, memory=_einsum_memory)

@@ -1,0 +1,2416 @@
+"""NumPy's own functions on our arrays: ``__array_ufunc__`` (NEP 13) and ``__array_function__``
+(NEP 18) of the arrays of a namespace over NumPy (issue 19).
+
+``np.exp(x)``, ``np.add.reduce(x, axis=0)``, ``np.einsum('ij,jk->ik', a, b)``,
+``np.linalg.norm(x, ord=1)``, ``np.nanmean(x)``: NumPy hands the call to the array, and the array
+answers with its namespace's functions, so the gradient flows through the rows' rules. The
+tables below are data: :data:`UFUNCS` (a ufunc's ``__call__``), :data:`REDUCTIONS` and
+:data:`ACCUMULATIONS` (its ``reduce`` and ``accumulate``; ``outer`` and ``at`` work for every
+mapped ufunc), :data:`FUNCTIONS` (NumPy's functions, by their name under ``numpy``:
+``"concatenate"``, ``"linalg.norm"``, ``"fft.rfft"``); each entry is the name of a function of
+our namespace or a composition of them with NumPy's argument conventions translated.
+:func:`covered` lists them (``python -m pycograd_xp.ops --numpy``).
+
+Which calls go where:
+
+* every argument of ours holds NumPy data that no gradient flows through (nothing is being
+  differentiated, traced or batched): NumPy computes the call itself on the unwrapped arrays, and
+  the arrays (and NumPy scalars) it returns come back as arrays of our namespace; the call
+  behaves exactly as NumPy's, mapped or not;
+* otherwise a mapped function runs on our namespace (with its gradient); NumPy arrays and NumPy
+  scalars among the arguments become constants of the namespace (NumPy 2's rules: a NumPy scalar
+  is typed, a Python number is not);
+* a function with no mapping refuses with a TypeError naming it and the way out:
+  ``pycograd_xp.stop_gradient(x)`` (NumPy's own result, with no gradient) or the namespace's
+  function to use, where one exists. Nothing loses a gradient silently.
+
+Functions whose result carries no gradient whatever their inputs (``allclose``,
+``array_equal``, ``isclose``, ``shape``, ...) compare the values (``stop_gradient`` semantics) and
+answer as NumPy does.
+
+``out=`` is honoured as our in-place operators are: the result is written into ``out`` through
+the namespace's ``x[...] = value`` (in place when no tape can see the buffer, else ``out`` is
+rebound to the new value and the write recorded), so ``np.add(a, b, out=a)`` is ``a += b``. A
+leaf that requires grad refuses, as ``x += 1`` does: its gradient would be lost. A NumPy array
+given as ``out`` refuses a result being differentiated. ``ufunc.at(x, idx, v)`` writes through
+the same path, one ``x[k] = ufunc(x[k], v)`` per round of distinct indices, so duplicate indices
+accumulate in order, as NumPy's unbuffered ``at`` does.
+
+The ufuncs of other libraries (scipy.special's ``erf``, ...) reach the same ``__array_ufunc__``;
+an ops module that declares rows for them registers its table with :func:`register_ufuncs`
+(``ufunc.__name__`` -> row name), looked up only for ufuncs that are not NumPy's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import string
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .._primitive import REGISTRY
+from .._state import STACK
+from .._tape import is_leaf
+from ._array import Array
+
+# NumPy's "no value given" default (np._NoValue), spelled once.
+_NV: Any = getattr(np, "_NoValue", None)
+
+Composition = Callable[..., Any]
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+# A NumPy ufunc (by ``ufunc.__name__``; only NumPy's own ufunc of that name) -> the name of our
+# namespace's function of the same meaning, or a composition ``f(ns, *inputs)`` (filled below).
+UFUNCS: dict[str, str | Composition] = {
+    # one argument
+    "absolute": "abs",
+    "fabs": "abs",
+    "arccos": "acos",
+    "arccosh": "acosh",
+    "arcsin": "asin",
+    "arcsinh": "asinh",
+    "arctan": "atan",
+    "arctanh": "atanh",
+    "ceil": "ceil",
+    "conjugate": "conj",
+    "cos": "cos",
+    "cosh": "cosh",
+    "exp": "exp",
+    "expm1": "expm1",
+    "floor": "floor",
+    "invert": "bitwise_invert",
+    "isfinite": "isfinite",
+    "isinf": "isinf",
+    "isnan": "isnan",
+    "log": "log",
+    "log10": "log10",
+    "log1p": "log1p",
+    "log2": "log2",
+    "negative": "negative",
+    "positive": "positive",
+    "reciprocal": "reciprocal",
+    "rint": "round",
+    "sign": "sign",
+    "signbit": "signbit",
+    "sin": "sin",
+    "sinh": "sinh",
+    "sqrt": "sqrt",
+    "square": "square",
+    "tan": "tan",
+    "tanh": "tanh",
+    "trunc": "trunc",
+    # two arguments
+    "add": "add",
+    "arctan2": "atan2",
+    "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor",
+    "copysign": "copysign",
+    "divide": "divide",
+    "equal": "equal",
+    "floor_divide": "floor_divide",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "hypot": "hypot",
+    "left_shift": "bitwise_left_shift",
+    "less": "less",
+    "less_equal": "less_equal",
+    "logaddexp": "logaddexp",
+    "matmul": "matmul",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "multiply": "multiply",
+    "nextafter": "nextafter",
+    "not_equal": "not_equal",
+    "power": "pow",
+    "remainder": "remainder",
+    "right_shift": "bitwise_right_shift",
+    "subtract": "subtract",
+}
+
+# ``ufunc.reduce`` -> our reduction; ``ufunc.accumulate`` -> our cumulative function.
+REDUCTIONS: dict[str, str] = {
+    "add": "sum",
+    "multiply": "prod",
+    "maximum": "max",
+    "minimum": "min",
+    "logical_and": "all",
+    "logical_or": "any",
+}
+ACCUMULATIONS: dict[str, str] = {"add": "cumulative_sum", "multiply": "cumulative_prod"}
+
+# NumPy's functions (by their name under ``numpy``) -> ``f(ns, <NumPy's arguments>)`` (filled
+# below, with :func:`_implements`).
+FUNCTIONS: dict[str, Composition] = {}
+
+# Functions whose result carries no gradient whatever the inputs: computed by NumPy on the
+# values (stop_gradient semantics), their arrays wrapped back.
+VALUE_FUNCTIONS: tuple[str, ...] = (
+    "allclose",
+    "array_equal",
+    "array_equiv",
+    "isclose",
+    "iscomplex",
+    "iscomplexobj",
+    "isreal",
+    "isrealobj",
+    "ndim",
+    "result_type",
+    "shape",
+    "size",
+    "can_cast",
+    "min_scalar_type",
+    "count_nonzero",
+    "argwhere",
+    "flatnonzero",
+    "isin",
+    "searchsorted",
+    "digitize",
+)
+
+# Ufuncs of other libraries (scipy.special's), by ``ufunc.__name__`` -> the name of the row that
+# computes them (``REGISTRY``): filled by the ops modules that declare those rows.
+FOREIGN_UFUNCS: dict[str, str] = {}
+
+
+def register_ufuncs(table: Mapping[str, str]) -> None:
+    """Make the ufuncs named in ``table`` (``ufunc.__name__`` of a library's ufunc that is not
+    NumPy's own, e.g. scipy.special's ``"erf"``) dispatch to the rows named there (a row's name
+    in ``REGISTRY``, e.g. ``"_erf"``) when they meet our arrays. A name registered twice for
+    different rows raises."""
+    for name, row in table.items():
+        old = FOREIGN_UFUNCS.get(name)
+        if old is not None and old != row:
+            raise ValueError(f"register_ufuncs: {name!r} is already mapped to row {old!r}")
+        FOREIGN_UFUNCS[name] = row
+
+
+def _implements(*names: str) -> Callable[[Composition], Composition]:
+    """Put ``f`` in :data:`FUNCTIONS` under each of ``names``."""
+
+    def put(f: Composition) -> Composition:
+        for n in names:
+            if n in FUNCTIONS:
+                raise RuntimeError(f"numpy.{n} mapped twice")
+            FUNCTIONS[n] = f
+        return f
+
+    return put
+
+
+# -- finding our arrays, unwrapping and wrapping ---------------------------------------------------
+
+
+def _ours(values: Any, found: list[Array], depth: int = 0) -> None:
+    """Append the arrays of ours among ``values`` (through lists, tuples and dicts)."""
+    for v in values:
+        if isinstance(v, Array):
+            found.append(v)
+        elif depth < 4 and (type(v) is list or type(v) is tuple):
+            _ours(v, found, depth + 1)
+        elif depth < 4 and type(v) is dict:
+            _ours(v.values(), found, depth + 1)
+
+
+def _raw(v: Any) -> Any:
+    """``v`` with our arrays replaced by their NumPy arrays (through lists, tuples, dicts)."""
+    if isinstance(v, Array):
+        return v._data
+    t = type(v)
+    if t is list or t is tuple:
+        return t(_raw(e) for e in v)
+    if t is dict:
+        return {k: _raw(e) for k, e in v.items()}
+    return v
+
+
+_KINDS = frozenset("biufc")  # the dtype kinds of the standard: bool, ints, floats, complex
+
+
+def _wrap(ns: Any, r: Any) -> Any:
+    """NumPy's result with its arrays (and NumPy scalars, as our functions do with NumPy's 0-d
+    results) made arrays of ``ns``; other values (Python numbers, dtypes, strings, arrays of
+    other dtypes) as they are."""
+    if type(r) is np.ndarray:
+        return ns._make(r) if r.dtype.kind in _KINDS else r
+    if isinstance(r, np.generic):
+        return ns._make(np.asarray(r)) if r.dtype.kind in _KINDS else r
+    if isinstance(r, tuple):
+        items = [_wrap(ns, e) for e in r]
+        return type(r)(*items) if hasattr(r, "_fields") else tuple(items)
+    if type(r) is list:
+        return [_wrap(ns, e) for e in r]
+    return r
+
+
+def _computable(arrays: list[Array]) -> bool:
+    """Whether NumPy can compute the call itself: every array of ours holds NumPy data no
+    gradient flows through, and no trace (compile) is recording the namespace's calls."""
+    if STACK.closed is not None:
+        return False
+    for a in arrays:
+        b = a._backend
+        if a._node is not None or b.abstract or b.level or not b.numpy_functions:
+            return False
+        if not isinstance(a._data, np.ndarray):
+            return False
+    return True
+
+
+def _why(arrays: list[Array]) -> str:
+    """Why NumPy cannot compute the call on the values (for the refusal)."""
+    for a in arrays:
+        if a._node is not None:
+            return "that is being differentiated"
+    for a in arrays:
+        if a._backend.level:
+            return "that vmap is batching (it holds every example at once)"
+        if a._backend.abstract:
+            return "that is being traced (compile, memory.project: it holds no values)"
+    if STACK.closed is not None:
+        return "while pycograd_xp.compile traces the function (the call must be recorded)"
+    return "of a namespace whose data NumPy cannot compute on"
+
+
+def _exists(ns: Any, name: str) -> bool:
+    obj = ns
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return False
+    return callable(obj)
+
+
+def _refusal(ns: Any, what: str, arrays: list[Array], ours: str | None = None) -> TypeError:
+    """The TypeError for NumPy's ``what`` (``"percentile"``, ``"add.reduceat"``) with no rule."""
+    mod = ns.__name__
+    if ours is not None and _exists(ns, ours):
+        alt = f"use {mod}.{ours}(...) (xp.{ours}), which has one, or "
+    else:
+        alt = ""
+    return TypeError(
+        f"numpy.{what}() was given an array of {mod} {_why(arrays)}, and pycograd_xp has no "
+        f"rule for numpy.{what}: NumPy would compute it without the gradient. To differentiate "
+        f"it, {alt}write it with xp functions; to compute it without a gradient, call "
+        f"numpy.{what} on pycograd_xp.stop_gradient(x) (or x.detach())"
+    )
+
+
+def _unsupported(what: str, detail: str) -> TypeError:
+    return TypeError(
+        f"numpy.{what}(): {detail} is not supported on arrays being differentiated; call it on "
+        "pycograd_xp.stop_gradient(x) for NumPy's result without a gradient"
+    )
+
+
+# -- NumPy arrays and scalars as constants of our namespace ----------------------------------------
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _array(ns: Any, a: Any) -> Any:
+    """``a`` as an array of ``ns`` (ours pass; NumPy arrays, NumPy scalars, Python numbers and
+    nested lists of them become constants; a list holding our arrays is stacked)."""
+    if isinstance(a, Array):
+        return a
+    if isinstance(a, np.ndarray | np.generic):
+        return ns.asarray(np.asarray(a))
+    if type(a) is list or type(a) is tuple:
+        found: list[Array] = []
+        _ours(a, found)
+        if found:
+            return ns.stack([_array(ns, e) for e in a])
+        return ns.asarray(np.asarray(a))
+    if isinstance(a, _PY_SCALARS):
+        return ns.asarray(a)
+    raise TypeError(
+        f"pycograd_xp: cannot take a {type(a).__module__}.{type(a).__name__} as an array of "
+        f"{ns.__name__}"
+    )
+
+
+def _operand(ns: Any, a: Any) -> Any:
+    """An elementwise operand: a Python number stays one (weakly typed, as in NumPy 2 and the
+    standard), anything else becomes an array of ``ns``."""
+    if type(a) in _PY_SCALARS:
+        return a
+    return _array(ns, a)
+
+
+def _is_array(a: Any) -> bool:
+    return isinstance(a, Array)
+
+
+# -- writing into out= -----------------------------------------------------------------------------
+
+
+def _write(ns: Any, out: Any, r: Any, what: str) -> Any:
+    """Write result ``r`` into ``out`` as NumPy's ``out=`` does, through the mutation path."""
+    if out is None:
+        return r
+    if not isinstance(r, Array):
+        r = _array(ns, r)
+    if isinstance(out, Array):
+        if not np.can_cast(r.dtype, out.dtype, casting="same_kind"):
+            raise TypeError(
+                f"numpy.{what}(out=...): cannot cast the result from {r.dtype} to the out "
+                f"array's {out.dtype} with casting rule 'same_kind'"
+            )
+        if is_leaf(out._node) and STACK.grad_enabled:
+            raise RuntimeError(
+                f"numpy.{what}(out=...): the out array is a leaf that requires grad; writing "
+                "into it would lose its gradient (as x += ... would). Do it under "
+                "pycograd_xp.no_grad(), or leave out= off and use the result"
+            )
+        out[...] = r  # the namespace's setitem: in place, or rebound and recorded
+        return out
+    if isinstance(out, np.ndarray):
+        if r._node is not None:
+            raise TypeError(
+                f"numpy.{what}(out=...): out is a NumPy array, and writing the result into it "
+                "would drop its gradient; pass an array of the namespace as out, or none"
+            )
+        out[...] = r._data
+        return out
+    raise TypeError(f"numpy.{what}(out=...): out must be an array, got {type(out).__name__}")
+
+
+def _write_all(ns: Any, outs: tuple, results: Any, what: str) -> Any:
+    if not isinstance(results, tuple):
+        return _write(ns, outs[0], results, what)
+    return tuple(_write(ns, o, r, what) for o, r in zip(outs, results, strict=True))
+
+
+# -- __array_ufunc__ -------------------------------------------------------------------------------
+
+
+def _ufunc_function(ns: Any, ufunc: Any) -> Composition | None:
+    """Our function for ``ufunc``'s ``__call__``, as ``f(*inputs)``, or None."""
+    name = ufunc.__name__
+    if getattr(np, name, None) is ufunc:
+        entry = UFUNCS.get(name)
+        if entry is None:
+            return None
+        if isinstance(entry, str):
+            return _function(ns, entry)
+        return functools.partial(entry, ns)
+    row = FOREIGN_UFUNCS.get(name)
+    if row is None or row not in REGISTRY:
+        return None
+    return _function(ns, row)
+
+
+def _function(ns: Any, name: str) -> Any:
+    obj = ns
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _ufunc_name(ufunc: Any, method: str) -> str:
+    return ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+
+
+def _foreign(values: Any) -> bool:
+    """An argument of a type that has its own ufunc protocol and is none of ours or NumPy's: it
+    gets the call (NEP 13)."""
+    for v in values:
+        t = type(v)
+        if (
+            not issubclass(t, Array | np.ndarray | np.generic)
+            and getattr(t, "__array_ufunc__", None) is not None
+        ):
+            return True
+    return False
+
+
+def array_ufunc(self: Array, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """``__array_ufunc__`` of the arrays of a namespace over NumPy (NEP 13)."""
+    outs = kwargs.get("out", ())
+    if _foreign(inputs) or _foreign(outs):
+        return NotImplemented
+    arrays: list[Array] = []
+    _ours(inputs, arrays)
+    _ours(outs, arrays)
+    where = kwargs.get("where")
+    if isinstance(where, Array):
+        arrays.append(where)
+    ns = self._ns
+    if _computable(arrays):
+        return _ufunc_by_numpy(ns, ufunc, method, inputs, kwargs)
+    what = _ufunc_name(ufunc, method)
+    fn = _ufunc_function(ns, ufunc)
+    if method == "__call__" and fn is not None:
+        return _call(ns, ufunc, fn, inputs, dict(kwargs))
+    if method == "reduce" and ufunc.__name__ in REDUCTIONS and fn is not None:
+        return _reduce(ns, ufunc.__name__, inputs, dict(kwargs))
+    if method == "accumulate" and ufunc.__name__ in ACCUMULATIONS and fn is not None:
+        return _accumulate(ns, ufunc.__name__, inputs, dict(kwargs))
+    if method == "outer" and fn is not None:
+        return _outer(ns, ufunc, fn, inputs, dict(kwargs))
+    if method == "at" and fn is not None:
+        return _at(ns, ufunc, fn, inputs, dict(kwargs))
+    ours = _ufunc_hint(ufunc, method)
+    raise _refusal(ns, what, arrays, ours)
+
+
+def _ufunc_hint(ufunc: Any, method: str) -> str | None:
+    """The function of ours to name in a refusal, if there is one of that meaning."""
+    name = ufunc.__name__
+    if method == "reduce":
+        return REDUCTIONS.get(name)
+    if method == "accumulate":
+        return ACCUMULATIONS.get(name)
+    if method != "__call__":
+        return None
+    entry = UFUNCS.get(name)
+    return entry if isinstance(entry, str) else name
+
+
+def _ufunc_by_numpy(ns: Any, ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """NumPy's own ufunc on the unwrapped arrays; writes into our arrays go through the
+    namespace's setitem (so a tape that saved the buffer still sees its old value)."""
+    raw_inputs = tuple(_raw(a) for a in inputs)
+    kw = {k: _raw(v) for k, v in kwargs.items() if k != "out"}
+    if method == "at":
+        target = inputs[0]
+        if isinstance(target, Array):
+            data = target._data.copy()
+            ufunc.at(data, *raw_inputs[1:], **kw)
+            target[...] = ns._make(data)
+        else:
+            ufunc.at(*raw_inputs, **kw)
+        return None
+    outs = kwargs.get("out")
+    if not outs:
+        return _wrap(ns, getattr(ufunc, method)(*raw_inputs, **kw))
+    temps = tuple(
+        o._data.copy() if isinstance(o, Array) else o for o in outs
+    )  # NumPy writes into copies; the namespace writes them back
+    r = getattr(ufunc, method)(*raw_inputs, out=temps, **kw)
+    for o, t in zip(outs, temps, strict=True):
+        if isinstance(o, Array):
+            o[...] = ns._make(t)
+    back = dict(zip(map(id, temps), outs, strict=True))
+
+    def result(v: Any) -> Any:
+        return back.get(id(v), _wrap(ns, v))
+
+    return tuple(result(v) for v in r) if isinstance(r, tuple) else result(r)
+
+
+_CALL_DEFAULTS = {"casting": "same_kind", "order": "K", "subok": True}
+
+
+def _pop_call_options(what: str, kwargs: dict) -> tuple[Any, Any, Any]:
+    """``out``, ``where`` and ``dtype`` of a ufunc call; other options only at their defaults."""
+    out = kwargs.pop("out", None)
+    where = kwargs.pop("where", True)
+    dtype = kwargs.pop("dtype", None)
+    sig = kwargs.pop("signature", None)
+    if sig is not None and dtype is None:
+        dtype = sig[-1] if isinstance(sig, tuple) else None
+    for k, default in _CALL_DEFAULTS.items():
+        v = kwargs.pop(k, default)
+        if v != default:
+            raise _unsupported(what, f"{k}={v!r}")
+    if kwargs:
+        raise _unsupported(what, ", ".join(f"{k}=" for k in kwargs))
+    return out, where, dtype
+
+
+def _cast_inputs(ns: Any, args: list, dtype: Any) -> list:
+    if dtype is None:
+        return args
+    dt = np.dtype(dtype)
+    return [ns.astype(_array(ns, a), dt) for a in args]
+
+
+def _call(ns: Any, ufunc: Any, fn: Composition, inputs: tuple, kwargs: dict) -> Any:
+    what = ufunc.__name__
+    out, where, dtype = _pop_call_options(what, kwargs)
+    args = [_operand(ns, a) for a in inputs]
+    if not any(_is_array(a) for a in args):  # only out= is ours: the inputs are numbers
+        args[0] = _array(ns, args[0])
+    args = _cast_inputs(ns, args, dtype)
+    r = fn(*args)
+    if where is not True:
+        if out is None:
+            raise _unsupported(
+                what, "where= without out= (NumPy leaves the unselected elements uninitialized)"
+            )
+        mask = _array(ns, where)
+        if isinstance(r, tuple):
+            r = tuple(ns.where(mask, ri, _array(ns, o)) for ri, o in zip(r, out, strict=True))
+        else:
+            r = ns.where(mask, r, _array(ns, out[0]))
+    if out is not None:
+        return _write_all(ns, out, r, what)
+    return r
+
+
+def _norm_axis(axis: Any) -> Any:
+    if isinstance(axis, list):
+        return tuple(axis)
+    return axis
+
+
+def _identity(ns: Any, name: str, x: Any) -> Any:
+    """The identity element of a reduction (for ``where=``), or None."""
+    if name == "add":
+        return 0
+    if name == "multiply":
+        return 1
+    if name == "logical_and":
+        return True
+    if name == "logical_or":
+        return False
+    return None
+
+
+def _reduce(ns: Any, name: str, inputs: tuple, kwargs: dict) -> Any:
+    what = f"{name}.reduce"
+    (a,) = inputs
+    x = _array(ns, a)
+    axis = _norm_axis(kwargs.pop("axis", 0))
+    dtype = kwargs.pop("dtype", None)
+    out = kwargs.pop("out", None)
+    keepdims = bool(kwargs.pop("keepdims", False))
+    initial = kwargs.pop("initial", _NV)
+    where = kwargs.pop("where", True)
+    if kwargs:
+        raise _unsupported(what, ", ".join(f"{k}=" for k in kwargs))
+    return _reduction(
+        ns, what, REDUCTIONS[name], x, axis, dtype, keepdims, initial, where, out and out[0]
+    )
+
+
+_COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+
+
+def _reduction(
+    ns: Any,
+    what: str,
+    fname: str,
+    x: Any,
+    axis: Any,
+    dtype: Any,
+    keepdims: bool,
+    initial: Any,
+    where: Any,
+    out: Any,
+) -> Any:
+    """Our reduction ``fname`` of ``x`` with NumPy's options (``initial``, ``where``)."""
+    if initial is None:
+        initial = _NV
+    if where is not True and where is not _NV and where is not None:
+        mask = _array(ns, where)
+        fill = {"sum": 0, "prod": 1, "all": True, "any": False}.get(fname)
+        if fill is None:
+            if initial is _NV:
+                raise ValueError(
+                    f"numpy.{what}(): reduction operation {fname} does not have an identity, "
+                    "so to use a where mask one has to specify 'initial'"
+                )
+            fill = initial
+        x = ns.where(mask, x, ns.asarray(fill, dtype=x.dtype))
+    f = _function(ns, fname)
+    if fname in ("sum", "prod"):
+        r = f(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    else:
+        if fname in ("all", "any") and x.dtype != ns.bool:
+            x = x != 0
+        r = f(x, axis=axis, keepdims=keepdims)
+        if dtype is not None:
+            r = ns.astype(r, np.dtype(dtype))
+    if initial is not _NV:
+        if fname in ("all", "any"):
+            r = (ns.logical_and if fname == "all" else ns.logical_or)(r, bool(initial))
+        else:
+            r = _function(ns, _COMBINE[fname])(r, _operand(ns, initial))
+    return _write(ns, out, r, what) if out is not None else r
+
+
+def _accumulate(ns: Any, name: str, inputs: tuple, kwargs: dict) -> Any:
+    what = f"{name}.accumulate"
+    (a,) = inputs
+    x = _array(ns, a)
+    axis = kwargs.pop("axis", 0)
+    dtype = kwargs.pop("dtype", None)
+    out = kwargs.pop("out", None)
+    if kwargs:
+        raise _unsupported(what, ", ".join(f"{k}=" for k in kwargs))
+    r = _function(ns, ACCUMULATIONS[name])(x, axis=axis, dtype=dtype)
+    return _write(ns, out[0], r, what) if out else r
+
+
+def _outer(ns: Any, ufunc: Any, fn: Composition, inputs: tuple, kwargs: dict) -> Any:
+    a, b = (_array(ns, v) for v in inputs)
+    a = ns.reshape(a, tuple(a.shape) + (1,) * b.ndim)
+    return _call(ns, ufunc, fn, (a, b), kwargs)
+
+
+def _at(ns: Any, ufunc: Any, fn: Composition, inputs: tuple, kwargs: dict) -> Any:
+    """``ufunc.at(x, idx[, v])``: for each index in order, ``x[i] = ufunc(x[i], v[j])``
+    (unbuffered: a repeated index sees the previous writes). Done as rounds of distinct
+    indices, each ``x[k] = ufunc(x[k], v[sel])`` through the namespace's setitem."""
+    what = f"{ufunc.__name__}.at"
+    if kwargs:
+        raise _unsupported(what, ", ".join(f"{k}=" for k in kwargs))
+    x, idx = inputs[0], inputs[1]
+    if not isinstance(x, Array):
+        raise TypeError(
+            f"numpy.{what}(): the array written into is a NumPy array, and writing values "
+            "being differentiated into it would drop their gradient; make it an array of the "
+            f"namespace ({ns.__name__}.asarray(a)) first"
+        )
+    key_arrays: list[Array] = []
+    _ours(idx if type(idx) is tuple else (idx,), key_arrays)
+    if any(a._node is not None for a in key_arrays):
+        raise TypeError(f"numpy.{what}(): the index is being differentiated; indices have none")
+    shape: tuple[int, ...] = tuple(x._data.shape)
+    try:
+        pos = np.arange(math.prod(shape)).reshape(shape)[_raw(idx)]
+    except IndexError as e:
+        raise IndexError(f"numpy.{what}(): {e}") from e
+    flat = np.ravel(pos)
+    m = flat.size
+    # each element's rank among the occurrences of its index: round r writes the r-th ones
+    order = np.argsort(flat, kind="stable")
+    srt = flat[order]
+    start = np.ones(m, dtype=bool)
+    start[1:] = srt[1:] != srt[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(m), 0)) if m else start
+    rank = np.empty(m, dtype=np.intp)
+    rank[order] = np.arange(m) - first
+    rounds = int(rank.max()) + 1 if m else 0
+    values = None
+    if len(inputs) > 2:
+        v = inputs[2]
+        if type(v) in _PY_SCALARS:
+            values = v
+        else:
+            values = ns.reshape(ns.broadcast_to(_array(ns, v), pos.shape), (-1,))
+    for r in range(rounds):
+        sel = np.nonzero(rank == r)[0]
+        k = tuple(ns.asarray(i) for i in np.unravel_index(flat[sel], shape))
+        current = x[k]
+        if values is None:
+            new = fn(current)
+        elif isinstance(values, Array):
+            new = fn(current, ns.take(values, ns.asarray(sel)))
+        else:
+            new = fn(current, values)
+        x[k] = new
+    return None
+
+
+# -- compositions for the ufuncs without a row of their own ---------------------------------------
+
+
+def _compose(*names: str) -> Callable[[Composition], Composition]:
+    def put(f: Composition) -> Composition:
+        for n in names:
+            UFUNCS[n] = f
+        return f
+
+    return put
+
+
+def _float_of(ns: Any, x: Any) -> Any:
+    return (
+        x
+        if ns.isdtype(x.dtype, ("real floating", "complex floating"))
+        else ns.astype(x, ns.float64)
+    )
+
+
+@_compose("exp2")
+def _exp2(ns: Any, x: Any) -> Any:
+    return ns.pow(2.0, _float_of(ns, _array(ns, x)))
+
+
+@_compose("cbrt")
+def _cbrt(ns: Any, x: Any) -> Any:
+    x = _float_of(ns, _array(ns, x))
+    return ns.sign(x) * ns.pow(ns.abs(x), 1.0 / 3.0)
+
+
+@_compose("deg2rad", "radians")
+def _deg2rad(ns: Any, x: Any) -> Any:
+    return _float_of(ns, _array(ns, x)) * (math.pi / 180.0)
+
+
+@_compose("rad2deg", "degrees")
+def _rad2deg(ns: Any, x: Any) -> Any:
+    return _float_of(ns, _array(ns, x)) * (180.0 / math.pi)
+
+
+@_compose("logical_not")
+def _logical_not(ns: Any, x: Any) -> Any:
+    return ns.logical_not(_bool(ns, x))
+
+
+def _bool(ns: Any, x: Any) -> Any:
+    x = _array(ns, x)
+    return x if x.dtype == ns.bool else x != 0
+
+
+@_compose("logical_and")
+def _logical_and(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.logical_and(_bool(ns, x1), _bool(ns, x2))
+
+
+@_compose("logical_or")
+def _logical_or(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.logical_or(_bool(ns, x1), _bool(ns, x2))
+
+
+@_compose("logical_xor")
+def _logical_xor(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.logical_xor(_bool(ns, x1), _bool(ns, x2))
+
+
+@_compose("float_power")
+def _float_power(ns: Any, x1: Any, x2: Any) -> Any:
+    def wide(v: Any) -> Any:
+        if type(v) in _PY_SCALARS:
+            return v
+        cplx = ns.isdtype(v.dtype, "complex floating")
+        return ns.astype(v, ns.complex128 if cplx else ns.float64)
+
+    return ns.pow(wide(x1), wide(x2))
+
+
+_LN2 = math.log(2.0)
+
+
+@_compose("logaddexp2")
+def _logaddexp2(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.logaddexp(x1 * _LN2, x2 * _LN2) / _LN2
+
+
+@_compose("fmax")
+def _fmax(ns: Any, x1: Any, x2: Any) -> Any:
+    a, b = _array(ns, x1), _array(ns, x2)
+    return ns.where(ns.isnan(b), a, ns.where(ns.isnan(a), b, ns.maximum(a, b)))
+
+
+@_compose("fmin")
+def _fmin(ns: Any, x1: Any, x2: Any) -> Any:
+    a, b = _array(ns, x1), _array(ns, x2)
+    return ns.where(ns.isnan(b), a, ns.where(ns.isnan(a), b, ns.minimum(a, b)))
+
+
+@_compose("fmod")
+def _fmod(ns: Any, x1: Any, x2: Any) -> Any:
+    # remainder takes the divisor's sign, fmod the dividend's: shift by the divisor where
+    # they differ (the same values; the gradient -trunc(x1 / x2) for x2)
+    r = ns.remainder(x1, x2)
+    a = _array(ns, x1)
+    return ns.where((r != 0) & (ns.signbit(r) != ns.signbit(a)), r - x2, r)
+
+
+@_compose("divmod")
+def _divmod(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.floor_divide(x1, x2), ns.remainder(x1, x2)
+
+
+@_compose("modf")
+def _modf(ns: Any, x: Any) -> Any:
+    x = _array(ns, x)
+    whole = ns.trunc(x)
+    frac = ns.where(ns.isinf(x), ns.copysign(ns.zeros_like(x), x), x - whole)
+    return frac, whole
+
+
+@_compose("heaviside")
+def _heaviside(ns: Any, x1: Any, x2: Any) -> Any:
+    a = _array(ns, x1)
+    at0 = _array(ns, x2)
+    one = ns.ones_like(a)
+    step = ns.where(a < 0, ns.zeros_like(a), one)
+    return ns.where(ns.isnan(a), a, ns.where(a == 0, at0 * one, step))
+
+
+@_compose("ldexp")
+def _ldexp(ns: Any, x1: Any, x2: Any) -> Any:
+    a = _float_of(ns, _array(ns, x1))
+    e = x2 if type(x2) in _PY_SCALARS else ns.astype(_array(ns, x2), a.dtype)
+    return a * ns.pow(2.0, e)
+
+
+@_compose("vecdot")
+def _vecdot_ufunc(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.vecdot(_array(ns, x1), _array(ns, x2))
+
+
+@_compose("matvec")
+def _matvec(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.matmul(_array(ns, x1), _array(ns, x2)[..., None])[..., 0]
+
+
+@_compose("vecmat")
+def _vecmat(ns: Any, x1: Any, x2: Any) -> Any:
+    return ns.matmul(ns.conj(_array(ns, x1))[..., None, :], _array(ns, x2))[..., 0, :]
+
+
+# -- __array_function__ ----------------------------------------------------------------------------
+
+
+@functools.cache
+def _by_object() -> dict[int, tuple[str, Composition]]:
+    """id(NumPy function) -> (its name, our composition), for the names this NumPy has."""
+    table: dict[int, tuple[str, Composition]] = {}
+    for name, f in FUNCTIONS.items():
+        obj = _numpy_object(name)
+        if obj is not None:
+            table.setdefault(id(obj), (name, f))
+    for name in VALUE_FUNCTIONS:
+        obj = _numpy_object(name)
+        if obj is not None and id(obj) not in table:
+            table[id(obj)] = (name, functools.partial(_by_value, obj))
+    return table
+
+
+def _numpy_object(name: str) -> Any:
+    obj: Any = np
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _numpy_name(func: Any) -> str:
+    mod = getattr(func, "__module__", None) or "numpy"
+    name = getattr(func, "__name__", repr(func))
+    prefix = mod[len("numpy.") :] + "." if mod.startswith("numpy.") else ""
+    return prefix + name
+
+
+def array_function(self: Array, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    """``__array_function__`` of the arrays of a namespace over NumPy (NEP 18)."""
+    for t in types:
+        if not issubclass(t, Array | np.ndarray):
+            return NotImplemented
+    arrays: list[Array] = []
+    _ours(args, arrays)
+    _ours(kwargs.values(), arrays)
+    ns = self._ns
+    if _computable(arrays):
+        return _function_by_numpy(ns, func, args, kwargs)
+    entry = _by_object().get(id(func))
+    if entry is None:
+        name = _numpy_name(func)
+        raise _refusal(ns, name, arrays, name)
+    return entry[1](ns, *args, **kwargs)
+
+
+def _function_by_numpy(ns: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """NumPy's own function on the unwrapped arrays; an array of ours given as ``out`` gets the
+    result through the namespace's setitem."""
+    out = kwargs.get("out")
+    if isinstance(out, Array):
+        temp = out._data.copy()
+        func(*_raw(args), **{**_raw(kwargs), "out": temp})
+        out[...] = ns._make(temp)
+        return out
+    return _wrap(ns, func(*_raw(args), **_raw(kwargs)))
+
+
+def _by_value(func: Any, ns: Any, *args: Any, **kwargs: Any) -> Any:
+    """A function whose result carries no gradient: NumPy's, on the values."""
+    return _wrap(ns, func(*_raw(args), **_raw(kwargs)))
+
+
+def covered() -> dict[str, list[str]]:
+    """What NumPy code reaches on our arrays with gradients, by kind: ``"ufuncs"`` (their
+    ``__call__``, ``outer`` and ``at``), ``"ufunc.reduce"``, ``"ufunc.accumulate"``,
+    ``"functions"`` (with the installed NumPy: names it lacks are left out) and ``"values"``
+    (computed on the values, no gradient); each ``numpy name -> ours`` where ours is a
+    namespace function, else the NumPy name alone (a composition)."""
+
+    def show(n: str, e: Any) -> str:
+        return f"{n} -> {e}" if isinstance(e, str) else n
+
+    funcs = sorted(n for n in FUNCTIONS if _numpy_object(n) is not None)
+    return {
+        "ufuncs": sorted(
+            show(n, e) for n, e in UFUNCS.items() if isinstance(getattr(np, n, None), np.ufunc)
+        ),
+        "ufunc.reduce": sorted(f"{n}.reduce -> {e}" for n, e in REDUCTIONS.items()),
+        "ufunc.accumulate": sorted(f"{n}.accumulate -> {e}" for n, e in ACCUMULATIONS.items()),
+        "functions": funcs,
+        "values": sorted(n for n in VALUE_FUNCTIONS if _numpy_object(n) is not None),
+    }
+
+
+def install(cls: type[Array]) -> None:
+    """Give the Array class ``cls`` of a namespace over NumPy both protocols."""
+    cls.__array_ufunc__ = array_ufunc  # type: ignore[method-assign]
+    cls.__array_function__ = array_function  # type: ignore[attr-defined]
+
+
+# -- the functions ---------------------------------------------------------------------------------
+# Each takes the namespace, then NumPy's arguments as NumPy's signature names them.
+
+
+def _axis_none_flat(ns: Any, x: Any, axis: Any) -> tuple[Any, Any]:
+    """NumPy's ``axis=None`` for functions along one axis: the flattened array, axis 0."""
+    if axis is None:
+        return ns.reshape(x, (-1,)), 0
+    return x, axis
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+
+
+def _finish(ns: Any, r: Any, out: Any, what: str) -> Any:
+    return _write(ns, out, r, what) if out is not None else r
+
+
+# reductions
+
+
+def _numpy_reduction(fname: str, what: str) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        keepdims: Any = False,
+        initial: Any = _NV,
+        where: Any = _NV,
+    ) -> Any:
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        w = True if where is _NV else where
+        return _reduction(
+            ns, what, fname, _array(ns, a), _norm_axis(axis), dtype, keepdims, initial, w, out
+        )
+
+    return f
+
+
+FUNCTIONS["sum"] = _numpy_reduction("sum", "sum")
+FUNCTIONS["prod"] = _numpy_reduction("prod", "prod")
+
+
+def _numpy_extremum(fname: str, what: str) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: Any = False,
+        initial: Any = _NV,
+        where: Any = _NV,
+    ) -> Any:
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        w = True if where is _NV else where
+        return _reduction(
+            ns, what, fname, _array(ns, a), _norm_axis(axis), None, keepdims, initial, w, out
+        )
+
+    return f
+
+
+FUNCTIONS["max"] = _numpy_extremum("max", "max")
+FUNCTIONS["amax"] = _numpy_extremum("max", "amax")
+FUNCTIONS["min"] = _numpy_extremum("min", "min")
+FUNCTIONS["amin"] = _numpy_extremum("min", "amin")
+
+
+def _logical_reduction(fname: str) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: Any = False,
+        *,
+        where: Any = _NV,
+    ) -> Any:
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        w = True if where is _NV else where
+        return _reduction(
+            ns, fname, fname, _array(ns, a), _norm_axis(axis), None, keepdims, _NV, w, out
+        )
+
+    return f
+
+
+FUNCTIONS["all"] = _logical_reduction("all")
+FUNCTIONS["any"] = _logical_reduction("any")
+
+
+def _where_count(ns: Any, x: Any, where: Any, axis: Any, keepdims: bool) -> tuple[Any, Any]:
+    """``x`` zeroed outside ``where`` and the number of elements selected along ``axis``."""
+    mask = ns.broadcast_to(_array(ns, where), tuple(x.shape))
+    zero = ns.zeros_like(x)
+    n = ns.sum(ns.astype(mask, _real_dtype(ns, x)), axis=axis, keepdims=keepdims)
+    return ns.where(mask, x, zero), n
+
+
+def _real_dtype(ns: Any, x: Any) -> Any:
+    if ns.isdtype(x.dtype, "complex floating"):
+        return ns.float32 if x.dtype == ns.complex64 else ns.float64
+    if ns.isdtype(x.dtype, "real floating"):
+        return x.dtype
+    return ns.float64
+
+
+@_implements("mean")
+def _mean(
+    ns: Any,
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: Any = False,
+    *,
+    where: Any = _NV,
+) -> Any:
+    x = _array(ns, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    axis = _norm_axis(axis)
+    if dtype is not None:
+        x = ns.astype(x, np.dtype(dtype))
+    elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = ns.astype(x, ns.float64)
+    if where is not _NV and where is not True:
+        xs, n = _where_count(ns, x, where, axis, keepdims)
+        r = ns.sum(xs, axis=axis, keepdims=keepdims) / n
+    else:
+        r = ns.mean(x, axis=axis, keepdims=keepdims)
+    return _finish(ns, r, out, "mean")
+
+
+def _ddof(what: str, ddof: Any, correction: Any) -> Any:
+    if correction is not _NV:
+        if ddof not in (0, _NV):
+            raise ValueError(
+                f"numpy.{what}(): ddof and correction can't be provided simultaneously"
+            )
+        return correction
+    return 0 if ddof is _NV else ddof
+
+
+def _moment(sqrt: bool) -> Composition:
+    what = "std" if sqrt else "var"
+
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: Any = 0,
+        keepdims: Any = False,
+        *,
+        where: Any = _NV,
+        mean: Any = _NV,
+        correction: Any = _NV,
+    ) -> Any:
+        x = _array(ns, a)
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        axis = _norm_axis(axis)
+        c = _ddof(what, ddof, correction)
+        if mean is not _NV:
+            raise _unsupported(what, "mean=")
+        if dtype is not None:
+            x = ns.astype(x, np.dtype(dtype))
+        elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+            x = ns.astype(x, ns.float64)
+        if where is not _NV and where is not True:
+            xs, n = _where_count(ns, x, where, axis, True)
+            m = ns.sum(xs, axis=axis, keepdims=True) / n
+            mask = ns.broadcast_to(_array(ns, where), tuple(x.shape))
+            d = ns.where(mask, x - m, ns.zeros_like(x))
+            sq = ns.real(d * ns.conj(d)) if ns.isdtype(d.dtype, "complex floating") else d * d
+            v = ns.sum(sq, axis=axis, keepdims=keepdims)
+            n = n if keepdims else ns.sum(ns.astype(mask, v.dtype), axis=axis)
+            r = v / (n - c)
+            r = ns.sqrt(r) if sqrt else r
+        else:
+            r = (ns.std if sqrt else ns.var)(x, axis=axis, correction=c, keepdims=keepdims)
+        return _finish(ns, r, out, what)
+
+    return f
+
+
+FUNCTIONS["std"] = _moment(True)
+FUNCTIONS["var"] = _moment(False)
+
+
+@_implements("ptp")
+def _ptp(ns: Any, a: Any, axis: Any = None, out: Any = None, keepdims: Any = False) -> Any:
+    x = _array(ns, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    axis = _norm_axis(axis)
+    r = ns.max(x, axis=axis, keepdims=keepdims) - ns.min(x, axis=axis, keepdims=keepdims)
+    return _finish(ns, r, out, "ptp")
+
+
+@_implements("average")
+def _average(
+    ns: Any,
+    a: Any,
+    axis: Any = None,
+    weights: Any = None,
+    returned: bool = False,
+    *,
+    keepdims: Any = _NV,
+) -> Any:
+    x = _array(ns, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    axis = _norm_axis(axis)
+    if not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = ns.astype(x, ns.float64)
+    if weights is None:
+        avg = ns.mean(x, axis=axis, keepdims=keepdims)
+        n = (
+            x.size
+            if axis is None
+            else math.prod(x.shape[i] for i in ((axis,) if isinstance(axis, int) else axis))
+        )
+        scl = ns.full_like(avg, float(n))
+    else:
+        w = _array(ns, weights)
+        if w.shape != x.shape:
+            if axis is None or not isinstance(axis, int) or w.ndim != 1:
+                raise TypeError(
+                    "numpy.average(): weights differing in shape from a need a 1-D weights "
+                    "and an int axis"
+                )
+            shape = [1] * x.ndim
+            shape[axis] = w.shape[0]
+            w = ns.reshape(w, tuple(shape))
+        w = ns.broadcast_to(w, tuple(x.shape))
+        scl = ns.sum(w, axis=axis, keepdims=keepdims)
+        avg = ns.sum(x * w, axis=axis, keepdims=keepdims) / scl
+    return (avg, scl) if returned else avg
+
+
+# NaN-ignoring reductions: NaNs replaced by the reduction's identity (their gradient is zero)
+
+
+def _nan_fill(ns: Any, x: Any, fill: Any) -> Any:
+    if not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        return x
+    return ns.where(ns.isnan(x), ns.asarray(fill, dtype=x.dtype), x)
+
+
+@_implements("nansum")
+def _nansum(
+    ns: Any,
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: Any = False,
+    initial: Any = _NV,
+    where: Any = _NV,
+) -> Any:
+    x = _nan_fill(ns, _array(ns, a), 0)
+    return FUNCTIONS["sum"](ns, x, axis, dtype, out, keepdims, initial, where)
+
+
+@_implements("nanprod")
+def _nanprod(
+    ns: Any,
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: Any = False,
+    initial: Any = _NV,
+    where: Any = _NV,
+) -> Any:
+    x = _nan_fill(ns, _array(ns, a), 1)
+    return FUNCTIONS["prod"](ns, x, axis, dtype, out, keepdims, initial, where)
+
+
+def _valid(ns: Any, x: Any, where: Any) -> Any:
+    """The elements that count: not NaN, and selected by ``where``."""
+    ok = (
+        ns.logical_not(ns.isnan(x))
+        if ns.isdtype(x.dtype, ("real floating", "complex floating"))
+        else ns.ones_like(x, dtype=ns.bool)
+    )
+    if where is not _NV and where is not True:
+        ok = ns.logical_and(ok, ns.broadcast_to(_array(ns, where), tuple(x.shape)))
+    return ok
+
+
+@_implements("nanmean")
+def _nanmean(
+    ns: Any,
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: Any = False,
+    *,
+    where: Any = _NV,
+) -> Any:
+    x = _array(ns, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    axis = _norm_axis(axis)
+    if dtype is not None:
+        x = ns.astype(x, np.dtype(dtype))
+    elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = ns.astype(x, ns.float64)
+    ok = _valid(ns, x, where)
+    s = ns.sum(ns.where(ok, x, ns.zeros_like(x)), axis=axis, keepdims=keepdims)
+    n = ns.sum(ns.astype(ok, _real_dtype(ns, x)), axis=axis, keepdims=keepdims)
+    return _finish(ns, s / n, out, "nanmean")  # an all-NaN slice: 0 / 0, NaN (as NumPy)
+
+
+def _nan_moment(sqrt: bool) -> Composition:
+    what = "nanstd" if sqrt else "nanvar"
+
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: Any = 0,
+        keepdims: Any = False,
+        *,
+        where: Any = _NV,
+        mean: Any = _NV,
+        correction: Any = _NV,
+    ) -> Any:
+        x = _array(ns, a)
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        axis = _norm_axis(axis)
+        c = _ddof(what, ddof, correction)
+        if mean is not _NV:
+            raise _unsupported(what, "mean=")
+        if dtype is not None:
+            x = ns.astype(x, np.dtype(dtype))
+        elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+            x = ns.astype(x, ns.float64)
+        ok = _valid(ns, x, where)
+        zero = ns.zeros_like(x)
+        xs = ns.where(ok, x, zero)
+        rd = _real_dtype(ns, x)
+        n_keep = ns.sum(ns.astype(ok, rd), axis=axis, keepdims=True)
+        m = ns.sum(xs, axis=axis, keepdims=True) / n_keep
+        d = ns.where(ok, x - m, zero)
+        sq = ns.real(d * ns.conj(d)) if ns.isdtype(d.dtype, "complex floating") else d * d
+        v = ns.sum(sq, axis=axis, keepdims=keepdims)
+        n = ns.sum(ns.astype(ok, rd), axis=axis, keepdims=keepdims)
+        dof = n - c
+        # NumPy: NaN where the degrees of freedom are not positive
+        r = ns.where(
+            dof > 0, v / ns.where(dof > 0, dof, ns.ones_like(dof)), ns.full_like(v, math.nan)
+        )
+        return _finish(ns, ns.sqrt(r) if sqrt else r, out, what)
+
+    return f
+
+
+FUNCTIONS["nanvar"] = _nan_moment(False)
+FUNCTIONS["nanstd"] = _nan_moment(True)
+
+
+def _nan_extremum(fname: str) -> Composition:
+    what = f"nan{fname}"
+
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: Any = False,
+        initial: Any = _NV,
+        where: Any = _NV,
+    ) -> Any:
+        x = _array(ns, a)
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        axis = _norm_axis(axis)
+        w = True if where is _NV else where
+        if not ns.isdtype(x.dtype, "real floating"):
+            return _reduction(ns, what, fname, x, axis, None, keepdims, initial, w, out)
+        nan = ns.isnan(x)
+        fill = -math.inf if fname == "max" else math.inf
+        r = _reduction(
+            ns, what, fname, _nan_fill(ns, x, fill), axis, None, keepdims, initial, w, None
+        )
+        if initial is _NV:  # an all-NaN slice gives NaN (NumPy warns)
+            r = ns.where(ns.all(nan, axis=axis, keepdims=keepdims), ns.full_like(r, math.nan), r)
+        return _finish(ns, r, out, what)
+
+    return f
+
+
+FUNCTIONS["nanmax"] = _nan_extremum("max")
+FUNCTIONS["nanmin"] = _nan_extremum("min")
+
+
+def _nan_arg(fname: str) -> Composition:
+    def f(ns: Any, a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Any:
+        x = _array(ns, a)
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        fill = -math.inf if fname == "argmax" else math.inf
+        r = _function(ns, fname)(_nan_fill(ns, x, fill), axis=axis, keepdims=keepdims)
+        return _finish(ns, r, out, f"nan{fname}")
+
+    return f
+
+
+FUNCTIONS["nanargmax"] = _nan_arg("argmax")
+FUNCTIONS["nanargmin"] = _nan_arg("argmin")
+
+
+def _cumulative(fname: str, what: str, nan_fill: Any = None) -> Composition:
+    def f(ns: Any, a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        x = _array(ns, a)
+        if nan_fill is not None:
+            x = _nan_fill(ns, x, nan_fill)
+        x, axis = _axis_none_flat(ns, x, axis)
+        if x.ndim == 0:
+            x = ns.reshape(x, (1,))
+        r = _function(ns, fname)(x, axis=axis, dtype=dtype)
+        return _finish(ns, r, out, what)
+
+    return f
+
+
+FUNCTIONS["cumsum"] = _cumulative("cumulative_sum", "cumsum")
+FUNCTIONS["cumprod"] = _cumulative("cumulative_prod", "cumprod")
+FUNCTIONS["nancumsum"] = _cumulative("cumulative_sum", "nancumsum", 0)
+FUNCTIONS["nancumprod"] = _cumulative("cumulative_prod", "nancumprod", 1)
+
+
+def _cumulative_std(fname: str) -> Composition:
+    def f(
+        ns: Any,
+        x: Any,
+        /,
+        *,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        include_initial: bool = False,
+    ) -> Any:
+        r = _function(ns, fname)(
+            _array(ns, x), axis=axis, dtype=dtype, include_initial=include_initial
+        )
+        return _finish(ns, r, out, fname)
+
+    return f
+
+
+FUNCTIONS["cumulative_sum"] = _cumulative_std("cumulative_sum")
+FUNCTIONS["cumulative_prod"] = _cumulative_std("cumulative_prod")
+
+
+@_implements("diff")
+def _diff(
+    ns: Any, a: Any, n: int = 1, axis: int = -1, prepend: Any = _NV, append: Any = _NV
+) -> Any:
+    x = _array(ns, a)
+    if n == 0:
+        return x
+
+    def edge(v: Any) -> Any:
+        if v is _NV:
+            return None
+        e = _array(ns, v)
+        if e.ndim == 0:
+            shape = list(x.shape)
+            shape[axis] = 1
+            e = ns.broadcast_to(e, tuple(shape))
+        return e
+
+    return ns.diff(x, axis=axis, n=n, prepend=edge(prepend), append=edge(append))
+
+
+# elementwise functions that are not ufuncs
+
+
+@_implements("clip")
+def _clip(
+    ns: Any,
+    a: Any,
+    a_min: Any = _NV,
+    a_max: Any = _NV,
+    out: Any = None,
+    *,
+    min: Any = _NV,  # noqa: A002
+    max: Any = _NV,  # noqa: A002
+    **kwargs: Any,
+) -> Any:
+    if kwargs:
+        raise _unsupported("clip", ", ".join(f"{k}=" for k in kwargs))
+    lo = a_min if a_min is not _NV else min
+    hi = a_max if a_max is not _NV else max
+    x = _array(ns, a)
+
+    def bound(v: Any) -> Any:
+        if v is _NV or v is None:
+            return None
+        return v if type(v) in _PY_SCALARS else _array(ns, v)
+
+    return _finish(ns, ns.clip(x, bound(lo), bound(hi)), out, "clip")
+
+
+@_implements("where")
+def _where(ns: Any, condition: Any, x: Any = _NV, y: Any = _NV) -> Any:
+    if x is _NV and y is _NV:
+        return ns.nonzero(_bool(ns, condition))
+    if x is _NV or y is _NV:
+        raise ValueError("numpy.where(): either both or neither of x and y should be given")
+    return ns.where(_bool(ns, condition), _operand(ns, x), _operand(ns, y))
+
+
+@_implements("round", "around")
+def _round(ns: Any, a: Any, decimals: int = 0, out: Any = None) -> Any:
+    x = _array(ns, a)
+    if decimals == 0:
+        r = ns.round(x)
+    else:
+        scale = 10.0**decimals
+        r = ns.round(x * scale) / scale
+    return _finish(ns, r, out, "round")
+
+
+@_implements("fix")
+def _fix(ns: Any, x: Any, out: Any = None) -> Any:
+    return _finish(ns, ns.trunc(_array(ns, x)), out, "fix")
+
+
+@_implements("real")
+def _real(ns: Any, val: Any) -> Any:
+    x = _array(ns, val)
+    return ns.real(x) if ns.isdtype(x.dtype, "complex floating") else x
+
+
+@_implements("imag")
+def _imag(ns: Any, val: Any) -> Any:
+    x = _array(ns, val)
+    return ns.imag(x) if ns.isdtype(x.dtype, "complex floating") else ns.zeros_like(x)
+
+
+@_implements("angle")
+def _angle(ns: Any, z: Any, deg: bool = False) -> Any:
+    x = _array(ns, z)
+    if ns.isdtype(x.dtype, "complex floating"):
+        r = ns.atan2(ns.imag(x), ns.real(x))
+    else:
+        x = _float_of(ns, x)
+        r = ns.atan2(ns.zeros_like(x), x)
+    return r * (180.0 / math.pi) if deg else r
+
+
+@_implements("nan_to_num")
+def _nan_to_num(
+    ns: Any, x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None, neginf: Any = None
+) -> Any:
+    a = _array(ns, x)
+    if not ns.isdtype(a.dtype, ("real floating", "complex floating")):
+        return a
+    if ns.isdtype(a.dtype, "complex floating"):
+        re = _nan_to_num(ns, ns.real(a), copy, nan, posinf, neginf)
+        im = _nan_to_num(ns, ns.imag(a), copy, nan, posinf, neginf)
+        return re + im * 1j
+    info = np.finfo(np.dtype(a.dtype))
+    hi = float(info.max) if posinf is None else posinf
+    lo = float(info.min) if neginf is None else neginf
+
+    def const(v: Any) -> Any:
+        return ns.asarray(v, dtype=a.dtype)
+
+    r = ns.where(ns.isnan(a), const(nan), a)
+    r = ns.where(ns.isinf(a) & (a > 0), const(hi), r)
+    return ns.where(ns.isinf(a) & (a < 0), const(lo), r)
+
+
+@_implements("isposinf")
+def _isposinf(ns: Any, x: Any, out: Any = None) -> Any:
+    a = _array(ns, x)
+    return _finish(ns, ns.isinf(a) & ns.logical_not(ns.signbit(a)), out, "isposinf")
+
+
+@_implements("isneginf")
+def _isneginf(ns: Any, x: Any, out: Any = None) -> Any:
+    a = _array(ns, x)
+    return _finish(ns, ns.isinf(a) & ns.signbit(a), out, "isneginf")
+
+
+@_implements("copy")
+def _copy(ns: Any, a: Any, order: str = "K", subok: bool = False) -> Any:
+    return ns.asarray(_array(ns, a), copy=True)
+
+
+# shapes
+
+
+def _c_order(what: str, order: Any) -> None:
+    if order not in ("C", "K", "A", None):
+        raise _unsupported(what, f"order={order!r} (only C order)")
+
+
+@_implements("reshape")
+def _reshape(
+    ns: Any,
+    a: Any,
+    /,
+    shape: Any = None,
+    order: str = "C",
+    *,
+    newshape: Any = None,
+    copy: Any = None,
+) -> Any:
+    _c_order("reshape", order)
+    if shape is None:
+        shape = newshape
+    if isinstance(shape, int):
+        shape = (shape,)
+    return ns.reshape(_array(ns, a), tuple(shape), copy=copy)
+
+
+@_implements("ravel")
+def _ravel(ns: Any, a: Any, order: str = "C") -> Any:
+    _c_order("ravel", order)
+    return ns.reshape(_array(ns, a), (-1,))
+
+
+@_implements("transpose", "permute_dims")
+def _transpose(ns: Any, a: Any, axes: Any = None) -> Any:
+    x = _array(ns, a)
+    if axes is None:
+        axes = tuple(range(x.ndim))[::-1]
+    return ns.permute_dims(x, tuple(axes))
+
+
+@_implements("matrix_transpose", "linalg.matrix_transpose")
+def _matrix_transpose(ns: Any, x: Any, /) -> Any:
+    return ns.matrix_transpose(_array(ns, x))
+
+
+@_implements("swapaxes")
+def _swapaxes(ns: Any, a: Any, axis1: int, axis2: int) -> Any:
+    x = _array(ns, a)
+    perm = list(range(x.ndim))
+    i, j = axis1 % max(x.ndim, 1), axis2 % max(x.ndim, 1)
+    perm[i], perm[j] = perm[j], perm[i]
+    return ns.permute_dims(x, tuple(perm))
+
+
+@_implements("moveaxis")
+def _moveaxis(ns: Any, a: Any, source: Any, destination: Any) -> Any:
+    if isinstance(source, list):
+        source = tuple(source)
+    if isinstance(destination, list):
+        destination = tuple(destination)
+    return ns.moveaxis(_array(ns, a), source, destination)
+
+
+@_implements("rollaxis")
+def _rollaxis(ns: Any, a: Any, axis: int, start: int = 0) -> Any:
+    x = _array(ns, a)
+    n = x.ndim
+    axis %= n
+    if start < 0:
+        start += n
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return x
+    return ns.moveaxis(x, axis, start)
+
+
+@_implements("expand_dims")
+def _expand_dims(ns: Any, a: Any, axis: Any) -> Any:
+    x = _array(ns, a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = x.ndim + len(axes)
+    for ax in sorted(ax % nd for ax in axes):
+        x = ns.expand_dims(x, axis=ax)
+    return x
+
+
+@_implements("squeeze")
+def _squeeze(ns: Any, a: Any, axis: Any = None) -> Any:
+    x = _array(ns, a)
+    if axis is None:
+        axis = tuple(i for i, s in enumerate(x.shape) if s == 1)
+        if not axis:
+            return x
+    elif isinstance(axis, list):
+        axis = tuple(axis)
+    return ns.squeeze(x, axis=axis)
+
+
+@_implements("concatenate", "concat")
+def _concatenate(
+    ns: Any,
+    arrays: Any,
+    axis: Any = 0,
+    out: Any = None,
+    *,
+    dtype: Any = None,
+    casting: Any = "same_kind",
+) -> Any:
+    xs = [_array(ns, e) for e in arrays]
+    if axis is None:
+        xs = [ns.reshape(e, (-1,)) for e in xs]
+        axis = 0
+    if dtype is not None:
+        xs = [ns.astype(e, np.dtype(dtype)) for e in xs]
+    return _finish(ns, ns.concat(xs, axis=axis), out, "concatenate")
+
+
+@_implements("stack")
+def _stack(
+    ns: Any,
+    arrays: Any,
+    axis: int = 0,
+    out: Any = None,
+    *,
+    dtype: Any = None,
+    casting: Any = "same_kind",
+) -> Any:
+    xs = [_array(ns, e) for e in arrays]
+    if dtype is not None:
+        xs = [ns.astype(e, np.dtype(dtype)) for e in xs]
+    return _finish(ns, ns.stack(xs, axis=axis), out, "stack")
+
+
+def _atleast(ns: Any, x: Any, nd: int) -> Any:
+    x = _array(ns, x)
+    if x.ndim >= nd:
+        return x
+    if nd == 1:
+        return ns.reshape(x, (1,))
+    if nd == 2:
+        return ns.reshape(x, (1, *x.shape) if x.ndim == 1 else (1, 1))
+    if x.ndim == 0:
+        return ns.reshape(x, (1, 1, 1))
+    if x.ndim == 1:
+        return ns.reshape(x, (1, x.shape[0], 1))
+    return ns.reshape(x, (*x.shape, 1))
+
+
+def _atleast_nd(nd: int) -> Composition:
+    def f(ns: Any, *arys: Any) -> Any:
+        res = tuple(_atleast(ns, a, nd) for a in arys)
+        return res[0] if len(res) == 1 else res
+
+    return f
+
+
+FUNCTIONS["atleast_1d"] = _atleast_nd(1)
+FUNCTIONS["atleast_2d"] = _atleast_nd(2)
+FUNCTIONS["atleast_3d"] = _atleast_nd(3)
+
+
+@_implements("vstack", "row_stack")
+def _vstack(ns: Any, tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> Any:
+    return _concatenate(ns, [_atleast(ns, e, 2) for e in tup], 0, dtype=dtype)
+
+
+@_implements("hstack")
+def _hstack(ns: Any, tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> Any:
+    xs = [_atleast(ns, e, 1) for e in tup]
+    return _concatenate(ns, xs, 0 if xs and xs[0].ndim == 1 else 1, dtype=dtype)
+
+
+@_implements("dstack")
+def _dstack(ns: Any, tup: Any) -> Any:
+    return _concatenate(ns, [_atleast(ns, e, 3) for e in tup], 2)
+
+
+@_implements("column_stack")
+def _column_stack(ns: Any, tup: Any) -> Any:
+    xs = []
+    for e in tup:
+        x = _array(ns, e)
+        xs.append(ns.reshape(x, (x.shape[0], 1)) if x.ndim < 2 else x)
+    return ns.concat(xs, axis=1)
+
+
+@_implements("append")
+def _append(ns: Any, arr: Any, values: Any, axis: Any = None) -> Any:
+    a, v = _array(ns, arr), _array(ns, values)
+    if axis is None:
+        return ns.concat([ns.reshape(a, (-1,)), ns.reshape(v, (-1,))], axis=0)
+    return ns.concat([a, v], axis=axis)
+
+
+def _split_points(what: str, n: int, sections: Any, even: bool) -> list[int]:
+    if isinstance(sections, int | np.integer):
+        k = int(sections)
+        if k <= 0:
+            raise ValueError(f"numpy.{what}(): number sections must be larger than 0.")
+        if even and n % k:
+            raise ValueError(f"numpy.{what}(): array split does not result in an equal division")
+        size, extra = divmod(n, k)
+        points, at = [0], 0
+        for i in range(k):
+            at += size + (1 if i < extra else 0)
+            points.append(at)
+        return points
+    return [0, *(int(i) for i in sections), n]
+
+
+def _split_with(what: str, even: bool, default_axis: int = 0) -> Composition:
+    def f(ns: Any, ary: Any, indices_or_sections: Any, axis: int = default_axis) -> Any:
+        x = _array(ns, ary)
+        axis %= x.ndim
+        n = x.shape[axis]
+        pts = _split_points(what, n, indices_or_sections, even)
+        out = []
+        for lo, hi in zip(pts[:-1], pts[1:], strict=True):
+            lo, hi = max(min(lo, n), 0), max(min(hi, n), 0)
+            key = (slice(None),) * axis + (slice(lo, max(lo, hi)),)
+            out.append(x[key])
+        return out
+
+    return f
+
+
+FUNCTIONS["split"] = _split_with("split", True)
+FUNCTIONS["array_split"] = _split_with("array_split", False)
+
+
+@_implements("hsplit")
+def _hsplit(ns: Any, ary: Any, indices_or_sections: Any) -> Any:
+    x = _array(ns, ary)
+    return FUNCTIONS["split"](ns, x, indices_or_sections, 1 if x.ndim > 1 else 0)
+
+
+@_implements("vsplit")
+def _vsplit(ns: Any, ary: Any, indices_or_sections: Any) -> Any:
+    return FUNCTIONS["split"](ns, ary, indices_or_sections, 0)
+
+
+@_implements("dsplit")
+def _dsplit(ns: Any, ary: Any, indices_or_sections: Any) -> Any:
+    return FUNCTIONS["split"](ns, ary, indices_or_sections, 2)
+
+
+@_implements("unstack")
+def _unstack(ns: Any, x: Any, /, *, axis: int = 0) -> Any:
+    return ns.unstack(_array(ns, x), axis=axis)
+
+
+@_implements("flip")
+def _flip(ns: Any, m: Any, axis: Any = None) -> Any:
+    return ns.flip(_array(ns, m), axis=_norm_axis(axis))
+
+
+@_implements("fliplr")
+def _fliplr(ns: Any, m: Any) -> Any:
+    return ns.flip(_array(ns, m), axis=1)
+
+
+@_implements("flipud")
+def _flipud(ns: Any, m: Any) -> Any:
+    return ns.flip(_array(ns, m), axis=0)
+
+
+@_implements("roll")
+def _roll(ns: Any, a: Any, shift: Any, axis: Any = None) -> Any:
+    if isinstance(shift, list):
+        shift = tuple(shift)
+    return ns.roll(_array(ns, a), shift, axis=_norm_axis(axis))
+
+
+@_implements("tile")
+def _tile(ns: Any, A: Any, reps: Any) -> Any:
+    reps = (int(reps),) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
+    return ns.tile(_array(ns, A), reps)
+
+
+@_implements("repeat")
+def _repeat(ns: Any, a: Any, repeats: Any, axis: Any = None) -> Any:
+    x = _array(ns, a)
+    if not isinstance(repeats, int | np.integer):
+        repeats = _array(ns, repeats)
+        if repeats.ndim == 0:
+            repeats = int(repeats)
+    else:
+        repeats = int(repeats)
+    if axis is None:
+        x, axis = ns.reshape(x, (-1,)), 0
+    return ns.repeat(x, repeats, axis=axis)
+
+
+@_implements("broadcast_to")
+def _broadcast_to(ns: Any, array: Any, shape: Any, subok: bool = False) -> Any:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return ns.broadcast_to(_array(ns, array), shape)
+
+
+@_implements("broadcast_arrays")
+def _broadcast_arrays(ns: Any, *args: Any, subok: bool = False) -> Any:
+    return tuple(ns.broadcast_arrays(*[_array(ns, a) for a in args]))
+
+
+@_implements("take")
+def _take(
+    ns: Any, a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise"
+) -> Any:
+    if mode != "raise":
+        raise _unsupported("take", f"mode={mode!r}")
+    x = _array(ns, a)
+    x, axis = _axis_none_flat(ns, x, axis)
+    idx = _array(ns, indices)
+    r = ns.take(x, ns.reshape(idx, (-1,)), axis=axis)
+    if idx.ndim != 1:
+        axis %= x.ndim
+        r = ns.reshape(r, (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :]))
+    return _finish(ns, r, out, "take")
+
+
+@_implements("take_along_axis")
+def _take_along_axis(ns: Any, arr: Any, indices: Any, axis: Any = -1) -> Any:
+    x, idx = _array(ns, arr), _array(ns, indices)
+    if axis is None:
+        x, axis = ns.reshape(x, (-1,)), 0
+    return ns.take_along_axis(x, idx, axis=axis)
+
+
+def _to_end(ns: Any, x: Any, axis1: int, axis2: int) -> Any:
+    """``x`` with ``axis1``, ``axis2`` moved to the end, in that order."""
+    return ns.moveaxis(x, (axis1, axis2), (-2, -1))
+
+
+@_implements("diagonal")
+def _diagonal(ns: Any, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    x = _to_end(ns, _array(ns, a), axis1, axis2)
+    return ns.linalg.diagonal(x, offset=offset)
+
+
+@_implements("trace")
+def _trace(
+    ns: Any,
+    a: Any,
+    offset: int = 0,
+    axis1: int = 0,
+    axis2: int = 1,
+    dtype: Any = None,
+    out: Any = None,
+) -> Any:
+    x = _to_end(ns, _array(ns, a), axis1, axis2)
+    r = ns.linalg.trace(x, offset=offset, dtype=dtype)
+    return _finish(ns, r, out, "trace")
+
+
+@_implements("tril")
+def _tril(ns: Any, m: Any, k: int = 0) -> Any:
+    return ns.tril(_array(ns, m), k=k)
+
+
+@_implements("triu")
+def _triu(ns: Any, m: Any, k: int = 0) -> Any:
+    return ns.triu(_array(ns, m), k=k)
+
+
+# sorting and searching
+
+
+def _sort_like(fname: str) -> Composition:
+    def f(
+        ns: Any, a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+    ) -> Any:
+        if order is not None:
+            raise _unsupported(fname, "order=")
+        x = _array(ns, a)
+        x, axis = _axis_none_flat(ns, x, axis)
+        return _function(ns, fname)(x, axis=axis, stable=True)
+
+    return f
+
+
+FUNCTIONS["sort"] = _sort_like("sort")
+FUNCTIONS["argsort"] = _sort_like("argsort")
+
+
+def _arg_extremum(fname: str) -> Composition:
+    def f(ns: Any, a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Any:
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        r = _function(ns, fname)(_array(ns, a), axis=axis, keepdims=keepdims)
+        return _finish(ns, r, out, fname)
+
+    return f
+
+
+FUNCTIONS["argmax"] = _arg_extremum("argmax")
+FUNCTIONS["argmin"] = _arg_extremum("argmin")
+
+
+@_implements("unique")
+def _unique(
+    ns: Any,
+    ar: Any,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis: Any = None,
+    *,
+    equal_nan: bool = True,
+    sorted: bool = True,  # noqa: A002
+) -> Any:
+    if return_index or return_inverse or return_counts or axis is not None:
+        raise _unsupported(
+            "unique",
+            "return_index=, return_inverse=, return_counts= or axis= (use "
+            "numpy.unique_all, unique_inverse or unique_counts)",
+        )
+    return ns.unique_values(ns.reshape(_array(ns, ar), (-1,)))
+
+
+def _unique_std(fname: str) -> Composition:
+    def f(ns: Any, x: Any, /) -> Any:
+        return _function(ns, fname)(_array(ns, x))
+
+    return f
+
+
+for _name in ("unique_values", "unique_counts", "unique_inverse", "unique_all"):
+    FUNCTIONS[_name] = _unique_std(_name)
+
+
+@_implements("nonzero")
+def _nonzero(ns: Any, a: Any) -> Any:
+    return ns.nonzero(_array(ns, a))
+
+
+# creation from an array's shape and dtype
+
+
+def _like(fname: str) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        dtype: Any = None,
+        order: str = "K",
+        subok: bool = True,
+        shape: Any = None,
+        *,
+        device: Any = None,
+    ) -> Any:
+        x = _array(ns, a)
+        dt = None if dtype is None else np.dtype(dtype)
+        if shape is not None:
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            return _function(ns, fname[: -len("_like")])(shape, dtype=dt or x.dtype)
+        return _function(ns, fname)(x, dtype=dt)
+
+    return f
+
+
+FUNCTIONS["zeros_like"] = _like("zeros_like")
+FUNCTIONS["ones_like"] = _like("ones_like")
+FUNCTIONS["empty_like"] = _like("empty_like")
+
+
+@_implements("full_like")
+def _full_like(
+    ns: Any,
+    a: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    device: Any = None,
+) -> Any:
+    x = _array(ns, a)
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray | np.generic):
+        v = ns.astype(_array(ns, fill_value), dt)
+        target = tuple(x.shape) if shape is None else _shape(shape)
+        return ns.asarray(ns.broadcast_to(v, target), copy=True)
+    if shape is not None:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return ns.full(shape, fill_value, dtype=dt)
+    return ns.full_like(x, fill_value, dtype=dt)
+
+
+@_implements("meshgrid")
+def _meshgrid(
+    ns: Any, *xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy"
+) -> Any:
+    if sparse:
+        raise _unsupported("meshgrid", "sparse=True")
+    return tuple(ns.meshgrid(*[ns.reshape(_array(ns, x), (-1,)) for x in xi], indexing=indexing))
+
+
+# products
+
+
+@_implements("dot")
+def _dot(ns: Any, a: Any, b: Any, out: Any = None) -> Any:
+    x, y = _array(ns, a), _array(ns, b)
+    if x.ndim == 0 or y.ndim == 0:
+        r = x * y
+    elif x.ndim <= 2 and y.ndim <= 2:
+        r = ns.matmul(x, y)
+    else:  # sum over the last axis of a and the second-to-last of b
+        r = ns.tensordot(x, y, axes=([x.ndim - 1], [max(y.ndim - 2, 0)]))
+    return _finish(ns, r, out, "dot")
+
+
+@_implements("vdot")
+def _vdot(ns: Any, a: Any, b: Any) -> Any:
+    x, y = ns.reshape(_array(ns, a), (-1,)), ns.reshape(_array(ns, b), (-1,))
+    return ns.sum(ns.conj(x) * y) if ns.isdtype(x.dtype, "complex floating") else ns.sum(x * y)
+
+
+@_implements("inner")
+def _inner(ns: Any, a: Any, b: Any) -> Any:
+    x, y = _array(ns, a), _array(ns, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return x * y
+    return ns.tensordot(x, y, axes=([x.ndim - 1], [y.ndim - 1]))
+
+
+@_implements("outer")
+def _outer_function(ns: Any, a: Any, b: Any, out: Any = None) -> Any:
+    x, y = ns.reshape(_array(ns, a), (-1,)), ns.reshape(_array(ns, b), (-1,))
+    return _finish(ns, x[:, None] * y[None, :], out, "outer")
+
+
+@_implements("linalg.outer")
+def _linalg_outer(ns: Any, x1: Any, x2: Any, /) -> Any:
+    return ns.linalg.outer(_array(ns, x1), _array(ns, x2))
+
+
+def _tensordot_axes(axes: Any) -> Any:
+    if isinstance(axes, int | np.integer):
+        return int(axes)
+    a, b = axes
+    a = [int(a)] if isinstance(a, int | np.integer) else [int(i) for i in a]
+    b = [int(b)] if isinstance(b, int | np.integer) else [int(i) for i in b]
+    return (a, b)
+
+
+@_implements("tensordot", "linalg.tensordot")
+def _tensordot(ns: Any, a: Any, b: Any, axes: Any = 2) -> Any:
+    return ns.tensordot(_array(ns, a), _array(ns, b), axes=_tensordot_axes(axes))
+
+
+@_implements("linalg.matmul")
+def _linalg_matmul(ns: Any, x1: Any, x2: Any, /) -> Any:
+    return ns.matmul(_array(ns, x1), _array(ns, x2))
+
+
+@_implements("linalg.vecdot")
+def _linalg_vecdot(ns: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    return ns.vecdot(_array(ns, x1), _array(ns, x2), axis=axis)
+
+
+@_implements("cross", "linalg.cross")
+def _cross(
+    ns: Any,
+    a: Any,
+    b: Any,
+    axisa: int = -1,
+    axisb: int = -1,
+    axisc: int = -1,
+    axis: Any = None,
+) -> Any:
+    x, y = _array(ns, a), _array(ns, b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    x, y = ns.moveaxis(x, axisa, -1), ns.moveaxis(y, axisb, -1)
+    if x.shape[-1] != 3 or y.shape[-1] != 3:
+        raise _unsupported("cross", "vectors of 2 components")
+    r = ns.linalg.cross(x, y, axis=-1)
+    return ns.moveaxis(r, -1, axisc) if r.ndim else r
+
+
+@_implements("kron")
+def _kron(ns: Any, a: Any, b: Any) -> Any:
+    x, y = _array(ns, a), _array(ns, b)
+    nd = max(x.ndim, y.ndim)
+    x = ns.reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape))
+    y = ns.reshape(y, (1,) * (nd - y.ndim) + tuple(y.shape))
+    # x[i, None, j, None] * y[None, k, None, l] -> (i*k, j*l)
+    xs = ns.reshape(x, tuple(s for d in x.shape for s in (d, 1)))
+    ys = ns.reshape(y, tuple(s for d in y.shape for s in (1, d)))
+    return ns.reshape(xs * ys, tuple(p * q for p, q in zip(x.shape, y.shape, strict=True)))
+
+
+_LETTERS = string.ascii_letters
+
+
+def _sublist_subscripts(args: tuple) -> tuple[str, list]:
+    """np.einsum's alternative form ``(op0, sublist0, op1, sublist1, ..., [sublistout])``
+    as a subscripts string and the operands."""
+    ops, terms = [], []
+    rest = list(args)
+    while len(rest) >= 2:
+        ops.append(rest.pop(0))
+        terms.append(rest.pop(0))
+
+    def term(sub: Any) -> str:
+        return "".join("..." if s is Ellipsis else _LETTERS[int(s)] for s in sub)
+
+    spec = ",".join(term(t) for t in terms)
+    if rest:
+        spec += "->" + term(rest[0])
+    return spec, ops
+
+
+@_implements("einsum")
+def _einsum(
+    ns: Any,
+    *operands: Any,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = False,
+) -> Any:
+    if isinstance(operands[0], str):
+        subscripts, ops = operands[0].replace(" ", ""), list(operands[1:])
+    else:
+        subscripts, ops = _sublist_subscripts(operands)
+    xs = [_array(ns, o) for o in ops]
+    if dtype is not None:
+        xs = [ns.astype(x, np.dtype(dtype)) for x in xs]
+    return _finish(ns, ns._einsum(subscripts, *xs), out, "einsum")
+
+
+@_implements("linalg.multi_dot")
+def _multi_dot(ns: Any, arrays: Any, *, out: Any = None) -> Any:
+    xs = [_array(ns, a) for a in arrays]
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = xs[0][None, :]
+    if last_vec:
+        xs[-1] = xs[-1][:, None]
+    r = xs[0]
+    for x in xs[1:]:
+        r = ns.matmul(r, x)
+    if first_vec and last_vec:
+        r = r[0, 0]
+    elif first_vec:
+        r = r[0]
+    elif last_vec:
+        r = r[:, 0]
+    return _finish(ns, r, out, "linalg.multi_dot")
+
+
+# numpy.linalg
+
+
+def _linalg1(fname: str) -> Composition:
+    def f(ns: Any, a: Any) -> Any:
+        return _function(ns, f"linalg.{fname}")(_array(ns, a))
+
+    return f
+
+
+for _name in ("inv", "det", "slogdet", "svdvals"):
+    FUNCTIONS[f"linalg.{_name}"] = _linalg1(_name)
+
+
+@_implements("linalg.solve")
+def _solve(ns: Any, a: Any, b: Any) -> Any:
+    return ns.linalg.solve(_array(ns, a), _array(ns, b))
+
+
+@_implements("linalg.cholesky")
+def _cholesky(ns: Any, a: Any, /, *, upper: bool = False) -> Any:
+    return ns.linalg.cholesky(_array(ns, a), upper=upper)
+
+
+@_implements("linalg.qr")
+def _qr(ns: Any, a: Any, mode: str = "reduced") -> Any:
+    if mode == "r":
+        return ns.linalg.qr(_array(ns, a), mode="reduced")[1]
+    if mode not in ("reduced", "complete"):
+        raise _unsupported("linalg.qr", f"mode={mode!r}")
+    return ns.linalg.qr(_array(ns, a), mode=mode)
+
+
+@_implements("linalg.svd")
+def _svd(
+    ns: Any, a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False
+) -> Any:
+    x = _array(ns, a)
+    if not compute_uv:
+        return ns.linalg.svdvals(x)
+    return ns.linalg.svd(x, full_matrices=full_matrices)
+
+
+def _lower(ns: Any, x: Any, uplo: str) -> Any:
+    """NumPy's eigh reads one triangle: the matrix it means, from the lower (or upper) one."""
+    if uplo not in ("L", "U"):
+        raise ValueError("numpy.linalg.eigh(): UPLO argument must be 'L' or 'U'")
+    low = ns.tril(x) if uplo == "L" else ns.matrix_transpose(ns.triu(x))
+    strict = ns.tril(low, k=-1)
+    return low + ns.conj(ns.matrix_transpose(strict))
+
+
+@_implements("linalg.eigh")
+def _eigh(ns: Any, a: Any, UPLO: str = "L") -> Any:  # noqa: N803
+    return ns.linalg.eigh(_lower(ns, _array(ns, a), UPLO))
+
+
+@_implements("linalg.eigvalsh")
+def _eigvalsh(ns: Any, a: Any, UPLO: str = "L") -> Any:  # noqa: N803
+    return ns.linalg.eigvalsh(_lower(ns, _array(ns, a), UPLO))
+
+
+@_implements("linalg.pinv")
+def _pinv(ns: Any, a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _NV) -> Any:
+    tol = rcond if rcond is not None else (None if rtol is _NV else rtol)
+    return ns.linalg.pinv(_array(ns, a), rtol=tol)
+
+
+@_implements("linalg.matrix_power")
+def _matrix_power(ns: Any, a: Any, n: int) -> Any:
+    return ns.linalg.matrix_power(_array(ns, a), int(n))
+
+
+@_implements("linalg.matrix_rank")
+def _matrix_rank(
+    ns: Any, A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None
+) -> Any:
+    if tol is not None:
+        raise _unsupported("linalg.matrix_rank", "tol=")
+    return ns.linalg.matrix_rank(_array(ns, A), rtol=rtol)
+
+
+@_implements("linalg.trace")
+def _linalg_trace(ns: Any, x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    return ns.linalg.trace(_array(ns, x), offset=offset, dtype=dtype)
+
+
+@_implements("linalg.diagonal")
+def _linalg_diagonal(ns: Any, x: Any, /, *, offset: int = 0) -> Any:
+    return ns.linalg.diagonal(_array(ns, x), offset=offset)
+
+
+@_implements("linalg.matrix_norm")
+def _linalg_matrix_norm(ns: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+    return ns.linalg.matrix_norm(_array(ns, x), keepdims=keepdims, ord=ord)
+
+
+@_implements("linalg.vector_norm")
+def _linalg_vector_norm(
+    ns: Any,
+    x: Any,
+    /,
+    *,
+    axis: Any = None,
+    keepdims: bool = False,
+    ord: Any = 2,  # noqa: A002
+) -> Any:
+    return ns.linalg.vector_norm(_array(ns, x), axis=_norm_axis(axis), keepdims=keepdims, ord=ord)
+
+
+@_implements("linalg.norm")
+def _norm(ns: Any, x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
+    """NumPy's rules: no axis and no ord, the 2-norm of the flattened array; an int axis (or a
+    1-D array), a vector norm; two axes (or a 2-D array), a matrix norm."""
+    a = _array(ns, x)
+    if not ns.isdtype(a.dtype, ("real floating", "complex floating")):
+        a = ns.astype(a, ns.float64)
+    if axis is None:
+        if ord is None:
+            r = ns.linalg.vector_norm(a, axis=None, ord=2)
+            if keepdims:
+                r = ns.reshape(r, (1,) * a.ndim)
+            return r
+        if a.ndim == 1:
+            axis = (0,)
+        elif a.ndim == 2:
+            axis = (0, 1)
+        else:
+            raise ValueError("numpy.linalg.norm(): improper number of dimensions to norm")
+    elif isinstance(axis, int | np.integer):
+        axis = (int(axis),)
+    else:
+        axis = tuple(int(i) for i in axis)
+    if len(axis) == 1:
+        if isinstance(ord, str):
+            raise ValueError(f"numpy.linalg.norm(): invalid norm order {ord!r} for vectors")
+        p = 2 if ord is None else ord
+        return ns.linalg.vector_norm(a, axis=axis[0], keepdims=keepdims, ord=p)
+    if len(axis) != 2:
+        raise ValueError("numpy.linalg.norm(): improper number of dimensions to norm")
+    r0, r1 = (ax % a.ndim for ax in axis)
+    if r0 == r1:
+        raise ValueError("numpy.linalg.norm(): duplicate axes given")
+    p = "fro" if ord in (None, "fro", "f") else ord
+    if p not in ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf):
+        raise ValueError(f"numpy.linalg.norm(): invalid norm order {ord!r} for matrices")
+    m = ns.moveaxis(a, (r0, r1), (-2, -1))
+    r = ns.linalg.matrix_norm(m, ord=p)
+    if keepdims:
+        r = ns.expand_dims(ns.expand_dims(r, axis=min(r0, r1)), axis=max(r0, r1))
+    return r
+
+
+# numpy.fft
+
+
+def _norm_mode(norm: Any) -> str:
+    return "backward" if norm is None else norm
+
+
+def _fft1(fname: str) -> Composition:
+    def f(ns: Any, a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+        r = _function(ns, f"fft.{fname}")(_array(ns, a), n=n, axis=axis, norm=_norm_mode(norm))
+        return _finish(ns, r, out, f"fft.{fname}")
+
+    return f
+
+
+for _name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):
+    FUNCTIONS[f"fft.{_name}"] = _fft1(_name)
+
+
+def _fftn(fname: str, default_axes: Any = None) -> Composition:
+    def f(
+        ns: Any, a: Any, s: Any = None, axes: Any = default_axes, norm: Any = None, out: Any = None
+    ) -> Any:
+        x = _array(ns, a)
+        if axes is not None:
+            axes = tuple(axes)
+        if s is not None:
+            s = tuple(int(v) for v in s)
+            if axes is None:
+                axes = tuple(range(-len(s), 0))
+        r = _function(ns, f"fft.{fname}")(x, s=s, axes=axes, norm=_norm_mode(norm))
+        return _finish(ns, r, out, f"fft.{fname}")
+
+    return f
+
+
+for _name in ("fftn", "ifftn", "rfftn", "irfftn"):
+    FUNCTIONS[f"fft.{_name}"] = _fftn(_name)
+    FUNCTIONS[f"fft.{_name[:-1]}2"] = _fftn(_name, (-2, -1))
+
+
+def _fftshift(fname: str) -> Composition:
+    def f(ns: Any, x: Any, axes: Any = None) -> Any:
+        if isinstance(axes, list):
+            axes = tuple(axes)
+        return _function(ns, f"fft.{fname}")(_array(ns, x), axes=axes)
+
+    return f
+
+
+FUNCTIONS["fft.fftshift"] = _fftshift("fftshift")
+FUNCTIONS["fft.ifftshift"] = _fftshift("ifftshift")
