@@ -11,6 +11,23 @@ import pycograd_xp as pg
 from pycograd_xp._state import STACK
 
 
+def _numpy(xp, o):
+    """The namespace over NumPy among the two of a case."""
+    return xp if xp._backend.name == "numpy" else o
+
+
+def _not_numpy(xp, o):
+    """The namespace over another backend among the two of a case."""
+    return o if xp._backend.name == "numpy" else xp
+
+
+def _numpy_leaf(xp, o):
+    """A fresh leaf of namespace(numpy) that requires grad."""
+    v = _numpy(xp, o).asarray([1.0, 2.0])
+    v.requires_grad_()
+    return v
+
+
 def _cases():
     """(id, call(xp, other_ns, w) raising, exception type, message pattern)."""
     C = []
@@ -82,7 +99,7 @@ def _cases():
 
     @case("raw-reflected-operator", TypeError, r"numpy\.add\(\).*xp\.add.*xp\.asarray")
     def _(xp, o, w):
-        return np.ones(2) + xp.ones(2)
+        return np.ones(2) + _not_numpy(xp, o).ones(2)  # over NumPy: see test_numpy_protocols
 
     @case("raw-general", TypeError, r"sum\(\): " + raw)
     def _(xp, o, w):
@@ -101,25 +118,83 @@ def _cases():
         return xp.sin([1.0, 2.0])
 
     # -- NumPy functions and ufuncs on our arrays --------------------------------------------------
+    # A namespace over another backend refuses them; namespace(numpy) runs the rows
+    # (tests/test_numpy_protocols.py), and refuses a function with no rule on an array being
+    # differentiated, naming it and the way out.
     @case("numpy-sum", TypeError, r"numpy\.add\.reduce\(\).*xp\.sum")
     def _(xp, o, w):
-        return np.sum(xp.ones(2))
+        return np.sum(_not_numpy(xp, o).ones(2))
 
     @case("numpy-ufunc", TypeError, r"numpy\.sin\(\).*xp\.sin.*asarray")
     def _(xp, o, w):
-        return np.sin(xp.ones(2))
+        return np.sin(_not_numpy(xp, o).ones(2))
 
     @case("numpy-power", TypeError, r"numpy\.power\(\).*xp\.pow")
     def _(xp, o, w):
-        return np.power(xp.ones(2), 2)
+        return np.power(_not_numpy(xp, o).ones(2), 2)
 
     @case("numpy-cumsum", TypeError, r"numpy\.add\.accumulate\(\).*xp\.cumulative_sum")
     def _(xp, o, w):
-        return np.add.accumulate(xp.ones(2))
+        return np.add.accumulate(_not_numpy(xp, o).ones(2))
+
+    @case("numpy-ufunc-without-function", TypeError, r"numpy\.spacing\(\).*has no function for it")
+    def _(xp, o, w):
+        return np.spacing(_not_numpy(xp, o).ones(2))
 
     @case("numpy-function-on-traced", TypeError, r"__array__.*stop_gradient")
     def _(xp, o, w):
-        return np.mean(w)
+        v = _not_numpy(xp, o).asarray([1.0, 2.0])
+        v.requires_grad_()
+        return np.mean(v)
+
+    @case(
+        "numpy-unmapped-on-traced",
+        TypeError,
+        r"numpy\.percentile\(\) was given an array of pycograd_xp\.numpy that is being "
+        r"differentiated.*no rule.*stop_gradient",
+    )
+    def _(xp, o, w):
+        return np.percentile(_numpy_leaf(xp, o), 50)
+
+    @case("numpy-unmapped-ufunc-in-grad", TypeError, r"numpy\.spacing\(\).*being differentiated")
+    def _(xp, o, w):
+        n = _numpy(xp, o)
+        return pg.grad(lambda x: n.sum(np.spacing(x)))(n.ones(2))
+
+    @case("numpy-unmapped-method", TypeError, r"numpy\.add\.reduceat\(\).*being differentiated")
+    def _(xp, o, w):
+        return np.add.reduceat(_numpy_leaf(xp, o), [0, 1])
+
+    @case("numpy-out-leaf", RuntimeError, r"numpy\.multiply\(out=\.\.\.\).*leaf.*no_grad")
+    def _(xp, o, w):
+        v = _numpy_leaf(xp, o)
+        np.multiply(v, 2.0, out=v)
+
+    @case("numpy-out-ndarray", TypeError, r"out is a NumPy array.*drop its gradient")
+    def _(xp, o, w):
+        np.exp(_numpy_leaf(xp, o), out=np.zeros(2))
+
+    @case("numpy-out-cast", TypeError, r"cannot cast the result from float64.*int64")
+    def _(xp, o, w):
+        n = _numpy(xp, o)
+        np.add(_numpy_leaf(xp, o), 0.5, out=n.zeros(2, dtype=n.int64))
+
+    @case("numpy-at-leaf", RuntimeError, r"leaf that requires grad")
+    def _(xp, o, w):
+        np.add.at(_numpy_leaf(xp, o), [0, 0], 1.0)
+
+    @case("numpy-reshape-order", TypeError, r"numpy\.reshape\(\): order='F'.*stop_gradient")
+    def _(xp, o, w):
+        return np.reshape(_numpy_leaf(xp, o), (2, 1), order="F")
+
+    @case("numpy-split-uneven", ValueError, r"numpy\.split\(\): array split does not result")
+    def _(xp, o, w):
+        return np.split(_numpy_leaf(xp, o), 3)
+
+    @case("numpy-sum-of-a-list", TypeError, r"__array__.*being differentiated")
+    def _(xp, o, w):
+        v = _numpy_leaf(xp, o)
+        return np.sum([v, v])  # NumPy's dispatch does not look into the list: it converts
 
     # -- conversions of arrays being differentiated ----------------------------------------------
     traced = r"this array is being differentiated.*stop_gradient\(x\) / x\.detach\(\)"

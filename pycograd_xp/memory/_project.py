@@ -356,6 +356,9 @@ def _adapt_abstract(b: Any) -> Any:
         index_add=index_add,
         matmul_into=matmul_into,
         owns_buffer=lambda a: getattr(a, "base", 0) is None,
+        # NumPy's ufuncs and functions in a function projected or compiled (np.exp(x)): the
+        # rows, as on namespace(numpy), whose calls the abstract arrays stand for
+        numpy_functions=True,
     )
 
 

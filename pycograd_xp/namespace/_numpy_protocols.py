@@ -524,11 +524,35 @@ def _pop_call_options(what: str, kwargs: dict) -> tuple[Any, Any, Any]:
     return out, where, dtype
 
 
-def _cast_inputs(ns: Any, args: list, dtype: Any) -> list:
-    if dtype is None:
+def _loop_dtypes(ufunc: Any, args: list, dtype: Any) -> tuple | None:
+    """The dtypes NumPy's ufunc computes in for these operands (its type resolution: NumPy 2's
+    promotion, Python numbers weak), or None where NumPy cannot say (then the rows decide)."""
+    spec = (
+        tuple(
+            a.dtype if isinstance(a, Array) else (np.dtype(bool) if type(a) is bool else type(a))
+            for a in args
+        )
+        + (None,) * ufunc.nout
+    )
+    try:
+        if dtype is None:
+            return tuple(ufunc.resolve_dtypes(spec))
+        sig = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
+        return tuple(ufunc.resolve_dtypes(spec, signature=sig))
+    except Exception:  # no loop, or dtypes NumPy does not know (another namespace's): the
+        return None  # rows decide, and say why they refuse
+
+
+def _cast_inputs(ns: Any, ufunc: Any, args: list, dtype: Any) -> list:
+    """The array operands cast to the dtypes of NumPy's loop (integers to float for ``exp``
+    or ``divide``, float32 to float64 beside a float64 array, ``dtype=``)."""
+    loop = _loop_dtypes(ufunc, args, dtype)
+    if loop is None:
         return args
-    dt = np.dtype(dtype)
-    return [ns.astype(_array(ns, a), dt) for a in args]
+    return [
+        ns.astype(a, loop[i]) if isinstance(a, Array) and a.dtype != loop[i] else a
+        for i, a in enumerate(args)
+    ]
 
 
 def _call(ns: Any, ufunc: Any, fn: Composition, inputs: tuple, kwargs: dict) -> Any:
@@ -537,7 +561,7 @@ def _call(ns: Any, ufunc: Any, fn: Composition, inputs: tuple, kwargs: dict) -> 
     args = [_operand(ns, a) for a in inputs]
     if not any(_is_array(a) for a in args):  # only out= is ours: the inputs are numbers
         args[0] = _array(ns, args[0])
-    args = _cast_inputs(ns, args, dtype)
+    args = _cast_inputs(ns, ufunc, args, dtype)
     r = fn(*args)
     if where is not True:
         if out is None:
@@ -951,10 +975,19 @@ def covered() -> dict[str, list[str]]:
     }
 
 
+def _len(self: Array) -> int:
+    """``len(x)``, as NumPy's: NumPy code given back our arrays by ``np.atleast_1d`` and the
+    like asks for it (scipy.signal.lfilter)."""
+    if self.ndim == 0:
+        raise TypeError("len() of unsized object")
+    return int(self.shape[0])  # type: ignore[arg-type]
+
+
 def install(cls: type[Array]) -> None:
-    """Give the Array class ``cls`` of a namespace over NumPy both protocols."""
+    """Give the Array class ``cls`` of a namespace over NumPy both protocols (and ``len``)."""
     cls.__array_ufunc__ = array_ufunc  # type: ignore[method-assign]
     cls.__array_function__ = array_function  # type: ignore[attr-defined]
+    cls.__len__ = _len  # type: ignore[attr-defined]
 
 
 # -- the functions ---------------------------------------------------------------------------------
@@ -1463,7 +1496,13 @@ def _clip(
             return None
         return v if type(v) in _PY_SCALARS else _array(ns, v)
 
-    return _finish(ns, ns.clip(x, bound(lo), bound(hi)), out, "clip")
+    lo, hi = bound(lo), bound(hi)
+    # NumPy's clip is minimum(maximum(a, lo), hi): array bounds take part in the promotion
+    dt = np.result_type(x.dtype, *(b.dtype for b in (lo, hi) if isinstance(b, Array)))
+    if dt != x.dtype:
+        x = ns.astype(x, dt)
+    lo, hi = (ns.astype(b, dt) if isinstance(b, Array) and b.dtype != dt else b for b in (lo, hi))
+    return _finish(ns, ns.clip(x, lo, hi), out, "clip")
 
 
 @_implements("where")
@@ -2369,9 +2408,29 @@ def _norm_mode(norm: Any) -> str:
     return "backward" if norm is None else norm
 
 
+# The standard's transforms of complex input (NumPy casts real input to complex for them).
+_COMPLEX_IN = frozenset({"fft", "ifft", "fftn", "ifftn", "irfft", "irfftn", "hfft"})
+
+
+def _fft_input(ns: Any, a: Any, fname: str) -> Any:
+    """``a`` in the dtype the standard's ``fname`` takes: complex for the complex transforms,
+    real floating for the others (NumPy takes any numbers and casts)."""
+    x = _array(ns, a)
+    single = x.dtype in (ns.float32, ns.complex64)
+    if fname in _COMPLEX_IN:
+        if not ns.isdtype(x.dtype, "complex floating"):
+            x = ns.astype(x, ns.complex64 if single else ns.complex128)
+    elif not ns.isdtype(x.dtype, "real floating"):
+        if ns.isdtype(x.dtype, "complex floating"):
+            raise TypeError(f"numpy.fft.{fname}(): takes real input, got {x.dtype}")
+        x = ns.astype(x, ns.float64)
+    return x
+
+
 def _fft1(fname: str) -> Composition:
     def f(ns: Any, a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-        r = _function(ns, f"fft.{fname}")(_array(ns, a), n=n, axis=axis, norm=_norm_mode(norm))
+        x = _fft_input(ns, a, fname)
+        r = _function(ns, f"fft.{fname}")(x, n=n, axis=axis, norm=_norm_mode(norm))
         return _finish(ns, r, out, f"fft.{fname}")
 
     return f
@@ -2385,7 +2444,7 @@ def _fftn(fname: str, default_axes: Any = None) -> Composition:
     def f(
         ns: Any, a: Any, s: Any = None, axes: Any = default_axes, norm: Any = None, out: Any = None
     ) -> Any:
-        x = _array(ns, a)
+        x = _fft_input(ns, a, fname)
         if axes is not None:
             axes = tuple(axes)
         if s is not None:

@@ -7,7 +7,11 @@ namespace has the function.
 The matrix loads every adapter installed under the ``pycograd_xp.adapters`` entry-point group
 first (installing ``cubed_plugin``, as ``pip install -e ".[cubed]"`` does, is enough for the
 ``cubed`` column; Cubed itself is not imported). ``--kind vjp`` keeps one column (a rule kind
-or a backend's label, repeatable); ``--missing`` keeps the rows lacking a rule of some kind."""
+or a backend's label, repeatable); ``--missing`` keeps the rows lacking a rule of some kind.
+
+``--numpy`` lists what NumPy code reaches on arrays of ``namespace(numpy)`` with gradients
+(``numpy.exp -> xp.exp``; a NumPy name alone is a composition of our functions), generated from
+the tables of ``namespace/_numpy_protocols.py``."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import argparse
 
 from .._primitive import IMPLEMENTATIONS, REGISTRY, Primitive, implemented_backends
 from ..namespace._backend import load_adapters
+from ..namespace._numpy_protocols import covered
 from ._rules.jvp import TRANSPOSED
 
 KINDS = ("row", "vjp", "jvp", "batch", "shape")
@@ -57,6 +62,24 @@ def matrix(kinds: tuple[str, ...] | None = None, missing: bool = False) -> str:
     )
 
 
+def numpy_table() -> str:
+    """The NumPy ufuncs, ufunc methods and functions with a rule on our arrays, by kind."""
+    titles = {
+        "ufuncs": "ufuncs (__call__, outer, at; out= and where= honoured)",
+        "ufunc.reduce": "ufunc.reduce",
+        "ufunc.accumulate": "ufunc.accumulate",
+        "functions": "functions (__array_function__)",
+        "values": "functions computed on the values (no gradient flows through their result)",
+    }
+    lines = []
+    for kind, names in covered().items():
+        lines.append(f"{titles[kind]}: {len(names)}")
+        for n in names:
+            name, _, ours = n.partition(" -> ")
+            lines.append(f"  numpy.{name}" + (f" -> xp.{ours}" if ours else ""))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pycograd_xp.ops", description=__doc__)
     parser.add_argument(
@@ -66,7 +89,13 @@ def main(argv: list[str] | None = None) -> None:
         "--kind", action="append", help=f"only these columns: {', '.join(KINDS)} or a backend"
     )
     parser.add_argument("--missing", action="store_true", help="only rows lacking a rule")
+    parser.add_argument(
+        "--numpy", action="store_true", help="NumPy's ufuncs and functions that reach the rows"
+    )
     args = parser.parse_args(argv)
+    if args.numpy:
+        print(numpy_table())
+        return
     if not (args.matrix or args.kind or args.missing):
         parser.print_help()
         return
