@@ -719,7 +719,12 @@ def _fcases():
     for fname in ("fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2", "rfft2", "irfft2"):
         f = getattr(np.fft, fname)
         case(f"fft.{fname}", lambda a, f=f: f(a), x234, rtol32=1e-4)
-        case(f"fft.{fname}", lambda a, f=f: f(a, s=(4, 6), norm="ortho"), x234, rtol32=1e-4)
+        case(
+            f"fft.{fname}",
+            lambda a, f=f: f(a, s=(4, 6), axes=(1, 2), norm="ortho"),
+            x234,
+            rtol32=1e-4,
+        )
         case(f"fft.{fname}", lambda a, f=f: f(a, axes=(0, 2)), x234, rtol32=1e-4)
     case("fft.fftshift", lambda a: np.fft.fftshift(a), x23)
     case("fft.ifftshift", lambda a: np.fft.ifftshift(a, axes=1), x23)
@@ -766,6 +771,22 @@ def test_value_functions_answer_as_numpy():
     assert np.result_type(w, np.float32) == np.float64
     assert np.iscomplexobj(w) is False and np.isrealobj(w) is True
     assert np.can_cast(w, np.float32) is False
+    assert np.min_scalar_type(w[0, 0] * 0 + 1) == np.min_scalar_type(1.0)
+
+
+def test_what_an_array_is_needs_no_values():
+    """shape, ndim, size, result_type: from the shape and dtype, inside vmap too."""
+
+    def f(r):
+        assert np.shape(r) == (4,) and np.ndim(r) == 1 and np.size(r) == 4
+        assert np.result_type(r, 1.0) == np.float64 and not np.iscomplexobj(r)
+        assert np.isrealobj(r) and np.size(np.ones((2, 3)) * 1.0) == 6
+        return np.sum(r)
+
+    a = S(3, 4)
+    np.testing.assert_allclose(_np(pg.vmap(f)(XP.asarray(a))), a.sum(axis=1))
+    with pytest.raises(TypeError, match=r"numpy\.allclose\(\).*vmap is batching"):
+        pg.vmap(lambda r: XP.asarray(float(np.allclose(r, r))))(XP.asarray(a))
 
 
 def test_every_mapped_name_has_a_case():
@@ -775,20 +796,9 @@ def test_every_mapped_name_has_a_case():
     cov = protocols.covered()
     ufuncs = {u.split(" ")[0] for u in cov["ufuncs"]}
     assert ufuncs - tested == set()
-    functions = {p.values[0] for p in FCASES}
-    values = functions | {
-        "allclose",
-        "array_equal",
-        "array_equiv",
-        "shape",
-        "ndim",
-        "size",
-        "result_type",
-        "iscomplexobj",
-        "isrealobj",
-        "can_cast",
-        "min_scalar_type",
-    }
+    described = {"shape", "ndim", "size", "result_type", "iscomplexobj", "isrealobj", "can_cast"}
+    functions = {p.values[0] for p in FCASES} | described
+    values = functions | {"allclose", "array_equal", "array_equiv", "min_scalar_type"}
     assert set(cov["functions"]) - functions == set()
     assert set(cov["values"]) - values == set()
 

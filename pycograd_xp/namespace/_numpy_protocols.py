@@ -156,14 +156,7 @@ VALUE_FUNCTIONS: tuple[str, ...] = (
     "array_equiv",
     "isclose",
     "iscomplex",
-    "iscomplexobj",
     "isreal",
-    "isrealobj",
-    "ndim",
-    "result_type",
-    "shape",
-    "size",
-    "can_cast",
     "min_scalar_type",
     "count_nonzero",
     "argwhere",
@@ -584,19 +577,6 @@ def _norm_axis(axis: Any) -> Any:
     return axis
 
 
-def _identity(ns: Any, name: str, x: Any) -> Any:
-    """The identity element of a reduction (for ``where=``), or None."""
-    if name == "add":
-        return 0
-    if name == "multiply":
-        return 1
-    if name == "logical_and":
-        return True
-    if name == "logical_or":
-        return False
-    return None
-
-
 def _reduce(ns: Any, name: str, inputs: tuple, kwargs: dict) -> Any:
     what = f"{name}.reduce"
     (a,) = inputs
@@ -949,7 +929,13 @@ def _function_by_numpy(ns: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _by_value(func: Any, ns: Any, *args: Any, **kwargs: Any) -> Any:
-    """A function whose result carries no gradient: NumPy's, on the values."""
+    """A function whose result carries no gradient: NumPy's, on the values (there must be
+    values: not an array vmap batches or a trace holds)."""
+    arrays: list[Array] = []
+    _ours(args, arrays)
+    _ours(kwargs.values(), arrays)
+    if not all(isinstance(a._data, np.ndarray) and not a._backend.level for a in arrays):
+        raise _refusal(ns, _numpy_name(func), arrays)
     return _wrap(ns, func(*_raw(args), **_raw(kwargs)))
 
 
@@ -1591,6 +1577,52 @@ def _isneginf(ns: Any, x: Any, out: Any = None) -> Any:
 @_implements("copy")
 def _copy(ns: Any, a: Any, order: str = "K", subok: bool = False) -> Any:
     return ns.asarray(_array(ns, a), copy=True)
+
+
+# what an array is, from its shape and dtype (no values needed)
+
+
+def _dtype_of(a: Any) -> Any:
+    return a.dtype if isinstance(a, Array) else a
+
+
+@_implements("shape")
+def _shape_of(ns: Any, a: Any) -> tuple:
+    return tuple(_array(ns, a).shape)
+
+
+@_implements("ndim")
+def _ndim_of(ns: Any, a: Any) -> int:
+    return int(_array(ns, a).ndim)
+
+
+@_implements("size")
+def _size_of(ns: Any, a: Any, axis: Any = None) -> int:
+    shape = _array(ns, a).shape
+    if axis is None:
+        return math.prod(shape)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return math.prod(shape[i] for i in axes)
+
+
+@_implements("result_type")
+def _result_type(ns: Any, *arrays_and_dtypes: Any) -> Any:
+    return np.result_type(*(_dtype_of(a) for a in arrays_and_dtypes))
+
+
+@_implements("can_cast")
+def _can_cast(ns: Any, from_: Any, to: Any, casting: Any = "safe") -> bool:
+    return bool(np.can_cast(_dtype_of(from_), _dtype_of(to), casting=casting))
+
+
+@_implements("iscomplexobj")
+def _iscomplexobj(ns: Any, x: Any) -> bool:
+    return isinstance(x, Array) and np.dtype(x.dtype).kind == "c" or np.iscomplexobj(_raw(x))
+
+
+@_implements("isrealobj")
+def _isrealobj(ns: Any, x: Any) -> bool:
+    return not _iscomplexobj(ns, x)
 
 
 # shapes
