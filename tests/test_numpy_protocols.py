@@ -418,6 +418,28 @@ def test_out_on_undifferentiated_arrays_writes_in_place_keeping_views():
     np.testing.assert_array_equal(_np(s), [5.0, 7.0, 9.0])
 
 
+def test_numpys_writing_functions_go_through_setitem():
+    """np.copyto, np.put, np.fill_diagonal on arrays not being differentiated: NumPy's values,
+    written as x[...] = v (a buffer the tape saved keeps its old value for the backward)."""
+    x = XP.zeros((3, 3))
+    np.copyto(x, np.arange(9.0).reshape(3, 3))
+    np.put(x, [0, 4], [-1.0, -2.0])
+    np.fill_diagonal(x, 7.0)
+    want = np.arange(9.0).reshape(3, 3)
+    np.put(want, [0, 4], [-1.0, -2.0])
+    np.fill_diagonal(want, 7.0)
+    np.testing.assert_array_equal(_np(x), want)
+    c = XP.asarray(S(3))
+    c0 = _np(c).copy()
+
+    def f(v):
+        y = v * c
+        np.copyto(c, np.zeros(3))
+        return XP.sum(y)
+
+    np.testing.assert_allclose(_np(pg.grad(f)(XP.asarray(S(3)))), c0)
+
+
 def test_out_into_a_buffer_the_tape_saved_keeps_the_saved_value():
     """A constant the tape saved (x * c saves c) written with out=: the gradient still sees the
     old value, as with c[...] = ..."""

@@ -916,15 +916,27 @@ def array_function(self: Array, func: Any, types: Any, args: tuple, kwargs: dict
     return entry[1](ns, *args, **kwargs)
 
 
+# NumPy's functions that write into their first argument.
+_WRITES_FIRST = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"})
+
+
 def _function_by_numpy(ns: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """NumPy's own function on the unwrapped arrays; an array of ours given as ``out`` gets the
-    result through the namespace's setitem."""
+    """NumPy's own function on the unwrapped arrays. An array of ours it writes into (given as
+    ``out``, or the first argument of ``np.copyto``, ``np.put``, ...) gets the new values
+    through the namespace's setitem, as ``x[...] = v`` would: a buffer a tape saved is
+    copied, not overwritten."""
     out = kwargs.get("out")
     if isinstance(out, Array):
         temp = out._data.copy()
         func(*_raw(args), **{**_raw(kwargs), "out": temp})
         out[...] = ns._make(temp)
         return out
+    if args and isinstance(args[0], Array) and getattr(func, "__name__", "") in _WRITES_FIRST:
+        target = args[0]
+        temp = target._data.copy()
+        r = func(temp, *_raw(args[1:]), **_raw(kwargs))
+        target[...] = ns._make(temp)
+        return r
     return _wrap(ns, func(*_raw(args), **_raw(kwargs)))
 
 
