@@ -12,6 +12,7 @@ reductions (zero gradient at NaN), vmap and compile through the protocols, and x
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
@@ -986,6 +987,43 @@ def test_foreign_ufuncs_dispatch_through_the_registered_table(monkeypatch):
     r = special.erf(XP.asarray([0.5]))
     assert type(r) is XP.Array
     np.testing.assert_allclose(_np(r), special.erf([0.5]))
+
+
+_SCIPY_UFUNCS = """
+import os, sys
+import numpy as np, scipy.special as sc, pycograd_xp as pg
+from conformance.gradcheck import check_vjp
+from pycograd_xp.ops.special import UFUNCS
+assert isinstance(sc.erf, np.ufunc), "scipy's array API mode is on"
+xp = pg.namespace(np)
+x = np.random.default_rng(0).uniform(0.2, 0.9, (2, 3))
+for name in UFUNCS:
+    f = getattr(sc, name)
+    args = (x, x + 1) if f.nin == 2 else (x,)
+    w = [xp.asarray(a) for a in args]
+    for v in w:
+        v.requires_grad_()
+    r = f(*w)
+    assert r.requires_grad, name
+    np.testing.assert_allclose(np.asarray(pg.stop_gradient(r)), f(*args), rtol=1e-12)
+    check_vjp(xp, f, *args)
+assert type(sc.erf(xp.asarray(x))) is xp.Array  # not differentiated: scipy's own, wrapped
+print("ok", len(UFUNCS))
+"""
+
+
+def test_scipy_special_ufuncs_reach_their_rows():
+    """scipy.special's ufuncs (scipy without SCIPY_ARRAY_API=1, so a fresh process) on arrays
+    being differentiated run the rows of ops/special.py: values and gradients."""
+    pytest.importorskip("scipy.special")
+    env = {k: v for k, v in os.environ.items() if k != "SCIPY_ARRAY_API"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    out = subprocess.run(
+        [sys.executable, "-c", _SCIPY_UFUNCS], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok")
 
 
 # -- transforms through the protocols --------------------------------------------------------------

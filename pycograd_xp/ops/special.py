@@ -35,8 +35,10 @@ broadcast shape in the inputs' dtype (the promoted one for two arrays); the tran
 ufunc's iterator buffers on NumPy (scipy's functions are ufuncs), and each composition's
 temporaries.
 
-``UFUNCS`` maps the name of each scipy.special ufunc to its row, for a later
-``__array_ufunc__`` (``scipy.special.erf(x)`` on our arrays): ``REGISTRY[UFUNCS[ufunc.__name__]]``.
+``UFUNCS`` maps the name of each scipy.special ufunc to its row; it is registered with the
+NumPy protocols (``namespace/_numpy_protocols.py``), so ``scipy.special.erf(x)`` on an array of
+``namespace(numpy)`` being differentiated runs the row (scipy's ufuncs, as without
+``SCIPY_ARRAY_API=1``; with it scipy's Python wrappers take the call first).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import numpy as np
 
 from .._primitive import primitive
 from ..namespace._backend import Backend, capabilities, numpy_special, resolve
+from ..namespace._numpy_protocols import register_ufuncs
 from ._rules.batching import align, all_axes, fn, shift
 from ._rules.jvp import call, plus
 from ._rules.shapes import (
@@ -85,6 +88,7 @@ UFUNCS: dict[str, str] = {
     "i1": "_i1",
     "i1e": "_i1e",
 }
+register_ufuncs(UFUNCS)  # scipy.special's ufuncs given our arrays: these rows
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
