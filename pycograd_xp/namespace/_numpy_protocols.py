@@ -2517,3 +2517,535 @@ def _fftshift(fname: str) -> Composition:
 
 FUNCTIONS["fft.fftshift"] = _fftshift("fftshift")
 FUNCTIONS["fft.ifftshift"] = _fftshift("ifftshift")
+
+
+# order statistics: quantile, percentile, median (NumPy's method "linear"), and their nan forms.
+# The values are sorted along the reduced axis (the sort's rule sends the gradient back to the
+# elements), the neighbours of NumPy's virtual index are gathered and interpolated with NumPy's
+# own ``_lerp``: the gradient flows to the elements the interpolation uses, as NumPy selects them.
+
+
+def _reduced_last(ns: Any, x: Any, axis: Any) -> tuple[Any, tuple[int, ...]]:
+    """``x`` with the ``axis`` axes moved to the end and merged into one, and the shape of the
+    result with keepdims (the reduced axes as 1)."""
+    if axis is None:
+        return ns.reshape(x, (-1,)), (1,) * x.ndim
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    nd = x.ndim
+    axes = tuple(sorted(int(a) % nd for a in axes))
+    if len(set(axes)) != len(axes):
+        raise ValueError("duplicate value in 'axis'")
+    rest = [i for i in range(nd) if i not in axes]
+    moved = ns.permute_dims(x, (*rest, *axes))
+    kept = tuple(1 if i in axes else x.shape[i] for i in range(nd))
+    n = math.prod(x.shape[i] for i in axes)
+    return ns.reshape(moved, (*(x.shape[i] for i in rest), n)), kept
+
+
+def _order_input(ns: Any, what: str, a: Any) -> Any:
+    x = _array(ns, a)
+    if ns.isdtype(x.dtype, "complex floating"):
+        raise TypeError(f"numpy.{what}(): a must be an array of real numbers")
+    if not ns.isdtype(x.dtype, "real floating"):
+        x = ns.astype(x, ns.float64)
+    return x
+
+
+def _lerp(ns: Any, a: Any, b: Any, t: Any) -> Any:
+    """NumPy's ``_lerp``: ``a + (b - a) t``, or ``b - (b - a)(1 - t)`` where ``t >= 0.5``."""
+    d = b - a
+    if isinstance(t, float):
+        return b - d * (1 - t) if t >= 0.5 else a + d * t
+    t_arr: Any = t if isinstance(t, Array) else ns.asarray(t)
+    one_minus: Any = (1 - t_arr) if isinstance(t, Array) else ns.asarray(1 - t)
+    return ns.where(t_arr >= 0.5, b - d * one_minus, a + d * t_arr)
+
+
+def _quantile_core(
+    ns: Any, what: str, a: Any, q: Any, axis: Any, keepdims: Any, method: str, nan: bool
+) -> Any:
+    if method != "linear":
+        raise _unsupported(what, f"method={method!r} (only 'linear', NumPy's default)")
+    weak = isinstance(q, float | int) and not isinstance(q, bool)
+    if isinstance(q, Array):
+        q = _values(what, q)
+    qv = np.asanyarray(q)
+    if qv.dtype.kind not in "iuf":
+        raise TypeError(f"numpy.{what}(): q must be real numbers")
+    if not (np.all(qv >= 0) and np.all(qv <= 1)):
+        raise ValueError(f"numpy.{what}(): quantiles must be in the range [0, 1]")
+    x = _order_input(ns, what, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    flat, kept = _reduced_last(ns, x, _norm_axis(axis))
+    n = flat.shape[-1]
+    if n == 0:
+        raise IndexError(f"numpy.{what}(): cannot take a quantile of an empty slice")
+    s = ns.sort(flat, axis=-1)
+    qf = np.reshape(qv, (-1,))
+    lead = tuple(flat.shape[:-1])
+    if nan:
+        valid = ns.logical_not(ns.isnan(flat))
+        count = ns.sum(ns.astype(valid, ns.float64), axis=-1, keepdims=True)  # (..., 1)
+        vi = (count - 1.0) * ns.asarray(qf.astype(np.float64))  # (..., nq)
+        last = ns.maximum(count - 1.0, ns.zeros_like(count))
+        prev = ns.floor(vi)
+        above = vi >= count - 1.0
+        prev = ns.where(above, last * ns.ones_like(vi), ns.where(vi < 0, 0.0, prev))
+        nxt = ns.where(above | (vi < 0), prev, prev + 1.0)
+        gamma = vi - prev
+        if weak:
+            gamma = ns.astype(gamma, x.dtype)
+        lo = ns.take_along_axis(s, ns.astype(prev, ns.int64), axis=-1)
+        hi = ns.take_along_axis(s, ns.astype(nxt, ns.int64), axis=-1)
+        r = _lerp(ns, lo, hi, gamma)
+    else:
+        vi = np.asanyarray((n - 1) * qf)
+        prev = np.floor(vi)
+        nxt = prev + 1
+        above = vi >= n - 1
+        prev[above] = n - 1
+        nxt[above] = n - 1
+        gamma = np.asanyarray(vi - np.floor(vi), dtype=vi.dtype)
+        gamma[above] = 0
+        lo = ns.take(s, ns.asarray(prev.astype(np.int64)), axis=-1)
+        hi = ns.take(s, ns.asarray(nxt.astype(np.int64)), axis=-1)
+        if weak:
+            r = _lerp(ns, lo, hi, float(gamma[0]))
+        else:
+            r = _lerp(ns, lo, hi, gamma)
+        # a slice holding a NaN gives NaN (NaN sorts last)
+        has_nan = ns.isnan(s[..., -1:])
+        r = ns.where(has_nan, ns.full_like(r, math.nan), r)
+    # (..., nq) -> q's shape first, then the kept axes
+    r = ns.reshape(r, (*lead, *qv.shape))
+    nq = qv.ndim
+    r = ns.permute_dims(r, (*range(len(lead), len(lead) + nq), *range(len(lead))))
+    if keepdims:
+        r = ns.reshape(r, (*qv.shape, *kept))
+    return r
+
+
+def _values(what: str, a: Array) -> np.ndarray:
+    """The NumPy values of an array of ours that only parametrizes a function (``q``)."""
+    if a._node is not None or not isinstance(a._data, np.ndarray):
+        raise _unsupported(what, "q being differentiated, batched or traced")
+    return np.asarray(a._data)
+
+
+def _quantile_function(what: str, scale: float, nan: bool) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        q: Any,
+        axis: Any = None,
+        out: Any = None,
+        overwrite_input: bool = False,
+        method: str = "linear",
+        keepdims: Any = False,
+        *,
+        weights: Any = None,
+        interpolation: Any = None,
+    ) -> Any:
+        if weights is not None:
+            raise _unsupported(what, "weights=")
+        if interpolation is not None:
+            method = interpolation
+        if scale != 1.0:
+            weak = isinstance(q, float | int) and not isinstance(q, bool)
+            qv = np.true_divide(_values(what, q) if isinstance(q, Array) else q, scale)
+            q = float(qv) if weak else qv
+            if not (np.all(np.asarray(q) >= 0) and np.all(np.asarray(q) <= 1)):
+                raise ValueError(f"numpy.{what}(): percentiles must be in the range [0, 100]")
+        r = _quantile_core(ns, what, a, q, axis, keepdims, method, nan)
+        return _finish(ns, r, out, what)
+
+    return f
+
+
+FUNCTIONS["quantile"] = _quantile_function("quantile", 1.0, False)
+FUNCTIONS["percentile"] = _quantile_function("percentile", 100.0, False)
+FUNCTIONS["nanquantile"] = _quantile_function("nanquantile", 1.0, True)
+FUNCTIONS["nanpercentile"] = _quantile_function("nanpercentile", 100.0, True)
+
+
+def _median_function(what: str, nan: bool) -> Composition:
+    def f(
+        ns: Any,
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        overwrite_input: bool = False,
+        keepdims: Any = False,
+    ) -> Any:
+        x = _order_input(ns, what, a)
+        keepdims = False if keepdims is _NV else bool(keepdims)
+        flat, kept = _reduced_last(ns, x, _norm_axis(axis))
+        n = flat.shape[-1]
+        s = ns.sort(flat, axis=-1)
+        if nan:
+            count = ns.sum(ns.astype(ns.logical_not(ns.isnan(flat)), ns.int64), axis=-1)
+            lo_i = ns.where(count > 0, (count - 1) // 2, ns.zeros_like(count))
+            hi_i = count // 2
+            lo = ns.take_along_axis(s, lo_i[..., None], axis=-1)[..., 0]
+            hi = ns.take_along_axis(s, ns.minimum(hi_i, n - 1)[..., None], axis=-1)[..., 0]
+            r = (lo + hi) / 2
+        else:
+            if n == 0:
+                r = ns.full(tuple(flat.shape[:-1]), math.nan, dtype=x.dtype)
+            elif n % 2:
+                r = s[..., n // 2]
+            else:
+                r = (s[..., n // 2 - 1] + s[..., n // 2]) / 2
+            r = ns.where(ns.isnan(s[..., -1]), ns.full_like(r, math.nan), r)
+        if keepdims:
+            r = ns.reshape(r, kept)
+        return _finish(ns, r, out, what)
+
+    return f
+
+
+FUNCTIONS["median"] = _median_function("median", False)
+FUNCTIONS["nanmedian"] = _median_function("nanmedian", True)
+
+
+# covariance and correlation
+
+
+@_implements("cov")
+def _cov(
+    ns: Any,
+    m: Any,
+    y: Any = None,
+    rowvar: bool = True,
+    bias: bool = False,
+    ddof: Any = None,
+    fweights: Any = None,
+    aweights: Any = None,
+    *,
+    dtype: Any = None,
+) -> Any:
+    x = _array(ns, m)
+    if x.ndim > 2:
+        raise ValueError("numpy.cov(): m has more than 2 dimensions")
+    yy = None if y is None else _array(ns, y)
+    if yy is not None and yy.ndim > 2:
+        raise ValueError("numpy.cov(): y has more than 2 dimensions")
+    if dtype is None:
+        dtype = np.result_type(x.dtype, *(() if yy is None else (yy.dtype,)), np.float64)
+    dt = np.dtype(dtype)
+    X = ns.astype(_atleast(ns, x, 2), dt)
+    if not rowvar and x.ndim != 1:
+        X = ns.matrix_transpose(X)
+    if X.shape[0] == 0:
+        return ns.reshape(ns.asarray([], dtype=ns.float64), (0, 0))
+    if yy is not None:
+        Y = ns.astype(_atleast(ns, yy, 2), dt)
+        if not rowvar and Y.shape[0] != 1:
+            Y = ns.matrix_transpose(Y)
+        X = ns.concat([X, Y], axis=0)
+    if ddof is None:
+        ddof = 1 if bias == 0 else 0
+    w = None
+    for name, wv in (("fweights", fweights), ("aweights", aweights)):
+        if wv is None:
+            continue
+        if isinstance(wv, Array):
+            wv = _values("cov", wv)
+        wv = np.asarray(wv, dtype=float)
+        if name == "fweights" and not np.all(wv == np.around(wv)):
+            raise TypeError("numpy.cov(): fweights must be integer")
+        if wv.ndim > 1 or wv.shape[0] != X.shape[1] or np.any(wv < 0):
+            raise ValueError(f"numpy.cov(): {name} must be 1-D, non-negative, one per sample")
+        w = wv if w is None else w * wv
+    if w is None:
+        avg = ns.mean(X, axis=1)
+        fact: Any = X.shape[1] - ddof
+    else:
+        wa = ns.asarray(w)
+        w_sum = float(np.sum(w))
+        avg = ns.sum(X * wa, axis=1) / ns.sum(ns.astype(wa, X.dtype))
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            aw = np.asarray(_values("cov", aweights) if isinstance(aweights, Array) else aweights)
+            fact = w_sum - ddof * float(np.sum(w * aw)) / w_sum
+    if fact <= 0:
+        fact = 0.0
+    Xc = X - avg[:, None]
+    Xt = ns.matrix_transpose(Xc if w is None else Xc * ns.asarray(w))
+    if ns.isdtype(Xt.dtype, "complex floating"):
+        Xt = ns.conj(Xt)
+    c = ns.matmul(Xc, Xt)
+    with np.errstate(divide="ignore"):
+        c = c * np.true_divide(1, fact)
+    return _squeeze(ns, c)
+
+
+@_implements("corrcoef")
+def _corrcoef(
+    ns: Any,
+    x: Any,
+    y: Any = None,
+    rowvar: bool = True,
+    bias: Any = _NV,
+    ddof: Any = _NV,
+    *,
+    dtype: Any = None,
+) -> Any:
+    c = _cov(ns, x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    d = ns.linalg.diagonal(c)
+    stddev = ns.sqrt(ns.real(d) if ns.isdtype(d.dtype, "complex floating") else d)
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    if ns.isdtype(c.dtype, "complex floating"):
+        return ns.clip(ns.real(c), -1.0, 1.0) + 1j * ns.imag(c)
+    return ns.clip(c, -1.0, 1.0)
+
+
+# padding
+
+
+def _pairs(what: str, v: Any, ndim: int, as_index: bool) -> np.ndarray:
+    """NumPy's ``_as_pairs``: ``v`` as ``ndim`` (before, after) pairs."""
+    if isinstance(v, Array):
+        v = _values(what, v)
+    a = np.asarray(v)
+    if as_index:
+        a = np.around(a).astype(np.intp)
+        if np.any(a < 0):
+            raise ValueError(f"numpy.{what}(): index can't contain negative values")
+    try:
+        return np.broadcast_to(a, (ndim, 2))
+    except ValueError as e:
+        raise ValueError(
+            f"numpy.{what}(): operands could not be broadcast to ({ndim}, 2): {e}"
+        ) from None
+
+
+_PAD_INDEX_MODES = frozenset({"edge", "reflect", "symmetric", "wrap"})
+
+
+@_implements("pad")
+def _pad(ns: Any, array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    """``constant`` concatenates blocks of the constant; ``edge``, ``reflect``, ``symmetric``
+    and ``wrap`` gather along each axis with the index NumPy's own ``pad`` gives ``arange(n)``
+    (the gradient scatters back through the gather). Other modes refuse."""
+    x = _array(ns, array)
+    if callable(mode) or mode not in _PAD_INDEX_MODES | {"constant"}:
+        name = getattr(mode, "__name__", mode)
+        raise _unsupported("pad", f"mode={name!r} (constant, edge, reflect, symmetric, wrap are)")
+    if mode == "constant":
+        allowed = {"constant_values"}
+    elif mode in ("reflect", "symmetric"):
+        allowed = {"reflect_type"}
+    else:
+        allowed = set()
+    extra = set(kwargs) - allowed
+    if extra:
+        raise ValueError(f"numpy.pad(): unsupported keyword arguments for mode {mode!r}: {extra}")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise _unsupported("pad", f"reflect_type={kwargs['reflect_type']!r} (only 'even')")
+    widths = _pairs("pad", pad_width, x.ndim, True)
+    if mode == "constant":
+        values = _pairs("pad", kwargs.get("constant_values", 0), x.ndim, False)
+    for ax in range(x.ndim):
+        before, after = int(widths[ax, 0]), int(widths[ax, 1])
+        if before == 0 and after == 0:
+            continue
+        if mode == "constant":
+            parts = []
+            for width, v in ((before, values[ax, 0]), (after, values[ax, 1])):
+                shape = list(x.shape)
+                shape[ax] = width
+                fill = np.asarray(v).astype(x.dtype).item()
+                parts.append(ns.full(tuple(shape), fill, dtype=x.dtype))
+            x = ns.concat([parts[0], x, parts[1]], axis=ax)
+        else:
+            n = int(x.shape[ax])
+            if n == 0:
+                raise ValueError(
+                    f"numpy.pad(): can't extend empty axis {ax} using modes other than "
+                    "'constant' or 'empty'"
+                )
+            idx = np.pad(np.arange(n), (before, after), mode=mode)
+            x = ns.take(x, ns.asarray(idx), axis=ax)
+    return x
+
+
+# interpolation, finite differences, convolution, polynomials
+
+
+@_implements("interp")
+def _interp(
+    ns: Any, x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None
+) -> Any:
+    """NumPy's piecewise-linear interpolation (in float64, as NumPy computes it): the gradient
+    flows to ``x`` (the slope), ``fp`` and ``xp`` through ``fp[j] + slope (x - xp[j])``."""
+    if period is not None:
+        raise _unsupported("interp", "period=")
+    f64 = ns.float64
+    xs = ns.astype(_array(ns, x), f64)
+    xq = ns.astype(_array(ns, xp), f64)
+    fq = _array(ns, fp)
+    if ns.isdtype(fq.dtype, "complex floating"):
+        raise _unsupported("interp", "complex fp")
+    fq = ns.astype(fq, f64)
+    if xq.ndim != 1 or fq.ndim != 1:
+        raise ValueError("numpy.interp(): xp and fp must be 1-D sequences")
+    m = xq.shape[0]
+    if fq.shape[0] != m:
+        raise ValueError("numpy.interp(): fp and xp are not of the same length.")
+    if m == 0:
+        raise ValueError("numpy.interp(): array of sample points is empty")
+    shape = tuple(xs.shape)
+    xv = ns.reshape(xs, (-1,))
+    lval = fq[0] if left is None else _operand(ns, left)
+    rval = fq[m - 1] if right is None else _operand(ns, right)
+    if m == 1:
+        r = ns.broadcast_to(fq[0], tuple(xv.shape))
+    else:
+        j = ns.searchsorted(_detach(xq), _detach(xv), side="right") - 1
+        j = ns.clip(j, 0, m - 2)
+        x0, x1 = ns.take(xq, j), ns.take(xq, j + 1)
+        f0, f1 = ns.take(fq, j), ns.take(fq, j + 1)
+        slope = (f1 - f0) / (x1 - x0)
+        r = slope * (xv - x0) + f0
+        r = ns.where(xv == x0, f0, r)
+    r = ns.where(xv == xq[m - 1], fq[m - 1] * ns.ones_like(xv), r)
+    r = ns.where(xv < xq[0], lval * ns.ones_like(xv), r)
+    r = ns.where(xv > xq[m - 1], rval * ns.ones_like(xv), r)
+    return ns.reshape(r, shape)
+
+
+def _detach(a: Any) -> Any:
+    """``a`` without its tape (an index computation: its value only)."""
+    return a.detach() if isinstance(a, Array) and a._node is not None else a
+
+
+@_implements("gradient")
+def _gradient(ns: Any, f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """NumPy's second-order central differences inside, first- or second-order one-sided at
+    the edges, with scalar spacings (one for all axes or one per axis)."""
+    x = _array(ns, f)
+    nd = x.ndim
+    if axis is None:
+        axes = tuple(range(nd))
+    else:
+        given = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+        axes = tuple(int(a) % nd for a in given)
+    if len(varargs) == 0:
+        dx: list[Any] = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(_raw(varargs[0])) == 0:
+        dx = list(varargs) * len(axes)
+    elif len(varargs) == len(axes):
+        dx = list(varargs)
+    else:
+        raise TypeError("numpy.gradient(): invalid number of arguments")
+    for d in dx:
+        if np.ndim(_raw(d)) != 0:
+            raise _unsupported("gradient", "coordinate arrays as spacing (scalar spacings are)")
+    if edge_order > 2:
+        raise ValueError("numpy.gradient(): 'edge_order' greater than 2 not supported")
+    if not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = ns.astype(x, ns.float64)
+    outs = []
+    for ax, h in zip(axes, dx, strict=True):
+        h = h if type(h) in _PY_SCALARS else _array(ns, h)
+        n = int(x.shape[ax])
+        if n < edge_order + 1:
+            raise ValueError(
+                "numpy.gradient(): shape of array too small to calculate a numerical gradient, "
+                "at least (edge_order + 1) elements are required."
+            )
+
+        def sl(start: Any, stop: Any = None, ax: int = ax) -> Any:
+            key = [slice(None)] * nd
+            key[ax] = slice(start, stop) if stop is not None or start is None else start
+            return x[tuple(key)]
+
+        def at(i: int, ax: int = ax) -> Any:
+            key: list[Any] = [slice(None)] * nd
+            key[ax] = slice(i, i + 1) if i != -1 else slice(-1, None)
+            return x[tuple(key)]
+
+        inner = (sl(2, n) - sl(0, n - 2)) / (2.0 * h)
+        if edge_order == 1:
+            first = (at(1) - at(0)) / h
+            last = (at(-1) - at(n - 2)) / h
+        else:
+            first = (-1.5 / h) * at(0) + (2.0 / h) * at(1) + (-0.5 / h) * at(2)
+            last = (0.5 / h) * at(n - 3) + (-2.0 / h) * at(n - 2) + (1.5 / h) * at(-1)
+        outs.append(ns.concat([first, inner, last], axis=ax))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _correlate_full(ns: Any, long: Any, short: Any, start: int, length: int) -> Any:
+    """``out[i] = sum_j long_padded[start + i + j] short[j]``, the rows ``start`` to
+    ``start + length`` of the full correlation (``long`` padded with ``len(short) - 1`` zeros
+    on each side): a gather into windows and one matmul."""
+    k = int(short.shape[0])
+    zeros = ns.zeros((k - 1,), dtype=long.dtype)
+    padded = ns.concat([zeros, long, zeros], axis=0)
+    idx = np.arange(start, start + length)[:, None] + np.arange(k)[None, :]
+    windows = ns.reshape(ns.take(padded, ns.asarray(idx.reshape(-1))), (length, k))
+    return ns.matmul(windows, short)
+
+
+def _correlate_mode(ns: Any, what: str, a: Any, v: Any, mode: str) -> Any:
+    x, y = _array(ns, a), _array(ns, v)
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError(f"numpy.{what}(): object too deep for desired array")
+    if x.shape[0] == 0:
+        raise ValueError(f"numpy.{what}(): a cannot be empty")
+    if y.shape[0] == 0:
+        raise ValueError(f"numpy.{what}(): v cannot be empty")
+    dt = np.result_type(x.dtype, y.dtype)
+    x, y = ns.astype(x, dt), ns.astype(y, dt)
+    swapped = x.shape[0] < y.shape[0]
+    long, short = (y, x) if swapped else (x, y)
+    n1, n = int(long.shape[0]), int(short.shape[0])
+    if mode in ("valid", 0):
+        start, length = n - 1, n1 - n + 1
+    elif mode in ("same", 1):
+        start, length = n - 1 - n // 2, n1
+    elif mode in ("full", 2):
+        start, length = 0, n1 + n - 1
+    else:
+        raise ValueError(f"numpy.{what}(): mode must be one of 'valid', 'same', or 'full'")
+    r = _correlate_full(ns, long, short, start, length)
+    return ns.flip(r, axis=0) if swapped else r
+
+
+@_implements("correlate")
+def _correlate(ns: Any, a: Any, v: Any, mode: str = "valid") -> Any:
+    for e in (a, v):
+        if isinstance(e, Array) and ns.isdtype(e.dtype, "complex floating"):
+            raise _unsupported("correlate", "complex input")
+    return _correlate_mode(ns, "correlate", a, v, mode)
+
+
+@_implements("convolve")
+def _convolve(ns: Any, a: Any, v: Any, mode: str = "full") -> Any:
+    x, y = _array(ns, a), _array(ns, v)
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError("numpy.convolve(): object too deep for desired array")
+    if y.shape[0] > x.shape[0]:
+        x, y = y, x
+    if y.shape[0] == 0 or x.shape[0] == 0:
+        raise ValueError("numpy.convolve(): a and v cannot be empty")
+    return _correlate_mode(ns, "convolve", x, ns.flip(y, axis=0), mode)
+
+
+@_implements("polyval")
+def _polyval(ns: Any, p: Any, x: Any) -> Any:
+    """Horner's rule, as NumPy: ``y = y * x + p[i]`` from ``zeros_like(x)``."""
+    coeffs = _array(ns, p)
+    xv = _array(ns, x)
+    y = ns.zeros_like(xv)
+    for i in range(int(coeffs.shape[0])):
+        y = y * xv + coeffs[i]
+    return y
