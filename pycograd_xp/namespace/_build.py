@@ -32,6 +32,7 @@ from ._array import (
 )
 from ._backend import Backend
 from ._dispatch import HandOver, bind
+from ._numpy_protocols import index_constants, numpy_names
 from ._numpy_protocols import install as install_numpy_protocols
 from ._record import elementwise_recorder, record
 from ._wrappers import GeneralWrappers, _dtype_error, _explain
@@ -373,8 +374,11 @@ class _Builder(GeneralWrappers):
         unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
         GETITEM = REGISTRY["__getitem__"]  # noqa: N806
         mutable = self.backend.mutable
+        numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
 
         def getitem(x: Array, key: Any) -> Array:
+            if numpy_keys is not None and type(key) is not int:
+                key = numpy_keys(key)  # NumPy index arrays: constants (xarray's groupby)
             if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
                 return bind(GETITEM, mod, (x, key), {})
             try:
@@ -415,8 +419,11 @@ class _Builder(GeneralWrappers):
             return a
 
         SETITEM = REGISTRY["__setitem__"]  # noqa: N806
+        numpy_keys = index_constants(mod) if backend.numpy_functions else None
 
         def setitem(x: Array, key: Any, value: Any) -> None:
+            if numpy_keys is not None and type(key) is not int:
+                key = numpy_keys(key)
             if not backend.mutable:
                 raise NotImplementedError(
                     f"__setitem__: the {backend.name} backend has immutable arrays; "
@@ -478,6 +485,7 @@ def build(backend: Backend) -> ModuleType:
     install_operators(b.Arr, mod)
     if backend.numpy_functions:  # np.exp(x), np.einsum(...): the rows, with gradients
         install_numpy_protocols(b.Arr)
+        mod.__getattr__ = numpy_names(mod)  # type: ignore[method-assign]  # xp.pad, xp.quantile
     info = Info(backend)
     mod.__dict__.update(
         __array_api_version__="2025.12",

@@ -3049,3 +3049,110 @@ def _polyval(ns: Any, p: Any, x: Any) -> Any:
     for i in range(int(coeffs.shape[0])):
         y = y * xv + coeffs[i]
     return y
+
+
+@_implements("lib.stride_tricks.sliding_window_view")
+def _sliding_window_view(
+    ns: Any,
+    x: Any,
+    window_shape: Any,
+    axis: Any = None,
+    *,
+    subok: bool = False,
+    writeable: bool = False,
+) -> Any:
+    """NumPy's windows (a view there, a gather here: the gradient of overlapping windows adds
+    up); the window axes are appended in the order of ``axis``."""
+    if writeable:
+        raise _unsupported(
+            "lib.stride_tricks.sliding_window_view", "writeable=True (the windows are a copy)"
+        )
+    out = _array(ns, x)
+    nd = out.ndim
+    shape = (int(window_shape),) if np.ndim(window_shape) == 0 else tuple(window_shape)
+    if axis is None:
+        if len(shape) != nd:
+            raise ValueError(
+                f"numpy.lib.stride_tricks.sliding_window_view(): since axis is None, "
+                f"window_shape must have the same length as x.ndim ({nd})"
+            )
+        axes: tuple[int, ...] = tuple(range(nd))
+    else:
+        axes = (int(axis),) if np.ndim(axis) == 0 else tuple(int(a) for a in axis)
+        if len(axes) != len(shape):
+            raise ValueError(
+                "numpy.lib.stride_tricks.sliding_window_view(): must provide matching length "
+                "window_shape and axis"
+            )
+    for ax, w in zip(axes, shape, strict=True):
+        ax %= nd
+        n = int(out.shape[ax])
+        if w < 0 or w > n:
+            raise ValueError(
+                "numpy.lib.stride_tricks.sliding_window_view(): window shape cannot be larger "
+                "than input array shape"
+            )
+        idx = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
+        t = ns.take(out, ns.asarray(idx.reshape(-1)), axis=ax)
+        t = ns.reshape(t, (*out.shape[:ax], n - w + 1, w, *out.shape[ax + 1 :]))
+        out = ns.moveaxis(t, ax + 1, -1)
+    return out
+
+
+# -- NumPy's names on the namespace module ---------------------------------------------------------
+
+
+class _Names:
+    """``xp.lib.stride_tricks``: the mapped NumPy functions under a dotted prefix."""
+
+    def __init__(self, mod: Any, prefix: str) -> None:
+        self._mod, self._prefix = mod, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return _numpy_name_of(self._mod, f"{self._prefix}.{name}")
+
+
+def _numpy_name_of(mod: Any, name: str) -> Any:
+    entry = FUNCTIONS.get(name)
+    if entry is not None:
+        f = functools.partial(entry, mod)
+        functools.update_wrapper(f, entry)
+        f.__name__ = name.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        return f
+    if any(k.startswith(name + ".") for k in FUNCTIONS):
+        return _Names(mod, name)
+    raise AttributeError(f"module {mod.__name__!r} has no attribute {name!r}")
+
+
+def numpy_names(mod: Any) -> Callable[[str], Any]:
+    """The module ``__getattr__`` (PEP 562) of a namespace over NumPy: code that takes NumPy's
+    names from the array's namespace (xarray's ``xp.transpose``, ``xp.pad``, ``xp.quantile``,
+    ``xp.lib.stride_tricks.sliding_window_view``) gets the mapped compositions of
+    :data:`FUNCTIONS`, with NumPy's signatures. The standard's names are the module's own
+    attributes and never reach it; ``dir()`` lists only those."""
+
+    def __getattr__(name: str) -> Any:  # noqa: N807
+        if name.startswith("_"):
+            raise AttributeError(f"module {mod.__name__!r} has no attribute {name!r}")
+        return _numpy_name_of(mod, name)
+
+    return __getattr__
+
+
+# -- NumPy index arrays in our arrays' keys ------------------------------------------------------
+
+
+def index_constants(mod: Any) -> Callable[[Any], Any]:
+    """For ``x[key]`` and ``x[key] = v`` on a namespace over NumPy: NumPy integer and boolean
+    arrays in ``key`` (xarray's groupby indexes with them) become constant arrays of ``mod``,
+    as NumPy arrays do everywhere else in the protocols (an index carries no gradient)."""
+
+    def convert(key: Any) -> Any:
+        t = type(key)
+        if t is np.ndarray:
+            return mod.asarray(key) if key.dtype.kind in "iub" else key
+        if t is tuple and any(type(k) is np.ndarray for k in key):
+            return tuple(convert(k) for k in key)
+        return key
+
+    return convert
