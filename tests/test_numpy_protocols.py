@@ -1264,6 +1264,10 @@ def test_the_namespace_serves_numpys_names_from_the_table():
         XP.histogram  # noqa: B018
     with pytest.raises(AttributeError):
         XP.lib.nothing  # noqa: B018
+    assert XP.special.erf.__name__ == "erf" and "gammaln" in dir(XP.special)
+    with pytest.raises(AttributeError, match="special has no function 'entr'"):
+        XP.special.entr  # noqa: B018
+    np.testing.assert_allclose(_np(XP.special.xlogy(2, XP.asarray([3.0]))), 2 * np.log([3.0]))
     x = XP.asarray(S(5))
     x.requires_grad_()
     np.testing.assert_allclose(_np(XP.pad(x, 2, mode="wrap")), np.pad(_np(x), 2, mode="wrap"))
@@ -1283,3 +1287,83 @@ def test_numpy_index_arrays_are_constant_indices():
     y = XP.asarray(a.copy())
     y[np.array([0, 3])] = 0.0
     assert np.all(_np(y)[[0, 3]] == 0.0)
+
+
+# -- scipy with and without SCIPY_ARRAY_API: what reaches the rows, what refuses ------------------
+
+_SCIPY_MODES = """
+import os, sys
+import numpy as np, pytest, scipy.special as sc, scipy.stats as st, pycograd_xp as pg
+from scipy._lib._array_api import SCIPY_ARRAY_API
+from conformance.gradcheck import check_vjp
+from pycograd_xp.ops.special import UFUNCS
+assert bool(SCIPY_ARRAY_API) == (os.environ.get("SCIPY_ARRAY_API") == "1")
+xp = pg.namespace(np)
+rng = np.random.default_rng(0)
+x, loc, scale = rng.uniform(0.5, 2, 5), rng.uniform(-0.3, 0.3, 5), rng.uniform(0.5, 1.5, 5)
+
+def leaf(a):
+    w = xp.asarray(a)
+    w.requires_grad_()
+    return w
+
+# scipy.special's functions with rows: values and gradients in both modes (without the
+# variable: scipy's ufuncs reach __array_ufunc__; with it: scipy's wrappers find xp.special)
+for name in UFUNCS:
+    f = getattr(sc, name)
+    args = (x / 3, x / 3 + 1) if name in ("xlogy", "xlog1py") else (x / 3,)
+    r = f(*[leaf(a) for a in args])
+    assert type(r) is xp.Array and r.requires_grad, name
+    np.testing.assert_allclose(np.asarray(pg.stop_gradient(r)), f(*args), rtol=1e-12)
+    check_vjp(xp, f, *args)
+
+# scipy.stats distributions (rv_continuous and the new Normal/make_distribution classes) call
+# np.asarray on their arguments and compute in NumPy: on arrays being differentiated that is
+# refused (it would drop the gradient), in both modes; on stop_gradient arrays, scipy's value
+dists = {
+    "norm.logpdf": lambda x, l, s: st.norm.logpdf(x, l, s),
+    "t.logpdf": lambda x, l, s: st.t.logpdf(x, 3.5, l, s),
+    "gamma.logpdf": lambda x, l, s: st.gamma.logpdf(x, 2.5, l - 1, s),
+    "Normal.logpdf": lambda x, l, s: st.Normal(mu=l, sigma=s).logpdf(x),
+}
+for name, f in dists.items():
+    with pytest.raises(TypeError, match="being differentiated; converting it would drop"):
+        f(leaf(x), leaf(loc), leaf(scale))
+    v = f(*[pg.stop_gradient(leaf(a)) for a in (x, loc, scale)])
+    np.testing.assert_allclose(np.asarray(v), f(x, loc, scale), rtol=1e-12)
+
+# functions scipy writes with the array's namespace (only with the variable set)
+generic = {
+    "special.logsumexp": lambda a: sc.logsumexp(a * 2.0),
+    "special.log_softmax": lambda a: sc.log_softmax(a),
+    "stats.zscore": lambda a: st.zscore(a),
+    "stats.skew": lambda a: st.skew(a),
+}
+for name, f in generic.items():
+    if SCIPY_ARRAY_API:
+        r = f(leaf(x))
+        assert type(r) is xp.Array and r.requires_grad, name
+        np.testing.assert_allclose(np.asarray(pg.stop_gradient(r)), f(x), rtol=1e-12)
+        check_vjp(xp, f, x)
+    else:
+        with pytest.raises(TypeError, match="being differentiated"):
+            f(leaf(x))
+print("ok", SCIPY_ARRAY_API)
+"""
+
+
+@pytest.mark.parametrize("mode", ["unset", "1"])
+def test_scipy_special_and_stats_in_both_array_api_modes(mode):
+    """What SciPy does with our arrays under each SCIPY_ARRAY_API setting (a fresh process
+    each: SciPy reads the variable once, and the client tests set it for the whole run)."""
+    pytest.importorskip("scipy.stats")
+    env = {k: v for k, v in os.environ.items() if k != "SCIPY_ARRAY_API"}
+    if mode == "1":
+        env["SCIPY_ARRAY_API"] = "1"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    out = subprocess.run(
+        [sys.executable, "-c", _SCIPY_MODES], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok")

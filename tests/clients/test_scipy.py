@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from _clients_common import XF, Case, frozen, make_tests
 
+from pycograd_xp.ops.special import UFUNCS as SPECIAL_ROWS
+
 scipy = pytest.importorskip("scipy")
 special = pytest.importorskip("scipy.special")
 stats = pytest.importorskip("scipy.stats")
@@ -41,8 +43,21 @@ NUMPY_FALLBACK = (
 )
 
 
+# SciPy looks for xp.special.<name> before its NumPy fallback: namespace(numpy) serves the
+# functions that have rows (ops/special.py) there, so only array_api_strict's arrays fall back.
+SERVED = "; namespace(numpy) serves xp.special.{} from its row, so only array_api_strict's do"
+
+
+def _fallback_backends(special_name: str) -> tuple[str, ...]:
+    return ("array_api_strict",) if special_name in SPECIAL_ROWS else ("numpy", "array_api_strict")
+
+
 def fallback(name: str) -> XF:
-    return XF(NUMPY_FALLBACK.format(name), raises=TypeError)
+    short = name.rsplit(".", 1)[-1]
+    reason = NUMPY_FALLBACK.format(name)
+    if short in SPECIAL_ROWS:
+        reason += SERVED.format(short)
+    return XF(reason, backends=_fallback_backends(short), raises=TypeError)
 
 
 def pvalue(name: str, via: str) -> XF:
@@ -51,7 +66,9 @@ def pvalue(name: str, via: str) -> XF:
     return XF(
         f"scipy.stats.{name} always computes the p-value as well, with scipy.special.{via}"
         ", which has no Array API implementation (NumPy fallback: np.asarray drops the "
-        "gradient, pycograd_xp raises TypeError)",
+        "gradient, pycograd_xp raises TypeError)"
+        + (SERVED.format(via) if via in SPECIAL_ROWS else ""),
+        backends=_fallback_backends(via),
         raises=TypeError,
     )
 
