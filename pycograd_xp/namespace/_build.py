@@ -377,7 +377,7 @@ class _Builder(GeneralWrappers):
         numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
 
         def getitem(x: Array, key: Any) -> Array:
-            if numpy_keys is not None and type(key) is not int:
+            if numpy_keys is not None and type(key) not in _BASIC_KEYS:
                 key = numpy_keys(key)  # NumPy index arrays: constants (xarray's groupby)
             if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
                 return bind(GETITEM, mod, (x, key), {})
@@ -422,7 +422,7 @@ class _Builder(GeneralWrappers):
         numpy_keys = index_constants(mod) if backend.numpy_functions else None
 
         def setitem(x: Array, key: Any, value: Any) -> None:
-            if numpy_keys is not None and type(key) is not int:
+            if numpy_keys is not None and type(key) not in _BASIC_KEYS:
                 key = numpy_keys(key)
             if not backend.mutable:
                 raise NotImplementedError(
