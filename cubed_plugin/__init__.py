@@ -83,7 +83,16 @@ def adapt(backend: Any) -> Any:
         projector=project,
         like_kwargs=_spec_of,
         special=lookup,
+        compute=_compute_values,
     )
+
+
+def _compute_values(*arrays: Any) -> tuple:
+    """Cubed arrays' values as NumPy arrays, computed in one plan (:func:`compute`): the
+    Backend's ``compute`` capability (``pycograd_xp.optim.lbfgs``'s line search)."""
+    if not arrays:
+        return ()
+    return tuple(compute(list(arrays)))
 
 
 def _spec_of(a: Any) -> dict:

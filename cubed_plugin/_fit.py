@@ -141,7 +141,7 @@ def fit(
     loss: Callable[..., Any],
     params: Any,
     data: Sequence[Any],
-    optimizer: optim.GradientTransformation,
+    optimizer: optim.GradientTransformation | optim.LBFGS,
     *,
     steps: int | None = None,
     epochs: int | None = None,
@@ -191,6 +191,18 @@ def fit(
     its step (naming the op, its part of the loss, both figures and the limit; parameters are
     not updated with that step), or warns (``TaskMemoryWarning``) with
     ``memory_overrun="warn"``.
+
+    ``optimizer`` is a gradient transformation (one pass over the batch per step), or
+    ``optim.lbfgs()`` (quasi-Newton, full batch only): fit gives it the loss and gradient over
+    all the data as its function, each evaluation one computation, so one pass over the data
+    in one-pass mode. It costs one pass at the start, then each step (an L-BFGS iteration) the
+    evaluations of its line search (usually one; ``result.opt_state.last.evals``). ``steps``
+    counts iterations; ``epochs`` counts passes over the data (the budget: the last line search
+    is cut to fit it, keeping its lowest point with sufficient decrease); the run also ends when
+    the solver's tolerances are met (``result.opt_state.reason``). ``history["passes"]`` holds
+    the passes done by the end of each step; the log and the progress bars count them.
+    Checkpoints hold the solver's state (the loss and gradient at the parameters included:
+    a resumed run computes nothing again).
     """
     if (steps is None) == (epochs is None):
         raise ValueError("fit: give exactly one of steps= or epochs=")
@@ -211,7 +223,19 @@ def fit(
     host = _host_params(params, data, log)
     xp = pg.namespace(np)
     p = pg.tree_map(xp.asarray, host)
-    state = optimizer.init(p)
+    quasi_newton = isinstance(optimizer, optim.LBFGS)
+    if quasi_newton and batch_rows is not None:
+        raise ValueError(
+            "fit: optim.lbfgs takes the full batch (batch_rows=None): its line search compares "
+            "losses of one function, and a mini-batch's loss changes from step to step; use a "
+            "gradient transformation (optim.sgd, optim.adam) for mini-batches"
+        )
+    # L-BFGS: a state of the right structure, computed from nothing (its first pass comes below)
+    state = (
+        optimizer.init(p, value=0.0, grad=pg.tree_map(xp.zeros_like, p))
+        if quasi_newton
+        else optimizer.init(p)
+    )
     step, history = 0, {"loss": [], "seconds": []}
     path = _ckpt(checkpoint_dir)
     like = {"params": p, "opt_state": state, "step": 0, "key": np.asarray(key.data)}
@@ -231,35 +255,56 @@ def fit(
         warnings.warn(f"fit: {why}", NoRetryWarning, stacklevel=2)
     warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
     kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
-    while step < total:
-        epoch, within = divmod(step, max(per_epoch, 1))
-        picks = _batches(data, batch_rows, key, epoch)[within]
-        t0 = time.perf_counter()
-        host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+    mode_name = "one-pass" if one_pass else "graph"
+
+    def evaluate(host_p: Any, picks: list[int] | None, step: int, desc: str) -> tuple:
+        """(loss, gradients, rows) at ``host_p`` on the batch ``picks``: one computation (one
+        pass over the batch in one-pass mode), its plan checked against the budget first."""
         work = _work_snapshot(spec)
         targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
         refuse(
             plan_of(*targets, optimize_function=kw["optimize_function"]),
-            f"fit: step {step + 1} ({'one-pass' if one_pass else 'graph'} mode) is refused "
-            "before running",
+            f"fit: step {step} ({mode_name} mode) is refused before running",
             functools.partial(_advice, loss, host_p, data, one_pass, batch_rows, spec),
         )
         value, grads = finish(
             compute(
                 *targets,
                 executor=ex,
-                callbacks=[
-                    *callbacks,
-                    recorder,
-                    Progress(f"step {step + 1}", disable=not progress),
-                ],
+                callbacks=[*callbacks, recorder, Progress(desc, disable=not progress)],
                 **kw,
             )
         )
         _clean_work(spec, work)
-        _measured_within(recorder, step + 1, memory_overrun, ex, spec)
+        _measured_within(recorder, step, memory_overrun, ex, spec)
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
-        grads = pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p)
+        return value, pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p), rows
+
+    if quasi_newton:
+        assert isinstance(optimizer, optim.LBFGS)
+        p, state, step = _fit_lbfgs(
+            optimizer,
+            p,
+            state,
+            step,
+            steps,
+            epochs,
+            evaluate,
+            history,
+            path,
+            key,
+            log,
+            checkpoint_every,
+            resumed=path is not None and path.exists(),
+        )
+        out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+        return FitResult(out, state, step, key, history, recorder)
+    while step < total:
+        epoch, within = divmod(step, max(per_epoch, 1))
+        picks = _batches(data, batch_rows, key, epoch)[within]
+        t0 = time.perf_counter()
+        host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+        value, grads, rows = evaluate(host_p, picks, step + 1, f"step {step + 1}")
         if not math.isfinite(value):
             raise FloatingPointError(
                 f"fit: the loss is {value} at step {step + 1}; lower the "
@@ -282,6 +327,72 @@ def fit(
             )
     out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
     return FitResult(out, state, step, key, history, recorder)
+
+
+def _fit_lbfgs(
+    solver: optim.LBFGS,
+    p: Any,
+    state: Any,
+    step: int,
+    steps: int | None,
+    passes: int | None,
+    evaluate: Callable[..., tuple],
+    history: dict[str, list[float]],
+    path: Path | None,
+    key: random.Key,
+    log: Callable[[str], None] | None,
+    checkpoint_every: int,
+    resumed: bool,
+) -> tuple[Any, Any, int]:
+    """:func:`fit`'s loop with ``optim.lbfgs``: every evaluation of the solver's function is
+    one computation of the loss and gradient over all the data (one pass in one-pass mode)."""
+    xp = pg.namespace(np)
+    history["passes"] = []
+
+    def value_and_grad(x: Any) -> tuple[Any, Any]:
+        host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), x)
+        n = state.evals + count[0] + 1
+        try:
+            value, grads, _ = evaluate(host_p, None, step + 1, f"step {step + 1}, pass {n}")
+        except FloatingPointError:  # one-pass mode: a chunk's loss overflowed at a trial point
+            if not count[0] and not state.evals:
+                raise
+            value, grads = math.inf, pg.tree_map(np.zeros_like, host_p)
+        count[0] += 1
+        return xp.asarray(value), pg.tree_map(xp.asarray, grads)
+
+    count = [0]
+    if not resumed:
+        t0 = time.perf_counter()
+        state = solver.init(p, value_and_grad)
+        if log:
+            log(f"initial loss {state.value:.6f}  (pass 1, {time.perf_counter() - t0:.2f} s)")
+    total = steps if steps is not None else math.inf
+    while step < total and not state.done:
+        left = None if passes is None else passes - state.evals
+        if left is not None and left <= 0:
+            break
+        t0 = time.perf_counter()
+        count[0] = 0
+        p, state = solver.step(p, state, value_and_grad, max_evals=left)
+        step += 1
+        history["loss"].append(state.value)
+        history["seconds"].append(time.perf_counter() - t0)
+        history["passes"].append(state.evals)
+        if log:
+            budget = f"/{passes}" if passes is not None else ""
+            took = f"{state.last.evals} pass{'es' if state.last.evals > 1 else ''}"
+            ending = f"; stopped: {state.reason}" if state.done else ""
+            log(
+                f"step {step}{'/' + str(steps) if steps is not None else ''}  loss "
+                f"{state.value:.6f}  ({took}, {state.evals}{budget} in all, "
+                f"step length {state.last.step:.3g}; {history['seconds'][-1]:.2f} s){ending}"
+            )
+        if path is not None and (step % checkpoint_every == 0 or state.done):
+            checkpoint.save(
+                path, {"params": p, "opt_state": state, "step": step, "key": np.asarray(key.data)}
+            )
+    return p, state, step
 
 
 def _step(

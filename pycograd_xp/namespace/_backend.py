@@ -106,6 +106,10 @@ class Backend:
     # (``__array_ufunc__``/``__array_function__``, namespace/_numpy_protocols.py): NumPy's
     # arrays, and the levels built over them (vmap's, compile's tracing namespace).
     numpy_functions: bool = False
+    # ``compute(*arrays)``: the values of a lazy backend's arrays (its own, not ours) as NumPy
+    # arrays, all computed in one computation (Cubed: one plan, shared inputs read once); what
+    # ``optim.lbfgs`` needs for the scalar decisions of its line search. None: eager, or none.
+    compute: Callable[..., Any] | None = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.
