@@ -649,10 +649,13 @@ class LBFGS:
         raw = caps.xp
         compute = caps.compute
 
-        def to_user(x: Any) -> Any:
-            out = tree_map(
+        def in_backend(x: Any) -> Any:
+            return tree_map(
                 lambda h, ref: ns.asarray(raw.asarray(h._data, **like(ref._data))), x, params
             )
+
+        def to_user(x: Any) -> Any:
+            out = in_backend(x)
             self._handed = (tree_leaves(out), x)  # its host values: no computation to get them
             return out
 
@@ -662,10 +665,12 @@ class LBFGS:
                 a is b for a, b in zip(handed, tree_leaves(p), strict=True)
             ):
                 return x
-            return tree_map(host.asarray, tree_unflatten(td, list(compute(*tree_leaves(p)))))
+            x = tree_map(host.asarray, tree_unflatten(td, list(compute(*tree_leaves(p)))))
+            self._handed = (tree_leaves(p), x)
+            return x
 
         def evaluate(x: Any) -> tuple[float, Any]:
-            value, grads = vg(to_user(x))
+            value, grads = vg(in_backend(x))
             computed = compute(value, *tree_leaves(grads))  # one computation: one pass
             return check(
                 host.asarray(computed[0]),
