@@ -1,7 +1,9 @@
-"""The composed convolution and pooling that ``pycograd_xp.nn`` used before they became rows:
-strided slices, a stack and a tensordot, all standard functions, so their gradients come from
-the standard's rules. Kept as a reference: the rows are checked against it (values, gradients)
-and ``benchmarks/bench_cnn.py`` times it beside them."""
+"""The composed layers that ``pycograd_xp.nn`` used before they became rows: convolution and
+pooling (strided slices, a stack and a tensordot), and at the end the transformer layers
+(normalisations, activations, softmax, cross-entropy, attention). All standard functions, so
+their gradients come from the standard's rules. Kept as a reference: the rows are checked
+against them (values, gradients), and ``benchmarks/bench_cnn.py`` and
+``benchmarks/bench_transformer.py`` time them beside the rows."""
 
 from __future__ import annotations
 
@@ -114,3 +116,123 @@ def max_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any
 def avg_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
     """Mean over windows (zero padding counts, as PyTorch's default)."""
     return _pool(x, kernel, stride, padding, "avg")
+
+
+# -- the transformer layers as pycograd_xp.nn composed them before their fused rows (issue 20) --
+# Standard functions only (their rules are the standard's): the fused rows of ops/nn.py and
+# ops/special.py are checked against these (values in float64 and float32, gradients), and
+# benchmarks/bench_transformer.py times them beside the rows.
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """GELU: the tanh approximation, or ``x Phi(x)`` with ``erf`` (scipy's through
+    pycograd_xp.special on a backend that has it)."""
+    import math
+
+    xp = _ns(x)
+    if approximate:
+        return 0.5 * x * (1 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+    from pycograd_xp import special
+
+    return 0.5 * x * (1 + special.erf(x / math.sqrt(2.0)))
+
+
+def sigmoid(x: Any) -> Any:
+    return 0.5 * (_ns(x).tanh(0.5 * x) + 1)
+
+
+def silu(x: Any) -> Any:
+    return x * sigmoid(x)
+
+
+def softplus(x: Any) -> Any:
+    return _ns(x).logaddexp(_ns(x).zeros_like(x), x)
+
+
+def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
+    from pycograd_xp import stop_gradient
+
+    xp = _ns(x)
+    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))  # the shift has no gradient
+    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    if keepdims:
+        return out
+    return xp.squeeze(out, axis=axis if axis is not None else tuple(range(x.ndim)))
+
+
+def log_softmax(x: Any, axis: int = -1) -> Any:
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x: Any, axis: int = -1) -> Any:
+    return _ns(x).exp(log_softmax(x, axis=axis))
+
+
+def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
+    xp = _ns(logits)
+    logp = log_softmax(logits, axis=-1)
+    if xp.isdtype(labels.dtype, "integral"):
+        classes = xp.arange(logits.shape[-1], dtype=labels.dtype)
+        labels = xp.astype(xp.expand_dims(labels, axis=-1) == classes, logp.dtype)
+    loss = -xp.sum(labels * logp, axis=-1)
+    return {"mean": xp.mean, "sum": xp.sum}.get(reduction, lambda a: a)(loss)
+
+
+def layer_norm(
+    x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, axis: Any = -1
+) -> Any:
+    xp = _ns(x)
+    mu = xp.mean(x, axis=axis, keepdims=True)
+    var = xp.var(x, axis=axis, keepdims=True)
+    y = (x - mu) / xp.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, axis: int = -1) -> Any:
+    xp = _ns(x)
+    y = x / xp.sqrt(xp.mean(x * x, axis=axis, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def scaled_dot_product_attention(
+    q: Any, k: Any, v: Any, mask: Any = None, is_causal: bool = False, scale: Any = None
+) -> Any:
+    """``softmax(q k^T * scale) v`` over the last two axes, the whole score matrix at once;
+    masked scores get the dtype's lowest value. The softmax divides by the sum of the shifted
+    exponentials: a row masked whole averages the values (``softmax`` above, the composition
+    pycograd_xp.nn had, gave their sum there: ``log(n)`` vanishes beside the lowest value in
+    its log-sum-exp)."""
+    import math
+
+    xp = _ns(q, k, v)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ xp.matrix_transpose(k)) * scale
+    if is_causal:
+        lq, lk = q.shape[-2], k.shape[-2]
+        tri = xp.astype(xp.tril(xp.ones((lq, lk), dtype=xp.int8)), xp.bool)
+        mask = tri if mask is None else xp.logical_and(mask, tri)
+    if mask is not None:
+        scores = xp.where(mask, scores, xp.finfo(scores.dtype).min)
+    from pycograd_xp import stop_gradient
+
+    e = xp.exp(scores - stop_gradient(xp.max(scores, axis=-1, keepdims=True)))
+    return (e / xp.sum(e, axis=-1, keepdims=True)) @ v
+
+
+def multi_head_attention(
+    x: Any, params: dict[str, Any], num_heads: int, mask: Any = None, causal: bool = False
+) -> Any:
+    """Self-attention of ``x`` (B, L, D) with heads split by a permute (B, H, L, D / H)."""
+    xp = _ns(x)
+    b, length, d = x.shape
+    hd = d // num_heads
+
+    def heads(w: str) -> Any:
+        t = x @ params[w]
+        return xp.permute_dims(xp.reshape(t, (b, length, num_heads, hd)), (0, 2, 1, 3))
+
+    out = scaled_dot_product_attention(heads("wq"), heads("wk"), heads("wv"), mask, causal)
+    out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (b, length, d))
+    return out @ params["wo"]

@@ -846,6 +846,130 @@ def _nn_cases(out):
         Case(f"x{xs}", lambda xp: nn.relu, (arr(xs, away=0.05),))
         for xs in ((3, 4), (2, 3, 5, 5), ())
     ]
+    _transformer_cases(out)
+
+
+def _transformer_cases(out):
+    """The fused rows of transformers (activations, normalisations, cross-entropy, attention),
+    through pycograd_xp.nn; a case over more than ``ops.nn.PIECE_BYTES`` for each row that
+    works block by block."""
+    from pycograd_xp import nn
+
+    big = (40, 1000)  # 320 kB of float64: blocks
+    for row, f, where in (
+        ("_gelu_tanh", nn.gelu, ("numpy", "array_api_strict")),
+        ("_gelu", lambda x: nn.gelu(x, approximate=False), NUMPY_ONLY),  # erf: scipy's
+        ("_silu", nn.silu, ("numpy", "array_api_strict")),
+        ("_softplus", nn.softplus, ("numpy", "array_api_strict")),
+    ):
+        out[row] = [
+            Case(f"x{xs}", lambda xp, f=f: f, (arr(xs, -4.0, 4.0),), where)
+            for xs in ((3, 4), (2, 3, 5), (), big)
+        ]
+        out[row].append(Case("far", lambda xp, f=f: f, (arr((2, 3), -40.0, 40.0),), where))
+    out["_layer_norm"] = [
+        Case("(4, 6) w b", lambda xp: nn.layer_norm, (arr((4, 6)), arr((6,)), arr((6,)))),
+        Case("(2, 3, 5)", lambda xp: nn.layer_norm, (arr((2, 3, 5)),)),
+        Case("(5,) w", lambda xp: nn.layer_norm, (arr((5,)), arr((5,)))),
+        Case(
+            "axis (-2, -1) w",
+            lambda xp: lambda x, w: nn.layer_norm(x, w, axis=(-2, -1)),
+            (arr((2, 3, 5)), arr((3, 5))),
+        ),
+        Case(
+            "axis 0 w b broadcast",
+            lambda xp: lambda x, w, b: nn.layer_norm(x, w, b, axis=0),
+            (arr((4, 3)), arr((4, 1)), arr((3,))),
+        ),
+        Case(
+            "blocks w b",
+            lambda xp: lambda x, w, b: nn.layer_norm(x, w, b, eps=1e-3),
+            (arr((80, 500)), arr((500,)), arr((500,))),
+        ),
+        Case("blocks (3, 40, 300)", lambda xp: nn.layer_norm, (arr((3, 40, 300)),)),
+    ]
+    out["_rms_norm"] = [
+        Case("(4, 6) w", lambda xp: nn.rms_norm, (arr((4, 6)), arr((6,)))),
+        Case("(2, 3, 5)", lambda xp: nn.rms_norm, (arr((2, 3, 5)),)),
+        Case(
+            "axis 0 w broadcast",
+            lambda xp: lambda x, w: nn.rms_norm(x, w, axis=0),
+            (arr((4, 3)), arr((4, 1))),
+        ),
+        Case("blocks w", lambda xp: nn.rms_norm, (arr((80, 500)), arr((500,)))),
+    ]
+    labels = _rng.integers(0, 4, (5,))
+    probs = _rng.dirichlet(np.ones(4), (5,))
+    out["_cross_entropy"] = [
+        Case(
+            "integer labels",
+            lambda xp: lambda z: nn.cross_entropy(z, xp.asarray(labels)),
+            (arr((5, 4)),),
+        ),
+        Case(
+            "integer labels, none",
+            lambda xp: lambda z: nn.cross_entropy(z, xp.asarray(labels[:3]), reduction="none"),
+            (arr((2, 3, 4)),),
+        ),
+        Case("probabilities", lambda xp: nn.cross_entropy, (arr((5, 4)), probs)),
+        Case(
+            "probabilities, sum, large",
+            lambda xp: lambda z, p: nn.cross_entropy(z, p, reduction="sum"),
+            (arr((5, 4), 300.0, 320.0), probs),
+        ),
+        Case(
+            "blocks, integer labels",
+            lambda xp: lambda z: nn.cross_entropy(z, xp.asarray(np.arange(120) % 300)),
+            (arr((120, 300)),),
+        ),
+        Case(
+            "blocks, probabilities",
+            lambda xp: nn.cross_entropy,
+            (arr((120, 300)), arr((120, 300), 0.0, 1.0)),
+        ),
+    ]
+    causal_mask = np.tril(np.ones((3, 5), bool))
+    mask = _rng.random((2, 1, 3, 5)) > 0.4
+    mask[0, 0, 1] = False  # a row masked whole
+    out["_attention"] = [
+        Case(
+            "(2, 3, 4) (2, 5, 4)",
+            lambda xp: nn.scaled_dot_product_attention,
+            (arr((2, 3, 4)), arr((2, 5, 4)), arr((2, 5, 4))),
+        ),
+        Case(
+            "mask",
+            lambda xp: (
+                lambda q, k, v: nn.scaled_dot_product_attention(q, k, v, xp.asarray(causal_mask))
+            ),
+            (arr((2, 3, 4)), arr((2, 5, 4)), arr((2, 5, 3))),
+        ),
+        Case(
+            "causal, self",
+            lambda xp: lambda q: nn.scaled_dot_product_attention(q, q, q, is_causal=True),
+            (arr((2, 4, 4)),),
+        ),
+        Case(
+            "heads, mask with a row masked whole, scale",
+            lambda xp: lambda q, k, v: xp._attention(q, k, v, xp.asarray(mask), scale=0.7)[0],
+            (arr((2, 3, 2, 4)), arr((2, 5, 2, 4)), arr((2, 5, 2, 3))),
+        ),
+        Case(
+            "heads, causal and mask",
+            lambda xp: lambda q, k, v: xp._attention(q, k, v, xp.asarray(mask), is_causal=True)[0],
+            (arr((2, 3, 2, 4)), arr((2, 5, 2, 4)), arr((2, 5, 2, 3))),
+        ),
+        Case(
+            "heads, causal, query blocks",
+            lambda xp: lambda q, k, v: xp._attention(q, k, v, is_causal=True)[0],
+            (arr((1, 80, 2, 3)), arr((1, 80, 2, 3)), arr((1, 80, 2, 2))),
+        ),
+        Case(
+            "broadcast batch",
+            lambda xp: lambda q, k, v: xp._attention(q, k, v)[0],
+            (arr((2, 3, 1, 4)), arr((5, 1, 4)), arr((1, 5, 1, 4))),
+        ),
+    ]
 
 
 # The special rows (pycograd_xp.special): public name, the smooth domain its cases draw from, and

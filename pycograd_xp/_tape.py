@@ -67,10 +67,12 @@ class Node:
 
     ``args``/``kwargs`` are the call's arguments with each array replaced by its backend array
     when the rule saves it, else by an :class:`ShapeDtype` (shape and dtype). ``saved`` maps the
-    position of each saved array that carried a node to that node (``"out"`` for the output),
-    so a higher-order backward can rebuild them as differentiable arrays; None when there are
-    none. ``parents`` lists ``(position, node)`` for every tracked array input: the index of
-    the positional argument (or the kwarg name), plus an index into it for list arguments.
+    position of each saved array that carried a node to that node (``"out"`` for the outputs
+    of a multi-output node: a flag per output, whether it carries a gradient; its Select
+    handles are made afresh, never kept, since each holds the node), so a higher-order
+    backward can rebuild them as differentiable arrays; None when there are none.
+    ``parents`` lists ``(position, node)`` for every tracked array input: the index of the
+    positional argument (or the kwarg name), plus an index into it for list arguments.
     ``out`` is the output's backend array when saved, else None (a list of them, or
     Abstracts, for several outputs); ``grad`` the accumulated gradient of a leaf.
     """
@@ -410,11 +412,12 @@ def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
     args = tuple(_wrap_saved(a, i, make, array_type, saved) for i, a in enumerate(node.args))
     kwargs = {k: _wrap_saved(v, k, make, array_type, saved) for k, v in node.kwargs.items()}
     out = node.out
-    if isinstance(out, list):
-        outs = saved.get("out") or [None] * len(out)
+    if isinstance(out, list):  # a fresh Select of each output that carries a gradient
+        flags = saved.get("out") or [False] * len(out)
+        n = len(out)
         out = [
-            o if not isinstance(o, array_type) else make(o, h)
-            for o, h in zip(out, outs, strict=True)
+            o if not isinstance(o, array_type) else make(o, Select(node, i, n) if f else None)
+            for i, (o, f) in enumerate(zip(out, flags, strict=True))
         ]
     elif out is not None:
         out = make(out, node)

@@ -108,17 +108,28 @@ def tanh(x: Any) -> Any:
     return _ns(x).tanh(x)
 
 
+def _floating(x: Any) -> bool:
+    return _ns(x).isdtype(x.dtype, "real floating")
+
+
 def silu(x: Any) -> Any:
+    """SiLU (swish) ``x sigmoid(x)``: one row (``xp._silu``) whose VJP keeps only x."""
+    if _floating(x):
+        return _row(_ns(x), "_silu")(x)
     return x * sigmoid(x)
 
 
 def softplus(x: Any) -> Any:
-    """``log(1 + exp(x))``, stable (logaddexp)."""
+    """``log(1 + exp(x))``, stable (logaddexp): one row (``xp._softplus``) whose VJP keeps
+    only x."""
+    if _floating(x):
+        return _row(_ns(x), "_softplus")(x)
     return _ns(x).logaddexp(_ns(x).zeros_like(x), x)
 
 
 def _erf(xp: Any, x: Any) -> Any:
-    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): erf is not in the Array API standard.
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), for a backend without erf (the standard
+    # has none): the composed GELU's
     s = xp.sign(x)
     a = xp.abs(x)
     t = 1 / (1 + 0.3275911 * a)
@@ -129,44 +140,49 @@ def _erf(xp: Any, x: Any) -> Any:
 
 
 def gelu(x: Any, approximate: bool = True) -> Any:
-    """GELU: the tanh approximation (default), or ``x Phi(x)`` with erf to 1.5e-7."""
+    """GELU: the tanh approximation (default), or ``x Phi(x)`` with the backend's erf (scipy's
+    on NumPy). One row each (``xp._gelu_tanh``, ``xp._gelu``) whose VJP keeps only x; on a
+    backend without erf (array-api-strict) the exact one is composed with an erf to 1.5e-7."""
     xp = _ns(x)
+    if _floating(x):
+        if approximate:
+            return _row(xp, "_gelu_tanh")(x)
+        try:
+            return _row(xp, "_gelu")(x)
+        except NotImplementedError:  # no erf on this backend
+            pass
     if approximate:
         return 0.5 * x * (1 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
     return 0.5 * x * (1 + _erf(xp, x / math.sqrt(2.0)))
 
 
 def logsumexp(x: Any, axis: int | tuple[int, ...] | None = -1, keepdims: bool = False) -> Any:
-    xp = _ns(x)
-    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))  # the shift has no gradient
-    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
-    return (
-        out
-        if keepdims
-        else xp.squeeze(out, axis=axis if axis is not None else tuple(range(x.ndim)))
-    )
+    """``log(sum(exp(x), axis))``, stable: ``pycograd_xp.special.logsumexp``'s row
+    (``xp._logsumexp``), with axis -1 by default."""
+    return _row(_ns(x), "_logsumexp")(x, axis=axis, keepdims=keepdims)
 
 
 def log_softmax(x: Any, axis: int = -1) -> Any:
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    """``x - logsumexp(x, axis)``: ``pycograd_xp.special.log_softmax``'s row
+    (``xp._log_softmax``), whose VJP keeps only its output."""
+    return _row(_ns(x), "_log_softmax")(x, axis=axis)
 
 
 def softmax(x: Any, axis: int = -1) -> Any:
-    return _ns(x).exp(log_softmax(x, axis=axis))
+    """``exp(x) / sum(exp(x), axis)``, the maximum shifted out: ``pycograd_xp.special.softmax``'s
+    row (``xp._softmax``), whose VJP keeps only its output."""
+    return _row(_ns(x), "_softmax")(x, axis=axis)
 
 
 # -- losses -------------------------------------------------------------------------------------
 def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
     """Softmax cross-entropy over the last axis. ``labels``: integer class indices (shape
-    ``logits.shape[:-1]``) or class probabilities / one-hot (shape ``logits.shape``)."""
-    xp = _ns(logits)
-    logp = log_softmax(logits, axis=-1)
-    if xp.isdtype(labels.dtype, "integral"):
-        # one-hot by comparison: as cheap as logp itself, and no scatter in the backward
-        classes = xp.arange(logits.shape[-1], dtype=labels.dtype)
-        labels = xp.astype(xp.expand_dims(labels, axis=-1) == classes, logp.dtype)
-    loss = -xp.sum(labels * logp, axis=-1)
-    return _reduce(loss, reduction, "cross_entropy")
+    ``logits.shape[:-1]``) or class probabilities / one-hot (shape ``logits.shape``). One row
+    (``xp._cross_entropy``) whose VJP keeps the logits, the labels and each row's normaliser:
+    never the log-probabilities or a one-hot."""
+    return _reduce(
+        _row(_ns(logits), "_cross_entropy")(logits, labels)[0], reduction, "cross_entropy"
+    )
 
 
 def binary_cross_entropy_with_logits(logits: Any, targets: Any, reduction: str = "mean") -> Any:
@@ -189,19 +205,16 @@ def layer_norm(
     eps: float = 1e-5,
     axis: int | tuple[int, ...] = -1,
 ) -> Any:
-    xp = _ns(x)
-    mu = xp.mean(x, axis=axis, keepdims=True)
-    var = xp.var(x, axis=axis, keepdims=True)
-    y = (x - mu) / xp.sqrt(var + eps)
-    if weight is not None:
-        y = y * weight
-    return y if bias is None else y + bias
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``: one row
+    (``xp._layer_norm``) whose VJP keeps the input, the weight and the per-row mean and
+    ``1 / sqrt(var + eps)``."""
+    return _row(_ns(x), "_layer_norm")(x, weight, bias, eps=eps, axis=axis)[0]
 
 
 def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, axis: int = -1) -> Any:
-    xp = _ns(x)
-    y = x / xp.sqrt(xp.mean(x * x, axis=axis, keepdims=True) + eps)
-    return y if weight is None else y * weight
+    """``x / sqrt(mean(x^2) + eps) * weight`` over ``axis``: one row (``xp._rms_norm``) whose
+    VJP keeps the input, the weight and the per-row ``1 / sqrt(mean(x^2) + eps)``."""
+    return _row(_ns(x), "_rms_norm")(x, weight, eps=eps, axis=axis)[0]
 
 
 def batch_norm(
@@ -263,21 +276,40 @@ def embedding(ids: Any, table: Any) -> Any:
 
 # -- attention ----------------------------------------------------------------------------------
 def scaled_dot_product_attention(
-    q: Any, k: Any, v: Any, mask: Any = None, causal: bool = False
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Any = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    causal: bool | None = None,
 ) -> Any:
-    """``softmax(q k^T / sqrt(d)) v`` over the last two axes. ``mask``: booleans broadcastable
-    to (..., Lq, Lk), True where attention is allowed; ``causal`` adds the lower-triangular
-    mask. Masked scores get the dtype's lowest value, so a fully masked row stays finite."""
-    xp = _ns(q, k, v)
-    scores = (q @ xp.matrix_transpose(k)) / math.sqrt(q.shape[-1])
-    if causal:
-        lq, lk = q.shape[-2], k.shape[-2]
-        tri = xp.astype(xp.tril(xp.ones((lq, lk), dtype=xp.int8)), xp.bool)
-        mask = tri if mask is None else xp.logical_and(mask, tri)
-    if mask is not None:
-        low = xp.full_like(scores, xp.finfo(scores.dtype).min)
-        scores = xp.where(mask, scores, low)
-    return softmax(scores, axis=-1) @ v
+    """``softmax(q k^T * scale) v`` over the last two axes (PyTorch's layout: q (..., Lq, d),
+    k (..., Lk, d), v (..., Lk, dv)); ``scale`` 1 / sqrt(d) when None. ``mask``: booleans
+    broadcastable to (..., Lq, Lk), True where attention is allowed; ``is_causal`` (or
+    ``causal``) adds the lower-triangular mask (top-left aligned). Masked scores get the
+    dtype's lowest value, so a fully masked row stays finite (the mean of v).
+
+    One row (``xp._attention``), flash-style: blocks of queries (and keys) within
+    ``ops.nn.ATTENTION_BLOCK_BYTES``, so no Lq x Lk array is made for the whole batch; the VJP
+    keeps q, k, v, the output and each row's log-sum-exp, and recomputes the probabilities
+    block by block."""
+    is_causal = is_causal if causal is None else causal
+    xp = _attention_ns(q, k, v)
+    q, k, v = (xp.expand_dims(a, axis=-2) for a in (q, k, v))  # one head: (..., L, 1, d)
+    if mask is not None:  # (..., Lq, Lk) -> (..., 1, Lq, Lk)
+        mask = xp.reshape(mask, (1,) * (2 - mask.ndim) + tuple(mask.shape))
+        mask = xp.expand_dims(mask, axis=-3)
+    out = _row(xp, "_attention")(q, k, v, mask, is_causal=is_causal, scale=scale)[0]
+    return out[..., 0, :]
+
+
+def _attention_ns(*xs: Any) -> Any:
+    try:
+        return _ns(*xs)
+    except TypeError:  # vmap: arrays of two levels; the lower level's row hands the call up
+        return _ns(xs[0])
 
 
 def multi_head_attention(
@@ -289,7 +321,10 @@ def multi_head_attention(
     causal: bool = False,
 ) -> Any:
     """Multi-head attention of ``x`` (B, L, D) over ``context`` (default ``x``) with
-    ``params`` ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo``."""
+    ``params`` ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo``. ``mask``:
+    booleans broadcastable to (B, heads, Lq, Lk). The heads stay beside the features
+    ((B, L, heads, D / heads), a view of each projection) through the attention row, whose
+    output reshapes back to (B, L, D) without a copy."""
     xp = _ns(x)
     context = x if context is None else context
     b, lq, d = x.shape
@@ -299,17 +334,15 @@ def multi_head_attention(
     hd = d // num_heads
 
     def heads(t: Any, w: str, bias: str, length: int) -> Any:
-        t = linear(t, params[w], params.get(bias))
-        return xp.permute_dims(xp.reshape(t, (b, length, num_heads, hd)), (0, 2, 1, 3))
+        return xp.reshape(linear(t, params[w], params.get(bias)), (b, length, num_heads, hd))
 
     q, k, v = (
         heads(x, "wq", "bq", lq),
         heads(context, "wk", "bk", lk),
         heads(context, "wv", "bv", lk),
     )
-    out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
-    out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (b, lq, d))
-    return linear(out, params["wo"], params.get("bo"))
+    out = _row(xp, "_attention")(q, k, v, mask, is_causal=causal)[0]
+    return linear(xp.reshape(out, (b, lq, d)), params["wo"], params.get("bo"))
 
 
 # -- convolution and pooling --------------------------------------------------------------------

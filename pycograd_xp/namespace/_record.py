@@ -119,8 +119,10 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
             return out
         keep_out = "out" in saves
         node.out = [o._data if keep_out else _shape_dtype(o._data, chunked) for o in out]
-        if keep_out:
-            saved["out"] = handles
+        if keep_out:  # which outputs carry a gradient: a flag, not the Select handles (each
+            # holds the node: a reference cycle keeping the saved outputs until the collector
+            # runs, where a retained graph, a vjp's pullback, keeps them)
+            saved["out"] = [h is not None for h in handles]
             node.saved = saved
         if STACK.jvp_hook is not None:  # running jvps: the output's tangent
             STACK.jvp_hook(node, out, args, kwargs)

@@ -37,7 +37,7 @@ from .._primitive import primitive
 from ._rules.batching import align, to_rank
 from ._rules.jvp import call, linear, plus
 from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
-from ._rules.vjp import eye, mT, tensordot_axes
+from ._rules.vjp import chunked, eye, mT, tensordot_axes
 
 # -- kits shared by the rows below (and by the linalg extension's products) --------------------
 
@@ -80,7 +80,15 @@ def _(ns, g, out, x1, x2, /, *, needs=(0, 1)):
         gb = x1[:, None] * g[..., None, :] if 1 in needs else None
         return ga, gb
     ga = g @ mT(ns, x2) if 0 in needs else None
-    gb = mT(ns, x1) @ g if 1 in needs else None
+    if 1 in needs and x2.ndim == 2 and x1.ndim > 2 and not chunked(ns):
+        # a stack of inputs against one weight: one product over every row of the stack, not
+        # a product per matrix summed (a stack of the weight's size, then a pass over it);
+        # a view of x1 and g where they are contiguous (a chunked backend reshapes only
+        # regular chunks: the per-matrix products there)
+        n, m = x1.shape[-1], g.shape[-1]
+        gb = mT(ns, ns.reshape(x1, (-1, n))) @ ns.reshape(g, (-1, m))
+    else:
+        gb = mT(ns, x1) @ g if 1 in needs else None
     return ga, gb
 
 

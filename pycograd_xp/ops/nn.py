@@ -1,10 +1,23 @@
-"""Convolution, pooling and relu: the fused rows behind :mod:`pycograd_xp.nn`.
+"""The fused rows behind :mod:`pycograd_xp.nn`: convolution, pooling and relu; and the
+transformer's activations (``_gelu``, ``_gelu_tanh``, ``_silu``, ``_softplus``), normalisations
+(``_layer_norm``, ``_rms_norm``), loss (``_cross_entropy``) and attention (``_attention``),
+at the end of the module (softmax, log_softmax and logsumexp are the rows of ``special.py``).
 
-These five rows are not names of the Array API standard, so they are private attributes of
+These rows are not names of the Array API standard, so they are private attributes of
 each namespace (``xp._conv2d``): the standard surface stays exactly the standard's, and the
 abstract backend (``pycograd_xp.memory``), vmap's batched backends and ``compile`` still see
 them as ordinary rows, because each of those builds one function per row of the table whatever
 its name. :mod:`pycograd_xp.nn` is their public face.
+
+The transformer rows keep only small residuals (the tape holds what a VJP declares): an
+activation its input; a normalisation its input, weight and per-row statistics (as extra
+outputs); cross-entropy the logits, the labels and each row's normaliser; attention q, k, v,
+its output and each row's log-sum-exp, recomputing the probabilities block by block (flash
+style: never a score matrix for the whole batch). On a raw backend that writes in place
+their elementwise work goes block by block (``PIECE_BYTES``), so their temporaries stay a
+block's, and a VJP given a cotangent only it holds writes its result there; elsewhere
+(immutable or chunked arrays, ours for a higher order) each is the composition of standard
+functions over whole arrays. The convolution and pooling rows are described first.
 
 Layout is PyTorch's: ``x`` (N, C, *S), ``w`` (O, C / groups, *K), output (N, O, *S'). The
 rows take normalized keyword arguments, one entry per spatial axis: ``stride`` and
@@ -69,6 +82,7 @@ strided adds, each projected by its own rule.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -76,8 +90,9 @@ import numpy as np
 
 from .._primitive import REGISTRY, primitive
 from ..namespace._backend import Backend, capabilities, resolve
-from ._rules.jvp import call, linear, plus
-from ._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
+from ._rules.batching import batch_size, batched, to_rank
+from ._rules.jvp import TRANSPOSED, call, linear, plus
+from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, ufunc_buffers
 from .searching import select, where_memory
 
 # -- kits shared by the rows below: the forward (im2col, products, pooling) ----------------------
@@ -1307,3 +1322,1128 @@ _relu.defvjp(_relu_vjp, saves=("out",), takes_owned=True)
 _relu.defjvp(_relu_jvp)
 _relu.defbatch(lambda ns, dims, x, /: ns._relu(x))
 _relu.defshape(_relu_shape, memory=_relu_memory)
+
+
+# == the fused rows of transformers: activations, normalisations, the loss, attention ==========
+
+
+# -- kits shared by the rows below: evaluation block by block ------------------------------------
+
+# The rows below do their elementwise work block by block on a raw backend that writes in place
+# (NumPy, CuPy, array-api-strict, the abstract backend): each block's temporaries stay within
+# this many bytes (in cache), never a layer's size, and a VJP given a cotangent only it holds
+# writes its result into it. Elsewhere (immutable or chunked arrays; ours, for a higher order)
+# one block: the whole array.
+PIECE_BYTES = 256 * 2**10
+
+
+def in_place(bk: Any) -> bool:
+    """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation)."""
+    return _raw(bk) and caps(bk).mutable and not caps(bk).chunked
+
+
+def pieces(
+    shape: Any, itemsize: int, keep: int = 0, limit: int | None = None
+) -> list[tuple[Any, ...]]:
+    """Basic indices covering an array of ``shape`` (elements of ``itemsize`` bytes) in blocks
+    of at most ``limit`` bytes (PIECE_BYTES when None), each a view whatever the layout:
+    ``[(...,)]`` (one block) when the whole fits. The last ``keep`` axes are never split (a row
+    a reduction needs whole); a block is one index of the leading axes (a slice of one: it keeps
+    the rank) and a slice of the first axis whose rows fit, then ``...``."""
+    limit = PIECE_BYTES if limit is None else limit
+    shape = tuple(shape)
+    lead = len(shape) - keep
+    if lead <= 0 or math.prod(shape) * itemsize <= limit:
+        return [(...,)]
+    k, row = 0, 0
+    for k in range(lead):  # the first axis whose single index fits (the last leading one at most)
+        row = math.prod(shape[k + 1 :]) * itemsize
+        if row <= limit:
+            break
+    step = max(1, limit // max(row, 1))
+    return [  # slices of one along the outer axes: a block keeps the array's rank
+        (*(slice(i, i + 1) for i in outer), slice(a, min(a + step, shape[k])), ...)
+        for outer in itertools.product(*(range(s) for s in shape[:k]))
+        for a in range(0, shape[k], step)
+    ]
+
+
+def piece_size(shape: Any, itemsize: int, keep: int = 0, limit: int | None = None) -> int:
+    """Elements of the largest block :func:`pieces` makes (all of them for one block)."""
+    limit = PIECE_BYTES if limit is None else limit
+    shape = tuple(shape)
+    lead = len(shape) - keep
+    total = math.prod(shape)
+    if lead <= 0 or total * itemsize <= limit:
+        return total
+    k, row = 0, 1
+    for k in range(lead):
+        row = math.prod(shape[k + 1 :])
+        if row * itemsize <= limit:
+            break
+    return min(shape[k], max(1, limit // max(row * itemsize, 1))) * row
+
+
+def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> Any:
+    """``f(bk, *blocks)`` over the blocks of ``arrays`` (all of one shape; :func:`pieces`),
+    written into ``out`` (a new array when None); the whole arrays in one call where there is
+    one block or ``bk`` does not write in place (then ``out`` is not written)."""
+    x = arrays[0]
+    blocks = pieces(x.shape, itemsize(bk, x.dtype), keep) if in_place(bk) and x.ndim else [...]
+    if len(blocks) == 1:
+        return f(bk, *arrays)
+    for idx in blocks:
+        r = f(bk, *(a[idx] for a in arrays))
+        if out is None:
+            out = bk.empty(tuple(x.shape), dtype=r.dtype)
+        out[idx] = r
+        del r
+    return out
+
+
+def _sum_to(ns: Any, a: Any, shape: tuple[int, ...]) -> Any:
+    """``a`` summed down to ``shape`` (a shape it was broadcast from)."""
+    shape = tuple(shape)
+    if tuple(a.shape) == shape:
+        return a
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and a.shape[lead + i] != 1
+    )
+    a = ns.sum(a, axis=axes, keepdims=True) if axes else a
+    return ns.reshape(a, shape) if lead else a
+
+
+def _same_shape(a: Any, x: Any, /, **kw: Any) -> Any:
+    return new(x.shape, x.dtype)
+
+
+def _pieces_memory(temps: int) -> Any:
+    """The transients of a one-argument row evaluated block by block into a new output:
+    ``temps`` arrays of the largest block alive at once, and the iterator's buffers of a
+    block in another layout than its temporaries'."""
+
+    def memory(out: Any, x: Any, /, **kw: Any) -> int:
+        item = out.dtype.itemsize
+        n = piece_size(x.shape, item)
+        return temps * n * item + 2 * min(n, BUFFER_ELEMENTS) * item
+
+    return memory
+
+
+def _activation_vjp(d: Any) -> Any:
+    """The VJP ``g d(ns, x)`` of an activation whose derivative is ``d``: block by block into
+    ``g`` when only the backward pass holds it (``owned``), else into a new array."""
+
+    def rule(ns: Any, g: Any, out: Any, x: Any, /, *, owned: bool = False) -> Any:
+        def block(ns: Any, gb: Any, xb: Any) -> Any:
+            r = d(ns, xb)
+            return r * gb if not in_place(ns) else _times(r, gb)
+
+        return (by_pieces(ns, block, g, x, out=g if owned and g.dtype == x.dtype else None),)
+
+    return rule
+
+
+def _times(r: Any, g: Any) -> Any:
+    r *= g  # a fresh derivative block: the product in its buffer
+    return r
+
+
+def _activation(name: str, d: Any, temps: int) -> None:
+    """Attach the rules of the activation row ``name`` whose derivative is ``d``."""
+    row = REGISTRY[name]
+    row.defvjp(_activation_vjp(d), saves=("x",), takes_owned=True)
+    row.defjvp(lambda ns, t, out, x, /: t[0] * d(ns, x))
+    row.defbatch(lambda ns, dims, x, /: getattr(ns, name)(x))
+    row.defshape(_same_shape, memory=_pieces_memory(temps))
+
+
+# -- _gelu, _gelu_tanh ---------------------------------------------------------------------------
+
+_SQRT_2_PI = math.sqrt(2 / math.pi)
+_GELU_A = 0.044715
+_INV_SQRT2 = 1 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+def _gelu_tanh_f(bk: Any, x: Any) -> Any:
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the composed expression's order
+    u = _GELU_A * x * x * x
+    u = bk.tanh(_SQRT_2_PI * (x + u))
+    return 0.5 * x * (1 + u)
+
+
+def _d_gelu_tanh(ns: Any, x: Any) -> Any:
+    # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 a x^2), t = tanh(sqrt(2/pi)(x + a x^3))
+    x2 = x * x
+    t = ns.tanh(_SQRT_2_PI * (x + _GELU_A * x2 * x))
+    inner = (0.5 * _SQRT_2_PI) * x * (1 + (3 * _GELU_A) * x2)
+    return 0.5 * (1 + t) + inner * (1 - t * t)
+
+
+@primitive(FP, needs=())
+def _gelu_tanh(bk: Any, x: Any, /) -> Any:
+    """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
+    block (the composed expression's operations, so the same values); its VJP keeps only x."""
+    own = _own(bk, "_gelu_tanh")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _gelu_tanh_f, x)
+
+
+_activation("_gelu_tanh", _d_gelu_tanh, 3)
+
+
+def _gelu_f(bk: Any, x: Any) -> Any:
+    # 0.5 x (1 + erf(x / sqrt 2)), erf the backend's (scipy.special's on NumPy)
+    return 0.5 * x * (1 + call(bk, "_erf", x * _INV_SQRT2))
+
+
+def _d_gelu(ns: Any, x: Any) -> Any:
+    # Phi(x) + x phi(x)
+    return 0.5 * (1 + call(ns, "_erf", x * _INV_SQRT2)) + x * (_INV_SQRT_2PI * ns.exp(-0.5 * x * x))
+
+
+@primitive(FP, needs=())
+def _gelu(bk: Any, x: Any, /) -> Any:
+    """GELU ``x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`` with the backend's erf (scipy.special's
+    on NumPy); a backend without erf raises NotImplementedError (``pycograd_xp.nn.gelu`` then
+    composes its approximation). Its VJP keeps only x."""
+    own = _own(bk, "_gelu")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _gelu_f, x)
+
+
+_activation("_gelu", _d_gelu, 3)
+
+
+# -- _silu ---------------------------------------------------------------------------------------
+
+
+def _silu_f(bk: Any, x: Any) -> Any:
+    # x sigmoid(x), sigmoid(x) = (tanh(x / 2) + 1) / 2 (stable), as pycograd_xp.nn.sigmoid
+    return x * (0.5 * (bk.tanh(0.5 * x) + 1))
+
+
+def _d_silu(ns: Any, x: Any) -> Any:
+    s = 0.5 * (ns.tanh(0.5 * x) + 1)  # s (1 + x (1 - s))
+    return s * (1 + x * (1 - s))
+
+
+@primitive(FP, needs=())
+def _silu(bk: Any, x: Any, /) -> Any:
+    """SiLU (swish) ``x sigmoid(x)``, block by block; its VJP keeps only x."""
+    own = _own(bk, "_silu")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _silu_f, x)
+
+
+_activation("_silu", _d_silu, 3)
+
+
+# -- _softplus -----------------------------------------------------------------------------------
+
+
+def _softplus_f(bk: Any, x: Any) -> Any:
+    # log(1 + exp(x)) as logaddexp(0, x): stable at both ends
+    return bk.logaddexp(bk.zeros_like(x), x)
+
+
+def _d_softplus(ns: Any, x: Any) -> Any:
+    return 0.5 * (ns.tanh(0.5 * x) + 1)  # sigmoid(x)
+
+
+@primitive(FP, needs=())
+def _softplus(bk: Any, x: Any, /) -> Any:
+    """softplus ``log(1 + exp(x))`` (logaddexp), block by block; its VJP keeps only x."""
+    own = _own(bk, "_softplus")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _softplus_f, x)
+
+
+_activation("_softplus", _d_softplus, 2)
+
+
+# -- kits: the normalisations --------------------------------------------------------------------
+
+
+def _norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    return tuple(sorted(a % ndim for a in axes)) if ndim else ()
+
+
+def _trailing(x: Any, axes: tuple[int, ...], *params: Any) -> int:
+    """How many trailing axes a normalisation reduces, when they are all trailing and its
+    parameters span only them (block-by-block evaluation over the leading ones); else 0."""
+    k = len(axes)
+    if not k or axes != tuple(range(x.ndim - k, x.ndim)):
+        return 0
+    if any(p is not None and p.ndim > k for p in params):
+        return 0
+    return k
+
+
+def _count(x: Any, axes: tuple[int, ...]) -> int:
+    return math.prod(x.shape[a] for a in axes)
+
+
+def _lead_sum(ns: Any, a: Any, k: int) -> Any:
+    """``a`` summed over every axis but its last ``k``."""
+    return ns.sum(a, axis=tuple(range(a.ndim - k))) if a.ndim > k else a
+
+
+def _norm_param_grads(ns, gy, xhat, k, weight, bias):
+    """The cotangents of a normalisation's weight and bias (None where absent), the leading
+    axes summed first when the parameters span only the ``k`` trailing ones."""
+    gw = gb = None
+    if weight is not None:
+        p = gy * xhat
+        gw = _sum_to(ns, _lead_sum(ns, p, k) if k else p, tuple(weight.shape))
+        del p
+    if bias is not None:
+        gb = _sum_to(ns, _lead_sum(ns, gy, k) if k else gy, tuple(bias.shape))
+    return gw, gb
+
+
+# -- _layer_norm ---------------------------------------------------------------------------------
+
+
+def _layer_norm_f(bk: Any, x: Any, w: Any, b: Any, eps: float, axes: tuple[int, ...]) -> Any:
+    mean = bk.mean(x, axis=axes, keepdims=True)
+    y = x - mean
+    sq = y * y
+    s = bk.sqrt(bk.mean(sq, axis=axes, keepdims=True) + eps)  # numpy's var: mean of squares
+    del sq
+    if in_place(bk) and y.dtype == bk.result_type(y, s):
+        y /= s
+    else:
+        y = y / s
+    if w is not None:
+        y = y * w if not in_place(bk) or y.dtype != bk.result_type(y, w) else _times(y, w)
+    if b is not None:
+        if in_place(bk) and y.dtype == bk.result_type(y, b):
+            y += b
+        else:
+            y = y + b
+    return y, mean, 1 / s
+
+
+@primitive(FP, needs=())
+def _layer_norm(
+    bk: Any,
+    x: Any,
+    weight: Any = None,
+    bias: Any = None,
+    /,
+    *,
+    eps: float = 1e-5,
+    axis: Any = -1,
+) -> Any:
+    """Layer normalisation over ``axis`` (an int or a tuple): ``(x - mean) / sqrt(var + eps)``,
+    times ``weight`` plus ``bias`` when given (broadcast against x). Returns the output, the
+    mean and ``rstd = 1 / sqrt(var + eps)`` (kept dims); ``pycograd_xp.nn.layer_norm`` shows
+    the first. The VJP keeps x, the weight and these statistics (the output beside them: the
+    next layer's product saves it anyway), never the centred or normalised input."""
+    own = _own(bk, "_layer_norm")
+    if own is not None:
+        return own(x, weight, bias, eps=eps, axis=axis)
+    _check_params("layer_norm", x, weight, bias)
+    axes = _norm_axes(axis, x.ndim)
+    k = _trailing(x, axes, weight, bias)
+    if not in_place(bk) or not k:
+        return _layer_norm_f(bk, x, weight, bias, eps, axes)
+    dtype = bk.result_type(x, *(p for p in (weight, bias) if p is not None))
+    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    if len(blocks) == 1:
+        return _layer_norm_f(bk, x, weight, bias, eps, axes)
+    stats = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    y = bk.empty(tuple(x.shape), dtype=dtype)
+    mean, rstd = bk.empty(stats, dtype=x.dtype), bk.empty(stats, dtype=x.dtype)
+    for idx in blocks:
+        y[idx], mean[idx], rstd[idx] = _layer_norm_f(bk, x[idx], weight, bias, eps, axes)
+    return y, mean, rstd
+
+
+def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
+    """The input's cotangent: ``rstd (gx - mean(gx)) - xhat rstd mean(gx xhat)`` with
+    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add."""
+    xhat = (x - mean) * rstd
+    gx = g * weight if weight is not None else g
+    c1 = rstd * ns.mean(gx, axis=axes, keepdims=True) - gm / n
+    c2 = rstd * ns.mean(gx * xhat, axis=axes, keepdims=True) + gr * (rstd * rstd) / n
+    return rstd * gx - c1 - xhat * c2, xhat
+
+
+@_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
+def _(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=False):
+    gy, gm, gr = g
+    _, mean, rstd = out
+    axes = _norm_axes(axis, x.ndim)
+    n = _count(x, axes)
+    k = _trailing(x, axes, weight, bias)
+    blocks = pieces(x.shape, itemsize(ns, gy.dtype), k) if in_place(ns) and k else [...]
+    if len(blocks) == 1:
+        dx, xhat = _layer_norm_grad(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
+        return (dx, *_norm_param_grads(ns, gy, xhat, k, weight, bias))
+    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    gw = gb = None
+    for idx in blocks:
+        gb_ = gy[idx]
+        d, xhat = _layer_norm_grad(
+            ns, gb_, x[idx], mean[idx], rstd[idx], weight, axes, gm[idx], gr[idx], n
+        )
+        pw, pb = _norm_param_grads(ns, gb_, xhat, k, weight, bias)
+        gw = pw if gw is None else gw + pw
+        gb = pb if gb is None else gb + pb
+        del xhat, gb_
+        if dx is None:
+            dx = ns.empty(tuple(x.shape), dtype=d.dtype)
+        dx[idx] = d
+        del d
+    return dx, gw, gb
+
+
+@_layer_norm.defjvp
+def _(ns, t, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    y, mean, rstd = out
+    axes = _norm_axes(axis, x.ndim)
+    tx, tw, tb = (tuple(t) + (None, None))[:3]
+    xhat = (x - mean) * rstd
+    ty = tmean = trstd = None
+    if tx is not None:  # dxhat = rstd (tx - mean(tx)) - xhat rstd mean(xhat tx)
+        tmean = ns.mean(tx, axis=axes, keepdims=True)
+        c = ns.mean(xhat * tx, axis=axes, keepdims=True)
+        trstd = -(rstd * rstd) * c
+        dxhat = rstd * (tx - tmean) - xhat * (rstd * c)
+        ty = dxhat * weight if weight is not None else dxhat
+    if tw is not None:
+        ty = plus(ty, xhat * tw)
+    if tb is not None:
+        ty = plus(ty, ns.zeros_like(y) + tb)
+    return ty, tmean, trstd
+
+
+@_layer_norm.defbatch
+def _(ns, dims, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    nd = x.ndim - (1 if dims[0] else 0)  # an example's rank
+    axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    n = batch_size(dims, (x, weight, bias))
+    x = batched(ns, x, dims[0], n)
+    params = [
+        p if p is None or not d else to_rank(ns, p, nd)
+        for p, d in zip((weight, bias), tuple(dims[1:]) + (False, False), strict=False)
+    ]
+    return ns._layer_norm(x, *params, eps=eps, axis=tuple(a + 1 for a in axes))
+
+
+def _stats_shape(x: Any, axis: Any) -> tuple[int, ...]:
+    axes = _norm_axes(axis, x.ndim)
+    return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+
+
+def _check_params(fname: str, x: Any, *params: Any) -> None:
+    """A normalisation's weight and bias must broadcast to its input's shape."""
+    given = [tuple(p.shape) for p in params if p is not None]
+    try:
+        ok = tuple(broadcast(tuple(x.shape), *given)) == tuple(x.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{fname}(): weight/bias {given} do not broadcast to the input {tuple(x.shape)}"
+        )
+
+
+def _layer_norm_shape(a, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    params = [p for p in (weight, bias) if p is not None]
+    _check_params("layer_norm", x, weight, bias)
+    stats = _stats_shape(x, axis)
+    dtype = np.result_type(x.dtype, *(p.dtype for p in params))
+    return new(x.shape, dtype), new(stats, x.dtype), new(stats, x.dtype)
+
+
+def _norm_memory(out, x, axes, k, params, temps):
+    """A normalisation's transients: ``temps`` arrays of a block (of the whole when it is one
+    block, or not block by block), with the iterator's buffers, and a few of the statistics'
+    size."""
+    item = out.dtype.itemsize
+    if k:
+        n = piece_size(x.shape, item, k)
+    else:
+        n = math.prod(x.shape)
+    stats = math.prod(s for i, s in enumerate(x.shape) if i not in axes) or 1
+    cast = n * item if x.dtype != out.dtype else 0  # x - mean in the wider dtype
+    return (
+        temps * n * item
+        + cast
+        + 4 * stats * max(item, x.dtype.itemsize)
+        + (2 + len(params)) * min(n, BUFFER_ELEMENTS) * item
+    )
+
+
+def _layer_norm_memory(out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    """Whole: ``x - mean``, its squares (then ``/ s``, ``* w``, ``+ b`` in place, or a new
+    array each where the dtype widens). By blocks: the same per block beside the outputs."""
+    y = out[0]
+    axes = _norm_axes(axis, x.ndim)
+    params = [p for p in (weight, bias) if p is not None]
+    k = _trailing(x, axes, weight, bias)
+    return _norm_memory(y, x, axes, k, params, 3 if k else 2)
+
+
+_layer_norm.defshape(_layer_norm_shape, memory=_layer_norm_memory)
+
+
+# -- _rms_norm -----------------------------------------------------------------------------------
+
+
+def _rms_norm_f(bk: Any, x: Any, w: Any, eps: float, axes: tuple[int, ...]) -> Any:
+    sq = x * x
+    s = bk.sqrt(bk.mean(sq, axis=axes, keepdims=True) + eps)
+    del sq
+    y = x / s
+    if w is not None:
+        y = y * w if not in_place(bk) or y.dtype != bk.result_type(y, w) else _times(y, w)
+    return y, 1 / s
+
+
+@primitive(FP, needs=())
+def _rms_norm(bk: Any, x: Any, weight: Any = None, /, *, eps: float = 1e-6, axis: Any = -1) -> Any:
+    """RMS normalisation over ``axis``: ``x / sqrt(mean(x^2) + eps)``, times ``weight`` when
+    given. Returns the output and ``rstd = 1 / sqrt(mean(x^2) + eps)`` (kept dims); the VJP
+    keeps x, the weight and rstd (and the output, which the next product saves anyway)."""
+    own = _own(bk, "_rms_norm")
+    if own is not None:
+        return own(x, weight, eps=eps, axis=axis)
+    _check_params("rms_norm", x, weight)
+    axes = _norm_axes(axis, x.ndim)
+    k = _trailing(x, axes, weight)
+    if not in_place(bk) or not k:
+        return _rms_norm_f(bk, x, weight, eps, axes)
+    dtype = bk.result_type(x, *(() if weight is None else (weight,)))
+    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    if len(blocks) == 1:
+        return _rms_norm_f(bk, x, weight, eps, axes)
+    y = bk.empty(tuple(x.shape), dtype=dtype)
+    rstd = bk.empty(_stats_shape(x, axis), dtype=x.dtype)
+    for idx in blocks:
+        y[idx], rstd[idx] = _rms_norm_f(bk, x[idx], weight, eps, axes)
+    return y, rstd
+
+
+def _rms_norm_grad(ns, g, x, rstd, weight, axes, gr, n):
+    """``rstd gx - xhat (rstd mean(gx xhat) + gr rstd^2 / n)``, ``gx = g weight``."""
+    xhat = x * rstd
+    gx = g * weight if weight is not None else g
+    c = rstd * ns.mean(gx * xhat, axis=axes, keepdims=True) + gr * (rstd * rstd) / n
+    return rstd * gx - xhat * c, xhat
+
+
+@_rms_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
+def _(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
+    gy, gr = g
+    rstd = out[1]
+    axes = _norm_axes(axis, x.ndim)
+    n = _count(x, axes)
+    k = _trailing(x, axes, weight)
+    blocks = pieces(x.shape, itemsize(ns, gy.dtype), k) if in_place(ns) and k else [...]
+    if len(blocks) == 1:
+        dx, xhat = _rms_norm_grad(ns, gy, x, rstd, weight, axes, gr, n)
+        return (dx, _norm_param_grads(ns, gy, xhat, k, weight, None)[0])
+    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    gw = None
+    for idx in blocks:
+        gb_ = gy[idx]
+        d, xhat = _rms_norm_grad(ns, gb_, x[idx], rstd[idx], weight, axes, gr[idx], n)
+        pw = _norm_param_grads(ns, gb_, xhat, k, weight, None)[0]
+        gw = pw if gw is None else gw + pw
+        del xhat, gb_
+        if dx is None:
+            dx = ns.empty(tuple(x.shape), dtype=d.dtype)
+        dx[idx] = d
+        del d
+    return dx, gw
+
+
+@_rms_norm.defjvp
+def _(ns, t, out, x, weight=None, /, *, eps=1e-6, axis=-1):
+    rstd = out[1]
+    axes = _norm_axes(axis, x.ndim)
+    tx, tw = (tuple(t) + (None,))[:2]
+    xhat = x * rstd
+    ty = trstd = None
+    if tx is not None:  # dxhat = rstd tx - xhat rstd mean(xhat tx)
+        c = ns.mean(xhat * tx, axis=axes, keepdims=True)
+        trstd = -(rstd * rstd) * c
+        dxhat = rstd * tx - xhat * (rstd * c)
+        ty = dxhat * weight if weight is not None else dxhat
+    if tw is not None:
+        ty = plus(ty, xhat * tw)
+    return ty, trstd
+
+
+@_rms_norm.defbatch
+def _(ns, dims, x, weight=None, /, *, eps=1e-6, axis=-1):
+    nd = x.ndim - (1 if dims[0] else 0)
+    axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    n = batch_size(dims, (x, weight))
+    x = batched(ns, x, dims[0], n)
+    if weight is not None and len(dims) > 1 and dims[1]:
+        weight = to_rank(ns, weight, nd)
+    return ns._rms_norm(x, weight, eps=eps, axis=tuple(a + 1 for a in axes))
+
+
+def _rms_norm_shape(a, x, weight=None, /, *, eps=1e-6, axis=-1):
+    _check_params("rms_norm", x, weight)
+    stats = _stats_shape(x, axis)
+    dtype = x.dtype if weight is None else np.result_type(x.dtype, weight.dtype)
+    return new(x.shape, dtype), new(stats, x.dtype)
+
+
+def _rms_norm_memory(out, x, weight=None, /, *, eps=1e-6, axis=-1):
+    """The squares, then ``x / s`` (and ``* w`` in place, or new where it widens)."""
+    axes = _norm_axes(axis, x.ndim)
+    params = [] if weight is None else [weight]
+    k = _trailing(x, axes, weight)
+    return _norm_memory(out[0], x, axes, k, params, 3 if k else 2)
+
+
+_rms_norm.defshape(_rms_norm_shape, memory=_rms_norm_memory)
+
+
+# -- _cross_entropy ------------------------------------------------------------------------------
+
+
+def _is_int(bk: Any, a: Any) -> bool:
+    return bk.isdtype(a.dtype, "integral")
+
+
+def _lse_f(bk: Any, z: Any) -> Any:
+    """``logsumexp(z, axis=-1)`` (kept dims), the maximum shifted out (0 where not finite)."""
+    m = bk.max(z, axis=-1, keepdims=True)
+    m = bk.where(bk.isfinite(m), m, 0.0)
+    e = bk.exp(z - m)
+    s = bk.sum(e, axis=-1, keepdims=True)
+    del e
+    return bk.log(s) + m
+
+
+def _picked(bk: Any, z: Any, labels: Any) -> Any:
+    """``z[..., labels]`` (kept dims): a gather where the backend has one, else a masked sum."""
+    if hasattr(bk, "take_along_axis") and not (_raw(bk) and caps(bk).chunked):
+        return bk.take_along_axis(z, bk.expand_dims(labels, axis=-1), axis=-1)
+    hit = bk.expand_dims(labels, axis=-1) == bk.arange(z.shape[-1], **_like(bk, labels))
+    return bk.sum(bk.where(hit, z, 0.0), axis=-1, keepdims=True)
+
+
+def _cross_entropy_f(bk: Any, z: Any, y: Any) -> Any:
+    lse = _lse_f(bk, z)
+    if _is_int(bk, y):
+        loss = lse - _picked(bk, z, y)
+    else:  # sum(y (lse - z)) = lse sum(y) - <y, z>
+        loss = lse * bk.sum(y, axis=-1, keepdims=True) - bk.sum(y * z, axis=-1, keepdims=True)
+    return loss[..., 0], lse[..., 0]
+
+
+def _labels(bk: Any, logits: Any, labels: Any) -> Any:
+    """The labels broadcast to the logits' rows (indices) or to the logits (probabilities)."""
+    shape = _check_labels(logits, labels, _is_int(bk, labels))
+    return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
+
+
+def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
+    """The shape the labels broadcast to: the logits' rows (indices) or the logits
+    (probabilities); a clear error where they do not."""
+    want = tuple(logits.shape[:-1]) if integer else tuple(logits.shape)
+    try:
+        ok = logits.ndim >= 1 and tuple(broadcast(tuple(labels.shape), want)) == want
+    except ValueError:
+        ok = False
+    if not ok:
+        what = "class indices" if integer else "probabilities"
+        raise ValueError(
+            f"cross_entropy(): {what} of shape {tuple(labels.shape)} do not broadcast to "
+            f"{want} (logits {tuple(logits.shape)})"
+        )
+    return want
+
+
+@primitive(FP, needs=())
+def _cross_entropy(bk: Any, logits: Any, /, labels: Any) -> Any:
+    """Softmax cross-entropy over the last axis, one value per row: ``logsumexp(z) - z[label]``
+    for integer ``labels`` (broadcast to ``logits.shape[:-1]``), ``sum(p (logsumexp(z) - z))``
+    for probabilities ``p`` (broadcast to ``logits.shape``; differentiable too). Returns the
+    losses and the normaliser ``logsumexp(z)`` (``pycograd_xp.nn.cross_entropy`` reduces the
+    first). Block by block over the rows; the VJP keeps the logits, the labels and the
+    normaliser, never the log-probabilities or a one-hot."""
+    own = _own(bk, "_cross_entropy")
+    if own is not None:
+        return own(logits, labels)
+    labels = _labels(bk, logits, labels)
+    if not in_place(bk) or logits.ndim < 2:
+        return _cross_entropy_f(bk, logits, labels)
+    dtype = bk.result_type(logits, *(() if _is_int(bk, labels) else (labels,)))
+    blocks = pieces(logits.shape, itemsize(bk, dtype), 1)
+    if len(blocks) == 1:
+        return _cross_entropy_f(bk, logits, labels)
+    loss = bk.empty(tuple(logits.shape[:-1]), dtype=dtype)
+    lse = bk.empty(tuple(logits.shape[:-1]), dtype=logits.dtype)
+    for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
+        loss[idx], lse[idx] = _cross_entropy_f(bk, logits[idx], labels[idx])
+    return loss, lse
+
+
+def _cross_entropy_grad(ns, g, z, y, lse, glse):
+    """The logits' and the probabilities' cotangents of one block: ``softmax(z) (g sum(y) +
+    glse) - g y``, ``g (lse - z)`` (None for integer labels)."""
+    p = ns.exp(z - lse[..., None])
+    g1 = g[..., None]
+    if _is_int(ns, y):
+        coef = g1 + glse[..., None]
+        dz = p * coef if not in_place(ns) else _times(p, coef)
+        hit = ns.expand_dims(y, axis=-1) == ns.arange(z.shape[-1], **_like(ns, y))
+        if in_place(ns):
+            dz -= ns.where(hit, g1, 0.0)
+        else:
+            dz = dz - ns.where(hit, g1, 0.0)
+        return dz, None
+    coef = g1 * ns.sum(y, axis=-1, keepdims=True) + glse[..., None]
+    dz = p * coef if not in_place(ns) else _times(p, coef)
+    gy = g1 * y
+    if in_place(ns) and dz.dtype == gy.dtype:
+        dz -= gy
+    else:
+        dz = dz - gy
+    del gy
+    return dz, g1 * (lse[..., None] - z)
+
+
+@_cross_entropy.defvjp(saves=("logits", "labels", "out"))
+def _(ns, g, out, logits, /, labels):
+    gl, glse = g
+    lse = out[1]
+    labels = _labels(ns, logits, labels)
+    item = itemsize(ns, ns.result_type(gl, logits))
+    blocks = pieces(logits.shape, item, 1) if in_place(ns) and logits.ndim >= 2 else [...]
+    if len(blocks) == 1:
+        return _cross_entropy_grad(ns, gl, logits, labels, lse, glse)
+    probs = not _is_int(ns, labels)
+    dz = dy = None
+    for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
+        a, b = _cross_entropy_grad(ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx])
+        if dz is None:
+            dz = ns.empty(tuple(logits.shape), dtype=a.dtype)
+            dy = ns.empty(tuple(logits.shape), dtype=b.dtype) if probs else None
+        dz[idx] = a
+        if probs:
+            dy[idx] = b
+        del a, b
+    return dz, dy
+
+
+@_cross_entropy.defjvp
+def _(ns, t, out, logits, /, labels):
+    loss, lse = out
+    labels = _labels(ns, logits, labels)
+    tz, ty = (tuple(t) + (None,))[:2]
+    tl = tlse = None
+    p = ns.exp(logits - lse[..., None])
+    if tz is not None:
+        tlse = ns.sum(p * tz, axis=-1)
+        if _is_int(ns, labels):
+            tl = tlse - _picked(ns, tz, labels)[..., 0]
+        else:
+            tl = tlse * ns.sum(labels, axis=-1) - ns.sum(labels * tz, axis=-1)
+    if ty is not None:
+        tl = plus(tl, ns.sum(ty * (lse[..., None] - logits), axis=-1))
+    return tl, tlse
+
+
+@_cross_entropy.defbatch
+def _(ns, dims, logits, /, labels):
+    n = batch_size(dims, (logits, labels))
+    r = logits.ndim - (1 if dims[0] else 0)  # an example's rank
+    if ns.isdtype(labels.dtype, "integral"):
+        r -= 1  # the labels of an example's rows
+    logits = batched(ns, logits, dims[0], n)
+    labels = to_rank(ns, batched(ns, labels, dims[1], n), r)
+    return ns._cross_entropy(logits, labels)
+
+
+def _cross_entropy_shape(a, logits, /, labels):
+    integer = labels.dtype.kind in "iu"
+    _check_labels(logits, labels, integer)
+    dtype = logits.dtype if integer else np.result_type(logits.dtype, labels.dtype)
+    rows = tuple(logits.shape[:-1])
+    return new(rows, dtype), new(rows, logits.dtype)
+
+
+def _cross_entropy_memory(out, logits, /, labels):
+    """Per block of rows (the whole where one): ``z - max`` and its exponentials, then the
+    picked logits (a gather) or the product with the probabilities; a few arrays of a row's
+    statistics."""
+    loss = out[0]
+    item = max(loss.dtype.itemsize, logits.dtype.itemsize)
+    n = piece_size(logits.shape, item, 1) if logits.ndim >= 2 else math.prod(logits.shape)
+    rows = max(1, n // max(logits.shape[-1], 1)) if logits.ndim else 1
+    cast = n * item if labels.dtype.kind == "f" and labels.dtype != logits.dtype else 0
+    return 2 * n * item + cast + 8 * rows * item + 2 * min(n, BUFFER_ELEMENTS) * item
+
+
+_cross_entropy.defshape(_cross_entropy_shape, memory=_cross_entropy_memory)
+
+
+# -- kits: attention -----------------------------------------------------------------------------
+
+# Flash-style attention keeps each block of scores (batch items x heads x query rows x keys)
+# within this many bytes: the forward holds one block and its exponentials, the backward one
+# block of probabilities and one of their cotangents. Never an L x L array for the whole batch.
+ATTENTION_BLOCK_BYTES = 2 * 2**20
+# With a causal mask the queries go in blocks of at most this many rows, each against the keys
+# up to its last row only: about half the products and exponentials of the full square.
+CAUSAL_ROWS = 64
+
+
+def heads(ns: Any, a: Any) -> Any:
+    """``a`` (..., L, H, d) as (..., H, L, d): a view."""
+    n = a.ndim
+    return ns.permute_dims(a, (*range(n - 3), n - 2, n - 3, n - 1))
+
+
+def _attention_shapes(q: Any, k: Any, v: Any) -> tuple[tuple[int, ...], int, int, int]:
+    """(batch shape, Lq, Lk, H) of attention over q (*B, Lq, H, d), k (*B', Lk, H, d),
+    v (*B'', Lk, H, dv); a clear error where they do not fit."""
+    if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
+        raise ValueError(
+            "scaled_dot_product_attention(): q, k and v need (..., L, H, d) axes, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    h, lk = q.shape[-2], k.shape[-3]
+    if k.shape[-2] != h or v.shape[-2] != h or q.shape[-1] != k.shape[-1] or v.shape[-3] != lk:
+        raise ValueError(
+            "scaled_dot_product_attention(): q (..., Lq, H, d), k (..., Lk, H, d) and "
+            f"v (..., Lk, H, dv) do not match: {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    if lk == 0:
+        raise ValueError("scaled_dot_product_attention(): there are no keys (Lk = 0)")
+    batch = broadcast(tuple(q.shape[:-3]), tuple(k.shape[:-3]), tuple(v.shape[:-3]))
+    return tuple(batch), q.shape[-3], lk, h
+
+
+def attention_plan(
+    batch: tuple[int, ...], lq: int, lk: int, h: int, item: int, causal_only: bool
+) -> tuple[list[tuple[Any, ...]], int, int]:
+    """How the blockwise attention goes, from ATTENTION_BLOCK_BYTES: (blocks of the batch, as
+    index tuples over its axes; query rows a block; keys a block). A function of shapes only,
+    so a projection and a compiled replay loop as the call does."""
+    row = h * lk * item  # one query row of one batch item against every key
+    if row <= ATTENTION_BLOCK_BYTES:
+        rows, keys = min(lq, ATTENTION_BLOCK_BYTES // row), lk
+        if causal_only:
+            rows = min(rows, CAUSAL_ROWS)
+    else:  # keys in blocks too, with an online softmax
+        rows = min(lq, 16)
+        keys = max(1, ATTENTION_BLOCK_BYTES // (h * rows * item))
+    rows, per = max(rows, 1), h * max(rows, 1) * keys * item
+    blocks = []
+    for idx in pieces(batch, per, 0, ATTENTION_BLOCK_BYTES):
+        lead = idx[:-1]  # without the Ellipsis: one entry per batch axis
+        blocks.append(lead + (slice(None),) * (len(batch) - len(lead)))
+    return blocks, rows, keys
+
+
+def _key_end(i1: int, lk: int, causal_only: bool) -> int:
+    """The keys a block of queries ending at row ``i1`` reads (causal: up to its last row)."""
+    return min(i1, lk) if causal_only else lk
+
+
+def _scores(ns, qs, k, kidx, i0, i1, j0, j1, causal, maskf, low):
+    """One block of masked scores ``qs k^T`` (nb, H, rows, keys) for query rows [i0, i1) and
+    keys [j0, j1) (masked ones ``low``), with the block of the mask where a mask is given (the
+    causal triangle within it; None without one: a causal score is masked in place)."""
+    s = ns.matmul(qs, ns.matrix_transpose(heads(ns, k[kidx])))
+    c0 = max(i0 + 1 - j0, 0)  # the first column where a key may follow a query row
+    tri = None
+    if causal and j1 - j0 > c0:
+        rows = ns.arange(i0, i1, **_like(ns, s))[:, None]
+        tri = rows >= ns.arange(j0 + c0, j1, **_like(ns, s))[None, :]
+    if maskf is None:
+        if tri is not None:  # only the columns the triangle crosses
+            s[..., c0:] = ns.where(tri, s[..., c0:], low)
+        return s, None
+    allowed = maskf[(..., slice(i0, i1), slice(j0, j1))]
+    if tri is not None:
+        full = ns.ones((i1 - i0, c0), dtype=ns.bool, **_like(ns, s))
+        allowed = ns.logical_and(allowed, ns.concat([full, tri], axis=-1) if c0 else tri)
+    return ns.where(allowed, s, low), allowed
+
+
+def _attention_f(bk, q, k, v, maskf, causal, scale, low):
+    """The composed attention over whole arrays (immutable or chunked backends): scores,
+    softmax and values. Returns the output and the log-sum-exp."""
+    s = bk.matmul(heads(bk, q) * scale, bk.matrix_transpose(heads(bk, k)))
+    lq, lk = s.shape[-2], s.shape[-1]
+    allowed = maskf
+    if causal:
+        tri = bk.arange(lq, **_like(bk, s))[:, None] >= bk.arange(lk, **_like(bk, s))[None, :]
+        allowed = tri if allowed is None else bk.logical_and(allowed, tri)
+    if allowed is not None:
+        s = bk.where(allowed, s, low)
+    m = bk.max(s, axis=-1, keepdims=True)
+    e = bk.exp(s - m)
+    tot = bk.sum(e, axis=-1, keepdims=True)
+    return heads(bk, bk.matmul(e, heads(bk, v)) / tot), (bk.log(tot) + m)[..., 0]
+
+
+def _mask_full(bk, mask, batch, h, lq, lk):
+    return None if mask is None else bk.broadcast_to(mask, (*batch, h, lq, lk))
+
+
+def _same(bk, a, dtype, shape):
+    """``a`` in ``dtype`` broadcast to ``shape`` (a view where nothing changes)."""
+    if a.dtype != dtype:
+        a = bk.astype(a, dtype)
+    return a if tuple(a.shape) == tuple(shape) else bk.broadcast_to(a, tuple(shape))
+
+
+def _exp_in_place(bk: Any, s: Any) -> Any:
+    """``exp(s)`` into ``s`` where the backend's exp takes ``out=`` (the forward only: a rule's
+    calls stay the standard's, as the projection and compile replay them)."""
+    takes_out = caps(bk).takes_out
+    if takes_out is not None and takes_out(bk.exp):
+        return bk.exp(s, out=s)
+    return bk.exp(s)
+
+
+# -- _attention ----------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _attention(
+    bk: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    /,
+    mask: Any = None,
+    *,
+    is_causal: bool = False,
+    scale: Any = None,
+) -> Any:
+    """Scaled dot-product attention, heads beside the features: q (*B, Lq, H, d),
+    k (*B, Lk, H, d), v (*B, Lk, H, dv) (batch axes broadcast) -> (*B, Lq, H, dv), and the
+    log-sum-exp of each row of scores (*B, H, Lq). ``mask``: booleans broadcastable to
+    (*B, H, Lq, Lk), True where attention is allowed; ``is_causal``: key j only for query
+    i >= j (top-left aligned); masked scores get the dtype's lowest value (a row masked whole
+    averages every value). ``scale``: 1 / sqrt(d) when None.
+
+    Flash-style on a backend that writes in place: blocks of query rows (and of keys, with an
+    online softmax, where one row outgrows the budget) within ATTENTION_BLOCK_BYTES, each
+    written into the output; no L x L array for the whole batch. The VJP keeps q, k, v, the
+    mask, the output and the log-sum-exp, and recomputes each block's probabilities."""
+    own = _own(bk, "_attention")
+    if own is not None:
+        return own(query, key, value, mask, is_causal=is_causal, scale=scale)
+    q, k, v = query, key, value  # (not "k": a plain parameter's name in the namespace)
+    batch, lq, lk, h = _attention_shapes(q, k, v)
+    dtype = bk.result_type(q, k, v)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    low = float(bk.finfo(dtype).min)
+    q, k, v = (_same(bk, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
+    maskf = _mask_full(bk, mask, batch, h, lq, lk)
+    if not in_place(bk):
+        return _attention_f(bk, q, k, v, maskf, is_causal, scale, low)
+    causal_only = is_causal and mask is None
+    item = itemsize(bk, dtype)
+    blocks, rows, keys = attention_plan(batch, lq, lk, h, item, causal_only)
+    out = bk.empty((*batch, lq, h, v.shape[-1]), dtype=dtype)
+    lse = bk.empty((*batch, h, lq), dtype=dtype)
+    for bi in blocks:
+        for i0 in range(0, lq, rows):
+            i1 = min(i0 + rows, lq)
+            qidx = (*bi, slice(i0, i1), ...)
+            qs = heads(bk, q[qidx]) * scale
+            kend = _key_end(i1, lk, causal_only)
+            mb = None if maskf is None else maskf[(*bi, ...)]
+            m = acc = tot = None
+            for j0 in range(0, kend, keys):
+                j1 = min(j0 + keys, kend)
+                kidx = (*bi, slice(j0, j1), ...)
+                s, _ = _scores(bk, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low)
+                mx = bk.max(s, axis=-1, keepdims=True)
+                if m is not None:  # online: rescale what the earlier key blocks summed
+                    mx = bk.maximum(mx, m)
+                s -= mx
+                p = _exp_in_place(bk, s)
+                part = bk.matmul(p, heads(bk, v[kidx]))
+                ps = bk.sum(p, axis=-1, keepdims=True)
+                del s, p
+                if m is None:
+                    acc, tot = part, ps
+                else:
+                    alpha = bk.exp(m - mx)
+                    acc *= alpha
+                    acc += part
+                    tot *= alpha
+                    tot += ps
+                m = mx
+                del part, ps
+            assert acc is not None and tot is not None  # every block reads a key at least
+            acc /= tot
+            out[qidx] = heads(bk, acc)
+            lse[(*bi, slice(None), slice(i0, i1))] = (bk.log(tot) + m)[..., 0]
+            del acc, tot, qs
+    return out, lse
+
+
+def _attention_grad_whole(ns, g, glse, q, k, v, mask, out, lse, is_causal, scale, low):
+    """The cotangents of q, k and v over whole arrays (ours, for a higher order; immutable or
+    chunked backends): the probabilities recomputed from the log-sum-exp."""
+    qh, kh, vh, gh, oh = (heads(ns, a) for a in (q, k, v, g, out))
+    qs = qh * scale
+    s = ns.matmul(qs, ns.matrix_transpose(kh))
+    lq, lk = s.shape[-2], s.shape[-1]
+    allowed = mask
+    if is_causal:
+        tri = ns.arange(lq, **_like(ns, s))[:, None] >= ns.arange(lk, **_like(ns, s))[None, :]
+        allowed = tri if allowed is None else ns.logical_and(allowed, tri)
+    if allowed is not None:
+        s = ns.where(allowed, s, low)
+    lse1 = lse[..., None]
+    p = ns.exp(s - lse1)
+    if mask is not None:  # a row masked whole averages every value
+        p = ns.where(lse1 == low, 1.0 / lk, p)
+    dv = ns.matmul(ns.matrix_transpose(p), gh)
+    d = ns.sum(gh * oh, axis=-1, keepdims=True) - glse[..., None]
+    ds = p * (ns.matmul(gh, ns.matrix_transpose(vh)) - d)
+    if allowed is not None:
+        ds = ns.where(allowed, ds, 0.0)
+    dq = ns.matmul(ds, kh) * scale
+    dk = ns.matmul(ns.matrix_transpose(ds), qs)
+    return tuple(heads(ns, a) for a in (dq, dk, dv))  # (..., H, L, d) back to (..., L, H, d)
+
+
+@_attention.defvjp(saves=("query", "key", "value", "mask", "out"))
+def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+    go, glse = g
+    o, lse = out
+    batch, lq, lk, h = _attention_shapes(q, k, v)
+    dtype = ns.result_type(q, k, v)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    low = float(ns.finfo(dtype).min)
+    q, k, v = (_same(ns, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
+    maskf = _mask_full(ns, mask, batch, h, lq, lk)
+    if not in_place(ns):
+        grads = _attention_grad_whole(ns, go, glse, q, k, v, maskf, o, lse, is_causal, scale, low)
+        return (*grads, None)
+    causal_only = is_causal and mask is None
+    item = itemsize(ns, dtype)
+    blocks, rows, keys = attention_plan(batch, lq, lk, h, item, causal_only)
+    dq = ns.empty(tuple(q.shape), dtype=dtype)
+    dk = ns.zeros(tuple(k.shape), dtype=dtype)
+    dv = ns.zeros(tuple(v.shape), dtype=dtype)
+    for bi in blocks:
+        for i0 in range(0, lq, rows):
+            i1 = min(i0 + rows, lq)
+            qidx = (*bi, slice(i0, i1), ...)
+            qs = heads(ns, q[qidx]) * scale
+            gb = heads(ns, go[qidx])
+            d = ns.sum(gb * heads(ns, o[qidx]), axis=-1, keepdims=True)
+            d -= glse[(*bi, slice(None), slice(i0, i1))][..., None]
+            lse1 = lse[(*bi, slice(None), slice(i0, i1))][..., None]
+            mb = None if maskf is None else maskf[(*bi, ...)]
+            dqb = None
+            kend = _key_end(i1, lk, causal_only)
+            for j0 in range(0, kend, keys):
+                j1 = min(j0 + keys, kend)
+                kidx = (*bi, slice(j0, j1), ...)
+                s, allowed = _scores(ns, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low)
+                s -= lse1
+                p = ns.exp(s)
+                del s
+                if mask is not None:  # a row masked whole averages every value
+                    p = ns.where(lse1 == low, 1.0 / lk, p)
+                dv[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(p), gb))
+                ds = ns.matmul(gb, ns.matrix_transpose(heads(ns, v[kidx])))
+                ds -= d
+                ds *= p
+                del p
+                if mask is not None:
+                    ds = ns.where(allowed, ds, 0.0)
+                dk[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(ds), qs))
+                part = ns.matmul(ds, heads(ns, k[kidx]))
+                del ds
+                if dqb is None:
+                    dqb = part
+                else:
+                    dqb += part
+                del part
+            dqb *= scale
+            dq[qidx] = heads(ns, dqb)
+            del dqb, qs, gb, d
+    return dq, dk, dv, None
+
+
+_attention.defjvp(TRANSPOSED)
+
+
+@_attention.defbatch
+def _(ns, dims, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+    n = batch_size(dims, (q, k, v, mask))
+    r = max(a.ndim - (1 if d else 0) for a, d in zip((q, k, v), dims, strict=False))
+    q, k, v = (to_rank(ns, batched(ns, a, d, n), r) for a, d in zip((q, k, v), dims, strict=False))
+    if mask is not None and len(dims) > 3 and dims[3]:  # (n, ...) against (n, *B, H, Lq, Lk)
+        mask = to_rank(ns, mask, r + 1)
+    return ns._attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+
+
+def _attention_shape(a, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+    batch, lq, lk, h = _attention_shapes(q, k, v)
+    if mask is not None:
+        want = (*batch, h, lq, lk)
+        if tuple(broadcast(tuple(mask.shape), want)) != want:
+            raise ValueError(
+                f"scaled_dot_product_attention(): the mask {tuple(mask.shape)} does not "
+                f"broadcast to (..., H, Lq, Lk) = {want}"
+            )
+        if mask.dtype != np.bool_:
+            raise TypeError(
+                f"scaled_dot_product_attention(): the mask must be boolean, got {mask.dtype}"
+            )
+    dtype = np.result_type(q.dtype, k.dtype, v.dtype)
+    return new((*batch, lq, h, v.shape[-1]), dtype), new((*batch, h, lq), dtype)
+
+
+def _attention_memory(out, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+    """Casts and broadcast copies of q, k, v where they differ; then per block of the plan
+    (:func:`attention_plan`): the scaled queries, a block of scores and, while they are masked,
+    a second one (with the mask's booleans where a mask is given), the block's product with the
+    values and its sum beside the accumulated one, and the row statistics."""
+    o = out[0]
+    item = o.dtype.itemsize
+    batch, lq, lk, h = _attention_shapes(q, k, v)
+    d, dv = q.shape[-1], v.shape[-1]
+    casts = sum(math.prod((*batch, *a.shape[-3:])) * item for a in (q, k, v) if a.dtype != o.dtype)
+    causal_only = is_causal and mask is None
+    blocks, rows, keys = attention_plan(batch, lq, lk, h, item, causal_only)
+    keys = min(keys, lk)
+    nb = piece_size(batch, h * rows * keys * item, 0, ATTENTION_BLOCK_BYTES)
+    scores = nb * h * rows * keys * item
+    masked = scores // item if mask is not None else (rows * keys if is_causal else 0)
+    online = 2 if keys < lk else 1
+    per_block = (
+        nb * h * rows * d * item  # the scaled queries
+        + 2 * scores  # the scores, and what masking them makes
+        + masked  # the mask's booleans
+        + (online + 1) * nb * h * rows * dv * item  # the products and the accumulator
+        + 8 * nb * h * rows * item  # the row statistics
+    )
+    return casts + per_block + 2 * min(scores // item, BUFFER_ELEMENTS) * item
+
+
+_attention.defshape(_attention_shape, memory=_attention_memory)

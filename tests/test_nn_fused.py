@@ -1,0 +1,367 @@
+"""The fused transformer rows behind pycograd_xp.nn (``ops/nn.py``: activations, layer and RMS
+normalisation, cross-entropy, attention; softmax, log_softmax and logsumexp are
+``ops/special.py``'s rows): values against the composed definitions they replaced
+(``conformance/composed_nn.py``) in float64 and float32 on NumPy and array-api-strict, gradients
+against the composed versions, block-by-block evaluation against one block, Cubed against NumPy,
+what the tape keeps, and attention over long sequences in less memory than its score matrix.
+Finite differences, the dot-product test, JVPs, batching and the shape and memory rules are swept
+by the conformance suites (``conformance/grad_cases.py``, ``_transformer_cases``)."""
+
+from __future__ import annotations
+
+import array_api_strict
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from conformance import composed_nn
+from pycograd_xp import memory, nn
+from pycograd_xp.ops import nn as rows
+
+BACKENDS = [np, array_api_strict]
+rng = np.random.default_rng(11)
+TOL = {np.float64: dict(rtol=1e-12, atol=1e-12), np.float32: dict(rtol=2e-6, atol=2e-6)}
+
+
+def _np(a):
+    return np.asarray(pg.unwrap(a))
+
+
+def _a(*shape, lo=-2.0, hi=2.0, dtype=np.float64):
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def _has_erf(backend):
+    return backend is np
+
+
+# name: (fused, composed, arguments as NumPy arrays of a dtype)
+def _cases(dtype):
+    x, w, b = _a(6, 7, 40, dtype=dtype), _a(40, dtype=dtype), _a(40, dtype=dtype)
+    big = _a(40, 30, 300, dtype=dtype)  # over ops.nn.PIECE_BYTES: block by block
+    logits = _a(6, 7, 11, dtype=dtype)
+    labels = rng.integers(0, 11, (6, 7))
+    probs = rng.dirichlet(np.ones(11), (6, 7)).astype(dtype)
+    q, k, v = (
+        _a(2, 3, 9, 8, dtype=dtype),
+        _a(2, 3, 12, 8, dtype=dtype),
+        _a(2, 3, 12, 5, dtype=dtype),
+    )
+    mask = rng.random((2, 1, 9, 12)) > 0.3
+    return {
+        "gelu": (nn.gelu, composed_nn.gelu, (big,)),
+        "gelu exact": (
+            lambda x: nn.gelu(x, approximate=False),
+            lambda x: composed_nn.gelu(x, approximate=False),
+            (x,),
+        ),
+        "silu": (nn.silu, composed_nn.silu, (big,)),
+        "softplus": (nn.softplus, composed_nn.softplus, (_a(5, 7, lo=-40, hi=40, dtype=dtype),)),
+        "softmax": (nn.softmax, composed_nn.softmax, (logits,)),
+        "log_softmax": (
+            lambda x: nn.log_softmax(x, axis=1),
+            lambda x: composed_nn.log_softmax(x, axis=1),
+            (logits,),
+        ),
+        "logsumexp": (nn.logsumexp, composed_nn.logsumexp, (logits,)),
+        "layer_norm": (nn.layer_norm, composed_nn.layer_norm, (x, w, b)),
+        "layer_norm blocks": (nn.layer_norm, composed_nn.layer_norm, (big, _a(300, dtype=dtype))),
+        "layer_norm axes": (
+            lambda x, w: nn.layer_norm(x, w, axis=(0, 2)),
+            lambda x, w: composed_nn.layer_norm(x, w, axis=(0, 2)),
+            (x, _a(6, 1, 40, dtype=dtype)),
+        ),
+        "rms_norm": (nn.rms_norm, composed_nn.rms_norm, (big, _a(300, dtype=dtype))),
+        "cross_entropy": (
+            lambda z: nn.cross_entropy(z, _like(z, labels), reduction="none"),
+            lambda z: composed_nn.cross_entropy(z, _like(z, labels), reduction="none"),
+            (logits,),
+        ),
+        "cross_entropy probabilities": (
+            nn.cross_entropy,
+            composed_nn.cross_entropy,
+            (logits, probs),
+        ),
+        "attention": (
+            nn.scaled_dot_product_attention,
+            composed_nn.scaled_dot_product_attention,
+            (q, k, v),
+        ),
+        "attention masked causal scaled": (
+            lambda q, k, v, m: nn.scaled_dot_product_attention(q, k, v, m, True, 0.3),
+            lambda q, k, v, m: composed_nn.scaled_dot_product_attention(q, k, v, m, True, 0.3),
+            (q, k, v, mask),
+        ),
+        "attention causal self": (
+            lambda q: nn.scaled_dot_product_attention(q, q, q, is_causal=True),
+            lambda q: composed_nn.scaled_dot_product_attention(q, q, q, is_causal=True),
+            (_a(2, 150, 4, dtype=dtype),),  # query blocks of CAUSAL_ROWS
+        ),
+    }
+
+
+NAMES = list(_cases(np.float64))
+
+
+def _like(z, a):
+    return z.__array_namespace__().asarray(a)
+
+
+def _convert(xp, a):
+    if isinstance(a, np.ndarray):
+        return xp.asarray(a)
+    return a
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", NAMES)
+def test_values_are_the_composed_definitions(backend, dtype, name):
+    if name == "gelu exact" and not _has_erf(backend):
+        pytest.skip("no erf on array-api-strict: nn.gelu composes an approximation there")
+    fused, composed, args = _cases(dtype)[name]
+    xp = pg.namespace(backend)
+    arrays = [_convert(xp, a) for a in args]
+    got, want = _np(fused(*arrays)), _np(composed(*arrays))
+    assert got.dtype == want.dtype == dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+def _floats(args):
+    return tuple(i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_are_the_composed_versions(backend, name):
+    if name == "gelu exact" and not _has_erf(backend):
+        pytest.skip("no erf on array-api-strict")
+    fused, composed, args = _cases(np.float64)[name]
+    xp = pg.namespace(backend)
+    arrays = [_convert(xp, a) for a in args]
+    nums = _floats(args)
+    out = _np(fused(*arrays))
+    weights = xp.asarray(np.cos(np.arange(out.size)).reshape(out.shape))
+
+    def loss(f):
+        def g(*diff):
+            full = list(arrays)
+            for i, d in zip(nums, diff, strict=True):
+                full[i] = d
+            return xp.sum(f(*full) * weights)
+
+        return g
+
+    diff = [arrays[i] for i in nums]
+    got = pg.grad(loss(fused), argnums=tuple(range(len(nums))))(*diff)
+    want = pg.grad(loss(composed), argnums=tuple(range(len(nums))))(*diff)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-10, atol=1e-11)
+
+
+def test_gelu_exact_composes_where_the_backend_has_no_erf():
+    xp = pg.namespace(array_api_strict)
+    a = _a(3, 4)
+    got = _np(nn.gelu(xp.asarray(a), approximate=False))
+    want = _np(composed_nn.gelu(pg.namespace(np).asarray(a), approximate=False))
+    np.testing.assert_allclose(got, want, atol=2e-7)  # Abramowitz & Stegun's erf
+    with pytest.raises(NotImplementedError, match="no erf"):
+        xp._gelu(xp.asarray(a))
+
+
+@pytest.mark.parametrize("name", ["gelu", "silu", "layer_norm blocks", "rms_norm", "cross_entropy"])
+def test_blocks_give_what_one_block_gives(monkeypatch, name):
+    """Block by block (ops.nn.PIECE_BYTES) and in one piece: the same values and gradients."""
+    fused, _, args = _cases(np.float64)[name]
+    xp = pg.namespace(np)
+    arrays = [_convert(xp, a) for a in args]
+    nums = _floats(args)
+
+    def step():
+        def f(*diff):
+            full = list(arrays)
+            for i, d in zip(nums, diff, strict=True):
+                full[i] = d
+            return xp.sum(fused(*full) ** 2)
+
+        return pg.value_and_grad(f, argnums=tuple(range(len(nums))))(*[arrays[i] for i in nums])
+
+    monkeypatch.setattr(rows, "PIECE_BYTES", 10**12)
+    want = step()
+    monkeypatch.setattr(rows, "PIECE_BYTES", 512)
+    assert len(rows.pieces(args[0].shape, 8, 1)) > 1
+    got = step()
+    np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("budget", [2**10, 3000, 2**15])
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention_blocks_of_queries_and_keys_give_the_same(monkeypatch, budget, masked):
+    """Small budgets split the queries, then the keys too (an online softmax): the values and
+    gradients of one block. A row masked whole averages every value, as the composed one."""
+    xp = pg.namespace(np)
+    q, k, v = _a(2, 33, 3, 4), _a(2, 40, 3, 4), _a(2, 40, 3, 6)
+    mask = rng.random((2, 3, 33, 40)) > 0.4 if masked else None
+    if masked:
+        mask[1, 2, 5] = False
+
+    def step(q, k, v):
+        m = None if mask is None else xp.asarray(mask)
+        out = xp._attention(q, k, v, m, is_causal=True)[0]
+        return xp.sum(out * xp.sin(out))
+
+    args = [xp.asarray(a) for a in (q, k, v)]
+    vg = pg.value_and_grad(step, argnums=(0, 1, 2))
+    want = vg(*args)
+    monkeypatch.setattr(rows, "ATTENTION_BLOCK_BYTES", budget)
+    got = vg(*args)
+    np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-10, atol=1e-12)
+
+
+def test_multi_head_attention_keeps_the_heads_beside_the_features():
+    xp = pg.namespace(np)
+    params = {n: xp.asarray(_a(16, 16) / 4) for n in ("wq", "wk", "wv", "wo")}
+    x = xp.asarray(_a(2, 7, 16))
+    got = nn.multi_head_attention(x, params, num_heads=4, causal=True)
+    want = composed_nn.multi_head_attention(x, params, num_heads=4, causal=True)
+    np.testing.assert_allclose(_np(got), _np(want), rtol=1e-12, atol=1e-12)
+    mask = xp.asarray(rng.random((2, 4, 7, 7)) > 0.3)
+    got = nn.multi_head_attention(x, params, num_heads=4, mask=mask)
+    want = composed_nn.multi_head_attention(x, params, num_heads=4, mask=mask)
+    np.testing.assert_allclose(_np(got), _np(want), rtol=1e-12, atol=1e-12)
+
+
+def test_raw_numpy_arrays_run_the_rows():
+    a, w = _a(4, 6), _a(6)
+    want = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5) * w
+    np.testing.assert_allclose(np.asarray(nn.layer_norm(a, w)), want, rtol=1e-12)
+    q = _a(3, 5, 4)
+    out = np.asarray(nn.scaled_dot_product_attention(q, q, q, is_causal=True))
+    assert out.shape == (3, 5, 4)
+    np.testing.assert_allclose(out[:, 0], q[:, 0])  # the first query sees only the first key
+
+
+def test_errors_name_the_function():
+    xp = pg.namespace(np)
+    x = xp.ones((2, 3, 4))
+    with pytest.raises(ValueError, match=r"cross_entropy\(\): class indices of shape \(4,\)"):
+        nn.cross_entropy(x, xp.asarray(np.zeros(4, np.int64)))
+    with pytest.raises(ValueError, match=r"cross_entropy\(\): probabilities of shape \(2, 4\)"):
+        nn.cross_entropy(x, xp.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"layer_norm\(\): weight/bias"):
+        nn.layer_norm(x, xp.ones(5))
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention\(\).*do not match"):
+        xp._attention(x[..., None, :], xp.ones((2, 3, 1, 5)), xp.ones((2, 3, 1, 4)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_the_tape_keeps_only_the_declared_residuals(backend):
+    """gelu, silu, softplus keep x; layer_norm x, its weight and the statistics beside its
+    output (which the next product saves anyway); cross-entropy the logits, the labels and the
+    normaliser; attention q, k, v, its output and the log-sum-exp: never a score matrix."""
+    spec = memory.spec
+    b, length, d, heads = 2, 64, 32, 4
+
+    def block(x, w1):
+        xp = x.__array_namespace__()
+        h = nn.layer_norm(x)
+        q = xp.reshape(h, (b, length, heads, d // heads))
+        a = xp.reshape(xp._attention(q, q, q, is_causal=True)[0], (b, length, d))
+        return xp.mean(nn.gelu(a @ w1))
+
+    p = memory.project(block, spec((b, length, d), "float32"), spec((d, 4 * d), "float32"))
+    f32 = 4
+    act = b * length * d * f32
+    stats = b * length * f32
+    # x and w1 are arguments; h (the layer norm's output, saved by it and as q, k, v),
+    # its statistics, the attention's output (saved by it and by the product) and its
+    # log-sum-exp, and the product (gelu's input)
+    expected = act + 2 * stats + act + heads * stats + 4 * act
+    assert p.residual_bytes <= expected + 4096, (p.residual_bytes, expected)
+    assert p.residual_bytes < heads * b * length * length * f32 + expected  # no score matrix
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_long_attention_trains_in_less_memory_than_its_score_matrix(is_causal):
+    """L = 2048, batch 1, 4 heads of 64: the step's peak (tracemalloc, beyond its arguments)
+    stays under one L x L float32 array (16 MiB; per head the scores would be four times
+    that), the projection bounds it tightly, and the gradient is the composed version's."""
+    xp = pg.namespace(np)
+    length, heads, d = 2048, 4, 64
+    q, k, v = (xp.asarray(_a(1, length, heads, d, dtype=np.float32)) for _ in range(3))
+    w = xp.asarray(_a(1, length, heads, d, dtype=np.float32))
+
+    def loss(q, k, v):
+        return xp.sum(xp._attention(q, k, v, is_causal=is_causal)[0] * w)
+
+    nums = (0, 1, 2)
+    m = memory.measure(loss, q, k, v, argnums=nums)
+    p = memory.project(loss, q, k, v, argnums=nums)
+    square = length * length * 4
+    assert m.peak_bytes - m.argument_bytes < square, m
+    assert m.peak_bytes <= p.traced_peak_bytes <= p.peak_bytes, (m, p)
+    assert m.peak_bytes / p.traced_peak_bytes >= 0.8, (m, p)
+
+    def composed(q, k, v):
+        qh, kh, vh = (xp.permute_dims(a, (0, 2, 1, 3)) for a in (q, k, v))
+        out = composed_nn.scaled_dot_product_attention(qh, kh, vh, is_causal=is_causal)
+        return xp.sum(xp.permute_dims(out, (0, 2, 1, 3)) * w)
+
+    got = pg.grad(loss, argnums=nums)(q, k, v)
+    want = pg.grad(composed, argnums=nums)(q, k, v)
+    for a, b in zip(got, want, strict=True):
+        a, b = _np(a), _np(b)
+        assert np.abs(a - b).max() <= 1e-4 * np.abs(b).max()
+
+
+def test_a_transformer_block_step_is_projected_tightly():
+    xp = pg.namespace(np)
+    d, heads, length, batch = 64, 4, 96, 3
+    p = {
+        n: xp.asarray(_a(*s, dtype=np.float32) / 8)
+        for n, s in (("wq", (d, d)), ("wk", (d, d)), ("wv", (d, d)), ("wo", (d, d)))
+    }
+    p["w1"], p["w2"] = (
+        xp.asarray(_a(d, 4 * d, dtype=np.float32) / 8),
+        xp.asarray(_a(4 * d, d, dtype=np.float32) / 16),
+    )
+    p["g1"], p["g2"] = xp.ones(d, dtype=xp.float32), xp.ones(d, dtype=xp.float32)
+    x = xp.asarray(_a(batch, length, d, dtype=np.float32))
+    labels = xp.asarray(rng.integers(0, d, (batch, length)))
+
+    def loss(p, x):
+        h = x + nn.multi_head_attention(nn.layer_norm(x, p["g1"]), p, heads, causal=True)
+        h = h + nn.gelu(nn.layer_norm(h, p["g2"]) @ p["w1"]) @ p["w2"]
+        return nn.cross_entropy(h, labels)
+
+    proj, meas = memory.project(loss, p, x), memory.measure(loss, p, x)
+    assert meas.peak_bytes <= proj.traced_peak_bytes <= proj.peak_bytes, (meas, proj)
+    assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8, (meas, proj)
+
+
+def test_cubed_values_and_gradients_match_numpy():
+    cubed = pytest.importorskip("cubed")
+    xc, xn = pg.namespace(cubed), pg.namespace(np)
+    x, w, labels = _a(2, 5, 8), _a(8), rng.integers(0, 8, (2, 5))
+    mask = rng.random((2, 2, 5, 5)) > 0.3
+
+    def loss(ns, x, w):
+        h = nn.layer_norm(x, w) + nn.rms_norm(x) + nn.silu(x) + nn.softplus(x)
+        q = ns.reshape(nn.gelu(h), (2, 5, 2, 4))
+        a = ns._attention(q, q, q, ns.asarray(mask), is_causal=True)[0]
+        z = ns.reshape(a, (2, 5, 8)) + nn.gelu(x, approximate=False)
+        return nn.cross_entropy(z, ns.asarray(labels)) + ns.sum(nn.log_softmax(z))
+
+    vc = pg.value_and_grad(lambda x, w: loss(xc, x, w), argnums=(0, 1))(
+        xc.asarray(x), xc.asarray(w)
+    )
+    vn = pg.value_and_grad(lambda x, w: loss(xn, x, w), argnums=(0, 1))(
+        xn.asarray(x), xn.asarray(w)
+    )
+    np.testing.assert_allclose(np.asarray(pg.unwrap(vc[0]).compute()), _np(vn[0]), rtol=1e-10)
+    for a, b in zip(vc[1], vn[1], strict=True):
+        np.testing.assert_allclose(np.asarray(pg.unwrap(a).compute()), _np(b), rtol=1e-9)
