@@ -1468,18 +1468,48 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
 def _gelu_tanh_f(bk: Any, x: Any) -> Any:
-    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the composed expression's order
-    u = _GELU_A * x * x * x
-    u = bk.tanh(_SQRT_2_PI * (x + u))
-    return 0.5 * x * (1 + u)
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the composed expression; on a backend
+    # that writes in place the same terms in two temporaries, u = sqrt(2/pi) x (1 + a x^2)
+    if not in_place(bk):
+        return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
+    u = x * x
+    u *= _GELU_A
+    u += 1
+    u *= x
+    u *= _SQRT_2_PI
+    t = bk.tanh(u)
+    del u
+    t += 1
+    t *= x
+    t *= 0.5
+    return t
 
 
 def _d_gelu_tanh(ns: Any, x: Any) -> Any:
     # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 a x^2), t = tanh(sqrt(2/pi)(x + a x^3))
     x2 = x * x
-    t = ns.tanh(_SQRT_2_PI * (x + _GELU_A * x2 * x))
-    inner = (0.5 * _SQRT_2_PI) * x * (1 + (3 * _GELU_A) * x2)
-    return 0.5 * (1 + t) + inner * (1 - t * t)
+    if not in_place(ns):
+        t = ns.tanh(_SQRT_2_PI * (x + _GELU_A * x2 * x))
+        inner = (0.5 * _SQRT_2_PI) * x * (1 + (3 * _GELU_A) * x2)
+        return 0.5 * (1 + t) + inner * (1 - t * t)
+    u = x2 * _GELU_A  # in place on fresh temporaries: four arrays of the block at the most
+    u += 1
+    u *= x
+    u *= _SQRT_2_PI
+    t = ns.tanh(u)
+    del u
+    x2 *= 3 * _GELU_A
+    x2 += 1
+    x2 *= x
+    x2 *= 0.5 * _SQRT_2_PI  # inner
+    w = t * t
+    w -= 1
+    w *= x2  # inner (t^2 - 1)
+    del x2
+    t += 1
+    t *= 0.5
+    t -= w
+    return t
 
 
 @primitive(FP, needs=())
@@ -1670,12 +1700,19 @@ def _layer_norm(
 
 def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
     """The input's cotangent: ``rstd (gx - mean(gx)) - xhat rstd mean(gx xhat)`` with
-    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add."""
+    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add; and
+    ``xhat``."""
     xhat = (x - mean) * rstd
     gx = g * weight if weight is not None else g
     c1 = rstd * ns.mean(gx, axis=axes, keepdims=True) - gm / n
     c2 = rstd * ns.mean(gx * xhat, axis=axes, keepdims=True) + gr * (rstd * rstd) / n
-    return rstd * gx - c1 - xhat * c2, xhat
+    if not in_place(ns):
+        return rstd * gx - c1 - xhat * c2, xhat
+    dx = rstd * gx  # in place on fresh temporaries
+    dx -= c1
+    t = xhat * c2
+    dx -= t
+    return dx, xhat
 
 
 @_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)

@@ -1,0 +1,262 @@
+"""Workload: one transformer-block training step beside PyTorch eager (issue 20), float32, one
+thread; then the small CNN step of ``bench_cnn.py`` the same way.
+
+    python benchmarks/bench_transformer.py [--repeats N] [--no-cnn] [--json PATH]
+
+The block: x (8, 256, 256) -> pre-LN causal multi-head attention (4 heads of 64) + residual ->
+pre-LN MLP 256-1024-256 with gelu (tanh) + residual -> mean(h^2); ``value_and_grad`` over the
+parameters (the four projections, the MLP's two weights, the two layer norms' weights).
+
+Time: contenders interleaved in one process, medians of ``--repeats`` rounds:
+
+  pycograd_xp            ``pycograd_xp.nn`` (the fused rows: layer_norm, gelu, attention)
+  pycograd_xp compiled   the same step through ``pycograd_xp.compile``
+  pycograd_xp composed   the layers composed of standard functions, as before the rows
+                         (``conformance/composed_nn.py``)
+  PyTorch eager          ``torch.nn.functional``: layer_norm, gelu(approximate="tanh"),
+                         scaled_dot_product_attention(is_causal=True)
+  PyTorch eager, scores  the same with attention written out (scores, softmax, values), as
+                         ``bench_memory_anchors.py`` writes it
+
+Live peak: each contender's step in a fresh process of its own (``_common.step_peak``, after a
+warm-up step), bytes beyond what was live before it: tracemalloc's peak where it sees the
+allocations (ours: NumPy's buffers), and the resident-set growth with every malloc block of
+16 KiB or more mapped on its own and unmapped when freed (``_common.MALLOC_SETTINGS["live"]``):
+the live peak whoever allocates, the common scale (tracemalloc sees no tensor of PyTorch's).
+Beside them the growth under the large fixed malloc thresholds the timings run with
+(``"fixed"``, over the warm-up too: what the process keeps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import _common
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import pycograd_xp as pg  # noqa: E402
+from conformance import composed_nn  # noqa: E402
+from pycograd_xp import memory, nn  # noqa: E402
+
+B, L, D, HEADS, HIDDEN = 8, 256, 256, 4, 1024
+LIVE = ("pycograd_xp", "pycograd_xp compiled", "PyTorch eager", "PyTorch eager, scores")
+
+
+def init(dtype=np.float32):
+    rng = np.random.default_rng(0)
+
+    def a(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(dtype)
+
+    params = {
+        "wq": a(D, D, scale=D**-0.5),
+        "wk": a(D, D, scale=D**-0.5),
+        "wv": a(D, D, scale=D**-0.5),
+        "wo": a(D, D, scale=D**-0.5),
+        "w1": a(D, HIDDEN, scale=D**-0.5),
+        "w2": a(HIDDEN, D, scale=HIDDEN**-0.5),
+        "g1": np.ones(D, dtype),
+        "g2": np.ones(D, dtype),
+    }
+    return params, a(B, L, D)
+
+
+def block_loss(layers, p, x):
+    """The block's loss with ``layers`` (``pycograd_xp.nn`` or ``composed_nn``)."""
+    xp = x.__array_namespace__()
+    h = x + layers.multi_head_attention(layers.layer_norm(x, p["g1"]), p, HEADS, causal=True)
+    h = h + layers.gelu(layers.layer_norm(h, p["g2"]) @ p["w1"]) @ p["w2"]
+    return xp.mean(h * h)
+
+
+def ours(which: str):
+    """(step, arguments) of one of our contenders."""
+    params, x = init()
+    xp = pg.namespace(np)
+    p = {k: xp.asarray(v) for k, v in params.items()}
+    xa = xp.asarray(x)
+    layers = composed_nn if which == "pycograd_xp composed" else nn
+    step = pg.value_and_grad(lambda p, x: block_loss(layers, p, x))
+    if which == "pycograd_xp compiled":
+        step = pg.compile(step)
+    return step, (p, xa)
+
+
+def torch_step(scores: bool):
+    """PyTorch's step: the loss and the gradients, returned as ours are."""
+    import torch
+    import torch.nn.functional as tf
+
+    torch.set_num_threads(1)
+    params, x = init()
+    p = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    xt = torch.tensor(x)
+    hd = D // HEADS
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+
+    def attention(h):
+        def split(w):
+            return (h @ w).reshape(B, L, HEADS, hd).permute(0, 2, 1, 3)
+
+        q, k, v = split(p["wq"]), split(p["wk"]), split(p["wv"])
+        if scores:
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+            o = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1) @ v
+        else:
+            o = tf.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return o.permute(0, 2, 1, 3).reshape(B, L, D) @ p["wo"]
+
+    def step():
+        h = xt + attention(tf.layer_norm(xt, (D,), p["g1"]))
+        h = h + tf.gelu(tf.layer_norm(h, (D,), p["g2"]) @ p["w1"], approximate="tanh") @ p["w2"]
+        loss = torch.mean(h * h)
+        return loss.detach(), torch.autograd.grad(loss, list(p.values()))
+
+    return step
+
+
+def check_same(step, args) -> None:
+    """Our step gives PyTorch's loss and gradients (float32)."""
+    import torch  # noqa: F401
+
+    loss, grads = step(*args)
+    t_loss, t_grads = torch_step(False)()
+    assert abs(float(loss) - float(t_loss)) <= 1e-4 * abs(float(t_loss)), (loss, t_loss)
+    for k, tg in zip(init()[0], t_grads, strict=True):  # PyTorch's in the parameters' order
+        g, tg = np.asarray(pg.unwrap(grads[k])), tg.numpy()
+        assert np.abs(g - tg).max() <= 2e-3 * np.abs(tg).max(), k
+
+
+def contenders(torch_too: bool) -> dict:
+    out = {}
+    for name in ("pycograd_xp", "pycograd_xp compiled", "pycograd_xp composed"):
+        step, args = ours(name)
+        out[name] = lambda step=step, args=args: step(*args)
+    if torch_too:
+        check_same(*ours("pycograd_xp"))
+        out["PyTorch eager"] = torch_step(False)
+        out["PyTorch eager, scores"] = torch_step(True)
+    return out
+
+
+# -- the live peak, each contender in a process of its own ---------------------------------------
+def memory_one(name: str, cnn: bool) -> list:
+    """[tracemalloc peak or None, RSS growth] of one step of ``name`` in this process."""
+    if cnn:
+        import bench_cnn
+
+        return list(bench_cnn.memory_one(name))
+    rss_over_warmup = os.environ.get("MALLOC_MMAP_THRESHOLD_") == str(2**30)
+    if name.startswith("PyTorch"):
+        fn = torch_step(name.endswith("scores"))
+        return [None, _common.step_peak(fn, rss_over_warmup)[1]]
+    step, args = ours(name)
+    return list(_common.step_peak(lambda: step(*args), rss_over_warmup))
+
+
+def live_peaks(names: list[str], cnn: bool = False) -> dict[str, dict]:
+    found = {}
+    for name in names:
+        args = ["--memory-one", name] + (["--cnn"] if cnn else [])
+        live = _common.in_fresh_process(__file__, args, "live")
+        fixed = _common.in_fresh_process(__file__, args, "fixed")
+        found[name] = {"tracemalloc": live[0], "rss_live": live[1], "rss_fixed": fixed[1]}
+    return found
+
+
+def _mib(n) -> str:
+    return "-" if n is None else f"{n / 2**20:8.2f}"
+
+
+def report(title: str, times: dict, peaks: dict, base: str, ours_name: str) -> list[str]:
+    lines = [title, f"  {'contender':24s} {'ms':>8s} {'/' + base:>16s}"]
+    for name, t in times.items():
+        lines.append(f"  {name:24s} {t * 1e3:8.1f} {t / times[base]:16.2f}")
+    lines.append(
+        f"  step peak, MiB beyond the arguments: {'tracemalloc':>11s} {'RSS live':>9s} "
+        f"{'RSS fixed':>9s} {'live / ' + base:>22s}"
+    )
+    for name, m in peaks.items():
+        ratio = m["rss_live"] / peaks[base]["rss_live"] if base in peaks else float("nan")
+        lines.append(
+            f"  {name:36s} {_mib(m['tracemalloc']):>11s} {_mib(m['rss_live']):>9s} "
+            f"{_mib(m['rss_fixed']):>9s} {ratio:22.2f}"
+        )
+    if base in peaks and ours_name in peaks:
+        o, t = peaks[ours_name], peaks[base]
+        lines.append(
+            f"  {ours_name} / {base}: time {times[ours_name] / times[base]:.2f} (goal <= 0.8), "
+            f"live peak {o['rss_live'] / t['rss_live']:.2f} (RSS), "
+            f"{o['tracemalloc'] / t['rss_live']:.2f} (tracemalloc / RSS) (goal <= 1.0)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--no-cnn", action="store_true", help="skip the CNN step")
+    ap.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    a = ap.parse_args(argv)
+    torch = _common.optional("torch")
+    cs = contenders(torch is not None)
+    times = _common.interleaved(cs, repeats=a.repeats, number=1)
+    base = "PyTorch eager" if torch is not None else "pycograd_xp composed"
+    live = [n for n in LIVE if n in cs] + ["pycograd_xp composed"]
+    peaks = live_peaks(live)
+    step, args = ours("pycograd_xp")
+    loss = lambda p, x: block_loss(nn, p, x)  # noqa: E731
+    proj, meas = memory.project(loss, *args), memory.measure(loss, *args)
+    lines = report(
+        f"Transformer block step, x ({B}, {L}, {D}) float32, causal, pre-LN, {HEADS} heads, "
+        f"MLP {HIDDEN} gelu: medians of {a.repeats}",
+        times,
+        peaks,
+        base,
+        "pycograd_xp",
+    )
+    lines.append(
+        f"  memory.project: {proj.traced_peak_bytes / 2**20:.2f} MiB, memory.measure: "
+        f"{meas.peak_bytes / 2**20:.2f} MiB (arguments included; measured / projected "
+        f"{meas.peak_bytes / proj.traced_peak_bytes:.3f})"
+    )
+    result = {"transformer": {"times": times, "peaks": peaks}}
+    if not a.no_cnn:
+        import bench_cnn
+
+        ccs, _ = bench_cnn.contenders()
+        keep = ["pycograd_xp (rows)", "PyTorch eager"]
+        cnn_times = _common.interleaved(
+            {k: v for k, v in ccs.items() if k in keep}, repeats=a.repeats, number=5
+        )
+        names = ["pycograd_xp (rows)", "pycograd_xp compiled"] + (
+            ["PyTorch eager"] if torch is not None else []
+        )
+        cnn_peaks = live_peaks(names, cnn=True)
+        cbase = "PyTorch eager" if torch is not None else "pycograd_xp (rows)"
+        lines += report(
+            f"CNN step (bench_cnn.py), x ({bench_cnn.N}, 1, 28, 28) float32: medians of "
+            f"{a.repeats} x 5",
+            cnn_times,
+            cnn_peaks,
+            cbase,
+            "pycograd_xp (rows)",
+        )
+        result["cnn"] = {"times": cnn_times, "peaks": cnn_peaks}
+    print("\n".join(lines))
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--memory-one"]:
+        print(json.dumps(memory_one(sys.argv[2], "--cnn" in sys.argv)))
+    else:
+        main()
