@@ -1333,7 +1333,7 @@ _relu.defshape(_relu_shape, memory=_relu_memory)
 # (NumPy, CuPy, array-api-strict, the abstract backend): each block's temporaries stay within
 # this many bytes (in cache), never a layer's size, and a VJP given a cotangent only it holds
 # writes its result into it. Elsewhere (immutable or chunked arrays; ours, for a higher order)
-# one block: the whole array.
+# one block: the whole array (measured: docs/calibration.md#piece-bytes).
 PIECE_BYTES = 256 * 2**10
 
 
@@ -2138,10 +2138,12 @@ _cross_entropy.defshape(_cross_entropy_shape, memory=_cross_entropy_memory)
 
 # Flash-style attention keeps each block of scores (batch items x heads x query rows x keys)
 # within this many bytes: the forward holds one block and its exponentials, the backward one
-# block of probabilities and one of their cotangents. Never an L x L array for the whole batch.
+# block of probabilities and one of their cotangents. Never an L x L array for the whole batch
+# (docs/calibration.md#attention-block-bytes).
 ATTENTION_BLOCK_BYTES = 2 * 2**20
 # With a causal mask the queries go in blocks of at most this many rows, each against the keys
-# up to its last row only: about half the products and exponentials of the full square.
+# up to its last row only: about half the products and exponentials of the full square
+# (measured: docs/calibration.md#causal-rows).
 CAUSAL_ROWS = 64
 
 
