@@ -174,7 +174,9 @@ def _mib(n) -> str:
     return "-" if n is None else f"{n / 2**20:8.2f}"
 
 
-def report(title: str, times: dict, peaks: dict, base: str, ours_name: str) -> list[str]:
+def report(
+    title: str, times: dict, peaks: dict, base: str, ours_name: str, time_goal: float
+) -> list[str]:
     lines = [title, f"  {'contender':24s} {'ms':>8s} {'/' + base:>16s}"]
     for name, t in times.items():
         lines.append(f"  {name:24s} {t * 1e3:8.1f} {t / times[base]:16.2f}")
@@ -191,7 +193,8 @@ def report(title: str, times: dict, peaks: dict, base: str, ours_name: str) -> l
     if base in peaks and ours_name in peaks:
         o, t = peaks[ours_name], peaks[base]
         lines.append(
-            f"  {ours_name} / {base}: time {times[ours_name] / times[base]:.2f} (goal <= 0.8), "
+            f"  {ours_name} / {base}: time {times[ours_name] / times[base]:.2f} "
+            f"(goal <= {time_goal}), "
             f"live peak {o['rss_live'] / t['rss_live']:.2f} (RSS), "
             f"{o['tracemalloc'] / t['rss_live']:.2f} (tracemalloc / RSS) (goal <= 1.0)"
         )
@@ -220,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
         peaks,
         base,
         "pycograd_xp",
+        0.8,
     )
     lines.append(
         f"  memory.project: {proj.traced_peak_bytes / 2**20:.2f} MiB, memory.measure: "
@@ -247,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
             cnn_peaks,
             cbase,
             "pycograd_xp (rows)",
+            1.0,
         )
         result["cnn"] = {"times": cnn_times, "peaks": cnn_peaks}
     print("\n".join(lines))

@@ -1515,7 +1515,8 @@ def _d_gelu_tanh(ns: Any, x: Any) -> Any:
 @primitive(FP, needs=())
 def _gelu_tanh(bk: Any, x: Any, /) -> Any:
     """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
-    block (the composed expression's operations, so the same values); its VJP keeps only x."""
+    block (on a backend that writes in place its terms regrouped in two temporaries: the
+    composed expression's values to an ulp or two); its VJP keeps only x."""
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
