@@ -1,7 +1,8 @@
 """Workload: one transformer-block training step beside PyTorch eager (issue 20), float32, one
-thread; then the small CNN step of ``bench_cnn.py`` the same way.
+thread; then the training step of ``examples/char_transformer.py`` and the small CNN step of
+``bench_cnn.py`` the same way.
 
-    python benchmarks/bench_transformer.py [--repeats N] [--no-cnn] [--json PATH]
+    python benchmarks/bench_transformer.py [--repeats N] [--no-char] [--no-cnn] [--json PATH]
 
 The block: x (8, 256, 256) -> pre-LN causal multi-head attention (4 heads of 64) + residual ->
 pre-LN MLP 256-1024-256 with gelu (tanh) + residual -> mean(h^2); ``value_and_grad`` over the
@@ -17,6 +18,11 @@ Time: contenders interleaved in one process, medians of ``--repeats`` rounds:
                          scaled_dot_product_attention(is_causal=True)
   PyTorch eager, scores  the same with attention written out (scores, softmax, values), as
                          ``bench_memory_anchors.py`` writes it
+
+The character model's step (the example's default config: 2 layers of width 128, 4 heads,
+context 64, batch 32, 96 characters) is a whole training step: loss, gradients, clipping of
+their global norm and Adam, ``make_step`` uncompiled and compiled beside PyTorch eager
+(``clip_grad_norm_``, ``torch.optim.Adam``).
 
 Live peak: each contender's step in a fresh process of its own (``_common.step_peak``, after a
 warm-up step), bytes beyond what was live before it: tracemalloc's peak where it sees the
@@ -145,25 +151,122 @@ def contenders(torch_too: bool) -> dict:
     return out
 
 
+# -- the character model's training step ---------------------------------------------------------
+VOCAB = 96
+
+
+def _char_module():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    import char_transformer
+
+    return char_transformer
+
+
+def char_batch(cfg):
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, VOCAB, (cfg.batch, cfg.context + 1))
+    return ids[:, :-1], ids[:, 1:]
+
+
+def char_ours(compiled: bool):
+    """Our training step of the example's model and its arguments."""
+    from pycograd_xp import optim, random
+    from pycograd_xp.train import make_step
+
+    ct = _char_module()
+    cfg = ct.Config()
+    xp = pg.namespace(np)
+    params = ct.init_params(random.key(0), cfg, VOCAB, xp)
+    tx = optim.chain(optim.clip_by_global_norm(cfg.clip), optim.adam(cfg.lr))
+    step = make_step(ct.make_loss(cfg.heads), tx)
+    if compiled:
+        step = pg.compile(step)
+    batch = tuple(xp.asarray(a) for a in char_batch(cfg))
+    return step, (params, tx.init(params), batch)
+
+
+def char_torch():
+    """The same model, initial weights and update in PyTorch: one training step."""
+    import torch
+    import torch.nn.functional as tf
+
+    from pycograd_xp import random
+
+    torch.set_num_threads(1)
+    ct = _char_module()
+    cfg = ct.Config()
+    init = ct.init_params(random.key(0), cfg, VOCAB, pg.namespace(np))
+    flat, tree = pg.tree_flatten(init)
+    leaves = [torch.tensor(np.asarray(pg.unwrap(a)), requires_grad=True) for a in flat]
+    p = pg.tree_unflatten(tree, leaves)
+    opt = torch.optim.Adam(leaves, lr=cfg.lr)
+    x, y = (torch.from_numpy(a) for a in char_batch(cfg))
+    d, hd = cfg.width, cfg.width // cfg.heads
+
+    def forward():
+        b, t = x.shape
+        h = p["tok"][x] + p["pos"][:t]
+        for blk in p["blocks"]:
+            a = tf.layer_norm(h, (d,), blk["g1"])
+
+            def split(w, a=a):
+                return (a @ w).reshape(b, t, cfg.heads, hd).transpose(1, 2)
+
+            q, k, v = split(blk["wq"]), split(blk["wk"]), split(blk["wv"])
+            o = tf.scaled_dot_product_attention(q, k, v, is_causal=True)
+            h = h + o.transpose(1, 2).reshape(b, t, d) @ blk["wo"]
+            m = tf.layer_norm(h, (d,), blk["g2"]) @ blk["w1"] + blk["b1"]
+            h = h + tf.gelu(m, approximate="tanh") @ blk["w2"] + blk["b2"]
+        logits = tf.layer_norm(h, (d,), p["gf"]) @ p["head"]
+        return tf.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = forward()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(leaves, cfg.clip)
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def char_contenders(torch_too: bool) -> dict:
+    out = {}
+    for name, compiled in (("pycograd_xp", False), ("pycograd_xp compiled", True)):
+        step, args = char_ours(compiled)
+        out[name] = lambda step=step, args=args: step(*args)
+    if torch_too:
+        out["PyTorch eager"] = char_torch()
+    return out
+
+
 # -- the live peak, each contender in a process of its own ---------------------------------------
-def memory_one(name: str, cnn: bool) -> list:
-    """[tracemalloc peak or None, RSS growth] of one step of ``name`` in this process."""
-    if cnn:
+def memory_one(name: str, which: str) -> list:
+    """[tracemalloc peak or None, RSS growth] of one step of ``name`` of workload ``which``
+    ("block", "char" or "cnn") in this process."""
+    if which == "cnn":
         import bench_cnn
 
         return list(bench_cnn.memory_one(name))
     rss_over_warmup = os.environ.get("MALLOC_MMAP_THRESHOLD_") == str(2**30)
     if name.startswith("PyTorch"):
-        fn = torch_step(name.endswith("scores"))
+        if which == "char":
+            fn = char_torch()
+        else:
+            fn = torch_step(name.endswith("scores"))
         return [None, _common.step_peak(fn, rss_over_warmup)[1]]
-    step, args = ours(name)
+    if which == "char":
+        step, args = char_ours(name.endswith("compiled"))
+    else:
+        step, args = ours(name)
     return list(_common.step_peak(lambda: step(*args), rss_over_warmup))
 
 
-def live_peaks(names: list[str], cnn: bool = False) -> dict[str, dict]:
+def live_peaks(names: list[str], which: str = "block") -> dict[str, dict]:
     found = {}
     for name in names:
-        args = ["--memory-one", name] + (["--cnn"] if cnn else [])
+        args = ["--memory-one", name, which]
         live = _common.in_fresh_process(__file__, args, "live")
         fixed = _common.in_fresh_process(__file__, args, "fixed")
         found[name] = {"tracemalloc": live[0], "rss_live": live[1], "rss_fixed": fixed[1]}
@@ -204,6 +307,7 @@ def report(
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--no-char", action="store_true", help="skip the character model's step")
     ap.add_argument("--no-cnn", action="store_true", help="skip the CNN step")
     ap.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
     a = ap.parse_args(argv)
@@ -231,6 +335,25 @@ def main(argv: list[str] | None = None) -> None:
         f"{meas.peak_bytes / proj.traced_peak_bytes:.3f})"
     )
     result = {"transformer": {"times": times, "peaks": peaks}}
+    if not a.no_char:
+        char_times = _common.interleaved(
+            char_contenders(torch is not None), repeats=a.repeats, number=1
+        )
+        names = ["pycograd_xp", "pycograd_xp compiled"] + (
+            ["PyTorch eager"] if torch is not None else []
+        )
+        char_peaks = live_peaks(names, "char")
+        cbase = "PyTorch eager" if torch is not None else "pycograd_xp"
+        lines += report(
+            "Character model's training step (examples/char_transformer.py's default: 2 layers, "
+            f"width 128, 4 heads, context 64, batch 32; clip, Adam): medians of {a.repeats}",
+            char_times,
+            char_peaks,
+            cbase,
+            "pycograd_xp",
+            0.8,
+        )
+        result["char"] = {"times": char_times, "peaks": char_peaks}
     if not a.no_cnn:
         import bench_cnn
 
@@ -242,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         names = ["pycograd_xp (rows)", "pycograd_xp compiled"] + (
             ["PyTorch eager"] if torch is not None else []
         )
-        cnn_peaks = live_peaks(names, cnn=True)
+        cnn_peaks = live_peaks(names, "cnn")
         cbase = "PyTorch eager" if torch is not None else "pycograd_xp (rows)"
         lines += report(
             f"CNN step (bench_cnn.py), x ({bench_cnn.N}, 1, 28, 28) float32: medians of "
@@ -262,6 +385,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--memory-one"]:
-        print(json.dumps(memory_one(sys.argv[2], "--cnn" in sys.argv)))
+        print(json.dumps(memory_one(sys.argv[2], sys.argv[3])))
     else:
         main()

@@ -1468,55 +1468,59 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
 def _gelu_tanh_f(bk: Any, x: Any) -> Any:
-    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the composed expression; on a backend
-    # that writes in place the same terms in two temporaries, u = sqrt(2/pi) x (1 + a x^2)
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the composed expression's operations in
+    # its order (the same values); on a backend that writes in place, in two temporaries
     if not in_place(bk):
         return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
-    u = x * x
-    u *= _GELU_A
-    u += 1
+    u = _GELU_A * x
     u *= x
+    u *= x
+    u += x
     u *= _SQRT_2_PI
     t = bk.tanh(u)
     del u
     t += 1
-    t *= x
-    t *= 0.5
+    h = 0.5 * x
+    t *= h
     return t
 
 
 def _d_gelu_tanh(ns: Any, x: Any) -> Any:
-    # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 a x^2), t = tanh(sqrt(2/pi)(x + a x^3))
+    # 0.5 (1 + t) + 0.5 x sqrt(2/pi) (1 + 3 a x^2) (1 - t^2), t = tanh(sqrt(2/pi)(x + a x^3)):
+    # the same operations in the same order whether in place (fresh temporaries, a backend
+    # that writes in place) or not (ours, for a higher order: remat's recompute pulls back
+    # there, and its gradients are the plain step's to the bit)
     x2 = x * x
     if not in_place(ns):
         t = ns.tanh(_SQRT_2_PI * (x + _GELU_A * x2 * x))
         inner = (0.5 * _SQRT_2_PI) * x * (1 + (3 * _GELU_A) * x2)
         return 0.5 * (1 + t) + inner * (1 - t * t)
-    u = x2 * _GELU_A  # in place on fresh temporaries: four arrays of the block at the most
-    u += 1
+    u = _GELU_A * x2
     u *= x
+    u += x
     u *= _SQRT_2_PI
     t = ns.tanh(u)
     del u
+    inner = (0.5 * _SQRT_2_PI) * x
     x2 *= 3 * _GELU_A
     x2 += 1
-    x2 *= x
-    x2 *= 0.5 * _SQRT_2_PI  # inner
-    w = t * t
-    w -= 1
-    w *= x2  # inner (t^2 - 1)
+    inner *= x2
     del x2
+    w = t * t
+    w *= -1
+    w += 1  # 1 - t^2 (the negation is exact)
+    w *= inner
+    del inner
     t += 1
     t *= 0.5
-    t -= w
+    t += w
     return t
 
 
 @primitive(FP, needs=())
 def _gelu_tanh(bk: Any, x: Any, /) -> Any:
     """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
-    block (on a backend that writes in place its terms regrouped in two temporaries: the
-    composed expression's values to an ulp or two); its VJP keeps only x."""
+    block (the composed expression's operations: the same values); its VJP keeps only x."""
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
@@ -1627,6 +1631,31 @@ def _lead_sum(ns: Any, a: Any, k: int) -> Any:
     return ns.sum(a, axis=tuple(range(a.ndim - k))) if a.ndim > k else a
 
 
+def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[tuple[Any, ...]]:
+    """The blocks a VJP takes on ``ns``: :func:`pieces` on a raw backend that writes in place,
+    and on ours over one (a higher order, or remat's recompute pulling back: their sums then
+    go in the same order, so the gradients are the first-order ones to the bit); one block
+    elsewhere."""
+    b = getattr(ns, "_backend", None)
+    if b is None:
+        return pieces(shape, item, k) if in_place(ns) and k else [...]
+    if k and b.mutable and not b.chunked and not b.abstract and not b.level:
+        return pieces(shape, item, k)
+    return [...]
+
+
+def _block_param_grads(ns, gy, xhat, k, weight, bias, blocks):
+    """:func:`_norm_param_grads` summed block by block, in the order of ``blocks``."""
+    if len(blocks) == 1:
+        return _norm_param_grads(ns, gy, xhat, k, weight, bias)
+    gw = gb = None
+    for idx in blocks:
+        pw, pb = _norm_param_grads(ns, gy[idx], xhat[idx], k, weight, bias)
+        gw = pw if gw is None else gw + pw
+        gb = pb if gb is None else gb + pb
+    return gw, gb
+
+
 def _norm_param_grads(ns, gy, xhat, k, weight, bias):
     """The cotangents of a normalisation's weight and bias (None where absent), the leading
     axes summed first when the parameters span only the ``k`` trailing ones."""
@@ -1723,10 +1752,10 @@ def _(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=Fals
     axes = _norm_axes(axis, x.ndim)
     n = _count(x, axes)
     k = _trailing(x, axes, weight, bias)
-    blocks = pieces(x.shape, itemsize(ns, gy.dtype), k) if in_place(ns) and k else [...]
-    if len(blocks) == 1:
+    blocks = _blocks_beneath(ns, x.shape, itemsize(ns, gy.dtype), k)
+    if len(blocks) == 1 or not in_place(ns):
         dx, xhat = _layer_norm_grad(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
-        return (dx, *_norm_param_grads(ns, gy, xhat, k, weight, bias))
+        return (dx, *_block_param_grads(ns, gy, xhat, k, weight, bias, blocks))
     dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
     gw = gb = None
     for idx in blocks:
@@ -1888,10 +1917,10 @@ def _(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
     axes = _norm_axes(axis, x.ndim)
     n = _count(x, axes)
     k = _trailing(x, axes, weight)
-    blocks = pieces(x.shape, itemsize(ns, gy.dtype), k) if in_place(ns) and k else [...]
-    if len(blocks) == 1:
+    blocks = _blocks_beneath(ns, x.shape, itemsize(ns, gy.dtype), k)
+    if len(blocks) == 1 or not in_place(ns):
         dx, xhat = _rms_norm_grad(ns, gy, x, rstd, weight, axes, gr, n)
-        return (dx, _norm_param_grads(ns, gy, xhat, k, weight, None)[0])
+        return (dx, _block_param_grads(ns, gy, xhat, k, weight, None, blocks)[0])
     dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
     gw = None
     for idx in blocks:
