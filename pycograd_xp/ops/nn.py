@@ -1631,7 +1631,7 @@ def _lead_sum(ns: Any, a: Any, k: int) -> Any:
     return ns.sum(a, axis=tuple(range(a.ndim - k))) if a.ndim > k else a
 
 
-def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[tuple[Any, ...]]:
+def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
     """The blocks a VJP takes on ``ns``: :func:`pieces` on a raw backend that writes in place,
     and on ours over one (a higher order, or remat's recompute pulling back: their sums then
     go in the same order, so the gradients are the first-order ones to the bit); one block
