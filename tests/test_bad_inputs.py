@@ -413,6 +413,44 @@ def _cases():
     def _(xp, o, w):
         return xp.Array([1.0])
 
+    # -- pycograd_xp.nn's transformer rows ---------------------------------------------------------
+    @case("nn-mixed", TypeError, r"_layer_norm\(\): " + mix)
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        return pg.grad(lambda x: xp.sum(nn.layer_norm(x, o.ones(3))))(w)
+
+    @case("nn-layer-norm-weight", ValueError, r"layer_norm\(\): weight/bias \[\(2,\)\] do not")
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        return pg.grad(lambda x: xp.sum(nn.layer_norm(x, xp.ones(2))))(w)
+
+    @case(
+        "nn-cross-entropy-labels", ValueError, r"cross_entropy\(\): class indices of shape \(2,\)"
+    )
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        labels = xp.asarray([0, 1])
+        return pg.grad(lambda x: nn.cross_entropy(xp.reshape(x, (1, 3)), labels))(w)
+
+    @case("nn-attention-shapes", ValueError, r"scaled_dot_product_attention\(\): q .* do not match")
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        k = xp.ones((1, 3, 2))
+        return pg.grad(lambda x: xp.sum(nn.scaled_dot_product_attention(x[None, :, None], k, k)))(w)
+
+    @case(
+        "nn-attention-mask", TypeError, r"scaled_dot_product_attention\(\): the mask must be bool"
+    )
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        q, mask = xp.reshape(w, (1, 3, 1)), xp.ones((3, 3))
+        return pg.grad(lambda x: xp.sum(nn.scaled_dot_product_attention(x, x, x, mask)))(q)
+
     # -- pycograd_xp.special ---------------------------------------------------------------------
     @case("special-mixed", TypeError, r"_xlogy\(\): " + mix)
     def _(xp, o, w):

@@ -1450,13 +1450,15 @@ def _times(r: Any, g: Any) -> Any:
     return r
 
 
-def _activation(name: str, d: Any, temps: int) -> None:
-    """Attach the rules of the activation row ``name`` whose derivative is ``d``."""
-    row = REGISTRY[name]
-    row.defvjp(_activation_vjp(d), saves=("x",), takes_owned=True)
-    row.defjvp(lambda ns, t, out, x, /: t[0] * d(ns, x))
-    row.defbatch(lambda ns, dims, x, /: getattr(ns, name)(x))
-    row.defshape(_same_shape, memory=_pieces_memory(temps))
+def _activation_jvp(d: Any) -> Any:
+    """The JVP ``t d(ns, x)`` of an activation whose derivative is ``d``."""
+    return lambda ns, t, out, x, /: t[0] * d(ns, x)
+
+
+def _same_row(row: Any) -> Any:
+    """The batching rule of an elementwise row: the row on the batched operand."""
+    name = row.name
+    return lambda ns, dims, x, /: getattr(ns, name)(x)
 
 
 # -- _gelu, _gelu_tanh ---------------------------------------------------------------------------
@@ -1527,7 +1529,10 @@ def _gelu_tanh(bk: Any, x: Any, /) -> Any:
     return by_pieces(bk, _gelu_tanh_f, x)
 
 
-_activation("_gelu_tanh", _d_gelu_tanh, 3)
+_gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh), saves=("x",), takes_owned=True)
+_gelu_tanh.defjvp(_activation_jvp(_d_gelu_tanh))
+_gelu_tanh.defbatch(_same_row(_gelu_tanh))
+_gelu_tanh.defshape(_same_shape, memory=_pieces_memory(3))
 
 
 def _gelu_f(bk: Any, x: Any) -> Any:
@@ -1551,7 +1556,10 @@ def _gelu(bk: Any, x: Any, /) -> Any:
     return by_pieces(bk, _gelu_f, x)
 
 
-_activation("_gelu", _d_gelu, 3)
+_gelu.defvjp(_activation_vjp(_d_gelu), saves=("x",), takes_owned=True)
+_gelu.defjvp(_activation_jvp(_d_gelu))
+_gelu.defbatch(_same_row(_gelu))
+_gelu.defshape(_same_shape, memory=_pieces_memory(3))
 
 
 # -- _silu ---------------------------------------------------------------------------------------
@@ -1576,7 +1584,10 @@ def _silu(bk: Any, x: Any, /) -> Any:
     return by_pieces(bk, _silu_f, x)
 
 
-_activation("_silu", _d_silu, 3)
+_silu.defvjp(_activation_vjp(_d_silu), saves=("x",), takes_owned=True)
+_silu.defjvp(_activation_jvp(_d_silu))
+_silu.defbatch(_same_row(_silu))
+_silu.defshape(_same_shape, memory=_pieces_memory(3))
 
 
 # -- _softplus -----------------------------------------------------------------------------------
@@ -1600,7 +1611,10 @@ def _softplus(bk: Any, x: Any, /) -> Any:
     return by_pieces(bk, _softplus_f, x)
 
 
-_activation("_softplus", _d_softplus, 2)
+_softplus.defvjp(_activation_vjp(_d_softplus), saves=("x",), takes_owned=True)
+_softplus.defjvp(_activation_jvp(_d_softplus))
+_softplus.defbatch(_same_row(_softplus))
+_softplus.defshape(_same_shape, memory=_pieces_memory(2))
 
 
 # -- kits: the normalisations --------------------------------------------------------------------
@@ -2270,7 +2284,29 @@ def _attention_f(bk, q, k, v, maskf, causal, scale, low):
 
 
 def _mask_full(bk, mask, batch, h, lq, lk):
-    return None if mask is None else bk.broadcast_to(mask, (*batch, h, lq, lk))
+    """The mask broadcast to (*B, H, Lq, Lk) (a view), or None; a clear error where it is not
+    boolean or does not broadcast."""
+    if mask is None:
+        return None
+    _check_mask(tuple(mask.shape), bk.isdtype(mask.dtype, "bool"), (*batch, h, lq, lk))
+    return bk.broadcast_to(mask, (*batch, h, lq, lk))
+
+
+def _check_mask(shape: tuple[int, ...], boolean: bool, want: tuple[int, ...]) -> None:
+    if not boolean:
+        raise TypeError(
+            "scaled_dot_product_attention(): the mask must be boolean (True where attention "
+            "is allowed); for an additive mask add it to the scores of a composed attention"
+        )
+    try:
+        ok = tuple(broadcast(shape, want)) == want
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"scaled_dot_product_attention(): the mask {shape} does not broadcast to "
+            f"(..., H, Lq, Lk) = {want}"
+        )
 
 
 def _same(bk, a, dtype, shape):
@@ -2474,16 +2510,7 @@ def _(ns, dims, q, k, v, /, mask=None, *, is_causal=False, scale=None):
 def _attention_shape(a, q, k, v, /, mask=None, *, is_causal=False, scale=None):
     batch, lq, lk, h = _attention_shapes(q, k, v)
     if mask is not None:
-        want = (*batch, h, lq, lk)
-        if tuple(broadcast(tuple(mask.shape), want)) != want:
-            raise ValueError(
-                f"scaled_dot_product_attention(): the mask {tuple(mask.shape)} does not "
-                f"broadcast to (..., H, Lq, Lk) = {want}"
-            )
-        if mask.dtype != np.bool_:
-            raise TypeError(
-                f"scaled_dot_product_attention(): the mask must be boolean, got {mask.dtype}"
-            )
+        _check_mask(tuple(mask.shape), mask.dtype == np.bool_, (*batch, h, lq, lk))
     dtype = np.result_type(q.dtype, k.dtype, v.dtype)
     return new((*batch, lq, h, v.shape[-1]), dtype), new((*batch, h, lq), dtype)
 
