@@ -22,16 +22,19 @@ from ._state import STACK
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .namespace._record import record
+from .tree import tree_flatten, tree_unflatten
 
 _ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
 
 def remat(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` (arrays and other values in, an array or a tuple of arrays out), recomputed during
-    backward instead of keeping its intermediates. Gradients are identical to ``f``'s."""
+    """``f`` (arrays, pytrees of them and other values in, an array or a tuple of arrays out),
+    recomputed during backward instead of keeping its intermediates. Gradients are identical
+    to ``f``'s."""
     name = f"remat({getattr(f, '__name__', 'f')})"
 
-    def rule(ops: Any, g: Any, out: Any, *args: Any) -> tuple[Any, ...]:
+    def rule(ops: Any, g: Any, out: Any, *args: Any, structure: Any) -> tuple[Any, ...]:
+        # args: the leaves of f's arguments (pytrees: a dict of parameters), in order
         ns = namespace_of(ops)
         raw = ops is not ns  # first order: backend arrays in and out
         arrays = [
@@ -43,7 +46,7 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
             call = list(arrays)
             for i, x in zip(picks, xs, strict=True):
                 call[i] = x
-            return f(*call)
+            return f(*tree_unflatten(structure, call))
 
         with _api.enable_grad():
             _, pull = _api.vjp(segment, *[arrays[i] for i in picks])
@@ -65,7 +68,10 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def wrapped(*args: Any) -> Any:
-        tracked = [a for a in args if isinstance(a, Array) and a._node is not None]
+        # the node's inputs are the leaves of the arguments: an array inside a dict or a list
+        # of parameters is differentiated as one given alone
+        leaves, structure = tree_flatten(args)
+        tracked = [a for a in leaves if isinstance(a, Array) and a._node is not None]
         if not tracked or not STACK.grad_enabled:
             return f(*args)
         ns = tracked[0]._ns
@@ -81,6 +87,6 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
                 f"{name}: the function must return an array or a tuple of arrays, "
                 f"got {type(out).__name__}"
             )
-        return record(prim, ns, out, args, {})
+        return record(prim, ns, out, tuple(leaves), {"structure": structure})
 
     return wrapped
