@@ -1134,6 +1134,32 @@ def _ddof(what: str, ddof: Any, correction: Any) -> Any:
     return 0 if ddof is _NV else ddof
 
 
+def _moment_arguments(
+    ns: Any,
+    what: str,
+    a: Any,
+    axis: Any,
+    dtype: Any,
+    ddof: Any,
+    keepdims: Any,
+    mean: Any,
+    correction: Any,
+) -> tuple[Any, Any, bool, Any]:
+    """NumPy's var/std arguments (also the nan forms') as the namespace takes them: the array
+    in its computing dtype, the axis, keepdims and the correction."""
+    x = _array(ns, a)
+    keepdims = False if keepdims is _NV else bool(keepdims)
+    axis = _norm_axis(axis)
+    c = _ddof(what, ddof, correction)
+    if mean is not _NV:
+        raise _unsupported(what, "mean=")
+    if dtype is not None:
+        x = ns.astype(x, np.dtype(dtype))
+    elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = ns.astype(x, ns.float64)
+    return x, axis, keepdims, c
+
+
 def _moment(sqrt: bool) -> Composition:
     what = "std" if sqrt else "var"
 
@@ -1150,16 +1176,9 @@ def _moment(sqrt: bool) -> Composition:
         mean: Any = _NV,
         correction: Any = _NV,
     ) -> Any:
-        x = _array(ns, a)
-        keepdims = False if keepdims is _NV else bool(keepdims)
-        axis = _norm_axis(axis)
-        c = _ddof(what, ddof, correction)
-        if mean is not _NV:
-            raise _unsupported(what, "mean=")
-        if dtype is not None:
-            x = ns.astype(x, np.dtype(dtype))
-        elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
-            x = ns.astype(x, ns.float64)
+        x, axis, keepdims, c = _moment_arguments(
+            ns, what, a, axis, dtype, ddof, keepdims, mean, correction
+        )
         if where is not _NV and where is not True:
             xs, n = _where_count(ns, x, where, axis, True)
             m = ns.sum(xs, axis=axis, keepdims=True) / n
@@ -1321,16 +1340,9 @@ def _nan_moment(sqrt: bool) -> Composition:
         mean: Any = _NV,
         correction: Any = _NV,
     ) -> Any:
-        x = _array(ns, a)
-        keepdims = False if keepdims is _NV else bool(keepdims)
-        axis = _norm_axis(axis)
-        c = _ddof(what, ddof, correction)
-        if mean is not _NV:
-            raise _unsupported(what, "mean=")
-        if dtype is not None:
-            x = ns.astype(x, np.dtype(dtype))
-        elif not ns.isdtype(x.dtype, ("real floating", "complex floating")):
-            x = ns.astype(x, ns.float64)
+        x, axis, keepdims, c = _moment_arguments(
+            ns, what, a, axis, dtype, ddof, keepdims, mean, correction
+        )
         ok = _valid(ns, x, where)
         zero = ns.zeros_like(x)
         xs = ns.where(ok, x, zero)
