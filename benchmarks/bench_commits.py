@@ -4,9 +4,11 @@
 
 Each revision is checked out in a temporary worktree and imported by one long-lived process;
 the same workloads (this file's, public API only) are timed on the two processes in turns, each
-timing of one right after the other's, so that the machine's swings fall on both. NEW defaults
-to the working tree. Reports per workload the median time of each revision and the median of
-the paired ratios (new / old: above 1 is slower), with the lowest and highest.
+timing of one right after the other's, so that the machine's swings fall on both; and the Python
+calls and bytecodes one call of each runs are counted (the same on a busy machine as on a quiet
+one). NEW defaults to the working tree. Reports per workload the median time of each revision
+and the median of the paired ratios (new / old: above 1 is slower), with the lowest and highest,
+and the ratios of the counts.
 
 Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per op,
 uncompiled and compiled, shapes (8,) and (100,); its jvp; per-example gradients of it under vmap);
@@ -126,8 +128,26 @@ WORKER = textwrap.dedent("""
     for f, _, _ in W.values():
         f()  # warm: traces, caches
     print(json.dumps(list(W)), flush=True)
+    def count(f):  # the Python calls and bytecodes one call of f runs (this thread's)
+        n = {"call": 0, "opcode": 0}
+        def trace(frame, event, arg):
+            frame.f_trace_opcodes = True
+            if event in n:
+                n[event] += 1
+            return trace
+        sys.settrace(trace)
+        try:
+            f()
+        finally:
+            sys.settrace(None)
+        return [n["call"], n["opcode"]]
+
     for line in sys.stdin:  # a name: time it once (the best of 3 repeats), answer
-        f, number, scale = W[line.strip()]
+        line = line.strip()
+        if line.startswith("count "):  # deterministic: what one call runs in Python
+            print(json.dumps(count(W[line[6:]][0])), flush=True)
+            continue
+        f, number, scale = W[line]
         t = min(timeit.repeat(f, number=number, repeat=3)) / number * scale
         print(json.dumps(t), flush=True)
 """)
@@ -166,6 +186,12 @@ class _Worker:
         self.proc.stdin.flush()
         return float(self._answer())
 
+    def count(self, name: str) -> list[int]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"count {name}\n")
+        self.proc.stdin.flush()
+        return list(self._answer())
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -183,6 +209,9 @@ def main() -> None:
         workers = {side: _Worker(tree) for side, tree in trees.items()}
         try:
             names = [n for n in workers["old"].names if n in workers["new"].names]
+            counted = {
+                n: {s: workers[s].count(n) for s in workers} for n in names if "Cubed" not in n
+            }
             runs: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
             for r in range(args.rounds):
                 for n in names:  # the two revisions back to back, in turns
@@ -200,7 +229,7 @@ def main() -> None:
     width = max(len(n) for n in names)
     print(
         f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}"
-        "  new/old (median of the rounds' ratios; lowest, highest)"
+        "  new/old (median of the rounds' ratios; lowest, highest)  Python calls, bytecodes new/old"
     )
     for n in names:
         old, new = statistics.median(runs["old"][n]), statistics.median(runs["new"][n])
@@ -208,10 +237,19 @@ def main() -> None:
         print(
             f"{n:<{width}}  {old:10.3g}  {new:10.3g}  {statistics.median(ratios):7.2f}"
             f"  ({min(ratios):.2f}, {max(ratios):.2f})"
+            + (
+                "  {:.2f}  {:.2f}".format(
+                    *(b / a for a, b in zip(*counted[n].values(), strict=True))
+                )
+                if n in counted
+                else ""
+            )
         )
     print(
         f"(times: medians of {args.rounds} rounds, each the best of 3 repeats; in a round each "
-        "workload runs on both revisions back to back, so a ratio shares the machine's state)"
+        "workload runs on both revisions back to back, so a ratio shares the machine's state; "
+        "the calls and bytecodes are those one call runs in Python, counted by a tracer: "
+        "deterministic, so a difference there is the code's, not the machine's)"
     )
 
 

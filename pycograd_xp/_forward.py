@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _api, _tape, _vmap
-from ._state import STACK, GradMode, Jvp, Vmap, interpreting, jvps_outside, restore, restore_jvps
+from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
 from .namespace import of as namespace_of
 from .namespace._array import Array, make
 from .ops._rules.batching import constant_like
@@ -60,20 +60,6 @@ def _raw(a: Any) -> Any:
     if type(a) is dict:
         return {k: _raw(v) for k, v in a.items()}
     return a
-
-
-def _process(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
-    """The ``process`` of the :class:`~pycograd_xp._state.Jvp` frames, called by the tape on
-    every node recorded while a ``jvp`` runs: each running jvp, outermost first, gets the
-    output's tangent, computed with only the jvp frames outside it on the stack (its rule's own
-    calls are then seen by the outer jvps alone, as JAX processes a primitive at each level)."""
-    jvps = STACK.jvp
-    for k, frame in enumerate(jvps):
-        saved = jvps_outside(k)
-        try:
-            _propagate(frame.context, node, out, args, kwargs)
-        finally:
-            restore_jvps(saved)
 
 
 def _ours(ns: Any, a: Any) -> Any:
@@ -281,7 +267,7 @@ def jvp(
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    with interpreting(Jvp(ctx, _process), GradMode(True)):
+    with interpreting(Jvp(ctx, _propagate), GradMode(True)):
         res = f(*tree_unflatten(p_td, tracked))
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)

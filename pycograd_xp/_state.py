@@ -72,15 +72,18 @@ class Grad(Frame):
 
 
 class Jvp(Frame):
-    """A running ``jvp``: ``context`` holds the tangents; ``process(node, out, args, kwargs)``,
-    called on every node recorded while it runs, computes the output's tangent."""
+    """A running ``jvp``: ``context`` holds the tangents; ``propagate(context, node, out, args,
+    kwargs)``, called (by :func:`each_jvp`) on every node recorded while it runs, computes the
+    output's tangent."""
 
-    __slots__ = ("context", "process", "outside")
+    __slots__ = ("context", "propagate", "outside")
     kind = "jvp"
 
-    def __init__(self, context: Any, process: Callable[[Any, Any, tuple, dict], None]) -> None:
-        self.context, self.process = context, process
-        # (a stack, that stack without this jvp and the ones inside it): see jvps_outside
+    def __init__(
+        self, context: Any, propagate: Callable[[Any, Any, Any, tuple, dict], None]
+    ) -> None:
+        self.context, self.propagate = context, propagate
+        # (a stack, the view of it without this jvp and the ones inside it): see each_jvp
         self.outside: tuple = ((), ())
 
 
@@ -145,8 +148,8 @@ class _Stack(threading.local):
 
     * ``grad_enabled``: the innermost :class:`GradMode`'s (True without one);
     * ``grad_depth``: how many :class:`Grad` frames there are;
-    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: the outermost one's
-      ``process`` (None without one), called by the tape on every node it records;
+    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: :func:`each_jvp`
+      (None without a jvp), called by the tape on every node it records;
     * ``batch``: the innermost :class:`Vmap`'s namespace (None: outside any vmap);
     * ``redirect``: the abstract namespace of the innermost :class:`Abstract` or :class:`Trace`
       frame that has one (where creation calls go); ``tracker``: that frame's tracker (a
@@ -202,7 +205,7 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
         elif type(f) is OnBackward:
             view["before_backward"] = f.callback
     view["jvp"] = tuple(jvps)
-    view["jvp_hook"] = jvps[0].process if jvps else None
+    view["jvp_hook"] = each_jvp if jvps else None
     view["custom"] = frozenset(custom)
     return view
 
@@ -245,29 +248,27 @@ def only(frames: tuple[Frame, ...]) -> Iterator[None]:
         _set(prev)
 
 
-def jvps_outside(k: int) -> tuple:
-    """Leave on the stack only the first ``k`` :class:`Jvp` frames (the ``k``-th jvp's rule
-    runs seeing only the jvps outside it); returns what :func:`restore_jvps` takes back. The
-    hot path of forward mode (once per node and running jvp): of the derived view only
-    ``jvp`` and ``jvp_hook`` change, so nothing else is derived again."""
+def each_jvp(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
+    """The hook the tape calls on every node recorded while a ``jvp`` runs
+    (``STACK.jvp_hook``): each running jvp, outermost first, computes the output's tangent
+    (its frame's ``propagate``) with only the jvp frames outside it on the stack, so that the
+    calls its rule makes are seen by the outer jvps alone, as JAX processes a primitive at each
+    level. The hot path of forward mode: of the derived view only ``jvp`` and ``jvp_hook``
+    change, and each frame keeps its view for the stack it was made for."""
     d = STACK.__dict__
-    frames, jvps = STACK.frames, STACK.jvp
-    frame = jvps[k]
-    seen, outside = frame.outside
-    if seen is not frames:  # the same stack for every node of a jvp but the nested ones
-        inner = jvps[k:]
-        outside = tuple(f for f in frames if f not in inner)
-        frame.outside = (frames, outside)
-    d["frames"] = outside
-    d["jvp"], d["jvp_hook"] = jvps[:k], jvps[0].process if k else None
-    return frames, jvps
-
-
-def restore_jvps(saved: tuple) -> None:
-    """Undo :func:`jvps_outside`."""
-    frames, jvps = saved
-    d = STACK.__dict__
-    d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, jvps[0].process
+    frames, jvps = d["frames"], d["jvp"]
+    try:
+        for k, frame in enumerate(jvps):
+            seen, view = frame.outside
+            if seen is not frames:  # the same stack for every node of a jvp but nested ones
+                inner = jvps[k:]
+                outside = tuple(f for f in frames if f not in inner)
+                view = outside, jvps[:k], each_jvp if k else None
+                frame.outside = frames, view
+            d["frames"], d["jvp"], d["jvp_hook"] = view
+            frame.propagate(frame.context, node, out, args, kwargs)
+    finally:
+        d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, each_jvp
 
 
 def describe() -> str:

@@ -315,8 +315,8 @@ class GeneralWrappers:
                     d, tracked = unwrap(x), False
                 if axis_check:  # the default axis too (sort's -1 on a 0-d array)
                     axis = kw["axis"] if "axis" in kw else axis_default
-                    if axis is not None:
-                        _check_axis(name, axis, d.ndim)
+                    if axis is not None and (type(axis) is not int or not -d.ndim <= axis < d.ndim):
+                        _check_axis(name, axis, d.ndim)  # a tuple, or an axis to refuse
                 try:
                     r = impl(bk, d, **kw) if kw else impl(bk, d)
                     if type(r) is T:
@@ -385,11 +385,11 @@ class GeneralWrappers:
         a_name = params.names[1] if params.names[1] in params.by_name else None  # a by keyword
 
         def f(x: Any, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
-            if a is _ABSENT and a_name is not None and a_name in kw:  # expand_dims(x, axis=0)
-                a = kw[a_name]
-                del kw[a_name]
-            if a is _ABSENT or more:  # a call to refuse
-                (x, a), kw = params.bind(_given(x, a, *more), kw)
+            if a is _ABSENT or more:  # a by keyword (expand_dims(x, axis=0)), or a call to refuse
+                if a is _ABSENT and not more and a_name is not None and a_name in kw:
+                    a = kw.pop(a_name)
+                else:
+                    (x, a), kw = params.bind(_given(x, a, *more), kw)
             if STACK.closed is ns:  # compile is tracing: recorded (see _dispatch.bind)
                 return bind(prim, ns, (x, a), {**kwdefaults, **kw})
             try:
@@ -402,8 +402,8 @@ class GeneralWrappers:
                     d, tracked = unwrap(x), False
                 if axis_check:  # the default axis too (sort's -1 on a 0-d array)
                     axis = kw["axis"] if "axis" in kw else axis_default
-                    if axis is not None:
-                        _check_axis(name, axis, d.ndim)
+                    if axis is not None and (type(axis) is not int or not -d.ndim <= axis < d.ndim):
+                        _check_axis(name, axis, d.ndim)  # a tuple, or an axis to refuse
                 try:
                     r = impl(bk, d, a, **kw) if kw else impl(bk, d, a)
                     out = new(r) if type(r) is T else wrap(r)
@@ -717,8 +717,10 @@ class GeneralWrappers:
                             tracked = _any_tracked(a)
                 if axis_check:
                     axis = kw.get("axis", axis_default) if axis_at is None else args[axis_at]
-                    if axis is not None:
-                        _check_axis(name, axis, pos[0].ndim)
+                    if axis is not None and (
+                        type(axis) is not int or not -pos[0].ndim <= axis < pos[0].ndim
+                    ):
+                        _check_axis(name, axis, pos[0].ndim)  # a tuple, or an axis to refuse
                 try:
                     r = impl(bk, *pos, **kwd) if kwd else impl(bk, *pos)
                     out = new(r) if type(r) is T else wrap(r)
