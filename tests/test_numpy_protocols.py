@@ -1244,16 +1244,15 @@ def test_xarray_median_quantile_groupby_rolling_windows_differentiate(f, want):
     check_grad(lambda x: f(_xda(x)).data, (a,))
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=True,
-    reason="xarray's rolling().mean() counts the valid entries with xp.sum of a bool array, "
-    "which the sum row refuses (numeric dtypes); .rolling(...).construct('w').mean('w') works",
-)
 def test_xarray_rolling_mean():
+    # xarray counts the valid entries with xp.sum of a boolean array: sum takes booleans
     a = U(6, 3)
     r = _xda(XP.asarray(a)).rolling(t=3).mean()
     np.testing.assert_allclose(_np(r.data)[2:], _xda(a).rolling(t=3).mean().values[2:])
+    g = pg.grad(lambda v: XP.sum(_xda(v).rolling(t=3).mean().data[2:]))(XP.asarray(a))
+    np.testing.assert_allclose(
+        _np(g), [[1 / 3] * 3, [2 / 3] * 3] + [[1.0] * 3] * 2 + [[2 / 3] * 3, [1 / 3] * 3]
+    )
 
 
 def test_the_namespace_serves_numpys_names_from_the_table():

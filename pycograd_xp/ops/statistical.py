@@ -261,7 +261,9 @@ for _row in (std, var):
 # -- sum -----------------------------------------------------------------------------------------
 
 
-@primitive("numeric", axis_check=True)
+# A boolean array too, as NumPy, JAX and PyTorch: it counts (the default integer dtype; the
+# standard leaves it unspecified, and xarray's rolling mean counts valid entries so).
+@primitive("all", axis_check=True)
 def sum(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     return bk.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
