@@ -2,14 +2,17 @@
 
 Projects the forward pass and the whole value_and_grad step of an MLP from shapes alone, prints
 the per-op table's head, checks it against a limit, then runs the real step and measures it on
-the same scale (tracemalloc), and draws both (docs/memory_projection.png).
+the same scale (tracemalloc), and draws both: f alone and the step, each beside its measured
+peak, into ``--out`` (default: a new temporary file, whose path it prints).
 
-    python examples/memory_projection.py
+    python examples/memory_projection.py [--out step.png]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +31,8 @@ def loss(params, x, labels):
     return nn.cross_entropy(h @ W + b, labels)
 
 
-def main(out: str = "docs/memory_projection.png") -> None:
+def main(out: str | None = None) -> str:
+    """Project, check, measure and draw; return the path of the picture."""
     sizes = [784, 1024, 1024, 1024, 10]
     batch = 512
     # from specs: nothing is allocated
@@ -54,10 +58,18 @@ def main(out: str = "docs/memory_projection.png") -> None:
         f"{m.forward_peak_bytes / 1e6:.1f} MB; resident-set growth of the step "
         f"{(m.resident_peak_bytes or 0) / 1e6:.1f} MB"
     )
+    if out is None:
+        fd, out = tempfile.mkstemp(prefix="memory_projection_", suffix=".png")
+        os.close(fd)  # the picture is written in its place
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    p.plot(out, measured=m, title="MLP 784-1024x3-10, batch 512, float64: one gradient step")
+    p.plot(out, measured=m, title="MLP 784-1024x3-10, batch 512, float64")
     print(f"wrote {out}")
+    return out
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out", help="where to write the picture (default: a new temporary file, printed)"
+    )
+    main(parser.parse_args().out)

@@ -226,10 +226,12 @@ class Projection:
     def plot(
         self, path: str | None = None, measured: Measurement | None = None, title: str | None = None
     ) -> Any:
-        """Live bytes over the op schedule of the step (the forward pass and the backward pass
-        shaded), each call's peak, and, when ``measured`` is given, the measured peaks beside
-        the projected ones. Saves to ``path`` when given; returns the matplotlib Figure. Needs
-        matplotlib (the ``plot`` extra)."""
+        """Live bytes over the op schedule: one panel for ``f`` alone (no tape) and one for the
+        ``value_and_grad`` step (its forward pass, which keeps the tape's residuals, and its
+        backward pass, shaded), on the same scale, each with its projected peak and, when
+        ``measured`` is given, its measured peak; ``f`` taken as it is draws one panel (the
+        call). Saves to ``path`` when given; returns the matplotlib Figure. Needs matplotlib
+        (the ``plot`` extra)."""
         try:
             import matplotlib
 
@@ -240,54 +242,33 @@ class Projection:
             raise ImportError(
                 "Projection.plot needs matplotlib: pip install 'pycograd-xp[plot]'"
             ) from e
-        mb = 1e-6
-        fig, ax = plt.subplots(figsize=(8, 4))
-        x = [r.index for r in self.rows]
-        ax.step(
-            x,
-            [r.live_bytes * mb for r in self.rows],
-            where="post",
-            color="black",
-            label="projected live",
-        )
-        ax.plot(
-            x,
-            [r.peak_bytes * mb for r in self.rows],
-            ".",
-            color="gray",
-            markersize=3,
-            label="projected during each call",
-        )
-        split = next((r.index for r in self.rows if r.phase == "backward"), len(self.rows))
-        ax.axvspan(-0.5, split - 0.5, color="tab:blue", alpha=0.08, label="forward")
-        ax.axvspan(
-            split - 0.5, len(self.rows) - 0.5, color="tab:orange", alpha=0.08, label="backward"
-        )
-        ax.axhline(
-            self.peak_bytes * mb,
-            color="tab:red",
-            lw=1,
-            label=f"projected peak {_fmt(self.peak_bytes)}",
-        )
-        if measured is not None:
-            ax.axhline(
-                measured.peak_bytes * mb,
-                color="tab:green",
-                lw=1,
-                ls="--",
-                label=f"measured peak {_fmt(measured.peak_bytes)}",
+        both = self.what == "value_and_grad"
+        panels = []
+        if both:
+            forward_measured = None if measured is None else measured.forward_peak_bytes
+            panels.append(
+                ("f alone, no tape", self.forward_rows, self.forward_peak_bytes, forward_measured)
             )
-            ax.axhline(
-                measured.forward_peak_bytes * mb,
-                color="tab:green",
-                lw=1,
-                ls=":",
-                label=f"measured forward peak {_fmt(measured.forward_peak_bytes)}",
+        panels.append(
+            (
+                "value_and_grad step" if both else "one call of f, as it is",
+                self.rows,
+                self.peak_bytes,
+                None if measured is None else measured.peak_bytes,
             )
-        ax.set_xlabel("backend call")
-        ax.set_ylabel("MB live")
-        ax.set_title(title or f"value_and_grad step: peak at {self.peak_op[0]} ({self.peak_op[1]})")
-        ax.legend(fontsize=7, loc="upper left")
+        )
+        fig, axes = plt.subplots(
+            len(panels), 1, figsize=(8, 3 + 2.5 * both), sharey=True, squeeze=False
+        )
+        for ax, (what, rows, peak, measured_peak) in zip(axes[:, 0], panels, strict=True):
+            _plot_panel(ax, what, rows, peak, measured_peak)
+        top = max(max([p[2], p[3] or 0, *(r.peak_bytes for r in p[1])]) for p in panels)
+        axes[0, 0].set_ylim(0, top * 1e-6 * 1.05)  # one scale, from zero: the panels compare
+        axes[-1, 0].set_xlabel("backend call")
+        fig.suptitle(
+            title or f"{panels[-1][0]}: peak at {self.peak_op[0]} ({self.peak_op[1]})",
+            fontsize=10,
+        )
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=120)
@@ -647,6 +628,47 @@ class Measurement:
     resident_forward_peak_bytes: int | None  # by resident-set growth (None: not on Linux)
     resident_peak_bytes: int | None
     minor_page_faults: int  # during the step (allocator churn shows here, not in tracemalloc)
+
+
+def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: int | None) -> None:
+    """One panel of :meth:`Projection.plot`: ``rows``' live bytes, its peaks, every label
+    naming ``what`` it is about."""
+    mb = 1e-6
+    x = [r.index for r in rows]
+    ax.step(
+        x, [r.live_bytes * mb for r in rows], where="post", color="black", label="projected live"
+    )
+    ax.plot(
+        x,
+        [r.peak_bytes * mb for r in rows],
+        ".",
+        color="gray",
+        markersize=3,
+        label="projected during each call",
+    )
+    split = next((i for i, r in enumerate(rows) if r.phase == "backward"), len(rows))
+    first = x[0] if x else 0
+    ax.axvspan(first - 0.5, first + split - 0.5, color="tab:blue", alpha=0.08, label="forward")
+    if split < len(rows):
+        ax.axvspan(
+            first + split - 0.5,
+            first + len(rows) - 0.5,
+            color="tab:orange",
+            alpha=0.08,
+            label="backward",
+        )
+    ax.axhline(peak * mb, color="tab:red", lw=1, label=f"projected peak of {what} {_fmt(peak)}")
+    if measured_peak is not None:
+        ax.axhline(
+            measured_peak * mb,
+            color="tab:green",
+            lw=1,
+            ls="--",
+            label=f"measured peak of {what} {_fmt(measured_peak)}",
+        )
+    ax.set_ylabel("MB live")
+    ax.set_title(what, fontsize=9, loc="left")
+    ax.legend(fontsize=7, loc="lower right", ncols=2)
 
 
 def _nbytes(tree: Any) -> int:

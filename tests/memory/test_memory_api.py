@@ -190,6 +190,17 @@ def test_plot_draws_projected_beside_measured(tmp_path):
     p, m = memory.project(f, w, x), memory.measure(f, w, x)
     fig = p.plot(str(tmp_path / "p.png"), measured=m)
     assert (tmp_path / "p.png").stat().st_size > 10_000
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert any(t.startswith("measured peak") for t in labels)
-    assert any(t.startswith("projected peak") for t in labels)
+    # two panels on one scale, f alone and the step, each with its own peaks labelled for it
+    # (one measured forward peak under the step's curve once read as the step's forward part)
+    alone, step = ([t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes)
+    want = memory.format_bytes(p.forward_peak_bytes, decimals=1)
+    assert f"projected peak of f alone, no tape {want}" in alone
+    assert any(t.startswith("measured peak of f alone, no tape") for t in alone)
+    assert any(t.startswith("projected peak of value_and_grad step") for t in step)
+    assert any(t.startswith("measured peak of value_and_grad step") for t in step)
+    assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()
+    # f taken as it is: one panel, the call
+    q = memory.project(f, w, x, argnums=())
+    fig = q.plot(str(tmp_path / "q.png"))
+    assert len(fig.axes) == 1
+    assert fig.axes[0].get_title(loc="left") == "one call of f, as it is"
