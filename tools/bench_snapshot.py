@@ -1,0 +1,96 @@
+"""Run cheap benchmark configurations and keep what they print, with the date and the machine,
+as ``docs/benchmarks/<name>.json`` (the docs build renders them: tools/docs_hooks.py).
+
+    python tools/bench_snapshot.py bench_chain bench_mlp ...
+
+Each benchmark runs in its own process, as ``python benchmarks/<name>.py [args]``; its contenders
+(ours and the peers installed: PyTorch, HIPS autograd, JAX) run interleaved in that process, so
+the ratios it prints were measured in one run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name -> (arguments, what the configuration is); small sizes only, each under a few minutes
+CONFIGS: dict[str, tuple[list[str], str]] = {
+    "bench_chain": ([], "the script's own sizes: 50 elementwise ops on shapes (8,) and (100,)"),
+    "bench_overhead": ([], "the script's own sizes"),
+    "bench_mlp": ([], "the script's own sizes"),
+    "bench_vmap": ([], "the script's own sizes"),
+    "bench_jvp": ([], "the script's own sizes"),
+    "bench_memory": ([], "the script's own sizes"),
+}
+
+
+def machine() -> dict[str, str]:
+    model = ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next(
+            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")),
+            "",
+        )
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    import numpy
+
+    return {
+        "cpu": model or platform.processor(),
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def run(name: str) -> dict:
+    args, config = CONFIGS[name]
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        "benchmark": name,
+        "command": " ".join(["python", f"benchmarks/{name}.py", *args]),
+        "configuration": config,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit(),
+        "machine": machine(),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "output": out.stdout.rstrip(),
+    }
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(CONFIGS)
+    dest = ROOT / "docs" / "benchmarks"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        result = run(name)
+        (dest / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(f"{name}: {result['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()

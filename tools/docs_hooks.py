@@ -1,0 +1,127 @@
+"""MkDocs hooks (``mkdocs.yml``: ``hooks:``): what the build generates instead of tracked files.
+
+- ``<!-- generated: NAME -->`` in a page is replaced by the output of the generator ``NAME``
+  below, computed from the code at build time (the ops' coverage, the NumPy functions with a
+  rule, the benchmarks' recorded results, the command's ``--help``);
+- the memory pictures are drawn by the build (``examples/memory_projection.py``) and added to
+  the site as generated files, never committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"<!-- generated: ([a-z_-]+) -->")
+
+
+def _load(relative: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _memory_picture() -> bytes:
+    """The MLP step of examples/memory_projection.py: f alone and the step, each with its
+    measured peak."""
+    example = _load("examples/memory_projection.py", "_docs_memory_projection")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "memory_projection.png")
+        with contextlib.redirect_stdout(io.StringIO()):
+            example.main(out)
+        return Path(out).read_bytes()
+
+
+def on_files(files: Files, config) -> Files:
+    files.append(File.generated(config, "guides/memory_projection.png", content=_memory_picture()))
+    return files
+
+
+def _cell(text: str) -> str:
+    """A --matrix cell as a table cell: what the row has, its file and line in code."""
+    site = re.search(r"(\S+\.py:\d+)$", text)
+    words = text[: site.start()].strip() if site else text
+    if site and not words:
+        return f"`{site[1]}`"
+    return f"{words} `{site[1]}`" if site else words
+
+
+def ops_matrix() -> str:
+    from pycograd_xp.namespace._backend import load_adapters
+    from pycograd_xp.ops.__main__ import matrix
+
+    load_adapters()
+    lines = matrix().splitlines()
+    header = lines[0].split()
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    starts = [lines[0].index(h) for h in header]
+    for line in lines[1:]:
+        cells = [
+            line[a:b].strip() for a, b in zip(starts, [*starts[1:], len(line) + 1], strict=True)
+        ]
+        out.append("| " + " | ".join([f"`{cells[0]}`", *(_cell(c) for c in cells[1:])]) + " |")
+    return f"{len(lines) - 1} rows.\n\n" + "\n".join(out)
+
+
+def numpy_coverage() -> str:
+    from pycograd_xp.ops.__main__ import numpy_table
+
+    return "```text\n" + numpy_table() + "\n```"
+
+
+def cli_help() -> str:
+    from cubed_plugin.__main__ import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main(["--help"], prog="python -m cubed_plugin.train")
+    return "```text\n" + out.getvalue().rstrip() + "\n```"
+
+
+def benchmarks() -> str:
+    parts = []
+    for path in sorted((ROOT / "docs" / "benchmarks").glob("*.json")):
+        r = json.loads(path.read_text())
+        m = r["machine"]
+        parts.append(
+            f"## {r['benchmark']}\n\n"
+            f"`{r['command']}` ({r['configuration']}), run {r['date']} at commit "
+            f"`{r['commit']}` on {m['cpu']}, {m['cores']} cores (shared), Python "
+            f"{m['python']}, NumPy {m['numpy']}; {r['seconds']} s.\n\n"
+            f"```text\n{r['output']}\n```\n"
+        )
+    if not parts:
+        raise RuntimeError("docs/benchmarks/ holds no results: run tools/bench_snapshot.py")
+    return "\n".join(parts)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "ops-matrix": ops_matrix,
+    "numpy-coverage": numpy_coverage,
+    "cli-help": cli_help,
+    "benchmarks": benchmarks,
+}
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+    def replace(m: re.Match) -> str:
+        if m[1] not in GENERATORS:
+            raise KeyError(f"{page.file.src_uri}: no generator named {m[1]!r} ({list(GENERATORS)})")
+        return GENERATORS[m[1]]()
+
+    return MARKER.sub(replace, markdown)
