@@ -4,7 +4,8 @@ A page's blocks run in order in one fresh interpreter (so a block may use what a
 of its page defined, as a reader does), with ``SCIPY_ARRAY_API=1`` set before anything imports
 SciPy, matplotlib's Agg backend, and a temporary working directory. Tracebacks name the page
 and its line. Blocks in another language (``bash``, ``text``, none) are not run; a Python
-block that is an excerpt, not a program, starts with the line ``# not run: <why>``.
+block that is an excerpt, not a program, starts with the line ``# not run: <why>``. Pages
+whose blocks train on Cubed (tens of seconds each) are marked slow: ``.ci/run`` runs them.
 """
 
 from __future__ import annotations
@@ -76,11 +77,21 @@ def test_the_collector_finds_the_blocks():
     assert excerpt, "docs/architecture.md's excerpt of ops/statistical.py is marked '# not run'"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def _cases() -> list:
+    cases = []
+    for page in PAGES:
+        todo = python_blocks(page)
+        if not todo:
+            continue
+        slow = any("import cubed" in src for _, src in todo)
+        marks = [pytest.mark.slow] if slow else []
+        cases.append(pytest.param(page, marks=marks, id=str(page.relative_to(ROOT))))
+    return cases
+
+
+@pytest.mark.parametrize("page", _cases())
 def test_the_python_blocks_of_a_page_run(page, tmp_path):
     todo = python_blocks(page)
-    if not todo:
-        pytest.skip("no Python block")
     name = str(page.relative_to(ROOT))
     env = dict(
         os.environ,
