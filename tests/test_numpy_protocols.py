@@ -760,6 +760,27 @@ def _fcases():
             for axis in (None, 0, (0, 1)):
                 case(fname, lambda a, f=f, q=qs, ax=axis: f(a, q, axis=ax), x23)
             case(fname, lambda a, f=f, q=qs: f(a, q, axis=-1, keepdims=True), x234)
+    for method in (
+        "inverted_cdf",
+        "averaged_inverted_cdf",
+        "closest_observation",
+        "interpolated_inverted_cdf",
+        "hazen",
+        "weibull",
+        "median_unbiased",
+        "normal_unbiased",
+        "lower",
+        "higher",
+        "midpoint",
+        "nearest",
+    ):
+        for f in (np.quantile, np.percentile):
+            qs = [0.1, 0.37, 0.5, 0.9] if f is np.quantile else [10, 37, 50, 90]
+            case(
+                f"{f.__name__}/{method}",
+                lambda a, f=f, q=qs, m=method: f(a, q, axis=1, method=m),
+                S(3, 5),
+            )
     for fname in ("median", "nanmedian"):
         f = getattr(np, fname)
         for axis in (None, 0, 1, (0, 2)):
@@ -864,8 +885,10 @@ def test_functions_with_unsupported_options_refuse_clearly():
         np.pad(w, 1, mode="linear_ramp")
     with pytest.raises(TypeError, match=r"numpy\.pad\(\): reflect_type='odd'"):
         np.pad(w, 1, mode="reflect", reflect_type="odd")
-    with pytest.raises(TypeError, match=r"numpy\.quantile\(\): method='nearest'"):
-        np.quantile(w, 0.5, method="nearest")
+    with pytest.raises(TypeError, match=r"numpy\.nanquantile\(\): method='nearest'"):
+        np.nanquantile(w, 0.5, method="nearest")
+    with pytest.raises(ValueError, match=r"numpy\.quantile\(\): method='closest'"):
+        np.quantile(w, 0.5, method="closest")
     with pytest.raises(TypeError, match=r"numpy\.gradient\(\): coordinate arrays"):
         np.gradient(w, [0.0, 1.0], [0.0, 1.0, 3.0])
     with pytest.raises(TypeError, match=r"numpy\.interp\(\): period="):

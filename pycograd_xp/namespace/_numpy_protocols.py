@@ -2531,7 +2531,8 @@ FUNCTIONS["fft.fftshift"] = _fftshift("fftshift")
 FUNCTIONS["fft.ifftshift"] = _fftshift("ifftshift")
 
 
-# order statistics: quantile, percentile, median (NumPy's method "linear"), and their nan forms.
+# order statistics: quantile, percentile (NumPy's thirteen methods), median, and their nan forms
+# (method "linear", NumPy's default).
 # The values are sorted along the reduced axis (the sort's rule sends the gradient back to the
 # elements), the neighbours of NumPy's virtual index are gathered and interpolated with NumPy's
 # own ``_lerp``: the gradient flows to the elements the interpolation uses, as NumPy selects them.
@@ -2573,11 +2574,34 @@ def _lerp(ns: Any, a: Any, b: Any, t: Any) -> Any:
     return ns.where(t_arr >= 0.5, b - d * one_minus, a + d * t_arr)
 
 
+_QUANTILE_METHODS = (
+    "inverted_cdf",
+    "averaged_inverted_cdf",
+    "closest_observation",
+    "interpolated_inverted_cdf",
+    "hazen",
+    "weibull",
+    "linear",
+    "median_unbiased",
+    "normal_unbiased",
+    "lower",
+    "higher",
+    "midpoint",
+    "nearest",
+)  # NumPy's, in its order
+# the methods whose quantile is one of the observations (NumPy takes it, no interpolation)
+_QUANTILE_OBSERVATIONS = frozenset(
+    {"inverted_cdf", "closest_observation", "lower", "higher", "nearest"}
+)
+
+
 def _quantile_core(
     ns: Any, what: str, a: Any, q: Any, axis: Any, keepdims: Any, method: str, nan: bool
 ) -> Any:
-    if method != "linear":
-        raise _unsupported(what, f"method={method!r} (only 'linear', NumPy's default)")
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"numpy.{what}(): method={method!r} is not one of {_QUANTILE_METHODS}")
+    if nan and method != "linear":
+        raise _unsupported(what, f"method={method!r} (nan-quantiles take only 'linear')")
     weak = isinstance(q, float | int) and not isinstance(q, bool)
     if isinstance(q, Array):
         q = _values(what, q)
@@ -2611,7 +2635,13 @@ def _quantile_core(
         hi = ns.take_along_axis(s, ns.astype(nxt, ns.int64), axis=-1)
         r = _lerp(ns, lo, hi, gamma)
     else:
-        vi = np.asanyarray((n - 1) * qf)
+        # Every method is a virtual index into the sorted slice, ``vi = prev + gamma``, and the
+        # lerp of the two values beside it: NumPy's own quantile of 0..n-1 gives that index
+        # (the discontinuous methods give whole or half indices). 'linear' computes it so too.
+        if method == "linear":
+            vi = np.asanyarray((n - 1) * qf)
+        else:
+            vi = np.asanyarray(np.quantile(np.arange(n, dtype=np.float64), qf, method=method))
         prev = np.floor(vi)
         nxt = prev + 1
         above = vi >= n - 1
@@ -2620,11 +2650,11 @@ def _quantile_core(
         gamma = np.asanyarray(vi - np.floor(vi), dtype=vi.dtype)
         gamma[above] = 0
         lo = ns.take(s, ns.asarray(prev.astype(np.int64)), axis=-1)
-        hi = ns.take(s, ns.asarray(nxt.astype(np.int64)), axis=-1)
-        if weak:
-            r = _lerp(ns, lo, hi, float(gamma[0]))
+        if method in _QUANTILE_OBSERVATIONS:  # an element itself, in its dtype (as NumPy)
+            r = lo
         else:
-            r = _lerp(ns, lo, hi, gamma)
+            hi = ns.take(s, ns.asarray(nxt.astype(np.int64)), axis=-1)
+            r = _lerp(ns, lo, hi, float(gamma[0]) if weak else gamma)
         # a slice holding a NaN gives NaN (NaN sorts last)
         has_nan = ns.isnan(s[..., -1:])
         r = ns.where(has_nan, ns.full_like(r, math.nan), r)
