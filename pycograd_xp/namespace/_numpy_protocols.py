@@ -47,7 +47,7 @@ import functools
 import math
 import string
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -2641,7 +2641,8 @@ def _quantile_core(
         if method == "linear":
             vi = np.asanyarray((n - 1) * qf)
         else:
-            vi = np.asanyarray(np.quantile(np.arange(n, dtype=np.float64), qf, method=method))
+            index = np.arange(n, dtype=np.float64)
+            vi = np.asanyarray(np.quantile(index, qf, method=cast(Any, method)))
         prev = np.floor(vi)
         nxt = prev + 1
         above = vi >= n - 1
