@@ -807,6 +807,18 @@ def _fcases():
             case("pad", lambda a, m=mode, w=width: np.pad(a, w, mode=m), x23)
     case("pad", lambda a: np.pad(a, 2, constant_values=(1.5, -2)), x23)
     case("pad", lambda a: np.pad(a, (3, 1), mode="reflect"), S(4))
+    for mode, kw in (
+        ("linear_ramp", {}),
+        ("linear_ramp", {"end_values": ((-1.0, 2.0), (0.5, -3.0))}),
+        ("maximum", {}),
+        ("minimum", {"stat_length": 2}),
+        ("mean", {}),
+        ("mean", {"stat_length": ((1, 2), (3, 1))}),
+        ("median", {}),
+        ("median", {"stat_length": (2, 3)}),
+    ):
+        for width in (2, ((1, 2), (0, 3))):
+            case("pad", lambda a, m=mode, w=width, k=kw: np.pad(a, w, mode=m, **k), S(3, 4))
     xs, fs = np.sort(rng.uniform(-2, 2, 6)), S(6)
     xq = rng.uniform(-3, 3, (2, 7))
     case("interp", lambda x, p, f: np.interp(x, p, f), xq, xs, fs)
@@ -881,8 +893,16 @@ def test_order_statistics_at_ties_send_the_gradient_to_the_elements_used():
 def test_functions_with_unsupported_options_refuse_clearly():
     w = XP.asarray(S(2, 3))
     w.requires_grad_()
-    with pytest.raises(TypeError, match=r"numpy\.pad\(\): mode='linear_ramp'.*stop_gradient"):
-        np.pad(w, 1, mode="linear_ramp")
+
+    def ramp(vector, width, axis, kwargs):  # NumPy's callable mode: it writes in place
+        vector[: width[0]] = 0.0
+
+    with pytest.raises(TypeError, match=r"numpy\.pad\(\): mode='ramp'.*stop_gradient"):
+        np.pad(w, 1, mode=ramp)
+    with pytest.raises(ValueError, match=r"numpy\.pad\(\): stat_length of 0"):
+        np.pad(w, 1, mode="mean", stat_length=0)
+    with pytest.raises(ValueError, match=r"numpy\.pad\(\): unsupported keyword.*'end_values'"):
+        np.pad(w, 1, mode="mean", end_values=1.0)
     with pytest.raises(TypeError, match=r"numpy\.pad\(\): reflect_type='odd'"):
         np.pad(w, 1, mode="reflect", reflect_type="odd")
     with pytest.raises(TypeError, match=r"numpy\.nanquantile\(\): method='nearest'"):

@@ -2870,36 +2870,94 @@ def _pairs(what: str, v: Any, ndim: int, as_index: bool) -> np.ndarray:
 
 
 _PAD_INDEX_MODES = frozenset({"edge", "reflect", "symmetric", "wrap"})
+_PAD_STAT_MODES = frozenset({"maximum", "minimum", "mean", "median"})
+_PAD_KEYWORDS = {
+    "constant": {"constant_values"},
+    "reflect": {"reflect_type"},
+    "symmetric": {"reflect_type"},
+    "linear_ramp": {"end_values"},
+    **dict.fromkeys(_PAD_STAT_MODES, {"stat_length"}),
+}
+
+
+def _along(x: Any, ax: int, start: int, stop: int) -> Any:
+    """``x[start:stop]`` along axis ``ax``."""
+    return x[(slice(None),) * ax + (slice(start, stop),)]
+
+
+def _pad_stat(ns: Any, region: Any, ax: int, mode: str) -> Any:
+    """NumPy's statistic of a pad region along ``ax`` (kept as an axis of 1): integers get the
+    mean and median rounded, as NumPy's ``pad`` does."""
+    if mode == "maximum":
+        return ns.max(region, axis=ax, keepdims=True)
+    if mode == "minimum":
+        return ns.min(region, axis=ax, keepdims=True)
+    stat = FUNCTIONS["median"](ns, region, axis=ax, keepdims=True) if mode == "median" else None
+    if stat is None:
+        floating = ns.isdtype(region.dtype, ("real floating", "complex floating"))
+        stat = ns.mean(
+            region if floating else ns.astype(region, ns.float64), axis=ax, keepdims=True
+        )
+    if not ns.isdtype(region.dtype, ("real floating", "complex floating")):
+        stat = ns.astype(ns.round(stat), region.dtype)
+    return stat
+
+
+def _pad_ramp(ns: Any, edge: Any, end: Any, width: int, ax: int, before: bool) -> Any:
+    """NumPy's ``linspace(end, edge, width, endpoint=False)`` along ``ax`` (outermost first;
+    reversed after the array): ``end + i (edge - end) / width``."""
+    floating = ns.isdtype(edge.dtype, ("real floating", "complex floating"))
+    e = edge if floating else ns.astype(edge, ns.float64)
+    steps = np.arange(width, dtype=np.float64)
+    shape = [1] * edge.ndim
+    shape[ax] = width
+    i = ns.asarray(np.reshape(steps if before else steps[::-1], shape), dtype=e.dtype)
+    ramp = end + i * ((e - end) / width)
+    return ramp if floating else ns.astype(ns.floor(ramp), edge.dtype)
 
 
 @_implements("pad")
 def _pad(ns: Any, array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
-    """``constant`` concatenates blocks of the constant; ``edge``, ``reflect``, ``symmetric``
-    and ``wrap`` gather along each axis with the index NumPy's own ``pad`` gives ``arange(n)``
-    (the gradient scatters back through the gather). Other modes refuse."""
+    """Axis by axis, as NumPy's own ``pad`` (a later axis pads what the earlier ones padded):
+    ``constant`` and ``empty`` (zeros) concatenate blocks of the constant; ``edge``,
+    ``reflect``, ``symmetric`` and ``wrap`` gather along the axis with the index NumPy's own
+    ``pad`` gives ``arange(n)`` (the gradient scatters back through the gather);
+    ``maximum``, ``minimum``, ``mean`` and ``median`` concatenate the statistic of the first
+    and last ``stat_length`` elements, and ``linear_ramp`` a ramp from ``end_values`` to the
+    edge (the gradient flows through the statistic and the edge). A callable mode and
+    ``reflect_type='odd'`` refuse."""
     x = _array(ns, array)
-    if callable(mode) or mode not in _PAD_INDEX_MODES | {"constant"}:
+    if callable(mode) or mode not in _PAD_INDEX_MODES | _PAD_STAT_MODES | {
+        "constant",
+        "empty",
+        "linear_ramp",
+    }:
         name = getattr(mode, "__name__", mode)
-        raise _unsupported("pad", f"mode={name!r} (constant, edge, reflect, symmetric, wrap are)")
-    if mode == "constant":
-        allowed = {"constant_values"}
-    elif mode in ("reflect", "symmetric"):
-        allowed = {"reflect_type"}
-    else:
-        allowed = set()
-    extra = set(kwargs) - allowed
+        raise _unsupported(
+            "pad",
+            f"mode={name!r} (constant, edge, linear_ramp, maximum, mean, median, minimum, "
+            "reflect, symmetric, wrap and empty are)",
+        )
+    extra = set(kwargs) - _PAD_KEYWORDS.get(mode, set())
     if extra:
         raise ValueError(f"numpy.pad(): unsupported keyword arguments for mode {mode!r}: {extra}")
     if kwargs.get("reflect_type", "even") != "even":
         raise _unsupported("pad", f"reflect_type={kwargs['reflect_type']!r} (only 'even')")
     widths = _pairs("pad", pad_width, x.ndim, True)
-    if mode == "constant":
+    if mode in ("constant", "empty"):
         values = _pairs("pad", kwargs.get("constant_values", 0), x.ndim, False)
+    elif mode == "linear_ramp":
+        values = _pairs("pad", kwargs.get("end_values", 0), x.ndim, False)
+    elif mode in _PAD_STAT_MODES and kwargs.get("stat_length") is not None:
+        lengths = _pairs("pad", kwargs["stat_length"], x.ndim, True)
+    else:
+        lengths = None
     for ax in range(x.ndim):
         before, after = int(widths[ax, 0]), int(widths[ax, 1])
         if before == 0 and after == 0:
             continue
-        if mode == "constant":
+        n = int(x.shape[ax])
+        if mode in ("constant", "empty"):
             parts = []
             for width, v in ((before, values[ax, 0]), (after, values[ax, 1])):
                 shape = list(x.shape)
@@ -2907,15 +2965,33 @@ def _pad(ns: Any, array: Any, pad_width: Any, mode: Any = "constant", **kwargs: 
                 fill = np.asarray(v).astype(x.dtype).item()
                 parts.append(ns.full(tuple(shape), fill, dtype=x.dtype))
             x = ns.concat([parts[0], x, parts[1]], axis=ax)
-        else:
-            n = int(x.shape[ax])
-            if n == 0:
-                raise ValueError(
-                    f"numpy.pad(): can't extend empty axis {ax} using modes other than "
-                    "'constant' or 'empty'"
-                )
+            continue
+        if n == 0:
+            raise ValueError(
+                f"numpy.pad(): can't extend empty axis {ax} using modes other than "
+                "'constant' or 'empty'"
+            )
+        if mode in _PAD_INDEX_MODES:
             idx = np.pad(np.arange(n), (before, after), mode=mode)
             x = ns.take(x, ns.asarray(idx), axis=ax)
+            continue
+        parts = []
+        for side, width in ((0, before), (1, after)):
+            shape = list(x.shape)
+            shape[ax] = width
+            if width == 0:
+                parts.append(ns.zeros(tuple(shape), dtype=x.dtype))
+            elif mode == "linear_ramp":
+                edge = _along(x, ax, 0, 1) if side == 0 else _along(x, ax, n - 1, n)
+                parts.append(_pad_ramp(ns, edge, float(values[ax, side]), width, ax, side == 0))
+            else:
+                k = n if lengths is None else min(int(lengths[ax, side]), n)
+                if k == 0:
+                    raise ValueError("numpy.pad(): stat_length of 0 yields no value for padding")
+                region = _along(x, ax, 0, k) if side == 0 else _along(x, ax, n - k, n)
+                stat = _pad_stat(ns, region, ax, mode)
+                parts.append(ns.broadcast_to(stat, tuple(shape)))
+        x = ns.concat([parts[0], x, parts[1]], axis=ax)
     return x
 
 
