@@ -253,10 +253,39 @@ def test_python_and_numpy_scalars_and_arrays_mix_in():
         lambda a: np.float32(2.0) * a,
         lambda a: np.power(a, 2),
         lambda a: np.subtract(np.arange(3.0), a),
+        # ours on the left: NumPy's operand goes to its reflected operator, so to the ufunc
+        lambda a: a + np.ones(3),
+        lambda a: a * np.float32(2.0) - np.arange(3.0) / a,
+        lambda a: (a @ np.ones((3, 2))) ** np.int64(2),
+        lambda a: a / np.full((2, 1), 4.0) + a * np.bool_(True),
+        lambda a: a * np.asarray(a > np.zeros(3), dtype=np.float64),
     ):
         check_forward(f, (x,))
         check_forward(f, (x,), np.float32, rtol=2e-6, atol=2e-6)
         check_grad(f, (x,))
+
+
+def test_operators_with_numpy_operands_promote_and_rebind_as_numpy():
+    for o in (np.float32(2), np.float64(2), np.int64(2), np.bool_(True), np.arange(3.0)):
+        for dt in (np.float32, np.float64):
+            a = XP.asarray(np.ones(3, dtype=dt))
+            for r, want in ((a * o, np.ones(3, dt) * o), (o * a, o * np.ones(3, dt))):
+                assert isinstance(r, pg.Array) and r.dtype == want.dtype, (o, dt, r.dtype)
+                np.testing.assert_array_equal(_np(r), want)
+            assert bool(XP.all((a < o) == (np.ones(3, dt) < o)))
+    b = XP.asarray(np.ones(3))
+    alias = b
+    b += np.arange(3.0)  # in place, as NumPy's: the same array object
+    assert alias is b
+    np.testing.assert_array_equal(_np(b), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="in-place operation must keep this array's shape"):
+        b @= np.ones((3, 2))
+    w = XP.asarray(np.ones(3))
+    w.requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf that requires grad"):
+        w += np.ones(3)
+    g = pg.grad(lambda v: XP.sum(XP.astype(v < np.ones(3), v.dtype) + (v - np.ones(3)) ** 2))
+    np.testing.assert_array_equal(_np(g(XP.asarray(np.arange(3.0)))), [-2.0, 0.0, 2.0])
 
 
 # -- ufunc methods ---------------------------------------------------------------------------------

@@ -450,9 +450,13 @@ def install_backend_operators(cls: type, function: Any, inplace: Any) -> None:
         setattr(cls, f"__{op}__", lambda self, fname=fname: function(self, fname)(self))
 
 
-def _operator(cls: type[Array], f: Any, name: str, reflected: bool = False) -> Any:
+def _operator(
+    cls: type[Array], f: Any, name: str, reflected: bool = False, constants: tuple = ()
+) -> Any:
     def op(self: Array, other: Any, /) -> Any:
         if type(other) is not cls and not isinstance(other, SCALARS):
+            if isinstance(other, constants):  # NumPy's: its reflected operator calls the ufunc,
+                return NotImplemented  # which hands the call to our __array_ufunc__
             if isinstance(other, Array):
                 # vmap: the function lifts; an abstract array (memory.project, compile): the
                 # function hands the call over to the abstract namespace
@@ -489,9 +493,12 @@ def closed_write_error(what: str, x: Array) -> TypeError:
     )
 
 
-def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
-    forward = _operator(cls, f, name)
+def _inplace(
+    cls: type[Array], f: Any, name: str, *, raw: bool = True, constants: tuple = ()
+) -> Any:
+    forward = _operator(cls, f, name, constants=constants)
     raw_inplace = getattr(operator, name.strip("_"))  # operator.isub for "__isub__", ...
+    binary = getattr(operator, "__" + name.strip("_")[1:] + "__")  # operator.__sub__ for __isub__
 
     def op(self: Array, other: Any, /) -> Any:
         if STACK.closed is self._ns:  # compile is tracing: this array is closed over
@@ -525,7 +532,9 @@ def _inplace(cls: type[Array], f: Any, name: str, *, raw: bool = True) -> Any:
             return self
         new = forward(self, other)
         if new is NotImplemented:
-            return new
+            if not isinstance(other, constants):
+                return new
+            new = binary(self, other)  # x += ndarray: NumPy's reflected operator, then rebind
         return self._rebind(new, name)
 
     op.__name__ = name
@@ -540,22 +549,31 @@ def _unary_operator(f: Any, name: str) -> Any:
     return op
 
 
-def install_operators(cls: type[Array], ns: Any) -> None:
+def install_operators(cls: type[Array], ns: Any, constants: tuple = ()) -> None:
     """Bind every operator of ``cls`` (one namespace's Array class) to that namespace's function.
 
     Binding per namespace, to the function object itself, keeps the operator as cheap as a call
-    of the function.
+    of the function. An operand of a type in ``constants`` (NumPy's arrays and scalars, for a
+    namespace over NumPy) is left to its own reflected operator, which calls NumPy's ufunc,
+    which hands the call to our ``__array_ufunc__``: ``x * mask`` is ``mask * x``, with NumPy's
+    promotion, the NumPy operand a constant; other foreign arrays refuse.
     """
     for op, fname in BINARY_OPERATORS.items():
         f = getattr(ns, fname)
-        setattr(cls, f"__{op}__", _operator(cls, f, f"__{op}__"))
-        setattr(cls, f"__r{op}__", _operator(cls, f, f"__r{op}__", reflected=True))
+        setattr(cls, f"__{op}__", _operator(cls, f, f"__{op}__", constants=constants))
+        setattr(
+            cls,
+            f"__r{op}__",
+            _operator(cls, f, f"__r{op}__", reflected=True, constants=constants),
+        )
         # A row with an impl honours special cases the backend misses (floor_divide): its
         # in-place operator writes that result, not the backend operator's.
         raw = REGISTRY[fname].impl is None
-        setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__", raw=raw))
+        setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__", raw=raw, constants=constants))
     for op, fname in COMPARISONS.items():
-        setattr(cls, f"__{op}__", _operator(cls, getattr(ns, fname), f"__{op}__"))
+        setattr(
+            cls, f"__{op}__", _operator(cls, getattr(ns, fname), f"__{op}__", constants=constants)
+        )
     for op, fname in UNARY_OPERATORS.items():
         setattr(cls, f"__{op}__", _unary_operator(getattr(ns, fname), f"__{op}__"))
     cls.__hash__ = None  # type: ignore[assignment]

@@ -32,7 +32,7 @@ from ._array import (
 )
 from ._backend import Backend
 from ._dispatch import HandOver, bind
-from ._numpy_protocols import index_constants, numpy_names
+from ._numpy_protocols import NUMPY_CONSTANTS, index_constants, numpy_names
 from ._numpy_protocols import install as install_numpy_protocols
 from ._record import elementwise_recorder, record
 from ._wrappers import GeneralWrappers, _dtype_error, _explain
@@ -482,7 +482,8 @@ def build(backend: Backend) -> ModuleType:
         setattr(mod, dtype_name, getattr(backend.xp, dtype_name))
     for const in CONSTANTS:
         setattr(mod, const, getattr(backend.xp, const))
-    install_operators(b.Arr, mod)
+    # on NumPy, x * ndarray takes the ndarray as a constant, as ndarray * x does (the protocols)
+    install_operators(b.Arr, mod, NUMPY_CONSTANTS if backend.numpy_functions else ())
     if backend.numpy_functions:  # np.exp(x), np.einsum(...): the rows, with gradients
         install_numpy_protocols(b.Arr)
         mod.__getattr__ = numpy_names(mod)  # type: ignore[method-assign]  # xp.pad, xp.quantile

@@ -981,6 +981,11 @@ def _len(self: Array) -> int:
     return int(self.shape[0])  # type: ignore[arg-type]
 
 
+# NumPy's own arrays and scalars: an operand of these in an operator of ours is a constant
+# (namespace._array.install_operators), as NumPy's operators make ours an operand of a ufunc.
+NUMPY_CONSTANTS = (np.ndarray, np.generic)
+
+
 def install(cls: type[Array]) -> None:
     """Give the Array class ``cls`` of a namespace over NumPy both protocols (and ``len``)."""
     cls.__array_ufunc__ = array_ufunc  # type: ignore[method-assign]
