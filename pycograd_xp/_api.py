@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from . import _tape
 from ._primitive import Primitive
@@ -16,6 +16,10 @@ from .namespace._array import Array, detach, make
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # The node each differentiated input gets inside a trace: identity onto the caller's value, so
 # an outer trace (grad of grad) sees through it.
@@ -31,9 +35,21 @@ INPUT = Primitive(
 
 
 class no_grad:  # noqa: N801 - the name PyTorch users know
-    """Record nothing inside this block (also a decorator). Under it ``x[idx] = v`` writes a
-    mutable backend array in place, and in-place operators keep a leaf a leaf (optimizer
-    updates)."""
+    """Record nothing inside this block (a context manager, also a decorator).
+
+    Under it ``x[idx] = v`` writes a mutable backend array in place, and in-place operators keep
+    a leaf a leaf (optimizer updates). Blocks nest; :class:`enable_grad` records again inside.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> w = xp.asarray([1.0, 2.0]).requires_grad_()
+    >>> with pg.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
 
     _enabled = False
 
@@ -43,30 +59,68 @@ class no_grad:  # noqa: N801 - the name PyTorch users know
     def __exit__(self, *exc: Any) -> None:
         restore(self._prev)
 
-    def __call__(self, f: Callable[..., Any]) -> Callable[..., Any]:
+    def __call__(self, f: F) -> F:
+        """``f`` run inside this block at each call (the decorator form).
+
+        Parameters
+        ----------
+        f : callable
+            The function to wrap.
+
+        Returns
+        -------
+        callable
+            ``f``, each call run with recording off (on, for :class:`enable_grad`).
+        """
+
         @functools.wraps(f)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             with type(self)():
                 return f(*args, **kwargs)
 
-        return wrapped
+        return cast(F, wrapped)  # functools.wraps keeps f's signature
 
 
 class enable_grad(no_grad):  # noqa: N801
-    """Record again inside a ``no_grad`` block (also a decorator)."""
+    """Record again inside a :class:`no_grad` block (a context manager, also a decorator)."""
 
     _enabled = True
 
 
-def stop_gradient(x: Any) -> Any:
-    """``x`` (an array or a pytree of arrays) with the same values and no gradient."""
+def stop_gradient(x: T) -> T:
+    """The same values, with no gradient flowing through them (JAX's name; ``x.detach()``).
+
+    Parameters
+    ----------
+    x : Array or pytree of Array
+        An array, or a pytree of arrays; other leaves pass unchanged.
+
+    Returns
+    -------
+    Array or pytree of Array
+        New array objects sharing ``x``'s buffers, of the same structure, recorded nowhere.
+    """
     return tree_map(detach, x)
 
 
 def unwrap(x: Any) -> Any:
-    """The backend arrays behind ``x`` (an array of ours or a pytree of them), detached: the
-    public way to hand our arrays to the backend's own functions (``cubed.compute``,
-    ``numpy.savez``, ...). Anything that is not one of our arrays passes unchanged."""
+    """The backend arrays behind ``x``, detached.
+
+    The public way to hand our arrays to the backend's own functions (``cubed.compute``,
+    ``numpy.savez``, ...).
+
+    Parameters
+    ----------
+    x : Array or pytree of Array
+        An array of a pycograd_xp namespace, or a pytree of them. Anything that is not one of
+        our arrays passes unchanged.
+
+    Returns
+    -------
+    backend array or pytree
+        The same structure, each of our arrays replaced by the backend array it holds (for
+        ``namespace(numpy)``, a ``numpy.ndarray``).
+    """
     return tree_map(lambda a: a._data if isinstance(a, Array) else a, x)
 
 
@@ -210,17 +264,51 @@ def _check_out(out: Any, where: str, scalar: bool) -> None:
 
 
 def value_and_grad(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
-) -> Callable[..., Any]:
+    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[P, tuple[Any, Any]]:
     """``f``'s value and its gradient with respect to the ``argnums`` arguments.
 
-    ``f`` must return a real scalar array (or ``(scalar, aux)`` with ``has_aux``). Arguments may
-    be pytrees of floating-point arrays; the gradient has the same structure (a tuple of them
-    when ``argnums`` is a sequence). Inputs the output does not depend on get zeros.
+    Parameters
+    ----------
+    f : callable
+        The function to differentiate. It must return a real floating-point scalar array
+        (shape ``()``), or ``(scalar, aux)`` with ``has_aux``. Its arguments may be pytrees
+        (dict, list, tuple, NamedTuple, dataclass) of floating-point arrays; keyword arguments
+        are passed through, never differentiated.
+    argnums : int or sequence of int, default 0
+        The positional arguments to differentiate with respect to.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``; ``aux`` is returned beside the value,
+        not differentiated.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s arguments returning ``(value, gradient)`` (``((value, aux),
+        gradient)`` with ``has_aux``). The gradient has the structure of the differentiated
+        argument (a tuple of them when ``argnums`` is a sequence); inputs the output does not
+        depend on get zeros. Inside an outer transform (``grad`` of ``grad``) the results are
+        themselves differentiable; otherwise they carry no gradient.
+
+    Raises
+    ------
+    TypeError
+        If an argument to differentiate is not a floating-point array of a pycograd_xp
+        namespace, or ``f``'s output is not a real scalar array.
+    ValueError
+        If ``argnums`` names no positional argument of the call.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> value, g = pg.value_and_grad(lambda x: xp.sum(x**2))(xp.asarray([1.0, 2.0]))
+    >>> float(value), g
+    (5.0, pycograd_xp.numpy.Array([2., 4.], dtype=float64))
     """
 
     @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, Any]:
         where = f"value_and_grad({getattr(f, '__name__', 'f')})"
         nums = _argnums(argnums, len(args), where)
         prev = push(Grad())
@@ -252,24 +340,112 @@ def value_and_grad(
 
 
 def grad(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
-) -> Callable[..., Any]:
-    """The gradient of the real scalar function ``f`` (see :func:`value_and_grad`)."""
+    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[P, Any]:
+    """The gradient of the real scalar function ``f`` (JAX's ``grad``).
+
+    Parameters
+    ----------
+    f : callable
+        The function to differentiate: it returns a real floating-point scalar array (or
+        ``(scalar, aux)`` with ``has_aux``); its arguments may be pytrees of floating-point
+        arrays (see :func:`value_and_grad`).
+    argnums : int or sequence of int, default 0
+        The positional arguments to differentiate with respect to.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s arguments returning the gradient (the structure of the
+        differentiated argument; a tuple of them when ``argnums`` is a sequence), or
+        ``(gradient, aux)`` with ``has_aux``. ``grad`` of ``grad`` works (reverse over reverse).
+
+    Raises
+    ------
+    TypeError
+        As :func:`value_and_grad`: a non-floating input, a non-scalar or complex output.
+
+    See Also
+    --------
+    value_and_grad : the value and the gradient in one pass.
+    vjp : the pullback of a function with any output shape.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> def loss(w, x, y):
+    ...     return xp.mean((xp.tanh(x @ w) - y) ** 2)
+    >>> w, x, y = xp.zeros(3), xp.ones((4, 3)), xp.ones(4)
+    >>> pg.grad(loss)(w, x, y)
+    pycograd_xp.numpy.Array([-2., -2., -2.], dtype=float64)
+    >>> gw, gx = pg.grad(loss, argnums=(0, 1))(w, x, y)
+    >>> gx.shape
+    (4, 3)
+    """
     vg = value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:
         (value, g) = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return wrapped
 
 
+@overload
+def vjp(
+    f: Callable[..., Any], *primals: Any, has_aux: Literal[False] = False
+) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]: ...
+@overload
+def vjp(
+    f: Callable[..., Any], *primals: Any, has_aux: Literal[True]
+) -> tuple[Any, Callable[[Any], tuple[Any, ...]], Any]: ...
+@overload
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
 def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
-    """``(out, vjp_fn)``: ``f(*primals)`` and the map from an output cotangent (same structure
-    and shapes as ``out``) to the tuple of input cotangents, one per primal. ``vjp_fn`` may be
-    called several times (the graph is kept while it lives). With ``has_aux``, ``f`` returns
-    ``(out, aux)`` and the result is ``(out, vjp_fn, aux)``."""
+    """``f(*primals)`` and its pullback: the map from an output cotangent to input cotangents.
+
+    Parameters
+    ----------
+    f : callable
+        The function, of ``len(primals)`` positional arguments; its output may have any shape
+        and be a pytree of arrays, real or complex (``(output, aux)`` with ``has_aux``).
+    *primals : Array or pytree of Array
+        The point to differentiate at: floating-point arrays, or pytrees of them.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    out : Array or pytree of Array
+        ``f(*primals)``.
+    vjp_fn : callable
+        ``vjp_fn(cotangent)``, with a cotangent of ``out``'s structure and shapes (arrays of
+        its namespace), returns the tuple of input cotangents, one per primal (zeros where
+        ``out`` does not depend on it). It may be called several times: the graph is kept while
+        it lives.
+    aux : object
+        With ``has_aux`` only: the ``aux`` ``f`` returned.
+
+    Raises
+    ------
+    TypeError
+        If a primal is not a floating-point array of a pycograd_xp namespace, ``f`` returns
+        something else than arrays, or a cotangent is not an array of the output's namespace.
+    ValueError
+        If a cotangent's structure or shape differs from the output's.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> out, pull = pg.vjp(xp.sin, xp.asarray([0.0, 1.0]))
+    >>> pull(xp.ones(2))
+    (pycograd_xp.numpy.Array([1.        , 0.54030231], dtype=float64),)
+    """
     where = f"vjp({getattr(f, '__name__', 'f')})"
     prev = push(Grad())
     try:

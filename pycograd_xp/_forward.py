@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ParamSpec
 
 from . import _api, _tape, _vmap
 from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
@@ -38,6 +38,8 @@ from .ops._rules.jvp import TRANSPOSED
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["hessian", "jacfwd", "jacrev", "jvp", "linearize"]
+
+P = ParamSpec("P")
 
 
 class _Context:
@@ -224,11 +226,47 @@ def jvp(
 ) -> tuple[Any, ...]:
     """``(f(*primals), J tangents)``: the value of ``f`` and its directional derivative.
 
-    ``primals`` and ``tangents`` are tuples (or lists) of the same structure: pytrees of
-    floating-point arrays, each tangent shaped and typed like its primal. The output tangent
-    has the output's structure (zeros where the output does not depend on the primals). One
-    pass of ``f``; each primitive's tangent comes from its row's JVP rule. With ``has_aux``,
-    ``f`` returns ``(out, aux)`` and the result is ``(out, tangent, aux)``.
+    One pass of ``f`` (forward mode); each primitive's tangent comes from its row's JVP rule.
+    Composes with ``grad`` and ``vmap`` in both orders, and with itself.
+
+    Parameters
+    ----------
+    f : callable
+        The function, of ``len(primals)`` positional arguments, returning an array or a pytree
+        of arrays (``(output, aux)`` with ``has_aux``).
+    primals : tuple or list
+        One entry per argument of ``f``: pytrees of floating-point arrays.
+    tangents : tuple or list
+        The same structure as ``primals``, each tangent shaped and typed like its primal.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    out : Array or pytree of Array
+        ``f(*primals)``.
+    tangent_out : Array or pytree of Array
+        The output's tangent, of the output's structure (zeros where the output does not
+        depend on the primals).
+    aux : object
+        With ``has_aux`` only: the ``aux`` ``f`` returned.
+
+    Raises
+    ------
+    TypeError
+        If ``primals``/``tangents`` are not tuples or lists, or a tangent is not an array of
+        its primal's namespace.
+    ValueError
+        If the tangents' structure, a tangent's shape or its dtype differs from the primal's.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> x = xp.asarray([0.0, 1.0])
+    >>> out, t = pg.jvp(xp.sin, (x,), (xp.ones(2),))
+    >>> t
+    pycograd_xp.numpy.Array([1.        , 0.54030231], dtype=float64)
     """
     where = f"jvp({getattr(f, '__name__', 'f')})"
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
@@ -287,9 +325,7 @@ def jvp(
 
 
 def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
-    """``(f(*primals), f_jvp)`` as JAX's ``linearize``: ``f_jvp(*tangents)`` is the JVP of ``f``
-    at the fixed ``primals`` (``jvp(f, primals, tangents)[1]``), one tangent pytree per primal.
-    With ``has_aux``, ``(out, f_jvp, aux)``.
+    """``(f(*primals), f_jvp)``, as JAX's ``linearize``.
 
     ``f_jvp`` recomputes: each call is one ``jvp`` pass (``f`` with its tangents, about 2.5x
     ``f`` alone for an MLP), not a stored linear graph. The tape records the reverse direction
@@ -297,6 +333,31 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tu
     recorded, then transposed) and hold every residual while ``f_jvp`` lives; recomputing holds
     nothing but the primals. ``f_jvp`` composes like ``jvp``: ``vmap(f_jvp)`` pushes a batch of
     tangents in one pass, ``grad`` through it is the transposed map.
+
+    Parameters
+    ----------
+    f : callable
+        The function, of ``len(primals)`` positional arguments (``(output, aux)`` with
+        ``has_aux``).
+    *primals : Array or pytree of Array
+        The fixed point: floating-point arrays, or pytrees of them.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    out : Array or pytree of Array
+        ``f(*primals)``.
+    f_jvp : callable
+        ``f_jvp(*tangents)``, one tangent pytree per primal, is ``jvp(f, primals,
+        tangents)[1]``. It raises RuntimeError if a primal was modified in place since.
+    aux : object
+        With ``has_aux`` only: the ``aux`` ``f`` returned.
+
+    Raises
+    ------
+    TypeError
+        If a primal leaf is not an array of a pycograd_xp namespace.
     """
     where = f"linearize({getattr(f, '__name__', 'f')})"
     leaves, td = tree_flatten(primals)
@@ -449,17 +510,46 @@ def _rev_loop(pull: Callable[..., Any], out_leaves: list, out_td: Any, in_flat: 
 
 
 def jacrev(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
-) -> Callable[..., Any]:
-    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by reverse mode: one
-    ``vjp``, its pullback ``vmap``-ed over the rows of an identity (one batched backward pass).
-    Each output leaf of shape ``S`` and input leaf of shape ``T`` give a block of shape
-    ``S + T``; blocks are nested as JAX nests them (output structure outside, the arguments'
-    structure inside, a tuple when ``argnums`` is a sequence). Real floating-point inputs and
-    outputs. Where a row of the backward pass cannot batch, one pullback per output element."""
+    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[P, Any]:
+    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by reverse mode.
+
+    One ``vjp``, its pullback ``vmap``-ed over the rows of an identity (one batched backward
+    pass). Where a row of the backward pass cannot batch, one pullback per output element.
+
+    Parameters
+    ----------
+    f : callable
+        The function: real floating-point arrays (or pytrees of them) in and out
+        (``(output, aux)`` with ``has_aux``).
+    argnums : int or sequence of int, default 0
+        The positional arguments to differentiate with respect to.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s arguments returning the Jacobian (``(jacobian, aux)`` with
+        ``has_aux``). Each output leaf of shape ``S`` and input leaf of shape ``T`` give a block
+        of shape ``S + T``; blocks are nested as JAX nests them (output structure outside, the
+        arguments' structure inside, a tuple when ``argnums`` is a sequence).
+
+    See Also
+    --------
+    jacfwd : the same Jacobian by forward mode (fewer inputs than outputs).
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> pg.unwrap(pg.jacrev(lambda x: x**2)(xp.asarray([1.0, 2.0])))
+    array([[2., 0.],
+           [0., 4.]])
+    """
 
     @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:
         nums = _api._argnums(argnums, len(args), f"jacrev({getattr(f, '__name__', 'f')})")
         g = _diff_call(f, args, nums, kwargs)
         res = _api.vjp(g, *[args[i] for i in nums], has_aux=has_aux)
@@ -538,15 +628,32 @@ def _fwd_loop(g: Callable[..., Any], primals: tuple, has_aux: bool) -> tuple:
 
 
 def jacfwd(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
-) -> Callable[..., Any]:
-    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode: ``jvp``
-    ``vmap``-ed over the basis tangents of the inputs (one batched forward pass). Same layout as
-    :func:`jacrev`. Where a row of the forward pass cannot batch, one ``jvp`` per input
-    element."""
+    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[P, Any]:
+    """The Jacobian of ``f`` with respect to the ``argnums`` arguments, by forward mode.
+
+    ``jvp`` ``vmap``-ed over the basis tangents of the inputs (one batched forward pass). Where
+    a row of the forward pass cannot batch, one ``jvp`` per input element.
+
+    Parameters
+    ----------
+    f : callable
+        The function: floating-point arrays (or pytrees of them) in and out (``(output, aux)``
+        with ``has_aux``).
+    argnums : int or sequence of int, default 0
+        The positional arguments to differentiate with respect to.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s arguments returning the Jacobian (``(jacobian, aux)`` with
+        ``has_aux``), laid out as :func:`jacrev`'s.
+    """
 
     @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:
         nums = _api._argnums(argnums, len(args), f"jacfwd({getattr(f, '__name__', 'f')})")
         g = _diff_call(f, args, nums, kwargs)
         primals = tuple(args[i] for i in nums)
@@ -578,8 +685,32 @@ def jacfwd(
 
 
 def hessian(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
-) -> Callable[..., Any]:
-    """The Hessian of the real scalar function ``f``: forward over reverse,
-    ``jacfwd(jacrev(f))``. Blocks of shape ``T1 + T2`` per pair of input leaves."""
+    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[P, Any]:
+    """The Hessian of the real scalar function ``f``: forward over reverse, ``jacfwd(jacrev(f))``.
+
+    Parameters
+    ----------
+    f : callable
+        A function returning a real floating-point scalar array (``(scalar, aux)`` with
+        ``has_aux``).
+    argnums : int or sequence of int, default 0
+        The positional arguments to differentiate with respect to.
+    has_aux : bool, default False
+        Whether ``f`` returns a pair ``(output, aux)``.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s arguments returning the Hessian: a block of shape ``T1 + T2`` per
+        pair of input leaves of shapes ``T1`` and ``T2`` (``(hessian, aux)`` with ``has_aux``).
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> pg.unwrap(pg.hessian(lambda x: xp.sum(x**3))(xp.asarray([1.0, 2.0])))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
     return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -298,11 +298,47 @@ def _level_of(a: Any) -> int:
 def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable[..., Any]:
     """``f`` mapped over an axis of its arguments, without a loop: JAX's ``vmap``.
 
-    ``in_axes``: for each positional argument, the axis of its arrays that is the batch (an
-    int, None for an argument passed unbatched to every example, or a pytree prefix of the
-    argument of them); an int or None applies to all. ``out_axes``: where the batch goes in each
-    output leaf (likewise; None only for outputs that do not depend on the batch). Arguments and
-    results may be pytrees. Composes with grad, jvp and itself in any order.
+    ``f`` runs once on the whole batch, each op through its row's batching rule; an op that
+    cannot batch (``nonzero``, ``unique_*``) raises naming itself. Arguments and results may be
+    pytrees. Composes with grad, jvp and itself in any order.
+
+    Parameters
+    ----------
+    f : callable
+        The function of one example, called with positional arguments only.
+    in_axes : int, None, or tuple/pytree of them, default 0
+        For each positional argument, the axis of its arrays that is the batch: an int, None
+        for an argument passed unbatched to every example, or a pytree prefix of the argument
+        of them; an int or None applies to all.
+    out_axes : int, None, or pytree of them, default 0
+        Where the batch goes in each output leaf (likewise; None only for outputs that do not
+        depend on the batch).
+
+    Returns
+    -------
+    callable
+        The batched function, of ``f``'s positional arguments with their batch axes.
+
+    Raises
+    ------
+    ValueError
+        At the call: ``in_axes`` does not match the arguments, an axis is out of range, or the
+        batched arguments disagree on the batch size.
+    TypeError
+        At the call: a batched argument is not an array of a pycograd_xp namespace.
+
+    Examples
+    --------
+    Per-example gradients:
+
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> def loss(w, x):
+    ...     return xp.sum(w * x) ** 2
+    >>> w, X = xp.ones(3), xp.reshape(xp.arange(6.0), (2, 3))
+    >>> pg.unwrap(pg.vmap(pg.grad(loss), in_axes=(None, 0))(w, X))
+    array([[  0.,   6.,  12.],
+           [ 72.,  96., 120.]])
     """
 
     @functools.wraps(f)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._host import HostScalar
 from .._primitive import REGISTRY
@@ -41,8 +41,22 @@ def detach(a: Any) -> Any:
     return make(type(a), a._data) if isinstance(a, Array) else a
 
 
-class Array:
-    """An array of a pycograd_xp namespace: a backend array plus its place on the tape."""
+if TYPE_CHECKING:
+    # The operators are installed per namespace at run time (install_operators); to a type
+    # checker the class declares them by subclassing the protocol users annotate with.
+    from ..typing import Array as ArrayProtocol
+else:
+    ArrayProtocol = object
+
+
+class Array(ArrayProtocol):
+    """An array of a pycograd_xp namespace: a backend array plus its place on the tape.
+
+    The runtime class of every array a namespace returns (each namespace has its subclass,
+    ``type(x) is xp.Array``): use it with ``isinstance``. Annotate with
+    :class:`pycograd_xp.typing.Array`, the protocol it satisfies. Arrays are made by the
+    namespace's creation functions (``xp.asarray``), never by calling this class.
+    """
 
     # ``_view``/``_views`` (set only by basic indexing on a writable backend): what this array is
     # a view of, and the views taken of it, so a write that has to copy keeps NumPy's aliasing
@@ -180,7 +194,10 @@ class Array:
         node.grad = None if value is None else value._data
 
     def backward(
-        self, cotangent: Array | None = None, retain_graph: bool = False, create_graph: bool = False
+        self,
+        cotangent: ArrayProtocol | None = None,
+        retain_graph: bool = False,
+        create_graph: bool = False,
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf this array depends on.
 
@@ -201,7 +218,11 @@ class Array:
                 )
             g = self._backend.xp.ones_like(self._data)
         else:
-            if type(cotangent) is not type(self) or cotangent.shape != self.shape:
+            if (
+                not isinstance(cotangent, Array)  # (for the type checker: the next test implies it)
+                or type(cotangent) is not type(self)
+                or cotangent.shape != self.shape
+            ):
                 raise ValueError(
                     f"backward: the cotangent must be an array of {self._ns.__name__} with "
                     f"shape {self.shape}"
