@@ -80,7 +80,32 @@ def _check_out(out: Any, where: str) -> Any:
 
 
 class custom_vjp:  # noqa: N801 - JAX's name
-    """``f`` with a user-given VJP: ``f.defvjp(fwd, bwd)`` (see the module docstring)."""
+    """``fun`` with a user-given VJP: ``f.defvjp(fwd, bwd)`` (JAX's decorator shape).
+
+    The decorated function becomes a row of its own: it runs untraced, and one node is recorded
+    whose VJP is ``bwd``. ``fwd`` and ``bwd`` get arrays of our namespace (Array-API code,
+    differentiable again for higher order). ``jvp`` of it raises, as in JAX: use
+    :class:`custom_jvp` for a rule that serves both modes.
+
+    Parameters
+    ----------
+    fun : callable
+        The function: arrays or Python values (passed through) in, an array or a tuple of arrays
+        out.
+
+    Examples
+    --------
+    A gradient clip:
+
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> @pg.custom_vjp
+    ... def clip_gradient(x):
+    ...     return x
+    >>> clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (xp.clip(g, -1.0, 1.0),))
+    >>> pg.grad(lambda x: xp.sum(3.0 * clip_gradient(x)))(xp.asarray([1.0, 2.0]))
+    pycograd_xp.numpy.Array([1., 1.], dtype=float64)
+    """
 
     def __init__(self, fun: Callable[..., Any]) -> None:
         functools.update_wrapper(self, fun)
@@ -90,6 +115,16 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.name = f"custom_vjp({getattr(fun, '__name__', 'f')})"
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        """Set the rule.
+
+        Parameters
+        ----------
+        fwd : callable
+            ``fwd(*args) -> (out, residuals)``: the function's value and what ``bwd`` needs.
+        bwd : callable
+            ``bwd(residuals, g) -> cotangents``: one cotangent per argument of the function
+            (None for no gradient), ``g`` of the output's structure.
+        """
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
@@ -130,7 +165,33 @@ class custom_vjp:  # noqa: N801 - JAX's name
 
 
 class custom_jvp:  # noqa: N801 - JAX's name
-    """``f`` with a user-given JVP: ``f.defjvp(rule)`` (see the module docstring)."""
+    """``fun`` with a user-given JVP: ``f.defjvp(rule)`` (JAX's decorator shape).
+
+    Reverse mode (``grad``/``vjp``) transposes the rule (it must be linear in the tangents, as JAX
+    requires), so both modes come from one rule; higher order works through it.
+
+    Parameters
+    ----------
+    fun : callable
+        The function: arrays or Python values (passed through) in, an array or a tuple of arrays
+        out.
+
+    Examples
+    --------
+    A stable ``log(1 + exp(x))``:
+
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> @pg.custom_jvp
+    ... def softplus(x):
+    ...     return xp.logaddexp(x, 0.0)
+    >>> @softplus.defjvp
+    ... def _(primals, tangents):
+    ...     (x,), (t,) = primals, tangents
+    ...     return softplus(x), t / (1.0 + xp.exp(-x))
+    >>> pg.grad(lambda x: xp.sum(softplus(x)))(xp.asarray([0.0, 1000.0]))
+    pycograd_xp.numpy.Array([0.5, 1. ], dtype=float64)
+    """
 
     def __init__(self, fun: Callable[..., Any]) -> None:
         functools.update_wrapper(self, fun)
@@ -139,6 +200,20 @@ class custom_jvp:  # noqa: N801 - JAX's name
         self.name = f"custom_jvp({getattr(fun, '__name__', 'f')})"
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """Set the rule (usable as a decorator).
+
+        Parameters
+        ----------
+        rule : callable
+            ``rule(primals, tangents) -> (out, tangent_out)``, ``primals`` and ``tangents``
+            tuples of the arguments and their tangents (a zero array where an argument has
+            none).
+
+        Returns
+        -------
+        callable
+            ``rule``.
+        """
         self.rule = rule
         return rule
 

@@ -28,9 +28,41 @@ _ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSIT
 
 
 def remat(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` (arrays, pytrees of them and other values in, an array or a tuple of arrays out),
-    recomputed during backward instead of keeping its intermediates. Gradients are identical
-    to ``f``'s."""
+    """``f``, recomputed during backward instead of keeping its intermediates (JAX's ``remat``;
+    PyTorch's activation checkpointing).
+
+    The wrapped segment runs without a tape on the forward pass and is recorded as one node saving
+    only its array inputs; backward runs it again under ``vjp``. Gradients are identical to
+    ``f``'s; memory between the passes drops to the segment's inputs, for one more forward of the
+    segment (``pycograd_xp.memory.project`` sees both).
+
+    Parameters
+    ----------
+    f : callable
+        The segment: arrays, pytrees of them and other values in, an array or a tuple of arrays
+        out.
+
+    Returns
+    -------
+    callable
+        A function of ``f``'s positional arguments computing ``f``.
+
+    Raises
+    ------
+    TypeError
+        At the call, when ``f`` returns something other than an array or a tuple of arrays.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> block = pg.remat(lambda w, x: xp.tanh(x @ w))
+    >>> w, x = xp.ones((3, 2)), xp.ones((4, 3))
+    >>> g1 = pg.grad(lambda w: xp.sum(block(w, x)))(w)
+    >>> g2 = pg.grad(lambda w: xp.sum(xp.tanh(x @ w)))(w)
+    >>> bool(xp.all(g1 == g2))
+    True
+    """
     name = f"remat({getattr(f, '__name__', 'f')})"
 
     def rule(ops: Any, g: Any, out: Any, *args: Any, structure: Any) -> tuple[Any, ...]:

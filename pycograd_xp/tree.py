@@ -18,7 +18,20 @@ __all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure
 
 @dataclasses.dataclass(frozen=True)
 class TreeDef:
-    """The structure of a pytree: a node kind, its static data and its children's structures."""
+    """The structure of a pytree: a node kind, its static data and its children's structures.
+
+    Made by :func:`tree_flatten`; compared with ``==``; printed as a tree.
+
+    Parameters
+    ----------
+    kind : str
+        ``"leaf"``, ``"none"``, ``"tuple"``, ``"list"``, ``"namedtuple"``, ``"dict"`` or
+        ``"dataclass"``.
+    meta : object, optional
+        The NamedTuple or dataclass type, or the dict's keys.
+    children : tuple of TreeDef, default ()
+        The children's structures.
+    """
 
     kind: str  # "leaf", "none", "tuple", "list", "namedtuple", "dict", "dataclass"
     meta: Any = None  # the NamedTuple/dataclass type, the dict keys
@@ -26,6 +39,7 @@ class TreeDef:
 
     @property
     def num_leaves(self) -> int:
+        """The number of leaves a tree of this structure has."""
         if self.kind == "leaf":
             return 1
         return sum(c.num_leaves for c in self.children)
@@ -107,7 +121,21 @@ def _walk(x: Any, leaves: list[Any]) -> TreeDef:
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
-    """The leaves of ``tree`` (depth first) and its structure."""
+    """The leaves of ``tree`` (depth first) and its structure.
+
+    Parameters
+    ----------
+    tree : pytree
+        Nested dicts (keys in sorted order when they sort, as in JAX), lists, tuples, NamedTuples
+        and dataclasses; None is an empty subtree, anything else a leaf.
+
+    Returns
+    -------
+    leaves : list
+        The leaves, in a fixed order.
+    treedef : TreeDef
+        The structure, for :func:`tree_unflatten`.
+    """
     leaves: list[Any] = []
     return leaves, _walk(tree, leaves)
 
@@ -131,7 +159,20 @@ def _build(td: TreeDef, it: Any) -> Any:
 
 
 def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any:
-    """Rebuild a tree of structure ``treedef`` from ``leaves`` (as many as it has)."""
+    """Rebuild a tree of structure ``treedef`` from ``leaves``.
+
+    Parameters
+    ----------
+    treedef : TreeDef
+        A structure from :func:`tree_flatten`.
+    leaves : list or tuple
+        As many leaves as ``treedef`` has, in :func:`tree_flatten`'s order.
+
+    Returns
+    -------
+    pytree
+        The tree.
+    """
     leaves = list(leaves)
     if len(leaves) != treedef.num_leaves:
         raise ValueError(
@@ -157,15 +198,65 @@ def same_structure(a: TreeDef, b: TreeDef) -> bool:
 
 
 def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of ``tree``, in :func:`tree_flatten`'s order.
+
+    Parameters
+    ----------
+    tree : pytree
+        Any pytree.
+
+    Returns
+    -------
+    list
+        Its leaves.
+    """
     return tree_flatten(tree)[0]
 
 
 def tree_structure(tree: Any) -> TreeDef:
+    """The structure of ``tree``.
+
+    Parameters
+    ----------
+    tree : pytree
+        Any pytree.
+
+    Returns
+    -------
+    TreeDef
+        Its structure (``tree_flatten(tree)[1]``).
+    """
     return tree_flatten(tree)[1]
 
 
 def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
-    """Apply ``f`` leafwise to ``tree`` and trees of the same structure ``rest``."""
+    """Apply ``f`` leafwise to ``tree`` and trees of the same structure ``rest``.
+
+    Parameters
+    ----------
+    f : callable
+        Called as ``f(leaf, *rest_leaves)`` for each leaf.
+    tree : pytree
+        The tree whose structure the result has.
+    *rest : pytree
+        Trees of the same structure, whose leaves are passed beside ``tree``'s.
+
+    Returns
+    -------
+    pytree
+        ``tree``'s structure with ``f``'s results as leaves.
+
+    Raises
+    ------
+    ValueError
+        If a tree of ``rest`` has another structure.
+
+    Examples
+    --------
+    >>> import pycograd_xp as pg
+    >>> pg.tree_map(lambda a, b: a + b, {"w": 1, "b": 2}, {"w": 10, "b": 20})
+    {'b': 22, 'w': 11}
+    """
     leaves, td = tree_flatten(tree)
     others = []
     for r in rest:

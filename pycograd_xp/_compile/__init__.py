@@ -54,7 +54,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from .._host import HostScalar, ValueNeededError
 from .._state import STACK
@@ -366,6 +366,24 @@ def _trace(
     )
 
 
+@overload
+def compile(
+    f: Callable[..., Any],
+    *,
+    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnames: str | Sequence[str] = (),
+    max_traces: int = 64,
+    on_trace: Callable[[Trace], None] | None = None,
+) -> Compiled: ...
+@overload
+def compile(
+    f: None = None,
+    *,
+    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnames: str | Sequence[str] = (),
+    max_traces: int = 64,
+    on_trace: Callable[[Trace], None] | None = None,
+) -> Callable[[Callable[..., Any]], Compiled]: ...
 def compile(
     f: Callable[..., Any] | None = None,
     *,
@@ -391,6 +409,39 @@ def compile(
     tracing raises :class:`TracingError`. Called with arrays being differentiated (inside
     ``grad``, ``jvp``, ``vmap``) the function runs uncompiled (``compiled.fallbacks`` counts
     it).
+
+    Parameters
+    ----------
+    f : callable, optional
+        The function. Without it, ``compile(...)`` returns a decorator taking the keyword
+        arguments given.
+    static_argnums : int or sequence of int, default ()
+        Positional arguments that are static from the start (a retrace per value).
+    static_argnames : str or sequence of str, default ()
+        Keyword arguments that are static from the start.
+    max_traces : int, default 64
+        How many traces are kept (least recently used first out).
+    on_trace : callable, optional
+        Called with each new :class:`~pycograd_xp._compile.Trace` (why it happened, backend calls
+        per replay, projected peak bytes).
+
+    Returns
+    -------
+    Compiled
+        Callable like ``f``; ``compiled.source(*args)`` shows the generated replay and
+        ``compiled.schedule(*args)`` what it computes, step by step. Without ``f``, a decorator
+        making one.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> step = pg.compile(pg.value_and_grad(lambda w, x: xp.sum(xp.tanh(x @ w) ** 2)))
+    >>> w, x = xp.ones(3), xp.ones((4, 3))
+    >>> value, g = step(w, x)  # traces
+    >>> value, g = step(w, 2 * x)  # replays
+    >>> len(step.traces)
+    1
     """
     if f is None:
         return functools.partial(

@@ -37,12 +37,33 @@ _LOCK = threading.Lock()
 def namespace(backend: Any = None) -> ModuleType:
     """Return the differentiable Array API namespace over ``backend``.
 
-    ``backend`` is a conforming namespace module: ``numpy`` (the default, also when None),
-    ``cupy``, ``cubed`` (or ``cubed.array_api``), ``array_api_strict``, an ``array_api_compat``
-    wrapper, or any object implementing the standard (or its import name as a string). The result
-    is a real module named ``pycograd_xp.<backend>``, the same object on every call.
+    Parameters
+    ----------
+    backend : module, str or None, default None
+        A conforming namespace module: ``numpy`` (the default, also when None), ``cupy``,
+        ``cubed`` (or ``cubed.array_api``), ``array_api_strict``, an ``array_api_compat``
+        wrapper, or any object implementing the standard (or its import name as a string).
 
-    Raises TypeError when ``backend`` is not an Array API namespace.
+    Returns
+    -------
+    module
+        A real module named ``pycograd_xp.<backend>`` (standard 2025.12, with ``linalg`` and
+        ``fft``), the same object on every call, whose arrays carry tape nodes.
+        ``from pycograd_xp import numpy as xp`` gives the same module.
+
+    Raises
+    ------
+    TypeError
+        When ``backend`` is not an Array API namespace.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> xp.__name__, xp is pg.namespace("numpy")
+    ('pycograd_xp.numpy', True)
+    >>> xp.exp(xp.asarray([0.0, 1.0]))
+    pycograd_xp.numpy.Array([1.        , 2.71828183], dtype=float64)
     """
     if isinstance(backend, ModuleType) and backend.__name__ in _CACHE:
         return _CACHE[backend.__name__]

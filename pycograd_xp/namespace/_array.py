@@ -103,28 +103,36 @@ class Array(ArrayProtocol):
     # -- attributes ---------------------------------------------------------------------------
     @property
     def dtype(self) -> Any:
+        """The data type of the elements (the backend's dtype object)."""
         return self._data.dtype
 
     @property
     def shape(self) -> tuple[int | None, ...]:
+        """The shape: one int per dimension (None where a size is unknown, as the standard
+        allows)."""
         return tuple(self._data.shape)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return self._data.ndim
 
     @property
     def size(self) -> int | None:
+        """The number of elements."""
         return self._data.size
 
     @property
     def device(self) -> Any:
+        """The device the data lives on (the backend's device object)."""
         from array_api_compat import device
 
         return device(self._data)
 
     @property
     def T(self) -> Array:  # noqa: N802 - the standard's name
+        """The transpose of a 2-D array (for others: ``xp.matrix_transpose``,
+        ``xp.permute_dims``)."""
         if self.ndim != 2:
             raise ValueError(
                 f"Array.T: only defined for 2-D arrays, got shape {self.shape}; "
@@ -134,9 +142,24 @@ class Array(ArrayProtocol):
 
     @property
     def mT(self) -> Array:  # noqa: N802 - the standard's name
+        """The transpose of the last two dimensions (``xp.matrix_transpose``)."""
         return self._ns.matrix_transpose(self)
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
+        """This array's values on ``device``.
+
+        Parameters
+        ----------
+        device : object
+            A device of the backend.
+        stream : object, optional
+            The backend's stream argument, passed through.
+
+        Returns
+        -------
+        Array
+            An array of this namespace holding the copy.
+        """
         from array_api_compat import to_device
 
         return self._ns.asarray(to_device(self._data, device, stream=stream))
@@ -153,11 +176,30 @@ class Array(ArrayProtocol):
     @property
     def requires_grad(self) -> bool:
         """Whether gradients flow to this array (a leaf marked with ``requires_grad_`` or any
-        result computed from one)."""
+        result computed from one).
+        """
         return self._node is not None
 
     def requires_grad_(self, requires_grad: bool = True) -> Array:
-        """Mark this array as a leaf whose ``.grad`` ``backward()`` fills; returns it."""
+        """Mark this array as a leaf whose ``.grad`` ``backward()`` fills (PyTorch's name).
+
+        Parameters
+        ----------
+        requires_grad : bool, default True
+            False makes a leaf stop requiring gradients.
+
+        Returns
+        -------
+        Array
+            This array (marked in place).
+
+        Raises
+        ------
+        TypeError
+            If the dtype is not floating-point.
+        RuntimeError
+            For ``requires_grad_(False)`` on an array that is not a leaf (use ``x.detach()``).
+        """
         if requires_grad:
             if not self._backend.xp.isdtype(
                 self._data.dtype, ("real floating", "complex floating")
@@ -201,9 +243,33 @@ class Array(ArrayProtocol):
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf this array depends on.
 
-        A non-scalar array needs a ``cotangent`` of its shape. The graph's saved values are
-        freed unless ``retain_graph``; ``create_graph`` records the backward pass itself (for
-        higher-order gradients).
+        Parameters
+        ----------
+        cotangent : Array, optional
+            Required for a non-scalar array: an array of this namespace and shape (the vector of the
+            vector-Jacobian product).
+        retain_graph : bool, default False
+            Keep the graph's saved values, so that backward can run through it again (they are freed
+            otherwise).
+        create_graph : bool, default False
+            Record the backward pass itself (for higher-order gradients).
+
+        Raises
+        ------
+        RuntimeError
+            If this array depends on no array that requires grad, or is non-scalar without a
+            ``cotangent``.
+        ValueError
+            If the cotangent is not an array of this namespace and shape.
+
+        Examples
+        --------
+        >>> import numpy, pycograd_xp as pg
+        >>> xp = pg.namespace(numpy)
+        >>> w = xp.asarray([1.0, 2.0]).requires_grad_()
+        >>> xp.sum(w**2).backward()
+        >>> w.grad
+        pycograd_xp.numpy.Array([2., 4.], dtype=float64)
         """
         if self._node is None:
             raise RuntimeError(
@@ -235,7 +301,13 @@ class Array(ArrayProtocol):
         )
 
     def detach(self) -> Array:
-        """The same values, with no gradient (``pycograd_xp.stop_gradient``)."""
+        """The same values, with no gradient (``pycograd_xp.stop_gradient``).
+
+        Returns
+        -------
+        Array
+            A new array object sharing this array's buffer.
+        """
         return detach(self)
 
     # -- conversions (they compute on lazy backends) --------------------------------------------
