@@ -58,27 +58,99 @@ __all__ = [
 
 
 class GradientTransformation(NamedTuple):
+    """A gradient transformation: a pair of pure functions (optax's shape).
+
+    ``state = tx.init(params)``; ``updates, state = tx.update(grads, state, params)``;
+    ``params = apply_updates(params, updates)``.
+
+    Parameters
+    ----------
+    init : callable
+        ``init(params) -> state``. It also takes a pytree of ``memory.spec`` objects and returns
+        the state as specs (and Python numbers), so a whole step projects before anything is
+        allocated.
+    update : callable
+        ``update(grads, state, params) -> (updates, state)``.
+    """
+
     init: Callable[[Any], Any]
     update: Callable[[Any, Any, Any], tuple[Any, Any]]
 
 
 # -- schedules ----------------------------------------------------------------------------------
 def constant_schedule(value: float) -> Schedule:
+    """The constant learning rate ``value``.
+
+    Parameters
+    ----------
+    value : float
+        The learning rate.
+
+    Returns
+    -------
+    callable
+        The schedule: a function of the step count (an int) returning the learning rate.
+    """
     return lambda step: value
 
 
 def step_decay_schedule(init: float, step_size: int, gamma: float = 0.1) -> Schedule:
-    """``init * gamma ** (step // step_size)``."""
+    """``init * gamma ** (step // step_size)``.
+
+    Parameters
+    ----------
+    init : float
+        The initial learning rate.
+    step_size : int
+        Steps between decays.
+    gamma : float, default 0.1
+        The factor of each decay.
+
+    Returns
+    -------
+    callable
+        The schedule: a function of the step count (an int) returning the learning rate.
+    """
     return lambda step: init * gamma ** (step // step_size)
 
 
 def exponential_decay_schedule(init: float, decay_rate: float, decay_steps: int) -> Schedule:
-    """``init * decay_rate ** (step / decay_steps)``."""
+    """``init * decay_rate ** (step / decay_steps)``.
+
+    Parameters
+    ----------
+    init : float
+        The initial learning rate.
+    decay_rate : float
+        The factor per ``decay_steps`` steps.
+    decay_steps : int
+        The steps over which the rate is multiplied by ``decay_rate``.
+
+    Returns
+    -------
+    callable
+        The schedule: a function of the step count (an int) returning the learning rate.
+    """
     return lambda step: init * decay_rate ** (step / decay_steps)
 
 
 def cosine_decay_schedule(init: float, decay_steps: int, alpha: float = 0.0) -> Schedule:
-    """Cosine from ``init`` down to ``alpha * init`` over ``decay_steps``, then flat."""
+    """Cosine from ``init`` down to ``alpha * init`` over ``decay_steps``, then flat.
+
+    Parameters
+    ----------
+    init : float
+        The initial learning rate.
+    decay_steps : int
+        The length of the decay.
+    alpha : float, default 0.0
+        The final rate, as a fraction of ``init``.
+
+    Returns
+    -------
+    callable
+        The schedule: a function of the step count (an int) returning the learning rate.
+    """
 
     def schedule(step: int) -> float:
         t = min(step, decay_steps) / decay_steps
@@ -88,8 +160,22 @@ def cosine_decay_schedule(init: float, decay_steps: int, alpha: float = 0.0) -> 
 
 
 def linear_warmup(peak: float, warmup_steps: int, then: Schedule | None = None) -> Schedule:
-    """Linear from 0 to ``peak`` over ``warmup_steps``, then ``then(step - warmup_steps)``
-    (constant ``peak`` if None)."""
+    """Linear from 0 to ``peak`` over ``warmup_steps``, then ``then(step - warmup_steps)``.
+
+    Parameters
+    ----------
+    peak : float
+        The rate at the end of the warmup.
+    warmup_steps : int
+        The length of the warmup.
+    then : callable, optional
+        The schedule after it, counted from its end (None: constant ``peak``).
+
+    Returns
+    -------
+    callable
+        The schedule: a function of the step count (an int) returning the learning rate.
+    """
     after = then or constant_schedule(peak)
     return lambda step: (
         peak * step / warmup_steps if step < warmup_steps else after(step - warmup_steps)
@@ -129,12 +215,36 @@ def _leafwise(fn: Callable[..., tuple], *trees: Any) -> tuple[Any, ...]:
 
 
 def apply_updates(params: Any, updates: Any) -> Any:
-    """``params + updates`` leaf by leaf (new arrays; the old params are untouched)."""
+    """``params + updates`` leaf by leaf (new arrays; the old params are untouched).
+
+    Parameters
+    ----------
+    params : pytree of Array
+        The parameters.
+    updates : pytree of Array
+        The updates a transformation returned, of ``params``' structure.
+
+    Returns
+    -------
+    pytree of Array
+        The new parameters.
+    """
     return tree_map(lambda p, u: p + u, params, updates)
 
 
 def global_norm(tree: Any) -> Any:
-    """The L2 norm of all leaves together, as a 0-d array (lazy on lazy backends)."""
+    """The L2 norm of all leaves together.
+
+    Parameters
+    ----------
+    tree : pytree of Array
+        The arrays (gradients, say).
+
+    Returns
+    -------
+    Array
+        A 0-d array (lazy on lazy backends).
+    """
     leaves = tree_leaves(tree)
     xp = _ns(leaves[0])
     total = xp.sum(leaves[0] * leaves[0])
@@ -152,7 +262,18 @@ def _masked(mask: Any, params: Any) -> Any:
 
 # -- transformations ----------------------------------------------------------------------------
 def chain(*transforms: GradientTransformation) -> GradientTransformation:
-    """Apply ``transforms`` one after the other (e.g. clipping, then Adam)."""
+    """Apply ``transforms`` one after the other (e.g. clipping, then Adam).
+
+    Parameters
+    ----------
+    *transforms : GradientTransformation
+        The transformations, first applied first.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
 
     def init(params: Any) -> tuple:
         return tuple(t.init(params) for t in transforms)
@@ -168,7 +289,18 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
 
 
 def clip_by_global_norm(max_norm: float) -> GradientTransformation:
-    """Scale all gradients by ``min(1, max_norm / global_norm)``."""
+    """Scale all gradients by ``min(1, max_norm / global_norm)``.
+
+    Parameters
+    ----------
+    max_norm : float
+        The largest global L2 norm let through.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
 
     def update(grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
         norm = global_norm(grads)
@@ -180,7 +312,18 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
 
 
 def clip_by_value(lo: float, hi: float) -> GradientTransformation:
-    """Clip every gradient element into ``[lo, hi]``."""
+    """Clip every gradient element into ``[lo, hi]``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The bounds.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
 
     def update(grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
         return tree_map(lambda g: _ns(g).clip(g, lo, hi), grads), state
@@ -195,10 +338,43 @@ def sgd(
     weight_decay: float = 0.0,
     mask: Any = None,
 ) -> GradientTransformation:
-    """SGD, with heavy-ball or Nesterov momentum and L2 weight decay (added to the gradient,
-    where ``mask`` says; ``mask`` is a pytree of booleans like params or a function of params).
+    """SGD, with heavy-ball or Nesterov momentum and L2 weight decay.
 
-    ``v = momentum * v + g``; step ``-lr * v`` (Nesterov: ``-lr * (g + momentum * v)``).
+    ``v = momentum * v + g``; step ``-lr * v`` (Nesterov: ``-lr * (g + momentum * v)``). Weight
+    decay is added to the gradient (``g + weight_decay * p``), where ``mask`` says.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    momentum : float, default 0.0
+        The momentum coefficient (0: plain SGD).
+    nesterov : bool, default False
+        Nesterov's momentum instead of heavy-ball.
+    weight_decay : float, default 0.0
+        The L2 penalty's coefficient.
+    mask : pytree of bool or callable, optional
+        Where weight decay applies: a pytree of booleans like ``params``, or a function of
+        ``params`` returning one (None: everywhere).
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import optim
+    >>> xp = pg.namespace(numpy)
+    >>> params = {"w": xp.asarray([1.0, -2.0])}
+    >>> tx = optim.sgd(0.1, momentum=0.9)
+    >>> state = tx.init(params)
+    >>> grads = pg.grad(lambda p: xp.sum(p["w"] ** 2))(params)
+    >>> updates, state = tx.update(grads, state, params)
+    >>> optim.apply_updates(params, updates)["w"]
+    pycograd_xp.numpy.Array([ 0.8, -1.6], dtype=float64)
     """
     schedule = _schedule(lr)
 
@@ -227,18 +403,67 @@ def sgd(
 
 
 def momentum(lr: float | Schedule, beta: float = 0.9) -> GradientTransformation:
+    """SGD with heavy-ball momentum: ``sgd(lr, momentum=beta)``.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    beta : float, default 0.9
+        The momentum coefficient.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
     return sgd(lr, momentum=beta)
 
 
 def nesterov(lr: float | Schedule, beta: float = 0.9) -> GradientTransformation:
+    """SGD with Nesterov momentum: ``sgd(lr, momentum=beta, nesterov=True)``.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    beta : float, default 0.9
+        The momentum coefficient.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
     return sgd(lr, momentum=beta, nesterov=True)
 
 
 def rmsprop(
     lr: float | Schedule, decay: float = 0.9, eps: float = 1e-8, momentum: float = 0.0
 ) -> GradientTransformation:
-    """``s = decay * s + (1 - decay) g^2``; step ``-lr g / (sqrt(s) + eps)`` (with momentum:
-    ``m = momentum * m + g / (sqrt(s) + eps)``, step ``-lr m``)."""
+    """RMSprop: ``s = decay * s + (1 - decay) g^2``; step ``-lr g / (sqrt(s) + eps)``.
+
+    With momentum: ``m = momentum * m + g / (sqrt(s) + eps)``, step ``-lr m``.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    decay : float, default 0.9
+        The decay of the squared-gradient average.
+    eps : float, default 1e-8
+        Added to the denominator.
+    momentum : float, default 0.0
+        The momentum coefficient (0: none).
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
@@ -268,7 +493,23 @@ def rmsprop(
 def adagrad(
     lr: float | Schedule, eps: float = 1e-10, initial_accumulator: float = 0.0
 ) -> GradientTransformation:
-    """``a = a + g^2``; step ``-lr g / (sqrt(a) + eps)``."""
+    """Adagrad: ``a = a + g^2``; step ``-lr g / (sqrt(a) + eps)``.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    eps : float, default 1e-10
+        Added to the denominator.
+    initial_accumulator : float, default 0.0
+        The initial value of ``a``.
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
@@ -294,8 +535,48 @@ def adam(
     weight_decay: float = 0.0,
     mask: Any = None,
 ) -> GradientTransformation:
-    """Adam (Kingma & Ba), bias-corrected; with ``weight_decay`` it is AdamW (decoupled:
-    ``-lr * weight_decay * p`` added to the step, where ``mask`` says)."""
+    """Adam (Kingma & Ba), bias-corrected; with ``weight_decay`` it is AdamW.
+
+    Weight decay is decoupled: ``-lr * weight_decay * p`` added to the step, where ``mask``
+    says.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    b1 : float, default 0.9
+        The decay of the gradient's moving average.
+    b2 : float, default 0.999
+        The decay of the squared gradient's moving average.
+    eps : float, default 1e-8
+        Added to the denominator.
+    weight_decay : float, default 0.0
+        The decoupled weight decay's coefficient.
+    mask : pytree of bool or callable, optional
+        Where weight decay applies: a pytree of booleans like ``params``, or a function of
+        ``params`` returning one (None: everywhere).
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import optim
+    >>> xp = pg.namespace(numpy)
+    >>> params = {"w": xp.asarray([1.0, -2.0])}
+    >>> tx = optim.adam(0.1)
+    >>> state = tx.init(params)
+    >>> for _ in range(3):
+    ...     grads = pg.grad(lambda p: xp.sum(p["w"] ** 2))(params)
+    ...     updates, state = tx.update(grads, state, params)
+    ...     params = optim.apply_updates(params, updates)
+    >>> params["w"]
+    pycograd_xp.numpy.Array([ 0.7..., -1.7...], dtype=float64)
+    """
     schedule = _schedule(lr)
 
     def init(params: Any) -> dict:
@@ -332,14 +613,47 @@ def adamw(
     weight_decay: float = 1e-2,
     mask: Any = None,
 ) -> GradientTransformation:
+    """AdamW: :func:`adam` with decoupled weight decay, 1e-2 by default.
+
+    Parameters
+    ----------
+    lr : float or callable
+        The learning rate, or a schedule: a function of the step count (``constant_schedule``,
+        ``cosine_decay_schedule``, ...).
+    b1 : float, default 0.9
+        The decay of the gradient's moving average.
+    b2 : float, default 0.999
+        The decay of the squared gradient's moving average.
+    eps : float, default 1e-8
+        Added to the denominator.
+    weight_decay : float, default 1e-2
+        The decoupled weight decay's coefficient.
+    mask : pytree of bool or callable, optional
+        Where weight decay applies: a pytree of booleans like ``params``, or a function of
+        ``params`` returning one (None: everywhere).
+
+    Returns
+    -------
+    GradientTransformation
+        ``init(params) -> state`` and ``update(grads, state, params) -> (updates, state)``.
+    """
     return adam(lr, b1, b2, eps, weight_decay=weight_decay, mask=mask)
 
 
 class Optimizer:
-    """A transformation and its state, for PyTorch-style loops::
+    """A transformation and its state, for PyTorch-style loops.
 
-    opt = Optimizer(adam(1e-3), params)
-    params = opt.step(params, grads)
+    .. code-block:: python
+
+        opt = Optimizer(adam(1e-3), params)
+        params = opt.step(params, grads)
+
+    Parameters
+    ----------
+    transform : GradientTransformation
+        The transformation (``adam(1e-3)``, ...).
+    params : pytree of Array
+        The initial parameters (``transform.init(params)`` is the state).
     """
 
     def __init__(self, transform: GradientTransformation, params: Any) -> None:
@@ -347,6 +661,20 @@ class Optimizer:
         self.state = transform.init(params)
 
     def step(self, params: Any, grads: Any) -> Any:
+        """One update, under ``no_grad``: the new parameters (the state is kept).
+
+        Parameters
+        ----------
+        params : pytree of Array
+            The current parameters.
+        grads : pytree of Array
+            Their gradients.
+
+        Returns
+        -------
+        pytree of Array
+            The updated parameters.
+        """
         with no_grad():
             updates, self.state = self.transform.update(grads, self.state, params)
             return apply_updates(params, updates)
@@ -354,8 +682,27 @@ class Optimizer:
 
 # -- L-BFGS -------------------------------------------------------------------------------------
 class LineSearchInfo(NamedTuple):
-    """What the line search of one L-BFGS step did along the direction ``d``: ``phi(t) =
-    loss(params + t d)``, ``slope`` its derivative ``grad . d``."""
+    """What the line search of one L-BFGS step did along the direction ``d``.
+
+    ``phi(t) = loss(params + t d)``, ``slope`` its derivative ``grad . d``.
+
+    Parameters
+    ----------
+    step : float
+        The accepted step length t (0.0: no point with sufficient decrease found).
+    evals : int
+        The evaluations (passes over the data) it took.
+    value0 : float
+        ``phi(0)``: the loss where the step started.
+    slope0 : float
+        ``phi'(0) < 0``.
+    value : float
+        ``phi(step)``.
+    slope : float
+        ``phi'(step)``.
+    wolfe : bool
+        Whether the strong Wolfe conditions hold at ``step`` (``c1`` and ``c2`` of the solver).
+    """
 
     step: float  # the accepted step length t (0.0: no point with sufficient decrease found)
     evals: int  # the evaluations (passes over the data) it took
@@ -376,10 +723,37 @@ STOP_REASONS = (
 
 
 class LBFGSState(NamedTuple):
-    """The state of :class:`LBFGS` after ``iterations`` iterations: the loss and gradient at the
-    current parameters and the last ``stored`` curvature pairs. Leaves are arrays and Python
-    numbers only, in a structure fixed by the parameters and ``memory_size`` (so that
-    ``checkpoint.save``/``load`` take it)."""
+    """The state of :class:`LBFGS` after ``iterations`` iterations.
+
+    The loss and gradient at the current parameters and the last ``stored`` curvature pairs.
+    Leaves are arrays and Python numbers only, in a structure fixed by the parameters and
+    ``memory_size`` (so that ``checkpoint.save``/``load`` take it).
+
+    Parameters
+    ----------
+    iterations : int
+        Iterations done.
+    evals : int
+        Evaluations of the function in all (each one pass over the data).
+    value : float
+        The loss at the current parameters.
+    grad : pytree of Array
+        Its gradient (a pytree like the parameters).
+    s : tuple
+        ``memory_size`` parameter differences, oldest first; the last ``stored`` are real.
+    y : tuple
+        The gradient differences that go with them.
+    rho : tuple
+        ``1 / (s . y)`` of each pair.
+    stored : int
+        Pairs held (at most ``memory_size``).
+    gamma : float
+        The initial inverse-Hessian scale ``s.y / y.y`` of the newest pair.
+    last : LineSearchInfo
+        The line search of the last iteration.
+    stop : int
+        0 while running, else the index of the reason in ``STOP_REASONS``.
+    """
 
     iterations: int  # iterations done
     evals: int  # evaluations of the function in all (each one pass over the data)
@@ -395,10 +769,12 @@ class LBFGSState(NamedTuple):
 
     @property
     def done(self) -> bool:
+        """Whether the solver has stopped (``stop != 0``)."""
         return self.stop != 0
 
     @property
     def reason(self) -> str:
+        """Why it stopped (``STOP_REASONS[stop]``; empty while running)."""
         return STOP_REASONS[self.stop]
 
 
@@ -551,6 +927,11 @@ class LBFGS:
     capability; one pass over the data), and the solver's vectors live on the host as NumPy
     arrays (parameters are small); the parameters are handed to the function, and returned, in
     the backend.
+
+    Parameters
+    ----------
+    fun, value_and_grad, memory_size, gtol, ftol, xtol, c1, c2, max_linesearch, curvature_eps
+        As :func:`lbfgs`'s.
     """
 
     def __init__(
@@ -688,8 +1069,25 @@ class LBFGS:
         value: float | None = None,
         grad: Any = None,
     ) -> LBFGSState:
-        """The state at ``params``: one evaluation, none when ``value`` and ``grad`` (the
-        loss and gradient at ``params``, in the solver's arrays) are given."""
+        """The state at ``params``: one evaluation, none when ``value`` and ``grad`` are given.
+
+        Parameters
+        ----------
+        params : pytree of Array
+            The starting parameters.
+        value_and_grad_fn : callable, optional
+            The function to minimize, when the solver was made without one (as :func:`lbfgs`'s
+            ``fun``).
+        value : float, optional
+            The loss at ``params``, with ``grad``.
+        grad : pytree of Array, optional
+            The gradient at ``params``, in the solver's arrays.
+
+        Returns
+        -------
+        LBFGSState
+            The state at ``params``.
+        """
         with no_grad():
             if value is None or grad is None:
                 evaluate, to_solver, _ = self._evaluator(params, self._vg(value_and_grad_fn))
@@ -722,7 +1120,18 @@ class LBFGS:
             )
 
     def direction(self, state: LBFGSState) -> Any:
-        """``-H g``: the two-loop recursion over the stored pairs, ``H0 = gamma I``."""
+        """``-H g``: the two-loop recursion over the stored pairs, ``H0 = gamma I``.
+
+        Parameters
+        ----------
+        state : LBFGSState
+            The current state.
+
+        Returns
+        -------
+        pytree of Array
+            The search direction, like the parameters.
+        """
         q = state.grad
         m, k = self.memory_size, state.stored
         alphas = []
@@ -744,11 +1153,31 @@ class LBFGS:
         *,
         max_evals: int | None = None,
     ) -> tuple[Any, LBFGSState]:
-        """One iteration from ``params`` (where ``state`` was computed): a direction, then a
-        line search along it (``state.last`` says what it did), then the new curvature pair.
-        Costs ``state.last.evals`` evaluations, at most ``max_linesearch`` (and at most
-        ``max_evals`` when given: the search then keeps its lowest point with sufficient
-        decrease). A state that is ``done`` is returned as it is."""
+        """One iteration from ``params`` (where ``state`` was computed).
+
+        A direction, then a line search along it (``state.last`` says what it did), then the new
+        curvature pair. Costs ``state.last.evals`` evaluations, at most ``max_linesearch`` (and at
+        most ``max_evals`` when given: the search then keeps its lowest point with sufficient
+        decrease). A state that is ``done`` is returned as it is.
+
+        Parameters
+        ----------
+        params : pytree of Array
+            The current parameters.
+        state : LBFGSState
+            The state at ``params``.
+        value_and_grad_fn : callable, optional
+            The function, when the solver was made without one.
+        max_evals : int, optional
+            A cap on this step's evaluations.
+
+        Returns
+        -------
+        params : pytree of Array
+            The new parameters.
+        state : LBFGSState
+            The state there.
+        """
         if state.done:
             return params, state
         with no_grad():
@@ -840,9 +1269,31 @@ class LBFGS:
         state: LBFGSState | None = None,
         callback: Callable[[Any, LBFGSState], Any] | None = None,
     ) -> tuple[Any, LBFGSState]:
-        """Iterate from ``params`` until a tolerance is met (``state.done``), ``max_iter``
-        iterations, or ``max_evals`` evaluations in all (the initial one included; the last
-        line search is cut to fit). ``callback(params, state)`` after each iteration."""
+        """Iterate from ``params`` until a tolerance is met, ``max_iter`` or ``max_evals``.
+
+        Parameters
+        ----------
+        params : pytree of Array
+            The starting parameters.
+        value_and_grad_fn : callable, optional
+            The function, when the solver was made without one.
+        max_iter : int, default 100
+            Iterations at most.
+        max_evals : int, optional
+            Evaluations in all at most (the initial one included; the last line search is cut to
+            fit).
+        state : LBFGSState, optional
+            A state to continue from (a checkpoint's), at ``params``.
+        callback : callable, optional
+            ``callback(params, state)`` after each iteration.
+
+        Returns
+        -------
+        params : pytree of Array
+            The final parameters.
+        state : LBFGSState
+            The final state (``state.done``, ``state.reason`` say why it stopped, when it did).
+        """
         vg = self._vg(value_and_grad_fn)
         if state is None:
             state = self.init(params, vg)
@@ -874,19 +1325,59 @@ def lbfgs(
     max_linesearch: int = 20,
     curvature_eps: float | None = None,
 ) -> LBFGS:
-    """L-BFGS with a strong-Wolfe line search (:class:`LBFGS`) minimizing ``fun(params)``: a
-    scalar loss (its gradient by ``value_and_grad``), or ``(loss, grads)`` with
-    ``value_and_grad=True`` (one evaluation: one pass over the data where the data is large).
-    ``fun`` may instead be given to each call (``value_and_grad_fn=``), as ``cubed_plugin.fit``
-    does with ``fit(loss, params, data, optim.lbfgs(), ...)``.
+    """L-BFGS with a strong-Wolfe line search (:class:`LBFGS`) minimizing ``fun(params)``.
 
-    ``memory_size``: curvature pairs kept (m, 10 as SciPy's and optax's). ``gtol``: stop when
-    ``max |grad| <= gtol`` (SciPy's ``gtol``, 1e-5). ``ftol``: stop when the loss decreases by
-    at most this, relative (None: SciPy's 2.2e-9, at least 4 epsilons of the parameters' dtype:
-    4.8e-7 for float32). ``xtol``: stop when no parameter moves by more than this. ``c1``,
-    ``c2``: the strong Wolfe constants (1e-4 and 0.9, as SciPy's, PyTorch's and optax's).
-    ``max_linesearch``: evaluations per line search at most. ``curvature_eps``: skip a pair
-    with ``s.y <= curvature_eps * |g.s|`` (None: the dtype's epsilon, as L-BFGS-B).
+    For full-batch (deterministic) objectives; see :class:`LBFGS` for what a step costs and
+    when it stops.
+
+    Parameters
+    ----------
+    fun : callable, optional
+        ``fun(params)``: a scalar loss (its gradient by ``value_and_grad``), or ``(loss,
+        grads)`` with ``value_and_grad=True`` (one evaluation: one pass over the data where the
+        data is large). It may instead be given to each call (``value_and_grad_fn=``), as
+        ``cubed_plugin.fit`` does with ``fit(loss, params, data, optim.lbfgs(), ...)``.
+    value_and_grad : bool, default False
+        Whether ``fun`` returns ``(loss, grads)``.
+    memory_size : int, default 10
+        Curvature pairs kept (m, 10 as SciPy's and optax's).
+    gtol : float, default 1e-5
+        Stop when ``max |grad| <= gtol`` (SciPy's ``gtol``).
+    ftol : float, optional
+        Stop when the loss decreases by at most this, relative (None: SciPy's 2.2e-9, at least
+        4 epsilons of the parameters' dtype: 4.8e-7 for float32).
+    xtol : float, default 1e-9
+        Stop when no parameter moves by more than this.
+    c1, c2 : float, default 1e-4 and 0.9
+        The strong Wolfe constants (as SciPy's, PyTorch's and optax's).
+    max_linesearch : int, default 20
+        Evaluations per line search at most.
+    curvature_eps : float, optional
+        Skip a pair with ``s.y <= curvature_eps * |g.s|`` (None: the dtype's epsilon, as
+        L-BFGS-B).
+
+    Returns
+    -------
+    LBFGS
+        The solver: ``solver.minimize(params)``, or ``solver.init``/``solver.step``.
+
+    Raises
+    ------
+    ValueError
+        If ``memory_size`` is not an integer >= 1, or not ``0 < c1 < c2 < 1``.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import optim
+    >>> xp = pg.namespace(numpy)
+    >>> def rosenbrock(p):
+    ...     x, y = p["x"], p["y"]
+    ...     return (1.0 - x) ** 2 + 100.0 * (y - x**2) ** 2
+    >>> p0 = {"x": xp.asarray(-1.0), "y": xp.asarray(1.0)}
+    >>> params, state = optim.lbfgs(rosenbrock).minimize(p0)
+    >>> state.done, round(float(params["x"]), 4), round(float(params["y"]), 4)
+    (True, 1.0, 1.0)
     """
     return LBFGS(
         fun,
