@@ -85,3 +85,11 @@ def test_char_transformer_learns_below_the_unigram_baseline_and_projects_its_ste
     assert r["compiled_traces"] == 1
     assert len(r["sample"]) == 40 and r["tokens_per_s"] > 0
     assert 0.9 <= r["measured_bytes"] / r["projected_bytes"] <= 1.0, r
+
+
+def test_typed_user_code_runs(capsys):
+    # mypy --strict checks it in CI (.ci/run); here it runs and trains
+    runpy.run_path(str(EXAMPLES / "typed_user_code.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert float(out.split("loss after training: ")[1].split()[0]) < 0.3
+    assert "per-example gradients: (64, 3)" in out
