@@ -1,9 +1,10 @@
 """Functional neural-network layers, numerically stable, written in Array API code.
 
 Every function takes arrays of any pycograd_xp namespace (it finds the namespace from its
-inputs), so it is differentiable and runs on every backend. Shapes follow PyTorch's
-conventions: ``linear`` weights are (in, out); convolutions take (N, C, L) / (N, C, H, W)
-inputs and (O, C, K...) kernels. Random layers (dropout, initializers) take an explicit
+inputs), so it is differentiable and runs on every backend. ``linear`` weights are (in, out),
+applied as ``x @ w`` (JAX's and Flax's layout; PyTorch's ``nn.Linear`` stores (out, in));
+convolutions and pooling follow PyTorch's layout: (N, C, L) / (N, C, H, W) inputs and
+(O, C, K...) kernels. Random layers (dropout, initializers) take an explicit
 :class:`pycograd_xp.random.Key`.
 """
 
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import array_api_compat
 
 from . import random
 from ._api import stop_gradient
 from .tree import tree_flatten
+from .typing import Array
 
 __all__ = [
     "Linear",
@@ -73,38 +75,119 @@ def _reduce(loss: Any, reduction: str, where: str) -> Any:
 
 
 # -- activations --------------------------------------------------------------------------------
-def linear(x: Any, w: Any, b: Any = None) -> Any:
-    """``x @ w + b`` with ``w`` of shape (in, out)."""
+def linear(x: Array, w: Array, b: Array | None = None) -> Array:
+    """``x @ w + b`` with ``w`` of shape (in, out) (``x @ w``, as JAX's Dense kernels).
+
+    Parameters
+    ----------
+    x : Array
+        The input, (..., in).
+    w : Array
+        The weight, (in, out).
+    b : Array, optional
+        The bias, (out,).
+
+    Returns
+    -------
+    Array
+        (..., out).
+    """
     y = x @ w
     return y if b is None else y + b
 
 
-def relu(x: Any) -> Any:
-    """``where(x > 0, x, 0)``: gradient 0 at 0, as in PyTorch; 0 at NaN. One row
-    (``xp._relu``) whose VJP reads only its output, so the tape keeps no mask beside it; other
-    dtypes than real floating point go through ``where``."""
+def relu(x: Array) -> Array:
+    """``where(x > 0, x, 0)``: gradient 0 at 0, as in PyTorch; 0 at NaN.
+
+    One row (``xp._relu``) whose VJP reads only its output, so the tape keeps no mask beside it;
+    other dtypes than real floating point go through ``where``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     xp = _ns(x)
     if xp.isdtype(x.dtype, "real floating"):
         return _row(xp, "_relu")(x)
     return xp.where(x > 0, x, 0.0)
 
 
-def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+def leaky_relu(x: Array, negative_slope: float = 0.01) -> Array:
+    """``where(x > 0, x, negative_slope * x)``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    negative_slope : float, default 0.01
+        The slope for ``x <= 0``.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _ns(x).where(x > 0, x, negative_slope * x)
 
 
-def elu(x: Any, alpha: float = 1.0) -> Any:
+def elu(x: Array, alpha: float = 1.0) -> Array:
+    """ELU: ``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
+
+    The negative branch is computed on ``min(x, 0)``, so it never overflows where it is not
+    taken (and its zero gradient stays 0).
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    alpha : float, default 1.0
+        The saturation value for negative ``x``.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     xp = _ns(x)
     # expm1 of min(x, 0): the branch not taken never overflows, so its zero gradient stays 0
     return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, xp.zeros_like(x))))
 
 
-def sigmoid(x: Any) -> Any:
-    """``1 / (1 + exp(-x))`` as ``(tanh(x / 2) + 1) / 2``: stable for any x."""
+def sigmoid(x: Array) -> Array:
+    """``1 / (1 + exp(-x))`` as ``(tanh(x / 2) + 1) / 2``: stable for any x.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return 0.5 * (_ns(x).tanh(0.5 * x) + 1)
 
 
-def tanh(x: Any) -> Any:
+def tanh(x: Array) -> Array:
+    """The hyperbolic tangent (``xp.tanh``).
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _ns(x).tanh(x)
 
 
@@ -112,16 +195,38 @@ def _floating(x: Any) -> bool:
     return _ns(x).isdtype(x.dtype, "real floating")
 
 
-def silu(x: Any) -> Any:
-    """SiLU (swish) ``x sigmoid(x)``: one row (``xp._silu``) whose VJP keeps only x."""
+def silu(x: Array) -> Array:
+    """SiLU (swish) ``x sigmoid(x)``: one row (``xp._silu``) whose VJP keeps only x.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     if _floating(x):
         return _row(_ns(x), "_silu")(x)
     return x * sigmoid(x)
 
 
-def softplus(x: Any) -> Any:
+def softplus(x: Array) -> Array:
     """``log(1 + exp(x))``, stable (logaddexp): one row (``xp._softplus``) whose VJP keeps
-    only x."""
+    only x.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     if _floating(x):
         return _row(_ns(x), "_softplus")(x)
     return _ns(x).logaddexp(_ns(x).zeros_like(x), x)
@@ -139,10 +244,25 @@ def _erf(xp: Any, x: Any) -> Any:
     return s * (1 - poly * xp.exp(-a * a))
 
 
-def gelu(x: Any, approximate: bool = True) -> Any:
-    """GELU: the tanh approximation (default), or ``x Phi(x)`` with the backend's erf (scipy's
-    on NumPy). One row each (``xp._gelu_tanh``, ``xp._gelu``) whose VJP keeps only x; on a
-    backend without erf (array-api-strict) the exact one is composed with an erf to 1.5e-7."""
+def gelu(x: Array, approximate: bool = True) -> Array:
+    """GELU: the tanh approximation (default), or ``x Phi(x)`` with the backend's erf.
+
+    One row each (``xp._gelu_tanh``, ``xp._gelu``) whose VJP keeps only x; the exact one uses
+    scipy's erf on NumPy, and on a backend without erf (array-api-strict) is composed with an
+    erf to 1.5e-7.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    approximate : bool, default True
+        The tanh approximation (True) or the exact ``x Phi(x)`` (False).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     xp = _ns(x)
     if _floating(x):
         if approximate:
@@ -156,82 +276,242 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     return 0.5 * x * (1 + _erf(xp, x / math.sqrt(2.0)))
 
 
-def logsumexp(x: Any, axis: int | tuple[int, ...] | None = -1, keepdims: bool = False) -> Any:
-    """``log(sum(exp(x), axis))``, stable: ``pycograd_xp.special.logsumexp``'s row
-    (``xp._logsumexp``), with axis -1 by default."""
+def logsumexp(x: Array, axis: int | tuple[int, ...] | None = -1, keepdims: bool = False) -> Array:
+    """``log(sum(exp(x), axis))``, stable, with axis -1 by default.
+
+    ``pycograd_xp.special.logsumexp``'s row (``xp._logsumexp``).
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    axis : int, tuple of int or None, default -1
+        The axes reduced (None: all).
+    keepdims : bool, default False
+        Keep the reduced axes with size 1.
+
+    Returns
+    -------
+    Array
+        ``x``'s shape without ``axis`` (with size 1 there if ``keepdims``).
+    """
     return _row(_ns(x), "_logsumexp")(x, axis=axis, keepdims=keepdims)
 
 
-def log_softmax(x: Any, axis: int = -1) -> Any:
-    """``x - logsumexp(x, axis)``: ``pycograd_xp.special.log_softmax``'s row
-    (``xp._log_softmax``), whose VJP keeps only its output."""
+def log_softmax(x: Array, axis: int = -1) -> Array:
+    """``x - logsumexp(x, axis)``.
+
+    ``pycograd_xp.special.log_softmax``'s row (``xp._log_softmax``), whose VJP keeps only its
+    output.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    axis : int, default -1
+        The axis normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _row(_ns(x), "_log_softmax")(x, axis=axis)
 
 
-def softmax(x: Any, axis: int = -1) -> Any:
-    """``exp(x) / sum(exp(x), axis)``, the maximum shifted out: ``pycograd_xp.special.softmax``'s
-    row (``xp._softmax``), whose VJP keeps only its output."""
+def softmax(x: Array, axis: int = -1) -> Array:
+    """``exp(x) / sum(exp(x), axis)``, the maximum shifted out.
+
+    ``pycograd_xp.special.softmax``'s row (``xp._softmax``), whose VJP keeps only its output.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    axis : int, default -1
+        The axis normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _row(_ns(x), "_softmax")(x, axis=axis)
 
 
 # -- losses -------------------------------------------------------------------------------------
-def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
-    """Softmax cross-entropy over the last axis. ``labels``: integer class indices (shape
-    ``logits.shape[:-1]``) or class probabilities / one-hot (shape ``logits.shape``). One row
-    (``xp._cross_entropy``) whose VJP keeps the logits, the labels and each row's normaliser:
-    never the log-probabilities or a one-hot."""
+def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Array:
+    """Softmax cross-entropy over the last axis.
+
+    One row (``xp._cross_entropy``) whose VJP keeps the logits, the labels and each row's
+    normaliser: never the log-probabilities or a one-hot.
+
+    Parameters
+    ----------
+    logits : Array
+        Unnormalized scores, (..., classes).
+    labels : Array
+        Integer class indices (shape ``logits.shape[:-1]``) or class probabilities / one-hot
+        (shape ``logits.shape``).
+    reduction : {'mean', 'sum', 'none'}, default 'mean'
+        How the per-element (per-row) losses are reduced; 'none' keeps them.
+
+    Returns
+    -------
+    Array
+        A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+    """
     return _reduce(
         _row(_ns(logits), "_cross_entropy")(logits, labels)[0], reduction, "cross_entropy"
     )
 
 
-def binary_cross_entropy_with_logits(logits: Any, targets: Any, reduction: str = "mean") -> Any:
-    """``-[y log sigmoid(x) + (1-y) log(1 - sigmoid(x))]`` as ``softplus(x) - x y`` (stable)."""
+def binary_cross_entropy_with_logits(
+    logits: Array, targets: Array, reduction: str = "mean"
+) -> Array:
+    """``-[y log sigmoid(x) + (1-y) log(1 - sigmoid(x))]`` as ``softplus(x) - x y`` (stable).
+
+    Parameters
+    ----------
+    logits : Array
+        The scores ``x``.
+    targets : Array
+        The targets ``y`` in [0, 1], broadcastable with ``logits``.
+    reduction : {'mean', 'sum', 'none'}, default 'mean'
+        How the per-element (per-row) losses are reduced; 'none' keeps them.
+
+    Returns
+    -------
+    Array
+        A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+    """
     return _reduce(
         softplus(logits) - logits * targets, reduction, "binary_cross_entropy_with_logits"
     )
 
 
-def mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
+def mse(pred: Array, target: Array, reduction: str = "mean") -> Array:
+    """Mean squared error: ``(pred - target) ** 2``, reduced.
+
+    Parameters
+    ----------
+    pred : Array
+        The predictions.
+    target : Array
+        The targets, broadcastable with ``pred``.
+    reduction : {'mean', 'sum', 'none'}, default 'mean'
+        How the per-element (per-row) losses are reduced; 'none' keeps them.
+
+    Returns
+    -------
+    Array
+        A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+    """
     d = pred - target
     return _reduce(d * d, reduction, "mse")
 
 
 # -- normalization ------------------------------------------------------------------------------
 def layer_norm(
-    x: Any,
-    weight: Any = None,
-    bias: Any = None,
+    x: Array,
+    weight: Array | None = None,
+    bias: Array | None = None,
     eps: float = 1e-5,
     axis: int | tuple[int, ...] = -1,
-) -> Any:
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``: one row
-    (``xp._layer_norm``) whose VJP keeps the input, the weight and the per-row mean and
-    ``1 / sqrt(var + eps)``."""
+) -> Array:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``.
+
+    One row (``xp._layer_norm``) whose VJP keeps the input, the weight and the per-row mean and
+    ``1 / sqrt(var + eps)``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    weight : Array, optional
+        The scale, of the normalized axes' shape (None: 1).
+    bias : Array, optional
+        The shift, likewise (None: 0).
+    eps : float, default 1e-5
+        Added to the variance.
+    axis : int or tuple of int, default -1
+        The axes normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _row(_ns(x), "_layer_norm")(x, weight, bias, eps=eps, axis=axis)[0]
 
 
-def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, axis: int = -1) -> Any:
-    """``x / sqrt(mean(x^2) + eps) * weight`` over ``axis``: one row (``xp._rms_norm``) whose
-    VJP keeps the input, the weight and the per-row ``1 / sqrt(mean(x^2) + eps)``."""
+def rms_norm(x: Array, weight: Array | None = None, eps: float = 1e-6, axis: int = -1) -> Array:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over ``axis``.
+
+    One row (``xp._rms_norm``) whose VJP keeps the input, the weight and the per-row
+    ``1 / sqrt(mean(x^2) + eps)``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    weight : Array, optional
+        The scale, of the normalized axis' size (None: 1).
+    eps : float, default 1e-6
+        Added to the mean square.
+    axis : int, default -1
+        The axis normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
     return _row(_ns(x), "_rms_norm")(x, weight, eps=eps, axis=axis)[0]
 
 
 def batch_norm(
-    x: Any,
+    x: Array,
     state: dict[str, Any],
-    weight: Any = None,
-    bias: Any = None,
+    weight: Array | None = None,
+    bias: Array | None = None,
     *,
     training: bool,
     momentum: float = 0.1,
     eps: float = 1e-5,
     axis: int = 1,
-) -> tuple[Any, dict[str, Any]]:
-    """Batch normalization over every axis but ``axis`` (the channels). ``state`` holds the
-    running ``mean`` and ``var`` (shape (C,)); returns ``(y, new_state)``. Training normalizes
-    with the batch's statistics and updates the running ones (unbiased variance, as PyTorch);
-    evaluation uses the running ones."""
+) -> tuple[Array, dict[str, Any]]:
+    """Batch normalization over every axis but ``axis`` (the channels).
+
+    Training normalizes with the batch's statistics and updates the running ones (unbiased
+    variance, as PyTorch); evaluation uses the running ones.
+
+    Parameters
+    ----------
+    x : Array
+        The input, e.g. (N, C, H, W).
+    state : dict
+        The running ``mean`` and ``var`` (shape (C,)).
+    weight : Array, optional
+        The per-channel scale, (C,) (None: 1).
+    bias : Array, optional
+        The per-channel shift, (C,) (None: 0).
+    training : bool
+        Batch statistics (True) or the running ones (False).
+    momentum : float, default 0.1
+        The weight of the batch's statistics in the running ones' update.
+    eps : float, default 1e-5
+        Added to the variance.
+    axis : int, default 1
+        The channel axis.
+
+    Returns
+    -------
+    y : Array
+        The normalized input, of ``x``'s shape.
+    new_state : dict
+        The updated running ``mean`` and ``var`` (``state`` itself in evaluation).
+    """
     xp = _ns(x)
     axis = axis % x.ndim
     reduce = tuple(a for a in range(x.ndim) if a != axis)
@@ -239,7 +519,7 @@ def batch_norm(
     if training:
         mu = xp.mean(x, axis=reduce)
         var = xp.var(x, axis=reduce)
-        n = math.prod(x.shape[a] for a in reduce)
+        n = math.prod(cast(int, x.shape[a]) for a in reduce)
         unbiased = stop_gradient(var) * (n / max(n - 1, 1))
         new_state = {
             "mean": (1 - momentum) * state["mean"] + momentum * stop_gradient(mu),
@@ -256,19 +536,54 @@ def batch_norm(
 
 
 # -- stochastic and lookup layers ---------------------------------------------------------------
-def dropout(key: random.Key, x: Any, rate: float, training: bool = True) -> Any:
-    """Zero each element with probability ``rate`` and scale the rest by ``1 / (1 - rate)``."""
+def dropout(key: random.Key, x: Array, rate: float, training: bool = True) -> Array:
+    """Zero each element with probability ``rate`` and scale the rest by ``1 / (1 - rate)``.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness (split it per call).
+    x : Array
+        The input, of any shape (real floating point).
+    rate : float
+        The probability of zeroing, in [0, 1).
+    training : bool, default True
+        False returns ``x`` unchanged (as does ``rate == 0``).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+
+    Raises
+    ------
+    ValueError
+        If ``rate`` is not in [0, 1).
+    """
     if not training or rate == 0.0:
         return x
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
     xp = _ns(x)
-    keep = random.bernoulli(key, 1.0 - rate, tuple(x.shape), xp=xp)
+    keep = random.bernoulli(key, 1.0 - rate, cast(tuple[int, ...], x.shape), xp=xp)
     return xp.where(keep, x / (1.0 - rate), xp.zeros_like(x))
 
 
-def embedding(ids: Any, table: Any) -> Any:
-    """Rows of ``table`` (V, D) for integer ``ids`` of any shape: shape ``ids.shape + (D,)``."""
+def embedding(ids: Array, table: Array) -> Array:
+    """Rows of ``table`` for integer ``ids``.
+
+    Parameters
+    ----------
+    ids : Array
+        Integer indices into the rows of ``table``, of any shape.
+    table : Array
+        The embeddings, (V, D).
+
+    Returns
+    -------
+    Array
+        Shape ``ids.shape + (D,)``.
+    """
     xp = _ns(table)
     rows = xp.take(table, xp.reshape(ids, (-1,)), axis=0)
     return xp.reshape(rows, (*ids.shape, table.shape[1]))
@@ -276,25 +591,45 @@ def embedding(ids: Any, table: Any) -> Any:
 
 # -- attention ----------------------------------------------------------------------------------
 def scaled_dot_product_attention(
-    q: Any,
-    k: Any,
-    v: Any,
-    mask: Any = None,
+    q: Array,
+    k: Array,
+    v: Array,
+    mask: Array | None = None,
     is_causal: bool = False,
     scale: float | None = None,
     *,
     causal: bool | None = None,
-) -> Any:
-    """``softmax(q k^T * scale) v`` over the last two axes (PyTorch's layout: q (..., Lq, d),
-    k (..., Lk, d), v (..., Lk, dv)); ``scale`` 1 / sqrt(d) when None. ``mask``: booleans
-    broadcastable to (..., Lq, Lk), True where attention is allowed; ``is_causal`` (or
-    ``causal``) adds the lower-triangular mask (top-left aligned). Masked scores get the
-    dtype's lowest value, so a fully masked row stays finite (the mean of v).
+) -> Array:
+    """``softmax(q k^T * scale) v`` over the last two axes (PyTorch's layout).
 
-    One row (``xp._attention``), flash-style: blocks of queries (and keys) within
+    Masked scores get the dtype's lowest value, so a fully masked row stays finite (the mean of
+    v). One row (``xp._attention``), flash-style: blocks of queries (and keys) within
     ``ops.nn.ATTENTION_BLOCK_BYTES``, so no Lq x Lk array is made for the whole batch; the VJP
     keeps q, k, v, the output and each row's log-sum-exp, and recomputes the probabilities
-    block by block."""
+    block by block.
+
+    Parameters
+    ----------
+    q : Array
+        Queries, (..., Lq, d).
+    k : Array
+        Keys, (..., Lk, d).
+    v : Array
+        Values, (..., Lk, dv).
+    mask : Array, optional
+        Booleans broadcastable to (..., Lq, Lk), True where attention is allowed.
+    is_causal : bool, default False
+        Add the lower-triangular mask (top-left aligned).
+    scale : float, optional
+        The score scale (None: ``1 / sqrt(d)``).
+    causal : bool, optional
+        The same as ``is_causal`` (keyword only).
+
+    Returns
+    -------
+    Array
+        (..., Lq, dv).
+    """
     is_causal = is_causal if causal is None else causal
     xp = _attention_ns(q, k, v)
     q, k, v = (xp.expand_dims(a, axis=-2) for a in (q, k, v))  # one head: (..., L, 1, d)
@@ -313,22 +648,42 @@ def _attention_ns(*xs: Any) -> Any:
 
 
 def multi_head_attention(
-    x: Any,
+    x: Array,
     params: dict[str, Any],
     num_heads: int,
-    mask: Any = None,
-    context: Any = None,
+    mask: Array | None = None,
+    context: Array | None = None,
     causal: bool = False,
-) -> Any:
-    """Multi-head attention of ``x`` (B, L, D) over ``context`` (default ``x``) with
-    ``params`` ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo``. ``mask``:
-    booleans broadcastable to (B, heads, Lq, Lk). The heads stay beside the features
-    ((B, L, heads, D / heads), a view of each projection) through the attention row, whose
-    output reshapes back to (B, L, D) without a copy."""
+) -> Array:
+    """Multi-head attention of ``x`` over ``context`` (default ``x``).
+
+    The heads stay beside the features ((B, L, heads, D / heads), a view of each projection)
+    through the attention row, whose output reshapes back to (B, L, D) without a copy.
+
+    Parameters
+    ----------
+    x : Array
+        The queries' input, (B, L, D).
+    params : dict
+        ``wq, wk, wv, wo`` (D, D) and optional biases ``bq, bk, bv, bo`` (D,).
+    num_heads : int
+        The number of heads (dividing D).
+    mask : Array, optional
+        Booleans broadcastable to (B, heads, Lq, Lk), True where attention is allowed.
+    context : Array, optional
+        The keys' and values' input, (B, Lk, D) (None: ``x``).
+    causal : bool, default False
+        Add the causal mask.
+
+    Returns
+    -------
+    Array
+        (B, L, D).
+    """
     xp = _ns(x)
     context = x if context is None else context
-    b, lq, d = x.shape
-    lk = context.shape[1]
+    b, lq, d = cast(tuple[int, int, int], x.shape)
+    lk = cast(int, context.shape[1])
     if d % num_heads:
         raise ValueError(f"multi_head_attention: width {d} is not divisible by {num_heads} heads")
     hd = d // num_heads
@@ -382,31 +737,74 @@ def _conv(
 
 
 def conv1d(
-    x: Any,
-    w: Any,
-    b: Any = None,
+    x: Array,
+    w: Array,
+    b: Array | None = None,
     stride: int = 1,
     padding: int = 0,
     dilation: int = 1,
     groups: int = 1,
-) -> Any:
-    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C / groups, K) ->
-    (N, O, L'). Differentiable in ``x``, ``w`` and ``b``."""
+) -> Array:
+    """1-D convolution (cross-correlation, as PyTorch). Differentiable in ``x``, ``w`` and ``b``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, (N, C, L).
+    w : Array
+        The kernel, (O, C / groups, K).
+    b : Array, optional
+        The bias, (O,).
+    stride : int, default 1
+        The step between windows.
+    padding : int, default 0
+        Zeros added at each end.
+    dilation : int, default 1
+        The spacing of the kernel's taps.
+    groups : int, default 1
+        Splits the channels into independent convolutions.
+
+    Returns
+    -------
+    Array
+        (N, O, L').
+    """
     return _conv(x, w, b, stride, padding, dilation, groups, 1)
 
 
 def conv2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
+    x: Array,
+    w: Array,
+    b: Array | None = None,
     stride: Any = 1,
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,
-) -> Any:
-    """2-D convolution: x (N, C, H, W), w (O, C / groups, KH, KW) -> (N, O, H', W').
-    ``stride``, ``padding``, ``dilation``: an int or a pair; ``groups`` splits the channels
-    into independent convolutions. Differentiable in ``x``, ``w`` and ``b``."""
+) -> Array:
+    """2-D convolution (cross-correlation, as PyTorch). Differentiable in ``x``, ``w`` and ``b``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, (N, C, H, W).
+    w : Array
+        The kernel, (O, C / groups, KH, KW).
+    b : Array, optional
+        The bias, (O,).
+    stride : int or pair of int, default 1
+        The step between windows.
+    padding : int or pair of int, default 0
+        Zeros added on each side.
+    dilation : int or pair of int, default 1
+        The spacing of the kernel's taps.
+    groups : int, default 1
+        Splits the channels into independent convolutions.
+
+    Returns
+    -------
+    Array
+        (N, O, H', W').
+    """
     return _conv(x, w, b, stride, padding, dilation, groups, 2)
 
 
@@ -417,15 +815,49 @@ def _pool(x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
     return _row(_ns(x), f"_{how}_pool2d")(x, kernel=kernel, stride=stride, padding=padding)
 
 
-def max_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Max over windows of the last two axes of (..., H, W) (stride defaults to the kernel
-    size; padding never wins). The gradient of a window goes to its first maximum in row-major
-    order, as PyTorch's."""
+def max_pool2d(x: Array, kernel: Any, stride: Any = None, padding: Any = 0) -> Array:
+    """Max over windows of the last two axes of (..., H, W).
+
+    The gradient of a window goes to its first maximum in row-major order, as PyTorch's.
+
+    Parameters
+    ----------
+    x : Array
+        The input, (..., H, W).
+    kernel : int or pair of int
+        The window.
+    stride : int or pair of int, optional
+        The step between windows (None: the kernel size).
+    padding : int or pair of int, default 0
+        Padding on each side (it never wins the max).
+
+    Returns
+    -------
+    Array
+        (..., H', W').
+    """
     return _pool(x, kernel, stride, padding, "max")
 
 
-def avg_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Mean over windows (zero padding counts, as PyTorch's default)."""
+def avg_pool2d(x: Array, kernel: Any, stride: Any = None, padding: Any = 0) -> Array:
+    """Mean over windows of the last two axes (zero padding counts, as PyTorch's default).
+
+    Parameters
+    ----------
+    x : Array
+        The input, (..., H, W).
+    kernel : int or pair of int
+        The window.
+    stride : int or pair of int, optional
+        The step between windows (None: the kernel size).
+    padding : int or pair of int, default 0
+        Zeros added on each side.
+
+    Returns
+    -------
+    Array
+        (..., H', W').
+    """
     return _pool(x, kernel, stride, padding, "avg")
 
 
@@ -439,7 +871,27 @@ def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
 
 def normal(
     key: random.Key, shape: tuple[int, ...], std: float = 1.0, *, xp: Any = None, dtype: Any = None
-) -> Any:
+) -> Array:
+    """Normal samples with mean 0 and standard deviation ``std``.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    std : float, default 1.0
+        The standard deviation.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     return random.normal(key, shape, xp=xp, dtype=dtype, std=std)
 
 
@@ -451,13 +903,56 @@ def uniform(
     *,
     xp: Any = None,
     dtype: Any = None,
-) -> Any:
+) -> Array:
+    """Uniform samples in ``[low, high)``.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    low : float, default -1.0
+        The lower bound.
+    high : float, default 1.0
+        The upper bound.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     return random.uniform(key, shape, xp=xp, dtype=dtype, minval=low, maxval=high)
 
 
 def glorot_uniform(
     key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
-) -> Any:
+) -> Array:
+    """Glorot (Xavier) uniform initialization: ``U(-a, a)``, ``a = sqrt(6 / (fan_in + fan_out))``.
+
+    Fans: (in, out) for a 2-D shape (a ``linear`` weight); ``C * K`` and ``O * K`` for a
+    kernel (O, C, *K), K the product of its window's sizes.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     fan_in, fan_out = _fans(shape)
     limit = math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
@@ -465,19 +960,84 @@ def glorot_uniform(
 
 def glorot_normal(
     key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
-) -> Any:
+) -> Array:
+    """Glorot (Xavier) normal initialization: standard deviation ``sqrt(2 / (fan_in + fan_out))``.
+
+    Fans: (in, out) for a 2-D shape (a ``linear`` weight); ``C * K`` and ``O * K`` for a
+    kernel (O, C, *K), K the product of its window's sizes.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     fan_in, fan_out = _fans(shape)
     return normal(key, shape, math.sqrt(2.0 / (fan_in + fan_out)), xp=xp, dtype=dtype)
 
 
 def he_uniform(
     key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
-) -> Any:
+) -> Array:
+    """He (Kaiming) uniform initialization: ``U(-a, a)``, ``a = sqrt(6 / fan_in)``.
+
+    Fans: (in, out) for a 2-D shape (a ``linear`` weight); ``C * K`` and ``O * K`` for a
+    kernel (O, C, *K), K the product of its window's sizes.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     limit = math.sqrt(6.0 / _fans(shape)[0])
     return uniform(key, shape, -limit, limit, xp=xp, dtype=dtype)
 
 
-def he_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None) -> Any:
+def he_normal(
+    key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype: Any = None
+) -> Array:
+    """He (Kaiming) normal initialization: standard deviation ``sqrt(2 / fan_in)``.
+
+    Fans: (in, out) for a 2-D shape (a ``linear`` weight); ``C * K`` and ``O * K`` for a
+    kernel (O, C, *K), K the product of its window's sizes.
+
+    Parameters
+    ----------
+    key : pycograd_xp.random.Key
+        The randomness.
+    shape : tuple of int
+        The array's shape: (in, out) for a ``linear`` weight, (O, C, K...) for a kernel.
+    xp : namespace, optional
+        The namespace to create the array in (None: ``namespace(numpy)``).
+    dtype : dtype, optional
+        A real floating dtype (None: float64).
+
+    Returns
+    -------
+    Array
+        Of ``shape``.
+    """
     return normal(key, shape, math.sqrt(2.0 / _fans(shape)[0]), xp=xp, dtype=dtype)
 
 
@@ -485,10 +1045,19 @@ def he_normal(key: random.Key, shape: tuple[int, ...], *, xp: Any = None, dtype:
 class Module:
     """Base for small models as dataclasses: array fields are parameters (pytree leaves),
     nested modules nest, fields declared with ``static()`` (sizes, flags) are not leaves.
-    ``grad`` and the optimizers take a module wherever they take a pytree."""
+    ``grad`` and the optimizers take a module wherever they take a pytree.
+
+    Subclasses are dataclasses (``@dataclasses.dataclass``); their fields are their
+    parameters, as in :class:`Linear`."""
 
     def named_parameters(self) -> dict[str, Any]:
-        """``{"layer1.w": array, ...}`` in tree order."""
+        """The parameters by dotted name, in tree order.
+
+        Returns
+        -------
+        dict
+            ``{"layer1.w": array, ...}``.
+        """
         out: dict[str, Any] = {}
 
         def walk(obj: Any, prefix: str) -> None:
@@ -509,6 +1078,13 @@ class Module:
         return out
 
     def num_parameters(self) -> int:
+        """The number of scalar parameters (the sizes of all leaves).
+
+        Returns
+        -------
+        int
+            The total.
+        """
         return sum(math.prod(p.shape) for p in tree_flatten(self)[0])
 
 
@@ -519,6 +1095,24 @@ def static(default: Any = dataclasses.MISSING) -> Any:
 
 @dataclasses.dataclass
 class Linear(Module):
+    """A linear layer ``x @ w + b`` as a :class:`Module` (a dataclass and a pytree).
+
+    Parameters
+    ----------
+    w : Array
+        The weight, (in, out).
+    b : Array, optional
+        The bias, (out,).
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import nn, random
+    >>> layer = nn.Linear.init(random.key(0), 3, 2, xp=pg.namespace(numpy))
+    >>> layer.w.shape, layer.num_parameters()
+    ((3, 2), 8)
+    """
+
     w: Any
     b: Any = None
 
@@ -533,6 +1127,28 @@ class Linear(Module):
         dtype: Any = None,
         bias: bool = True,
     ) -> Linear:
+        """A layer with Glorot-uniform weights and zero bias.
+
+        Parameters
+        ----------
+        key : pycograd_xp.random.Key
+            The randomness.
+        n_in : int
+            The input features.
+        n_out : int
+            The output features.
+        xp : namespace, optional
+            The namespace (None: ``namespace(numpy)``).
+        dtype : dtype, optional
+            A real floating dtype (None: float64).
+        bias : bool, default True
+            Whether the layer has a bias.
+
+        Returns
+        -------
+        Linear
+            The layer.
+        """
         w = glorot_uniform(key, (n_in, n_out), xp=xp, dtype=dtype)
         b = _ns(w).zeros((n_out,), dtype=w.dtype) if bias else None
         return cls(w, b)

@@ -32,7 +32,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Key:
-    """A random key: a seed and the path of splits and folds that led here."""
+    """A random key: a seed and the path of splits and folds that led here.
+
+    Parameters
+    ----------
+    data : tuple of int
+        The seed, then two ints per split or fold (made by :func:`key`, :func:`split` and
+        :func:`fold_in`, not by hand).
+    """
 
     data: tuple[int, ...]
 
@@ -41,7 +48,30 @@ class Key:
 
 
 def key(seed: int) -> Key:
-    """The root key for a non-negative integer ``seed``."""
+    """The root key for a non-negative integer ``seed``.
+
+    Parameters
+    ----------
+    seed : int
+        A non-negative integer.
+
+    Returns
+    -------
+    Key
+        The root key.
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` is not a non-negative int.
+
+    Examples
+    --------
+    >>> from pycograd_xp import random
+    >>> k1, k2 = random.split(random.key(0))
+    >>> random.normal(k1, (2,)).shape
+    (2,)
+    """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"key: seed must be a non-negative int, got {seed!r}")
     return Key((seed,))
@@ -56,13 +86,39 @@ def _check(k: Any, where: str) -> Key:
 
 
 def split(k: Key, num: int = 2) -> tuple[Key, ...]:
-    """``num`` new keys, independent of each other and of ``k``."""
+    """``num`` new keys, independent of each other and of ``k``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    num : int, default 2
+        How many keys.
+
+    Returns
+    -------
+    tuple of Key
+        The new keys.
+    """
     _check(k, "split")
     return tuple(Key((*k.data, 0, i)) for i in range(num))
 
 
 def fold_in(k: Key, data: int) -> Key:
-    """A new key from ``k`` and an integer (a step number, a device index, ...)."""
+    """A new key from ``k`` and an integer (a step number, a device index, ...).
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    data : int
+        The integer folded in.
+
+    Returns
+    -------
+    Key
+        The new key.
+    """
     _check(k, "fold_in")
     return Key((*k.data, 1, int(data)))
 
@@ -116,8 +172,31 @@ def uniform(
     maxval: float = 1.0,
     chunks: Any = None,
 ) -> Any:
-    """Uniform floats in ``[minval, maxval)`` (float64 unless ``dtype``), in namespace ``xp``
-    (default: pycograd_xp over NumPy; on Cubed, chunked as ``chunks``)."""
+    """Uniform floats in ``[minval, maxval)``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    shape : tuple of int, default ()
+        The array's shape.
+    xp : namespace, optional
+        The namespace to create the array in (None: pycograd_xp over NumPy).
+    dtype : dtype, optional
+        A real floating dtype of ``xp`` (None: float64).
+    minval : float, default 0.0
+        The lower bound.
+    maxval : float, default 1.0
+        The upper bound.
+    chunks : optional
+        On a chunked backend (Cubed): the chunks, each block drawn lazily from its own key
+        (``fold_in(k, offset)``); ignored elsewhere.
+
+    Returns
+    -------
+    Array
+        Of ``shape``, in ``xp``.
+    """
     xp = _xp(xp)
     return _make(
         k,
@@ -140,7 +219,31 @@ def normal(
     std: float = 1.0,
     chunks: Any = None,
 ) -> Any:
-    """Normal floats with ``mean`` and ``std``."""
+    """Normal floats with ``mean`` and ``std``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    shape : tuple of int, default ()
+        The array's shape.
+    xp : namespace, optional
+        The namespace to create the array in (None: pycograd_xp over NumPy).
+    dtype : dtype, optional
+        A real floating dtype of ``xp`` (None: float64).
+    mean : float, default 0.0
+        The mean.
+    std : float, default 1.0
+        The standard deviation.
+    chunks : optional
+        On a chunked backend (Cubed): the chunks, each block drawn lazily from its own key
+        (``fold_in(k, offset)``); ignored elsewhere.
+
+    Returns
+    -------
+    Array
+        Of ``shape``, in ``xp``.
+    """
     xp = _xp(xp)
     return _make(
         k, "normal", shape, xp, _float_dtype(xp, dtype), chunks, lambda g, s: g.normal(mean, std, s)
@@ -150,7 +253,32 @@ def normal(
 def bernoulli(
     k: Key, p: float, shape: tuple[int, ...] = (), *, xp: Any = None, chunks: Any = None
 ) -> Any:
-    """Booleans, True with probability ``p``."""
+    """Booleans, True with probability ``p``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    p : float
+        The probability of True, in [0, 1].
+    shape : tuple of int, default ()
+        The array's shape.
+    xp : namespace, optional
+        The namespace to create the array in (None: pycograd_xp over NumPy).
+    chunks : optional
+        On a chunked backend (Cubed): the chunks, each block drawn lazily from its own key
+        (``fold_in(k, offset)``); ignored elsewhere.
+
+    Returns
+    -------
+    Array
+        Booleans of ``shape``, in ``xp``.
+
+    Raises
+    ------
+    ValueError
+        If ``p`` is not in [0, 1].
+    """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: p must be in [0, 1], got {p!r}")
     xp = _xp(xp)
@@ -167,7 +295,31 @@ def randint(
     dtype: Any = None,
     chunks: Any = None,
 ) -> Any:
-    """Integers in ``[low, high)`` (int64 unless ``dtype``)."""
+    """Integers in ``[low, high)``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    shape : tuple of int
+        The array's shape.
+    low : int
+        The lower bound (included).
+    high : int
+        The upper bound (excluded).
+    xp : namespace, optional
+        The namespace to create the array in (None: pycograd_xp over NumPy).
+    dtype : dtype, optional
+        An integer dtype of ``xp`` (None: int64).
+    chunks : optional
+        On a chunked backend (Cubed): the chunks, each block drawn lazily from its own key
+        (``fold_in(k, offset)``); ignored elsewhere.
+
+    Returns
+    -------
+    Array
+        Of ``shape``, in ``xp``.
+    """
     xp = _xp(xp)
     return _make(
         k,
@@ -181,6 +333,21 @@ def randint(
 
 
 def permutation(k: Key, n: int, *, xp: Any = None) -> Any:
-    """A random permutation of ``0 .. n-1`` (int64)."""
+    """A random permutation of ``0 .. n-1``.
+
+    Parameters
+    ----------
+    k : Key
+        The key (the same key always gives the same numbers).
+    n : int
+        The length.
+    xp : namespace, optional
+        The namespace to create the array in (None: pycograd_xp over NumPy).
+
+    Returns
+    -------
+    Array
+        int64, of shape (n,).
+    """
     xp = _xp(xp)
     return xp.asarray(_generator(_check(k, "permutation")).permutation(n))
