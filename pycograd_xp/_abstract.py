@@ -96,11 +96,23 @@ def _prod(shape: tuple[int, ...]) -> int:
 class AbstractArray(NoValue):
     """An array with a shape and a dtype (a NumPy dtype) and no data.
 
-    ``base`` is the array that owns the memory of a view (None: this array owns ``nbytes``);
-    ``contiguous`` whether a reshape of it can be a view. ``value`` holds the data of a small
-    constant given from outside (an index array, a mask), so that functions whose output shape
-    depends on data (boolean masks, ``nonzero``, ``unique_*``) still get exact shapes; for
-    anything computed it is None, and such shapes are upper bounds.
+    What :func:`pycograd_xp.memory.project` runs a function on (its namespace is ``ABSTRACT``).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The shape.
+    dtype : dtype
+        Anything ``numpy.dtype`` takes.
+    base : AbstractArray, optional
+        The array that owns the memory of a view (None: this array owns ``nbytes``).
+    contiguous : bool, default True
+        Whether a reshape of it can be a view.
+    value : optional
+        The data of a small constant given from outside (an index array, a mask), so that
+        functions whose output shape depends on data (boolean masks, ``nonzero``, ``unique_*``)
+        still get exact shapes; for anything computed it is None, and such shapes are upper
+        bounds.
     """
 
     __slots__ = (
@@ -144,22 +156,27 @@ class AbstractArray(NoValue):
     # -- the standard's attributes ---------------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return _prod(self.shape)
 
     @property
     def device(self) -> str:
+        """``"cpu"``: abstract arrays model the host's memory."""
         return "cpu"
 
     @property
     def T(self) -> AbstractArray:  # noqa: N802
+        """The transpose (an abstract view)."""
         return ABSTRACT.permute_dims(self, tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self) -> AbstractArray:  # noqa: N802
+        """The transpose of the last two dimensions."""
         return ABSTRACT.matrix_transpose(self)
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> ModuleType:

@@ -25,8 +25,19 @@ from ..tree import tree_flatten, tree_map
 
 
 class Spec:
-    """An abstract argument: a shape and a dtype (and, for chunked backends, chunks). A leaf of
-    pytrees (not a dataclass, which pytrees would open). ``dtype`` is stored as a NumPy dtype."""
+    """An abstract argument: a shape and a dtype (and, for chunked backends, chunks).
+
+    A leaf of pytrees (not a dataclass, which pytrees would open). Made by :func:`spec`.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The shape.
+    dtype : dtype or str, default "float64"
+        Stored as a NumPy dtype (any dtype :func:`spec` takes).
+    chunks : optional
+        The chunks, for a chunked backend (Cubed).
+    """
 
     __slots__ = ("shape", "dtype", "chunks")
 
@@ -48,16 +59,36 @@ class Spec:
 
     @property
     def nbytes(self) -> int:
+        """The bytes an array of this shape and dtype owns."""
         return math.prod(self.shape) * self.dtype.itemsize
 
 
 def spec(shape: Sequence[int] | int, dtype: Any = "float64", chunks: Any = None) -> Spec:
     """An abstract argument of ``shape`` and ``dtype`` for :func:`project`: nothing is allocated.
 
-    ``dtype`` is any dtype a user may hold: the namespace's own (``xp.float32``), NumPy's scalar
-    types and dtypes (``np.float32``, ``np.dtype("float32")``), a name (``"float32"``), Python's
-    ``float``, ``int``, ``complex`` and ``bool`` (float64, int64, complex128, bool), and the dtype
-    objects of array-api-strict and Cubed; one of the standard's data types.
+    Parameters
+    ----------
+    shape : int or sequence of int
+        The shape (an int: one dimension).
+    dtype : dtype, default "float64"
+        Any dtype a user may hold: the namespace's own (``xp.float32``), NumPy's scalar types and
+        dtypes (``np.float32``, ``np.dtype("float32")``), a name (``"float32"``), Python's
+        ``float``, ``int``, ``complex`` and ``bool`` (float64, int64, complex128, bool), and the
+        dtype objects of array-api-strict and Cubed; one of the standard's data types.
+    chunks : optional
+        The chunks, for a chunked backend (Cubed).
+
+    Returns
+    -------
+    Spec
+        The abstract argument.
+
+    Raises
+    ------
+    ValueError
+        If a dimension is negative.
+    TypeError
+        If ``dtype`` is not one of the standard's data types.
     """
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
@@ -96,12 +127,31 @@ def _overhead(calls: int) -> int:
 
 
 class MemoryLimitError(ValueError):
-    """A projected peak over the limit (raised before anything runs)."""
+    """A projected peak over the limit (raised before anything runs, by
+    :meth:`Projection.check`)."""
 
 
 @dataclass(frozen=True)
 class Row:
-    """One backend call of the projected step."""
+    """One backend call of the projected step.
+
+    Parameters
+    ----------
+    index : int
+        Its position in the schedule.
+    op : str
+        The function called.
+    phase : str
+        ``"forward"`` or ``"backward"``.
+    outputs : list of (shape, dtype, bytes)
+        Each output's shape, dtype name and the bytes it owns (0: a view).
+    transient_bytes : int
+        Allocated by the call beyond its outputs, while it runs.
+    live_bytes : int
+        Live right after the call.
+    peak_bytes : int
+        Live at the most, during the call.
+    """
 
     index: int
     op: str
@@ -131,9 +181,27 @@ def _unit(n: float, decimals: int | None) -> int:
 
 
 def format_bytes(n: float, *, decimals: int | None = None) -> str:
-    """``n`` bytes in decimal units (kB = 1000 B, as Cubed's): to three significant figures
-    ("152 MB", "1.23 GB", "60.0 MB"), or with ``decimals`` fixed decimals ("152.3 MB",
-    "1.0 MB" with ``decimals=1``); exact below 1 kB ("999 B")."""
+    """``n`` bytes in decimal units (kB = 1000 B, as Cubed's).
+
+    Parameters
+    ----------
+    n : float
+        A number of bytes.
+    decimals : int, optional
+        Fixed decimals ("152.3 MB", "1.0 MB" with ``decimals=1``); None: three significant
+        figures ("152 MB", "1.23 GB", "60.0 MB").
+
+    Returns
+    -------
+    str
+        The figure and its unit; exact below 1 kB ("999 B").
+
+    Examples
+    --------
+    >>> from pycograd_xp.memory import format_bytes
+    >>> format_bytes(152_300_000), format_bytes(152_300_000, decimals=1), format_bytes(999)
+    ('152 MB', '152.3 MB', '999 B')
+    """
     i = _unit(n, decimals)
     if i == 0:
         return f"{n:.0f} B"
@@ -142,10 +210,23 @@ def format_bytes(n: float, *, decimals: int | None = None) -> str:
 
 
 def format_byte_pair(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` each as :func:`format_bytes` writes them, and with more figures, in one
-    unit, while they would read the same though they differ (100.4 MB against 100 MB reads
-    "100.4 MB" and "100.0 MB", never "100 MB" and "100 MB"); in bytes when only bytes tell
-    them apart. For a figure compared with a limit in an error message."""
+    """``a`` and ``b`` as :func:`format_bytes` writes them, with more figures while they would read
+    the same though they differ.
+
+    In one unit (100.4 MB against 100 MB reads "100.4 MB" and "100.0 MB", never "100 MB" and
+    "100 MB"); in bytes when only bytes tell them apart. For a figure compared with a limit in an
+    error message.
+
+    Parameters
+    ----------
+    a, b : float
+        Two numbers of bytes.
+
+    Returns
+    -------
+    tuple of str
+        The two figures.
+    """
     sa, sb = format_bytes(a), format_bytes(b)
     if sa != sb or a == b:
         return sa, sb
@@ -166,16 +247,45 @@ def _fmt(n: float) -> str:  # the report's columns: one decimal
 
 @contextlib.contextmanager
 def before_backward(callback: Callable[[], None]) -> Iterator[None]:
-    """Within the block, ``callback()`` is called as each backward pass of ``grad``,
-    ``value_and_grad`` or ``vjp`` begins (after the forward pass built its graph): a planner
-    tells the ops of the forward pass from those of the backward pass so. Restores the callback
-    that was set before on exit."""
+    """Within the block, ``callback()`` is called as each backward pass begins.
+
+    Each backward pass of ``grad``, ``value_and_grad`` or ``vjp``, after the forward pass built its
+    graph: a planner tells the ops of the forward pass from those of the backward pass so.
+    Restores the callback that was set before on exit.
+
+    Parameters
+    ----------
+    callback : callable
+        Called with no arguments.
+
+    Yields
+    ------
+    None
+        A context manager.
+    """
     with interpreting(OnBackward(callback)):
         yield
 
 
 def parse_bytes(limit: int | float | str) -> int:
-    """``limit`` as bytes: a number, or a string such as ``"2GB"``, ``"512 MiB"``, ``"100kB"``."""
+    """``limit`` as bytes.
+
+    Parameters
+    ----------
+    limit : int, float or str
+        A number, or a string such as ``"2GB"``, ``"512 MiB"``, ``"100kB"`` (kB = 1000 B,
+        KiB = 1024 B).
+
+    Returns
+    -------
+    int
+        The bytes.
+
+    Raises
+    ------
+    ValueError
+        If the string cannot be read.
+    """
     if isinstance(limit, int | float):
         return int(limit)
     m = re.fullmatch(r"\s*([0-9.]+)\s*([kMGT]i?B|B)?\s*", limit)
@@ -189,11 +299,36 @@ def parse_bytes(limit: int | float | str) -> int:
 
 @dataclass
 class Projection:
-    """Projected memory of ``f`` and of its ``value_and_grad`` step (bytes, upper bounds); or,
-    for ``f`` taken as it is (``what`` is ``"as is"`` or ``"compiled replay"``, see
-    :func:`project`), of one call of ``f``: then the forward figures are the call's own.
+    """Projected memory of ``f`` and of its ``value_and_grad`` step (bytes, upper bounds).
 
-    Every figure counts everything live at that moment, the arguments included.
+    Or, for ``f`` taken as it is (``what`` is ``"as is"`` or ``"compiled replay"``, see
+    :func:`project`), of one call of ``f``: then the forward figures are the call's own. Every
+    figure counts everything live at that moment, the arguments included. ``str()`` of it is a
+    table, one row per backend call.
+
+    Parameters
+    ----------
+    forward_peak_bytes : int
+        Evaluating ``f`` alone, no tape.
+    peak_bytes : int
+        The whole ``value_and_grad`` step (as is: the call).
+    residual_bytes : int
+        What the tape holds between the forward and the backward pass.
+    argument_bytes : int
+        The arguments (live throughout).
+    overhead_bytes : int
+        Allowed for Python's objects (included in the peaks above).
+    traced_forward_peak_bytes, traced_peak_bytes : int
+        The same peaks without what C libraries allocate by themselves (LAPACK and pocketfft
+        workspaces): what tracemalloc can see, the scale of ``Measurement.peak_bytes``.
+    peak_op : tuple of (str, str, int)
+        (op, phase, row index) at the peak of the step.
+    rows : list of Row
+        The step, one row per backend call.
+    forward_rows : list of Row
+        ``f`` alone.
+    what : str, default "value_and_grad"
+        What was projected: ``"value_and_grad"``, ``"as is"``, ``"compiled replay"``.
     """
 
     forward_peak_bytes: int  # evaluating f alone, no tape
@@ -212,7 +347,23 @@ class Projection:
 
     def check(self, limit: int | float | str) -> Projection:
         """Raise :class:`MemoryLimitError` (before anything runs) if the step's projected peak
-        exceeds ``limit`` (bytes, or a string such as ``"2GB"``); return self."""
+        exceeds ``limit``.
+
+        Parameters
+        ----------
+        limit : int, float or str
+            Bytes, or a string such as ``"2GB"`` (:func:`parse_bytes`).
+
+        Returns
+        -------
+        Projection
+            Self, for chaining.
+
+        Raises
+        ------
+        MemoryLimitError
+            Naming the op at the peak, the projected peak and the limit.
+        """
         n = parse_bytes(limit)
         if self.peak_bytes > n:
             op, phase, i = self.peak_op
@@ -226,12 +377,32 @@ class Projection:
     def plot(
         self, path: str | None = None, measured: Measurement | None = None, title: str | None = None
     ) -> Any:
-        """Live bytes over the op schedule: one panel for ``f`` alone (no tape) and one for the
-        ``value_and_grad`` step (its forward pass, which keeps the tape's residuals, and its
-        backward pass, shaded), on the same scale, each with its projected peak and, when
-        ``measured`` is given, its measured peak; ``f`` taken as it is draws one panel (the
-        call). Saves to ``path`` when given; returns the matplotlib Figure. Needs matplotlib
-        (the ``plot`` extra)."""
+        """Live bytes over the op schedule, projected and measured, on one scale.
+
+        One panel for ``f`` alone (no tape) and one for the ``value_and_grad`` step (its
+        forward pass, which keeps the tape's residuals, and its backward pass, shaded), each
+        with its projected peak and, when ``measured`` is given, its measured peak; ``f`` taken
+        as it is draws one panel (the call). Needs matplotlib (the ``plot`` extra).
+
+        Parameters
+        ----------
+        path : str, optional
+            Where to save the figure (PNG, ...).
+        measured : Measurement, optional
+            Measured peaks to draw beside the projected ones.
+        title : str, optional
+            The title (default: the step, and where its peak happens).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+
+        Raises
+        ------
+        ImportError
+            Without matplotlib.
+        """
         try:
             import matplotlib
 
@@ -276,6 +447,13 @@ class Projection:
         return fig
 
     def as_dict(self) -> dict[str, Any]:
+        """The projection as plain data (``dataclasses.asdict``), rows included.
+
+        Returns
+        -------
+        dict
+            Field name to value.
+        """
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
@@ -543,35 +721,73 @@ def project(
     backend: Any = None,
     **kwargs: Any,
 ) -> Projection:
-    """Project the memory of ``f(*args, **kwargs)`` and of its ``value_and_grad`` step with
-    respect to ``argnums``, or of ``f`` as it is (``argnums=()``), without running it.
+    """Project the memory of ``f(*args, **kwargs)`` and of its ``value_and_grad`` step, without
+    running it.
 
-    ``args`` are arrays of any pycograd_xp namespace, :func:`spec` objects, other values
-    (Python numbers: a step count in an optimizer's state), or pytrees of them; only their
-    shapes and dtypes are read. ``f`` runs on abstract arrays (a function that takes its
-    namespace from a module-level ``xp`` works too: the calls move to the abstract namespace).
-    The model is NumPy's (the eager default): which calls make views, which allocate, and the
-    transients each row declares.
+    ``f`` runs on abstract arrays (a function that takes its namespace from a module-level ``xp``
+    works too: the calls move to the abstract namespace). The model is NumPy's (the eager
+    default): which calls make views, which allocate, and the transients each row declares.
 
-    ``argnums`` says what is projected:
+    Parameters
+    ----------
+    f : callable
+        The function: a loss, or (``argnums=()``) anything.
+    *args : Array, Spec, or pytree of them
+        Arrays of any pycograd_xp namespace, :func:`spec` objects, other values (Python numbers:
+        a step count in an optimizer's state), or pytrees of them; only their shapes and dtypes
+        are read.
+    argnums : int, sequence of int, or None, default None
+        What is projected:
 
-    - an int or a sequence of ints: ``f`` (a loss: it must return a 0-d array) alone, and its
-      ``value_and_grad(f, argnums)`` step (``peak_bytes``);
-    - ``()``: ``f`` as it is, with no gradient added, as ``jax.jit(f).lower(...)`` would see
-      it: a whole training step that differentiates inside, or any function returning a pytree.
-      ``peak_bytes`` is the peak of one call, its results and arguments included (an
-      optimizer's state among them: Adam's two moments). For a compiled function
-      (``pycograd_xp.compile``) it is the peak of the replay ``compile`` generates for
-      arguments of these shapes (``Trace.peak_bytes``, freed at last use), one row per
-      replayed backend call;
-    - None (the default): ``()`` for compiled functions and for the steps
-      ``pycograd_xp.train.make_step`` makes, ``0`` otherwise. So, with ``tx = optim.adam(lr)``::
+        - an int or a sequence of ints: ``f`` (a loss: it must return a 0-d array) alone, and its
+          ``value_and_grad(f, argnums)`` step (``peak_bytes``);
+        - ``()``: ``f`` as it is, with no gradient added, as ``jax.jit(f).lower(...)`` would see
+          it: a whole training step that differentiates inside, or any function returning a
+          pytree. ``peak_bytes`` is the peak of one call, its results and arguments included (an
+          optimizer's state among them: Adam's two moments). For a compiled function
+          (``pycograd_xp.compile``) it is the peak of the replay ``compile`` generates for
+          arguments of these shapes (``Trace.peak_bytes``, freed at last use), one row per
+          replayed backend call;
+        - None: ``()`` for compiled functions and for the steps ``pycograd_xp.train.make_step``
+          makes, ``0`` otherwise. So, with ``tx = optim.adam(lr)``::
 
-          memory.project(make_step(loss, tx), param_specs, tx.init(param_specs), batch_specs)
+              memory.project(make_step(loss, tx), param_specs, tx.init(param_specs), batch_specs)
+    backend : optional
+        ``cubed`` or a ``cubed.Spec``, to project chunked specs on a chunked backend.
+    **kwargs
+        Keyword arguments of ``f`` (likewise abstract).
 
-    On a chunked backend (Cubed arrays among ``args``, or ``backend=cubed`` / a ``cubed.Spec``
-    with chunked specs) the step is projected per task in the backend's own terms and a
-    ``cubed_plugin.memory.ChunkedProjection`` is returned.
+    Returns
+    -------
+    Projection
+        The projected peaks, the tape between the passes, the op at the peak and every row. On a
+        chunked backend (Cubed arrays among ``args``, or ``backend=cubed`` / a ``cubed.Spec`` with
+        chunked specs) the step is projected per task in the backend's own terms and a
+        ``cubed_plugin.memory.ChunkedProjection`` is returned.
+
+    Raises
+    ------
+    NotImplementedError
+        For ``argnums=()`` on a chunked backend (only a gradient step is projected there).
+
+    See Also
+    --------
+    measure : the same figures, measured on a real run.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import memory
+    >>> xp = pg.namespace(numpy)
+    >>> def loss(w, x):
+    ...     return xp.mean(xp.tanh(x @ w) ** 2)
+    >>> p = memory.project(loss, memory.spec((512, 256)), memory.spec((1024, 512)))
+    >>> p.argument_bytes
+    5242880
+    >>> p.peak_bytes > p.forward_peak_bytes > p.argument_bytes
+    True
+    >>> p.check("1GB").peak_op[1] in ("forward", "backward")
+    True
     """
     where = f"memory.project({_name(f)})"
     nums = _which(f, argnums)
@@ -620,6 +836,21 @@ class Measurement:
     ``Projection.traced_*``). Beside them, the growth of the process's resident set (Linux: its
     peak is reset through ``/proc/self/clear_refs``), what users see: it also holds what C
     libraries allocate by themselves and what the allocator keeps, and moves with page faults.
+
+    Parameters
+    ----------
+    forward_peak_bytes : int
+        ``f`` alone.
+    peak_bytes : int
+        The whole step (as is: the call).
+    argument_bytes : int
+        The arguments.
+    resident_forward_peak_bytes : int or None
+        ``f`` alone, by resident-set growth (None: not on Linux).
+    resident_peak_bytes : int or None
+        The step, likewise.
+    minor_page_faults : int
+        During the step (allocator churn shows here, not in tracemalloc).
     """
 
     forward_peak_bytes: int
@@ -719,12 +950,30 @@ def _measured(run: Callable[[], Any]) -> tuple[int, int | None, int]:
 def measure(
     f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None, **kwargs: Any
 ) -> Measurement:
-    """Run ``f`` and its ``value_and_grad`` step (or ``f`` as it is: ``argnums`` as in
-    :func:`project`, the same default) on the real arrays ``args`` and measure their peak bytes
-    (tracemalloc, and resident-set growth where the platform tells it; on a device backend, its
-    own allocator: CuPy's memory pool), arguments included. Taken as it is, ``f`` runs once and
-    its forward peak is its peak; a compiled function is traced before it is measured, so the
-    figures are the replay's."""
+    """Run ``f`` and its ``value_and_grad`` step on the real arrays ``args`` and measure their peak
+    bytes, arguments included.
+
+    Measured with tracemalloc, and resident-set growth where the platform tells it; on a device
+    backend, its own allocator (CuPy's memory pool). Taken as it is, ``f`` runs once and its
+    forward peak is its peak; a compiled function is traced before it is measured, so the figures
+    are the replay's.
+
+    Parameters
+    ----------
+    f : callable
+        The function, as for :func:`project`.
+    *args : Array or pytree of Array
+        The real arguments.
+    argnums : int, sequence of int, or None, default None
+        As in :func:`project`, the same default (``()``: ``f`` as it is).
+    **kwargs
+        Keyword arguments of ``f``.
+
+    Returns
+    -------
+    Measurement
+        The measured peaks.
+    """
     where = f"memory.measure({_name(f)})"
     nums = _which(f, argnums)
     argument_bytes = _nbytes(args) + _nbytes(kwargs)
