@@ -40,7 +40,16 @@ def _encode(leaf: Any, i: int) -> tuple[str, np.ndarray]:
 
 
 def save(path: str | os.PathLike, tree: Any) -> None:
-    """Write ``tree`` to ``path`` (an ``.npz`` file), replacing it atomically."""
+    """Write ``tree`` to ``path`` (an ``.npz`` file), replacing it atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    tree : pytree
+        Parameters, optimizer state, step, random key, ...: every leaf is stored as an array
+        and the structure as text (no pickle).
+    """
     leaves, td = tree_flatten(tree)
     kinds, arrays = [], {}
     for i, leaf in enumerate(leaves):
@@ -60,8 +69,26 @@ def save(path: str | os.PathLike, tree: Any) -> None:
 
 
 def load(path: str | os.PathLike, like: Any) -> Any:
-    """Read the tree saved at ``path`` in the shape of ``like``; arrays come back in the
-    namespace of the corresponding leaf of ``like``."""
+    """Read the tree saved at ``path`` in the shape of ``like``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file :func:`save` wrote.
+    like : pytree
+        A freshly initialized tree of the same kind: its structure, namespaces and types are the
+        result's.
+
+    Returns
+    -------
+    pytree
+        The saved tree; arrays come back in the namespace of the corresponding leaf of ``like``.
+
+    Raises
+    ------
+    ValueError
+        If the file's structure, shapes or dtypes differ from ``like``'s, saying where.
+    """
     like_leaves, td = tree_flatten(like)
     with np.load(path, allow_pickle=False) as f:
         meta = json.loads(str(f["__meta__"]))

@@ -41,12 +41,35 @@ def _take_rows(src: Any, rows: np.ndarray | slice) -> np.ndarray:
 class Batches:
     """Iterate over ``arrays`` (equal first dimensions) in batches of ``batch_size`` rows.
 
-    ``key``: shuffle with this random key (a new order each epoch: the key is folded with the
-    epoch number). ``drop_last=True`` drops the uneven last batch; ``False`` pads every batch
-    to ``batch_size`` and appends a float ``mask`` (1 for real rows, 0 for padding) to each
-    tuple, so ``sum(loss * mask) / sum(mask)`` averages correctly with static shapes.
-    Batches are made in namespace ``xp`` (default: pycograd_xp over NumPy), ``prefetch`` of
-    them ahead in a background thread (0: none).
+    Each item is a tuple of arrays, one per source, in namespace ``xp`` (with ``drop_last=False``,
+    plus a ``mask``).
+
+    Parameters
+    ----------
+    arrays : sequence
+        The sources: NumPy arrays, arrays of any pycograd_xp namespace, or anything sliceable
+        along its first axis with a ``shape`` (Zarr arrays, read chunk by chunk).
+    batch_size : int
+        Rows per batch.
+    key : pycograd_xp.random.Key, optional
+        Shuffle with this random key (a new order each epoch: the key is folded with the epoch
+        number); None keeps the order.
+    drop_last : bool, default True
+        True drops the uneven last batch; False pads every batch to ``batch_size`` and appends a
+        float ``mask`` (1 for real rows, 0 for padding) to each tuple, so
+        ``sum(loss * mask) / sum(mask)`` averages correctly with static shapes.
+    xp : namespace, optional
+        The namespace batches are made in (None: pycograd_xp over NumPy).
+    prefetch : int, default 2
+        Batches prepared ahead in a background thread (0: none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pycograd_xp.data import Batches
+    >>> X, y = np.zeros((10, 3)), np.zeros(10)
+    >>> [xb.shape for xb, yb in Batches([X, y], 4)]
+    [(4, 3), (4, 3)]
     """
 
     def __init__(

@@ -17,12 +17,15 @@ others raise NotImplementedError naming the way out. ``softmax``, ``log_softmax`
 
 from __future__ import annotations
 
+import inspect
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
 
 from ._primitive import REGISTRY
+from .typing import Array
 
 __all__ = [
     "digamma",
@@ -92,23 +95,77 @@ def _floating(fname: str, x: Any) -> Any:
     return xp.astype(x, default)
 
 
-def _unary(fname: str, row: str) -> Any:
-    def f(x: Any) -> Any:
+# The docstring of a function made from a row: the row's summary, then numpydoc's sections.
+_RAISES = """
+Raises
+------
+TypeError
+    If no argument is an array of a pycograd_xp namespace, or one is complex.
+NotImplementedError
+    On a backend without this special function and no composition of standard ones.
+"""
+_UNARY_DOC = (
+    """{summary}
+
+Differentiable to any order, on every backend (see :mod:`pycograd_xp.special`).
+
+Parameters
+----------
+x : Array
+    A real floating-point array of a pycograd_xp namespace (integer and boolean arrays are
+    taken in the default floating dtype, as scipy takes them as float64).
+
+Returns
+-------
+Array
+    Elementwise, of ``x``'s shape and floating dtype.
+"""
+    + _RAISES
+)
+_BINARY_DOC = (
+    """{summary}
+
+Differentiable to any order in both arguments, on every backend (see
+:mod:`pycograd_xp.special`).
+
+Parameters
+----------
+x, y : Array or float
+    Real floating-point arrays of one pycograd_xp namespace, broadcast together, or Python
+    numbers (at least one an array).
+
+Returns
+-------
+Array
+    Elementwise, of the broadcast shape.
+"""
+    + _RAISES
+)
+
+
+def _summary(row: str) -> str:
+    return inspect.cleandoc(REGISTRY[row].impl.__doc__ or "")
+
+
+def _unary(fname: str, row: str) -> Callable[[Array], Array]:
+    def f(x: Array) -> Array:
         xp = _ns(fname, x)
-        return _row(xp, row)(_floating(fname, x))
+        out: Array = _row(xp, row)(_floating(fname, x))
+        return out
 
     f.__name__ = f.__qualname__ = fname
-    f.__doc__ = REGISTRY[row].impl.__doc__
+    f.__doc__ = _UNARY_DOC.format(summary=_summary(row))
     return f
 
 
-def _binary(fname: str, row: str) -> Any:
-    def f(x: Any, y: Any) -> Any:
+def _binary(fname: str, row: str) -> Callable[[Array | float, Array | float], Array]:
+    def f(x: Array | float, y: Array | float) -> Array:
         xp = _ns(fname, x, y)
-        return _row(xp, row)(_floating(fname, x), _floating(fname, y))
+        out: Array = _row(xp, row)(_floating(fname, x), _floating(fname, y))
+        return out
 
     f.__name__ = f.__qualname__ = fname
-    f.__doc__ = REGISTRY[row].impl.__doc__
+    f.__doc__ = _BINARY_DOC.format(summary=_summary(row))
     return f
 
 
@@ -132,9 +189,29 @@ xlogy = _binary("xlogy", "_xlogy")
 xlog1py = _binary("xlog1py", "_xlog1py")
 
 
-def polygamma(n: int, x: Any) -> Any:
-    """scipy.special.polygamma: the ``n``-th derivative of digamma (``n`` a non-negative
-    Python int, not differentiated; ``polygamma(0, x)`` is ``digamma(x)``)."""
+def polygamma(n: int, x: Array) -> Array:
+    """scipy.special.polygamma: the ``n``-th derivative of digamma.
+
+    Parameters
+    ----------
+    n : int
+        The order: a non-negative Python int, not differentiated (``polygamma(0, x)`` is
+        ``digamma(x)``).
+    x : Array
+        A real floating-point array of a pycograd_xp namespace.
+
+    Returns
+    -------
+    Array
+        Elementwise, of ``x``'s shape and dtype.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not an int (an array of orders is not supported: call it once per order).
+    ValueError
+        If ``n`` is negative.
+    """
     try:
         order = operator.index(n)
     except TypeError:
@@ -148,31 +225,78 @@ def polygamma(n: int, x: Any) -> Any:
     return _row(xp, "_polygamma")(_floating("polygamma", x), n=order)
 
 
-def softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
-    """scipy.special.softmax: ``exp(x) / sum(exp(x), axis)`` (``axis=None``: over every
-    element), the maximum shifted out first."""
+def softmax(x: Array, axis: int | tuple[int, ...] | None = None) -> Array:
+    """scipy.special.softmax: ``exp(x) / sum(exp(x), axis)``, the maximum shifted out first.
+
+    Parameters
+    ----------
+    x : Array
+        A real floating-point array of a pycograd_xp namespace.
+    axis : int, tuple of int or None, default None
+        The axes normalized over (None: every element).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape, summing to 1 over ``axis``.
+    """
     xp = _ns("softmax", x)
     return _row(xp, "_softmax")(_floating("softmax", x), axis=axis)
 
 
-def log_softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
-    """scipy.special.log_softmax: ``x - logsumexp(x, axis, keepdims=True)`` (``axis=None``:
-    over every element), accurate where softmax underflows."""
+def log_softmax(x: Array, axis: int | tuple[int, ...] | None = None) -> Array:
+    """scipy.special.log_softmax: ``x - logsumexp(x, axis, keepdims=True)``, accurate where
+    softmax underflows.
+
+    Parameters
+    ----------
+    x : Array
+        A real floating-point array of a pycograd_xp namespace.
+    axis : int, tuple of int or None, default None
+        The axes normalized over (None: every element).
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape.
+    """
     xp = _ns("log_softmax", x)
     return _row(xp, "_log_softmax")(_floating("log_softmax", x), axis=axis)
 
 
 def logsumexp(
-    a: Any,
+    a: Array,
     axis: int | tuple[int, ...] | None = None,
     b: Any = None,
     keepdims: bool = False,
     return_sign: bool = False,
-) -> Any:
-    """scipy.special.logsumexp: ``log(sum(exp(a), axis))`` (``axis=None``: over every
-    element), the maximum shifted out and the maximal terms summed apart, as scipy's. The
-    weights ``b`` and ``return_sign`` are not supported: for weights ``b > 0`` compute
-    ``logsumexp(a + xp.log(b))``."""
+) -> Array:
+    """scipy.special.logsumexp: ``log(sum(exp(a), axis))``, the maximum shifted out and the
+    maximal terms summed apart, as scipy's.
+
+    Parameters
+    ----------
+    a : Array
+        A real floating-point array of a pycograd_xp namespace.
+    axis : int, tuple of int or None, default None
+        The axes reduced (None: every element).
+    b : None
+        Weights: not supported (for weights ``b > 0`` compute ``logsumexp(a + xp.log(b))``).
+    keepdims : bool, default False
+        Keep the reduced axes with size 1.
+    return_sign : bool, default False
+        Not supported (without negative weights the sign is always 1).
+
+    Returns
+    -------
+    Array
+        ``a``'s shape without ``axis`` (with size 1 there if ``keepdims``).
+
+    Raises
+    ------
+    NotImplementedError
+        If ``b`` is given or ``return_sign`` is True.
+    """
     if b is not None:
         raise NotImplementedError(
             "special.logsumexp(): the weights b are not supported; for positive weights "

@@ -23,12 +23,27 @@ Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
 def make_step(
     loss_fn: Callable[..., Any], tx: GradientTransformation, has_aux: bool = False
 ) -> Step:
-    """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for
-    ``loss_fn(params, *batch)`` (returning ``(loss, {name: value})`` when ``has_aux``).
+    """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for ``loss_fn(params,
+    *batch)``.
 
     ``memory.project(step, params, opt_state, batch)`` projects the whole step as it is
     (forward, backward, the optimizer's update and its state), from specs too:
     ``opt_state = tx.init(param_specs)``; so does it for ``pycograd_xp.compile(step)``.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        ``loss_fn(params, *batch)`` returning a scalar loss (``(loss, {name: value})`` with
+        ``has_aux``).
+    tx : GradientTransformation
+        The optimizer (``optim.adam(1e-3)``, ...).
+    has_aux : bool, default False
+        Whether ``loss_fn`` returns ``(loss, metrics)``.
+
+    Returns
+    -------
+    callable
+        The step; its ``metrics`` holds ``"loss"`` (and the aux metrics).
     """
     vg = value_and_grad(loss_fn, has_aux=has_aux)
 
@@ -57,9 +72,34 @@ def fit(
 ) -> tuple[Any, Any, dict[str, list[float]]]:
     """Run ``epochs`` passes of ``step`` over ``batches``.
 
-    Returns the final params and optimizer state and a history ``{metric: [per-epoch mean]}``
-    (plus ``"epoch_seconds"``). ``on_epoch_end(epoch, params, metrics)`` may return extra
-    metrics (e.g. a test accuracy) to record and log.
+    Parameters
+    ----------
+    step : callable
+        A step :func:`make_step` made (or compiled).
+    params : pytree of Array
+        The initial parameters.
+    opt_state : pytree
+        The optimizer's initial state (``tx.init(params)``).
+    batches : iterable of tuple
+        Re-iterable each epoch (a :class:`pycograd_xp.data.Batches`).
+    epochs : int
+        Passes over ``batches``.
+    progress : bool, default True
+        Show a tqdm progress bar.
+    log : callable or None, default print
+        Called with a line per epoch (None: silent).
+    on_epoch_end : callable, optional
+        ``on_epoch_end(epoch, params, metrics)`` may return extra metrics (e.g. a test accuracy)
+        to record and log.
+
+    Returns
+    -------
+    params : pytree of Array
+        The final parameters.
+    opt_state : pytree
+        The final optimizer state.
+    history : dict of str to list of float
+        ``{metric: [per-epoch mean]}``, plus ``"epoch_seconds"``.
     """
     from tqdm.auto import tqdm
 
@@ -92,7 +132,17 @@ def fit(
 def plot_history(
     history: dict[str, list[float]], path: str, keys: Iterable[str] = ("loss",)
 ) -> None:
-    """Save a plot of the per-epoch ``keys`` of ``history`` to ``path`` (needs matplotlib)."""
+    """Save a plot of the per-epoch ``keys`` of ``history`` to ``path`` (needs matplotlib).
+
+    Parameters
+    ----------
+    history : dict of str to list of float
+        What :func:`fit` returned.
+    path : str
+        The image file.
+    keys : iterable of str, default ("loss",)
+        The metrics drawn.
+    """
     try:
         import matplotlib
 
