@@ -67,7 +67,21 @@ def __getattr__(name: str) -> Any:
 
 
 def adapt(backend: Any) -> Any:
-    """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do."""
+    """Refine the probed :class:`pycograd_xp.namespace.Backend` of Cubed with what Cubed can do.
+
+    Called through the ``pycograd_xp.adapters`` entry point when a Cubed namespace is made.
+
+    Parameters
+    ----------
+    backend : Backend
+        The capabilities probed from Cubed's namespace.
+
+    Returns
+    -------
+    Backend
+        Lazy, chunked, immutable, block sampling, Cubed's projector and scipy.special's functions
+        per block, over Cubed's namespace completed with what it lacks.
+    """
     from ._special import lookup
     from .memory import project
     from .random import sample

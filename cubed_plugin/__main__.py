@@ -35,7 +35,23 @@ __all__ = ["init_params", "logreg_loss", "main", "mlp_loss", "run", "synthetic"]
 def synthetic(
     path: str, rows: int, features: int, chunk_rows: int, model: str, seed: int = 0
 ) -> None:
-    """Write synthetic data to Zarr chunk by chunk (it never exists whole in memory)."""
+    """Write synthetic data to Zarr chunk by chunk (it never exists whole in memory).
+
+    Parameters
+    ----------
+    path : str
+        The directory: ``X.zarr`` (rows, features) and ``y.zarr`` (rows,) are written in it.
+    rows : int
+        The rows.
+    features : int
+        The features.
+    chunk_rows : int
+        Rows per chunk.
+    model : {"logreg", "mlp"}
+        The model whose labels are drawn.
+    seed : int, default 0
+        The random seed.
+    """
     import zarr
 
     rng = np.random.default_rng(seed)
@@ -60,6 +76,23 @@ def synthetic(
 
 @row_loss
 def logreg_loss(p: Any, X: Any, y: Any) -> Any:
+    """Logistic regression's per-row loss (a :func:`~cubed_plugin.row_loss`): ``softplus(z) - y z``
+    for ``z = X @ w + b``, computed stably.
+
+    Parameters
+    ----------
+    p : dict
+        ``{"w": (features,), "b": ()}``.
+    X : Array
+        Rows of features, (rows, features).
+    y : Array
+        Labels in {0, 1}, (rows,).
+
+    Returns
+    -------
+    Array
+        One loss per row, (rows,).
+    """
     xp = X.__array_namespace__()
     z = X @ p["w"] + p["b"]
     return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
@@ -67,6 +100,22 @@ def logreg_loss(p: Any, X: Any, y: Any) -> Any:
 
 @row_loss
 def mlp_loss(p: Any, X: Any, y: Any) -> Any:
+    """A one-hidden-layer tanh MLP's per-row logistic loss (a :func:`~cubed_plugin.row_loss`).
+
+    Parameters
+    ----------
+    p : dict
+        ``{"W1": (features, hidden), "b1": (hidden,), "w2": (hidden,), "b2": ()}``.
+    X : Array
+        Rows of features, (rows, features).
+    y : Array
+        Labels in {0, 1}, (rows,).
+
+    Returns
+    -------
+    Array
+        One loss per row, (rows,).
+    """
     xp = X.__array_namespace__()
     z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
     return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
@@ -75,8 +124,28 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
 def init_params(
     model: str, features: int, hidden: int = 32, seed: int = 0, dtype: Any = np.float64
 ) -> dict:
-    """The CLI models' starting parameters (logistic regression: zeros; the MLP: scaled
-    normal weights, zero biases), in ``dtype`` (the data's, so that training stays in it)."""
+    """The CLI models' starting parameters.
+
+    Logistic regression: zeros; the MLP: scaled normal weights, zero biases.
+
+    Parameters
+    ----------
+    model : {"logreg", "mlp"}
+        The model.
+    features : int
+        The input features.
+    hidden : int, default 32
+        The MLP's hidden units.
+    seed : int, default 0
+        The random seed.
+    dtype : dtype, default numpy.float64
+        The data's dtype, so that training stays in it.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The parameters.
+    """
     rng = np.random.default_rng(seed)
     if model == "logreg":
         p = {"w": np.zeros(features), "b": np.zeros(())}
@@ -92,7 +161,20 @@ def init_params(
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin") -> FitResult:
     """The command line: synthetic data (or ``--data``), the memory plan of a step, then
-    :func:`~cubed_plugin._fit.fit` with a progress bar and the measured task memory."""
+    :func:`~cubed_plugin._fit.fit` with a progress bar and the measured task memory.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments (None: ``sys.argv[1:]``); ``--help`` lists them.
+    prog : str, default "python -m cubed_plugin"
+        The program's name in the help.
+
+    Returns
+    -------
+    FitResult
+        The run's result.
+    """
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument(
@@ -284,7 +366,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
 
 
 def run(prog: str = "python -m cubed_plugin") -> None:
-    """:func:`main` as a program: a refusal or a failed step exits with its message."""
+    """:func:`main` as a program: a refusal or a failed step exits with its message.
+
+    Parameters
+    ----------
+    prog : str, default "python -m cubed_plugin"
+        The program's name in the help.
+    """
     try:
         main(prog=prog)
     except MemoryLimitError as e:

@@ -20,8 +20,16 @@ __all__ = ["MemoryRecorder", "Overrun", "Progress"]
 
 
 class Progress(cubed.Callback):
-    """A tqdm progress bar of a step's tasks (a ``cubed.Callback``; Cubed's own diagnostics
-    pull rich and pandas)."""
+    """A tqdm progress bar of a step's tasks (a ``cubed.Callback``; Cubed's own diagnostics pull
+    rich and pandas).
+
+    Parameters
+    ----------
+    desc : str, default "step"
+        The bar's label.
+    disable : bool, default False
+        No bar.
+    """
 
     def __init__(self, desc: str = "step", disable: bool = False) -> None:
         self.desc, self.disable, self.bar = desc, disable, None
@@ -43,7 +51,25 @@ class Progress(cubed.Callback):
 
 @dataclass(frozen=True)
 class Overrun:
-    """A task whose measured peak went over its projection or over ``allowed_mem``."""
+    """A task whose measured peak went over its projection or over ``allowed_mem``.
+
+    ``str()`` of it is one line naming the op, its part of the program and the figures.
+
+    Parameters
+    ----------
+    op : str
+        Cubed's name of the op.
+    part : str
+        The part of the program it computes (``cubed_plugin.memory.part_of``).
+    measured : int
+        The largest measured task peak of the op (bytes).
+    projected : int
+        Its projected task memory.
+    allowed : int
+        ``allowed_mem``.
+    reserved : int
+        ``reserved_mem``.
+    """
 
     op: str  # Cubed's name of the op
     part: str  # the part of the program it computes (cubed_plugin.memory.part_of)
@@ -70,10 +96,22 @@ class Overrun:
 
 
 class MemoryRecorder(cubed.Callback):
-    """Measured against projected task memory, per op (a ``cubed.Callback``), with the part of
-    the program each op computes. Only executors that measure tasks (processes, dask, ...)
-    report measured peaks; :meth:`overruns` lists the ops whose measured peak went over their
-    projection or ``allowed_mem``."""
+    """Measured against projected task memory, per op (a ``cubed.Callback``), with the part of the
+    program each op computes.
+
+    Only executors that measure tasks (processes, dask, ...) report measured peaks;
+    :meth:`overruns` lists the ops whose measured peak went over their projection or
+    ``allowed_mem``, and :meth:`table` prints every op's figures (``FitResult.memory`` is one).
+
+    Parameters
+    ----------
+    per_task : bool, default True
+        False when the executor's measured peaks are not each task's own (a worker reused for
+        many tasks reports its lifetime peak): they are not recorded, and the table says the
+        executor cannot measure.
+    why : str, default ""
+        Why it cannot, for the table.
+    """
 
     def __init__(self, per_task: bool = True, why: str = "") -> None:
         # per_task False: the executor's measured peaks are not each task's own (a worker
@@ -87,6 +125,17 @@ class MemoryRecorder(cubed.Callback):
         self.parts: dict[str, str] = {}
         self.limits: dict[str, tuple[int, int]] = {}  # (allowed_mem, reserved_mem)
         self.steps: list[list[str]] = []  # the ops of each compute, in plan order
+
+    def __repr__(self) -> str:
+        measured = (
+            f"{len(self.measured)} measured, {len(self.overruns())} over"
+            if self.measured
+            else "none measured"
+        )
+        return (
+            f"MemoryRecorder({len(self.steps)} computes, {len(self.projected)} ops projected, "
+            f"largest task {format_bytes(self.max_projected())}, {measured}; .table() shows them)"
+        )
 
     def on_compute_start(self, event: Any) -> None:
         ops = []
@@ -106,12 +155,33 @@ class MemoryRecorder(cubed.Callback):
             self.measured[event.name] = max(self.measured.get(event.name, 0), int(m))
 
     def report(self) -> list[tuple[str, int, int | None]]:
+        """Every op recorded, with its figures.
+
+        Returns
+        -------
+        list of (str, int, int or None)
+            ``(op, projected bytes, measured bytes or None)``.
+        """
         return [(op, p, self.measured.get(op)) for op, p in self.projected.items()]
 
     def max_projected(self) -> int:
+        """The largest projected task memory of any op.
+
+        Returns
+        -------
+        int
+            Bytes (0 when nothing was recorded).
+        """
         return max(self.projected.values(), default=0)
 
     def over(self) -> dict[str, tuple[int, int]]:
+        """The ops whose measured peak went over their projection.
+
+        Returns
+        -------
+        dict of str to (int, int)
+            ``{op: (measured, projected)}``.
+        """
         return {
             op: (m, self.projected[op])
             for op, m in self.measured.items()
@@ -119,8 +189,18 @@ class MemoryRecorder(cubed.Callback):
         }
 
     def overruns(self, ops: Sequence[str] | None = None) -> list[Overrun]:
-        """The ops (of ``ops``; default: all recorded) whose measured task peak went
-        over their projection or over ``allowed_mem``, largest excess first."""
+        """The ops whose measured task peak went over their projection or over ``allowed_mem``.
+
+        Parameters
+        ----------
+        ops : sequence of str, optional
+            The ops considered (default: all recorded).
+
+        Returns
+        -------
+        list of Overrun
+            Largest excess first.
+        """
         out = []
         for op in self.projected if ops is None else ops:
             m = self.measured.get(op)
@@ -132,9 +212,22 @@ class MemoryRecorder(cubed.Callback):
         return sorted(out, key=lambda o: o.projected - o.measured)
 
     def table(self, allowed_mem: int | None = None) -> str:
-        """Measured against projected task memory per op of the last step, with the
-        part of the program each computes; an op's measured peak is the largest over
-        every step at its place in the plan (the steps' plans have one shape)."""
+        """Measured against projected task memory per op of the last step, as text.
+
+        One line per op of the last step's plan: its kind, projected and measured task memory, their
+        ratio and the part of the program it computes; an op's measured peak is the largest over
+        every step at its place in the plan (the steps' plans have one shape).
+
+        Parameters
+        ----------
+        allowed_mem : int, optional
+            Adds a line with the limit and the number of steps.
+
+        Returns
+        -------
+        str
+            The table ("no step computed" before any).
+        """
         if not self.steps:
             return "no step computed"
         last = self.steps[-1]
@@ -157,7 +250,13 @@ class MemoryRecorder(cubed.Callback):
         return "\n".join(lines)
 
     def cannot_measure(self) -> str:
-        """Why no task's peak of its own was measured."""
+        """Why no task's peak of its own was measured.
+
+        Returns
+        -------
+        str
+            The reason, for the table.
+        """
         return "this executor cannot measure a task's own peak" + (
             f" ({self.why})"
             if self.why

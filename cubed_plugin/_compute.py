@@ -56,8 +56,22 @@ def _cubed_arrays(trees: tuple) -> tuple[list[Any], Any]:
 
 
 def plan(*trees: Any, optimize_graph: bool = True, optimize_function: Any = SOUND) -> Any:
-    """Cubed's plan (``cubed.plan``) of all the arrays in ``trees``, computed together, made with
-    ``optimize_function``: ``graph_fusion()`` when not given, Cubed's own with None."""
+    """Cubed's plan (``cubed.plan``) of all the arrays in ``trees``, computed together.
+
+    Parameters
+    ----------
+    *trees : pytree
+        Lazy arrays (ours or Cubed's) in any pytrees.
+    optimize_graph : bool, default True
+        Let Cubed optimize the plan.
+    optimize_function : optional
+        The optimizer: ``graph_fusion()`` when not given, Cubed's own with None.
+
+    Returns
+    -------
+    cubed plan
+        The plan, as ``cubed.plan`` returns it.
+    """
     import cubed
 
     arrays, _ = _cubed_arrays(trees)
@@ -157,16 +171,36 @@ def check(
     executor: Any = None,
     compute_kwargs: dict | None = None,
 ) -> Any:
-    """Raise :class:`MemoryLimitError`, before anything runs, if a task of the plan would
-    exceed ``allowed_mem`` (naming the op, the part of the program it computes, its projected
-    memory and the limit); return the plan.
+    """Raise :class:`MemoryLimitError`, before anything runs, if a task of the plan would exceed
+    ``allowed_mem``; return the plan.
 
-    ``optimize_function``: the one the computation will use (default ``graph_fusion()``, as
-    :func:`compute`; None: Cubed's own, as ``cubed.compute``, whose projections can fall short
-    on gradient graphs: each such task is warned of, with its projection and what it can
-    hold). Warns (:class:`~cubed_plugin.memory.ReservedMemWarning`) when the Spec's
-    ``reserved_mem`` is below what a worker of ``executor`` (None: Cubed's default) measurably
-    holds."""
+    The error names the op, the part of the program it computes, its projected memory and the
+    limit. Warns (:class:`~cubed_plugin.memory.ReservedMemWarning`) when the Spec's
+    ``reserved_mem`` is below what a worker of ``executor`` measurably holds.
+
+    Parameters
+    ----------
+    *trees : pytree
+        Lazy arrays (ours or Cubed's) in any pytrees, planned together.
+    optimize_function : optional
+        The one the computation will use (default ``graph_fusion()``, as :func:`compute`; None:
+        Cubed's own, as ``cubed.compute``, whose projections can fall short on gradient graphs:
+        each such task is warned of, with its projection and what it can hold).
+    executor : optional
+        The executor the computation will run on, or its name (None: Cubed's default).
+    compute_kwargs : dict, optional
+        What the computation will pass to ``cubed.compute`` (a Dask cluster's address).
+
+    Returns
+    -------
+    cubed plan
+        The plan (as :func:`plan`).
+
+    Raises
+    ------
+    MemoryLimitError
+        If a task's projected memory exceeds ``allowed_mem``.
+    """
     opt = _optimizer(optimize_function)
     p = plan(*trees, optimize_function=opt)
     specs = [a.spec for a in _cubed_arrays(trees)[0] if hasattr(a, "spec")]
@@ -189,11 +223,28 @@ def check(
 
 
 def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: Any) -> Any:
-    """Compute every lazy array in ``trees`` (our arrays or Cubed's, in any pytrees) in one
-    Cubed plan, so shared inputs are read once; return the trees with NumPy arrays in their
-    place (a single tree when one is given). ``executor`` is a Cubed executor or its name;
-    ``kwargs`` go to ``cubed.compute``. The plan is made with ``graph_fusion()`` unless
-    ``optimize_function`` is given (None: Cubed's own optimizer)."""
+    """Compute every lazy array in ``trees`` in one Cubed plan, so shared inputs are read once.
+
+    The plan is made with ``graph_fusion()`` unless ``optimize_function`` is given (None: Cubed's
+    own optimizer).
+
+    Parameters
+    ----------
+    *trees : pytree
+        Our arrays or Cubed's, in any pytrees.
+    executor : optional
+        A Cubed executor or its name (:func:`~cubed_plugin.make_executor`).
+    callbacks : optional
+        Cubed callbacks (:class:`~cubed_plugin.train.Progress`,
+        :class:`~cubed_plugin.train.MemoryRecorder`).
+    **kwargs
+        Passed to ``cubed.compute`` (``optimize_function`` among them).
+
+    Returns
+    -------
+    pytree or tuple of pytree
+        The trees with NumPy arrays in place of the lazy ones (a single tree when one is given).
+    """
     import cubed
 
     arrays, td = _cubed_arrays(trees)
@@ -208,5 +259,20 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
 
 
 def visualize(*trees: Any, filename: str = "cubed", format: str | None = None) -> Any:
-    """Cubed's drawing of the plan of ``trees`` (needs graphviz)."""
+    """Cubed's drawing of the plan of ``trees`` (needs graphviz).
+
+    Parameters
+    ----------
+    *trees : pytree
+        Lazy arrays in any pytrees.
+    filename : str, default "cubed"
+        The file written (without its suffix).
+    format : str, optional
+        The image format (Cubed's default when None).
+
+    Returns
+    -------
+    object
+        What ``cubed.visualize`` returns (an image object in a notebook).
+    """
     return plan(*trees).visualize(filename=filename, format=format)

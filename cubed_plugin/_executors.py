@@ -64,8 +64,8 @@ def make_executor(
     beam_mode: str = "in_memory",
     retries: int = 2,
 ) -> Any:
-    """A Cubed executor by ``name`` (one of :data:`ENGINES`), set up to run on this machine
-    (or on the cluster named) with retries where the engine has them:
+    """A Cubed executor by ``name`` (one of :data:`ENGINES`), set up to run on this machine (or on
+    the cluster named) with retries where the engine has them.
 
     - "single-threaded", "threads": tasks in this process (threads: several at once, so two
       tasks and the driver's own data share one process).
@@ -90,7 +90,33 @@ def make_executor(
       a task once unless told otherwise); its Python workers run this interpreter
       (``PYSPARK_PYTHON`` is set to ``sys.executable`` when unset).
 
-    Each needs its extra (``pip install 'pycograd-xp[NAME]'``; ImportError says which)."""
+    Each needs its extra (``pip install 'pycograd-xp[NAME]'``; ImportError says which).
+
+    Parameters
+    ----------
+    name : str
+        The engine, as above.
+    workers : int, optional
+        Tasks (worker processes, CPUs) at a time; the engine's default when None.
+    scheduler : str, optional
+        "dask": an existing cluster's scheduler address.
+    ray_address : str, optional
+        "ray": an existing cluster's address ("auto": the local one).
+    beam_mode : str, default "in_memory"
+        "beam": the DirectRunner's mode.
+    retries : int, default 2
+        Retries of a failed task, where the engine has them.
+
+    Returns
+    -------
+    cubed executor
+        For ``fit(executor=...)``, :func:`~cubed_plugin.compute` and ``cubed.compute``.
+
+    Raises
+    ------
+    ImportError
+        If the engine's extra is not installed, naming it.
+    """
     from ._cubed_seam import create_executor, dask_executor
 
     if name not in ENGINES:
@@ -167,8 +193,9 @@ def measures_each_task(executor: Any) -> tuple[bool, str]:
 
 
 class NoRetryWarning(UserWarning):
-    """The executor cannot retry a task whose worker dies in the mode it runs: a worker
-    killed fails the run (resume it from ``fit``'s checkpoint)."""
+    """The executor cannot retry a task whose worker dies in the mode it runs: a worker killed
+    fails the run (resume it from ``fit``'s checkpoint).
+    """
 
 
 def no_retry(executor: Any) -> str | None:
@@ -245,14 +272,35 @@ def make_spec(
     executor: Any = None,
     compute_kwargs: dict | None = None,
 ) -> Any:
-    """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds
-    before any data: when ``reserved_mem`` is None (the default) it is measured
-    (:func:`worker_baseline`: a small task run on ``executor``, once per executor) and 10%
-    added, as Cubed's own tests do (tasks' imports and buffers vary a little). ``executor``:
-    the one the spec will compute with (an executor, its name, or None: Cubed's default,
-    "threads", whose tasks run in this process and get a fresh worker's baseline). An executor
-    that cannot be measured raises RuntimeError saying why (then give ``reserved_mem``).
-    ``work_dir``: Cubed's intermediate storage (a new temporary directory when None)."""
+    """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds before any
+    data.
+
+    Parameters
+    ----------
+    allowed_mem : str or int, default "1GB"
+        The memory each task may use, ``reserved_mem`` included.
+    reserved_mem : str or int, optional
+        None (the default): measured (:func:`worker_baseline`: a small task run on ``executor``,
+        once per executor) and 10% added, as Cubed's own tests do (tasks' imports and buffers
+        vary a little).
+    work_dir : str, optional
+        Cubed's intermediate storage (a new temporary directory when None).
+    executor : optional
+        The one the spec will compute with (an executor, its name, or None: Cubed's default,
+        "threads", whose tasks run in this process and get a fresh worker's baseline).
+    compute_kwargs : dict, optional
+        Passed to ``cubed.compute`` when measuring (a Dask cluster's address).
+
+    Returns
+    -------
+    cubed.Spec
+        The spec.
+
+    Raises
+    ------
+    RuntimeError
+        If ``executor`` cannot be measured, saying why (then give ``reserved_mem``).
+    """
     import cubed
 
     work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
@@ -265,18 +313,31 @@ def make_spec(
 def measuring_processes(
     preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"),
 ) -> Any:
-    """A Cubed executor (for ``fit(executor=...)`` or ``cubed.compute(executor=...)``) under
-    which each task's measured peak is its own: Cubed's processes executor with every task in
-    a fresh worker (``max_tasks_per_child=1``) forked from a server that has already imported
-    ``preload`` (a fork, not an interpreter start, per task). A spawned worker reused for
-    several tasks reports its largest so far, and one started with exec starts from its
-    parent's lifetime peak; a forked one starts from the server's current, small, resident set.
+    """A Cubed executor under which each task's measured peak is its own.
+
+    Cubed's processes executor with every task in a fresh worker (``max_tasks_per_child=1``)
+    forked from a server that has already imported ``preload`` (a fork, not an interpreter
+    start, per task). A spawned worker reused for several tasks reports its largest so far, and
+    one started with exec starts from its parent's lifetime peak; a forked one starts from the
+    server's current, small, resident set.
 
     One change to Cubed's executor: a compute returns only after its pool has stopped every
     worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
     in 3.11) then races with a worker leaving after its one task: the pool's manager thread
     finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
-    for at exit, forever. A failed compute also waits for its running tasks first."""
+    for at exit, forever. A failed compute also waits for its running tasks first.
+
+    Parameters
+    ----------
+    preload : sequence of str
+        Modules the fork server imports once (default: numpy, zarr, cubed, pycograd_xp and
+        cubed_plugin.steps).
+
+    Returns
+    -------
+    cubed executor
+        For ``fit(executor=...)`` or ``cubed.compute(executor=...)``.
+    """
     import multiprocessing
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
@@ -387,22 +448,40 @@ def _measure_fresh(work_dir: str) -> int:
 def worker_baseline(
     executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
 ) -> int:
-    """The memory, in bytes, that a process running one of ``executor``'s tasks holds before
-    the task adds any data: the peak Cubed measures for a small task (one Zarr block read and
-    written, the libraries a gradient step loads), measured once per executor and cached.
+    """The memory, in bytes, that a process running one of ``executor``'s tasks holds before the
+    task adds any data.
 
-    ``executor``: a Cubed executor, its name, or None (Cubed's default, "threads"). Executors
-    that run tasks in worker processes and measure them (processes, ``measuring_processes()``,
-    dask, lithops, modal) are measured themselves (Cubed's processes executor starts its
-    workers from this process by fork and exec, and they report this process's peak as
-    theirs: that is its baseline). Executors that run tasks inside this
-    process (single-threaded, threads) measure nothing per task: their baseline is that of a
-    fresh Python process that imports the same libraries and runs the task itself, the least
-    any process running the task holds (this process holds that plus its own data). An executor
-    that neither measures its tasks nor runs them here raises RuntimeError saying so (give
-    ``reserved_mem`` yourself then). ``work_dir`` holds the small arrays (a temporary
-    directory when None; a remote executor needs one its workers can reach);
-    ``compute_kwargs`` go to ``cubed.compute`` (a Dask cluster's address)."""
+    The peak Cubed measures for a small task (one Zarr block read and written, the libraries a
+    gradient step loads), measured once per executor and cached. Executors that run tasks in
+    worker processes and measure them (processes, ``measuring_processes()``, dask, lithops,
+    modal) are measured themselves (Cubed's processes executor starts its workers from this
+    process by fork and exec, and they report this process's peak as theirs: that is its
+    baseline). Executors that run tasks inside this process (single-threaded, threads) measure
+    nothing per task: their baseline is that of a fresh Python process that imports the same
+    libraries and runs the task itself, the least any process running the task holds (this
+    process holds that plus its own data).
+
+    Parameters
+    ----------
+    executor : optional
+        A Cubed executor, its name, or None (Cubed's default, "threads").
+    work_dir : str, optional
+        Holds the small arrays (a temporary directory when None; a remote executor needs one its
+        workers can reach).
+    compute_kwargs : dict, optional
+        Passed to ``cubed.compute`` (a Dask cluster's address).
+
+    Returns
+    -------
+    int
+        The baseline, in bytes.
+
+    Raises
+    ------
+    RuntimeError
+        For an executor that neither measures its tasks nor runs them here (give
+        ``reserved_mem`` yourself then).
+    """
     ex = executor_of(executor)
     key = _key(ex, compute_kwargs)
     if key in _BASELINES:

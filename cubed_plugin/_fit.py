@@ -48,6 +48,26 @@ __all__ = ["FitResult", "fit"]
 
 @dataclass
 class FitResult:
+    """What :func:`fit` returns: the trained state, the history and the measured memory.
+
+    Parameters
+    ----------
+    params : pytree of numpy.ndarray
+        The trained parameters, in the structure and dtypes they were given in.
+    opt_state : pytree
+        The optimizer's state (an :class:`~pycograd_xp.optim.LBFGSState` for L-BFGS).
+    step : int
+        Steps done (a resumed run counts those before it).
+    key : pycograd_xp.random.Key
+        The key batches were drawn with.
+    history : dict of str to list of float
+        Per step: ``"loss"``, ``"seconds"`` (and ``"passes"`` over the data for L-BFGS).
+    memory : MemoryRecorder, optional
+        The run's measured against projected task memory per op
+        (:class:`~cubed_plugin.train.MemoryRecorder`): ``result.memory.table()`` prints it,
+        ``result.memory.overruns()`` lists the ops over.
+    """
+
     params: Any  # NumPy arrays
     opt_state: Any
     step: int
@@ -158,25 +178,15 @@ def fit(
     compute_kwargs: dict | None = None,
     memory_overrun: str = "raise",
 ) -> FitResult:
-    """Train ``params`` (a pytree of NumPy arrays, or arrays of an eager namespace) on ``data``
-    (Cubed arrays, e.g. ``cubed.from_zarr``, chunked along their rows and whole along the
-    other axes) to minimize ``loss(params, *data)``.
+    """Train ``params`` on chunked ``data`` to minimize ``loss(params, *data)``, every task's
+    memory checked before it runs.
 
-    ``mode``: "one-pass" (the loss must be a :func:`~cubed_plugin.row_loss`), "graph", or "auto"
-    (one-pass when the loss declares itself row-separable). ``steps`` or ``epochs`` (a pass over
-    all chunks); ``batch_rows`` rows per step (a multiple of the row chunk; None: full batch),
-    drawn by ``key`` per epoch. Every step's plan is checked against ``allowed_mem`` first. With
-    ``checkpoint_dir`` the state (parameters, optimizer state, step, key) is saved every
-    ``checkpoint_every`` steps, atomically, and a run that finds a checkpoint resumes from it.
-    The parameters keep the floating dtype they are given in (Python numbers: float64), as in
-    JAX and PyTorch: float32 parameters on float32 data train in float32; when parameters and
-    data differ in dtype, NumPy promotes in each task (``log`` says so) and the copies it makes
-    are in each task's projected memory. ``executor``: a Cubed executor (``make_executor``
-    makes one with options: a scheduler address, a Ray address, Beam's mode, retries) or its
-    name ("single-threaded", "threads", "processes", "dask", "ray", "beam", "lithops",
-    "spark"; each engine is an extra); ``compute_kwargs`` go to ``cubed.compute``.
-    ``allowed_mem`` bounds each task, not a process: on "threads" two tasks and the driver
-    share one process.
+    Every step's plan is checked against ``allowed_mem`` first. The parameters keep the
+    floating dtype they are given in (Python numbers: float64), as in JAX and PyTorch: float32
+    parameters on float32 data train in float32; when parameters and data differ in dtype,
+    NumPy promotes in each task (``log`` says so) and the copies it makes are in each task's
+    projected memory. ``allowed_mem`` bounds each task, not a process: on "threads" two tasks
+    and the driver share one process.
 
     Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
     refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names
@@ -203,6 +213,92 @@ def fit(
     the passes done by the end of each step; the log and the progress bars count them.
     Checkpoints hold the solver's state (the loss and gradient at the parameters included:
     a resumed run computes nothing again).
+
+    Parameters
+    ----------
+    loss : callable
+        ``loss(params, *data)``, a real scalar; a :func:`~cubed_plugin.row_loss` for the
+        one-pass mode.
+    params : pytree
+        NumPy arrays, or arrays of an eager namespace (real floating point).
+    data : sequence of cubed arrays
+        E.g. ``cubed.from_zarr``, chunked along their rows and whole along the other axes
+        (arrays of ``namespace(cubed)`` too).
+    optimizer : GradientTransformation or LBFGS
+        ``optim.adam(...)``, ``optim.sgd(...)``, ... or ``optim.lbfgs()`` (see above).
+    steps : int, optional
+        Steps to run (give exactly one of ``steps`` and ``epochs``).
+    epochs : int, optional
+        Passes over all chunks.
+    batch_rows : int, optional
+        Rows per step: a multiple of the row chunk, drawn by ``key`` per epoch (None: full
+        batch).
+    spec : cubed.Spec, optional
+        The spec (None: the data's).
+    executor : optional
+        A Cubed executor (:func:`~cubed_plugin.make_executor` makes one with options: a
+        scheduler address, a Ray address, Beam's mode, retries) or its name
+        ("single-threaded", "threads", "processes", "dask", "ray", "beam", "lithops",
+        "spark"; each engine is an extra).
+    callbacks : sequence, default ()
+        More Cubed callbacks for every compute.
+    checkpoint_dir : str, optional
+        Save the state (parameters, optimizer state, step, key) there every
+        ``checkpoint_every`` steps, atomically; a run that finds a checkpoint resumes from it.
+    checkpoint_every : int, default 1
+        Steps between checkpoints.
+    mode : {"auto", "one-pass", "graph"}, default "auto"
+        "one-pass" (the loss must be a :func:`~cubed_plugin.row_loss`), "graph", or "auto"
+        (one-pass when the loss declares itself row-separable).
+    key : pycograd_xp.random.Key, optional
+        Draws the batches (None: ``random.key(0)``).
+    progress : bool, default True
+        Progress bars of each step's tasks.
+    log : callable or None, default print
+        Called with a line per step and the run's notes (None: silent).
+    compute_kwargs : dict, optional
+        Passed to ``cubed.compute``.
+    memory_overrun : {"raise", "warn"}, default "raise"
+        What a measured overrun does (see above).
+
+    Returns
+    -------
+    FitResult
+        The trained parameters (NumPy arrays), the optimizer state, the step, the key, the
+        history and the measured memory (``result.memory.table()``).
+
+    Raises
+    ------
+    MemoryLimitError
+        Before a step runs, when a task's projection exceeds ``allowed_mem``.
+    TaskMemoryError
+        After a step, when a task measured more than its projection or ``allowed_mem``.
+    ValueError
+        For inconsistent arguments (both or neither of ``steps`` and ``epochs``, an unknown
+        ``mode``, ``batch_rows`` not made of whole chunks, data of different rows).
+    TypeError
+        For a one-pass mode without a ``row_loss``, or a parameter not real floating point.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np, cubed, cubed.array_api as cxp
+    >>> from pycograd_xp import optim
+    >>> from cubed_plugin import fit, row_loss
+    >>> @row_loss
+    ... def squared_error(p, X, y):
+    ...     return (X @ p["w"] - y) ** 2
+    >>> rng = np.random.default_rng(0)
+    >>> Xn = rng.standard_normal((1000, 3))
+    >>> spec = cubed.Spec(tempfile.mkdtemp(), allowed_mem="200MB", reserved_mem="100MB")
+    >>> X = cxp.asarray(Xn, chunks=(250, 3), spec=spec)
+    >>> y = cxp.asarray(Xn @ np.array([1.0, -2.0, 0.5]), chunks=(250,), spec=spec)
+    >>> result = fit(squared_error, {"w": np.zeros(3)}, (X, y), optim.adam(0.1), steps=3,
+    ...              progress=False, log=None)
+    >>> result.step, len(result.history["loss"])
+    (3, 3)
+    >>> result.memory
+    MemoryRecorder(3 computes, ...; .table() shows them)
     """
     if (steps is None) == (epochs is None):
         raise ValueError("fit: give exactly one of steps= or epochs=")

@@ -61,9 +61,21 @@ __all__ = [
 
 
 class TaskMemoryError(RuntimeError):
-    """A task's measured peak above its projection or above ``allowed_mem`` (raised by ``fit``
-    after the step that measured it; ``overruns`` lists them, ``recorder`` has every op's
-    figures)."""
+    """A task's measured peak above its projection or above ``allowed_mem``.
+
+    Raised by ``fit`` after the step that measured it (the parameters are not updated with that
+    step).
+
+    Parameters
+    ----------
+    message : str
+        The message (naming the op, its part of the loss, both figures and the limit).
+    overruns : list of Overrun, optional
+        The ops over, largest excess first (:class:`~cubed_plugin.train.Overrun`).
+    recorder : MemoryRecorder, optional
+        Every op's figures (:class:`~cubed_plugin.train.MemoryRecorder`; ``.table()`` prints
+        them).
+    """
 
     def __init__(self, message: str, overruns: list | None = None, recorder: Any = None) -> None:
         super().__init__(message)
@@ -471,27 +483,57 @@ def plan_rows(
     batch_rows: int | None = None,
     **kwargs: Any,
 ) -> tuple[int, ChunkedProjection]:
-    """The most rows per chunk (of the ``data`` arguments, chunked along their first axis and
-    whole along the others) for which every task of the step fits ``allowed_mem``, and the
-    projection at that size. ``args`` at positions ``data`` are
-    :func:`~pycograd_xp.memory.spec` objects of ``rows`` rows; nothing is computed.
+    """The most rows per chunk for which every task of the step fits ``allowed_mem``, and the
+    projection at that size.
 
-    ``mode`` is the step planned, as ``fit`` runs it:
+    The ``data`` arguments are chunked along their first axis and whole along the others;
+    nothing is computed.
 
-    - ``"graph"``: ``value_and_grad(f, argnums)`` on ``namespace(cubed)``, computed with
-      ``graph_fusion`` (``fit``'s graph mode, ``cubed_plugin.compute``); parameters may be
-      arrays of ``namespace(cubed)`` or NumPy arrays (made Cubed arrays as ``fit`` makes them);
-    - ``"one-pass"``: ``fit``'s one-pass step (one task per row chunk runs the chunk's forward
-      and backward): ``f`` is a :func:`~cubed_plugin.row_loss` and ``args`` are
-      ``(params, *data)``; its tasks hold a whole chunk's step, so its chunks are smaller;
-    - ``"auto"`` (default): what ``fit(mode="auto")`` runs: one-pass for a ``row_loss``, else
-      graph.
+    Parameters
+    ----------
+    f : callable
+        The loss (a :func:`~cubed_plugin.row_loss` for the one-pass mode).
+    *args : pytree
+        Its arguments; those at positions ``data`` are :func:`~pycograd_xp.memory.spec`
+        objects of ``rows`` rows.
+    rows : int
+        The rows of the data.
+    data : sequence of int, default (1,)
+        The positions of the data arguments.
+    argnums : int or sequence of int, default 0
+        The arguments differentiated (the parameters).
+    backend : cubed.Spec, optional
+        The spec (its ``allowed_mem`` and ``reserved_mem``).
+    mode : {"auto", "graph", "one-pass"}, default "auto"
+        The step planned, as ``fit`` runs it:
 
-    ``batch_rows``: ``fit``'s mini-batch rows; a batch is made of whole chunks, so only chunk
-    sizes that divide it are considered. ``backend``: the ``cubed.Spec`` (its
-    ``allowed_mem`` and ``reserved_mem``). Raises :class:`MemoryLimitError` explaining why
-    when even the smallest chunk does not fit (then the parameters or a per-row op alone are
-    too large)."""
+        - ``"graph"``: ``value_and_grad(f, argnums)`` on ``namespace(cubed)``, computed with
+          ``graph_fusion`` (``fit``'s graph mode, ``cubed_plugin.compute``); parameters may be
+          arrays of ``namespace(cubed)`` or NumPy arrays (made Cubed arrays as ``fit`` makes
+          them);
+        - ``"one-pass"``: ``fit``'s one-pass step (one task per row chunk runs the chunk's forward
+          and backward): ``f`` is a :func:`~cubed_plugin.row_loss` and ``args`` are
+          ``(params, *data)``; its tasks hold a whole chunk's step, so its chunks are smaller;
+        - ``"auto"``: what ``fit(mode="auto")`` runs: one-pass for a ``row_loss``, else graph.
+    batch_rows : int, optional
+        ``fit``'s mini-batch rows; a batch is made of whole chunks, so only chunk sizes that
+        divide it are considered.
+    **kwargs
+        Keyword arguments of ``f``.
+
+    Returns
+    -------
+    rows_per_chunk : int
+        The largest chunk that fits.
+    projection : ChunkedProjection
+        The projection at that size.
+
+    Raises
+    ------
+    MemoryLimitError
+        Explaining why, when even the smallest chunk does not fit (then the parameters or a
+        per-row op alone are too large).
+    """
     from .steps import RowLoss
 
     if mode not in ("auto", "one-pass", "graph"):

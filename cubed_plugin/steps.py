@@ -29,8 +29,18 @@ from pycograd_xp.tree import tree_flatten, tree_unflatten
 
 @dataclass(frozen=True)
 class RowLoss:
-    """A loss that is a mean (or sum) over independent rows: ``per_row(params, *rows)`` gives
-    one loss per row (a vector), in any namespace. Calling it gives the reduced loss."""
+    """A loss that is a mean (or sum) over independent rows (made by :func:`row_loss`).
+
+    ``per_row(params, *rows)`` gives one loss per row (a vector), in any namespace. Calling it,
+    ``loss(params, *data)``, gives the reduced loss.
+
+    Parameters
+    ----------
+    per_row : callable
+        ``per_row(params, *rows) -> losses of shape (rows,)``.
+    reduction : {"mean", "sum"}, default "mean"
+        How the rows' losses are reduced.
+    """
 
     per_row: Callable[..., Any]
     reduction: str = "mean"
@@ -42,8 +52,37 @@ class RowLoss:
 
 
 def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mean") -> Any:
-    """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable (decorator,
-    with or without arguments): the training driver may then use the one-pass mode."""
+    """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable.
+
+    A decorator, with or without arguments: the training driver (``fit``) may then use the
+    one-pass mode.
+
+    Parameters
+    ----------
+    per_row : callable, optional
+        The per-row loss (None: ``row_loss(reduction=...)`` returns the decorator).
+    reduction : {"mean", "sum"}, default "mean"
+        How the rows' losses are reduced.
+
+    Returns
+    -------
+    RowLoss
+        The loss (a decorator making one, without ``per_row``).
+
+    Raises
+    ------
+    ValueError
+        If ``reduction`` is not "mean" or "sum".
+
+    Examples
+    --------
+    >>> from cubed_plugin import row_loss
+    >>> @row_loss
+    ... def squared_error(params, X, y):
+    ...     return (X @ params["w"] - y) ** 2
+    >>> squared_error.reduction
+    'mean'
+    """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"row_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
     if per_row is None:

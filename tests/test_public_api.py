@@ -9,6 +9,8 @@ out of ``__all__``), plus ``cubed_plugin``'s when Cubed is installed. For every 
   constructor's), written ``name : type`` (``*primals`` may be written with or without its
   stars). Exempt: ``self``/``cls``, and ``*args``/``**kwargs`` spelled exactly so, the
   convention for arguments passed through to a user's function;
+- a callable object (``cubed_plugin.train.logreg_loss``, a ``row_loss``) is documented by its
+  class;
 - a ``Returns`` (or ``Yields``) section, unless it is a class or is annotated ``-> None``
   (numpydoc's exemptions);
 - the same for each public method and property a public class defines itself (a property needs
@@ -61,8 +63,12 @@ def _public() -> dict[str, object]:
         names = list(mod.__all__) + (["compile"] if modname == "pycograd_xp" else [])
         for name in names:
             obj = getattr(mod, name)
-            if not callable(obj) or id(obj) in seen or not _ours(obj):
-                continue  # data (constants, type aliases of other types), names exported twice
+            if not callable(obj) or not _ours(obj):
+                continue  # data (constants, type aliases of other types)
+            if not (inspect.isroutine(obj) or inspect.isclass(obj)):
+                obj = type(obj)  # a callable object (a row_loss): its class documents it
+            if id(obj) in seen:
+                continue  # exported twice
             seen.add(id(obj))
             found[f"{modname}.{name}"] = obj
             if inspect.isclass(obj) and not getattr(obj, "_is_protocol", False):
