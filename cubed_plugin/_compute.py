@@ -237,7 +237,7 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
     callbacks : optional
         Cubed callbacks (:class:`~cubed_plugin.train.Progress`,
         :class:`~cubed_plugin.train.MemoryRecorder`).
-    **kwargs
+    **kwargs : Any
         Passed to ``cubed.compute`` (``optimize_function`` among them).
 
     Returns

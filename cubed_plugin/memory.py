@@ -518,7 +518,7 @@ def plan_rows(
     batch_rows : int, optional
         ``fit``'s mini-batch rows; a batch is made of whole chunks, so only chunk sizes that
         divide it are considered.
-    **kwargs
+    **kwargs : Any
         Keyword arguments of ``f``.
 
     Returns

@@ -641,9 +641,7 @@ def adamw(
 
 
 class Optimizer:
-    """A transformation and its state, for PyTorch-style loops.
-
-    .. code-block:: python
+    """A transformation and its state, for PyTorch-style loops::
 
         opt = Optimizer(adam(1e-3), params)
         params = opt.step(params, grads)
@@ -930,8 +928,24 @@ class LBFGS:
 
     Parameters
     ----------
-    fun, value_and_grad, memory_size, gtol, ftol, xtol, c1, c2, max_linesearch, curvature_eps
-        As :func:`lbfgs`'s.
+    fun : callable, optional
+        The function minimized (see :func:`lbfgs` for this and the others).
+    value_and_grad : bool, default False
+        Whether ``fun`` returns ``(loss, grads)``.
+    memory_size : int, default 10
+        Curvature pairs kept.
+    gtol : float, default 1e-5
+        Stop when ``max |grad| <= gtol``.
+    ftol : float, optional
+        Stop when the loss decreases by at most this, relative.
+    xtol : float, default 1e-9
+        Stop when no parameter moves by more than this.
+    c1, c2 : float, default 1e-4 and 0.9
+        The strong Wolfe constants.
+    max_linesearch : int, default 20
+        Evaluations per line search at most.
+    curvature_eps : float, optional
+        Skip a pair with ``s.y <= curvature_eps * |g.s|``.
     """
 
     def __init__(

@@ -1,6 +1,4 @@
-"""Types for code that uses pycograd_xp: annotate arrays with :class:`Array`.
-
-.. code-block:: python
+"""Types for code that uses pycograd_xp: annotate arrays with :class:`Array`::
 
     import numpy
     import pycograd_xp as pg

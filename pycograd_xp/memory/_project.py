@@ -754,7 +754,7 @@ def project(
               memory.project(make_step(loss, tx), param_specs, tx.init(param_specs), batch_specs)
     backend : optional
         ``cubed`` or a ``cubed.Spec``, to project chunked specs on a chunked backend.
-    **kwargs
+    **kwargs : Any
         Keyword arguments of ``f`` (likewise abstract).
 
     Returns
@@ -966,7 +966,7 @@ def measure(
         The real arguments.
     argnums : int, sequence of int, or None, default None
         As in :func:`project`, the same default (``()``: ``f`` as it is).
-    **kwargs
+    **kwargs : Any
         Keyword arguments of ``f``.
 
     Returns
