@@ -12,7 +12,7 @@ so their results are annotated where they are bound.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, assert_type
 
 import numpy as np
 
@@ -71,6 +71,23 @@ def imperative(x: Array, y: Array) -> Array | None:
     return w.grad
 
 
+def static_checks(params: Params, x: Array, y: Array) -> None:
+    """What mypy verifies here (``assert_type`` does nothing at run time): operators keep the
+    array type, the runtime class satisfies the protocol, and the transforms keep the
+    differentiated function's signature."""
+    assert_type(2.0 * x + x**2 - x / 2, Array)
+    assert_type(x.T @ x, Array)
+    assert_type(x > 0, Array)
+    assert_type(x.grad, Array | None)
+    assert_type(pg.stop_gradient(x), Array)
+    concrete: pg.Array = xp.asarray(1.0)
+    _annotated: Array = concrete
+    if TYPE_CHECKING:  # errors mypy must report (warn_unused_ignores fails an ignore that isn't)
+        pg.grad(loss)(params, x)  # type: ignore[call-arg]
+        pg.value_and_grad(loss)(params, x, "y")  # type: ignore[arg-type]
+        x + "1"  # type: ignore[operator]
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     features = rng.standard_normal((64, 3))
@@ -83,6 +100,7 @@ def main() -> None:
     g = imperative(x, y)
     assert g is not None
     print(f"gradient at zero: {pg.unwrap(g)}")
+    static_checks(params, x, y)
 
 
 if __name__ == "__main__":
