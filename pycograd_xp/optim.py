@@ -63,7 +63,7 @@ class GradientTransformation(NamedTuple):
     ``state = tx.init(params)``; ``updates, state = tx.update(grads, state, params)``;
     ``params = apply_updates(params, updates)``.
 
-    Parameters
+    Attributes
     ----------
     init : callable
         ``init(params) -> state``. It also takes a pytree of ``memory.spec`` objects and returns
@@ -684,7 +684,7 @@ class LineSearchInfo(NamedTuple):
 
     ``phi(t) = loss(params + t d)``, ``slope`` its derivative ``grad . d``.
 
-    Parameters
+    Attributes
     ----------
     step : float
         The accepted step length t (0.0: no point with sufficient decrease found).
@@ -727,7 +727,7 @@ class LBFGSState(NamedTuple):
     Leaves are arrays and Python numbers only, in a structure fixed by the parameters and
     ``memory_size`` (so that ``checkpoint.save``/``load`` take it).
 
-    Parameters
+    Attributes
     ----------
     iterations : int
         Iterations done.

@@ -6,7 +6,8 @@ out of ``__all__``), plus ``cubed_plugin``'s when Cubed is installed. For every 
 
 - a docstring;
 - a ``Parameters`` section naming every parameter of its signature (a class's: its
-  constructor's), written ``name : type`` (``*primals`` may be written with or without its
+  constructor's; a NamedTuple's fields may be an ``Attributes`` section instead), written
+  ``name : type`` (``*primals`` may be written with or without its
   stars). Exempt: ``self``/``cls``, and ``*args``/``**kwargs`` spelled exactly so, the
   convention for arguments passed through to a user's function;
 - a callable object (``cubed_plugin.train.logreg_loss``, a ``row_loss``) is documented by its
@@ -143,10 +144,14 @@ def problems(obj: object) -> list[str]:
     out = []
     params = _signature_parameters(obj)
     if params:
+        if inspect.isclass(obj) and "Attributes" in found and "Parameters" not in found:
+            # a NamedTuple's fields are its attributes (mkdocstrings reads no signature there)
+            found["Parameters"] = found["Attributes"]
         if "Parameters" not in found:
             out.append(f"no Parameters section (parameters: {', '.join(params)})")
         else:
-            missing = [p for p in params if p not in documented_parameters(found["Parameters"])]
+            documented = documented_parameters(found["Parameters"])
+            missing = [p for p in params if p not in documented]
             if missing:
                 out.append(f"Parameters does not document {', '.join(missing)}")
     if not inspect.isclass(obj) and not _returns_none(obj):
