@@ -11,15 +11,10 @@ imperative ones (``x.requires_grad_()``, ``loss.backward()``, ``x.grad``).
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
-from collections.abc import Sequence
-from types import ModuleType
 
 from . import (
+    _modules,
     ops,  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
     special,  # noqa: F401  (pycograd_xp.special: scipy.special's functions as rows)
 )
@@ -64,54 +59,13 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> ModuleType:
-    # ``from pycograd_xp import numpy as xp``: a namespace per installed backend module.
-    if name.startswith("_"):
-        raise AttributeError(name)
-    try:
-        backend = importlib.import_module(name)
-    except ImportError:
-        raise AttributeError(
-            f"module 'pycograd_xp' has no attribute {name!r} (no backend module {name!r} is "
-            "installed)"
-        ) from None
-    try:
-        return namespace(backend)
-    except TypeError:  # e.g. a submodule of ours shadowing a stdlib name is being imported
-        raise AttributeError(
-            f"module 'pycograd_xp' has no attribute {name!r} ({name!r} is not an array namespace)"
-        ) from None
+# ``pg.optim``, ``pg.nn``, ...: imported on first use; ``pg.numpy``, ``pg.cubed``, ...: the
+# namespace over each installed array backend; anything else: AttributeError (``_modules``).
+__getattr__ = _modules.module_getattr(namespace, globals())
 
 
-class _NamespaceImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import pycograd_xp.numpy`` (and ``.linalg``/``.fft`` under it) in any process: the
-    namespace made for that backend. Last on ``sys.meta_path``, so real submodules come first.
-    Pickled functions that refer to a namespace (cloudpickle, as Cubed's and Dask's workers
-    use) find it again this way."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        parts = fullname.split(".")
-        if parts[0] != __name__ or len(parts) not in (2, 3) or parts[1].startswith("_"):
-            return None
-        if len(parts) == 3 and parts[2] not in ("linalg", "fft"):
-            return None
-        try:
-            importlib.util.find_spec(parts[1])
-        except (ImportError, ValueError):
-            return None
-        if importlib.util.find_spec(parts[1]) is None:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        parts = spec.name.split(".")
-        mod = namespace(importlib.import_module(parts[1]))
-        return getattr(mod, parts[2]) if len(parts) == 3 else mod
-
-    def exec_module(self, module: ModuleType) -> None:
-        pass
+def __dir__() -> list[str]:
+    return _modules.public_names(globals())
 
 
-sys.meta_path.append(_NamespaceImporter())
+sys.meta_path.append(_modules.NamespaceImporter(namespace))

@@ -127,5 +127,5 @@ def test_unsupported_backend_object():
         pycograd_xp.namespace(json)
     with pytest.raises(TypeError, match="already a pycograd_xp namespace"):
         pycograd_xp.namespace(pycograd_xp.namespace(np))
-    with pytest.raises(AttributeError, match="no backend module 'nonexistent_backend_xyz'"):
+    with pytest.raises(AttributeError, match="has no attribute 'nonexistent_backend_xyz'"):
         pycograd_xp.nonexistent_backend_xyz  # noqa: B018
