@@ -4,7 +4,9 @@
 
 (or ``python -m cubed_plugin.train``, the same) makes synthetic data in Zarr, prints the memory
 plan of a step, trains with a progress bar and reports the loss per step and the measured
-memory against the projection.
+memory against the projection. The data and Cubed's intermediate arrays go to a new temporary
+work directory, printed first and removed at the end (``--keep`` keeps it); a directory the
+user names (``--work-dir``, ``--data``) is never removed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,31 +163,34 @@ def init_params(
     return {k: v.astype(dtype) for k, v in p.items()}
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin") -> FitResult:
-    """The command line: synthetic data (or ``--data``), the memory plan of a step, then
-    :func:`~cubed_plugin._fit.fit` with a progress bar and the measured task memory.
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default; an option whose default is None (or a flag)
+    says in its own help what happens without it."""
 
-    Parameters
-    ----------
-    argv : sequence of str, optional
-        The arguments (None: ``sys.argv[1:]``); ``--help`` lists them.
-    prog : str, default "python -m cubed_plugin"
-        The program's name in the help.
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
-    Returns
-    -------
-    FitResult
-        The run's result.
-    """
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
+
+def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
+    """The command line's options, with their defaults in ``--help``."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description=__doc__.splitlines()[0], formatter_class=_DefaultsHelp
+    )
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the synthetic data")
     ap.add_argument(
         "--features",
         type=int,
         default=None,
-        help="columns of the synthetic data (default 50; with --data: the data's)",
+        help="columns of the synthetic data (default: 50; with --data: the data's)",
     )
-    ap.add_argument("--model", choices=("logreg", "mlp"), default="logreg")
+    ap.add_argument(
+        "--model",
+        choices=("logreg", "mlp"),
+        default="logreg",
+        help="logistic regression, or an MLP with one tanh layer of 32 units",
+    )
     ap.add_argument(
         "--allowed-mem",
         default="150MB",
@@ -195,9 +202,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     ap.add_argument(
         "--reserved-mem",
         default=None,
-        help="memory a worker holds before any data (default: measured on the executor, plus "
-        "10%%; on an executor that reports no task memory, beam and spark: a local processes "
-        "worker's)",
+        help="memory a worker holds before any data (default: measured on the executor when the "
+        "run starts, plus 10%%, and printed before the plan; on an executor that reports no "
+        "task memory, beam and spark: a local processes worker's)",
     )
     ap.add_argument(
         "--executor",
@@ -238,15 +245,100 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
         default=2,
         help="retries of a failed task (dask, ray, lithops; spark: local[N, retries + 1])",
     )
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--batch-rows", type=int, default=None)
-    ap.add_argument("--mode", choices=("auto", "one-pass", "graph"), default="auto")
-    ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--data", default=None, help="a directory with X.zarr and y.zarr")
-    ap.add_argument("--work-dir", default=None)
-    ap.add_argument("--checkpoint-dir", default=None)
-    ap.add_argument("--quiet", action="store_true")
-    a = ap.parse_args(argv)
+    ap.add_argument("--steps", type=int, default=10, help="gradient steps")
+    ap.add_argument(
+        "--batch-rows",
+        type=int,
+        default=None,
+        help="rows per mini-batch, a multiple of the data's row chunks (default: full batch)",
+    )
+    ap.add_argument(
+        "--mode",
+        choices=("auto", "one-pass", "graph"),
+        default="auto",
+        help="one-pass: the loss and the gradients in one pass over the data; graph: one "
+        "Cubed graph of the whole step; auto: one-pass for a row-separable loss (both "
+        "models are)",
+    )
+    ap.add_argument("--lr", type=float, default=0.5, help="the SGD learning rate")
+    ap.add_argument(
+        "--data",
+        default=None,
+        help="a directory with X.zarr and y.zarr to train on, never removed (default: "
+        "synthetic data made in the work directory)",
+    )
+    ap.add_argument(
+        "--work-dir",
+        default=None,
+        help="where the synthetic data and Cubed's intermediate arrays go, never removed "
+        "(default: a new temporary directory, removed at the end unless --keep)",
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary work directory at the end (it is printed first)",
+    )
+    ap.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="save the training state there every step, and resume from it when it holds one "
+        "(default: no checkpoints)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    return ap
+
+
+def _du(path: str) -> int:
+    """The bytes of the files under ``path``."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin") -> FitResult:
+    """The command line: synthetic data (or ``--data``), the memory plan of a step, then
+    :func:`~cubed_plugin._fit.fit` with a progress bar and the measured task memory. Without
+    ``--work-dir``, everything is written to a new temporary directory, removed at the end
+    (even when the run fails) unless ``--keep``.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments (None: ``sys.argv[1:]``); ``--help`` lists them with their defaults.
+    prog : str, default "python -m cubed_plugin"
+        The program's name in the help.
+
+    Returns
+    -------
+    FitResult
+        The run's result.
+    """
+    a = _parser(prog).parse_args(argv)
+    if a.work_dir is not None:
+        print(f"work directory {a.work_dir} (--work-dir: kept)")
+        return _main(a, a.work_dir)
+    work_dir = tempfile.mkdtemp(prefix="pycograd-cubed-")
+    print(
+        f"work directory {work_dir} (temporary: "
+        + ("kept at the end, --keep)" if a.keep else "removed at the end; --keep keeps it)")
+    )
+    try:
+        return _main(a, work_dir)
+    finally:
+        size = format_bytes(_du(work_dir))
+        if a.keep:
+            print(f"kept the work directory {work_dir} ({size})")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+            print(f"removed the work directory {work_dir} ({size})")
+
+
+def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
     import cubed
 
     from ._cubed_seam import node_kind, op_nodes, plan_dag
@@ -262,11 +354,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
         retries=a.retries,
     )
     try:
-        spec = make_spec(a.allowed_mem, a.reserved_mem, a.work_dir, executor=executor)
+        spec = make_spec(a.allowed_mem, a.reserved_mem, work_dir, executor=executor)
     except RuntimeError as e:  # an executor that reports no task memory (beam, spark)
         print(f"{e}: reserving a local processes worker's memory instead")
         reserved = math.ceil(worker_baseline("processes") * MARGIN)
-        spec = make_spec(a.allowed_mem, reserved, a.work_dir, executor=executor)
+        spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor)
     loss = logreg_loss if a.model == "logreg" else mlp_loss
     one_pass = a.mode != "graph"  # both models are row losses
     mode = "one-pass" if one_pass else "graph"
@@ -287,7 +379,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
             backend=spec,
         )
         print(
-            f"making {a.rows} x {features} synthetic rows in Zarr, {chunk} rows per chunk "
+            f"making {a.rows} x {features} synthetic rows in Zarr in {data_dir}, {chunk} rows "
+            "per chunk "
             f"(the most for which every task of a {mode} step fits: "
             "cubed_plugin.memory.plan_rows)"
         )

@@ -1,0 +1,98 @@
+"""The command line (``python -m cubed_plugin.train``): ``--help`` shows every default, and a
+run leaves nothing behind unless asked to (issue 22: the default run left 408 MB of Zarr in a
+temporary folder without saying where)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cubed")
+pytest.importorskip("zarr")
+
+from cubed_plugin.__main__ import _parser  # noqa: E402
+from cubed_plugin.train import main  # noqa: E402
+
+TINY = ["--rows", "4000", "--features", "5", "--steps", "2", "--quiet"]
+TINY += ["--allowed-mem", "150MB", "--reserved-mem", "100MB"]  # no ReservedMemWarning on threads
+
+
+def test_help_shows_every_default():
+    out = subprocess.run(
+        [sys.executable, "-m", "cubed_plugin.train", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    text = " ".join(out.split())  # argparse wraps the lines
+    for default in ("1000000", "logreg", "150MB", "threads", "in_memory", "2", "10", "auto"):
+        assert f"(default: {default})" in text, default
+    assert "(default: 0.5)" in text
+    assert "--keep" in text and "removed at the end unless --keep" in text
+    # every option says what happens without it: a default shown, or its help says so
+    for action in _parser()._actions:
+        if action.dest in ("help", "quiet", "keep"):
+            continue
+        if action.default is None:
+            assert "default" in action.help, action.dest
+        else:
+            assert f"(default: {action.default})" in text, action.dest
+
+
+def _work_dir(out: str) -> str:
+    return re.search(r"^work directory (\S+) ", out, flags=re.M)[1]
+
+
+@pytest.fixture
+def temp_root(tmp_path, monkeypatch):
+    """Temporary directories made during the test go under ``tmp_path``."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def test_the_default_work_directory_is_printed_and_removed(temp_root, capsys):
+    main(TINY)
+    out = capsys.readouterr().out
+    work = _work_dir(out)
+    assert work.startswith(str(temp_root)) and "removed at the end" in out
+    assert f"removed the work directory {work} (" in out
+    assert not any(temp_root.glob("pycograd-cubed-*")), list(temp_root.iterdir())
+
+
+def test_keep_keeps_the_work_directory(temp_root, capsys):
+    main([*TINY, "--keep"])
+    out = capsys.readouterr().out
+    work = _work_dir(out)
+    assert f"kept the work directory {work} (" in out
+    assert Path(work).joinpath("data", "X.zarr").is_dir() and Path(work).parent == temp_root
+
+
+def test_a_work_directory_the_user_names_is_kept(tmp_path, temp_root, capsys):
+    main([*TINY, "--work-dir", str(tmp_path / "w")])
+    assert "--work-dir: kept" in capsys.readouterr().out
+    assert (tmp_path / "w" / "data" / "X.zarr").is_dir()
+    assert not any(temp_root.glob("pycograd-cubed-*"))
+
+
+def test_a_failed_run_removes_its_work_directory_and_keeps_the_users_data(
+    tmp_path, temp_root, capsys
+):
+    import zarr
+
+    X = np.zeros((100, 3))
+    zarr.create_array(str(tmp_path / "d" / "X.zarr"), shape=X.shape, dtype="f8")[:] = X
+    zarr.create_array(str(tmp_path / "d" / "y.zarr"), shape=(100,), dtype="f8")[:] = 0.0
+    with pytest.raises(ValueError, match="--features 5 does not match"):
+        main([*TINY, "--data", str(tmp_path / "d")])
+    assert "removed the work directory" in capsys.readouterr().out
+    assert not any(temp_root.glob("pycograd-cubed-*"))
+    assert (tmp_path / "d" / "X.zarr").is_dir() and (tmp_path / "d" / "y.zarr").is_dir()
