@@ -10,6 +10,7 @@
   ``pycograd_xp.adapters`` entry-point group) or registered for at run time, or a module
   already imported that implements the standard. Only then is the module looked up
   (``importlib.util.find_spec``) and imported.
+- ``__version__``: the installed distribution's, read from its metadata on first use.
 - Any other name raises AttributeError, with the closest public names as a suggestion, having
   imported nothing (``pg.this`` does not print the Zen of Python).
 """
@@ -22,8 +23,9 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from importlib.metadata import PackageNotFoundError, entry_points
+from importlib.metadata import version as _version
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +50,15 @@ BACKENDS = {
     "sparse": "sparse",
     "torch": "torch",
 }
+
+
+def version() -> str:
+    """The installed distribution's version (``pyproject.toml`` is the one place it is
+    written); "0+unknown" when the package runs from a source tree that was never installed."""
+    try:
+        return _version("pycograd-xp")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 @functools.cache
@@ -99,15 +110,19 @@ def public_names(bound: Mapping[str, Any]) -> list[str]:
     }
     backends = set(BACKENDS) | _adapter_names()
     names |= {b for b in backends if _installed(BACKENDS.get(b, b).partition(".")[0])}
-    return sorted(names | set(SUBMODULES))
+    return sorted(names | set(SUBMODULES) | {"__version__"})
 
 
 def module_getattr(
-    namespace: Callable[[Any], ModuleType], bound: Mapping[str, Any]
-) -> Callable[[str], ModuleType]:
-    """The package's ``__getattr__`` (PEP 562), given ``namespace`` and the names it binds."""
+    namespace: Callable[[Any], ModuleType], bound: MutableMapping[str, Any]
+) -> Callable[[str], Any]:
+    """The package's ``__getattr__`` (PEP 562), given ``namespace`` and its globals
+    (``bound``: ``__version__`` is stored there once read)."""
 
-    def getattr_(name: str) -> ModuleType:
+    def getattr_(name: str) -> Any:
+        if name == "__version__":
+            v = bound["__version__"] = version()
+            return v
         if name.startswith("_"):  # probed often (``__wrapped__``, ...): fail fast
             raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}", name=name)
         if name in SUBMODULES:
