@@ -24,8 +24,6 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from importlib.metadata import PackageNotFoundError, entry_points
-from importlib.metadata import version as _version
 from types import ModuleType
 from typing import Any
 
@@ -55,14 +53,19 @@ BACKENDS = {
 def version() -> str:
     """The installed distribution's version (``pyproject.toml`` is the one place it is
     written); "0+unknown" when the package runs from a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
     try:
-        return _version("pycograd-xp")
+        return installed("pycograd-xp")
     except PackageNotFoundError:
         return "0+unknown"
 
 
 @functools.cache
 def _installed_adapters() -> frozenset[str]:
+    from importlib.metadata import entry_points
+
     return frozenset(ep.name for ep in entry_points(group="pycograd_xp.adapters"))
 
 

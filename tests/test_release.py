@@ -36,7 +36,7 @@ def test_the_version_without_metadata(monkeypatch):
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(_modules, "_version", missing)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
     assert _modules.version() == "0+unknown"
 
 
