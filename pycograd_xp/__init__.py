@@ -57,7 +57,6 @@ __all__ = [
 # ``compile`` is public (``pycograd_xp.compile``) but left out of ``__all__``: a star import
 # must not shadow Python's builtin of the same name.
 
-
 # ``pg.optim``, ``pg.nn``, ...: imported on first use; ``pg.numpy``, ``pg.cubed``, ...: the
 # namespace over each installed array backend; ``__version__``: the installed package's (read
 # on first use: pyproject.toml is the one place it is written); anything else: AttributeError
