@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -284,7 +285,8 @@ def make_spec(
         once per executor) and 10% added, as Cubed's own tests do (tasks' imports and buffers
         vary a little).
     work_dir : str, optional
-        Cubed's intermediate storage (a new temporary directory when None).
+        Cubed's intermediate storage. None: a new temporary directory, removed when the spec
+        is no longer used (the arrays made with it hold it) or when Python exits.
     executor : optional
         The one the spec will compute with (an executor, its name, or None: Cubed's default,
         "threads", whose tasks run in this process and get a fresh worker's baseline).
@@ -303,11 +305,20 @@ def make_spec(
     """
     import cubed
 
+    temporary = work_dir is None
     work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
-    if reserved_mem is None:
-        base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
-        reserved_mem = math.ceil(base * MARGIN)
-    return cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
+    try:
+        if reserved_mem is None:
+            base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
+            reserved_mem = math.ceil(base * MARGIN)
+        spec = cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        raise
+    if temporary:  # removed with the spec (arrays made with it hold it), or at exit
+        weakref.finalize(spec, shutil.rmtree, work_dir, ignore_errors=True)
+    return spec
 
 
 def measuring_processes(

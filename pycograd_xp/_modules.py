@@ -30,7 +30,18 @@ from typing import Any
 PACKAGE = __name__.rpartition(".")[0]
 
 # Public submodules, imported when first read as attributes.
-SUBMODULES = ("checkpoint", "data", "memory", "nn", "optim", "random", "special", "train", "tree")
+SUBMODULES = (
+    "checkpoint",
+    "data",
+    "memory",
+    "nn",
+    "optim",
+    "random",
+    "special",
+    "train",
+    "tree",
+    "typing",
+)
 
 # Backends by the short name of their namespace (``pycograd_xp.<short name>``, see
 # namespace._backend._short_name) -> the module to import: those array-api-compat recognises

@@ -10,9 +10,11 @@ rechunk cannot fit)."""
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import warnings
 
 import numpy as np
@@ -80,6 +82,26 @@ def _mlp_step(spec, n=4000, d=8, chunk=500):
 
 
 # -- reserved_mem is measured -------------------------------------------------------------------
+
+
+def test_make_spec_removes_the_temporary_work_dir_it_made():
+    """Without ``work_dir`` the spec's storage is a temporary directory, removed at exit (or
+    when nothing holds the spec); a directory the user gives is never removed."""
+    code = (
+        "import cubed, numpy as np, cubed_plugin as cp, sys\n"
+        "s = cp.make_spec('200MB', '10MB')\n"
+        "x = cubed.from_array(np.ones((100, 10)), chunks=(50, 10), spec=s)\n"
+        "assert float(cubed.sum(x).compute()) == 1000.0\n"
+        "print(s.work_dir)\n"
+        "kept = cp.make_spec('200MB', '10MB', work_dir=sys.argv[1])\n"
+    )
+    with tempfile.TemporaryDirectory() as mine:
+        out = subprocess.run(
+            [sys.executable, "-c", code, mine], capture_output=True, text=True, check=True
+        )
+        made = out.stdout.strip().splitlines()[-1]
+        assert made.startswith(tempfile.gettempdir()) and not os.path.exists(made)
+        assert os.path.isdir(mine)
 
 
 def test_make_spec_measures_reserved_mem_and_caches_it(tmp_path):

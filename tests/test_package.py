@@ -15,7 +15,18 @@ import pycograd_xp as pg
 from pycograd_xp import _modules
 from pycograd_xp.namespace import _backend
 
-SUBMODULES = ["checkpoint", "data", "memory", "nn", "optim", "random", "special", "train", "tree"]
+SUBMODULES = [
+    "checkpoint",
+    "data",
+    "memory",
+    "nn",
+    "optim",
+    "random",
+    "special",
+    "train",
+    "tree",
+    "typing",
+]
 
 
 def _run(code: str) -> None:

@@ -179,14 +179,15 @@ def test_asarray_of_nested_arrays_on_numpy():
 
 def test_numpy_cannot_absorb_our_arrays():
     """NumPy's operator hands the call to our array (its ``__array_ufunc__``): the result is one
-    of ours, never an ndarray. Our own operators still take only arrays of the namespace."""
+    of ours, never an ndarray; and so is it with ours on the left (our operator leaves the
+    ndarray to NumPy's reflected one). The namespace's functions take only its arrays."""
     xp = pycograd_xp.namespace(np)
     x = xp.asarray([1.0, 2.0])
-    r = np.ones(2) + x
-    assert type(r) is xp.Array
-    np.testing.assert_array_equal(np.asarray(r), [2.0, 3.0])
-    with pytest.raises(TypeError):
-        x + np.ones(2)
+    for r in (np.ones(2) + x, x + np.ones(2)):
+        assert type(r) is xp.Array
+        np.testing.assert_array_equal(np.asarray(r), [2.0, 3.0])
+    with pytest.raises(TypeError, match=r"add\(\): got a numpy\.ndarray"):
+        xp.add(x, np.ones(2))
 
 
 def test_tuple_and_namedtuple_results(xp):

@@ -52,7 +52,7 @@ def test_raw_backend_arrays_are_refused(xp):
         (lambda xp: xp.logical_and(xp.asarray([1.0]), xp.asarray([True])), "boolean"),
         (lambda xp: xp.bitwise_and(xp.asarray([1.0]), xp.asarray([1.0])), "integer or boolean"),
         (lambda xp: xp.floor(xp.asarray([1 + 1j])), "real numeric"),
-        (lambda xp: xp.sum(xp.asarray([True])), "numeric"),
+        (lambda xp: xp.prod(xp.asarray([True])), "numeric"),
         (lambda xp: xp.linalg.inv(xp.eye(2, dtype=xp.int64)), "floating-point"),
         (lambda xp: xp.fft.fft(xp.asarray([1.0, 2.0])), "complex floating-point"),
     ],
