@@ -19,6 +19,9 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   ``python -m cubed_plugin`` (or ``python -m cubed_plugin.train``);
   ``make_spec`` makes a Spec whose ``reserved_mem`` is measured. A task measured over its
   projection or ``allowed_mem`` raises :class:`TaskMemoryError`.
+- ``cubed_plugin.from_xarray``: training data from an ``xarray.Dataset`` of Cubed arrays
+  (``cubed-xarray``), features stacked as columns, lazily, and predictions written back to
+  Zarr as a Dataset in its coordinates (:mod:`cubed_plugin._xarray`).
 - ``cubed_plugin._cubed_seam``: the one module that touches Cubed's internals (checked against
   the Cubed versions it supports at import, and by ``tests/test_cubed_seam.py``).
 - ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
@@ -43,10 +46,12 @@ __all__ = [
     "ReservedMemWarning",
     "TaskMemoryError",
     "TaskMemoryWarning",
+    "XarrayData",
     "adapt",
     "check",
     "compute",
     "fit",
+    "from_xarray",
     "make_executor",
     "make_spec",
     "plan",
@@ -63,6 +68,10 @@ def __getattr__(name: str) -> Any:
         from ._fit import fit
 
         return fit
+    if name in ("from_xarray", "XarrayData"):  # imports xarray only when asked
+        from . import _xarray
+
+        return getattr(_xarray, name)
     raise AttributeError(f"module 'cubed_plugin' has no attribute {name!r}")
 
 

@@ -1,0 +1,351 @@
+"""The xarray front door: training data from an ``xarray.Dataset`` whose variables are Cubed
+arrays (opened from Zarr with ``cubed-xarray``), and predictions back as a Dataset.
+
+:func:`from_xarray` stacks the feature variables of a Dataset as the columns of a design matrix
+and its target variable as the matching rows, lazily (nothing is read until ``fit`` computes a
+step), in the layout ``fit`` takes: rows chunked along the first axis, every row chunk whole
+along the other axes. The sample dimensions (``sample_dims``) are flattened, C order, into the
+rows; the Dataset's other dimensions are kept as axes of every row (a per-gridpoint model keeps
+``lat`` and ``lon``; a pooled model flattens them into the rows too)::
+
+    ds = xr.open_zarr(path, chunked_array_type="cubed", from_array_kwargs={"spec": spec})
+    data = cubed_plugin.from_xarray(ds, ["tas", "hus", "ps"], "pr", sample_dims=("time",))
+    result = cubed_plugin.fit(loss, params, data.arrays, optim.lbfgs(), epochs=30)
+    data.write(path, pr_predicted=data.predict(model, result.params))
+
+How it rechunks: a row chunk of the stacked rows is a slab of whole chunks of the sample
+dimensions after the first, so every variable is rechunked (``Array.rechunk``, Cubed's bounded-
+memory rechunk) to whole chunks along every dimension but the first, and to one chunking along
+the first (``rows`` rows per chunk when given; else the target's own chunks when they already
+are whole elsewhere; else chunks of about the bytes of the target's stored chunks). Variables
+already chunked so are not rechunked. One op then reads one chunk of every variable per task and
+writes one chunk of the matrix; flattening the sample dimensions then is a reshape whose chunks
+are aligned (no data moves). Every op of that plan is checked against ``allowed_mem`` before
+anything runs (:func:`from_xarray` refuses naming the op and its projection), and ``fit`` checks
+each step, the stacking included, again.
+
+With ``store=`` the matrix and the target are written to Zarr once (in the budget, one chunk per
+task) and read from there: each pass of ``fit`` then reads the stored matrix instead of every
+variable and a rechunk again, and mini-batches take stored chunks without a copy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import pycograd_xp as pg
+from pycograd_xp import memory
+from pycograd_xp.memory import format_bytes
+
+__all__ = ["XarrayData", "from_xarray"]
+
+
+@dataclass(frozen=True)
+class XarrayData:
+    """Training data taken from a Dataset (:func:`from_xarray`): the Cubed arrays ``X``
+    (rows × kept dims × features) and ``y`` (rows × kept dims), and what it takes to put values
+    of the rows back in the Dataset's coordinates (:meth:`to_dataset`, :meth:`write`)."""
+
+    X: Any
+    y: Any
+    features: tuple[str, ...]
+    target: str
+    sample_dims: tuple[str, ...]
+    kept_dims: tuple[str, ...]
+    template: Any  # the target DataArray (its dims and coordinates)
+    max_projected_mem: int  # the largest task of the plan that builds X and y
+
+    @property
+    def arrays(self) -> tuple[Any, Any]:
+        """``(X, y)``: the data arguments of ``fit(loss, params, data.arrays, ...)``."""
+        return self.X, self.y
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(int(self.template.sizes[d]) for d in self.sample_dims)
+
+    def summary(self) -> str:
+        """One line on the layout (for logs): shapes, chunks, rows, the largest task."""
+        X = self.X
+        chunk = math.prod(X.chunksize) * np.dtype(X.dtype).itemsize
+        kept = f", kept {', '.join(self.kept_dims)}" if self.kept_dims else ""
+        return (
+            f"X {tuple(X.shape)} {X.dtype} in {len(X.chunks[0])} row chunks of "
+            f"{X.chunks[0][0]:,} rows ({format_bytes(chunk)} each); rows = "
+            f"{' x '.join(self.sample_dims)}{kept}; largest task "
+            f"{format_bytes(self.max_projected_mem)}"
+        )
+
+    def predict(self, model: Callable[..., Any], params: Any) -> Any:
+        """``model(params, X_rows)`` applied to every row chunk of ``X``, lazily: a Cubed array
+        of the rows (its first axis) by whatever a row of the model's output is. ``model`` is
+        called on NumPy (our eager namespace) with one chunk of rows at a time, as ``fit``'s
+        one-pass tasks call a loss; each task's memory is projected from ``model``
+        (``pycograd_xp.memory.project``) and counted in Cubed's plan."""
+        from ._cubed_seam import blockwise
+
+        X = self.X
+        host = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), params)
+        np_xp = pg.namespace(np)
+        p = pg.tree_map(np_xp.asarray, host)
+        probe = np.asarray(pg.unwrap(model(p, np_xp.zeros((0, *X.shape[1:]), dtype=X.dtype))))
+        if probe.ndim < 1 or probe.shape[0] != 0:
+            raise ValueError(
+                f"XarrayData.predict: the model gives shape {probe.shape} for 0 rows; it must "
+                "give one output per row (its first axis the rows)"
+            )
+        chunk = memory.spec((max(X.chunks[0]), *X.shape[1:]), str(X.dtype))
+        specs = pg.tree_map(lambda a: memory.spec(a.shape, str(a.dtype)), host)
+        extra = memory.project(model, specs, chunk, argnums=()).peak_bytes
+
+        def block(x: np.ndarray) -> np.ndarray:
+            return np.asarray(pg.unwrap(model(p, np_xp.asarray(x))), dtype=probe.dtype)
+
+        index = "i" + "jklmnopq"[: X.ndim - 1]
+        out = "i" + "rstuvw"[: probe.ndim - 1]
+        return blockwise(
+            block,
+            out,
+            X,
+            index,
+            dtype=probe.dtype,
+            new_axes={c: int(n) for c, n in zip(out[1:], probe.shape[1:], strict=True)},
+            extra_projected_mem=extra,
+        )
+
+    def to_dataset(self, **values: Any) -> Any:
+        """A lazy ``xarray.Dataset`` with one variable per keyword: each a Cubed array of the
+        rows by the kept dims (as ``y``, e.g. from :meth:`predict`), put back in the target's
+        dims (in its order) and coordinates."""
+        import xarray as xr
+
+        kept_shape = tuple(int(self.template.sizes[d]) for d in self.kept_dims)
+        out = {}
+        for name, v in values.items():
+            v = pg.unwrap(v)
+            if tuple(v.shape) != (math.prod(self.sample_shape), *kept_shape):
+                raise ValueError(
+                    f"XarrayData.to_dataset: {name} has shape {tuple(v.shape)}; it must be "
+                    f"the rows by the kept dims, {tuple(self.y.shape)} (the shape of y)"
+                )
+            grid = _reshape_rows(v, self.sample_shape)
+            da = xr.DataArray(
+                grid, dims=(*self.sample_dims, *self.kept_dims), coords=self.template.coords
+            )
+            out[name] = da.transpose(*self.template.dims)
+        return xr.Dataset(out)
+
+    def write(self, path: str, *, executor: Any = None, mode: str = "w", **values: Any) -> Any:
+        """Write :meth:`to_dataset` of ``values`` to Zarr at ``path`` (computed on Cubed with
+        ``executor``, Cubed's default when None), after checking every task of the plan against
+        ``allowed_mem``; returns the Dataset written (lazy)."""
+        from ._compute import SOUND, refuse
+        from ._compute import plan as plan_of
+
+        ds = self.to_dataset(**values)
+        arrays = [ds[k].data for k in ds.data_vars]
+        refuse(
+            plan_of(*arrays, optimize_function=SOUND),
+            f"XarrayData.write({path!r}) is refused before running",
+        )
+        ds.to_zarr(path, mode=mode, chunkmanager_store_kwargs=_store_kwargs(executor))
+        return ds
+
+
+def _cubed_data(ds: Any, name: str) -> Any:
+    import cubed
+
+    if name not in ds.data_vars:
+        have = ", ".join(map(str, ds.data_vars))
+        raise KeyError(f"from_xarray: no data variable {name!r} in the Dataset (it has {have})")
+    a = ds[name].data
+    if not isinstance(a, cubed.Array):
+        raise TypeError(
+            f"from_xarray: variable {name!r} holds a {type(a).__module__}.{type(a).__name__}, "
+            "not a Cubed array; open the Dataset with Cubed chunks (pip install cubed-xarray; "
+            "xr.open_zarr(path, chunked_array_type='cubed', from_array_kwargs={'spec': spec})) "
+            "or chunk it so (ds.chunk(chunks, chunked_array_type='cubed', "
+            "from_array_kwargs={'spec': spec}))"
+        )
+    return a
+
+
+def _row_chunk(
+    target: Any, sample_shape: tuple[int, ...], whole: tuple[int, ...], rows: int | None
+) -> int:
+    """Entries of the first sample dim per row chunk (see the module's docstring)."""
+    per = math.prod(sample_shape[1:])
+    if rows is not None:
+        if rows < per or rows % per:
+            raise ValueError(
+                f"from_xarray: rows={rows} must be a multiple of the {per} rows of one entry "
+                "of the first sample dimension (a row chunk is whole entries of it)"
+            )
+        return rows // per
+    first = int(target.chunks[0][0])
+    if all(len(c) == 1 for c in target.chunks[1:]):
+        return first
+    stored = math.prod(int(c[0]) for c in target.chunks)
+    return max(1, min(sample_shape[0], stored // math.prod(whole)))
+
+
+def _reshape_rows(a: Any, shape: tuple[int, ...]) -> Any:
+    """``a`` (its first axis the rows) with its first axis made ``shape`` or, when ``shape``
+    is the rows, its leading ``len(a.shape)`` axes flattened; chunks stay aligned: no data
+    moves (the row chunks are slabs of whole entries of the other sample dims)."""
+    import cubed
+
+    if len(shape) == 1:
+        return a
+    out = cubed.reshape(a, (*shape, *a.shape[1:]))
+    if tuple(out.chunks[0]) != tuple(c // math.prod(shape[1:]) for c in a.chunks[0]):
+        raise AssertionError(f"from_xarray: a reshape moved data ({a.chunks} -> {out.chunks})")
+    return out
+
+
+def _flatten_rows(a: Any, n: int) -> Any:
+    import cubed
+
+    if n == 1:
+        return a
+    rows = math.prod(a.shape[:n])
+    out = cubed.reshape(a, (rows, *a.shape[n:]))
+    per = math.prod(a.shape[1:n])
+    if tuple(out.chunks[0]) != tuple(c * per for c in a.chunks[0]):
+        raise AssertionError(f"from_xarray: a reshape moved data ({a.chunks} -> {out.chunks})")
+    return out
+
+
+def _stack(blocks: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    return np.stack([np.asarray(b, dtype=dtype) for b in blocks], axis=-1)
+
+
+def from_xarray(
+    ds: Any,
+    features: Sequence[str],
+    target: str,
+    *,
+    sample_dims: Sequence[str] | None = None,
+    rows: int | None = None,
+    store: str | None = None,
+    executor: Any = None,
+) -> XarrayData:
+    """Training data from the Dataset ``ds`` (variables backed by Cubed arrays, e.g.
+    ``xr.open_zarr(path, chunked_array_type="cubed", from_array_kwargs={"spec": spec})``),
+    without loading it: the variables ``features`` stacked as the columns of ``X`` and the
+    variable ``target`` as ``y``, every variable with the target's dims.
+
+    ``sample_dims``: the dims whose entries are samples, flattened (C order) into the rows; the
+    others are kept as axes of each row (None: all the target's dims, a pooled model). So for
+    ``(time, lat, lon)`` variables, ``sample_dims=("time",)`` gives ``X`` of shape
+    ``(time, lat, lon, features)`` and ``y`` ``(time, lat, lon)`` (a per-gridpoint model), and
+    ``("time", "lat", "lon")`` gives ``(time*lat*lon, features)`` and ``(time*lat*lon,)``.
+    ``X``'s dtype is the features' common one (NumPy's promotion); ``y`` keeps its own.
+
+    ``rows``: rows per chunk (a multiple of the rows one entry of the first sample dim makes;
+    None: see the module's docstring for the rechunk). The plan is checked against the
+    Spec's ``allowed_mem`` before returning (``MemoryLimitError`` names the op over it).
+    ``store``: a directory to write ``X.zarr`` and ``y.zarr`` to, once (with ``executor``),
+    read from there afterwards. Returns an :class:`XarrayData`: ``data.arrays`` for ``fit``,
+    ``data.predict`` and ``data.write`` for predictions back in the Dataset's coordinates."""
+    import cubed
+
+    from ._compute import SOUND, refuse
+    from ._compute import plan as plan_of
+    from ._cubed_seam import blockwise
+
+    features = tuple(features)
+    if not features:
+        raise ValueError("from_xarray: give at least one feature variable")
+    if target in features:
+        raise ValueError(f"from_xarray: the target {target!r} is also among the features")
+    y_full = _cubed_data(ds, target)
+    template = ds[target]
+    dims = tuple(str(d) for d in template.dims)
+    sample = tuple(sample_dims) if sample_dims is not None else dims
+    unknown = [d for d in sample if d not in dims]
+    if not sample or unknown or len(set(sample)) != len(sample):
+        raise ValueError(
+            f"from_xarray: sample_dims {sample} must be distinct dims of {target!r}, which has "
+            f"dims {dims}"
+        )
+    kept = tuple(d for d in dims if d not in sample)
+    order = (*sample, *kept)
+    arrays = []
+    for name in (*features, target):
+        _cubed_data(ds, name)
+        if set(ds[name].dims) != set(dims):
+            raise ValueError(
+                f"from_xarray: variable {name!r} has dims {tuple(ds[name].dims)}, the target "
+                f"{target!r} {dims}; give every variable the target's dims (e.g. "
+                f"ds[{name!r}].broadcast_like(ds[{target!r}]))"
+            )
+        arrays.append(ds[name].transpose(*order).data)
+    spec = y_full.spec
+    if any(a.spec != spec for a in arrays):
+        raise ValueError(
+            "from_xarray: the variables were opened with different Cubed Specs; open them "
+            "with one (from_array_kwargs={'spec': spec})"
+        )
+    shape = tuple(int(s) for s in arrays[-1].shape)
+    sample_shape = shape[: len(sample)]
+    first = _row_chunk(arrays[-1], sample_shape, shape[1:], rows)
+    chunks = (first, *shape[1:])
+    arrays = [a if a.chunksize == chunks else a.rechunk(chunks) for a in arrays]
+
+    dtype = np.result_type(*(np.dtype(a.dtype) for a in arrays[:-1]))
+    letters = "abcdefghijklmnop"[: len(shape)]
+    pairs: list[Any] = []
+    for a in arrays[:-1]:
+        pairs += [a, letters]
+    X = blockwise(
+        lambda *blocks: _stack(blocks, dtype),
+        letters + "z",
+        *pairs,
+        dtype=dtype,
+        new_axes={"z": len(features)},
+    )
+    X, y = _flatten_rows(X, len(sample)), _flatten_rows(arrays[-1], len(sample))
+    p = plan_of(X, y, optimize_function=SOUND)
+    refuse(
+        p,
+        f"from_xarray: stacking {', '.join(features)} and {target} is refused before running",
+        lambda: (
+            f"rows per chunk: {X.chunks[0][0]:,} (rows= sets it); a smaller rows= or a larger "
+            "allowed_mem"
+        ),
+    )
+    if store is not None:
+        os.makedirs(store, exist_ok=True)
+        xs, ys = os.path.join(store, "X.zarr"), os.path.join(store, "y.zarr")
+        cubed.store(
+            [X, y],
+            [_zarr_like(xs, X), _zarr_like(ys, y)],
+            **_store_kwargs(executor),
+        )
+        X, y = cubed.from_zarr(xs, spec=spec), cubed.from_zarr(ys, spec=spec)
+    return XarrayData(X, y, features, target, sample, kept, template, int(p.max_projected_mem))
+
+
+def _store_kwargs(executor: Any) -> dict:
+    """``cubed.store``'s keywords: the plan made as it was checked (``graph_fusion``), on
+    ``executor`` (an executor or its name; None: the Spec's, else Cubed's default)."""
+    from ._compute import SOUND, _optimizer
+    from ._executors import executor_of
+
+    kwargs: dict = {"optimize_function": _optimizer(SOUND)}
+    if executor is not None:
+        kwargs["executor"] = executor_of(executor)
+    return kwargs
+
+
+def _zarr_like(path: str, a: Any) -> Any:
+    import zarr
+
+    return zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype, chunks=a.chunksize)
