@@ -243,7 +243,8 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         "--retries",
         type=int,
         default=2,
-        help="retries of a failed task (dask, ray, lithops; spark: local[N, retries + 1])",
+        help="retries of a failed task, a dead worker's included (processes, dask, ray, "
+        "lithops; spark: local[N, retries + 1]; beam's DirectRunner retries nothing)",
     )
     ap.add_argument("--steps", type=int, default=10, help="gradient steps")
     ap.add_argument(

@@ -357,7 +357,9 @@ def is_processes_executor(executor: Any) -> bool:
 
 class MeasuringProcesses(ProcessesExecutor):
     """Cubed's processes executor with a forkserver pool of one task per worker that is shut
-    down waiting (``cubed_plugin._executors.measuring_processes`` says why): it overrides the
+    down waiting (``cubed_plugin._executors.measuring_processes`` says why) and retries a
+    failed task ``retries`` times (option, default 2), its worker's death included
+    (``cubed_plugin._pool.RetryingPool``; Cubed's retries nothing): it overrides the
     executor's private ``_async_execute_dag``."""
 
     async def _async_execute_dag(
@@ -371,15 +373,21 @@ class MeasuringProcesses(ProcessesExecutor):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        from ._pool import RetryingPool
+
         max_workers = kwargs.pop("max_workers", os.cpu_count())
+        retries = kwargs.pop("retries", 2)
         if spec is not None:
             check_runtime_memory(spec, max_workers)
             if "use_backups" not in kwargs and use_backups_default(spec):
                 kwargs["use_backups"] = True
-        pool = ProcessPoolExecutor(
-            max_workers=max_workers,
-            max_tasks_per_child=1,
-            mp_context=multiprocessing.get_context("forkserver"),
+        pool = RetryingPool(
+            lambda: ProcessPoolExecutor(
+                max_workers=max_workers,
+                max_tasks_per_child=1,
+                mp_context=multiprocessing.get_context("forkserver"),
+            ),
+            retries,
         )
         try:
             await async_map_dag(

@@ -71,7 +71,9 @@ def make_executor(
     - "single-threaded", "threads": tasks in this process (threads: several at once, so two
       tasks and the driver's own data share one process).
     - "processes": :func:`measuring_processes` (a fresh forked worker per task, each measured
-      on its own; ``workers`` at a time). Cubed retries a failed task ``retries`` times.
+      on its own; ``workers`` at a time). A failed task is tried again ``retries`` times, a
+      worker that died included (Cubed's own processes executor retries nothing: one dead
+      worker broke its pool and the run).
     - "dask": Dask distributed (``cubed_plugin``'s executor: works with distributed >= 2026.7,
       each task measured on its own on workers of one thread). ``scheduler``: the address of
       an existing cluster; without it a LocalCluster of ``workers`` processes of one thread
@@ -129,7 +131,7 @@ def make_executor(
     if name in ("single-threaded", "threads"):
         return create_executor(name)
     if name == "processes":
-        ex = measuring_processes()
+        ex = measuring_processes(retries=retries)
         if workers is not None:
             ex.kwargs["max_workers"] = workers
         return ex
@@ -203,8 +205,21 @@ def no_retry(executor: Any) -> str | None:
     """Why a worker of ``executor`` that dies mid-task fails the run (its engine retries
     nothing in this mode), or None when the engine retries (or the tasks run in this process,
     where a dead worker is a dead run)."""
+    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+
     name = getattr(executor, "name", "")
     kwargs = getattr(executor, "kwargs", None) or {}
+    if kwargs.get("retries") == 0:
+        return (
+            f"the {name!r} executor was made with retries=0: a task that fails (its worker "
+            "killed) fails the run; resume it from fit's checkpoint_dir"
+        )
+    if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
+        return (
+            "Cubed's own processes executor retries nothing: a worker that dies breaks its "
+            "pool and fails the run (BrokenProcessPool); make_executor('processes') (or "
+            "executor='processes') retries, a dead worker's tasks included"
+        )
     if name == "beam":
         options = kwargs.get("options")
         mode = options.get_all_options().get("direct_running_mode") if options else None
@@ -323,6 +338,7 @@ def make_spec(
 
 def measuring_processes(
     preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"),
+    retries: int = 2,
 ) -> Any:
     """A Cubed executor under which each task's measured peak is its own.
 
@@ -338,11 +354,17 @@ def measuring_processes(
     finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
     for at exit, forever. A failed compute also waits for its running tasks first.
 
+    And another: a task that fails is tried again, ``retries`` times at most, a worker killed
+    mid-task included (``cubed_plugin._pool.RetryingPool``: CPython's pool breaks for good when
+    a worker dies, failing every task in flight; those are tried again on a fresh pool).
+
     Parameters
     ----------
     preload : sequence of str
         Modules the fork server imports once (default: numpy, zarr, cubed, pycograd_xp and
         cubed_plugin.steps).
+    retries : int
+        Tries of a failed task after its first (default 2, as Cubed's threads executor).
 
     Returns
     -------
@@ -354,7 +376,7 @@ def measuring_processes(
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
     from ._cubed_seam import MeasuringProcesses
 
-    return MeasuringProcesses()
+    return MeasuringProcesses(retries=retries)
 
 
 def _baseline_task(block: np.ndarray) -> np.ndarray:

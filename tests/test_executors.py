@@ -92,6 +92,37 @@ def _kill_first_worker(marks, exclude, killed, timeout=120.0):
     return t
 
 
+# -- processes ----------------------------------------------------------------------------------
+
+
+def test_processes_survives_a_worker_killed_mid_run(tmp_path):
+    """make_executor("processes") (measuring_processes) tries a task again when its worker
+    dies, on a fresh pool with the tasks that were in flight beside it (CPython's pool breaks
+    for good): the run ends with the parameters of an unkilled run."""
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads", steps=1).params
+    marks = str(tmp_path / "started")
+    killed: list[int] = []
+    t = _kill_first_worker(marks, {os.getpid()}, killed)
+    ex = make_executor("processes", workers=2)
+    got = _fit(spec, X, y, ex, loss=_slow_tasks(marks), steps=1).params
+    t.join()
+    assert killed, "no worker was killed"
+    _same(got, want)
+
+
+def test_executors_that_cannot_retry_say_so_before_running():
+    from cubed_plugin import NoRetryWarning
+    from cubed_plugin._cubed_seam import create_executor
+    from cubed_plugin._executors import no_retry
+
+    assert no_retry(make_executor("processes")) is None
+    assert "retries nothing" in no_retry(create_executor("processes"))
+    assert "retries=0" in no_retry(make_executor("processes", retries=0))
+    assert no_retry(make_executor("threads")) is None
+    assert issubclass(NoRetryWarning, UserWarning)
+
+
 # -- Dask distributed ---------------------------------------------------------------------------
 
 
@@ -246,6 +277,37 @@ def test_beam_multi_process_says_before_running_that_it_cannot_retry(tmp_path):
     with pytest.warns(NoRetryWarning, match="retries nothing"):
         with pytest.raises(RuntimeError, match="stop here"):
             _fit(spec, X, y, ex, callbacks=[_Stop()])
+
+
+@pytest.mark.slow
+def test_a_spark_session_that_tries_tasks_once_is_named_before_running(tmp_path):
+    """A Spark session the user made in local mode without retries (local[2]) is the one
+    make_executor("spark") gets; fit says before running that a dead worker fails the run.
+    Without one, make_executor starts local[N,F], which retries."""
+    pytest.importorskip("pyspark")
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from cubed_plugin import NoRetryWarning
+    from cubed_plugin._executors import no_retry
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    user = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    session = user.getOrCreate()
+    try:
+        ex = make_executor("spark", workers=2)
+        assert "tries each task once" in no_retry(ex)
+        spec, X, y = _data(tmp_path)
+        with pytest.warns(NoRetryWarning, match="local\\[2\\]"):
+            with pytest.raises(RuntimeError, match="stop here"):
+                _fit(spec, X, y, ex, callbacks=[_Stop()])
+    finally:
+        session.stop()
+    assert no_retry(make_executor("spark", workers=2)) is None
 
 
 class _Stop(cubed.Callback):
