@@ -83,11 +83,26 @@ class XarrayData:
         )
 
     def predict(self, model: Callable[..., Any], params: Any) -> Any:
-        """``model(params, X_rows)`` applied to every row chunk of ``X``, lazily: a Cubed array
-        of the rows (its first axis) by whatever a row of the model's output is. ``model`` is
-        called on NumPy (our eager namespace) with one chunk of rows at a time, as ``fit``'s
-        one-pass tasks call a loss; each task's memory is projected from ``model``
-        (``pycograd_xp.memory.project``) and counted in Cubed's plan."""
+        """``model(params, X_rows)`` applied to every row chunk of ``X``, lazily.
+
+        ``model`` is called on NumPy (our eager namespace) with one chunk of rows at a time,
+        as ``fit``'s one-pass tasks call a loss; each task's memory is projected from
+        ``model`` (``pycograd_xp.memory.project``) and counted in Cubed's plan.
+
+        Parameters
+        ----------
+        model : callable
+            ``model(params, X_rows)``: one output per row (its first axis the rows).
+        params : pytree of arrays
+            The parameters (NumPy arrays or arrays of an eager namespace), e.g.
+            ``fit(...).params``.
+
+        Returns
+        -------
+        cubed.Array
+            The rows by whatever a row of the model's output is (for :meth:`write`: shaped
+            as ``y``).
+        """
         from ._cubed_seam import blockwise
 
         X = self.X
@@ -120,9 +135,19 @@ class XarrayData:
         )
 
     def to_dataset(self, **values: Any) -> Any:
-        """A lazy ``xarray.Dataset`` with one variable per keyword: each a Cubed array of the
-        rows by the kept dims (as ``y``, e.g. from :meth:`predict`), put back in the target's
-        dims (in its order) and coordinates."""
+        """Values of the rows as a lazy ``xarray.Dataset`` in the target's dims and coordinates.
+
+        Parameters
+        ----------
+        **values : cubed.Array
+            One variable per keyword: the rows by the kept dims (shaped as ``y``, e.g. from
+            :meth:`predict`).
+
+        Returns
+        -------
+        xarray.Dataset
+            Each variable in the target's dims, in its order, with its coordinates.
+        """
         import xarray as xr
 
         kept_shape = tuple(int(self.template.sizes[d]) for d in self.kept_dims)
@@ -142,9 +167,30 @@ class XarrayData:
         return xr.Dataset(out)
 
     def write(self, path: str, *, executor: Any = None, mode: str = "w", **values: Any) -> Any:
-        """Write :meth:`to_dataset` of ``values`` to Zarr at ``path`` (computed on Cubed with
-        ``executor``, Cubed's default when None), after checking every task of the plan against
-        ``allowed_mem``; returns the Dataset written (lazy)."""
+        """Write :meth:`to_dataset` of ``values`` to Zarr, every task checked first.
+
+        Parameters
+        ----------
+        path : str
+            The Zarr store to write.
+        executor : executor or str, optional
+            Where Cubed computes it (an executor or its name; None: the Spec's, else Cubed's
+            default).
+        mode : str, default "w"
+            ``Dataset.to_zarr``'s mode.
+        **values : cubed.Array
+            As :meth:`to_dataset`.
+
+        Returns
+        -------
+        xarray.Dataset
+            The Dataset written (lazy).
+
+        Raises
+        ------
+        MemoryLimitError
+            If a task of the plan exceeds ``allowed_mem``, before anything runs.
+        """
         from ._compute import SOUND, refuse
         from ._compute import plan as plan_of
 
@@ -236,24 +282,52 @@ def from_xarray(
     store: str | None = None,
     executor: Any = None,
 ) -> XarrayData:
-    """Training data from the Dataset ``ds`` (variables backed by Cubed arrays, e.g.
-    ``xr.open_zarr(path, chunked_array_type="cubed", from_array_kwargs={"spec": spec})``),
-    without loading it: the variables ``features`` stacked as the columns of ``X`` and the
-    variable ``target`` as ``y``, every variable with the target's dims.
+    """Training data from a Dataset of Cubed arrays, without loading it.
 
-    ``sample_dims``: the dims whose entries are samples, flattened (C order) into the rows; the
-    others are kept as axes of each row (None: all the target's dims, a pooled model). So for
+    The variables ``features`` are stacked as the columns of ``X`` and the variable ``target``
+    is ``y``; every variable has the target's dims (in any order). The ``sample_dims`` are
+    flattened (C order) into the rows, the others kept as axes of each row: for
     ``(time, lat, lon)`` variables, ``sample_dims=("time",)`` gives ``X`` of shape
-    ``(time, lat, lon, features)`` and ``y`` ``(time, lat, lon)`` (a per-gridpoint model), and
+    ``(time, lat, lon, features)`` and ``y`` ``(time, lat, lon)`` (a per-gridpoint model);
     ``("time", "lat", "lon")`` gives ``(time*lat*lon, features)`` and ``(time*lat*lon,)``.
-    ``X``'s dtype is the features' common one (NumPy's promotion); ``y`` keeps its own.
+    ``X``'s dtype is the features' common one (NumPy's promotion); ``y`` keeps its own. How the
+    variables are rechunked is in the module's docstring (:mod:`cubed_plugin._xarray`).
 
-    ``rows``: rows per chunk (a multiple of the rows one entry of the first sample dim makes;
-    None: see the module's docstring for the rechunk). The plan is checked against the
-    Spec's ``allowed_mem`` before returning (``MemoryLimitError`` names the op over it).
-    ``store``: a directory to write ``X.zarr`` and ``y.zarr`` to, once (with ``executor``),
-    read from there afterwards. Returns an :class:`XarrayData`: ``data.arrays`` for ``fit``,
-    ``data.predict`` and ``data.write`` for predictions back in the Dataset's coordinates."""
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Variables backed by Cubed arrays with one Spec, e.g. ``xr.open_zarr(path,
+        chunked_array_type="cubed", from_array_kwargs={"spec": spec})`` (``cubed-xarray``).
+    features : sequence of str
+        The feature variables, in the order of ``X``'s columns.
+    target : str
+        The target variable.
+    sample_dims : sequence of str, optional
+        The dims whose entries are samples (None: all the target's dims, a pooled model).
+    rows : int, optional
+        Rows per chunk: a multiple of the rows one entry of the first sample dim makes
+        (None: the target's chunks, or chunks of about their bytes when they must change).
+    store : str, optional
+        A directory to write ``X.zarr`` and ``y.zarr`` to, once, and read them from
+        afterwards (each pass of ``fit`` then reads them rather than stacking again).
+    executor : executor or str, optional
+        Where ``store`` is written.
+
+    Returns
+    -------
+    XarrayData
+        ``data.arrays`` for ``fit``; ``data.predict`` and ``data.write`` for predictions
+        back in the Dataset's coordinates.
+
+    Raises
+    ------
+    MemoryLimitError
+        If a task of the plan that builds ``X`` and ``y`` exceeds the Spec's ``allowed_mem``
+        (checked before anything runs), naming the op.
+    TypeError, KeyError, ValueError
+        For a variable that is not a Cubed array (naming how to open the Dataset), a missing
+        variable, dims that differ from the target's, bad ``sample_dims`` or ``rows``.
+    """
     import cubed
 
     from ._compute import SOUND, refuse
