@@ -233,7 +233,7 @@ def _row_chunk(
                 f"from_xarray: rows={rows} must be a multiple of the {per} rows of one entry "
                 "of the first sample dimension (a row chunk is whole entries of it)"
             )
-        return rows // per
+        return min(rows // per, sample_shape[0])
     first = int(target.chunks[0][0])
     if all(len(c) == 1 for c in target.chunks[1:]):
         return first
