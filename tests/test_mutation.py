@@ -308,6 +308,38 @@ def test_writes_into_outputs_of_multi_output_functions(xp, which, transform):
 # -- views of saved buffers ----------------------------------------------------------------------
 
 
+PROTOCOL_WRITES = ["out", "out-view", "add.at", "multiply.at"]
+
+
+def protocol_write_fn(ns, which, target):
+    """NumPy's own functions writing into an array (``out=``, ``ufunc.at``): on a namespace over
+    NumPy they reach ours through the protocols; the same code on raw NumPy is the reference."""
+    c1, c2 = _consts(ns)
+
+    def f(x):
+        y = x if target == "argument" else x * 1.5 + 0.1
+        before = ns.sum(y * y * c1)  # the old value, saved by the tape
+        if which == "out":
+            np.multiply(y, ns.cos(x) + 2.0, out=y)
+        elif which == "out-view":
+            np.exp(y[1:3], out=y[1:3])  # through a view: the base sees it
+        elif which == "add.at":
+            np.add.at(y, (np.array([0, 0, 2]),), ns.sin(x[1:4]))  # duplicates accumulate
+        else:
+            np.multiply.at(y, (np.array([1, 1]), np.array([0, 2])), ns.cos(x[0, :2]) + 2.0)
+        return before + ns.sum(y * y * c2)
+
+    return f
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+@pytest.mark.parametrize("target", ["argument", "intermediate"])
+@pytest.mark.parametrize("which", PROTOCOL_WRITES)
+def test_numpy_functions_writing_into_arrays(which, target, transform):
+    xp = pg.namespace(np)
+    _check(xp, lambda ns: protocol_write_fn(ns, which, target), transform, target == "argument")
+
+
 def test_view_written_while_recording_keeps_the_saved_value(xp):
     """A write into a view of a buffer the tape saved, while recording, is copy-on-write: the
     tape keeps the old value, and the base sees the write (NumPy's aliasing)."""
