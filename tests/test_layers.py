@@ -24,7 +24,7 @@ LAYERS = (
     ("the transforms", ("_api", "_forward", "_vmap", "_custom", "_remat", "_compile", "memory")),
     (
         "the toolkit",
-        ("nn", "special", "optim", "train", "data", "random", "checkpoint", "__init__"),
+        ("nn", "special", "optim", "train", "data", "random", "checkpoint", "_modules", "__init__"),
     ),
 )
 
