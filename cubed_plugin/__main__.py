@@ -26,9 +26,8 @@ import pycograd_xp as pg
 from pycograd_xp import optim, random
 from pycograd_xp.memory import MemoryLimitError, format_bytes
 
-from ._compute import plan as plan_of
 from ._executors import BEAM_MODES, ENGINES, MARGIN, make_executor, make_spec, worker_baseline
-from ._fit import FitResult, _batches, _step, fit
+from ._fit import FitResult, _batches, fit, step_plan
 from .memory import TaskMemoryError, part_of
 from .namespace import label_ops
 from .steps import row_loss
@@ -403,8 +402,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"{format_bytes(spec.reserved_mem)})"
     )
     picks = _batches((X, y), a.batch_rows, random.key(0), 0)[0]
-    targets, _, _ = _step(loss, params, (X, y), picks, spec, one_pass)
-    plan = plan_of(*targets)
+    plan = step_plan(loss, params, (X, y), picks, spec, one_pass, executor)
     print(f"memory plan of one step ({mode} mode; per task, as it will run):")
     print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}  part")
     dag = plan_dag(plan)

@@ -26,9 +26,10 @@ import cubed
 from cubed.core import plan as _plan_module
 from cubed.core.ops import blockwise, general_blockwise, map_selection
 from cubed.core.optimization import multiple_inputs_optimize_dag
-from cubed.core.plan import Plan, arrays_to_plan
+from cubed.core.plan import FinalizedPlan, Plan, arrays_to_plan, gensym
 from cubed.primitive.blockwise import ChunkKey, FunctionArgs, apply_blockwise, key_to_slices
 from cubed.primitive.memory import calculate_projected_mem, get_buffer_copies
+from cubed.primitive.types import PrimitiveOperation
 from cubed.runtime.asyncio import async_map_dag
 from cubed.runtime.backup import use_backups_default
 from cubed.runtime.create import create_executor
@@ -38,6 +39,7 @@ from cubed.runtime.executors.local import (
     processes_create_futures_func,
     run_func_processes,
 )
+from cubed.runtime.types import Callback, CubedPipeline
 from cubed.storage.store import is_storage_array
 from cubed.storage.zarr import LazyZarrArray
 from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
@@ -83,6 +85,7 @@ __all__ = [
     "plan_dag",
     "projected_mem",
     "reads_of",
+    "run_tasks",
     "rechunk_task_mem",
     "replace_op",
     "run_with",
@@ -90,6 +93,7 @@ __all__ = [
     "set_node_op",
     "SUPPORTED",
     "task_keys",
+    "tasks_plan",
     "unoptimized_plan",
     "with_reads",
 ]
@@ -313,6 +317,83 @@ def run_with(op: Any, function: Callable[..., Any]) -> Any:
     """A copy of the blockwise ``op`` whose tasks run ``function`` in place of Cubed's."""
     pipeline = dataclasses.replace(op.pipeline, function=function)
     return dataclasses.replace(op, pipeline=pipeline)
+
+
+# -- the plugin's own tasks ---------------------------------------------------------------------
+
+
+def tasks_plan(
+    function: Callable[..., Any],
+    items: list,
+    config: Any,
+    *,
+    projected_mem: int,
+    allowed_mem: int,
+    reserved_mem: int,
+    kind: str,
+    marks: dict[str, Any],
+) -> Any:
+    """A finalized Cubed plan of one op of ``len(items)`` tasks, each ``function(item,
+    config=config)``, that reads and writes no Cubed array: what a task returns comes back to
+    the driver (:func:`run_tasks`). Made once, it runs any number of times; ``config`` is
+    shipped to the tasks each time it runs (pickled when they run elsewhere: a mutable config
+    gives each run the values it holds then). The op is named as Cubed names ops (op-NNN), its
+    kind is ``kind`` (:func:`node_kind`), and it declares ``projected_mem`` per task, as a
+    blockwise op does, for the callbacks and the check; ``marks`` are the plugin's own
+    attributes of its node (:func:`node_mark`)."""
+    import networkx as nx
+
+    name = gensym("op")
+    pipeline = CubedPipeline(function, name, list(items), config)
+    op = PrimitiveOperation(
+        pipeline=pipeline,
+        source_array_names=[],
+        target_array=None,
+        projected_mem=int(projected_mem),
+        allowed_mem=int(allowed_mem),
+        reserved_mem=int(reserved_mem),
+        num_tasks=len(items),
+        fusable_with_predecessors=False,
+        fusable_with_successors=False,
+    )
+    dag = nx.MultiDiGraph()
+    dag.add_node(
+        name,
+        name=name,
+        op_name=kind,
+        type="op",
+        func_name=kind,
+        primitive_op=op,
+        pipeline=pipeline,
+        **marks,
+    )
+    over = [(name, op)] if op.projected_mem > op.allowed_mem else []
+    return FinalizedPlan(nx.freeze(dag), (), True, over)
+
+
+def run_tasks(
+    plan: Any, executor: Any, callbacks: Any = None, spec: Any = None, **kwargs: Any
+) -> list:
+    """Run the plan of :func:`tasks_plan` on ``executor`` as ``cubed.compute`` runs a plan
+    (Cubed refuses it when a task's projection exceeds ``allowed_mem``; ``callbacks``, with
+    the callbacks active in a ``with`` block, get its compute, op and task events; ``kwargs``
+    go to the executor) and return what its tasks returned, in the order they ended (a task
+    retried or backed up may appear twice). Executors that send no results back to the driver
+    (Apache Beam's) give fewer."""
+    results: list = []
+
+    class Results(Callback):
+        def on_task_end(self, event: Any) -> None:
+            if event.result is not None:
+                results.append(event.result)
+
+    plan.execute(
+        executor=executor,
+        callbacks=[*Callback.active, *(callbacks or ()), Results()],
+        spec=spec,
+        **kwargs,
+    )
+    return results
 
 
 # -- labels: every op made --------------------------------------------------------------------

@@ -195,6 +195,12 @@ def measures_each_task(executor: Any) -> tuple[bool, str]:
     return True, ""
 
 
+def returns_task_results(executor: Any) -> bool:
+    """Whether ``executor`` sends what each task returns back to the driver (Cubed's executors
+    do, to its callbacks, all but Apache Beam's, which runs a pipeline and reports counts)."""
+    return getattr(executor, "name", "") != "beam"
+
+
 class NoRetryWarning(UserWarning):
     """The executor cannot retry a task whose worker dies in the mode it runs: a worker killed
     fails the run (resume it from ``fit``'s checkpoint).
@@ -337,7 +343,7 @@ def make_spec(
 
 
 def measuring_processes(
-    preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin.steps"),
+    preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin._fit"),
     retries: int = 2,
 ) -> Any:
     """A Cubed executor under which each task's measured peak is its own.
@@ -347,6 +353,14 @@ def measuring_processes(
     start, per task). A spawned worker reused for several tasks reports its largest so far, and
     one started with exec starts from its parent's lifetime peak; a forked one starts from the
     server's current, small, resident set.
+
+    Each worker imports the main script again before its task (``multiprocessing`` prepares
+    every child so; on Python 3.11 the forkserver's own preloading of ``__main__`` never takes
+    effect): what the script imports and the server has not is imported once per task. What
+    a script that trains imports of the plugin is preloaded (``cubed_plugin._fit``: without it,
+    those imports cost each task 0.65 s on a loaded machine, most of a mini-batch step; not
+    ``cubed_plugin.train`` itself, which ``python -m cubed_plugin.train`` runs again in each
+    worker as its main module); preload what else your script imports at its top.
 
     One change to Cubed's executor: a compute returns only after its pool has stopped every
     worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
@@ -362,7 +376,7 @@ def measuring_processes(
     ----------
     preload : sequence of str
         Modules the fork server imports once (default: numpy, zarr, cubed, pycograd_xp and
-        cubed_plugin.steps).
+        cubed_plugin._fit).
     retries : int
         Tries of a failed task after its first (default 2, as Cubed's threads executor).
 

@@ -12,6 +12,7 @@ its command line in :mod:`cubed_plugin.__main__`.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import os
@@ -37,8 +38,10 @@ from ._executors import (
     executor_of,
     measures_each_task,
     no_retry,
+    returns_task_results,
     worker_baseline,
 )
+from ._one_pass import PlannedStep, stored_arrays
 from .memory import TaskMemoryError, TaskMemoryWarning, part_of
 from .namespace import label_ops
 from .steps import RowLoss, graph_step, one_pass_step, unflatten_sums
@@ -352,17 +355,34 @@ def fit(
     warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
     kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
     mode_name = "one-pass" if one_pass else "graph"
+    planned = _planner(loss, data, ex, one_pass)
+    run_kw = {k: v for k, v in kw.items() if k not in _PLANNING}
 
     def evaluate(host_p: Any, picks: list[int] | None, step: int, desc: str) -> tuple:
         """(loss, gradients, rows) at ``host_p`` on the batch ``picks``: one computation (one
-        pass over the batch in one-pass mode), its plan checked against the budget first."""
+        pass over the batch in one-pass mode), its plan checked against the budget first (in
+        one-pass mode on stored data: once per batch shape, the plan then reused)."""
+        where = f"fit: step {step} ({mode_name} mode) is refused before running"
+        advice = functools.partial(_advice, loss, host_p, data, one_pass, batch_rows, spec)
+        if planned is not None:
+            planned_step = planned(host_p, picks, where, advice)
+            value, grads, rows = planned_step.run(
+                host_p,
+                picks,
+                ex,
+                [*callbacks, recorder, Progress(desc, disable=not progress)],
+                data[0].spec,
+                **run_kw,
+            )
+            _measured_within(recorder, step, memory_overrun, ex, spec)
+            return (
+                value,
+                pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p),
+                rows,
+            )
         work = _work_snapshot(spec)
         targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
-        refuse(
-            plan_of(*targets, optimize_function=kw["optimize_function"]),
-            f"fit: step {step} ({mode_name} mode) is refused before running",
-            functools.partial(_advice, loss, host_p, data, one_pass, batch_rows, spec),
-        )
+        refuse(plan_of(*targets, optimize_function=kw["optimize_function"]), where, advice)
         value, grads = finish(
             compute(
                 *targets,
@@ -489,6 +509,75 @@ def _fit_lbfgs(
                 path, {"params": p, "opt_state": state, "step": step, "key": np.asarray(key.data)}
             )
     return p, state, step
+
+
+# the arguments of cubed.compute that make the plan (the rest go to the executor)
+_PLANNING = ("optimize_function", "optimize_graph", "compile_function", "resume")
+
+
+# the planned steps made, most recently used last: a later fit on the same data and loss (an
+# outer loop, L-BFGS after SGD, a benchmark's rounds) runs the plans an earlier one made
+_PLANNED: collections.OrderedDict[tuple, PlannedStep] = collections.OrderedDict()
+_PLANNED_KEPT = 8
+
+
+def _planner(
+    loss: Callable[..., Any], data: tuple, executor: Any, one_pass: bool
+) -> Callable[..., PlannedStep] | None:
+    """In one-pass mode on stored data with an executor that sends task results back: the
+    function giving the :class:`~cubed_plugin._one_pass.PlannedStep` of a batch, made once per
+    batch shape (the data, the number of chunks, the parameters' shapes and dtypes) and kept
+    for later steps and later calls of :func:`fit`, its projection checked against the budget
+    before its first run (``where`` and ``advice`` given: ``refuse``'s); else None (each step
+    is a Cubed graph, planned and checked)."""
+    if not (one_pass and returns_task_results(executor) and stored_arrays(data) is not None):
+        return None
+    assert isinstance(loss, RowLoss)
+
+    def planned(
+        host_p: Any,
+        picks: list[int] | None,
+        where: str | None = None,
+        advice: Callable[[], str] | None = None,
+    ) -> PlannedStep:
+        leaves, _ = pg.tree_flatten(host_p)
+        key = (
+            loss,
+            tuple(x.name for x in data),
+            None if picks is None else len(picks),
+            tuple((np.shape(a), np.asarray(a).dtype.str) for a in leaves),
+        )
+        if key not in _PLANNED:
+            _PLANNED[key] = PlannedStep(loss, host_p, data, picks)
+            while len(_PLANNED) > _PLANNED_KEPT:
+                _PLANNED.popitem(last=False)
+        _PLANNED.move_to_end(key)
+        step = _PLANNED[key]
+        if where is not None and not step.checked:
+            refuse(step.reference, where, advice)
+            step.checked = True
+        return step
+
+    return planned
+
+
+def step_plan(
+    loss: Callable[..., Any],
+    params: Any,
+    data: tuple,
+    picks: list[int] | None,
+    spec: Any,
+    one_pass: bool,
+    executor: Any,
+) -> Any:
+    """The plan a step of :func:`fit` runs on the batch ``picks`` (for showing it: its ops,
+    their task memory and tasks; in one-pass mode on stored data, the plan ``fit`` will run)."""
+    data = tuple(pg.unwrap(x) for x in data)
+    host = _host_params(params, data, None)
+    planned = _planner(loss, data, executor_of(executor, spec), one_pass)
+    if planned is not None:
+        return planned(host, picks).plan
+    return plan_of(*_step(loss, host, data, picks, spec, one_pass)[0])
 
 
 def _step(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,10 @@ import numpy as np
 import pycograd_xp as pg
 from pycograd_xp import memory
 from pycograd_xp.tree import tree_flatten, tree_unflatten
+
+# the NumPy namespace each task of one-pass mode computes in, built when this module is imported
+# (0.06 s): the workers of ``measuring_processes`` are forked from a server that imported it
+_NP = pg.namespace(np)
 
 
 @dataclass(frozen=True)
@@ -266,7 +270,7 @@ def one_pass_step(
                 f"other than the rows ({x.chunks}); rechunk it whole there"
             )
     extra = chunk_projection(loss, params, data).peak_bytes
-    per_row, np_xp = loss.per_row, pg.namespace(np)
+    per_row = loss.per_row
 
     starts = list(np.cumsum((0,) + tuple(rows)))
     numbers = list(range(len(rows))) if chunk_numbers is None else list(chunk_numbers)
@@ -279,22 +283,7 @@ def one_pass_step(
     def block(*chunks: np.ndarray) -> np.ndarray:
         *chunks, row_numbers = chunks
         n = numbers[starts.index(int(row_numbers[0]))]
-        first = n * rows[0]  # the data's chunks are regular: rows[0] rows each but the last
-        where = f"chunk {n} (rows {first} to {first + len(row_numbers) - 1})"
-        p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
-        rows_in = [np_xp.asarray(c) for c in chunks]
-        for i, r in enumerate(rows_in):
-            if not np_xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
-                raise TypeError(
-                    f"data argument {i}, {where}: dtype {r.dtype}; training data "
-                    "must be real numbers"
-                )
-        value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
-        parts = [np.asarray(pg.unwrap(value)).reshape(1)]
-        parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
-        out = np.concatenate(parts)
-        if not np.isfinite(out).all():  # only then read the chunk again, to say where
-            _check_finite(rows_in, where)
+        out = chunk_sums(per_row, td, leaves, chunks, n, rows[0])
         return out.reshape(1, width)
 
     import cubed
@@ -317,8 +306,87 @@ def one_pass_step(
 
     # the partial rows are small and Cubed's reduction reads its blocks one at a time: a wide
     # fan-in sums 20 chunks' partials in one task instead of three rounds (5, 2, 1 tasks)
-    fan_in = max(2, min(len(rows), ONE_PASS_FAN_IN))
+    fan_in = one_pass_fan_in(len(rows))
     return cubed.sum(parts, axis=0, split_every=fan_in), td, [leaf.shape for leaf in leaves]
+
+
+def chunk_sums(
+    per_row: Callable[..., Any],
+    td: Any,
+    leaves: Sequence[np.ndarray],
+    chunks: Sequence[np.ndarray],
+    number: int,
+    chunk_rows: int,
+) -> np.ndarray:
+    """One task of one-pass mode: [loss sum, flat gradient sums] of ``per_row`` at the
+    parameters ``leaves`` (of the tree ``td``) over one row chunk of every data argument
+    (``chunks``: chunk ``number`` of the data, whose chunks have ``chunk_rows`` rows but the
+    last), computed eagerly in the dtypes of the parameters and the data. An error names the
+    chunk and its rows."""
+    np_xp = _NP
+    first = number * chunk_rows
+    where = f"chunk {number} (rows {first} to {first + int(chunks[0].shape[0]) - 1})"
+    p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
+    rows_in = [np_xp.asarray(c) for c in chunks]
+    for i, r in enumerate(rows_in):
+        if not np_xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
+            raise TypeError(
+                f"data argument {i}, {where}: dtype {r.dtype}; training data must be real numbers"
+            )
+    value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
+    parts = [np.asarray(pg.unwrap(value)).reshape(1)]
+    parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
+    out = np.concatenate(parts)
+    if not np.isfinite(out).all():  # only then read the chunk again, to say where
+        _check_finite(rows_in, where)
+    return out
+
+
+@dataclass
+class TaskConfig:
+    """What the tasks of a planned one-pass step (``cubed_plugin._one_pass.PlannedStep``) read:
+    the data's Zarr arrays and the loss (fixed), the parameters and the chunk of each task (set
+    by the driver before each run)."""
+
+    per_row: Callable[..., Any]
+    arrays: tuple
+    chunk_rows: int
+    treedef: Any
+    leaves: list = field(default_factory=list)
+    picks: list = field(default_factory=list)
+
+
+def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
+    """Task ``b`` of a planned step (here, in a module that workers have imported: a task
+    imports nothing): (b, the float64 row of loss and gradient sums of chunk
+    ``config.picks[b]`` of the data at ``config.leaves``)."""
+    n, size = config.picks[b], config.chunk_rows
+    chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
+    row = chunk_sums(config.per_row, config.treedef, config.leaves, chunks, n, size)
+    return b, row.astype(np.float64)
+
+
+def tree_sum(rows: Sequence[np.ndarray], fan_in: int) -> np.ndarray:
+    """The sum of ``rows`` (float64) added as Cubed's ``sum(parts, axis=0, split_every=fan_in)``
+    adds the rows of one-pass mode's partial sums: a left fold over each run of ``fan_in``
+    consecutive rows, then over runs of those, until one is left; so the driver's sum of the
+    tasks' rows is, to the bit, the sum Cubed computed."""
+    import functools
+    import operator
+
+    rows = list(rows)
+    while True:
+        rows = [
+            functools.reduce(operator.add, rows[i : i + fan_in])
+            for i in range(0, len(rows), fan_in)
+        ]
+        if len(rows) == 1:
+            return rows[0]
+
+
+def one_pass_fan_in(chunks: int) -> int:
+    """The ``split_every`` of one-pass mode's sum over ``chunks`` partial rows."""
+    return max(2, min(chunks, ONE_PASS_FAN_IN))
 
 
 def _check_finite(rows: list, where: str) -> None:

@@ -30,6 +30,7 @@ zarr = pytest.importorskip("zarr")
 
 import cubed_plugin as cp  # noqa: E402
 from cubed_plugin import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning  # noqa: E402
+from cubed_plugin import _fit as fit_module  # noqa: E402
 from cubed_plugin._executors import MARGIN  # noqa: E402
 from cubed_plugin.memory import (  # noqa: E402
     part_of,
@@ -194,9 +195,9 @@ def test_an_under_reserved_run_fails_loudly(tmp_path):
         _processes_overrun(tmp_path)
     text = str(e.value)
     assert re.search(
-        r"fit: step 1 measured task memory over budget: op-\d+ \(blockwise in "
+        r"fit: step 1 measured task memory over budget: op-\d+ \(\w+ in "
         r"the one-pass step of logreg_loss \(forward and backward of each row "
-        r"chunk\)[^;]*(; fused with [^;]*)?\) measured [\d.]+ MB in a task, over its "
+        r"chunk[^)]*\)[^;]*(; fused with [^;]*)?\) measured [\d.]+ MB in a task, over its "
         r"projection: projected [\d.]+ [kM]?B, allowed_mem 100 MB \(of which "
         r"reserved_mem 0 B\)",
         text,
@@ -292,9 +293,16 @@ def test_every_public_compute_path_uses_the_sound_optimizer(tmp_path):
     _, grad = cp.compute(lv, lg, callbacks=[plans])
     t = np.tanh(Xn @ np.full(8, 0.1))
     np.testing.assert_allclose(grad, 2 * Xn.T @ (t * (1 - t**2)), rtol=1e-12)
-    for mode in ("one-pass", "graph"):
-        _fit(mlp_loss, (X, y), spec, mode=mode, callbacks=[plans])
-    assert len(plans.dags) == 3 and all(_read_once(d) for d in plans.dags)
+    _fit(mlp_loss, (X, y), spec, mode="graph", callbacks=[plans])
+    assert len(plans.dags) == 2 and all(_read_once(d) for d in plans.dags)
+    # one-pass mode on stored data runs a planned step (cubed_plugin._one_pass): one op whose
+    # tasks read their chunks, projected at the largest task of the step's graph as
+    # graph_fusion plans it
+    _fit(mlp_loss, (X, y), spec, mode="one-pass", callbacks=[plans])
+    (step,) = [s for k, s in fit_module._PLANNED.items() if k[1] == (X.name, y.name)]
+    assert _read_once(step.reference.dag) and step.checked
+    assert plans.dags[-1] is step.plan.dag
+    assert step.plan.max_projected_mem == step.reference.max_projected_mem
     # cubed_plugin.memory.project (pycograd_xp.memory.project on Cubed, plan_rows) projects
     # the plan graph_fusion makes
     p = cp.memory.project(mlp, *_mlp_step_args(spec), backend=spec)

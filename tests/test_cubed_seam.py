@@ -150,6 +150,14 @@ SIGNATURES = {
         "never_fuse",
     ),
     ("cubed.core.plan", "arrays_to_plan"): ("arrays",),
+    ("cubed.core.plan", "gensym"): ("name",),
+    ("cubed.core.plan", "FinalizedPlan"): (
+        "dag",
+        "array_names",
+        "optimized",
+        "ops_exceeding_memory",
+    ),
+    ("cubed.core.plan", "FinalizedPlan.execute"): ("executor", "callbacks", "spec"),
     ("cubed.primitive.blockwise", "apply_blockwise"): ("out_coords", "config"),
     ("cubed.primitive.blockwise", "key_to_slices"): ("key", "arr"),
     ("cubed.primitive.memory", "calculate_projected_mem"): (
@@ -189,7 +197,9 @@ SIGNATURES = {
 @pytest.mark.parametrize("where,params", SIGNATURES.items(), ids=lambda v: str(v))
 def test_internal_functions_take_the_parameters_the_plugin_passes(where, params):
     module, name = where
-    f = getattr(_import(module), name)
+    f = _import(module)
+    for part in name.split("."):
+        f = getattr(f, part)
     have = inspect.signature(f).parameters
     missing = [p for p in params if p not in have]
     assert not missing, changed(
@@ -233,6 +243,58 @@ def test_the_dask_executor_still_runs_a_dag_by_the_method_the_seam_overrides():
     assert _seam()._dask_task(1, pipeline_func=lambda x, config=None: x + 1)[0] == 2
 
 
+def _task(item, config=None):
+    return item, config["scale"] * item
+
+
+@pytest.mark.parametrize("executor", ["single-threaded", "threads", "processes"])
+def test_a_plan_of_the_plugins_own_tasks_runs_and_sends_their_results_back(tmp_path, executor):
+    """``tasks_plan``: one op of tasks that read and write no array, run as Cubed runs a plan
+    (callbacks get its compute, op and task events; a task's result comes back to the driver),
+    any number of times, each run with the configuration's values at that time; Cubed refuses
+    it when its projection exceeds allowed_mem."""
+    from cubed_plugin._executors import executor_of
+
+    s = _seam()
+    config = {"scale": 2}
+    plan = s.tasks_plan(
+        _task,
+        [0, 1, 2],
+        config,
+        projected_mem=1000,
+        allowed_mem=10**9,
+        reserved_mem=0,
+        kind="mine",
+        marks={"pycograd_xp_part": "my tasks"},
+    )
+    (name,) = [n for n, _ in s.op_nodes(plan.dag)]
+    assert s.node_kind(plan.dag, name) == "mine" and plan.num_tasks == 3
+    assert plan.max_projected_mem == 1000 and s.node_mark(plan.dag, name, "pycograd_xp_part")
+    events: list[str] = []
+
+    class Seen(cubed.Callback):
+        def on_compute_start(self, event):
+            events.append(f"start {len(list(s.op_nodes(event.dag)))}")
+
+        def on_task_end(self, event):
+            events.append(event.name)
+
+        def on_compute_end(self, event):
+            events.append("end")
+
+    ex = executor_of(executor)
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1GB")
+    assert sorted(s.run_tasks(plan, ex, [Seen()], spec)) == [(0, 0), (1, 2), (2, 4)]
+    assert events == ["start 1", name, name, name, "end"]
+    config["scale"] = 3  # a later run ships the configuration as it is then
+    assert sorted(s.run_tasks(plan, ex, [], spec)) == [(0, 0), (1, 3), (2, 6)]
+    over = s.tasks_plan(
+        _task, [0], config, projected_mem=2000, allowed_mem=1000, reserved_mem=0, kind="x", marks={}
+    )
+    with pytest.raises(ValueError, match="exceeds allowed_mem"):
+        s.run_tasks(over, ex, [], spec)
+
+
 def test_plans_still_make_every_op_through_plan_new():
     from cubed.core.plan import Plan
 
@@ -251,6 +313,7 @@ def test_plans_still_make_every_op_through_plan_new():
 PRIMITIVE_OP_FIELDS = (
     "pipeline",
     "source_array_names",
+    "target_array",
     "projected_mem",
     "allowed_mem",
     "reserved_mem",
@@ -258,7 +321,7 @@ PRIMITIVE_OP_FIELDS = (
     "fusable_with_predecessors",
     "fusable_with_successors",
 )
-PIPELINE_FIELDS = ("function", "mappable", "config")
+PIPELINE_FIELDS = ("function", "name", "mappable", "config")
 BLOCKWISE_SPEC_FIELDS = ("back_key_function", "num_input_blocks", "reads_map")
 
 

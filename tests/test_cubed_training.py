@@ -349,7 +349,7 @@ def test_the_command_runs_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "memory plan of one step" in out and "trained 2 steps" in out
     # the plan names each op's part of the loss, and nothing is measured on threads
-    assert "blockwise in the one-pass step of logreg_loss" in out
+    assert "tasks in the one-pass step of logreg_loss" in out
     assert "cannot measure a task's own peak" in out and "use --executor processes" in out
     assert result.history["loss"][1] < result.history["loss"][0]
 
@@ -388,7 +388,7 @@ def test_the_command_fits_its_model_to_the_users_data(tmp_path, capsys):
     result = main(common)
     out = capsys.readouterr().out  # the plan names each op's part of the loss from the start
     plan = out.split("memory plan of one step", 1)[1].split("largest task", 1)[0]
-    assert "blockwise in the one-pass step of mlp_loss" in plan, plan
+    assert "tasks in the one-pass step of mlp_loss" in plan, plan
     assert result.params["W1"].shape == (7, 32)
     assert {p.dtype for p in result.params.values()} == {np.dtype("float32")}
     assert result.history["loss"][1] < result.history["loss"][0]
@@ -438,7 +438,7 @@ def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_
         text,
         flags=re.M,
     )
-    assert len(rows) >= 2, text
+    assert rows, text  # one-pass mode on stored data: one op, its tasks read their chunks
     for op, projected, measured, ratio, _ in rows:
         assert 0 < float(measured) <= float(projected) <= 120.0, (op, projected, measured)
         assert float(ratio) <= 1.0
