@@ -110,7 +110,7 @@ class PlannedStep:
         **kwargs: Any,
     ) -> tuple[float, Any, int]:
         """(loss, gradients, rows) at the parameters ``host_p`` (NumPy) on the row chunks
-        ``picks`` of the data (all for None): one run of :attr:`plan` on ``executor``
+        ``picks`` of the data (all for None): one run of ``self.plan`` on ``executor``
         (``kwargs`` go to it, as ``cubed.compute``'s)."""
         from ._cubed_seam import run_tasks
 
