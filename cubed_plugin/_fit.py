@@ -17,6 +17,7 @@ import functools
 import math
 import os
 import shutil
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -519,6 +520,7 @@ _PLANNING = ("optimize_function", "optimize_graph", "compile_function", "resume"
 # outer loop, L-BFGS after SGD, a benchmark's rounds) runs the plans an earlier one made
 _PLANNED: collections.OrderedDict[tuple, PlannedStep] = collections.OrderedDict()
 _PLANNED_KEPT = 8
+_PLANNED_LOCK = threading.Lock()
 
 
 def _planner(
@@ -547,12 +549,13 @@ def _planner(
             None if picks is None else len(picks),
             tuple((np.shape(a), np.asarray(a).dtype.str) for a in leaves),
         )
-        if key not in _PLANNED:
-            _PLANNED[key] = PlannedStep(loss, host_p, data, picks)
-            while len(_PLANNED) > _PLANNED_KEPT:
-                _PLANNED.popitem(last=False)
-        _PLANNED.move_to_end(key)
-        step = _PLANNED[key]
+        with _PLANNED_LOCK:  # fits running in threads share the plans
+            if key not in _PLANNED:
+                _PLANNED[key] = PlannedStep(loss, host_p, data, picks)
+                while len(_PLANNED) > _PLANNED_KEPT:
+                    _PLANNED.popitem(last=False)
+            _PLANNED.move_to_end(key)
+            step = _PLANNED[key]
         if where is not None and not step.checked:
             refuse(step.reference, where, advice)
             step.checked = True
