@@ -39,6 +39,9 @@ parts of the data.
 
     python benchmarks/bench_epoch.py [--rows 2000000] [--features 50] [--chunk 50000]
         [--epochs 5] [--data DIR] [--json PATH] [--only NAME,NAME] [--no-rss] [--no-dask]
+
+(short names for ``--only``: read, sum, ours-threads, ours-processes, ours-graph,
+ours-batches-threads, ours-batches-processes, torch-full, torch-batches, sklearn, dask)
 """
 
 from __future__ import annotations
@@ -386,7 +389,13 @@ def dask_ml_rows(a: argparse.Namespace, epochs: int, only: str | None = None) ->
         print(f"  (dask-ml not installed: its rows skipped; pip install dask-ml) [{e}]")
         return []
     rows = []
+    # the fixed glibc thresholds of the timings keep every freed block in the heap: a Dask
+    # worker's unmanaged memory then grows until the nanny pauses it; Dask's own settings
+    env = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+    import dask
+
     with (
+        dask.config.set({"distributed.nanny.pre-spawn-environ": env}),
         distributed.LocalCluster(
             n_workers=a.dask_workers,
             threads_per_worker=1,
@@ -492,7 +501,8 @@ def main() -> None:
         f"SGD lr {a.lr}; {a.epochs} epochs each, interleaved"
     )
     makers = contenders(a)
-    keys = list(makers) if a.only is None else a.only.split(",")
+    asked = list(makers) if a.only is None else a.only.split(",")
+    keys = [k for k in asked if k in makers]
     made = {k: makers[k]() for k in keys}
     times: dict[str, list[float]] = {k: [] for k in keys}
     for r in range(a.epochs):
@@ -515,12 +525,22 @@ def main() -> None:
                 "loss": None if p is None else mean_loss(a, *p),
             }
         )
-    if not a.no_dask and (a.only is None or any(k.startswith("dask") for k in keys)):
+    for row in rows:
+        row["rss"] = None
+    report(a, rows)  # the interleaved rows, before the runs apart
+    if not a.no_dask and (a.only is None or any(k.startswith("dask") for k in asked)):
         for row in dask_ml_rows(a, a.epochs):
             row["loss"] = mean_loss(a, *row.pop("params"))
+            row["rss"] = None
             rows.append(row)
-    for row in rows:
-        row["rss"] = None if a.no_rss else rss_alone(a, row["key"])
+    if not a.no_rss:
+        for row in rows:
+            row["rss"] = rss_alone(a, row["key"])
+    report(a, rows)
+
+
+def report(a: argparse.Namespace, rows: list[dict]) -> None:
+    """Print the table of ``rows`` and write it to ``--json``."""
     floor = next((r["seconds"] for r in rows if r["name"] == FLOOR), None)
     print(
         f"\n  {'contender':66s} {'s/epoch':>8s} {'x read':>7s} {'peak RSS':>9s} "
