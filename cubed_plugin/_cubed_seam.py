@@ -96,6 +96,7 @@ __all__ = [
     "tasks_plan",
     "unoptimized_plan",
     "with_reads",
+    "zarr_array_of",
 ]
 
 # the Cubed versions (major, minor) this module was checked against (tests/test_cubed_seam.py
@@ -244,6 +245,13 @@ def node_kind(dag: Any, name: str) -> str:
 def node_target(dag: Any, name: str) -> Any:
     """The stored (or virtual) array behind the array node ``name`` (None when none)."""
     return dag.nodes[name].get(_TARGET)
+
+
+def zarr_array_of(x: Any) -> Any:
+    """The array behind a Cubed array (Cubed's private ``_zarray``): the ``zarr.Array`` that
+    one made by ``cubed.from_zarr`` reads, Cubed's lazy array for one it computes; None when
+    it has none."""
+    return getattr(x, "_zarray", None)
 
 
 def is_stored(dag: Any, name: str) -> bool:

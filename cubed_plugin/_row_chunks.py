@@ -58,7 +58,9 @@ class RowChunksStore(WrapperStore):
 def _stored(x: Any) -> Any:
     """The Zarr array holding ``x``'s data when ``x`` is stored data read as it is stored
     (``cubed.from_zarr``; unsharded, Cubed's chunks the Zarr chunks), else None."""
-    z = getattr(x, "_zarray", None)
+    from ._cubed_seam import zarr_array_of
+
+    z = zarr_array_of(x)
     if not isinstance(z, zarr.Array) or z.shards is not None:
         return None
     return z if tuple(z.chunks) == tuple(x.chunksize) else None

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 cubed = pytest.importorskip("cubed")
-pytest.importorskip("zarr")
+zarr = pytest.importorskip("zarr")
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "cubed_plugin"
@@ -400,6 +400,17 @@ def test_plan_nodes_have_the_fields_the_seam_reads(tmp_path):
     assert keys and all(isinstance(k, s.ChunkKey) for k in keys), changed(
         f"a blockwise op's back_key_function: gives {keys}"
     )
+
+
+def test_arrays_read_from_zarr_keep_the_zarr_array_they_read(tmp_path):
+    s = _seam()
+    z = zarr.open_array(str(tmp_path / "a.zarr"), mode="w", shape=(4,), chunks=(2,), dtype="f8")
+    x = cubed.from_zarr(str(tmp_path / "a.zarr"))
+    assert isinstance(s.zarr_array_of(x), zarr.Array), changed(
+        "cubed.from_zarr: its array keeps no _zarray (the zarr.Array it reads)"
+    )
+    assert s.zarr_array_of(x).store_path == z.store_path
+    assert not isinstance(s.zarr_array_of(x + 1), zarr.Array)  # computed: Cubed's lazy array
 
 
 def test_the_op_counter_counts_the_ops_made():
