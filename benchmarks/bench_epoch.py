@@ -477,7 +477,12 @@ def main() -> None:
     ap.add_argument("--no-rss", action="store_true", help="skip the peak-memory runs")
     ap.add_argument("--no-dask", action="store_true", help="skip dask-ml")
     ap.add_argument("--dask-workers", type=int, default=2)
-    ap.add_argument("--dask-memory", default="500MB", help="memory_limit of each Dask worker")
+    ap.add_argument(
+        "--dask-memory",
+        default="1GB",
+        help="memory_limit of each Dask worker (at 500MB its L-BFGS stalled on the full data: "
+        "the nanny paused both workers)",
+    )
     ap.add_argument("--rss-of", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.data = a.data or tempfile.mkdtemp(prefix="bench-epoch-")
