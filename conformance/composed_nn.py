@@ -203,12 +203,20 @@ def scaled_dot_product_attention(
     masked scores get the dtype's lowest value. The softmax divides by the sum of the shifted
     exponentials: a row masked whole averages the values (``softmax`` above, the composition
     pycograd_xp.nn had, gave their sum there: ``log(n)`` vanishes beside the lowest value in
-    its log-sum-exp)."""
+    its log-sum-exp). A floating mask is added to the scores (-inf beside a causal mask); a
+    row whose scores are all -inf gives NaN here (the fused row gives 0, as PyTorch)."""
     import math
 
     xp = _ns(q, k, v)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ xp.matrix_transpose(k)) * scale
+    if mask is not None and not xp.isdtype(mask.dtype, "bool"):
+        scores = scores + mask
+        if is_causal:
+            lq, lk = q.shape[-2], k.shape[-2]
+            tri = xp.astype(xp.tril(xp.ones((lq, lk), dtype=xp.int8)), xp.bool)
+            scores = xp.where(tri, scores, -math.inf)
+        mask, is_causal = None, False
     if is_causal:
         lq, lk = q.shape[-2], k.shape[-2]
         tri = xp.astype(xp.tril(xp.ones((lq, lk), dtype=xp.int8)), xp.bool)

@@ -965,6 +965,16 @@ def _transformer_cases(out):
             (arr((1, 80, 2, 3)), arr((1, 80, 2, 3)), arr((1, 80, 2, 2))),
         ),
         Case(
+            "additive mask, causal",
+            lambda xp: lambda q, k, v, m: nn.scaled_dot_product_attention(q, k, v, m, True),
+            (arr((2, 3, 4)), arr((2, 5, 4)), arr((2, 5, 3)), arr((3, 5))),
+        ),
+        Case(
+            "heads, additive mask broadcast",
+            lambda xp: lambda q, k, v, m: xp._attention(q, k, v, m, scale=0.7)[0],
+            (arr((2, 3, 2, 4)), arr((2, 5, 2, 4)), arr((2, 5, 2, 3)), arr((2, 1, 1, 5))),
+        ),
+        Case(
             "broadcast batch",
             lambda xp: lambda q, k, v: xp._attention(q, k, v)[0],
             (arr((2, 3, 1, 4)), arr((5, 1, 4)), arr((1, 5, 1, 4))),

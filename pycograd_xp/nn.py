@@ -602,8 +602,10 @@ def scaled_dot_product_attention(
 ) -> Array:
     """``softmax(q k^T * scale) v`` over the last two axes (PyTorch's layout).
 
-    Masked scores get the dtype's lowest value, so a fully masked row stays finite (the mean of
-    v). One row (``xp._attention``), flash-style: blocks of queries (and keys) within
+    A boolean mask gives masked scores the dtype's lowest value, so a fully masked row stays
+    finite (the mean of v); a float mask is added to the scaled scores, as PyTorch's (its dtype
+    promotes with q, k and v's; differentiable; -inf excludes a key, and a row whose scores are
+    all -inf gives 0). One row (``xp._attention``), flash-style: blocks of queries (and keys) within
     ``ops.nn.ATTENTION_BLOCK_BYTES``, so no Lq x Lk array is made for the whole batch; the VJP
     keeps q, k, v, the output and each row's log-sum-exp, and recomputes the probabilities
     block by block.
@@ -617,7 +619,8 @@ def scaled_dot_product_attention(
     v : Array
         Values, (..., Lk, dv).
     mask : Array, optional
-        Booleans broadcastable to (..., Lq, Lk), True where attention is allowed.
+        Broadcastable to (..., Lq, Lk): booleans, True where attention is allowed, or real
+        floats added to the scaled scores.
     is_causal : bool, default False
         Add the lower-triangular mask (top-left aligned).
     scale : float, optional
@@ -669,7 +672,8 @@ def multi_head_attention(
     num_heads : int
         The number of heads (dividing D).
     mask : Array, optional
-        Booleans broadcastable to (B, heads, Lq, Lk), True where attention is allowed.
+        Broadcastable to (B, heads, Lq, Lk): booleans, True where attention is allowed, or
+        additive floats (as :func:`scaled_dot_product_attention`'s).
     context : Array, optional
         The keys' and values' input, (B, Lk, D) (None: ``x``).
     causal : bool, default False

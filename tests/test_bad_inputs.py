@@ -444,12 +444,14 @@ def _cases():
         return pg.grad(lambda x: xp.sum(nn.scaled_dot_product_attention(x[None, :, None], k, k)))(w)
 
     @case(
-        "nn-attention-mask", TypeError, r"scaled_dot_product_attention\(\): the mask must be bool"
+        "nn-attention-mask",
+        TypeError,
+        r"scaled_dot_product_attention\(\): the mask must be boolean .* or real floating",
     )
     def _(xp, o, w):
         from pycograd_xp import nn
 
-        q, mask = xp.reshape(w, (1, 3, 1)), xp.ones((3, 3))
+        q, mask = xp.reshape(w, (1, 3, 1)), xp.ones((3, 3), dtype=xp.int32)
         return pg.grad(lambda x: xp.sum(nn.scaled_dot_product_attention(x, x, x, mask)))(q)
 
     # -- pycograd_xp.special ---------------------------------------------------------------------

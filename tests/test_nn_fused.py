@@ -48,6 +48,8 @@ def _cases(dtype):
         _a(2, 3, 12, 5, dtype=dtype),
     )
     mask = rng.random((2, 1, 9, 12)) > 0.3
+    bias = _a(3, 9, 12, dtype=dtype)  # an additive mask, -inf on part of some rows
+    bias[0, 2, 3:] = bias[2, 5, :4] = -np.inf
     return {
         "gelu": (nn.gelu, composed_nn.gelu, (big,)),
         "gelu exact": (
@@ -91,6 +93,16 @@ def _cases(dtype):
             lambda q, k, v, m: nn.scaled_dot_product_attention(q, k, v, m, True, 0.3),
             lambda q, k, v, m: composed_nn.scaled_dot_product_attention(q, k, v, m, True, 0.3),
             (q, k, v, mask),
+        ),
+        "attention additive mask": (
+            nn.scaled_dot_product_attention,
+            composed_nn.scaled_dot_product_attention,
+            (q, k, v, bias),
+        ),
+        "attention additive mask causal": (
+            lambda q, k, v, m: nn.scaled_dot_product_attention(q, k, v, m, True),
+            lambda q, k, v, m: composed_nn.scaled_dot_product_attention(q, k, v, m, True),
+            (q, k, v, bias),
         ),
         "attention causal self": (
             lambda q: nn.scaled_dot_product_attention(q, q, q, is_causal=True),
@@ -197,29 +209,101 @@ def test_blocks_give_what_one_block_gives(monkeypatch, name):
 
 
 @pytest.mark.parametrize("budget", [2**10, 3000, 2**15])
-@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("masked", ["none", "boolean", "additive"])
 def test_attention_blocks_of_queries_and_keys_give_the_same(monkeypatch, budget, masked):
     """Small budgets split the queries, then the keys too (an online softmax): the values and
-    gradients of one block. A row masked whole averages every value, as the composed one."""
+    gradients of one block (an additive mask's too). A row masked whole averages every value,
+    as the composed one; under an additive mask it gives 0, and key blocks that are -inf
+    whole before a row's first finite score change nothing."""
     xp = pg.namespace(np)
     q, k, v = _a(2, 33, 3, 4), _a(2, 40, 3, 4), _a(2, 40, 3, 6)
-    mask = rng.random((2, 3, 33, 40)) > 0.4 if masked else None
-    if masked:
+    mask = None
+    if masked == "boolean":
+        mask = rng.random((2, 3, 33, 40)) > 0.4
         mask[1, 2, 5] = False
+    elif masked == "additive":
+        mask = _a(3, 33, 40)
+        mask[1, 5] = -np.inf
+        mask[2, 20:, :30] = -np.inf
 
-    def step(q, k, v):
-        m = None if mask is None else xp.asarray(mask)
-        out = xp._attention(q, k, v, m, is_causal=True)[0]
+    def step(q, k, v, m):
+        out = xp._attention(q, k, v, m, is_causal=masked != "additive")[0]
         return xp.sum(out * xp.sin(out))
 
-    args = [xp.asarray(a) for a in (q, k, v)]
-    vg = pg.value_and_grad(step, argnums=(0, 1, 2))
+    args = [xp.asarray(a) for a in (q, k, v)] + [None if mask is None else xp.asarray(mask)]
+    vg = pg.value_and_grad(step, argnums=(0, 1, 2, 3) if masked == "additive" else (0, 1, 2))
     want = vg(*args)
     monkeypatch.setattr(rows, "ATTENTION_BLOCK_BYTES", budget)
     got = vg(*args)
     np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-10, atol=1e-12)
+    if masked == "additive":
+        out = _np(xp._attention(*args[:3], args[3])[0])
+        assert np.all(out[:, 5, 1] == 0) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("mask_kind", ["additive", "boolean"])
+def test_attention_against_pytorch(is_causal, mask_kind):
+    """Values and gradients (the additive mask's too) beside PyTorch's
+    scaled_dot_product_attention, (B, H, L, d) layout, float32; rows masked whole give 0 under
+    an additive mask, as PyTorch's. A boolean mask is PyTorch's with no row masked whole (ours
+    then averages every value)."""
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    xp = pg.namespace(np)
+    q, k, v = (_a(2, 3, 7, 4, dtype=np.float32) for _ in range(3))
+    if mask_kind == "additive":
+        mask = _a(3, 7, 7, dtype=np.float32)
+        mask[1, 4] = -np.inf  # a row masked whole
+        mask[2, 3, 1:] = -np.inf
+    else:
+        mask = rng.random((3, 7, 7)) > 0.4
+        mask[..., 0] = True  # every row keeps the first key (the causal triangle has it)
+    w = np.cos(np.arange(2 * 3 * 7 * 4)).reshape(2, 3, 7, 4).astype(np.float32)
+    nums = (0, 1, 2, 3) if mask_kind == "additive" else (0, 1, 2)
+
+    def loss(q, k, v, m):
+        out = nn.scaled_dot_product_attention(q, k, v, m, is_causal=is_causal)
+        return xp.sum(out * xp.asarray(w))
+
+    args = [xp.asarray(a) for a in (q, k, v, mask)]
+    value, grads = pg.value_and_grad(loss, argnums=nums)(*args)
+    ts = [torch.tensor(a, requires_grad=i in nums) for i, a in enumerate((q, k, v, mask))]
+    tm = ts[3]
+    if is_causal:  # PyTorch takes a mask or is_causal, not both: the triangle into the mask
+        tri = torch.ones(7, 7, dtype=torch.bool).tril()
+        tm = tm.masked_fill(~tri, -np.inf) if mask_kind == "additive" else tm & tri
+    tout = tf.scaled_dot_product_attention(*ts[:3], attn_mask=tm)
+    tloss = (tout * torch.tensor(w)).sum()
+    tloss.backward()
+    np.testing.assert_allclose(float(_np(value)), float(tloss.detach()), rtol=1e-5)
+    for i, g in zip(nums, grads, strict=True):
+        np.testing.assert_allclose(_np(g), ts[i].grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_additive_mask_promotes():
+    """A float64 mask beside float32 q, k, v computes in float64, as adding it would; a
+    float32 one stays float32."""
+    xp = pg.namespace(np)
+    q, k, v = (_a(2, 5, 4, dtype=np.float32) for _ in range(3))
+    mask = _a(5, 5)
+    got = nn.scaled_dot_product_attention(*(xp.asarray(a) for a in (q, k, v, mask)))
+    assert got.dtype == xp.float64
+    want = composed_nn.scaled_dot_product_attention(
+        *(xp.asarray(a.astype(np.float64)) for a in (q, k, v)), xp.asarray(mask)
+    )
+    np.testing.assert_allclose(_np(got), _np(want), rtol=1e-12, atol=1e-12)
+    m32 = xp.asarray(mask.astype(np.float32))
+    assert nn.scaled_dot_product_attention(*(xp.asarray(a) for a in (q, k, v)), m32).dtype == (
+        xp.float32
+    )
+    p = memory.project(
+        lambda q: xp.sum(nn.scaled_dot_product_attention(q, q, q, xp.asarray(mask))),
+        xp.asarray(q),
+    )
+    assert p.peak_bytes > 0
 
 
 def test_multi_head_attention_keeps_the_heads_beside_the_features():
@@ -256,6 +340,8 @@ def test_errors_name_the_function():
         nn.layer_norm(x, xp.ones(5))
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention\(\).*do not match"):
         xp._attention(x[..., None, :], xp.ones((2, 3, 1, 5)), xp.ones((2, 3, 1, 4)))
+    with pytest.raises(TypeError, match=r"boolean .* or real floating .*int64"):
+        nn.scaled_dot_product_attention(x, x, x, xp.ones((3, 3), dtype=xp.int64))
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)

@@ -2245,17 +2245,25 @@ def _key_end(i1: int, lk: int, causal_only: bool) -> int:
     return min(i1, lk) if causal_only else lk
 
 
-def _scores(ns, qs, k, kidx, i0, i1, j0, j1, causal, maskf, low):
+def _additive(bk: Any, mask: Any) -> bool:
+    """Whether ``mask`` is added to the scores (floating) rather than selecting them."""
+    return mask is not None and not bk.isdtype(mask.dtype, "bool")
+
+
+def _scores(ns, qs, k, kidx, i0, i1, j0, j1, causal, maskf, low, additive=False):
     """One block of masked scores ``qs k^T`` (nb, H, rows, keys) for query rows [i0, i1) and
-    keys [j0, j1) (masked ones ``low``), with the block of the mask where a mask is given (the
-    causal triangle within it; None without one: a causal score is masked in place)."""
+    keys [j0, j1) (masked ones ``low``), with the block of a boolean mask where one is given
+    (the causal triangle within it; None otherwise: a causal score is masked in place, an
+    additive mask's block added in place)."""
     s = ns.matmul(qs, ns.matrix_transpose(heads(ns, k[kidx])))
     c0 = max(i0 + 1 - j0, 0)  # the first column where a key may follow a query row
     tri = None
     if causal and j1 - j0 > c0:
         rows = ns.arange(i0, i1, **_like(ns, s))[:, None]
         tri = rows >= ns.arange(j0 + c0, j1, **_like(ns, s))[None, :]
-    if maskf is None:
+    if additive:
+        s += maskf[(..., slice(i0, i1), slice(j0, j1))]  # s has the promoted dtype
+    if maskf is None or additive:
         if tri is not None:  # only the columns the triangle crosses
             s[..., c0:] = ns.where(tri, s[..., c0:], low)
         return s, None
@@ -2266,37 +2274,60 @@ def _scores(ns, qs, k, kidx, i0, i1, j0, j1, causal, maskf, low):
     return ns.where(allowed, s, low), allowed
 
 
-def _attention_f(bk, q, k, v, maskf, causal, scale, low):
+def _attention_f(bk, q, k, v, maskf, causal, scale, low, additive=False):
     """The composed attention over whole arrays (immutable or chunked backends): scores,
     softmax and values. Returns the output and the log-sum-exp."""
     s = bk.matmul(heads(bk, q) * scale, bk.matrix_transpose(heads(bk, k)))
     lq, lk = s.shape[-2], s.shape[-1]
     allowed = maskf
+    if additive:
+        s, allowed = s + maskf, None
     if causal:
         tri = bk.arange(lq, **_like(bk, s))[:, None] >= bk.arange(lk, **_like(bk, s))[None, :]
         allowed = tri if allowed is None else bk.logical_and(allowed, tri)
     if allowed is not None:
         s = bk.where(allowed, s, low)
     m = bk.max(s, axis=-1, keepdims=True)
+    if additive:
+        m = _shift(bk, m)
     e = bk.exp(s - m)
     tot = bk.sum(e, axis=-1, keepdims=True)
-    return heads(bk, bk.matmul(e, heads(bk, v)) / tot), (bk.log(tot) + m)[..., 0]
+    if not additive:
+        return heads(bk, bk.matmul(e, heads(bk, v)) / tot), (bk.log(tot) + m)[..., 0]
+    empty = tot == 0  # every score -inf: output 0 (PyTorch's), log-sum-exp -inf
+    tot = bk.where(empty, 1.0, tot)
+    lse = bk.where(empty, -math.inf, bk.log(tot) + m)
+    return heads(bk, bk.matmul(e, heads(bk, v)) / tot), lse[..., 0]
+
+
+def _shift(bk: Any, m: Any) -> Any:
+    """A row maximum made finite: 0 where every score of the row is -inf (an additive mask's),
+    so the shifted scores stay -inf there and their exponentials 0."""
+    return bk.where(m == -math.inf, 0.0, m)
+
+
+def _finite_lse(bk: Any, lse: Any) -> Any:
+    """The log-sum-exp a backward subtracts: +inf where it is -inf (a row an additive mask
+    takes whole), so the recomputed probabilities are 0 there, not NaN."""
+    return bk.where(lse == -math.inf, math.inf, lse)
 
 
 def _mask_full(bk, mask, batch, h, lq, lk):
-    """The mask broadcast to (*B, H, Lq, Lk) (a view), or None; a clear error where it is not
-    boolean or does not broadcast."""
+    """The mask broadcast to (*B, H, Lq, Lk) (a view), or None; a clear error where it is
+    neither boolean nor real floating, or does not broadcast."""
     if mask is None:
         return None
-    _check_mask(tuple(mask.shape), bk.isdtype(mask.dtype, "bool"), (*batch, h, lq, lk))
+    kind = bk.isdtype(mask.dtype, "bool") or bk.isdtype(mask.dtype, "real floating")
+    _check_mask(tuple(mask.shape), kind, (*batch, h, lq, lk), mask.dtype)
     return bk.broadcast_to(mask, (*batch, h, lq, lk))
 
 
-def _check_mask(shape: tuple[int, ...], boolean: bool, want: tuple[int, ...]) -> None:
-    if not boolean:
+def _check_mask(shape: tuple[int, ...], kind: bool, want: tuple[int, ...], dtype: Any) -> None:
+    if not kind:
         raise TypeError(
             "scaled_dot_product_attention(): the mask must be boolean (True where attention "
-            "is allowed); for an additive mask add it to the scores of a composed attention"
+            "is allowed) or real floating (added to the scores), got "
+            f"{getattr(dtype, 'name', dtype)}; cast it with astype"
         )
     try:
         ok = tuple(broadcast(shape, want)) == want
@@ -2309,6 +2340,19 @@ def _check_mask(shape: tuple[int, ...], boolean: bool, want: tuple[int, ...]) ->
         )
 
 
+def _add_mask_grad(ns: Any, dm: Any, ds: Any, at: tuple[Any, ...]) -> None:
+    """Add a block ``ds`` of the scores' cotangent, at index ``at`` of the scores (*B, H, Lq,
+    Lk), into ``dm``, the cotangent of an additive mask of its own shape: summed over the axes
+    along which the mask broadcasts."""
+    n, r = ds.ndim, dm.ndim
+    shape = (1,) * (n - r) + tuple(dm.shape)
+    axes = tuple(a for a in range(n) if shape[a] == 1 and ds.shape[a] != 1)
+    part = ns.sum(ds, axis=axes, keepdims=True) if axes else ds
+    if n > r:
+        part = ns.reshape(part, tuple(part.shape[n - r :]))
+    dm[tuple(slice(None) if shape[a] == 1 else at[a] for a in range(n - r, n))] += part
+
+
 def _same(bk, a, dtype, shape):
     """``a`` in ``dtype`` broadcast to ``shape`` (a view where nothing changes)."""
     if a.dtype != dtype:
@@ -2317,8 +2361,9 @@ def _same(bk, a, dtype, shape):
 
 
 def _exp_in_place(bk: Any, s: Any) -> Any:
-    """``exp(s)`` into ``s`` where the backend's exp takes ``out=`` (the forward only: a rule's
-    calls stay the standard's, as the projection and compile replay them)."""
+    """``exp(s)`` into ``s`` where the backend's exp takes ``out=`` (NumPy's, CuPy's); a new
+    array elsewhere, as on the abstract backend: a projection and a compiled replay of a VJP
+    that calls it count and make the new array (an upper bound of the in-place run)."""
     takes_out = caps(bk).takes_out
     if takes_out is not None and takes_out(bk.exp):
         return bk.exp(s, out=s)
@@ -2342,10 +2387,13 @@ def _attention(
 ) -> Any:
     """Scaled dot-product attention, heads beside the features: q (*B, Lq, H, d),
     k (*B, Lk, H, d), v (*B, Lk, H, dv) (batch axes broadcast) -> (*B, Lq, H, dv), and the
-    log-sum-exp of each row of scores (*B, H, Lq). ``mask``: booleans broadcastable to
-    (*B, H, Lq, Lk), True where attention is allowed; ``is_causal``: key j only for query
-    i >= j (top-left aligned); masked scores get the dtype's lowest value (a row masked whole
-    averages every value). ``scale``: 1 / sqrt(d) when None.
+    log-sum-exp of each row of scores (*B, H, Lq). ``mask`` broadcastable to (*B, H, Lq, Lk):
+    booleans, True where attention is allowed (masked scores get the dtype's lowest value: a
+    row masked whole averages every value), or real floats added to the scaled scores (their
+    dtype promotes with q, k and v's; differentiable; -inf excludes a key, and a row whose
+    scores are all -inf gives 0, as PyTorch's). ``is_causal``: key j only for query i >= j
+    (top-left aligned; beside a float mask, as if -inf were added above the diagonal).
+    ``scale``: 1 / sqrt(d) when None.
 
     Flash-style on a backend that writes in place: blocks of query rows (and of keys, with an
     online softmax, where one row outgrows the budget) within ATTENTION_BLOCK_BYTES, each
@@ -2356,13 +2404,14 @@ def _attention(
         return own(query, key, value, mask, is_causal=is_causal, scale=scale)
     q, k, v = query, key, value  # (not "k": a plain parameter's name in the namespace)
     batch, lq, lk, h = _attention_shapes(q, k, v)
-    dtype = bk.result_type(q, k, v)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    low = float(bk.finfo(dtype).min)
-    q, k, v = (_same(bk, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
     maskf = _mask_full(bk, mask, batch, h, lq, lk)
+    additive = _additive(bk, mask)
+    dtype = bk.result_type(q, k, v, *((mask,) if additive else ()))
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    low = -math.inf if additive else float(bk.finfo(dtype).min)
+    q, k, v = (_same(bk, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
     if not in_place(bk):
-        return _attention_f(bk, q, k, v, maskf, is_causal, scale, low)
+        return _attention_f(bk, q, k, v, maskf, is_causal, scale, low, additive)
     causal_only = is_causal and mask is None
     item = itemsize(bk, dtype)
     blocks, rows, keys = attention_plan(batch, lq, lk, h, item, causal_only)
@@ -2375,15 +2424,16 @@ def _attention(
             qs = heads(bk, q[qidx]) * scale
             kend = _key_end(i1, lk, causal_only)
             mb = None if maskf is None else maskf[(*bi, ...)]
-            m = acc = tot = None
+            m = sh = acc = tot = None
             for j0 in range(0, kend, keys):
                 j1 = min(j0 + keys, kend)
                 kidx = (*bi, slice(j0, j1), ...)
-                s, _ = _scores(bk, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low)
+                s, _ = _scores(bk, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low, additive)
                 mx = bk.max(s, axis=-1, keepdims=True)
                 if m is not None:  # online: rescale what the earlier key blocks summed
                     mx = bk.maximum(mx, m)
-                s -= mx
+                sh = _shift(bk, mx) if additive else mx
+                s -= sh
                 p = _exp_in_place(bk, s)
                 part = bk.matmul(p, heads(bk, v[kidx]))
                 ps = bk.sum(p, axis=-1, keepdims=True)
@@ -2391,7 +2441,7 @@ def _attention(
                 if m is None:
                     acc, tot = part, ps
                 else:
-                    alpha = bk.exp(m - mx)
+                    alpha = bk.exp(m - sh)  # 0 where every earlier score was -inf
                     acc *= alpha
                     acc += part
                     tot *= alpha
@@ -2399,29 +2449,39 @@ def _attention(
                 m = mx
                 del part, ps
             assert acc is not None and tot is not None  # every block reads a key at least
+            if additive:  # a row whose scores are all -inf: output 0, log-sum-exp -inf
+                empty = tot == 0
+                tot = bk.where(empty, 1.0, tot)
+                lse_b = bk.where(empty, -math.inf, bk.log(tot) + sh)
+            else:
+                lse_b = bk.log(tot) + sh
             acc /= tot
             out[qidx] = heads(bk, acc)
-            lse[(*bi, slice(None), slice(i0, i1))] = (bk.log(tot) + m)[..., 0]
-            del acc, tot, qs
+            lse[(*bi, slice(None), slice(i0, i1))] = lse_b[..., 0]
+            del acc, tot, qs, lse_b
     return out, lse
 
 
-def _attention_grad_whole(ns, g, glse, q, k, v, mask, out, lse, is_causal, scale, low):
-    """The cotangents of q, k and v over whole arrays (ours, for a higher order; immutable or
-    chunked backends): the probabilities recomputed from the log-sum-exp."""
+def _attention_grad_whole(ns, g, glse, q, k, v, mask, maskf, out, lse, is_causal, scale, low):
+    """The cotangents of q, k, v and of an additive mask (None unless ``mask`` is given and
+    floating) over whole arrays (ours, for a higher order; immutable or chunked backends): the
+    probabilities recomputed from the log-sum-exp."""
+    additive = _additive(ns, mask)
     qh, kh, vh, gh, oh = (heads(ns, a) for a in (q, k, v, g, out))
     qs = qh * scale
     s = ns.matmul(qs, ns.matrix_transpose(kh))
     lq, lk = s.shape[-2], s.shape[-1]
-    allowed = mask
+    allowed = maskf
+    if additive:
+        s, allowed = s + maskf, None
     if is_causal:
         tri = ns.arange(lq, **_like(ns, s))[:, None] >= ns.arange(lk, **_like(ns, s))[None, :]
         allowed = tri if allowed is None else ns.logical_and(allowed, tri)
     if allowed is not None:
         s = ns.where(allowed, s, low)
     lse1 = lse[..., None]
-    p = ns.exp(s - lse1)
-    if mask is not None:  # a row masked whole averages every value
+    p = ns.exp(s - (_finite_lse(ns, lse1) if additive else lse1))
+    if mask is not None and not additive:  # a row masked whole averages every value
         p = ns.where(lse1 == low, 1.0 / lk, p)
     dv = ns.matmul(ns.matrix_transpose(p), gh)
     d = ns.sum(gh * oh, axis=-1, keepdims=True) - glse[..., None]
@@ -2430,28 +2490,32 @@ def _attention_grad_whole(ns, g, glse, q, k, v, mask, out, lse, is_causal, scale
         ds = ns.where(allowed, ds, 0.0)
     dq = ns.matmul(ds, kh) * scale
     dk = ns.matmul(ns.matrix_transpose(ds), qs)
-    return tuple(heads(ns, a) for a in (dq, dk, dv))  # (..., H, L, d) back to (..., L, H, d)
+    dm = _sum_to(ns, ds, tuple(mask.shape)) if additive else None
+    return (*(heads(ns, a) for a in (dq, dk, dv)), dm)  # (..., H, L, d) back to (..., L, H, d)
 
 
-@_attention.defvjp(saves=("query", "key", "value", "mask", "out"))
-def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+@_attention.defvjp(saves=("query", "key", "value", "mask", "out"), takes_needs=True)
+def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None, needs=(0, 1, 2, 3)):
     go, glse = g
     o, lse = out
     batch, lq, lk, h = _attention_shapes(q, k, v)
-    dtype = ns.result_type(q, k, v)
+    additive = _additive(ns, mask)
+    dtype = ns.result_type(q, k, v, *((mask,) if additive else ()))
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    low = float(ns.finfo(dtype).min)
+    low = -math.inf if additive else float(ns.finfo(dtype).min)
     q, k, v = (_same(ns, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
     maskf = _mask_full(ns, mask, batch, h, lq, lk)
     if not in_place(ns):
-        grads = _attention_grad_whole(ns, go, glse, q, k, v, maskf, o, lse, is_causal, scale, low)
-        return (*grads, None)
+        return _attention_grad_whole(
+            ns, go, glse, q, k, v, mask, maskf, o, lse, is_causal, scale, low
+        )
     causal_only = is_causal and mask is None
     item = itemsize(ns, dtype)
     blocks, rows, keys = attention_plan(batch, lq, lk, h, item, causal_only)
     dq = ns.empty(tuple(q.shape), dtype=dtype)
     dk = ns.zeros(tuple(k.shape), dtype=dtype)
     dv = ns.zeros(tuple(v.shape), dtype=dtype)
+    dm = ns.zeros(tuple(mask.shape), dtype=dtype) if additive and 3 in needs else None
     for bi in blocks:
         for i0 in range(0, lq, rows):
             i1 = min(i0 + rows, lq)
@@ -2461,25 +2525,29 @@ def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None):
             d = ns.sum(gb * heads(ns, o[qidx]), axis=-1, keepdims=True)
             d -= glse[(*bi, slice(None), slice(i0, i1))][..., None]
             lse1 = lse[(*bi, slice(None), slice(i0, i1))][..., None]
+            if additive:
+                lse1 = _finite_lse(ns, lse1)
             mb = None if maskf is None else maskf[(*bi, ...)]
             dqb = None
             kend = _key_end(i1, lk, causal_only)
             for j0 in range(0, kend, keys):
                 j1 = min(j0 + keys, kend)
                 kidx = (*bi, slice(j0, j1), ...)
-                s, allowed = _scores(ns, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low)
+                s, allowed = _scores(ns, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low, additive)
                 s -= lse1
-                p = ns.exp(s)
+                p = _exp_in_place(ns, s)
                 del s
-                if mask is not None:  # a row masked whole averages every value
+                if allowed is not None:  # a row masked whole averages every value
                     p = ns.where(lse1 == low, 1.0 / lk, p)
                 dv[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(p), gb))
                 ds = ns.matmul(gb, ns.matrix_transpose(heads(ns, v[kidx])))
                 ds -= d
                 ds *= p
                 del p
-                if mask is not None:
+                if allowed is not None:
                     ds = ns.where(allowed, ds, 0.0)
+                if dm is not None:
+                    _add_mask_grad(ns, dm, ds, (*bi, slice(None), slice(i0, i1), slice(j0, j1)))
                 dk[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(ds), qs))
                 part = ns.matmul(ds, heads(ns, k[kidx]))
                 del ds
@@ -2491,7 +2559,7 @@ def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None):
             dqb *= scale
             dq[qidx] = heads(ns, dqb)
             del dqb, qs, gb, d
-    return dq, dk, dv, None
+    return dq, dk, dv, dm
 
 
 _attention.defjvp(TRANSPOSED)
@@ -2502,16 +2570,23 @@ def _(ns, dims, q, k, v, /, mask=None, *, is_causal=False, scale=None):
     n = batch_size(dims, (q, k, v, mask))
     r = max(a.ndim - (1 if d else 0) for a, d in zip((q, k, v), dims, strict=False))
     q, k, v = (to_rank(ns, batched(ns, a, d, n), r) for a, d in zip((q, k, v), dims, strict=False))
-    if mask is not None and len(dims) > 3 and dims[3]:  # (n, ...) against (n, *B, H, Lq, Lk)
-        mask = to_rank(ns, mask, r + 1)
+    if mask is not None and len(dims) > 3 and dims[3]:  # examples of (*B, H, Lq, Lk)'s rank
+        mask = to_rank(ns, mask, r)
     return ns._attention(q, k, v, mask, is_causal=is_causal, scale=scale)
+
+
+def _attention_dtype(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """The computation's dtype: q, k and v's, promoted with an additive mask's."""
+    floats = (mask.dtype,) if mask is not None and mask.dtype.kind == "f" else ()
+    return np.result_type(q.dtype, k.dtype, v.dtype, *floats)
 
 
 def _attention_shape(a, q, k, v, /, mask=None, *, is_causal=False, scale=None):
     batch, lq, lk, h = _attention_shapes(q, k, v)
     if mask is not None:
-        _check_mask(tuple(mask.shape), mask.dtype == np.bool_, (*batch, h, lq, lk))
-    dtype = np.result_type(q.dtype, k.dtype, v.dtype)
+        kind = mask.dtype.kind in "bf"
+        _check_mask(tuple(mask.shape), kind, (*batch, h, lq, lk), mask.dtype)
+    dtype = _attention_dtype(q, k, v, mask)
     return new((*batch, lq, h, v.shape[-1]), dtype), new((*batch, h, lq), dtype)
 
 
@@ -2530,7 +2605,8 @@ def _attention_memory(out, q, k, v, /, mask=None, *, is_causal=False, scale=None
     keys = min(keys, lk)
     nb = piece_size(batch, h * rows * keys * item, 0, ATTENTION_BLOCK_BYTES)
     scores = nb * h * rows * keys * item
-    masked = scores // item if mask is not None else (rows * keys if is_causal else 0)
+    boolean = mask is not None and mask.dtype.kind == "b"
+    masked = scores // item if boolean else (rows * keys if is_causal else 0)
     online = 2 if keys < lk else 1
     per_block = (
         nb * h * rows * d * item  # the scaled queries
