@@ -1385,20 +1385,35 @@ def piece_size(shape: Any, itemsize: int, keep: int = 0, limit: int | None = Non
 
 
 def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> Any:
-    """``f(bk, *blocks)`` over the blocks of ``arrays`` (all of one shape; :func:`pieces`),
-    written into ``out`` (a new array when None); the whole arrays in one call where there is
-    one block or ``bk`` does not write in place (then ``out`` is not written)."""
+    """``f(bk, *blocks, dst=block)`` over the blocks of ``arrays`` (all of one shape and of the
+    result's dtype; :func:`pieces`), written into ``out`` (a new array when None) unless ``f``
+    returns ``dst`` itself (its last operation wrote there, :func:`_into`); the whole arrays in
+    one call ``f(bk, *arrays)`` where there is one block or ``bk`` does not write in place (then
+    ``out`` is not written)."""
     x = arrays[0]
     blocks = pieces(x.shape, itemsize(bk, x.dtype), keep) if in_place(bk) and x.ndim else [...]
     if len(blocks) == 1:
         return f(bk, *arrays)
+    if out is None:
+        out = bk.empty(tuple(x.shape), dtype=x.dtype)
     for idx in blocks:
-        r = f(bk, *(a[idx] for a in arrays))
-        if out is None:
-            out = bk.empty(tuple(x.shape), dtype=r.dtype)
-        out[idx] = r
-        del r
+        dst = out[idx]
+        r = f(bk, *(a[idx] for a in arrays), dst=dst)
+        if r is not dst:
+            out[idx] = r
+        del r, dst
     return out
+
+
+def _into(bk: Any, f: Any, a: Any, b: Any, dst: Any) -> Any:
+    """``f(a, b)`` (a binary function of ``bk``) written into ``dst`` where given, of the
+    result's dtype, and ``f`` takes ``out=`` (NumPy's ufuncs: no temporary and no copy); a new
+    array elsewhere (the abstract backend, whose projections count it: an upper bound)."""
+    if dst is not None and dst.dtype == bk.result_type(a, b):
+        c = caps(bk)
+        if c.takes_out is not None and c.takes_out(f) and isinstance(dst, c.array_type):
+            return f(a, b, out=dst)
+    return f(a, b)
 
 
 def _sum_to(ns: Any, a: Any, shape: tuple[int, ...]) -> Any:
@@ -1436,11 +1451,15 @@ def _activation_vjp(d: Any) -> Any:
     ``g`` when only the backward pass holds it (``owned``), else into a new array."""
 
     def rule(ns: Any, g: Any, out: Any, x: Any, /, *, owned: bool = False) -> Any:
-        def block(ns: Any, gb: Any, xb: Any) -> Any:
+        def block(ns: Any, gb: Any, xb: Any, dst: Any = None) -> Any:
             r = d(ns, xb)
-            return r * gb if not in_place(ns) else _times(r, gb)
+            if not in_place(ns):
+                return r * gb
+            return _into(ns, ns.multiply, r, gb, dst) if dst is not None else _times(r, gb)
 
-        return (by_pieces(ns, block, g, x, out=g if owned and g.dtype == x.dtype else None),)
+        if g.dtype != x.dtype:
+            return (d(ns, x) * g,)
+        return (by_pieces(ns, block, g, x, out=g if owned else None),)
 
     return rule
 
@@ -1469,53 +1488,50 @@ _INV_SQRT2 = 1 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
-def _gelu_tanh_f(bk: Any, x: Any) -> Any:
-    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the composed expression's operations in
-    # its order (the same values); on a backend that writes in place, in two temporaries
+_GELU_CA = _SQRT_2_PI * _GELU_A
+
+
+def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None) -> Any:
+    # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) taken as x (c + c a x^2): on a
+    # backend that writes in place, in one temporary and six passes beside tanh, the last one
+    # into ``dst`` (by_pieces' block of the output) where the backend takes out=
     if not in_place(bk):
         return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
-    u = _GELU_A * x
+    u = x * x
+    u *= _GELU_CA
+    u += _SQRT_2_PI
     u *= x
-    u *= x
-    u += x
-    u *= _SQRT_2_PI
-    t = bk.tanh(u)
-    del u
+    t = _exp_in_place(bk, u, bk.tanh)
     t += 1
-    h = 0.5 * x
-    t *= h
-    return t
+    t *= 0.5  # exact: (1 + t) / 2 x is 0.5 x (1 + t)
+    return _into(bk, bk.multiply, t, x, dst)
 
 
 def _d_gelu_tanh(ns: Any, x: Any) -> Any:
-    # 0.5 (1 + t) + 0.5 x sqrt(2/pi) (1 + 3 a x^2) (1 - t^2), t = tanh(sqrt(2/pi)(x + a x^3)):
-    # the same operations in the same order whether in place (fresh temporaries, a backend
-    # that writes in place) or not (ours, for a higher order: remat's recompute pulls back
-    # there, and its gradients are the plain step's to the bit)
+    # (1 + t) (0.5 + I (1 - t)) = 0.5 (1 + t) + I (1 - t^2), t = tanh(u), u = x (c + c a x^2),
+    # I = x (c / 2 + 3 c a x^2 / 2): the same operations in the same order whether in place
+    # (fresh temporaries, a backend that writes in place) or not (ours, for a higher order:
+    # remat's recompute pulls back there, and its gradients are the plain step's to the bit)
     x2 = x * x
     if not in_place(ns):
-        t = ns.tanh(_SQRT_2_PI * (x + _GELU_A * x2 * x))
-        inner = (0.5 * _SQRT_2_PI) * x * (1 + (3 * _GELU_A) * x2)
-        return 0.5 * (1 + t) + inner * (1 - t * t)
-    u = _GELU_A * x2
+        t = ns.tanh((x2 * _GELU_CA + _SQRT_2_PI) * x)
+        inner = (x2 * (1.5 * _GELU_CA) + 0.5 * _SQRT_2_PI) * x
+        inner = inner - inner * t
+        return (t + 1) * (inner + 0.5)
+    u = x2 * _GELU_CA
+    u += _SQRT_2_PI
     u *= x
-    u += x
-    u *= _SQRT_2_PI
     t = ns.tanh(u)
     del u
-    inner = (0.5 * _SQRT_2_PI) * x
-    x2 *= 3 * _GELU_A
-    x2 += 1
-    inner *= x2
-    del x2
-    w = t * t
-    w *= -1
-    w += 1  # 1 - t^2 (the negation is exact)
-    w *= inner
-    del inner
+    x2 *= 1.5 * _GELU_CA
+    x2 += 0.5 * _SQRT_2_PI
+    x2 *= x  # I
+    m = x2 * t
+    x2 -= m  # I (1 - t)
+    del m
+    x2 += 0.5
     t += 1
-    t *= 0.5
-    t += w
+    t *= x2
     return t
 
 
@@ -1535,7 +1551,7 @@ _gelu_tanh.defbatch(_same_row(_gelu_tanh))
 _gelu_tanh.defshape(_same_shape, memory=_pieces_memory(3))
 
 
-def _gelu_f(bk: Any, x: Any) -> Any:
+def _gelu_f(bk: Any, x: Any, dst: Any = None) -> Any:
     # 0.5 x (1 + erf(x / sqrt 2)), erf the backend's (scipy.special's on NumPy)
     return 0.5 * x * (1 + call(bk, "_erf", x * _INV_SQRT2))
 
@@ -1565,7 +1581,7 @@ _gelu.defshape(_same_shape, memory=_pieces_memory(3))
 # -- _silu ---------------------------------------------------------------------------------------
 
 
-def _silu_f(bk: Any, x: Any) -> Any:
+def _silu_f(bk: Any, x: Any, dst: Any = None) -> Any:
     # x sigmoid(x), sigmoid(x) = (tanh(x / 2) + 1) / 2 (stable), as pycograd_xp.nn.sigmoid
     return x * (0.5 * (bk.tanh(0.5 * x) + 1))
 
@@ -1593,7 +1609,7 @@ _silu.defshape(_same_shape, memory=_pieces_memory(3))
 # -- _softplus -----------------------------------------------------------------------------------
 
 
-def _softplus_f(bk: Any, x: Any) -> Any:
+def _softplus_f(bk: Any, x: Any, dst: Any = None) -> Any:
     # log(1 + exp(x)) as logaddexp(0, x): stable at both ends
     return bk.logaddexp(bk.zeros_like(x), x)
 
@@ -2360,14 +2376,16 @@ def _same(bk, a, dtype, shape):
     return a if tuple(a.shape) == tuple(shape) else bk.broadcast_to(a, tuple(shape))
 
 
-def _exp_in_place(bk: Any, s: Any) -> Any:
-    """``exp(s)`` into ``s`` where the backend's exp takes ``out=`` (NumPy's, CuPy's); a new
+def _exp_in_place(bk: Any, s: Any, f: Any = None) -> Any:
+    """``f(s)`` (``exp``, or another unary function of ``bk``) into ``s`` where it takes
+    ``out=`` (NumPy's, CuPy's ufuncs); a new
     array elsewhere, as on the abstract backend: a projection and a compiled replay of a VJP
     that calls it count and make the new array (an upper bound of the in-place run)."""
-    takes_out = caps(bk).takes_out
-    if takes_out is not None and takes_out(bk.exp):
-        return bk.exp(s, out=s)
-    return bk.exp(s)
+    f = bk.exp if f is None else f
+    c = caps(bk)
+    if c.takes_out is not None and c.takes_out(f) and isinstance(s, c.array_type):
+        return f(s, out=s)  # (not a 0-d array's product: NumPy makes that a scalar)
+    return f(s)
 
 
 # -- _attention ----------------------------------------------------------------------------------
