@@ -1702,12 +1702,22 @@ def _norm_param_grads(ns, gy, xhat, k, weight, bias):
 # -- _layer_norm ---------------------------------------------------------------------------------
 
 
-def _layer_norm_f(bk: Any, x: Any, w: Any, b: Any, eps: float, axes: tuple[int, ...]) -> Any:
+def _sum_squares(bk: Any, y: Any, axes: tuple[int, ...]) -> Any:
+    """``sum(y * y)`` over ``axes`` (kept dims): one ``vecdot`` (no squares array) over a single
+    trailing axis."""
+    if axes == (y.ndim - 1,):
+        return bk.vecdot(y, y)[..., None]
+    return bk.sum(y * y, axis=axes, keepdims=True)
+
+
+def _layer_norm_f(
+    bk: Any, x: Any, w: Any, b: Any, eps: float, axes: tuple[int, ...], dst: Any = None
+) -> Any:
+    # the centred input into ``dst`` (the output's block) where the backend takes out=; its
+    # variance as numpy's, the mean of the squares
     mean = bk.mean(x, axis=axes, keepdims=True)
-    y = x - mean
-    sq = y * y
-    s = bk.sqrt(bk.mean(sq, axis=axes, keepdims=True) + eps)  # numpy's var: mean of squares
-    del sq
+    y = _into(bk, bk.subtract, x, mean, dst)
+    s = bk.sqrt(_sum_squares(bk, y, axes) / _count(x, axes) + eps)
     if in_place(bk) and y.dtype == bk.result_type(y, s):
         y /= s
     else:
@@ -1754,7 +1764,11 @@ def _layer_norm(
     y = bk.empty(tuple(x.shape), dtype=dtype)
     mean, rstd = bk.empty(stats, dtype=x.dtype), bk.empty(stats, dtype=x.dtype)
     for idx in blocks:
-        y[idx], mean[idx], rstd[idx] = _layer_norm_f(bk, x[idx], weight, bias, eps, axes)
+        dst = y[idx]
+        yb, mean[idx], rstd[idx] = _layer_norm_f(bk, x[idx], weight, bias, eps, axes, dst)
+        if yb is not dst:
+            y[idx] = yb
+        del yb, dst
     return y, mean, rstd
 
 
@@ -1765,7 +1779,7 @@ def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
     xhat = (x - mean) * rstd
     gx = g * weight if weight is not None else g
     c1 = rstd * ns.mean(gx, axis=axes, keepdims=True) - gm / n
-    c2 = rstd * ns.mean(gx * xhat, axis=axes, keepdims=True) + gr * (rstd * rstd) / n
+    c2 = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
     if not in_place(ns):
         return rstd * gx - c1 - xhat * c2, xhat
     dx = rstd * gx  # in place on fresh temporaries
@@ -1773,6 +1787,14 @@ def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
     t = xhat * c2
     dx -= t
     return dx, xhat
+
+
+def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
+    """``sum(a * b)`` over ``axes`` (kept dims): one ``vecdot`` over a single trailing axis of
+    arrays of one shape (no product array), the same call on ours as on a raw backend."""
+    if axes == (a.ndim - 1,) and tuple(a.shape) == tuple(b.shape):
+        return ns.vecdot(a, b)[..., None]
+    return ns.sum(a * b, axis=axes, keepdims=True)
 
 
 @_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
@@ -1899,9 +1921,7 @@ _layer_norm.defshape(_layer_norm_shape, memory=_layer_norm_memory)
 
 
 def _rms_norm_f(bk: Any, x: Any, w: Any, eps: float, axes: tuple[int, ...]) -> Any:
-    sq = x * x
-    s = bk.sqrt(bk.mean(sq, axis=axes, keepdims=True) + eps)
-    del sq
+    s = bk.sqrt(_sum_squares(bk, x, axes) / _count(x, axes) + eps)
     y = x / s
     if w is not None:
         y = y * w if not in_place(bk) or y.dtype != bk.result_type(y, w) else _times(y, w)
@@ -1936,7 +1956,7 @@ def _rms_norm_grad(ns, g, x, rstd, weight, axes, gr, n):
     """``rstd gx - xhat (rstd mean(gx xhat) + gr rstd^2 / n)``, ``gx = g weight``."""
     xhat = x * rstd
     gx = g * weight if weight is not None else g
-    c = rstd * ns.mean(gx * xhat, axis=axes, keepdims=True) + gr * (rstd * rstd) / n
+    c = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
     return rstd * gx - xhat * c, xhat
 
 
