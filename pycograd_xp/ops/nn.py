@@ -1489,56 +1489,63 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
 _GELU_CA = _SQRT_2_PI * _GELU_A
+# -2u, u = sqrt(2/pi) (x + 0.044715 x^3), is clipped here before its exponential: exp stays
+# finite (no overflow), and where it bites GELU is below 1e-34 |x| and its derivative smaller.
+_GELU_CLIP = 80.0
 
 
 def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None) -> Any:
-    # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) taken as x (c + c a x^2): on a
-    # backend that writes in place, in one temporary and six passes beside tanh, the last one
-    # into ``dst`` (by_pieces' block of the output) where the backend takes out=
+    # 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + exp(-2u)), -2u = x (-2c - 2ca x^2): an
+    # exponential is cheaper than tanh (and the sigmoid exact where 1 + tanh cancels); on a
+    # backend that writes in place, one temporary and six passes beside exp, the last one into
+    # ``dst`` (by_pieces' block of the output) where the backend takes out=
     if not in_place(bk):
         return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
     u = x * x
-    u *= _GELU_CA
-    u += _SQRT_2_PI
+    u *= -2 * _GELU_CA
+    u += -2 * _SQRT_2_PI
     u *= x
-    t = _exp_in_place(bk, u, bk.tanh)
-    t += 1
-    t *= 0.5  # exact: (1 + t) / 2 x is 0.5 x (1 + t)
-    return _into(bk, bk.multiply, t, x, dst)
+    u = _into(bk, bk.minimum, u, _GELU_CLIP, u)
+    e = _exp_in_place(bk, u)
+    e += 1
+    return _into(bk, bk.divide, x, e, dst)
 
 
 def _d_gelu_tanh(ns: Any, x: Any) -> Any:
-    # (1 + t) (0.5 + I (1 - t)) = 0.5 (1 + t) + I (1 - t^2), t = tanh(u), u = x (c + c a x^2),
-    # I = x (c / 2 + 3 c a x^2 / 2): the same operations in the same order whether in place
-    # (fresh temporaries, a backend that writes in place) or not (ours, for a higher order:
-    # remat's recompute pulls back there, and its gradients are the plain step's to the bit)
+    # s (1 + x 2u' (1 - s)), s = sigmoid(2u) = 1 / (1 + exp(-2u)), x 2u' = x (2c + 6ca x^2): the
+    # same operations in the same order whether in place (fresh temporaries, a backend that
+    # writes in place) or not (ours, for a higher order: remat's recompute pulls back there,
+    # and its gradients are the plain step's to the bit)
     x2 = x * x
     if not in_place(ns):
-        t = ns.tanh((x2 * _GELU_CA + _SQRT_2_PI) * x)
-        inner = (x2 * (1.5 * _GELU_CA) + 0.5 * _SQRT_2_PI) * x
-        inner = inner - inner * t
-        return (t + 1) * (inner + 0.5)
-    u = x2 * _GELU_CA
-    u += _SQRT_2_PI
+        e = ns.exp(ns.minimum((x2 * (-2 * _GELU_CA) + (-2 * _SQRT_2_PI)) * x, _GELU_CLIP)) + 1
+        sg = 1.0 / e
+        w = (x2 * (6 * _GELU_CA) + 2 * _SQRT_2_PI) * x
+        w = w - w * sg
+        return (w + 1) * sg
+    u = x2 * (-2 * _GELU_CA)
+    u += -2 * _SQRT_2_PI
     u *= x
-    t = ns.tanh(u)
-    del u
-    x2 *= 1.5 * _GELU_CA
-    x2 += 0.5 * _SQRT_2_PI
-    x2 *= x  # I
-    m = x2 * t
-    x2 -= m  # I (1 - t)
+    u = _into(ns, ns.minimum, u, _GELU_CLIP, u)
+    e = _exp_in_place(ns, u)
+    e += 1
+    sg = _into(ns, ns.divide, 1.0, e, e)
+    x2 *= 6 * _GELU_CA
+    x2 += 2 * _SQRT_2_PI
+    x2 *= x  # x 2u'
+    m = x2 * sg
+    x2 -= m  # x 2u' (1 - s)
     del m
-    x2 += 0.5
-    t += 1
-    t *= x2
-    return t
+    x2 += 1
+    x2 *= sg
+    return x2
 
 
 @primitive(FP, needs=())
 def _gelu_tanh(bk: Any, x: Any, /) -> Any:
     """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
-    block (the composed expression's operations: the same values); its VJP keeps only x."""
+    block, as ``x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`` (the same function; one exp, no
+    tanh) on a backend that writes in place; its VJP keeps only x."""
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
