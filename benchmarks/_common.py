@@ -40,6 +40,38 @@ def interleaved(
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def interleaved_clocks(
+    contenders: dict[str, Callable[[], object]], repeats: int, number: int, base: str
+) -> dict[str, dict[str, float]]:
+    """Each contender's median seconds per call, round-robin as :func:`interleaved`, on two
+    clocks: ``wall`` (perf_counter) and ``cpu`` (this process's CPU time: for contenders pinned
+    to one thread, what a shared machine's other load cannot inflate by preempting them), and
+    the spread of the CPU-time ratio to ``base`` over the rounds (``q1``, ``q3``: its quartiles,
+    each round's ratio of calls made back to back)."""
+    for f in contenders.values():
+        f()
+    wall: dict[str, list[float]] = {k: [] for k in contenders}
+    cpu: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(repeats):
+        for name, f in contenders.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(number):
+                f()
+            cpu[name].append((time.process_time() - c0) / number)
+            wall[name].append((time.perf_counter() - t0) / number)
+    out = {}
+    for name in contenders:
+        ratios = sorted(c / b for c, b in zip(cpu[name], cpu[base], strict=True))
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        out[name] = {
+            "wall": statistics.median(wall[name]),
+            "cpu": statistics.median(cpu[name]),
+            "q1": q[0],
+            "q3": q[2],
+        }
+    return out
+
+
 def table(
     title: str, medians: dict[str, float], baseline: str, unit: str = "ms", scale: float = 1e3
 ) -> str:

@@ -8,7 +8,10 @@ The block: x (8, 256, 256) -> pre-LN causal multi-head attention (4 heads of 64)
 pre-LN MLP 256-1024-256 with gelu (tanh) + residual -> mean(h^2); ``value_and_grad`` over the
 parameters (the four projections, the MLP's two weights, the two layer norms' weights).
 
-Time: contenders interleaved in one process, medians of ``--repeats`` rounds:
+Time: contenders interleaved in one process, medians of ``--repeats`` rounds, on the wall
+clock and in CPU time (the process's: every contender runs on one thread, so CPU time is what
+other load on a shared machine cannot inflate; the ratios to PyTorch eager are read from it,
+with the quartiles of the per-round ratios beside them):
 
   pycograd_xp            ``pycograd_xp.nn`` (the fused rows: layer_norm, gelu, attention)
   pycograd_xp compiled   the same step through ``pycograd_xp.compile``
@@ -18,6 +21,8 @@ Time: contenders interleaved in one process, medians of ``--repeats`` rounds:
                          scaled_dot_product_attention(is_causal=True)
   PyTorch eager, scores  the same with attention written out (scores, softmax, values), as
                          ``bench_memory_anchors.py`` writes it
+
+The CNN step: ``bench_cnn.py``'s value_and_grad, uncompiled and compiled, beside PyTorch eager.
 
 The character model's step (the example's default config: 2 layers of width 128, 4 heads,
 context 64, batch 32, 96 characters) is a whole training step: loss, gradients, clipping of
@@ -280,9 +285,16 @@ def _mib(n) -> str:
 def report(
     title: str, times: dict, peaks: dict, base: str, ours_name: str, time_goal: float
 ) -> list[str]:
-    lines = [title, f"  {'contender':24s} {'ms':>8s} {'/' + base:>16s}"]
+    lines = [
+        title,
+        f"  {'contender':24s} {'wall ms':>8s} {'CPU ms':>8s} {'CPU / ' + base:>20s} "
+        f"{'(quartiles)':>14s}",
+    ]
     for name, t in times.items():
-        lines.append(f"  {name:24s} {t * 1e3:8.1f} {t / times[base]:16.2f}")
+        lines.append(
+            f"  {name:24s} {t['wall'] * 1e3:8.1f} {t['cpu'] * 1e3:8.1f} "
+            f"{t['cpu'] / times[base]['cpu']:20.2f} {t['q1']:6.2f}-{t['q3']:.2f}"
+        )
     lines.append(
         f"  step peak, MiB beyond the arguments: {'tracemalloc':>11s} {'RSS live':>9s} "
         f"{'RSS fixed':>9s} {'live / ' + base:>22s}"
@@ -295,9 +307,11 @@ def report(
         )
     if base in peaks and ours_name in peaks:
         o, t = peaks[ours_name], peaks[base]
+        ratio = times[ours_name]["cpu"] / times[base]["cpu"]
         lines.append(
-            f"  {ours_name} / {base}: time {times[ours_name] / times[base]:.2f} "
-            f"(goal <= {time_goal}), "
+            f"  {ours_name} / {base}: CPU time {ratio:.2f} "
+            f"(quartiles {times[ours_name]['q1']:.2f}-{times[ours_name]['q3']:.2f}; "
+            f"goal <= {time_goal}), "
             f"live peak {o['rss_live'] / t['rss_live']:.2f} (RSS), "
             f"{o['tracemalloc'] / t['rss_live']:.2f} (tracemalloc / RSS) (goal <= 1.0)"
         )
@@ -313,8 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     torch = _common.optional("torch")
     cs = contenders(torch is not None)
-    times = _common.interleaved(cs, repeats=a.repeats, number=1)
     base = "PyTorch eager" if torch is not None else "pycograd_xp composed"
+    times = _common.interleaved_clocks(cs, repeats=a.repeats, number=1, base=base)
     live = [n for n in LIVE if n in cs] + ["pycograd_xp composed"]
     peaks = live_peaks(live)
     step, args = ours("pycograd_xp")
@@ -336,14 +350,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     result = {"transformer": {"times": times, "peaks": peaks}}
     if not a.no_char:
-        char_times = _common.interleaved(
-            char_contenders(torch is not None), repeats=a.repeats, number=1
+        cbase = "PyTorch eager" if torch is not None else "pycograd_xp"
+        char_times = _common.interleaved_clocks(
+            char_contenders(torch is not None), repeats=a.repeats, number=1, base=cbase
         )
         names = ["pycograd_xp", "pycograd_xp compiled"] + (
             ["PyTorch eager"] if torch is not None else []
         )
         char_peaks = live_peaks(names, "char")
-        cbase = "PyTorch eager" if torch is not None else "pycograd_xp"
         lines += report(
             "Character model's training step (examples/char_transformer.py's default: 2 layers, "
             f"width 128, 4 heads, context 64, batch 32; clip, Adam): medians of {a.repeats}",
@@ -357,16 +371,18 @@ def main(argv: list[str] | None = None) -> None:
     if not a.no_cnn:
         import bench_cnn
 
-        ccs, _ = bench_cnn.contenders()
-        keep = ["pycograd_xp (rows)", "PyTorch eager"]
-        cnn_times = _common.interleaved(
-            {k: v for k, v in ccs.items() if k in keep}, repeats=a.repeats, number=5
-        )
+        ccs, (p_x, x_x, y_x) = bench_cnn.contenders()
+        compiled = pg.compile(pg.value_and_grad(lambda p: bench_cnn.loss_fn(nn, p, x_x, y_x)))
+        cnn = {"pycograd_xp (rows)": ccs["pycograd_xp (rows)"]}
+        cnn["pycograd_xp compiled"] = lambda: compiled(p_x)
+        if "PyTorch eager" in ccs:
+            cnn["PyTorch eager"] = ccs["PyTorch eager"]
+        cbase = "PyTorch eager" if torch is not None else "pycograd_xp (rows)"
+        cnn_times = _common.interleaved_clocks(cnn, repeats=a.repeats, number=5, base=cbase)
         names = ["pycograd_xp (rows)", "pycograd_xp compiled"] + (
             ["PyTorch eager"] if torch is not None else []
         )
         cnn_peaks = live_peaks(names, "cnn")
-        cbase = "PyTorch eager" if torch is not None else "pycograd_xp (rows)"
         lines += report(
             f"CNN step (bench_cnn.py), x ({bench_cnn.N}, 1, 28, 28) float32: medians of "
             f"{a.repeats} x 5",
