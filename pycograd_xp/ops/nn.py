@@ -1526,10 +1526,12 @@ def _d_gelu_tanh(ns: Any, x: Any) -> Any:
     u = x2 * (-2 * _GELU_CA)
     u += -2 * _SQRT_2_PI
     u *= x
-    u = _into(ns, ns.minimum, u, _GELU_CLIP, u)
-    e = _exp_in_place(ns, u)
+    u = ns.minimum(u, _GELU_CLIP)  # (new arrays, each freeing the last: what a projection
+    e = ns.exp(u)  # of this rule on abstract arrays counts, not out= it cannot see)
+    del u
     e += 1
-    sg = _into(ns, ns.divide, 1.0, e, e)
+    sg = 1.0 / e
+    del e
     x2 *= 6 * _GELU_CA
     x2 += 2 * _SQRT_2_PI
     x2 *= x  # x 2u'
