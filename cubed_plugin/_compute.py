@@ -251,7 +251,7 @@ def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: 
     if isinstance(executor, str):
         from ._executors import executor_of
 
-        executor = executor_of(executor)
+        executor = executor_of(executor, compute_kwargs=kwargs)
     kwargs["optimize_function"] = _optimizer(kwargs.get("optimize_function", SOUND))
     results = cubed.compute(*arrays, executor=executor, callbacks=callbacks, **kwargs)
     out = tree_unflatten(td, list(results))

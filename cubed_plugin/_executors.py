@@ -269,15 +269,20 @@ def _local_dask_cluster(workers: int) -> str:
     return str(_DASK_CLUSTERS[workers].scheduler_address)
 
 
-def executor_of(executor: Any, spec: Any = None) -> Any:
+def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = None) -> Any:
     """The executor object Cubed runs with for ``executor``: an executor, its name (as
     :func:`make_executor` makes it, with its defaults: "processes" is
     :func:`measuring_processes`, so each task's measured peak is its own and a task over its
-    budget fails the run), or None (the Spec's executor, else Cubed's default, "threads")."""
+    budget fails the run; "dask" runs on one LocalCluster per process, unless
+    ``compute_kwargs`` name a cluster's address), or None (the Spec's executor, else Cubed's
+    default, "threads")."""
     from ._cubed_seam import create_executor, dask_executor
 
     if executor == "dask":
-        return dask_executor()
+        if ((compute_kwargs or {}).get("compute_kwargs") or {}).get("address"):
+            return dask_executor()  # the cluster the compute names
+        # not Cubed's executor bare: it starts a LocalCluster on every compute (every step)
+        return make_executor("dask")
     if isinstance(executor, str):
         return make_executor(executor) if executor in ENGINES else create_executor(executor)
     if executor is not None:

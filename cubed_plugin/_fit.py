@@ -348,7 +348,7 @@ def fit(
     per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
     total = steps if steps is not None else epochs * max(per_epoch, 1)
     label_ops()  # the ops of each step say which part of the loss they compute
-    ex = executor_of(executor, spec)
+    ex = executor_of(executor, spec, compute_kwargs)
     recorder = MemoryRecorder(*measures_each_task(ex))
     why = no_retry(ex)
     if why is not None:

@@ -145,6 +145,24 @@ def test_dask_on_an_existing_scheduler_gives_the_threads_parameters_bit_for_bit(
     _same(_fit(spec, X, y, "dask", **kw).params, want)
 
 
+def test_dask_by_name_starts_one_cluster_for_all_the_steps(tmp_path, monkeypatch):
+    """``executor="dask"`` without an address: one LocalCluster for the process, not Cubed's
+    bare executor, which starts one on every compute (each step: seconds a step)."""
+    distributed = pytest.importorskip("distributed")
+    spec, X, y = _data(tmp_path)
+    want = _fit(spec, X, y, "threads", steps=3).params
+    made = []
+    start = distributed.LocalCluster.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(1)
+        start(self, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.LocalCluster, "__init__", counting)
+    _same(_fit(spec, X, y, "dask", steps=3).params, want)
+    assert len(made) <= 1  # (none when an earlier test of this process started it)
+
+
 def test_the_dask_client_lists_the_workers_cubed_checks(cluster):
     """distributed >= 2026.7 gives an asynchronous client's scheduler_info() no workers; the
     seam's client fetches them (Cubed's executor refuses a cluster with none listed)."""
