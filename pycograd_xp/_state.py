@@ -214,16 +214,45 @@ def _set(frames: tuple[Frame, ...]) -> None:
     STACK.__dict__.update(_derive(frames))
 
 
+# The views a push replaced, by the id of their stack (each holds its stack, so the id stays
+# its own): restoring that stack takes its view back instead of deriving it again. Bounded:
+# a stack set with ``_set`` and never restored leaves its entry, cleared at the bound.
+_SAVED_VIEWS = 64
+
+
 def push(*frames: Frame) -> tuple[Frame, ...]:
-    """Push ``frames`` (innermost last); returns the stack as it was, for :func:`restore`."""
-    prev = STACK.frames
-    _set(prev + frames)
+    """Push ``frames`` (innermost last); returns the stack as it was, for :func:`restore`.
+
+    The hot path of every ``grad`` call (a ``Grad`` and ``GradMode`` frames on the way in, the
+    stack as it was on the way out): the view being replaced is kept for :func:`restore`, and
+    pushing only ``GradMode`` and ``Grad`` frames changes just the two fields they decide."""
+    d = STACK.__dict__
+    prev: tuple[Frame, ...] = STACK.frames
+    if d:  # (a thread's first push has no view to keep: its stack is the class's defaults)
+        saved = d.setdefault("saved", {})
+        if len(saved) >= _SAVED_VIEWS:
+            saved.clear()
+        saved[id(prev)] = dict(d)
+    if all(type(f) is GradMode or type(f) is Grad for f in frames) and d:
+        for f in frames:
+            if type(f) is GradMode:
+                d["grad_enabled"] = f.enabled
+            else:
+                d["grad_depth"] += 1
+        d["frames"] = prev + frames
+    else:
+        _set(prev + frames)
     return prev
 
 
 def restore(frames: tuple[Frame, ...]) -> None:
     """Set the stack back to ``frames`` (what :func:`push` returned)."""
-    _set(frames)
+    d = STACK.__dict__
+    view = d.get("saved", {}).pop(id(frames), None)
+    if view is not None and view["frames"] is frames:
+        d.update(view)
+    else:
+        _set(frames)
 
 
 @contextlib.contextmanager
@@ -233,7 +262,7 @@ def interpreting(*frames: Frame) -> Iterator[None]:
     try:
         yield
     finally:
-        _set(prev)
+        restore(prev)
 
 
 @contextlib.contextmanager

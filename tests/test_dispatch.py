@@ -83,6 +83,38 @@ def test_an_error_inside_leaves_the_stack_as_it_was():
     assert STACK.frames == () and STACK.grad_enabled
 
 
+def test_the_view_kept_by_push_and_restore_is_the_derived_one():
+    """push changes only the fields a GradMode or Grad frame decides and restore takes back
+    the view it replaced: each must equal the view derived from the frames anew, at every
+    step of a nesting (a Jvp and a Vmap among them)."""
+    from pycograd_xp import _state
+    from pycograd_xp._state import Grad, GradMode, Jvp, Vmap, push, restore
+
+    xp = pg.namespace(np)
+    fields = [k for k in _state._derive(()) if k != "frames"]
+
+    def same():
+        want = _state._derive(STACK.frames)
+        assert {k: getattr(STACK, k) for k in fields} == {k: want[k] for k in fields}
+
+    seq = [
+        (Grad(), GradMode(True)),
+        (GradMode(False),),
+        (Jvp(None, lambda *a: None),),
+        (Grad(),),
+        (Vmap(xp),),
+        (GradMode(True), Grad()),
+    ]
+    saved = []
+    for frames in seq:
+        saved.append(push(*frames))
+        same()
+    for prev in reversed(saved):
+        restore(prev)
+        same()
+    assert STACK.frames == ()
+
+
 def test_each_thread_has_its_own_stack():
     inside, release = threading.Event(), threading.Event()
     other: list = []
