@@ -50,7 +50,29 @@ __all__ = ["XarrayData", "from_xarray"]
 class XarrayData:
     """Training data taken from a Dataset (:func:`from_xarray`): the Cubed arrays ``X``
     (rows × kept dims × features) and ``y`` (rows × kept dims), and what it takes to put values
-    of the rows back in the Dataset's coordinates (:meth:`to_dataset`, :meth:`write`)."""
+    of the rows back in the Dataset's coordinates (:meth:`to_dataset`, :meth:`write`).
+
+    Made by :func:`from_xarray`, not by hand.
+
+    Parameters
+    ----------
+    X : cubed.Array
+        The features, (rows, *kept dims, features), chunked along the rows only.
+    y : cubed.Array
+        The target, (rows, *kept dims), chunked as ``X``'s rows.
+    features : tuple of str
+        The Dataset's variables stacked as ``X``'s last axis, in that order.
+    target : str
+        The Dataset's variable ``y`` holds.
+    sample_dims : tuple of str
+        The dims flattened into the rows, in that order.
+    kept_dims : tuple of str
+        The dims each row keeps.
+    template : xarray.DataArray
+        The target variable, lazily: its dims and coordinates, for writing values back.
+    max_projected_mem : int
+        The largest projected task memory of the plan that builds ``X`` and ``y``, in bytes.
+    """
 
     X: Any
     y: Any
@@ -68,10 +90,17 @@ class XarrayData:
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
+        """The sizes of the sample dims, whose product is the number of rows."""
         return tuple(int(self.template.sizes[d]) for d in self.sample_dims)
 
     def summary(self) -> str:
-        """One line on the layout (for logs): shapes, chunks, rows, the largest task."""
+        """One line on the layout (for logs).
+
+        Returns
+        -------
+        str
+            The shapes, the row chunks, what a row is, and the largest task.
+        """
         X = self.X
         chunk = math.prod(X.chunksize) * np.dtype(X.dtype).itemsize
         kept = f", kept {', '.join(self.kept_dims)}" if self.kept_dims else ""
