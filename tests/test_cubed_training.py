@@ -733,7 +733,8 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
     ):
         model = run.partition(":")[0]
         ops = report[run]["report"]
-        assert len(ops) >= 2
+        # one-pass mode on stored data runs one op (its planned step); graph mode several
+        assert len(ops) >= (2 if ":" in run else 1)
         for op, projected, measured in ops:
             assert measured is not None, (run, op)
             assert measured <= projected <= allowed, (run, op, measured, projected)
