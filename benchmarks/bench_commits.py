@@ -229,7 +229,8 @@ def main() -> None:
     width = max(len(n) for n in names)
     print(
         f"{'workload':<{width}}  {args.old[:10]:>10}  {(args.new or 'tree')[:10]:>10}"
-        "  new/old (median of the rounds' ratios; lowest, highest)  Python calls, bytecodes new/old"
+        "  new/old (median of the rounds' ratios; lowest, highest)  best/best"
+        "  Python calls, bytecodes new/old"
     )
     for n in names:
         old, new = statistics.median(runs["old"][n]), statistics.median(runs["new"][n])
@@ -237,6 +238,7 @@ def main() -> None:
         print(
             f"{n:<{width}}  {old:10.3g}  {new:10.3g}  {statistics.median(ratios):7.2f}"
             f"  ({min(ratios):.2f}, {max(ratios):.2f})"
+            f"  {min(runs['new'][n]) / min(runs['old'][n]):9.2f}"
             + (
                 "  {:.2f}  {:.2f}".format(
                     *(b / a for a, b in zip(*counted[n].values(), strict=True))
@@ -249,7 +251,8 @@ def main() -> None:
         f"(times: medians of {args.rounds} rounds, each the best of 3 repeats; in a round each "
         "workload runs on both revisions back to back, so a ratio shares the machine's state; "
         "the calls and bytecodes are those one call runs in Python, counted by a tracer: "
-        "deterministic, so a difference there is the code's, not the machine's)"
+        "deterministic, so a difference there is the code's, not the machine's; best/best is the "
+        "ratio of each revision's fastest round, the least disturbed by other processes)"
     )
 
 

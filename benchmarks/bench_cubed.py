@@ -8,7 +8,7 @@ mode (one eager task per chunk), a hand-written Cubed gradient of the same model
 (``X.T @ (X @ w - y)`` style), and one read pass over the data (``sum(X)`` on the same chunks:
 the floor a one-pass method can reach). Tasks, projected task memory and the ratios to the
 hand-written gradient and to the read pass are reported; then each contender runs once more on
-the processes executor, each task in a fresh worker (``cubed_plugin.train.measuring_processes``),
+the processes executor, each task measured on its own (``cubed_plugin.train.measuring_processes``),
 for its largest measured task peak and whether every op's measured peak is within its
 projection.
 

@@ -11,12 +11,12 @@ epochs, one pass over the data each:
 - **cubed.sum read pass**: ``cubed.compute(sum(X, axis=0), sum(y))`` on the threads executor;
 - **ours**: ``cubed_plugin.fit`` with ``optim.sgd(--lr)``, ``allowed_mem`` ``--allowed-mem``
   (``make_spec``: reserved_mem measured per executor): one-pass mode full batch (one exact
-  gradient step per epoch) on threads and on processes (``measuring_processes``: a forked
-  worker per task, each task's memory measured), graph mode full batch on threads, and
-  mini-batches of ``--batch-chunks`` chunks (shuffled chunks, one SGD step per batch) on threads
-  and on processes. Each epoch is a call of ``fit(epochs=1)`` from the last parameters (the
-  shuffle drawn anew per epoch); ``fit`` keeps its planned steps across calls, so epochs after
-  the first run the plan the first one made;
+  gradient step per epoch) on threads and on processes (``measuring_processes``: forked
+  workers kept across steps, each task's memory measured on its own), graph mode full batch on
+  threads, and mini-batches of ``--batch-chunks`` chunks (shuffled chunks, one SGD step per
+  batch) on threads and on processes. Each epoch is a call of ``fit(epochs=1)`` from the last
+  parameters (the shuffle drawn anew per epoch); ``fit`` keeps its planned steps across calls,
+  so epochs after the first run the plan the first one made;
 - **PyTorch** (float32, one thread) reading the Zarr chunks through a ``DataLoader`` with 0
   workers: mini-batch SGD over batches of ``--batch-chunks`` shuffled chunks, and full-batch
   accumulation (the gradient of each chunk's share of the mean added up, one step per epoch:
@@ -50,6 +50,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -485,12 +486,25 @@ def main() -> None:
     )
     ap.add_argument("--rss-of", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    a.data = a.data or tempfile.mkdtemp(prefix="bench-epoch-")
-    a.work = a.work or tempfile.mkdtemp(prefix="bench-epoch-work-")
-    if a.rss_of is not None:
+    if a.rss_of is not None:  # a run apart: the parent's directories
         measure_alone(a)
         return
+    temporary = []  # the directories not asked for: removed at the end
+    if a.data is None:
+        a.data = tempfile.mkdtemp(prefix="bench-epoch-")
+        temporary.append(a.data)
+    if a.work is None:
+        a.work = tempfile.mkdtemp(prefix="bench-epoch-work-")
+        temporary.append(a.work)
+    try:
+        run(a)
+    finally:
+        for d in temporary:
+            shutil.rmtree(d, ignore_errors=True)
 
+
+def run(a: argparse.Namespace) -> None:
+    """Make the data (unless kept), time the contenders interleaved, report."""
     import zarr
 
     shape = (a.rows, a.features)

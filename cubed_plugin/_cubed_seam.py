@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -445,11 +446,45 @@ def is_processes_executor(executor: Any) -> bool:
 
 
 class MeasuringProcesses(ProcessesExecutor):
-    """Cubed's processes executor with a forkserver pool of one task per worker that is shut
-    down waiting (``cubed_plugin._executors.measuring_processes`` says why) and retries a
-    failed task ``retries`` times (option, default 2), its worker's death included
-    (``cubed_plugin._pool.RetryingPool``; Cubed's retries nothing): it overrides the
-    executor's private ``_async_execute_dag``."""
+    """Cubed's processes executor with each task's peak measured on its own, a failed task
+    tried again ``retries`` times (option, default 2), its worker's death included
+    (``cubed_plugin._pool.RetryingPool``; Cubed's retries nothing), and its workers kept.
+
+    Workers are forked from a forkserver and reused, for the tasks of one compute and of the
+    computes after it (a fit's steps): each task gives the C heap's free memory back to the
+    system and resets its process's resident high-water mark before it runs
+    (:func:`_process_task`), so that the peak it reports is the process's during this task,
+    what a fresh worker would report. Where the mark cannot be reset (not Linux), each task
+    runs in a fresh worker instead, in a pool per compute. :meth:`close` stops the workers;
+    they stop at exit otherwise. Overrides the executor's private ``_async_execute_dag``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._pools: dict[tuple[int, int], Any] = {}
+        self._pools_lock = threading.Lock()
+
+    def __getstate__(self) -> dict:  # pools stay with the process that made them
+        return {**self.__dict__, "_pools": {}, "_pools_lock": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _pools_lock=threading.Lock())
+
+    def _pool(self, max_workers: int, retries: int) -> Any:
+        """The kept pool of ``max_workers`` workers and ``retries`` retries (made on first use)."""
+        with self._pools_lock:
+            pool = self._pools.get((max_workers, retries))
+            if pool is None:
+                pool = self._pools[max_workers, retries] = _processes_pool(
+                    max_workers, retries, per_task=False
+                )
+            return pool
+
+    def close(self) -> None:
+        """Stop the kept workers (waiting for them); the next compute starts new ones."""
+        with self._pools_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     async def _async_execute_dag(
         self,
@@ -459,37 +494,109 @@ class MeasuringProcesses(ProcessesExecutor):
         compute_arrays_in_parallel: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from ._pool import RetryingPool
-
-        max_workers = kwargs.pop("max_workers", os.cpu_count())
+        max_workers = kwargs.pop("max_workers", None) or os.cpu_count() or 1
         retries = kwargs.pop("retries", 2)
         if spec is not None:
             check_runtime_memory(spec, max_workers)
             if "use_backups" not in kwargs and use_backups_default(spec):
                 kwargs["use_backups"] = True
-        pool = RetryingPool(
-            lambda: ProcessPoolExecutor(
-                max_workers=max_workers,
-                max_tasks_per_child=1,
-                mp_context=multiprocessing.get_context("forkserver"),
-            ),
-            retries,
+        reused = can_reset_peak()
+        pool = (
+            self._pool(max_workers, retries)
+            if reused
+            else _processes_pool(max_workers, retries, per_task=True)
         )
         try:
             await async_map_dag(
-                processes_create_futures_func(pool, run_func_processes),
+                processes_create_futures_func(
+                    pool, _process_task if reused else run_func_processes
+                ),
                 dag=dag,
                 callbacks=callbacks,
                 compute_arrays_in_parallel=compute_arrays_in_parallel,
                 **kwargs,
             )
         finally:
-            # waits for the tasks already running (a failed compute's included), then for
-            # every worker to stop: none outlives the compute
-            pool.shutdown(wait=True, cancel_futures=True)
+            if not reused:
+                # waits for the running tasks, then for every worker to stop: CPython's pool
+                # (gh-119592, not fixed in 3.11) can lose a worker leaving after its one task
+                # when the pool is shut down without waiting, and the interpreter waits for
+                # that worker at exit, forever
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _processes_pool(max_workers: int, retries: int, per_task: bool) -> Any:
+    """A retrying pool of ``max_workers`` forkserver workers, each for one task (``per_task``)
+    or for many."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ._pool import RetryingPool
+
+    return RetryingPool(
+        lambda: ProcessPoolExecutor(
+            max_workers=max_workers,
+            max_tasks_per_child=1 if per_task else None,
+            mp_context=multiprocessing.get_context("forkserver"),
+            initializer=None if per_task else _one_arena,
+        ),
+        retries,
+    )
+
+
+@functools.cache
+def can_reset_peak() -> bool:
+    """Whether a process can reset its resident high-water mark here (Linux's clear_refs)."""
+    return _reset_peak() is not None
+
+
+@functools.cache
+def _libc(name: str) -> Any:
+    """The C library's function ``name`` (glibc's ``malloc_trim``, ``mallopt``), or None where
+    the C library has none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+
+
+def _one_arena() -> None:
+    """A reused worker's start: one malloc arena for all its threads (glibc's ``mallopt
+    (M_ARENA_MAX, 1)``). Zarr decodes chunks in threads, and glibc gives threads arenas of their
+    own, whose freed blocks ``malloc_trim`` does not give back: a worker held 20-50 MB more at
+    the start of each task than a fresh one, and reported tasks above their projections."""
+    mallopt = _libc("mallopt")
+    if mallopt is not None:
+        mallopt(-8, 1)  # M_ARENA_MAX
+
+
+def _process_task(
+    input: Any, func: Any = None, config: Any = None, name: Any = None, compute_id: Any = None
+) -> tuple[Any, dict]:
+    """A task in a reused worker of :class:`MeasuringProcesses`, measured on its own: the C
+    heap's free memory goes back to the system (``malloc_trim``: glibc keeps freed blocks up
+    to twice the largest recent one, which a fresh worker would not hold; the worker's threads
+    share one arena, :func:`_one_arena`) and the process's high-water mark is reset to its
+    resident set; the peak reported is then the process's during this task. A worker runs one
+    task at a time."""
+    import time
+
+    trim = _libc("malloc_trim")
+    if trim is not None:
+        trim(0)
+    start = _reset_peak()
+    t0 = time.time()
+    result = func(input, config=config)
+    t1 = time.time()
+    return result, {
+        "function_start_tstamp": t0,
+        "function_end_tstamp": t1,
+        "peak_measured_mem_start": start,
+        "peak_measured_mem_end": _peak(),
+    }
 
 
 # -- Dask distributed ---------------------------------------------------------------------------
@@ -562,7 +669,10 @@ def _dask_task(
     and None is reported (measured nothing)."""
     import time
 
-    start = _reset_peak() if _alone_in_worker() else None
+    alone = _alone_in_worker()
+    if alone and _libc("malloc_trim") is not None:
+        _libc("malloc_trim")(0)  # freed blocks kept by the C heap go back (see _process_task)
+    start = _reset_peak() if alone else None
     t0 = time.time()
     result = pipeline_func(input, config=config)
     t1 = time.time()

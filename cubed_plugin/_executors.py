@@ -70,10 +70,10 @@ def make_executor(
 
     - "single-threaded", "threads": tasks in this process (threads: several at once, so two
       tasks and the driver's own data share one process).
-    - "processes": :func:`measuring_processes` (a fresh forked worker per task, each measured
-      on its own; ``workers`` at a time). A failed task is tried again ``retries`` times, a
-      worker that died included (Cubed's own processes executor retries nothing: one dead
-      worker broke its pool and the run).
+    - "processes": :func:`measuring_processes` (forked workers kept across tasks and steps,
+      each task measured on its own; ``workers`` at a time). A failed task is tried again
+      ``retries`` times, a worker that died included (Cubed's own processes executor retries
+      nothing: one dead worker broke its pool and the run).
     - "dask": Dask distributed (``cubed_plugin``'s executor: works with distributed >= 2026.7,
       each task measured on its own on workers of one thread). ``scheduler``: the address of
       an existing cluster; without it a LocalCluster of ``workers`` processes of one thread
@@ -176,7 +176,7 @@ def measures_each_task(executor: Any) -> tuple[bool, str]:
     """(whether the peaks ``executor`` reports are each task's own, why not): Ray's workers
     and Cubed's processes executor's run many tasks each and report the process's lifetime
     peak (the largest of every task it ran before), Lithops' are its own figures; those are
-    not a task's. :func:`measuring_processes` (a fresh worker per task) and cubed_plugin's Dask
+    not a task's. :func:`measuring_processes` and cubed_plugin's Dask
     executor (the peak reset per task, on workers of one thread) are; the in-process
     executors report none."""
     from ._cubed_seam import MeasuringProcesses, is_processes_executor
@@ -185,7 +185,7 @@ def measures_each_task(executor: Any) -> tuple[bool, str]:
     if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
         return False, (
             "Cubed's processes executor reuses each worker for many tasks and reports its "
-            "lifetime peak: use measuring_processes(), one task per worker"
+            "lifetime peak: use measuring_processes(), which resets it per task"
         )
     if name in ("ray", "lithops"):
         return False, (
@@ -353,25 +353,24 @@ def measuring_processes(
 ) -> Any:
     """A Cubed executor under which each task's measured peak is its own.
 
-    Cubed's processes executor with every task in a fresh worker (``max_tasks_per_child=1``)
-    forked from a server that has already imported ``preload`` (a fork, not an interpreter
-    start, per task). A spawned worker reused for several tasks reports its largest so far, and
-    one started with exec starts from its parent's lifetime peak; a forked one starts from the
-    server's current, small, resident set.
+    Cubed's processes executor with its workers forked from a server that has already
+    imported ``preload`` (a fork, not an interpreter start, per worker) and kept: for the tasks
+    of a compute and for the computes after it (a fit's steps), until ``close()`` or exit.
+    Before each task a worker gives its C heap's free memory back to the system (glibc's
+    ``malloc_trim``) and resets its resident high-water mark (Linux's ``/proc/self/clear_refs``),
+    so the peak a task reports is the process's during that task: what the worker holds, as a
+    fresh one's baseline, plus the task's data. Cubed's own executor reports a reused worker's
+    lifetime peak (its largest task so far). Where the mark cannot be reset (not Linux) each
+    task runs in a fresh worker instead (``max_tasks_per_child=1``), in a pool per compute that
+    is stopped, waiting, before the compute returns (CPython 3.11's pool can otherwise lose a
+    worker leaving after its one task, which hangs the interpreter's exit: gh-119592).
 
-    Each worker imports the main script again before its task (``multiprocessing`` prepares
+    Each worker imports the main script again when it starts (``multiprocessing`` prepares
     every child so; on Python 3.11 the forkserver's own preloading of ``__main__`` never takes
-    effect): what the script imports and the server has not is imported once per task. What
-    a script that trains imports of the plugin is preloaded (``cubed_plugin._fit``: without it,
-    those imports cost each task 0.65 s on a loaded machine, most of a mini-batch step; not
+    effect): what the script imports and the server has not is imported once per worker. What
+    a script that trains imports of the plugin is preloaded (``cubed_plugin._fit``; not
     ``cubed_plugin.train`` itself, which ``python -m cubed_plugin.train`` runs again in each
     worker as its main module); preload what else your script imports at its top.
-
-    One change to Cubed's executor: a compute returns only after its pool has stopped every
-    worker. Cubed shuts its pool down without waiting, and CPython's pool (gh-119592, not fixed
-    in 3.11) then races with a worker leaving after its one task: the pool's manager thread
-    finds the pool's state cleared, dies, and leaves an idle worker that the interpreter waits
-    for at exit, forever. A failed compute also waits for its running tasks first.
 
     And another: a task that fails is tried again, ``retries`` times at most, a worker killed
     mid-task included (``cubed_plugin._pool.RetryingPool``: CPython's pool breaks for good when

@@ -1,7 +1,8 @@
 """A small driver process that trains with ``cubed_plugin.fit`` on Cubed's processes executor
-(used by test_cubed_training.py). Each task runs in a fresh worker forked from a server that has
-imported the libraries (``cubed_plugin.train.measuring_processes``), so its measured peak is its
-own; the driver itself starts from a fork, so its ``ru_maxrss`` is not its parent's.
+(used by test_cubed_training.py). Each task runs in a worker forked from a server that has
+imported the libraries and resets its high-water mark before each task
+(``cubed_plugin.train.measuring_processes``), so its measured peak is its own; the driver itself
+starts from a fork, so its ``ru_maxrss`` is not its parent's.
 
 ``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL[:MODE] ...`` trains
 each model (logreg, mlp; in ``fit``'s mode MODE, "auto" when not given: one-pass for these

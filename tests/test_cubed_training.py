@@ -4,6 +4,9 @@ checkpoints, refuses over-budget plans and bad data with clear errors."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -447,32 +450,95 @@ def test_the_command_on_processes_reports_measured_against_projected_per_op(tmp_
     assert "measured at most" in text
 
 
-def test_no_measuring_worker_outlives_its_compute(tmp_path):
-    """``measuring_processes`` shuts its pool down waiting. Cubed's own executor returns while
-    workers are still stopping, and CPython's pool (gh-119592) can then lose one: its manager
-    thread dies replacing a worker that left after its one task, and the idle replacement
-    hangs the interpreter's exit (a CI run hung for 85 minutes so). After each compute here
-    there is no live worker left, so none can be lost."""
+def test_measuring_workers_are_kept_and_stop_on_close(tmp_path):
+    """``measuring_processes`` keeps its workers for the computes after the first (a fit's
+    steps: no worker start per step), survives a failed compute, and ``close()`` stops every
+    worker, waiting (none is left behind for the interpreter to wait on at exit)."""
     import multiprocessing
 
     import cubed.array_api as ca
 
     from cubed_plugin.train import measuring_processes
 
+    def pid(block):
+        return np.full(block.shape, os.getpid(), dtype=np.int64)
+
     spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="100MB", reserved_mem="0")
     ex = measuring_processes()
-    for i in range(3):
-        a = ca.ones((400, 400), chunks=(100, 100), spec=spec)
-        total = cubed.compute(ca.sum(a + float(i)), executor=ex)[0]
-        assert float(total) == 400 * 400 * (1 + i)
-        assert multiprocessing.active_children() == []
+    ex.kwargs["max_workers"] = 2
+    try:
+        seen = []
+        for i in range(3):
+            a = ca.ones((400, 400), chunks=(100, 100), spec=spec)
+            total = cubed.compute(ca.sum(a + float(i)), executor=ex)[0]
+            assert float(total) == 400 * 400 * (1 + i)
+            pids = cubed.compute(cubed.map_blocks(pid, a, dtype=np.int64), executor=ex)[0]
+            seen.append(set(np.unique(pids).tolist()))
+        assert len(seen[0]) <= 2 and seen[0] == seen[1] == seen[2], seen  # the same workers
 
-    def fails(block):
-        raise ValueError("a task failed")
+        def fails(block):
+            raise ValueError("a task failed")
 
-    with pytest.raises(ValueError, match="a task failed"):
-        cubed.compute(cubed.map_blocks(fails, a, dtype=a.dtype), executor=ex)
+        with pytest.raises(ValueError, match="a task failed"):
+            cubed.compute(cubed.map_blocks(fails, a, dtype=a.dtype), executor=ex)
+        assert float(cubed.compute(ca.sum(a), executor=ex)[0]) == 400 * 400
+    finally:
+        ex.close()
     assert multiprocessing.active_children() == []
+
+
+def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
+    """A reused worker reports each task's own peak, not the largest of the tasks it ran
+    before: on one worker, a task that holds 200 MB and then one that holds almost nothing; the
+    second's measured peak is far below the first's (Cubed's own processes executor reports
+    the first's peak for both)."""
+    from cubed_plugin._cubed_seam import can_reset_peak
+    from cubed_plugin.train import measuring_processes
+
+    if not can_reset_peak():
+        pytest.skip("the resident high-water mark cannot be reset here (Linux only)")
+
+    def held(block):
+        if block[0, 0] == 0:
+            big = np.ones(25_000_000)  # 200 MB, touched
+            block = block + big[:1].sum() - 1
+        return block
+
+    peaks: dict = {}
+
+    class Peaks(cubed.Callback):
+        def on_task_end(self, event):
+            peaks.setdefault(event.name, []).append(
+                (event.peak_measured_mem_start, event.peak_measured_mem_end)
+            )
+
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1GB", reserved_mem="0")
+    a = cubed.from_array(np.arange(2.0).reshape(2, 1), chunks=(1, 1), spec=spec)
+    ex = measuring_processes()
+    ex.kwargs["max_workers"] = 1
+    try:
+        cubed.compute(cubed.map_blocks(held, a, dtype=a.dtype), executor=ex, callbacks=[Peaks()])
+    finally:
+        ex.close()
+    (ends,) = [[end - start for start, end in v] for v in peaks.values() if len(v) == 2]
+    assert max(ends) > 150e6, ends
+    assert min(ends) < 50e6, ends
+
+
+def test_a_script_on_measuring_processes_exits_without_close(tmp_path):
+    """Workers kept by ``measuring_processes`` do not hold the interpreter at exit."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import cubed, cubed.array_api as ca\n"
+        "from cubed_plugin.train import measuring_processes\n"
+        "if __name__ == '__main__':\n"
+        f"    spec = cubed.Spec(work_dir={str(tmp_path)!r}, allowed_mem='100MB')\n"
+        "    a = ca.ones((400, 400), chunks=(100, 100), spec=spec)\n"
+        "    print(float(cubed.compute(ca.sum(a), executor=measuring_processes())[0]))\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "160000.0"
 
 
 def test_dask_distributed_on_a_local_cluster(tmp_path):

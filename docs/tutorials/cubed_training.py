@@ -82,7 +82,7 @@ result = fit(
 # %% [markdown]
 # The recorder compares each op's projected task memory with `allowed_mem` (the threads
 # executor runs tasks in this process, so it measures none; `executor="processes"` runs each
-# task in a fresh worker and records its own peak):
+# task in a worker process and records its own peak):
 
 # %%
 print(result.memory.table(int(spec.allowed_mem)))

@@ -3,8 +3,8 @@
 ``python cubed_driver.py data DIR`` writes the training data to Zarr (in its own process, so
 the driver stays small); ``python cubed_driver.py run DIR`` builds a logistic-regression
 gradient step on namespace(cubed), projects it, computes it as ``cubed_plugin.compute`` does
-(the plan optimizer ``graph_fusion``) with the processes executor (one task per worker process
-forked afresh: ``cubed_plugin.train.measuring_processes``) and prints,
+(the plan optimizer ``graph_fusion``) with the processes executor (each task measured on its own:
+``cubed_plugin.train.measuring_processes``) and prints,
 as JSON, every op's measured task peak beside Cubed's projection for it.
 """
 

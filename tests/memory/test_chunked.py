@@ -152,9 +152,9 @@ DRIVER = Path(__file__).with_name("cubed_driver.py")
 
 @pytest.mark.slow
 def test_measured_task_peaks_never_exceed_projected(tmp_path):
-    """Cubed's processes executor measures each task's peak (one task per worker process
-    forked from a server that imported the libraries, ``measuring_processes``; the driver is
-    a small process of its own).
+    """Cubed's processes executor measures each task's peak (workers forked from a server
+    that imported the libraries, each task measured on its own, ``measuring_processes``; the
+    driver is a small process of its own).
     reserved_mem is 120 MB; a fresh worker measures about 81 MB here."""
     subprocess.run([sys.executable, str(DRIVER), "data", str(tmp_path)], check=True, timeout=300)
     out = subprocess.run(
