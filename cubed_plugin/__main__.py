@@ -245,7 +245,19 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         help="retries of a failed task, a dead worker's included (processes, dask, ray, "
         "lithops; spark: local[N, retries + 1]; beam's DirectRunner retries nothing)",
     )
-    ap.add_argument("--steps", type=int, default=10, help="gradient steps")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=10,
+        help="optimizer steps (L-BFGS: iterations, each one or more passes over the data)",
+    )
+    ap.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam", "lbfgs"),
+        default="sgd",
+        help="sgd and adam take --lr; lbfgs (full batch only) takes none: its line search "
+        "picks each step (strong Wolfe conditions)",
+    )
     ap.add_argument(
         "--batch-rows",
         type=int,
@@ -260,7 +272,7 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         "Cubed graph of the whole step; auto: one-pass for a row-separable loss (both "
         "models are)",
     )
-    ap.add_argument("--lr", type=float, default=0.5, help="the SGD learning rate")
+    ap.add_argument("--lr", type=float, default=0.5, help="the learning rate of sgd and adam")
     ap.add_argument(
         "--data",
         default=None,
@@ -286,6 +298,13 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     )
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
+
+
+def _optimizer(a: argparse.Namespace) -> Any:
+    """The optimizer ``--optimizer`` names."""
+    if a.optimizer == "lbfgs":
+        return optim.lbfgs()
+    return {"sgd": optim.sgd, "adam": optim.adam}[a.optimizer](a.lr)
 
 
 def _du(path: str) -> int:
@@ -318,7 +337,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     FitResult
         The run's result.
     """
-    a = _parser(prog).parse_args(argv)
+    ap = _parser(prog)
+    a = ap.parse_args(argv)
+    if a.optimizer == "lbfgs" and a.batch_rows is not None:
+        ap.error(
+            "--optimizer lbfgs takes the full batch (its line search compares losses over the "
+            "same data): leave out --batch-rows, or use --optimizer sgd or adam"
+        )
     if a.work_dir is not None:
         print(f"work directory {a.work_dir} (--work-dir: kept)")
         return _main(a, a.work_dir)
@@ -421,7 +446,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
             loss,
             params,
             (X, y),
-            optim.sgd(a.lr),
+            _optimizer(a),
             steps=a.steps,
             batch_rows=a.batch_rows,
             spec=spec,

@@ -79,6 +79,22 @@ class FitResult:
     history: dict[str, list[float]] = field(default_factory=dict)
     memory: Any = None  # the MemoryRecorder of the run
 
+    def __repr__(self) -> str:
+        # a summary: the parameters' shapes and dtypes, the loss's first and last values (the
+        # dataclass's own repr printed every parameter value and every step of the history)
+        from pycograd_xp.tree import tree_map
+
+        def leaf(x: Any) -> str:
+            shape = getattr(x, "shape", None)
+            return f"{getattr(x, 'dtype', type(x).__name__)}{list(shape)}" if shape else repr(x)
+
+        loss = self.history.get("loss") or []
+        losses = f"{loss[0]:.6g} -> {loss[-1]:.6g}" if loss else "none"
+        return (
+            f"FitResult(step={self.step}, loss {losses} over {len(loss)} steps, "
+            f"params={tree_map(leaf, self.params)!r}, memory={self.memory!r})"
+        )
+
 
 def _rows(data: Sequence[Any]) -> int:
     n = int(data[0].shape[0])
@@ -715,9 +731,16 @@ def _measured_within(
             "projections; please report it with this message, and raise allowed_mem and "
             "reserved_mem meanwhile"
         )
-    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+    from ._cubed_seam import MeasuringProcesses, is_dask_executor, is_processes_executor
 
-    if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
+    if is_dask_executor(executor):
+        why += (
+            " (on Dask, a worker's own memory grows as it runs tasks, most of all with Dask's "
+            "statistical profiler on: start the workers with "
+            "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False, as executor='dask' does for the "
+            "LocalCluster it starts, or give reserved_mem room above the measured baseline)"
+        )
+    elif is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
         why += (
             " (Cubed's processes executor reports for each task the most its worker has "
             "held, the peak of the process that started it included: "

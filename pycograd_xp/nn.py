@@ -54,6 +54,7 @@ __all__ = [
     "silu",
     "softmax",
     "softplus",
+    "static",
     "tanh",
     "uniform",
 ]
@@ -1093,7 +1094,39 @@ class Module:
 
 
 def static(default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field that is configuration, not a parameter."""
+    """A dataclass field of a :class:`Module` that is configuration, not a parameter.
+
+    Its value (a size, a flag, an activation function) is part of the module's tree structure,
+    not one of its leaves: ``grad`` gives it no gradient and optimizers leave it alone.
+
+    Parameters
+    ----------
+    default : optional
+        The field's default value (none: the field must be given).
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, for a dataclass attribute: ``heads: int = nn.static(4)``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> import numpy as np
+    >>> import pycograd_xp as pg
+    >>> from pycograd_xp import nn
+    >>> @dataclasses.dataclass
+    ... class Scale(nn.Module):
+    ...     w: object
+    ...     power: int = nn.static(2)
+    ...     def __call__(self, x):
+    ...         return self.w * x**self.power
+    >>> xp = pg.namespace(np)
+    >>> m = Scale(xp.asarray(3.0))
+    >>> g = pg.grad(lambda m: m(xp.asarray(2.0)))(m)
+    >>> float(g.w), g.power
+    (4.0, 2)
+    """
     return dataclasses.field(default=default, metadata={"static": True})
 
 

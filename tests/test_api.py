@@ -209,3 +209,19 @@ def test_unique_gradient_goes_to_first_occurrences(xp, name):
 
     g = pg.grad(f)(x)
     np.testing.assert_array_equal(to_numpy(g), [[2.0, 1.0, 3.0], [0.0, 4.0, 0.0]])
+
+
+def test_matrix_norm_orders_numpy_spells_for_frobenius_get_its_gradient():
+    """NumPy's ``matrix_norm`` also takes ``ord=None`` and ``ord="f"`` for the Frobenius norm;
+    their gradients are the Frobenius norm's (they were the smallest singular value's: the
+    VJP's SVD branch took every order it did not name; it now takes only 2, -2 and "nuc")."""
+    xp = pg.namespace(np)
+    x = xp.asarray(np.random.default_rng(0).standard_normal((2, 3, 4)))
+    want = pg.grad(lambda x: xp.sum(xp.linalg.matrix_norm(x, ord="fro")))(x)
+    np.testing.assert_allclose(
+        np.asarray(want),
+        np.asarray(x) / np.linalg.norm(np.asarray(x), axis=(-2, -1), keepdims=True),
+    )
+    for o in (None, "f"):
+        got = pg.grad(lambda x, o=o: xp.sum(xp.linalg.matrix_norm(x, ord=o, keepdims=True)))(x)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13)

@@ -357,6 +357,46 @@ def test_the_command_runs_end_to_end(tmp_path, capsys):
     assert result.history["loss"][1] < result.history["loss"][0]
 
 
+def test_the_command_trains_with_lbfgs_and_adam(tmp_path, capsys):
+    """``--optimizer lbfgs`` runs ``optim.lbfgs()`` through ``fit`` (the same parameters as
+    calling ``fit`` with it on the same data), ``--optimizer adam`` takes ``--lr``, and L-BFGS
+    with ``--batch-rows`` is refused before anything is made, saying why and the way out."""
+    import cubed
+
+    from cubed_plugin.train import main
+
+    common = ["--rows", "20000", "--features", "10", "--allowed-mem", "20MB"]
+    common += ["--reserved-mem", "5MB", "--quiet", "--work-dir", str(tmp_path)]
+    result = main([*common, "--optimizer", "lbfgs", "--steps", "4"])
+    out = capsys.readouterr().out
+    assert "trained 4 steps" in out
+    assert result.history["loss"][-1] < 0.9 * result.history["loss"][0]
+    assert "passes" in result.history
+    spec = cubed.Spec(work_dir=str(tmp_path / "again"), allowed_mem="20MB", reserved_mem="5MB")
+    X = cubed.from_zarr(str(tmp_path / "data" / "X.zarr"), spec=spec)
+    y = cubed.from_zarr(str(tmp_path / "data" / "y.zarr"), spec=spec)
+    want = fit(
+        logreg_loss,
+        init_params("logreg", 10),
+        (X, y),
+        optim.lbfgs(),
+        steps=4,
+        spec=spec,
+        progress=False,
+        log=None,
+    )
+    for k in want.params:
+        np.testing.assert_array_equal(result.params[k], want.params[k])
+
+    adam = main([*common, "--optimizer", "adam", "--lr", "0.05", "--steps", "2"])
+    assert adam.history["loss"][1] < adam.history["loss"][0]
+
+    with pytest.raises(SystemExit):
+        main([*common, "--optimizer", "lbfgs", "--batch-rows", "5000"])
+    err = capsys.readouterr().err
+    assert "--optimizer lbfgs takes the full batch" in err and "--batch-rows" in err
+
+
 def test_the_command_fits_its_model_to_the_users_data(tmp_path, capsys):
     """``--data`` with float32 data of 7 columns: the model takes 7 inputs and trains in
     float32 (it used to build 50 inputs in float64 and fail in matmul); a --features that
@@ -812,3 +852,25 @@ def test_fit_on_the_processes_executor_measures_every_task_within_its_projection
             np.testing.assert_allclose(
                 np.asarray(report[run]["params"][k]), v, rtol=1e-9, atol=1e-13
             )
+
+
+def test_a_fit_result_prints_short(tmp_path):
+    """``FitResult``'s repr summarises: the step, the loss's first and last values, the
+    parameters' shapes and dtypes (the dataclass's own printed every value and every step)."""
+    spec, X, y, _, _ = _data(tmp_path, rows=2000, chunk=500)
+    result = fit(
+        logreg_loss,
+        init_params("logreg", 8),
+        (X, y),
+        optim.sgd(0.3),
+        steps=30,
+        spec=spec,
+        progress=False,
+        log=None,
+    )
+    text = repr(result)
+    loss = result.history["loss"]
+    assert text.startswith("FitResult(step=30, loss ")
+    assert f"{loss[0]:.6g} -> {loss[-1]:.6g} over 30 steps" in text
+    assert "'w': 'float64[8]'" in text and "'b': " in text
+    assert "MemoryRecorder(" in text and len(text) < 400, text

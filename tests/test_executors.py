@@ -163,6 +163,22 @@ def test_dask_by_name_starts_one_cluster_for_all_the_steps(tmp_path, monkeypatch
     assert len(made) <= 1  # (none when an earlier test of this process started it)
 
 
+def test_dask_by_name_runs_workers_without_the_profiler():
+    """The LocalCluster ``executor="dask"`` starts runs its workers without Dask's statistical
+    profiler, whose history grew a worker's own memory past its measured baseline over a long
+    run (``DASK_WORKER_CONFIG``)."""
+    distributed = pytest.importorskip("distributed")
+    from cubed_plugin._executors import _local_dask_cluster
+
+    def profiling() -> bool:
+        import dask
+
+        return bool(dask.config.get("distributed.worker.profile.enabled"))
+
+    with distributed.Client(_local_dask_cluster(2)) as client:
+        assert list(client.run(profiling).values()) == [False, False]
+
+
 def test_the_dask_client_lists_the_workers_cubed_checks(cluster):
     """distributed >= 2026.7 gives an asynchronous client's scheduler_info() no workers; the
     seam's client fetches them (Cubed's executor refuses a cluster with none listed)."""

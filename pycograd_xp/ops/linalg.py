@@ -511,7 +511,7 @@ def matrix_norm(bk: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro")
 def _(ns, g, out, x, /, *, keepdims=False, ord="fro"):
     ge = g if keepdims else g[..., None, None]
     oe = out if keepdims else out[..., None, None]
-    if ord == "fro":
+    if ord in ("fro", "f", None):  # NumPy's backend also takes "f" and None for Frobenius
         safe = ns.where(oe == 0, 1.0, oe)
         return (ge * ns.where(oe == 0, 0.0, ns.abs(x) / safe) * sgn(ns, x),)
     if ord in (1, -1, float("inf"), -float("inf")):
@@ -520,6 +520,11 @@ def _(ns, g, out, x, /, *, keepdims=False, ord="fro"):
         hit = ns.astype(sums == oe, g.dtype)
         hit = hit / ns.sum(hit, axis=-1 if axis == -2 else -2, keepdims=True)
         return (ge * hit * sgn(ns, x),)
+    if ord not in (2, -2, "nuc"):
+        raise ValueError(
+            f"matrix_norm: no gradient for ord={ord!r}; the standard's orders are 'fro', "
+            "'nuc', 1, -1, 2, -2, inf and -inf"
+        )
     _real_only(ns, x, f"matrix_norm(ord={ord!r})")
     U, s, Vh = ns.linalg.svd(x, full_matrices=False)
     if ord == "nuc":
