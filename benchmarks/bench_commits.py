@@ -1,6 +1,6 @@
 """pycograd_xp at two git revisions side by side: is a change slower than what it replaces?
 
-    python benchmarks/bench_commits.py OLD [NEW] [--rounds 3]
+    python benchmarks/bench_commits.py OLD [NEW] [--rounds 3] [--only TEXT]
 
 Each revision is checked out in a temporary worktree and imported by one long-lived process;
 the same workloads (this file's, public API only) are timed on the two processes in turns, each
@@ -203,12 +203,14 @@ def main() -> None:
     parser.add_argument("old")
     parser.add_argument("new", nargs="?", default=None, help="a revision (default: the tree)")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--only", default=None, help="time only the workloads naming this")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"old": _tree(args.old, tmp), "new": _tree(args.new, tmp) if args.new else ROOT}
         workers = {side: _Worker(tree) for side, tree in trees.items()}
         try:
             names = [n for n in workers["old"].names if n in workers["new"].names]
+            names = [n for n in names if args.only is None or args.only in n]
             counted = {
                 n: {s: workers[s].count(n) for s in workers} for n in names if "Cubed" not in n
             }
