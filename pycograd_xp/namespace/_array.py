@@ -374,7 +374,9 @@ class Array(ArrayProtocol):
         try:
             import numpy as np
 
-            body = np.array2string(np.asarray(self._data), separator=", ", prefix="Array(")
+            # continuation lines line up under the first element, after the whole prefix
+            prefix = f"{name}.Array("
+            body = np.array2string(np.asarray(self._data), separator=", ", prefix=prefix)
         except Exception:  # a backend whose data NumPy cannot read (e.g. on a GPU)
             body = f"<shape={self.shape}>"
         return f"{name}.Array({body}, dtype={dtype}{tail})"

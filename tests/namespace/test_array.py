@@ -162,6 +162,12 @@ def test_dlpack_roundtrip(xp):
 def test_repr_is_readable():
     xp = pycograd_xp.namespace(np)
     assert repr(xp.asarray([1.0, 2.0])) == "pycograd_xp.numpy.Array([1., 2.], dtype=float64)"
+    # rows line up under the first one, after the whole prefix (NumPy's were for "array(")
+    lines = repr(xp.reshape(xp.arange(4.0), (2, 2))).splitlines()
+    assert lines == [
+        "pycograd_xp.numpy.Array([[0., 1.],",
+        "                         [2., 3.]], dtype=float64)",
+    ]
 
 
 def test_asarray_of_our_array_stays_ours(xp):
