@@ -501,8 +501,10 @@ class MeasuringProcesses(ProcessesExecutor):
             if "use_backups" not in kwargs and use_backups_default(spec):
                 kwargs["use_backups"] = True
         reused = can_reset_peak()
+        # a kept pool: this compute's tasks tracked, so that a failed compute leaves none
+        # queued or running behind it
         pool = (
-            self._pool(max_workers, retries)
+            self._pool(max_workers, retries).tracked()
             if reused
             else _processes_pool(max_workers, retries, per_task=True)
         )
@@ -517,7 +519,9 @@ class MeasuringProcesses(ProcessesExecutor):
                 **kwargs,
             )
         finally:
-            if not reused:
+            if reused:
+                pool.settle()
+            else:
                 # waits for the running tasks, then for every worker to stop: CPython's pool
                 # (gh-119592, not fixed in 3.11) can lose a worker leaving after its one task
                 # when the pool is shut down without waiting, and the interpreter waits for

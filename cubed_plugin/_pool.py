@@ -18,7 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-__all__ = ["RetryingPool"]
+__all__ = ["RetryingPool", "Tracked"]
 
 
 class RetryingPool:
@@ -73,14 +73,43 @@ class RetryingPool:
                 outer.set_exception(error)
 
         inner.add_done_callback(done)
+        # the caller cancelling the task cancels it in the pool too (when it has not started)
+        outer.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
+        outer.in_pool = inner  # type: ignore[attr-defined]  # the try in the pool now (settle)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         outer: Future = Future()
         self._try(outer, fn, args, kwargs, self.retries)
         return outer
 
+    def tracked(self) -> Tracked:
+        """A view of this pool whose ``submit`` keeps the futures it made, for one compute."""
+        return Tracked(self)
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             pools = [*self._retired, self._pool]
         for pool in pools:
             pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class Tracked:
+    """``submit`` of a :class:`RetryingPool`, keeping the futures made (one compute's tasks on a
+    pool kept across computes): :meth:`settle` cancels those not started and waits for those
+    running, so that none of them runs after the compute has returned or raised."""
+
+    def __init__(self, pool: RetryingPool) -> None:
+        self.pool = pool
+        self.futures: list[Future] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future = self.pool.submit(fn, *args, **kwargs)
+        self.futures.append(future)
+        return future
+
+    def settle(self) -> None:
+        from concurrent.futures import wait
+
+        for future in self.futures:
+            future.cancel()  # and the pool's, when not started
+        wait([f.in_pool for f in self.futures])  # type: ignore[attr-defined]

@@ -527,6 +527,40 @@ def test_measuring_workers_are_kept_and_stop_on_close(tmp_path):
     assert multiprocessing.active_children() == []
 
 
+def test_a_failed_compute_leaves_no_task_running_on_the_kept_workers(tmp_path):
+    """A compute that fails on its kept workers returns only when none of its tasks is queued
+    or running: those not started are cancelled, those running waited for (the next compute
+    would otherwise queue behind them, and they would write into a failed run's storage)."""
+    import time
+
+    from cubed_plugin.train import measuring_processes
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def slow(block):
+        first = int(block.flat[0])
+        if first == 0:
+            raise ValueError("the first task failed")
+        time.sleep(0.3)
+        (marks / str(first)).write_text("ran")
+        return block
+
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="0")
+    a = cubed.from_array(np.arange(20.0), chunks=1, spec=spec)
+    ex = measuring_processes(retries=0)
+    ex.kwargs["max_workers"] = 2
+    try:
+        with pytest.raises(ValueError, match="the first task failed"):
+            cubed.compute(cubed.map_blocks(slow, a, dtype=a.dtype), executor=ex)
+        ran = len(list(marks.iterdir()))
+        time.sleep(1.0)
+        assert len(list(marks.iterdir())) == ran < 19  # nothing ran after the compute raised
+        assert float(cubed.compute(cubed.sum(a), executor=ex)[0]) == 190.0
+    finally:
+        ex.close()
+
+
 def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
     """A reused worker reports each task's own peak, not the largest of the tasks it ran
     before: on one worker, a task that holds 200 MB and then one that holds almost nothing; the
