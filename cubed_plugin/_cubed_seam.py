@@ -567,30 +567,52 @@ def _libc(name: str) -> Any:
         return None
 
 
+# glibc's mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+
+
 def _one_arena() -> None:
-    """A reused worker's start: one malloc arena for all its threads (glibc's ``mallopt
-    (M_ARENA_MAX, 1)``). Zarr decodes chunks in threads, and glibc gives threads arenas of their
-    own, whose freed blocks ``malloc_trim`` does not give back: a worker held 20-50 MB more at
-    the start of each task than a fresh one, and reported tasks above their projections."""
+    """A kept worker's start: glibc's allocator set so that the memory a task frees is kept
+    for the next task of the same op and can be given back all at once (:func:`_process_task`).
+
+    - One malloc arena for all the worker's threads (``M_ARENA_MAX``): Zarr decodes chunks in
+      threads, and glibc gives threads arenas of their own, whose tops ``malloc_trim`` does
+      not give back (glibc's ``mtrim`` trims only the main arena's top): a worker held 20-50
+      MB more at the start of each task than a fresh one, and its tasks measured above their
+      projections.
+    - Fixed thresholds (``M_MMAP_THRESHOLD`` 32 MiB, the most glibc takes, ``M_TRIM_THRESHOLD``
+      1 GiB): with one arena and glibc's adaptive ones, the arena's top was trimmed after
+      every read and paged in again (5,000 page faults per chunk read; reads took 45 ms
+      instead of 25 ms); now none."""
     mallopt = _libc("mallopt")
     if mallopt is not None:
-        mallopt(-8, 1)  # M_ARENA_MAX
+        mallopt(_M_ARENA_MAX, 1)
+        mallopt(_M_MMAP_THRESHOLD, 32 * 2**20)
+        mallopt(_M_TRIM_THRESHOLD, 2**30)
+
+
+_LAST_OP: list[Any] = [None]  # in a kept worker: the op of its last task
 
 
 def _process_task(
     input: Any, func: Any = None, config: Any = None, name: Any = None, compute_id: Any = None
 ) -> tuple[Any, dict]:
-    """A task in a reused worker of :class:`MeasuringProcesses`, measured on its own: the C
-    heap's free memory goes back to the system (``malloc_trim``: glibc keeps freed blocks up
-    to twice the largest recent one, which a fresh worker would not hold; the worker's threads
-    share one arena, :func:`_one_arena`) and the process's high-water mark is reset to its
-    resident set; the peak reported is then the process's during this task. A worker runs one
-    task at a time."""
+    """A task in a kept worker of :class:`MeasuringProcesses`, measured on its own.
+
+    When the worker's last task was of another op, the memory that task freed goes back to
+    the system first (``malloc_trim``): its buffers are not this op's, and a fresh worker would
+    not hold them. A task of the same op as the last one reuses what it freed (the same
+    buffers, the same sizes: no page faults), as a worker of any engine does. Then the
+    process's high-water mark is reset to its resident set, so the peak reported is the
+    process's during this task: what it held before, plus what the task added. A worker runs
+    one task at a time."""
     import time
 
-    trim = _libc("malloc_trim")
-    if trim is not None:
-        trim(0)
+    if name != _LAST_OP[0]:
+        trim = _libc("malloc_trim")
+        if trim is not None:
+            trim(0)
+        _LAST_OP[0] = name
     start = _reset_peak()
     t0 = time.time()
     result = func(input, config=config)
