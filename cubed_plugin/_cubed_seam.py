@@ -451,12 +451,13 @@ class MeasuringProcesses(ProcessesExecutor):
     (``cubed_plugin._pool.RetryingPool``; Cubed's retries nothing), and its workers kept.
 
     Workers are forked from a forkserver and reused, for the tasks of one compute and of the
-    computes after it (a fit's steps): each task gives the C heap's free memory back to the
-    system and resets its process's resident high-water mark before it runs
-    (:func:`_process_task`), so that the peak it reports is the process's during this task,
-    what a fresh worker would report. Where the mark cannot be reset (not Linux), each task
-    runs in a fresh worker instead, in a pool per compute. :meth:`close` stops the workers;
-    they stop at exit otherwise. Overrides the executor's private ``_async_execute_dag``."""
+    computes after it (a fit's steps): before each task a worker resets its process's resident
+    high-water mark, having given the C heap's free memory back to the system when the op
+    changed (:func:`_process_task`, :func:`_one_arena`), so that the peak it reports is the
+    process's during this task, what a fresh worker would report. Where the mark cannot be reset
+    (not Linux), each task runs in a fresh worker instead, in a pool per compute. :meth:`close`
+    stops the workers; they stop at exit otherwise. Overrides the executor's private
+    ``_async_execute_dag``."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
