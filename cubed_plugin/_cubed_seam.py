@@ -607,22 +607,32 @@ def _process_task(
     process's high-water mark is reset to its resident set, so the peak reported is the
     process's during this task: what it held before, plus what the task added. A worker runs
     one task at a time."""
+    return _measured(lambda: func(input, config=config), name, measure=True)
+
+
+def _measured(run: Callable[[], Any], name: Any, measure: bool) -> tuple[Any, dict]:
+    """``run()`` as a task measured on its own (``measure``; else measured not at all), with
+    Cubed's task statistics: the memory freed by the worker's last task given back first when
+    that task was of another op, then the resident high-water mark reset (see
+    :func:`_process_task`)."""
     import time
 
-    if name != _LAST_OP[0]:
-        trim = _libc("malloc_trim")
-        if trim is not None:
-            trim(0)
-        _LAST_OP[0] = name
-    start = _reset_peak()
+    start = None
+    if measure:
+        if name != _LAST_OP[0]:
+            trim = _libc("malloc_trim")
+            if trim is not None:
+                trim(0)
+            _LAST_OP[0] = name
+        start = _reset_peak()
     t0 = time.time()
-    result = func(input, config=config)
+    result = run()
     t1 = time.time()
     return result, {
         "function_start_tstamp": t0,
         "function_end_tstamp": t1,
         "peak_measured_mem_start": start,
-        "peak_measured_mem_end": _peak(),
+        "peak_measured_mem_end": _peak() if start is not None else None,
     }
 
 
@@ -694,21 +704,7 @@ def _dask_task(
     this task (what it held before, as a fresh worker's baseline, plus the task's data). On a
     worker of several threads other tasks share the process: the peak is then not this task's
     and None is reported (measured nothing)."""
-    import time
-
-    alone = _alone_in_worker()
-    if alone and _libc("malloc_trim") is not None:
-        _libc("malloc_trim")(0)  # freed blocks kept by the C heap go back (see _process_task)
-    start = _reset_peak() if alone else None
-    t0 = time.time()
-    result = pipeline_func(input, config=config)
-    t1 = time.time()
-    return result, {
-        "function_start_tstamp": t0,
-        "function_end_tstamp": t1,
-        "peak_measured_mem_start": start,
-        "peak_measured_mem_end": _peak() if start is not None else None,
-    }
+    return _measured(lambda: pipeline_func(input, config=config), name, _alone_in_worker())
 
 
 @functools.cache
