@@ -48,6 +48,7 @@ os.environ.setdefault("PYCOGRAD_BENCH_KEEP_MALLOC", "1")
 
 import _common  # noqa: E402, F401  (thread pinning)
 import numpy as np  # noqa: E402
+from bench_epoch import ZarrRead  # noqa: E402
 from bench_lbfgs import make_data  # noqa: E402
 
 
@@ -99,16 +100,13 @@ def data_dir(a: argparse.Namespace, gb: float) -> tuple[str, int]:
 
 
 def read_pass(path: str, chunk: int, epochs: int) -> float:
-    """Median seconds of one Zarr read pass over X and y (after a first one)."""
-    import zarr
-
-    zx, zy = zarr.open_array(f"{path}/X.zarr"), zarr.open_array(f"{path}/y.zarr")
+    """Median seconds of one Zarr read pass over X and y (after a first one): bench_epoch's
+    floor, on this size's data."""
+    floor = ZarrRead(argparse.Namespace(data=path, chunk=chunk))
     times = []
     for _ in range(epochs):
         t0 = time.perf_counter()
-        for start in range(0, zx.shape[0], chunk):
-            zx[start : start + chunk]
-            zy[start : start + chunk]
+        floor.epoch()
         times.append(time.perf_counter() - t0)
     return statistics.median(times[1:] or times)
 

@@ -453,7 +453,7 @@ class MeasuringProcesses(ProcessesExecutor):
     Workers are forked from a forkserver and reused, for the tasks of one compute and of the
     computes after it (a fit's steps): before each task a worker resets its process's resident
     high-water mark, having given the C heap's free memory back to the system when the op
-    changed (:func:`_process_task`, :func:`_one_arena`), so that the peak it reports is the
+    changed (:func:`_process_task`, :func:`_worker_malloc`), so that the peak it reports is the
     process's during this task, what a fresh worker would report. Where the mark cannot be reset
     (not Linux), each task runs in a fresh worker instead, in a pool per compute. :meth:`close`
     stops the workers; they stop at exit otherwise. Overrides the executor's private
@@ -543,7 +543,7 @@ def _processes_pool(max_workers: int, retries: int, per_task: bool) -> Any:
             max_workers=max_workers,
             max_tasks_per_child=1 if per_task else None,
             mp_context=multiprocessing.get_context("forkserver"),
-            initializer=None if per_task else _one_arena,
+            initializer=None if per_task else _worker_malloc,
         ),
         retries,
     )
@@ -572,7 +572,7 @@ def _libc(name: str) -> Any:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 
 
-def _one_arena() -> None:
+def _worker_malloc() -> None:
     """A kept worker's start: glibc's allocator set so that the memory a task frees is kept
     for the next task of the same op and can be given back all at once (:func:`_process_task`).
 

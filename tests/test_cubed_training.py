@@ -5,6 +5,7 @@ checkpoints, refuses over-budget plans and bad data with clear errors."""
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -522,6 +523,10 @@ def test_measuring_workers_are_kept_and_stop_on_close(tmp_path):
         with pytest.raises(ValueError, match="a task failed"):
             cubed.compute(cubed.map_blocks(fails, a, dtype=a.dtype), executor=ex)
         assert float(cubed.compute(ca.sum(a), executor=ex)[0]) == 400 * 400
+        # a copy (pickled with a plan or a spec) has no pools of its own yet, and works
+        copy = pickle.loads(pickle.dumps(ex))
+        assert copy._pools == {} and float(cubed.compute(ca.sum(a), executor=copy)[0]) == 160000
+        copy.close()
     finally:
         ex.close()
     assert multiprocessing.active_children() == []
