@@ -370,10 +370,9 @@ def measuring_processes(
     compute and for the computes after it (a fit's steps), until ``close()`` or exit. Before
     each task a worker resets its resident high-water mark (Linux's ``/proc/self/clear_refs``),
     so the peak a task reports is the process's during that task: what the worker holds, as a
-    fresh one's baseline, plus the task's data. The memory a task frees is kept for the next
-    task of the same op (the same buffers again: no page faults) and given back to the system
-    (glibc's ``malloc_trim``) when the op changes; a worker's threads share one malloc arena,
-    whose top ``malloc_trim`` can give back. Cubed's own executor reports a reused worker's
+    fresh one's baseline, plus the task's data. The memory earlier tasks freed is given back to
+    the system first (glibc's ``malloc_trim``; a worker's threads share one malloc arena, whose
+    top it can give back). Cubed's own executor reports a reused worker's
     lifetime peak (its largest task so far). Where the mark cannot be reset (not Linux) each
     task runs in a fresh worker instead (``max_tasks_per_child=1``), in a pool per compute that
     is stopped, waiting, before the compute returns (CPython 3.11's pool can otherwise lose a

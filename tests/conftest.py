@@ -24,3 +24,20 @@ def cxp():
     """The namespace over Cubed (skips without the cubed extra)."""
     cubed = backend_module("cubed")
     return pycograd_xp.namespace(cubed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails on a child process's exit (``subprocess.run(..., check=True,
+    capture_output=True)``) shows the child's stderr: its traceback is what says why, and
+    pytest would print only the exit status."""
+    import subprocess
+
+    outcome = yield
+    report = outcome.get_result()
+    error = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(error, subprocess.CalledProcessError) and error.stderr:
+        text = error.stderr
+        if isinstance(text, bytes):
+            text = text.decode(errors="replace")
+        report.sections.append(("child process stderr (last 8000 characters)", text[-8000:]))

@@ -604,6 +604,44 @@ def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
     assert min(ends) < 50e6, ends
 
 
+def test_measuring_workers_give_back_what_a_task_of_the_same_op_freed(tmp_path):
+    """A task that follows one of its own op on the same worker starts from what a fresh worker
+    holds: the first task holds 200 MB in buffers of 1 MB (on the C heap, below malloc's mmap
+    threshold, kept by the worker's allocator when freed) and frees them; the second, which
+    holds almost nothing, measures a peak near the first's start, not 200 MB above it (a worker
+    that kept the freed heap for the next task of the same op crept over projections)."""
+    from cubed_plugin._cubed_seam import can_reset_peak
+    from cubed_plugin.train import measuring_processes
+
+    if not can_reset_peak():
+        pytest.skip("the resident high-water mark cannot be reset here (Linux only)")
+
+    def held(block):
+        if block[0, 0] == 0:
+            parts = [np.ones(125_000) for _ in range(200)]  # 200 MB in 1 MB buffers, touched
+            block = block + sum(float(p[0]) for p in parts) - 200
+        return block
+
+    peaks: list = []
+
+    class Peaks(cubed.Callback):
+        def on_task_end(self, event):
+            if event.peak_measured_mem_start is not None:
+                peaks.append((event.peak_measured_mem_start, event.peak_measured_mem_end))
+
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1GB", reserved_mem="0")
+    a = cubed.from_array(np.arange(2.0).reshape(2, 1), chunks=(1, 1), spec=spec)
+    ex = measuring_processes()
+    ex.kwargs["max_workers"] = 1
+    try:
+        cubed.compute(cubed.map_blocks(held, a, dtype=a.dtype), executor=ex, callbacks=[Peaks()])
+    finally:
+        ex.close()
+    (first_start, first_end), (second_start, second_end) = peaks[-2:]
+    assert first_end - first_start > 150e6, peaks
+    assert second_end < first_start + 50e6, peaks
+
+
 def test_a_script_on_measuring_processes_exits_without_close(tmp_path):
     """Workers kept by ``measuring_processes`` do not hold the interpreter at exit."""
     script = tmp_path / "run.py"
