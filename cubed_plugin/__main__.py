@@ -304,7 +304,7 @@ def _optimizer(a: argparse.Namespace) -> Any:
     """The optimizer ``--optimizer`` names."""
     if a.optimizer == "lbfgs":
         return optim.lbfgs()
-    return {"sgd": optim.sgd, "adam": optim.adam}[a.optimizer](a.lr)
+    return optim.sgd(a.lr) if a.optimizer == "sgd" else optim.adam(a.lr)
 
 
 def _du(path: str) -> int:

@@ -140,7 +140,7 @@ def _many_axes(kind: str, x: Any, s: Any, axes: Any, norm: str) -> Any:
         raise ValueError(f"axes must be unique, got {axes} ({fname})")
     if s is not None and len(s) != len(axes):
         raise ValueError(f"s and axes must have the same length, got {s} and {axes} ({fname})")
-    last = axes[-1] if axes else None
+    last = axes[-1] if axes else -1  # (no axis is -1: they are normalized)
     sizes = []
     for i, a in enumerate(axes):
         want = -1 if s is None else s[i]

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -339,8 +339,7 @@ def fit(
     host = _host_params(params, data, log)
     xp = pg.namespace(np)
     p = pg.tree_map(xp.asarray, host)
-    quasi_newton = isinstance(optimizer, optim.LBFGS)
-    if quasi_newton and batch_rows is not None:
+    if isinstance(optimizer, optim.LBFGS) and batch_rows is not None:
         raise ValueError(
             "fit: optim.lbfgs takes the full batch (batch_rows=None): its line search compares "
             "losses of one function, and a mini-batch's loss changes from step to step; use a "
@@ -349,10 +348,11 @@ def fit(
     # L-BFGS: a state of the right structure, computed from nothing (its first pass comes below)
     state = (
         optimizer.init(p, value=0.0, grad=pg.tree_map(xp.zeros_like, p))
-        if quasi_newton
+        if isinstance(optimizer, optim.LBFGS)
         else optimizer.init(p)
     )
-    step, history = 0, {"loss": [], "seconds": []}
+    step = 0
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
     path = _ckpt(checkpoint_dir)
     like = {"params": p, "opt_state": state, "step": 0, "key": np.asarray(key.data)}
     if path is not None and path.exists():
@@ -362,7 +362,7 @@ def fit(
         if log:
             log(f"resumed from {path} at step {step}")
     per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
-    total = steps if steps is not None else epochs * max(per_epoch, 1)
+    total = steps if steps is not None else cast(int, epochs) * max(per_epoch, 1)
     label_ops()  # the ops of each step say which part of the loss they compute
     ex = executor_of(executor, spec, compute_kwargs)
     recorder = MemoryRecorder(*measures_each_task(ex))
@@ -413,8 +413,7 @@ def fit(
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
         return value, pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p), rows
 
-    if quasi_newton:
-        assert isinstance(optimizer, optim.LBFGS)
+    if isinstance(optimizer, optim.LBFGS):
         p, state, step = _fit_lbfgs(
             optimizer,
             p,
@@ -613,6 +612,7 @@ def _step(
     batch = _take_chunks(data, picks)
     rows = _rows(batch)
     if one_pass:
+        assert isinstance(loss, RowLoss)  # (fit refuses one-pass mode for other losses)
         total_sums, td, shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
         return (
             [total_sums],

@@ -204,7 +204,8 @@ class _ReadOnce:
     reads it replaces: the task's peak does not grow)."""
 
     def __init__(self, proxy: Any, uses: dict) -> None:
-        self.proxy, self.uses, self.held, self._array = proxy, uses, {}, None
+        self.proxy, self.uses, self._array = proxy, uses, None
+        self.held: dict[Any, Any] = {}
 
     @property
     def array(self) -> Any:  # opened once per task (Cubed opens a Zarr array at every read)

@@ -83,8 +83,8 @@ def _core(x: Any) -> tuple[int, int]:
     return (x.ndim - 2, x.ndim - 1)
 
 
-def _apply(fname: str, func: Any, x: Any, outs: list[tuple[tuple[int, ...], int, Any]]) -> Any:
-    """``func`` over stacks of matrices of ``x``; each output is (its core shape, -, dtype)."""
+def _apply(fname: str, func: Any, x: Any, outs: list[tuple[tuple[int, ...], Any]]) -> Any:
+    """``func`` over stacks of matrices of ``x``; each output is (its core shape, dtype)."""
     batch = tuple(x.shape[:-2])
     nb = len(batch)
     o = [Out(batch + core, tuple(range(nb, nb + len(core))), dt) for core, dt in outs]

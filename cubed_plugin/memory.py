@@ -298,7 +298,7 @@ def labelled_optimizer(optimize: Any, sound: bool) -> Any:
         out = optimize(dag, array_names=array_names)
         return out if out is dag else annotate_fused(dag, out)
 
-    optimize_labelled.labelled, optimize_labelled.sound = True, sound
+    optimize_labelled.labelled, optimize_labelled.sound = True, sound  # type: ignore[attr-defined]
     return optimize_labelled
 
 

@@ -141,7 +141,7 @@ def graph_fusion() -> Any:
     def optimize(dag: Any, array_names: Any) -> Any:
         return count_reads(fuse(dag, array_names=array_names))
 
-    optimize.sound = True
+    optimize.sound = True  # type: ignore[attr-defined]
     return optimize
 
 
@@ -281,9 +281,9 @@ def one_pass_step(
         )
 
     def block(*chunks: np.ndarray) -> np.ndarray:
-        *chunks, row_numbers = chunks
+        *data_chunks, row_numbers = chunks
         n = numbers[starts.index(int(row_numbers[0]))]
-        out = chunk_sums(per_row, td, leaves, chunks, n, rows[0])
+        out = chunk_sums(per_row, td, leaves, data_chunks, n, rows[0])
         return out.reshape(1, width)
 
     import cubed
