@@ -566,23 +566,14 @@ def test_a_failed_compute_leaves_no_task_running_on_the_kept_workers(tmp_path):
         ex.close()
 
 
-def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
-    """A reused worker reports each task's own peak, not the largest of the tasks it ran
-    before: on one worker, a task that holds 200 MB and then one that holds almost nothing; the
-    second's measured peak is far below the first's (Cubed's own processes executor reports
-    the first's peak for both)."""
+def _two_tasks_on_one_worker(tmp_path, held) -> list:
+    """(measured start, measured peak) of each of the two tasks of ``map_blocks(held)`` over
+    blocks [[0.0]] then [[1.0]], run in turn on one kept worker of ``measuring_processes``."""
     from cubed_plugin._cubed_seam import can_reset_peak
     from cubed_plugin.train import measuring_processes
 
     if not can_reset_peak():
         pytest.skip("the resident high-water mark cannot be reset here (Linux only)")
-
-    def held(block):
-        if block[0, 0] == 0:
-            big = np.ones(25_000_000)  # 200 MB, touched
-            block = block + big[:1].sum() - 1
-        return block
-
     peaks: dict = {}
 
     class Peaks(cubed.Callback):
@@ -599,7 +590,23 @@ def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
         cubed.compute(cubed.map_blocks(held, a, dtype=a.dtype), executor=ex, callbacks=[Peaks()])
     finally:
         ex.close()
-    (ends,) = [[end - start for start, end in v] for v in peaks.values() if len(v) == 2]
+    (two,) = [v for v in peaks.values() if len(v) == 2]  # map_blocks's op, in the order run
+    return two
+
+
+def test_measuring_workers_report_each_task_peak_on_its_own(tmp_path):
+    """A reused worker reports each task's own peak, not the largest of the tasks it ran
+    before: on one worker, a task that holds 200 MB and then one that holds almost nothing; the
+    second's measured peak is far below the first's (Cubed's own processes executor reports
+    the first's peak for both)."""
+
+    def held(block):
+        if block[0, 0] == 0:
+            big = np.ones(25_000_000)  # 200 MB, touched
+            block = block + big[:1].sum() - 1
+        return block
+
+    ends = [end - start for start, end in _two_tasks_on_one_worker(tmp_path, held)]
     assert max(ends) > 150e6, ends
     assert min(ends) < 50e6, ends
 
@@ -610,11 +617,6 @@ def test_measuring_workers_give_back_what_a_task_of_the_same_op_freed(tmp_path):
     threshold, kept by the worker's allocator when freed) and frees them; the second, which
     holds almost nothing, measures a peak near the first's start, not 200 MB above it (a worker
     that kept the freed heap for the next task of the same op crept over projections)."""
-    from cubed_plugin._cubed_seam import can_reset_peak
-    from cubed_plugin.train import measuring_processes
-
-    if not can_reset_peak():
-        pytest.skip("the resident high-water mark cannot be reset here (Linux only)")
 
     def held(block):
         if block[0, 0] == 0:
@@ -622,24 +624,9 @@ def test_measuring_workers_give_back_what_a_task_of_the_same_op_freed(tmp_path):
             block = block + sum(float(p[0]) for p in parts) - 200
         return block
 
-    peaks: list = []
-
-    class Peaks(cubed.Callback):
-        def on_task_end(self, event):
-            if event.peak_measured_mem_start is not None:
-                peaks.append((event.peak_measured_mem_start, event.peak_measured_mem_end))
-
-    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="1GB", reserved_mem="0")
-    a = cubed.from_array(np.arange(2.0).reshape(2, 1), chunks=(1, 1), spec=spec)
-    ex = measuring_processes()
-    ex.kwargs["max_workers"] = 1
-    try:
-        cubed.compute(cubed.map_blocks(held, a, dtype=a.dtype), executor=ex, callbacks=[Peaks()])
-    finally:
-        ex.close()
-    (first_start, first_end), (second_start, second_end) = peaks[-2:]
-    assert first_end - first_start > 150e6, peaks
-    assert second_end < first_start + 50e6, peaks
+    (first_start, first_end), (_, second_end) = _two_tasks_on_one_worker(tmp_path, held)
+    assert first_end - first_start > 150e6
+    assert second_end < first_start + 50e6, (first_start, second_end)
 
 
 def test_a_script_on_measuring_processes_exits_without_close(tmp_path):
