@@ -451,9 +451,9 @@ class MeasuringProcesses(ProcessesExecutor):
     (``cubed_plugin._pool.RetryingPool``; Cubed's retries nothing), and its workers kept.
 
     Workers are forked from a forkserver and reused, for the tasks of one compute and of the
-    computes after it (a fit's steps): before each task a worker resets its process's resident
-    high-water mark, having given the C heap's free memory back to the system when the op
-    changed (:func:`_process_task`, :func:`_worker_malloc`), so that the peak it reports is the
+    computes after it (a fit's steps): before each task a worker gives the C heap's free memory
+    back to the system and resets its process's resident high-water mark
+    (:func:`_process_task`, :func:`_worker_malloc`), so that the peak it reports is the
     process's during this task, what a fresh worker would report. Where the mark cannot be reset
     (not Linux), each task runs in a fresh worker instead, in a pool per compute. :meth:`close`
     stops the workers; they stop at exit otherwise. Overrides the executor's private
