@@ -502,6 +502,10 @@ inv.defshape(_inv_shape, memory=_inv_memory)
 # -- matrix_norm ---------------------------------------------------------------------------------
 
 
+# the orders NumPy's backend computes as the Frobenius norm ("f" and None beside the standard's)
+_FROBENIUS = ("fro", "f", None)
+
+
 @primitive(FP, scope="linalg")
 def matrix_norm(bk: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     return bk.linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
@@ -511,7 +515,7 @@ def matrix_norm(bk: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro")
 def _(ns, g, out, x, /, *, keepdims=False, ord="fro"):
     ge = g if keepdims else g[..., None, None]
     oe = out if keepdims else out[..., None, None]
-    if ord in ("fro", "f", None):  # NumPy's backend also takes "f" and None for Frobenius
+    if ord in _FROBENIUS:
         safe = ns.where(oe == 0, 1.0, oe)
         return (ge * ns.where(oe == 0, 0.0, ns.abs(x) / safe) * sgn(ns, x),)
     if ord in (1, -1, float("inf"), -float("inf")):
@@ -544,7 +548,7 @@ def _matrix_norm_shape(a, x, /, *, keepdims=False, ord="fro"):
 
 def _matrix_norm_memory(out, x, /, *, keepdims=False, ord="fro"):
     s, r = x.dtype.itemsize, _real(x.dtype).itemsize
-    if ord in ("fro", "f", None):  # sqrt(sum((conj(x) * x).real)): one x-sized product (NumPy
+    if ord in _FROBENIUS:  # sqrt(sum((conj(x) * x).real)): one x-sized product (NumPy
         return x.size * s + out.size * r  # multiplies into conj's temporary), then the sum
     if ord in (1, -1, math.inf, -math.inf):  # sum(abs(x)) along one axis, then max/min
         m, n = _dims(x)
