@@ -395,7 +395,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--libraries", default=",".join(LIBRARIES))
     ap.add_argument("--workloads", default=",".join([*WORKLOADS, BIG]))
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON to PATH")

@@ -319,7 +319,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-char", action="store_true", help="skip the character model's step")
     ap.add_argument("--no-cnn", action="store_true", help="skip the CNN step")

@@ -257,10 +257,27 @@ def main(cfg: Config | None = None, quiet: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     defaults = Config()
-    for name in ("steps", "layers", "width", "heads", "context", "batch"):
-        ap.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
-    ap.add_argument("--lr", type=float, default=defaults.lr)
+    for name, what in (
+        ("steps", "training steps"),
+        ("layers", "transformer blocks"),
+        ("width", "model width (embedding size)"),
+        ("heads", "attention heads per block (must divide --width)"),
+        ("context", "characters per training sequence"),
+        ("batch", "sequences per step"),
+    ):
+        ap.add_argument(f"--{name}", type=int, default=getattr(defaults, name), help=what)
+    ap.add_argument("--lr", type=float, default=defaults.lr, help="Adam's learning rate")
     a = ap.parse_args()
+    for name in ("steps", "layers", "width", "heads", "context", "batch"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1, got {getattr(a, name)}")
+    if a.width % a.heads:
+        ap.error(f"--heads {a.heads} does not divide --width {a.width}; pick a divisor")
+    if not a.lr > 0:
+        ap.error(f"--lr must be positive, got {a.lr}")
     main(Config(**vars(a)))

@@ -93,3 +93,25 @@ def test_typed_user_code_runs(capsys):
     out = capsys.readouterr().out
     assert float(out.split("loss after training: ")[1].split()[0]) < 0.3
     assert "per-example gradients: (64, 3)" in out
+
+
+def test_char_transformer_refuses_bad_options_before_training():
+    """Options it cannot train with are refused by its argument parser, naming the option and
+    the way out (``--steps 0`` used to fail after training with an IndexError, ``--heads 3``
+    deep inside the model)."""
+    import subprocess
+    import sys
+
+    for args, says in (
+        (["--steps", "0"], "--steps must be at least 1, got 0"),
+        (["--heads", "3"], "--heads 3 does not divide --width 128; pick a divisor"),
+        (["--lr", "0"], "--lr must be positive, got 0.0"),
+    ):
+        run = subprocess.run(
+            [sys.executable, str(EXAMPLES / "char_transformer.py"), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 2, (args, run.stderr)
+        assert says in run.stderr, (args, run.stderr)
