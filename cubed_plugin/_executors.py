@@ -296,7 +296,15 @@ def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = N
         # not Cubed's executor bare: it starts a LocalCluster on every compute (every step)
         return make_executor("dask")
     if isinstance(executor, str):
-        return make_executor(executor) if executor in ENGINES else create_executor(executor)
+        if executor in ENGINES:
+            return make_executor(executor)
+        try:  # another of Cubed's (modal, coiled, gcf, ...)
+            return create_executor(executor)
+        except ValueError as e:
+            raise ValueError(
+                f"executor {executor!r} is not an executor's name: one of "
+                f"{', '.join(ENGINES)}, another of Cubed's, or an executor object"
+            ) from e
     if executor is not None:
         return executor
     if spec is not None and spec.executor is not None:

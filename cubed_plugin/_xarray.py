@@ -195,7 +195,15 @@ class XarrayData:
             out[name] = da.transpose(*self.template.dims)
         return xr.Dataset(out)
 
-    def write(self, path: str, *, executor: Any = None, mode: str = "w", **values: Any) -> Any:
+    def write(
+        self,
+        path: str,
+        *,
+        executor: Any = None,
+        mode: str = "w",
+        consolidated: bool | None = None,
+        **values: Any,
+    ) -> Any:
         """Write :meth:`to_dataset` of ``values`` to Zarr, every task checked first.
 
         Parameters
@@ -207,6 +215,10 @@ class XarrayData:
             default).
         mode : str, default "w"
             ``Dataset.to_zarr``'s mode.
+        consolidated : bool, optional
+            ``Dataset.to_zarr``'s: whether to write consolidated metadata (None, xarray's
+            default: where the format allows; Zarr warns that format 3 does not specify it).
+            False writes none: read it back with ``xr.open_zarr(path, consolidated=False)``.
         **values : cubed.Array
             As :meth:`to_dataset`.
 
@@ -229,7 +241,12 @@ class XarrayData:
             plan_of(*arrays, optimize_function=SOUND),
             f"XarrayData.write({path!r}) is refused before running",
         )
-        ds.to_zarr(path, mode=mode, chunkmanager_store_kwargs=_store_kwargs(executor))
+        ds.to_zarr(
+            path,
+            mode=mode,
+            consolidated=consolidated,
+            chunkmanager_store_kwargs=_store_kwargs(executor),
+        )
         return ds
 
 

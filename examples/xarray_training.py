@@ -73,9 +73,10 @@ def make_dataset(path: str, time_steps: int, lat: int, lon: int, chunk: int, see
         )
         if start == 0:
             encoding = {v: {"chunks": (chunk, lat, lon)} for v in part.data_vars}
-            part.to_zarr(path, mode="w", encoding=encoding)
+            # Zarr format 3 has no consolidated metadata (Zarr warns when xarray writes it)
+            part.to_zarr(path, mode="w", encoding=encoding, consolidated=False)
         else:
-            part.to_zarr(path, append_dim="time")
+            part.to_zarr(path, append_dim="time", consolidated=False)
     return w_true, b_true
 
 
@@ -143,7 +144,9 @@ def main(
     source = str(root / "climate.zarr")
     make_dataset(source, time_steps, lat, lon, chunk)
     spec = cubed_plugin.make_spec(allowed_mem, reserved_mem, str(root / "work"), executor=executor)
-    ds = xr.open_zarr(source, chunked_array_type="cubed", from_array_kwargs={"spec": spec})
+    ds = xr.open_zarr(
+        source, chunked_array_type="cubed", from_array_kwargs={"spec": spec}, consolidated=False
+    )
     sample_dims = ("time",) if model == "gridpoint" else ("time", "lat", "lon")
     data = cubed_plugin.from_xarray(
         ds,
@@ -191,8 +194,8 @@ def main(
 
     out = str(root / "predictions.zarr")
     pred = data.predict(forward, result.params)
-    data.write(out, executor=executor, pr_predicted=pred, pr_residual=y - pred)
-    back = xr.open_zarr(out)
+    data.write(out, executor=executor, consolidated=False, pr_predicted=pred, pr_residual=y - pred)
+    back = xr.open_zarr(out, consolidated=False)
     want = np.asarray(pg_model_numpy(forward, result.params, Xn))
     got = back["pr_predicted"].transpose(*sample_dims, ...).values.reshape(want.shape)
     pred_err = float(np.max(np.abs(got - want)))
@@ -226,18 +229,37 @@ def pg_model_numpy(model: Any, params: dict, X: np.ndarray) -> np.ndarray:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     ap.add_argument("--time", type=int, default=240, help="time steps")
-    ap.add_argument("--lat", type=int, default=8)
-    ap.add_argument("--lon", type=int, default=16)
+    ap.add_argument("--lat", type=int, default=8, help="latitudes")
+    ap.add_argument("--lon", type=int, default=16, help="longitudes")
     ap.add_argument("--chunk", type=int, default=48, help="time steps per stored chunk")
-    ap.add_argument("--model", choices=("gridpoint", "pooled"), default="gridpoint")
+    ap.add_argument(
+        "--model",
+        choices=("gridpoint", "pooled"),
+        default="gridpoint",
+        help="a linear model per grid point, or one shared by every point",
+    )
     ap.add_argument("--allowed-mem", default="300MB", help="each task's budget (Spec)")
-    ap.add_argument("--reserved-mem", default=None, help="default: measured on the executor")
-    ap.add_argument("--executor", default="threads")
+    ap.add_argument(
+        "--reserved-mem", default=None, help="a worker's own memory (measured when not given)"
+    )
+    ap.add_argument(
+        "--executor",
+        default="threads",
+        help="Cubed's executor: threads, single-threaded, processes, dask, ...",
+    )
     ap.add_argument("--passes", type=int, default=60, help="passes over the data at most")
-    ap.add_argument("--workdir", default=None)
+    ap.add_argument(
+        "--workdir", default=None, help="where the data is written (a temporary directory)"
+    )
     a = ap.parse_args()
+    for name in ("time", "lat", "lon", "chunk", "passes"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1, got {getattr(a, name)}")
     main(
         a.time,
         a.lat,

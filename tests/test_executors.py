@@ -5,6 +5,7 @@ when its extra is absent; the slow ones (an engine started, a worker killed) are
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import threading
@@ -121,6 +122,21 @@ def test_executors_that_cannot_retry_say_so_before_running():
     assert "retries=0" in no_retry(make_executor("processes", retries=0))
     assert no_retry(make_executor("threads")) is None
     assert issubclass(NoRetryWarning, UserWarning)
+
+
+def test_an_unknown_executor_name_is_refused_naming_the_choices(tmp_path):
+    """fit(executor="bogus") says which names there are (it said Cubed's "Unrecognized
+    executor name"), before anything runs; a name Cubed knows and this plugin does not wrap
+    still reaches Cubed."""
+    from cubed_plugin._executors import executor_of
+
+    spec, X, y = _data(tmp_path)
+    with pytest.raises(ValueError, match=r"'bogus' is not an executor's name: one of single-"):
+        _fit(spec, X, y, "bogus")
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())
+    if importlib.util.find_spec("modal") is None:  # Cubed's name: Cubed imports its engine
+        with pytest.raises(ModuleNotFoundError, match="modal"):
+            executor_of("modal")
 
 
 # -- Dask distributed ---------------------------------------------------------------------------

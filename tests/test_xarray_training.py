@@ -7,6 +7,8 @@ predictions go back to Zarr as a Dataset in the source's coordinates; and
 from __future__ import annotations
 
 import importlib.util
+import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +156,18 @@ def test_fit_on_the_dataset_and_predictions_back_in_its_coordinates(tmp_path):
     np.testing.assert_allclose(
         back["pr_hat"].values.reshape(-1), Xn @ got["w"] + got["b"], rtol=1e-12
     )
+    # without consolidated metadata (which Zarr format 3 does not specify): no warning either way
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data.write(
+            str(tmp_path / "plain.zarr"), executor="single-threaded", consolidated=False, r=pred
+        )
+        plain = xr.open_zarr(str(tmp_path / "plain.zarr"), consolidated=False)
+    root = json.loads((tmp_path / "plain.zarr" / "zarr.json").read_text())
+    assert root.get("consolidated_metadata") is None
+    consolidated = json.loads((tmp_path / "pred.zarr" / "zarr.json").read_text())
+    assert consolidated.get("consolidated_metadata") is not None  # xarray's default
+    np.testing.assert_array_equal(plain["r"].values, back["pr_hat"].values)
 
 
 @pytest.mark.parametrize("model", ["gridpoint", "pooled"])
