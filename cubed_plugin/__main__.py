@@ -89,7 +89,7 @@ def logreg_loss(p: Any, X: Any, y: Any) -> Any:
     X : Array
         Rows of features, (rows, features).
     y : Array
-        Labels in {0, 1}, (rows,).
+        Labels in {0, 1}, (rows,): bool, integer or real.
 
     Returns
     -------
@@ -98,7 +98,7 @@ def logreg_loss(p: Any, X: Any, y: Any) -> Any:
     """
     xp = X.__array_namespace__()
     z = X @ p["w"] + p["b"]
-    return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
+    return _softplus_minus(xp, z, y)
 
 
 @row_loss
@@ -112,7 +112,7 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     X : Array
         Rows of features, (rows, features).
     y : Array
-        Labels in {0, 1}, (rows,).
+        Labels in {0, 1}, (rows,): bool, integer or real.
 
     Returns
     -------
@@ -121,6 +121,15 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     """
     xp = X.__array_namespace__()
     z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
+    return _softplus_minus(xp, z, y)
+
+
+def _softplus_minus(xp: Any, z: Any, y: Any) -> Any:
+    """``softplus(z) - y z``, the logistic loss of the logit ``z`` at the label ``y`` (bool,
+    integer or real labels in {0, 1}: the standard multiplies no bool, so bool labels take
+    ``z``'s dtype first)."""
+    if y.dtype == xp.bool:
+        y = xp.astype(y, z.dtype)
     return xp.log(1.0 + xp.exp(-xp.abs(z))) + xp.maximum(z, 0.0) - y * z
 
 

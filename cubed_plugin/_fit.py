@@ -96,6 +96,25 @@ class FitResult:
         )
 
 
+def _cubed_data(data: Sequence[Any]) -> None:
+    """Refuse data that is not Cubed arrays (chunked, with a Spec), saying how to make them."""
+    import cubed
+
+    if not data:
+        raise ValueError("fit: no data; give the data arrays, e.g. (X, y)")
+    for i, x in enumerate(data):
+        if not isinstance(x, cubed.Array):
+            shape = getattr(x, "shape", None)
+            rows = f"({shape[0]} rows)" if shape else ""
+            raise TypeError(
+                f"fit: data argument {i} is a {type(x).__module__}.{type(x).__qualname__}"
+                f"{' ' + rows if rows else ''}, not a Cubed array: fit reads its data chunk by "
+                "chunk; give cubed.from_zarr(path, spec=spec) for stored data, or "
+                "cubed.from_array(x, chunks=(rows_per_chunk, ...), spec=spec) for an array in "
+                "memory"
+            )
+
+
 def _rows(data: Sequence[Any]) -> int:
     n = int(data[0].shape[0])
     for i, x in enumerate(data):
@@ -295,9 +314,11 @@ def fit(
         After a step, when a task measured more than its projection or ``allowed_mem``.
     ValueError
         For inconsistent arguments (both or neither of ``steps`` and ``epochs``, an unknown
-        ``mode``, ``batch_rows`` not made of whole chunks, data of different rows).
+        ``mode``, ``batch_rows`` not made of whole chunks, data of different rows, no data), or
+        a ``row_loss`` that does not give one loss per row.
     TypeError
-        For a one-pass mode without a ``row_loss``, or a parameter not real floating point.
+        For a one-pass mode without a ``row_loss``, a parameter not real floating point, or
+        data that is not Cubed arrays.
 
     Examples
     --------
@@ -333,6 +354,7 @@ def fit(
             "cubed_plugin.row_loss (a per-row loss), or use mode='graph'"
         )
     data = tuple(pg.unwrap(x) for x in data)
+    _cubed_data(data)
     spec = spec if spec is not None else data[0].spec
     _rows(data)
     key = key if key is not None else random.key(0)

@@ -51,15 +51,40 @@ class RowLoss:
 
     def __call__(self, params: Any, *data: Any) -> Any:
         losses = self.per_row(params, *data)
+        check_per_row(losses, data, self.per_row)
         xp = losses.__array_namespace__()
         return xp.mean(losses) if self.reduction == "mean" else xp.sum(losses)
+
+
+def check_per_row(losses: Any, rows: Sequence[Any], per_row: Callable[..., Any]) -> None:
+    """Refuse a per-row loss that is not one value per row of ``rows`` (the data arguments,
+    rows along their first axis): labels of shape (n, 1) against predictions of shape (n,)
+    broadcast to (n, n), whose sum is a wrong loss, not an error."""
+    ndim: int = getattr(rows[0], "ndim", 0) if rows else 0
+    n = int(rows[0].shape[0]) if ndim else None
+    shape: tuple = tuple(getattr(losses, "shape", ()))
+    if n is not None and shape != (n,):
+        name = getattr(per_row, "__name__", "the loss")
+        hint = (
+            f"; a data argument of shape ({n}, 1) broadcasts against ({n},) to ({n}, {n}): "
+            f"give it shape ({n},)"
+            if shape == (n, n)
+            else ""
+        )
+        raise ValueError(
+            f"row_loss {name}: the per-row loss has shape {shape} for {n} rows; it must be "
+            f"one loss per row, shape ({n},){hint}"
+        )
 
 
 def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mean") -> Any:
     """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable.
 
     A decorator, with or without arguments: the training driver (``fit``) may then use the
-    one-pass mode.
+    one-pass mode. Calling the loss, and ``fit`` before anything runs, check that ``per_row``
+    gives one loss per row (shape ``(rows,)``): labels of shape ``(rows, 1)`` against
+    predictions of shape ``(rows,)`` broadcast to a ``(rows, rows)`` matrix, whose mean is a
+    wrong loss, and are refused with a ValueError saying so.
 
     Parameters
     ----------
@@ -232,9 +257,13 @@ def chunk_projection(loss: RowLoss, params: Any, data: tuple) -> Any:
         for x, c in ((x, x.chunks) for x in data)
     ]
     param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
-    return memory.project(
-        lambda p, *rows: pg.namespace(np).sum(loss.per_row(p, *rows)), param_specs, *specs
-    )
+
+    def f(p: Any, *rows: Any) -> Any:
+        losses = loss.per_row(p, *rows)
+        check_per_row(losses, rows, loss.per_row)  # on abstract arrays: before anything runs
+        return pg.namespace(np).sum(losses)
+
+    return memory.project(f, param_specs, *specs)
 
 
 # blocks of partial sums that one task of one-pass mode's tree sum adds
@@ -333,7 +362,13 @@ def chunk_sums(
             raise TypeError(
                 f"data argument {i}, {where}: dtype {r.dtype}; training data must be real numbers"
             )
-    value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
+
+    def total(p: Any) -> Any:
+        losses = per_row(p, *rows_in)
+        check_per_row(losses, rows_in, per_row)
+        return np_xp.sum(losses)
+
+    value, grads = pg.value_and_grad(total)(p)
     parts = [np.asarray(pg.unwrap(value)).reshape(1)]
     parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
     out = np.concatenate(parts)

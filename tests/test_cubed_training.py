@@ -189,6 +189,81 @@ def test_over_budget_plans_are_refused_before_running(tmp_path):
             )
 
 
+@pytest.mark.parametrize("mode", ["one-pass", "graph"])
+def test_labels_that_broadcast_into_a_matrix_are_refused_before_running(tmp_path, mode):
+    """Labels of shape (n, 1) against predictions of shape (n,) broadcast to (n, n): the sum
+    of that is a wrong loss, not an error (training ran and its loss climbed from 173 to 1791).
+    A row loss must give one loss per row; fit says so, and what to change, before any task
+    runs."""
+    spec, X, y, _, yn = _data(tmp_path)
+    column = cubed.from_array(yn[:, None], chunks=(500, 1), spec=spec)
+    computed = []
+
+    class Count(cubed.Callback):
+        def on_compute_start(self, event):
+            computed.append(event)
+
+    with pytest.raises(
+        ValueError,
+        match=r"one loss per row, shape \(\d+,\); a data argument "
+        r"of shape \(\d+, 1\) broadcasts",
+    ):
+        fit(
+            logreg_loss,
+            init_params("logreg", 8),
+            (X, column),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            mode=mode,
+            progress=False,
+            log=None,
+            callbacks=[Count()],
+        )
+    assert computed == []
+
+
+@pytest.mark.parametrize("mode", ["one-pass", "graph"])
+def test_the_logistic_losses_take_bool_and_integer_labels(tmp_path, mode):
+    """The CLI's losses on labels of bool or integer dtype train as on the same labels in
+    floating point (bool labels failed: the standard's multiply takes no bool)."""
+    spec, X, y, _, yn = _data(tmp_path, rows=1000)
+    runs = {}
+    # graph mode plans a graph per fit (seconds): there, bool labels and logistic regression
+    kinds = (np.bool_, np.int32) if mode == "one-pass" else (np.bool_,)
+    models = (("logreg", logreg_loss), ("mlp", mlp_loss))[: 2 if mode == "one-pass" else 1]
+    for kind in (np.float64, *kinds):
+        labels = cubed.from_array(yn.astype(kind), chunks=(500,), spec=spec)
+        for name, loss in models:
+            runs[kind, name] = fit(
+                loss,
+                init_params(name, 8),
+                (X, labels),
+                optim.sgd(0.3),
+                steps=1,
+                spec=spec,
+                mode=mode,
+                progress=False,
+                log=None,
+            ).params
+    for kind in kinds:
+        for name, _ in models:
+            for k, v in runs[np.float64, name].items():
+                np.testing.assert_allclose(runs[kind, name][k], v, rtol=1e-12, atol=1e-15)
+
+
+def test_data_that_is_not_cubed_arrays_is_refused_saying_how_to_make_them(tmp_path):
+    spec, X, y, Xn, yn = _data(tmp_path)
+    with pytest.raises(
+        TypeError,
+        match=r"data argument 1 is a numpy.ndarray \(4000 rows\), "
+        r"not a Cubed array: .* cubed.from_array\(x, chunks=",
+    ):
+        fit(logreg_loss, init_params("logreg", 8), (X, yn), optim.sgd(0.1), steps=1, log=None)
+    with pytest.raises(ValueError, match="fit: no data"):
+        fit(logreg_loss, init_params("logreg", 8), (), optim.sgd(0.1), steps=1, log=None)
+
+
 def test_bad_data_is_named_by_chunk(tmp_path):
     spec, X, y, Xn, yn = _data(tmp_path)
     Xn[1234, 3] = np.nan
