@@ -15,6 +15,7 @@ import math
 from typing import Any, cast
 
 import array_api_compat
+import numpy as np
 
 from . import random
 from ._api import stop_gradient
@@ -73,6 +74,28 @@ def _reduce(loss: Any, reduction: str, where: str) -> Any:
     if reduction == "none":
         return loss
     raise ValueError(f"{where}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_target(where: str, pred: Any, target: Any, target_is: str, pred_is: str) -> None:
+    """Refuse a target that does not broadcast to the predictions' shape: predictions (n,)
+    against a target (n, 1) broadcast to (n, n), whose mean is not the loss of each prediction
+    (PyTorch warns or raises there too). ``target_is``, ``pred_is``: how the message names
+    them ("the target's shape", "the predictions' shape")."""
+    shape = tuple(getattr(pred, "shape", ()))
+    given = getattr(target, "shape", None)
+    if given is None or None in shape or None in tuple(given):  # a number; unknown sizes
+        return
+    given = tuple(given)
+    try:
+        both: tuple | None = tuple(np.broadcast_shapes(shape, given))
+    except ValueError:
+        both = None
+    if both != shape:
+        together = f" (together they broadcast to {both})" if both is not None else ""
+        hint = f"; reshape it to {shape}" if math.prod(given) == math.prod(shape) else ""
+        raise ValueError(
+            f"{where}: {target_is} {given} does not broadcast to {pred_is} {shape}{together}{hint}"
+        )
 
 
 # -- activations --------------------------------------------------------------------------------
@@ -377,7 +400,7 @@ def binary_cross_entropy_with_logits(
     logits : Array
         The scores ``x``.
     targets : Array
-        The targets ``y`` in [0, 1], broadcastable with ``logits``.
+        The targets ``y`` in [0, 1], of ``logits``' shape or broadcasting to it.
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
 
@@ -385,7 +408,20 @@ def binary_cross_entropy_with_logits(
     -------
     Array
         A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+
+    Raises
+    ------
+    ValueError
+        If ``targets`` does not broadcast to ``logits``' shape (targets (n, 1) against logits
+        (n,) would broadcast to an (n, n) matrix, a wrong loss).
     """
+    _check_target(
+        "binary_cross_entropy_with_logits",
+        logits,
+        targets,
+        "the targets' shape",
+        "the logits' shape",
+    )
     return _reduce(
         softplus(logits) - logits * targets, reduction, "binary_cross_entropy_with_logits"
     )
@@ -399,7 +435,7 @@ def mse(pred: Array, target: Array, reduction: str = "mean") -> Array:
     pred : Array
         The predictions.
     target : Array
-        The targets, broadcastable with ``pred``.
+        The targets, of ``pred``'s shape or broadcasting to it.
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
 
@@ -407,7 +443,14 @@ def mse(pred: Array, target: Array, reduction: str = "mean") -> Array:
     -------
     Array
         A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+
+    Raises
+    ------
+    ValueError
+        If ``target`` does not broadcast to ``pred``'s shape (a target (n, 1) against
+        predictions (n,) would broadcast to an (n, n) matrix, a wrong loss).
     """
+    _check_target("mse", pred, target, "the target's shape", "the predictions' shape")
     d = pred - target
     return _reduce(d * d, reduction, "mse")
 

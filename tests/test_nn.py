@@ -83,6 +83,29 @@ def test_losses(xp):
         nn.mse(xp.ones(2), xp.ones(2), reduction="avg")
 
 
+def test_a_target_that_would_broadcast_into_a_matrix_is_refused(xp):
+    """Predictions (n,) against targets (n, 1) broadcast to (n, n): the mean of that is a
+    wrong loss (2.5 for perfect predictions of 0..3), not an error; the losses refuse it and
+    say how to fix it. A target that broadcasts to the predictions' shape (a number, (1,),
+    the same shape) is taken."""
+    pred, column = xp.asarray(np.arange(4.0)), xp.asarray(np.arange(4.0)[:, None])
+    for loss, who in (
+        (nn.mse, "mse: the target's shape"),
+        (nn.binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits: the targets'"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=rf"{who}.* \(4, 1\) does not broadcast to .* "
+            r"\(4,\) \(together they broadcast to \(4, 4\)\); reshape it to",
+        ):
+            loss(pred, column)
+        with pytest.raises(ValueError, match=r"\(3,\) does not broadcast to .* \(4,\)$"):
+            loss(pred, xp.asarray([1.0, 2.0, 3.0]))
+        for target in (1.0, xp.asarray([1.0]), xp.asarray(np.ones(4))):
+            loss(pred, target)
+    assert float(nn.mse(pred, xp.asarray(np.arange(4.0)))) == 0.0
+
+
 def test_normalization(xp):
     a, w, b = A(4, 6), A(6), A(6)
     y = to_numpy(nn.layer_norm(xp.asarray(a), xp.asarray(w), xp.asarray(b)))
