@@ -55,9 +55,10 @@ class Batches:
         Shuffle with this random key (a new order each epoch: the key is folded with the epoch
         number); None keeps the order.
     drop_last : bool, default True
-        True drops the uneven last batch; False pads every batch to ``batch_size`` and appends a
-        float ``mask`` (1 for real rows, 0 for padding) to each tuple, so
-        ``sum(loss * mask) / sum(mask)`` averages correctly with static shapes.
+        True drops the uneven last batch (so ``batch_size`` may not exceed the rows); False pads
+        every batch to ``batch_size`` and appends a float ``mask`` (1 for real rows, 0 for
+        padding) to each tuple, so ``sum(loss * mask) / sum(mask)`` averages correctly with
+        static shapes.
     xp : namespace, optional
         The namespace batches are made in (None: pycograd_xp over NumPy).
     prefetch : int, default 2
@@ -83,12 +84,20 @@ class Batches:
         prefetch: int = 2,
     ) -> None:
         self.sources = [_host(a) for a in arrays]
+        if not self.sources:
+            raise ValueError("Batches: no arrays; give the sources, e.g. Batches([X, y], 128)")
         lengths = {int(s.shape[0]) for s in self.sources}
         if len(lengths) != 1:
             raise ValueError(f"Batches: arrays have different lengths {sorted(lengths)}")
         if batch_size < 1:
             raise ValueError(f"Batches: batch_size must be positive, got {batch_size}")
         self.n = lengths.pop()
+        if drop_last and batch_size > self.n:
+            raise ValueError(
+                f"Batches: batch_size {batch_size} is more than the {self.n} rows, and "
+                "drop_last=True drops the one, partial batch: there would be no batch at all; "
+                f"lower batch_size to at most {self.n}, or pass drop_last=False"
+            )
         self.batch_size, self.key, self.drop_last, self.prefetch = (
             batch_size,
             key,

@@ -64,3 +64,22 @@ def test_errors_propagate_from_the_prefetch_thread():
         list(Batches((Broken(),), 5))
     with pytest.raises(ValueError, match="different lengths"):
         Batches((X, Y[:5]), 2)
+
+
+def test_bad_arguments_are_refused_saying_the_way_out():
+    """No arrays, arrays of different lengths, a batch size below one, and a batch size above
+    the rows with drop_last (no batch at all: a training loop over it ran zero steps in
+    silence) are refused when the batches are made."""
+    X = np.zeros((10, 3))
+    with pytest.raises(ValueError, match=r"Batches: no arrays; give the sources"):
+        Batches([], 4)
+    with pytest.raises(ValueError, match=r"different lengths \[9, 10\]"):
+        Batches([X, np.zeros(9)], 4)
+    with pytest.raises(ValueError, match="batch_size must be positive, got 0"):
+        Batches([X], 0)
+    with pytest.raises(
+        ValueError, match=r"batch_size 20 is more than the 10 rows.*at most 10, or pass drop_last"
+    ):
+        Batches([X], 20)
+    assert [b[0].shape for b in Batches([X], 20, drop_last=False)] == [(20, 3)]
+    assert [b[0].shape for b in Batches([X], 10)] == [(10, 3)]
