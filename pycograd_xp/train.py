@@ -100,6 +100,12 @@ def fit(
         The final optimizer state.
     history : dict of str to list of float
         ``{metric: [per-epoch mean]}``, plus ``"epoch_seconds"``.
+
+    Raises
+    ------
+    ValueError
+        If an epoch gets no batch from ``batches`` (empty, or a generator spent by an earlier
+        epoch).
     """
     from tqdm.auto import tqdm
 
@@ -115,7 +121,12 @@ def fit(
             for k, v in metrics.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             bar.set_postfix(loss=f"{sums['loss'] / count:.4f}")
-        summary = {k: v / max(count, 1) for k, v in sums.items()}
+        if count == 0:
+            raise ValueError(
+                f"fit: batches gave no batch in epoch {epoch + 1}; give a re-iterable with "
+                "batches (a pycograd_xp.data.Batches; a generator is spent after one epoch)"
+            )
+        summary = {k: v / count for k, v in sums.items()}
         summary["epoch_seconds"] = time.perf_counter() - t0
         if on_epoch_end is not None:
             summary.update(on_epoch_end(epoch, params, summary) or {})

@@ -149,3 +149,16 @@ def test_fit_logs_metrics_and_plots(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     plot_history(h, str(tmp_path / "loss.png"))
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_fit_refuses_an_epoch_without_batches():
+    """A generator of batches is spent after the first epoch: the second got no batch, logged
+    no loss and left ``history`` without one; fit says so instead."""
+    xp = pg.namespace(np)
+    p = {"w": xp.zeros(6), "b": xp.asarray(0.0)}
+    step = make_step(logistic, optim.sgd(0.1))
+    once = (b for b in Batches((X, Y), 64, prefetch=0))
+    with pytest.raises(ValueError, match=r"fit: batches gave no batch in epoch 2; give a re-"):
+        fit(step, p, optim.sgd(0.1).init(p), once, epochs=2, progress=False, log=None)
+    with pytest.raises(ValueError, match=r"no batch in epoch 1"):
+        fit(step, p, optim.sgd(0.1).init(p), [], epochs=1, progress=False, log=None)
