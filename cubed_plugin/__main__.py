@@ -309,6 +309,49 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     return ap
 
 
+# the most row chunks the command makes its synthetic data in (a Zarr file and, each epoch, a
+# task each): --batch-rows sets the chunks to at most a batch
+MAX_SYNTHETIC_CHUNKS = 10_000
+
+
+def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Refuse, before anything is made, the options the run cannot use (exits with status 2)."""
+    for name, least in (
+        ("rows", 1),
+        ("features", 1),
+        ("steps", 1),
+        ("workers", 1),
+        ("batch_rows", 1),
+        ("retries", 0),
+    ):
+        value = getattr(a, name)
+        if value is not None and value < least:
+            ap.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+    if not a.lr > 0:
+        ap.error(f"--lr must be positive, got {a.lr}")
+    from cubed.utils import convert_to_bytes
+
+    for name in ("allowed_mem", "reserved_mem"):
+        value = getattr(a, name)
+        try:
+            if value is not None:
+                convert_to_bytes(value)
+        except ValueError:
+            ap.error(
+                f"--{name.replace('_', '-')} {value!r} is not an amount of memory: a number of "
+                "bytes or one with an SI unit (150MB, 2GB)"
+            )
+    if a.data is None and a.batch_rows is not None:
+        chunks = -(-a.rows // a.batch_rows)
+        if chunks > MAX_SYNTHETIC_CHUNKS:
+            ap.error(
+                f"--batch-rows {a.batch_rows} makes the synthetic data's row chunks at most "
+                f"{a.batch_rows} rows (a batch is whole chunks): {chunks:,} chunks of "
+                f"{a.rows:,} rows, a file and a task each; give --batch-rows at least "
+                f"{-(-a.rows // MAX_SYNTHETIC_CHUNKS):,}, or fewer --rows"
+            )
+
+
 def _optimizer(a: argparse.Namespace) -> Any:
     """The optimizer ``--optimizer`` names."""
     if a.optimizer == "lbfgs":
@@ -348,6 +391,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     """
     ap = _parser(prog)
     a = ap.parse_args(argv)
+    _check_args(ap, a)
     if a.optimizer == "lbfgs" and a.batch_rows is not None:
         ap.error(
             "--optimizer lbfgs takes the full batch (its line search compares losses over the "

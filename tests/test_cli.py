@@ -96,3 +96,33 @@ def test_a_failed_run_removes_its_work_directory_and_keeps_the_users_data(
     assert "removed the work directory" in capsys.readouterr().out
     assert not any(temp_root.glob("pycograd-cubed-*"))
     assert (tmp_path / "d" / "X.zarr").is_dir() and (tmp_path / "d" / "y.zarr").is_dir()
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--rows", "0"], "--rows must be at least 1, got 0"),  # was an IndexError
+        (["--steps", "0"], "--steps must be at least 1, got 0"),  # was an IndexError
+        (["--features", "0"], "--features must be at least 1, got 0"),  # trained a bias alone
+        (["--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--retries", "-1"], "--retries must be at least 0, got -1"),
+        (["--batch-rows", "0"], "--batch-rows must be at least 1, got 0"),
+        (["--lr", "-0.1"], "--lr must be positive, got -0.1"),
+        (["--allowed-mem", "lots"], "--allowed-mem 'lots' is not an amount of memory"),
+        (["--reserved-mem", "1GiB"], "--reserved-mem '1GiB' is not an amount of memory"),
+        # chunks of at most 7 rows: 142,858 Zarr files made before the first step
+        (
+            ["--batch-rows", "7"],
+            "142,858 chunks of 1,000,000 rows, a file and a task each; "
+            "give --batch-rows at least 100",
+        ),
+    ],
+)
+def test_options_it_cannot_run_with_are_refused_before_anything_is_made(
+    args, says, temp_root, capsys
+):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert says in " ".join(capsys.readouterr().err.split())
+    assert list(temp_root.iterdir()) == []  # no work directory made
