@@ -156,4 +156,9 @@ def main(epochs: int = 30, compare_torch: bool = True) -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(  # no options: --help shows what it does
+        description=" ".join(__doc__.split("\n\n")[0].split())
+    ).parse_args()
     main()

@@ -57,4 +57,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(  # no options: --help shows what it does
+        description=" ".join(__doc__.split("\n\n")[0].split())
+    ).parse_args()
     main()

@@ -8,7 +8,8 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def test_quickstart_trains_and_agrees_across_backends(capsys):
+def test_quickstart_trains_and_agrees_across_backends(capsys, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["quickstart.py"])  # as run from the command line
     runpy.run_path(str(EXAMPLES / "quickstart.py"), run_name="__main__")
     out = capsys.readouterr().out
     last_loss = float(out.split("step 200  loss ")[1].split()[0])
