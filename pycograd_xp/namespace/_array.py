@@ -316,7 +316,7 @@ class Array(ArrayProtocol):
             raise TypeError(
                 f"{what}: this array is being differentiated; converting it would drop its "
                 "gradient. Use xp-level functions, or take the value with "
-                "pycograd_xp.stop_gradient(x) / x.detach() first"
+                "pycograd_xp.stop_gradient(x) / x.detach() first" + _scipy_hint()
             )
         return self._data
 
@@ -672,3 +672,27 @@ def install_operators(cls: type[Array], ns: Any, constants: tuple = ()) -> None:
     for op, fname in UNARY_OPERATORS.items():
         setattr(cls, f"__{op}__", _unary_operator(getattr(ns, fname), f"__{op}__"))
     cls.__hash__ = None  # type: ignore[assignment]
+
+
+def _scipy_hint() -> str:
+    """Where SciPy (without its array API mode) is converting a differentiated array, what
+    makes it take the array as it is; else nothing. Only on the error's path: it walks up to 16
+    frames."""
+    import os
+    import sys
+
+    if os.environ.get("SCIPY_ARRAY_API") == "1":
+        return ""
+    frame: Any = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            break
+        if str(frame.f_globals.get("__name__", "")).startswith("scipy."):
+            return (
+                ". SciPy converts it here: its functions that support the array API "
+                "(scipy.special's, logsumexp, some of scipy.stats) take pycograd_xp arrays as "
+                "they are when SCIPY_ARRAY_API=1 is set before SciPy is first imported; the "
+                "others (scipy.stats' distributions) always convert"
+            )
+        frame = frame.f_back
+    return ""
