@@ -19,7 +19,7 @@ import numpy as np
 
 from .namespace._array import Array
 from .random import Key
-from .tree import tree_flatten, tree_unflatten
+from .tree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["load", "save"]
 
@@ -56,7 +56,7 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         kind, arr = _encode(leaf, i)
         kinds.append(kind)
         arrays[f"leaf_{i}"] = arr
-    meta = json.dumps({"structure": repr(td), "kinds": kinds})
+    meta = json.dumps({"structure": repr(td), "paths": _paths(td), "kinds": kinds})
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -92,20 +92,23 @@ def load(path: str | os.PathLike, like: Any) -> Any:
     like_leaves, td = tree_flatten(like)
     with np.load(path, allow_pickle=False) as f:
         meta = json.loads(str(f["__meta__"]))
-        if meta["structure"] != repr(td):
+        want = _paths(td)
+        have = meta.get("paths")  # None: a file from before the paths were saved
+        if meta["structure"] != repr(td) or (have is not None and have != want):
             raise ValueError(
                 f"checkpoint.load({str(path)!r}): the file holds the structure "
-                f"{meta['structure']}, but {td!r} was expected; load it with a `like` tree of "
-                "the same kind"
+                f"{meta['structure']}, but {td!r} was expected"
+                + (_path_difference(have, want) if have is not None else "")
+                + "; load it with a `like` tree of the same kind"
             )
         leaves = []
         for i, (kind, ref) in enumerate(zip(meta["kinds"], like_leaves, strict=True)):
             arr = f[f"leaf_{i}"]
-            leaves.append(_decode(kind, arr, ref, i, path))
+            leaves.append(_decode(kind, arr, ref, f"leaf {i} ({want[i]})", path))
     return tree_unflatten(td, leaves)
 
 
-def _decode(kind: str, arr: np.ndarray, ref: Any, i: int, path: Any) -> Any:
+def _decode(kind: str, arr: np.ndarray, ref: Any, leaf: str, path: Any) -> Any:
     if kind == "key":
         return Key(tuple(int(v) for v in arr))
     if kind in ("int", "float", "bool"):
@@ -114,13 +117,51 @@ def _decode(kind: str, arr: np.ndarray, ref: Any, i: int, path: Any) -> Any:
         return arr
     if not isinstance(ref, Array):
         raise ValueError(
-            f"checkpoint.load({str(path)!r}): leaf {i} is an array in the file but "
+            f"checkpoint.load({str(path)!r}): {leaf} is an array in the file but "
             f"a {type(ref).__name__} in `like`"
         )
     out = ref._ns.asarray(arr)
     if out.shape != ref.shape or out.dtype != ref.dtype:
         raise ValueError(
-            f"checkpoint.load({str(path)!r}): leaf {i} has shape {tuple(arr.shape)} and dtype "
+            f"checkpoint.load({str(path)!r}): {leaf} has shape {tuple(arr.shape)} and dtype "
             f"{arr.dtype} in the file, but {ref.shape} and {ref.dtype} in `like`"
         )
     return out
+
+
+def _paths(td: TreeDef) -> list[str]:
+    """Where each leaf of a tree of structure ``td`` sits, as an index expression from the root
+    (``['w']``, ``[0].mu['b']``): a checkpoint records them, so that a tree whose keys differ
+    is refused even where its structure and shapes match (its leaves would load by position
+    into other names)."""
+    out: list[str] = []
+    _collect_paths(td, "", out)
+    return out
+
+
+def _collect_paths(td: TreeDef, prefix: str, out: list[str]) -> None:
+    if td.kind == "leaf":
+        out.append(prefix or "(the root)")
+        return
+    if td.kind == "dict":
+        names = [f"[{k!r}]" for k in td.meta]
+    elif td.kind == "namedtuple":
+        names = [f".{f}" for f in td.meta._fields]
+    elif td.kind == "dataclass":
+        names = [f".{f}" for f in td.meta[1]]
+    else:  # tuple, list
+        names = [f"[{j}]" for j in range(len(td.children))]
+    for name, child in zip(names, td.children, strict=True):
+        _collect_paths(child, prefix + name, out)
+
+
+def _path_difference(have: list[str], want: list[str]) -> str:
+    """What the file's leaves and ``like``'s differ in, by path."""
+    only_file = [p for p in have if p not in want]
+    only_like = [p for p in want if p not in have]
+    parts = []
+    if only_file:
+        parts.append(f"only the file has {', '.join(only_file[:5])}")
+    if only_like:
+        parts.append(f"only `like` has {', '.join(only_like[:5])}")
+    return " (" + "; ".join(parts) + ")" if parts else ""

@@ -54,3 +54,40 @@ def test_mismatched_tree_is_refused(xp, tmp_path):
     resized["opt"] = optim.adam(1e-3).init(resized["params"])
     with pytest.raises(ValueError, match=r"shape \(3, 2\) .* in the file, but \(4, 2\)"):
         checkpoint.load(path, like=resized)
+
+
+def test_a_tree_whose_keys_differ_is_refused_naming_them(xp, tmp_path):
+    """Two trees of the same shape of structure and leaves but other keys: the leaves loaded by
+    position into the other names (w_in's values into a, w_out's into b) without a word."""
+    path = tmp_path / "ckpt.npz"
+    checkpoint.save(path, {"w_in": xp.ones(3), "w_out": xp.zeros(3)})
+    with pytest.raises(
+        ValueError,
+        match=r"only the file has \['w_in'\], \['w_out'\]; only `like` has \['a'\], \['b'\]",
+    ):
+        checkpoint.load(path, like={"a": xp.zeros(3), "b": xp.zeros(3)})
+    with pytest.raises(ValueError, match=r"leaf 1 \(\['w_out'\]\) has shape \(3,\)"):
+        checkpoint.load(path, like={"w_in": xp.zeros(3), "w_out": xp.zeros(4)})
+    # named tuples and dataclasses are named by their fields
+    s = state(xp)
+    checkpoint.save(path, s)
+    with pytest.raises(ValueError, match=r"\['params'\]\['layer'\]\.w\) has shape \(3, 2\)"):
+        k = random.key(0)
+        resized = {**state(xp), "params": {"layer": nn.Linear.init(k, 4, 2, xp=xp)}}
+        resized["opt"] = s["opt"]
+        checkpoint.load(path, like=resized)
+
+
+def test_a_checkpoint_from_before_the_paths_were_saved_still_loads(xp, tmp_path):
+    import json
+
+    path = tmp_path / "ckpt.npz"
+    s = state(xp)
+    checkpoint.save(path, s)
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    del meta["paths"]
+    arrays["__meta__"] = np.asarray(json.dumps(meta))
+    np.savez(path, **arrays)
+    assert checkpoint.load(path, like=state(xp, seed=3))["step"] == 7
