@@ -376,7 +376,9 @@ def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Arra
         Unnormalized scores, (..., classes).
     labels : Array
         Integer class indices (shape ``logits.shape[:-1]``) or class probabilities / one-hot
-        (shape ``logits.shape``).
+        (shape ``logits.shape``, or 1 along any of its axes). Class indices given as floats
+        (shape ``logits.shape[:-1]``) are refused, not read as probabilities: cast them to
+        integers.
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
 

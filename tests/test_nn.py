@@ -260,3 +260,26 @@ def test_module_is_a_pytree(xp):
     assert isinstance(g, MLP) and g.activation == "silu" and g.layers[0].w.shape == (3, 5)
     leaves, td = pg.tree_flatten(model)
     assert len(leaves) == 4 and pg.tree_unflatten(td, leaves).activation == "silu"
+
+
+def test_class_indices_given_as_floats_are_refused_not_read_as_probabilities(xp):
+    """Labels read from a file or a DataFrame often come as floats: as class probabilities of
+    shape (n,) against logits (n, C) they broadcast along the classes where n == C, a wrong loss
+    (4.13 for 0.99) without an error. Real labels need the logits' axes; those of the rows'
+    shape are named as class indices given as floats."""
+    logits = xp.asarray(A(3, 3))
+    as_floats = xp.asarray(np.array([0.0, 2.0, 1.0]))
+    with pytest.raises(
+        ValueError,
+        match=r"got shape \(3,\); these look like class indices: give "
+        r"them as integers, xp.astype\(labels, xp.int64\)",
+    ):
+        nn.cross_entropy(logits, as_floats)
+    as_ints = nn.cross_entropy(logits, xp.astype(as_floats, xp.int64))
+    onehot = xp.asarray(np.eye(3)[[0, 2, 1]])
+    assert float(nn.cross_entropy(logits, onehot)) == pytest.approx(float(as_ints))
+    # probabilities with the logits' axes, broadcasting along those of size 1, still do
+    uniform = xp.asarray(np.full((1, 3), 1 / 3))
+    assert float(nn.cross_entropy(logits, uniform)) == pytest.approx(
+        float(nn.cross_entropy(logits, xp.asarray(np.full((3, 3), 1 / 3))))
+    )

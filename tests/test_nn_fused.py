@@ -334,8 +334,15 @@ def test_errors_name_the_function():
     x = xp.ones((2, 3, 4))
     with pytest.raises(ValueError, match=r"cross_entropy\(\): class indices of shape \(4,\)"):
         nn.cross_entropy(x, xp.asarray(np.zeros(4, np.int64)))
-    with pytest.raises(ValueError, match=r"cross_entropy\(\): probabilities of shape \(2, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"cross_entropy\(\): labels that are not integers are class probabilities: they "
+        r"need the logits' axes, shape \(2, 3, 4\) \(or 1 along any of them\); "
+        r"got shape \(2, 4\) \(called",
+    ):
         nn.cross_entropy(x, xp.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"probabilities of shape \(2, 2, 4\) do not broadcast"):
+        nn.cross_entropy(x, xp.ones((2, 2, 4)))
     with pytest.raises(ValueError, match=r"layer_norm\(\): weight/bias"):
         nn.layer_norm(x, xp.ones(5))
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention\(\).*do not match"):

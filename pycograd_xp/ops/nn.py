@@ -2085,6 +2085,19 @@ def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
     """The shape the labels broadcast to: the logits' rows (indices) or the logits
     (probabilities); a clear error where they do not."""
     want = tuple(logits.shape[:-1]) if integer else tuple(logits.shape)
+    if not integer and labels.ndim != logits.ndim:
+        # probabilities of another rank: float class indices (n,) against logits (n, C) would
+        # broadcast along the classes where n == C, a wrong loss without an error
+        hint = (
+            "; these look like class indices: give them as integers, xp.astype(labels, xp.int64)"
+            if tuple(labels.shape) == tuple(logits.shape[:-1])
+            else ""
+        )
+        raise ValueError(
+            f"cross_entropy(): labels that are not integers are class probabilities: they "
+            f"need the logits' axes, shape {tuple(logits.shape)} (or 1 along any of them); "
+            f"got shape {tuple(labels.shape)}{hint}"
+        )
     try:
         ok = logits.ndim >= 1 and tuple(broadcast(tuple(labels.shape), want)) == want
     except ValueError:
