@@ -20,9 +20,13 @@ __all__ = ["Batches"]
 
 def _host(a: Any) -> Any:
     """A source we can slice on the host. Our arrays become their backend arrays when those
-    are lazy (a Cubed array is then read one batch at a time), else their NumPy values."""
+    are lazy (a Cubed array is then read one batch at a time), else their NumPy values; a
+    pandas DataFrame or Series its NumPy values (``frame[rows]`` picks columns, and a Series'
+    integer index picks by label: shuffled batches failed or took other rows)."""
     if isinstance(a, Array):
         return a._data if a._backend.lazy else np.asarray(a._data)
+    if type(a).__module__.split(".")[0] == "pandas" and hasattr(a, "to_numpy"):
+        return a.to_numpy()
     return a
 
 
@@ -47,8 +51,9 @@ class Batches:
     Parameters
     ----------
     arrays : sequence
-        The sources: NumPy arrays, arrays of any pycograd_xp namespace, or anything sliceable
-        along its first axis with a ``shape`` (Zarr arrays, read chunk by chunk).
+        The sources: NumPy arrays, arrays of any pycograd_xp namespace, pandas DataFrames and
+        Series (their values, by position), or anything sliceable along its first axis with a
+        ``shape`` (Zarr arrays, read chunk by chunk).
     batch_size : int
         Rows per batch.
     key : pycograd_xp.random.Key, optional

@@ -83,3 +83,20 @@ def test_bad_arguments_are_refused_saying_the_way_out():
         Batches([X], 20)
     assert [b[0].shape for b in Batches([X], 20, drop_last=False)] == [(20, 3)]
     assert [b[0].shape for b in Batches([X], 10)] == [(10, 3)]
+
+
+def test_pandas_sources_are_taken_by_position():
+    """A DataFrame indexed with the shuffled rows picked columns (KeyError), and a Series with
+    an integer index picks by label: the rows of X and y went apart. Both are taken by their
+    values' positions."""
+    pd = pytest.importorskip("pandas")
+    X = np.arange(20.0).reshape(10, 2)
+    frame = pd.DataFrame(X)
+    labels = pd.Series(np.arange(10) * 10, index=np.arange(10)[::-1])  # labels != positions
+    got = list(Batches([frame, labels], 4, key=random.key(0), prefetch=0))
+    want = list(Batches([X, np.arange(10) * 10], 4, key=random.key(0), prefetch=0))
+    assert len(got) == len(want) == 2
+    for (xg, yg), (xw, yw) in zip(got, want, strict=True):
+        np.testing.assert_array_equal(pg.unwrap(xg), pg.unwrap(xw))
+        np.testing.assert_array_equal(pg.unwrap(yg), pg.unwrap(yw))
+        np.testing.assert_array_equal(pg.unwrap(xg)[:, 0] * 5, pg.unwrap(yg))  # rows together
