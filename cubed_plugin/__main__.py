@@ -327,7 +327,7 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         value = getattr(a, name)
         if value is not None and value < least:
             ap.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
-    if not a.lr > 0:
+    if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
     from cubed.utils import convert_to_bytes
 

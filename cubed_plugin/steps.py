@@ -82,9 +82,9 @@ def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mea
 
     A decorator, with or without arguments: the training driver (``fit``) may then use the
     one-pass mode. Calling the loss, and ``fit`` before anything runs, check that ``per_row``
-    gives one loss per row (shape ``(rows,)``): labels of shape ``(rows, 1)`` against
-    predictions of shape ``(rows,)`` broadcast to a ``(rows, rows)`` matrix, whose mean is a
-    wrong loss, and are refused with a ValueError saying so.
+    gives one loss per row, shape ``(rows,)``, and raise a ValueError otherwise: labels of
+    shape ``(rows, 1)`` against predictions of shape ``(rows,)`` broadcast to a
+    ``(rows, rows)`` matrix, whose mean is a wrong loss.
 
     Parameters
     ----------
