@@ -329,13 +329,13 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
             ap.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
     if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
-    from cubed.utils import convert_to_bytes
+    import cubed
 
     for name in ("allowed_mem", "reserved_mem"):
         value = getattr(a, name)
         try:
             if value is not None:
-                convert_to_bytes(value)
+                cubed.Spec(**{name: value})  # Cubed's own reading of an amount
         except ValueError:
             ap.error(
                 f"--{name.replace('_', '-')} {value!r} is not an amount of memory: a number of "
