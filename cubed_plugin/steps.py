@@ -362,13 +362,8 @@ def chunk_sums(
             raise TypeError(
                 f"data argument {i}, {where}: dtype {r.dtype}; training data must be real numbers"
             )
-
-    def total(p: Any) -> Any:
-        losses = per_row(p, *rows_in)
-        check_per_row(losses, rows_in, per_row)
-        return np_xp.sum(losses)
-
-    value, grads = pg.value_and_grad(total)(p)
+    # per_row's shape was checked once, when the step's projection ran it (chunk_projection)
+    value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
     parts = [np.asarray(pg.unwrap(value)).reshape(1)]
     parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
     out = np.concatenate(parts)
