@@ -180,6 +180,8 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="where Cubed's work directories go")
     ap.add_argument("--json", default=None, help="write the rows to this file")
     a = ap.parse_args()
+    if a.work is not None:
+        os.makedirs(a.work, exist_ok=True)
     temporary = a.data is None
     a.data = a.data or tempfile.mkdtemp(prefix="bench-scale-")
     sizes = [float(s) for s in a.sizes.split(",")]

@@ -97,6 +97,7 @@ __all__ = [
     "tasks_plan",
     "unoptimized_plan",
     "with_reads",
+    "WORKER_MALLOC_ENV",
     "zarr_array_of",
 ]
 
@@ -570,6 +571,16 @@ def _libc(name: str) -> Any:
 
 # glibc's mallopt parameters
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+# A measured worker's allocator (:func:`_worker_malloc`): one arena, 32 MiB (the most glibc
+# takes) before a block is mapped on its own, 1 GiB of free heap top before glibc trims it.
+_WORKER_ARENAS, _WORKER_MMAP_THRESHOLD, _WORKER_TRIM_THRESHOLD = 1, 32 * 2**20, 2**30
+# The same, as the environment variables that set it when a process starts (Dask's workers,
+# which cubed_plugin does not start itself: ``_executors._local_dask_cluster``).
+WORKER_MALLOC_ENV = {
+    "MALLOC_ARENA_MAX": str(_WORKER_ARENAS),
+    "MALLOC_MMAP_THRESHOLD_": str(_WORKER_MMAP_THRESHOLD),
+    "MALLOC_TRIM_THRESHOLD_": str(_WORKER_TRIM_THRESHOLD),
+}
 
 
 def _worker_malloc() -> None:
@@ -588,9 +599,9 @@ def _worker_malloc() -> None:
       instead of 25 ms); now none within a task."""
     mallopt = _libc("mallopt")
     if mallopt is not None:
-        mallopt(_M_ARENA_MAX, 1)
-        mallopt(_M_MMAP_THRESHOLD, 32 * 2**20)
-        mallopt(_M_TRIM_THRESHOLD, 2**30)
+        mallopt(_M_ARENA_MAX, _WORKER_ARENAS)
+        mallopt(_M_MMAP_THRESHOLD, _WORKER_MMAP_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD)
 
 
 def _process_task(

@@ -265,17 +265,43 @@ def _local_dask_cluster(workers: int) -> str:
     """The scheduler address of a LocalCluster of ``workers`` processes of one thread each,
     started once per process and size, closed at exit.
 
-    Its workers run without Dask's statistical profiler (:data:`DASK_WORKER_CONFIG`)."""
+    Its workers run without Dask's statistical profiler (:data:`DASK_WORKER_CONFIG`) and with
+    the allocator of the processes executor's workers (``_cubed_seam.WORKER_MALLOC_ENV``, set
+    through the nanny's ``pre-spawn-environ``, as the process starts): the nanny's own
+    ``MALLOC_TRIM_THRESHOLD_=65536`` also fixes glibc's mmap threshold at 128 kB, so that
+    every chunk-sized buffer was mapped afresh and paged in 4 kB at a time (6,400 page faults
+    a task), and setting the allocator once the worker runs left the task thread's own arena
+    untrimmed (tasks measured above their projections). The nanny takes these variables from
+    this process's environment over its config, and writes its workers' environment into this
+    process's: they are left out while the workers start, and the environment is put back
+    once they have started."""
     if workers not in _DASK_CLUSTERS:
         import atexit
 
         import dask
         import distributed
 
-        with dask.config.set(DASK_WORKER_CONFIG):  # the workers get the config when spawned
-            cluster = distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
-            )
+        from ._cubed_seam import WORKER_MALLOC_ENV
+
+        environ = {
+            f"distributed.nanny.pre-spawn-environ.{name}": value
+            for name, value in WORKER_MALLOC_ENV.items()
+        }
+        saved = dict(os.environ)
+        for name in WORKER_MALLOC_ENV:  # the nanny would take these over its config
+            os.environ.pop(name, None)
+        try:
+            # the workers get the config when spawned
+            with dask.config.set({**DASK_WORKER_CONFIG, **environ}):
+                cluster = distributed.LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                )
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         atexit.register(cluster.close)
         _DASK_CLUSTERS[workers] = cluster
     return str(_DASK_CLUSTERS[workers].scheduler_address)

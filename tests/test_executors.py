@@ -195,6 +195,27 @@ def test_dask_by_name_runs_workers_without_the_profiler():
         assert list(client.run(profiling).values()) == [False, False]
 
 
+def test_dask_by_name_runs_workers_with_the_measured_workers_allocator():
+    """The LocalCluster ``executor="dask"`` starts gives its workers the allocator of the
+    processes executor's workers from their start (one arena, fixed thresholds:
+    ``WORKER_MALLOC_ENV``; the nanny's own fixed the mmap threshold at 128 kB, 6,400 page
+    faults a task), and leaves this process's environment as it was."""
+    distributed = pytest.importorskip("distributed")
+    from cubed_plugin._cubed_seam import WORKER_MALLOC_ENV
+    from cubed_plugin._executors import _local_dask_cluster
+
+    before = dict(os.environ)
+
+    def environ() -> dict:
+        import os
+
+        return {name: os.environ.get(name) for name in WORKER_MALLOC_ENV}
+
+    with distributed.Client(_local_dask_cluster(2)) as client:
+        assert list(client.run(environ).values()) == [WORKER_MALLOC_ENV] * 2
+    assert dict(os.environ) == before
+
+
 def test_the_dask_client_lists_the_workers_cubed_checks(cluster):
     """distributed >= 2026.7 gives an asynchronous client's scheduler_info() no workers; the
     seam's client fetches them (Cubed's executor refuses a cluster with none listed)."""
