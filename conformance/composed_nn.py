@@ -172,6 +172,8 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
     xp = _ns(logits)
     logp = log_softmax(logits, axis=-1)
     if xp.isdtype(labels.dtype, "integral"):
+        if xp.isdtype(labels.dtype, "signed integer"):  # -1 is the last class
+            labels = xp.where(labels < 0, labels + logits.shape[-1], labels)
         classes = xp.arange(logits.shape[-1], dtype=labels.dtype)
         labels = xp.astype(xp.expand_dims(labels, axis=-1) == classes, logp.dtype)
     loss = -xp.sum(labels * logp, axis=-1)

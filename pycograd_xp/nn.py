@@ -378,7 +378,8 @@ def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Arra
         Integer class indices (shape ``logits.shape[:-1]``) or class probabilities / one-hot
         (shape ``logits.shape``, or 1 along any of its axes). Class indices given as floats
         (shape ``logits.shape[:-1]``) are refused, not read as probabilities: cast them to
-        integers.
+        integers. A negative index counts from the last class (-1 is the last), as in
+        NumPy and JAX; PyTorch refuses them.
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
 

@@ -79,6 +79,13 @@ def _cases(dtype):
             lambda z: composed_nn.cross_entropy(z, _like(z, labels), reduction="none"),
             (logits,),
         ),
+        "cross_entropy negative indices": (  # -1 is the last class, forward and VJP alike
+            lambda z: nn.cross_entropy(z, _like(z, labels - 11 * (labels % 2)), reduction="none"),
+            lambda z: composed_nn.cross_entropy(
+                z, _like(z, labels - 11 * (labels % 2)), reduction="none"
+            ),
+            (logits,),
+        ),
         "cross_entropy probabilities": (
             nn.cross_entropy,
             composed_nn.cross_entropy,
@@ -436,10 +443,35 @@ def test_a_transformer_block_step_is_projected_tightly():
     assert meas.peak_bytes / proj.traced_peak_bytes >= 0.8, (meas, proj)
 
 
+def test_cross_entropy_counts_negative_indices_from_the_last_class():
+    """-1 is the last class in the loss, its gradient (central differences) and its JVP
+    alike: the forward's gather took -1 as the last class while the VJP's mask matched none."""
+    xp = pg.namespace(np)
+    z, t = _a(5, 4), _a(5, 4)
+    y = np.array([0, -1, 3, -4, 2])
+
+    def f(z):
+        return nn.cross_entropy(z, xp.asarray(y), reduction="sum")
+
+    want = nn.cross_entropy(xp.asarray(z), xp.asarray(np.where(y < 0, y + 4, y)), reduction="sum")
+    assert float(f(xp.asarray(z))) == pytest.approx(float(want), rel=1e-14)
+    g = _np(pg.grad(f)(xp.asarray(z)))
+    eps, fd = 1e-6, np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        up, down = z.copy(), z.copy()
+        up[i] += eps
+        down[i] -= eps
+        fd[i] = (float(f(xp.asarray(up))) - float(f(xp.asarray(down)))) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    _, tangent = pg.jvp(f, (xp.asarray(z),), (xp.asarray(t),))
+    assert float(tangent) == pytest.approx(float(np.sum(g * t)), rel=1e-10)
+
+
 def test_cubed_values_and_gradients_match_numpy():
     cubed = pytest.importorskip("cubed")
     xc, xn = pg.namespace(cubed), pg.namespace(np)
-    x, w, labels = _a(2, 5, 8), _a(8), rng.integers(0, 8, (2, 5))
+    # negative class indices too: Cubed's masked sum and NumPy's gather count them alike
+    x, w, labels = _a(2, 5, 8), _a(8), rng.integers(-8, 8, (2, 5))
     mask = rng.random((2, 2, 5, 5)) > 0.3
 
     def loss(ns, x, w):

@@ -2076,8 +2076,15 @@ def _cross_entropy_f(bk: Any, z: Any, y: Any) -> Any:
 
 
 def _labels(bk: Any, logits: Any, labels: Any) -> Any:
-    """The labels broadcast to the logits' rows (indices) or to the logits (probabilities)."""
-    shape = _check_labels(logits, labels, _is_int(bk, labels))
+    """The labels broadcast to the logits' rows (indices) or to the logits (probabilities);
+    negative class indices counted from the last class, as NumPy's and JAX's gathers count
+    them. (The forward's gather took -1 as the last class while the VJP's mask matched no
+    class: a gradient that was not the loss's; the masked sum of chunked backends matched
+    none in the forward too.)"""
+    integer = _is_int(bk, labels)
+    shape = _check_labels(logits, labels, integer)
+    if integer and bk.isdtype(labels.dtype, "signed integer") and logits.ndim >= 1:
+        labels = bk.where(labels < 0, labels + logits.shape[-1], labels)
     return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
 
 
