@@ -403,7 +403,8 @@ def binary_cross_entropy_with_logits(
     logits : Array
         The scores ``x``.
     targets : Array
-        The targets ``y`` in [0, 1], of ``logits``' shape or broadcasting to it.
+        The targets ``y`` in [0, 1], of ``logits``' shape or broadcasting to it: real,
+        integer, or bool (taken in the logits' dtype: the standard multiplies no bool).
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
 
@@ -425,6 +426,9 @@ def binary_cross_entropy_with_logits(
         "the targets' shape",
         "the logits' shape",
     )
+    xp = _ns(logits)
+    if getattr(targets, "dtype", None) == xp.bool:
+        targets = xp.astype(xp.asarray(targets), logits.dtype)
     return _reduce(
         softplus(logits) - logits * targets, reduction, "binary_cross_entropy_with_logits"
     )

@@ -83,6 +83,19 @@ def test_losses(xp):
         nn.mse(xp.ones(2), xp.ones(2), reduction="avg")
 
 
+def test_binary_cross_entropy_takes_bool_targets(xp):
+    """Bool targets (``y > 0``, a mask) are the float targets' loss and gradient, in the
+    logits' dtype (the standard multiplies no bool: it was a TypeError)."""
+    z, y = A(6), A(6) > 0
+    for dtype in (np.float64, np.float32):
+        logits = xp.asarray(z.astype(dtype))
+        got = nn.binary_cross_entropy_with_logits(logits, xp.asarray(y), "none")
+        want = nn.binary_cross_entropy_with_logits(logits, xp.asarray(y.astype(dtype)), "none")
+        assert got.dtype == logits.dtype
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
+    check_vjp(xp, lambda x: nn.binary_cross_entropy_with_logits(x, xp.asarray(y)), z)
+
+
 def test_a_target_that_would_broadcast_into_a_matrix_is_refused(xp):
     """Predictions (n,) against targets (n, 1) broadcast to (n, n): the mean of that is a
     wrong loss (2.5 for perfect predictions of 0..3), not an error; the losses refuse it and
