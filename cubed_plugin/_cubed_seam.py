@@ -645,8 +645,10 @@ def _measured(run: Callable[[], Any], measure: bool) -> tuple[Any, dict]:
 
 
 # A task's start more than this above the last task's is taken as the last task's memory that its
-# threads are still freeing (:func:`_settled_start`).
-_LINGERING = 2 * 2**20
+# threads are still freeing (:func:`_settled_start`). Measured in graph-mode steps: what the
+# threads held was 11 MB and more (28.8 MB chunks); an op's first tasks start up to 3.8 MB
+# above the last op's, the worker's own (caches), which would wait for nothing.
+_LINGERING = 4 * 2**20
 # The longest a task waits for that memory: about 64 ms, in pauses doubling from 1 ms.
 _LINGER_PAUSES = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032)
 # This process's resident set when its last measured task started (None before the first).
