@@ -465,6 +465,11 @@ def test_cross_entropy_counts_negative_indices_from_the_last_class():
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     _, tangent = pg.jvp(f, (xp.asarray(z),), (xp.asarray(t),))
     assert float(tangent) == pytest.approx(float(np.sum(g * t)), rel=1e-10)
+    # labels of a dtype narrower than the classes' count (int8, 200 classes)
+    wide, small = _a(3, 200), np.array([0, -1, 100], np.int8)
+    got = nn.cross_entropy(xp.asarray(wide), xp.asarray(small), reduction="none")
+    want = nn.cross_entropy(xp.asarray(wide), xp.asarray(np.array([0, 199, 100])), reduction="none")
+    np.testing.assert_array_equal(_np(got), _np(want))
 
 
 def test_cubed_values_and_gradients_match_numpy():

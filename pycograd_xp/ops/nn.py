@@ -2084,7 +2084,10 @@ def _labels(bk: Any, logits: Any, labels: Any) -> Any:
     integer = _is_int(bk, labels)
     shape = _check_labels(logits, labels, integer)
     if integer and bk.isdtype(labels.dtype, "signed integer") and logits.ndim >= 1:
-        labels = bk.where(labels < 0, labels + logits.shape[-1], labels)
+        classes = logits.shape[-1]
+        if bk.iinfo(labels.dtype).max < classes:  # int8 labels of 200 classes
+            labels = bk.astype(labels, bk.int64)
+        labels = bk.where(labels < 0, labels + classes, labels)
     return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
 
 
