@@ -551,6 +551,11 @@ def _einsum_cases(out):
     )
 
 
+# singular 3 x 3 matrices whose LU has its zero pivot last, and first
+_RANK_2 = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+_ZERO_COLUMN = np.array([[0.0, 1.0, 2.0], [0.0, 3.0, 4.0], [0.0, 5.0, 7.0]])
+
+
 def _linalg_cases(out):
     L = "linalg."
     sq = arr((3, 3)) + 3 * np.eye(3)
@@ -562,6 +567,23 @@ def _linalg_cases(out):
     out[L + "det"] = [
         Case("3x3", lambda xp: xp.linalg.det, (sq,)),
         Case("complex", lambda xp: xp.linalg.det, (arr((2, 2), cplx=True) + 2 * np.eye(2),)),
+        # singular matrices: det is a polynomial, its gradient the cofactor matrix
+        Case("rank 2 of 3", lambda xp: xp.linalg.det, (_RANK_2,)),
+        Case("zero first column", lambda xp: xp.linalg.det, (_ZERO_COLUMN,)),
+        Case(
+            "rank 1 of 3", lambda xp: xp.linalg.det, (np.outer([1.0, 2.0, -1.0], [2.0, -1.0, 0.5]),)
+        ),
+        Case("singular beside regular", lambda xp: xp.linalg.det, (np.stack([_RANK_2, sq]),)),
+        Case(
+            "complex rank 1 of 2",
+            lambda xp: xp.linalg.det,
+            (np.array([[1 + 1j, 2 - 1j], [2 + 2j, 4 - 2j]]),),
+        ),
+    ]
+    out["_cofactor"] = [
+        Case("3x3", lambda xp: xp._cofactor, (sq,)),
+        Case("batch", lambda xp: xp._cofactor, (np.stack([sq, sq.T + np.eye(3)]),)),
+        Case("complex", lambda xp: xp._cofactor, (sq + 0.5j * sq.T,)),
     ]
     out[L + "slogdet"] = [
         Case("real", lambda xp: xp.linalg.slogdet, (sq,)),

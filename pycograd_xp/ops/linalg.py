@@ -51,7 +51,7 @@ from array_api_compat.common._linalg import (
 
 from .._primitive import primitive
 from ._rules.batching import align, fn, shift, to_rank
-from ._rules.jvp import TRANSPOSED, linear
+from ._rules.jvp import TRANSPOSED, call, linear
 from ._rules.shapes import (
     BUFFER_ELEMENTS,
     as_abstract,
@@ -284,10 +284,10 @@ def det(bk: Any, x: Any, /) -> Any:
     return bk.linalg.det(x)
 
 
-@det.defvjp(saves=("x", "out"))
+@det.defvjp(saves=("x",))
 def _(ns, g, out, x, /):
-    scale = (g * out)[..., None, None]
-    return (scale * mT(ns, ns.linalg.inv(x)),)
+    # d det(x) = sum(cofactor(x) * dx), singular x included (where det(x) inv(x)^T has no value)
+    return (g[..., None, None] * call(ns, "_cofactor", x),)
 
 
 det.defjvp(TRANSPOSED)
@@ -299,6 +299,78 @@ def _det_shape(a, x, /):
 
 
 det.defshape(_det_shape, memory=_getrf_memory)
+
+
+# -- _cofactor: det's derivative -----------------------------------------------------------------
+
+
+@primitive(FP, needs=("linalg.det", "linalg.inv", "linalg.svd"))
+def _cofactor(bk: Any, x: Any, /) -> Any:
+    """The matrix of cofactors of each matrix of ``x`` (its adjugate, transposed): the derivative
+    of ``det`` (``d det(x) = sum(cofactor(x) * dx)``), singular matrices included.
+
+    ``det(x) inv(x)^T`` when every matrix of the stack has a nonzero determinant (its LU then
+    has no zero pivot, so ``inv`` succeeds). Otherwise, for the whole stack, from the SVD
+    ``x = U diag(s) Vh``: ``det(U) det(Vh) conj(U diag(ŝ) Vh)``, ``ŝ_i`` the product of the
+    singular values other than ``s_i``. That is exact for every matrix (a rank n-1 matrix has a
+    rank-1 cofactor matrix, a lower rank a zero one), as JAX's LU-based gradient of ``det`` is,
+    where ``inv`` raises (NumPy) or returns infinities (CuPy)."""
+    own = getattr(bk, "_cofactor", None)  # a backend built from the table (abstract, batched)
+    if own is not None:
+        return own(x)
+    d = bk.linalg.det(x)
+    if not bool(bk.any(d == 0)):
+        return bk.reshape(d, d.shape + (1, 1)) * bk.matrix_transpose(bk.linalg.inv(x))
+    U, s, Vh = bk.linalg.svd(x)
+    sign = bk.linalg.det(U) * bk.linalg.det(Vh)
+    # row i of the where: s with s_i replaced by 1; its product is ŝ_i
+    own = eye(bk, x, x.shape[-1], dtype=bk.bool)
+    others = bk.prod(bk.where(own, bk.ones_like(s[..., :1, None]), s[..., None, :]), axis=-1)
+    cof = (U * others[..., None, :]) @ Vh
+    del U, Vh, others
+    if bk.isdtype(cof.dtype, "complex floating"):
+        cof = bk.conj(cof)
+    return bk.reshape(sign, sign.shape + (1, 1)) * cof
+
+
+@_cofactor.defvjp(saves=("x", "out"))
+def _(ns, g, out, x, /):
+    # cofactor(x) = det(x) inv(x)^T: d cofactor = tr(inv(x) dx) cofactor - cofactor dx^T inv(x)^T.
+    # At a singular x this needs inv(x) and raises: second derivatives of det stop there.
+    inv_t = mT(ns, ns.linalg.inv(x))
+    paired = ns.sum(g * out, axis=(-2, -1))
+    return (paired[..., None, None] * inv_t - out @ mT(ns, g) @ inv_t,)
+
+
+_cofactor.defjvp(TRANSPOSED)
+_cofactor.defbatch(_stacked(_cofactor))
+
+
+def _cofactor_shape(a, x, /):
+    return new(x.shape, probe_dtype(la.inv, x))
+
+
+def _cofactor_memory(out, x, /):
+    """The larger of :func:`_cofactor`'s two ways (which one runs depends on the values).
+    By ``inv``: the determinants (LU of a copy of each matrix), then inv's result beside them
+    (``*gesv``: a copy and an identity). By the SVD: the determinants, the factors U, s, Vh
+    (``*gesdd``), their determinants and the sign, ŝ through an n x n selection per matrix,
+    then ``U diag(ŝ)`` and its product with Vh (or the product and its conjugate)."""
+    b, n = _batch(x), x.shape[-1]
+    s, r = out.dtype.itemsize, _real(out.dtype).itemsize
+    stack, dets, vals = b * n * n * s, b * s, b * n * r
+    getrf = n * n * _work(x).itemsize + 4 * n
+    by_inv = dets + stack + _widened([x], [out])
+    inv_total = dets + max(stack, getrf, 2 * n * n * _work(x).itemsize + 4 * n)
+    svd_out = [_Sized(b * n * n, out.dtype), _Sized(b * n, _real(out.dtype))]
+    svd_out.append(svd_out[0])  # U, s, Vh
+    kept = 3 * dets + 2 * stack + 2 * vals
+    by_svd = kept + n * n + max(b * n * n * r, 2 * stack) + _widened([x], svd_out)
+    svd_total = max(dets + _gesdd(x, "A"), kept + getrf)
+    return in_turn(max(by_inv, by_svd), max(by_inv, inv_total, by_svd, svd_total))
+
+
+_cofactor.defshape(_cofactor_shape, memory=_cofactor_memory)
 
 
 # -- diagonal ------------------------------------------------------------------------------------
