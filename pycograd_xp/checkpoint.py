@@ -17,11 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from ._modules import module_dir as _module_dir
 from .namespace._array import Array
 from .random import Key
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["load", "save"]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 def _encode(leaf: Any, i: int) -> tuple[str, np.ndarray]:

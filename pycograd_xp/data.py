@@ -13,9 +13,14 @@ from typing import Any
 import numpy as np
 
 from . import random
+from ._modules import module_dir as _module_dir
 from .namespace._array import Array
 
 __all__ = ["Batches"]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 def _host(a: Any) -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import random
 from ._api import stop_gradient
+from ._modules import module_dir as _module_dir
 from .tree import tree_flatten
 from .typing import Array
 
@@ -59,6 +60,10 @@ __all__ = [
     "tanh",
     "uniform",
 ]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 def _ns(*xs: Any) -> Any:

@@ -24,6 +24,7 @@ import array_api_compat
 
 from ._api import enable_grad, no_grad
 from ._host import host
+from ._modules import module_dir as _module_dir
 from .memory._project import Spec
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -55,6 +56,10 @@ __all__ = [
     "sgd",
     "step_decay_schedule",
 ]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 class GradientTransformation(NamedTuple):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._host import HostScalar
+from ._modules import module_dir as _module_dir
 
 __all__ = [
     "Key",
@@ -28,6 +29,10 @@ __all__ = [
     "split",
     "uniform",
 ]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 @dataclass(frozen=True)

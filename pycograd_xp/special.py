@@ -24,6 +24,7 @@ from typing import Any
 
 import array_api_compat
 
+from ._modules import module_dir as _module_dir
 from ._primitive import REGISTRY
 from .typing import Array
 
@@ -51,6 +52,10 @@ __all__ = [
     "xlog1py",
     "xlogy",
 ]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 def _ns(fname: str, *xs: Any) -> Any:

@@ -12,10 +12,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._api import no_grad, value_and_grad
+from ._modules import module_dir as _module_dir
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
 
 __all__ = ["fit", "make_step", "plot_history"]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
 

@@ -13,7 +13,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ._modules import module_dir as _module_dir
+
 __all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_unflatten"]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 
 @dataclasses.dataclass(frozen=True)

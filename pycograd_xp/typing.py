@@ -39,7 +39,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Protocol, TypeAlias
 
+from ._modules import module_dir as _module_dir
+
 __all__ = ["Array", "DType", "Device", "Namespace", "Scalar"]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
 
 #: Python scalars an operator takes beside an array (``2.0 * x``, ``x ** 2``).
 Scalar: TypeAlias = bool | int | float | complex

@@ -190,3 +190,15 @@ def test_pickled_function_finds_its_namespace_in_a_fresh_process(tmp_path):
         assert [float(v) for v in pg.grad(f)(x)] == [2.0, 4.0]
         """
     )
+
+
+@pytest.mark.parametrize("name", SUBMODULES)
+def test_a_submodule_s_dir_lists_its_public_names_not_its_imports(name):
+    import importlib
+
+    mod = importlib.import_module(f"pycograd_xp.{name}")
+    names = dir(mod)
+    public = [n for n in names if not n.startswith("_")]
+    assert public == sorted(mod.__all__), set(public) ^ set(mod.__all__)
+    assert "__name__" in names and "__doc__" in names
+    assert all(hasattr(mod, n) for n in names)

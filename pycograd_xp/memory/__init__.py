@@ -16,6 +16,7 @@ a compiled function projects as the replay ``compile`` generates.
 from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
+from .._modules import module_dir as _module_dir
 from ._project import (
     Measurement,
     MemoryLimitError,
@@ -47,3 +48,7 @@ __all__ = [
     "project",
     "spec",
 ]
+
+
+# dir() lists the public names only (what completion offers)
+__dir__ = _module_dir(globals())
