@@ -108,11 +108,22 @@ def fit(
 
     Raises
     ------
+    TypeError
+        If an optimizer is given where its state or the batches go (``cubed_plugin.fit``'s
+        order, ``fit(loss, params, data, tx)``).
     ValueError
         If an epoch gets no batch from ``batches`` (empty, or a generator spent by an earlier
         epoch).
     """
     from tqdm.auto import tqdm
+
+    for got, where in ((opt_state, "opt_state"), (batches, "batches")):
+        if isinstance(got, GradientTransformation):
+            raise TypeError(
+                f"fit: {where} is an optimizer; this fit takes a step and the optimizer's state: "
+                "step = make_step(loss, tx); fit(step, params, tx.init(params), batches, "
+                "epochs=...) (cubed_plugin.fit is the one that takes (loss, params, data, tx))"
+            )
 
     history: dict[str, list[float]] = {}
     for epoch in range(epochs):

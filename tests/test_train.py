@@ -162,3 +162,16 @@ def test_fit_refuses_an_epoch_without_batches():
         fit(step, p, optim.sgd(0.1).init(p), once, epochs=2, progress=False, log=None)
     with pytest.raises(ValueError, match=r"no batch in epoch 1"):
         fit(step, p, optim.sgd(0.1).init(p), [], epochs=1, progress=False, log=None)
+
+
+def test_fit_names_the_right_call_when_given_an_optimizer_for_its_state_or_batches():
+    """``fit(loss, params, batches, tx)`` (cubed_plugin.fit's order) failed inside the loss with
+    "unsupported operand type(s) for @: 'Batches' and 'Array'"; ``fit(step, params, tx,
+    batches)`` inside the optimizer."""
+    xp = pg.namespace(np)
+    p = {"w": xp.zeros(6), "b": xp.asarray(0.0)}
+    tx, batches = optim.sgd(0.1), Batches((X, Y), 64, prefetch=0)
+    with pytest.raises(TypeError, match=r"fit: batches is an optimizer; .*make_step\(loss, tx\)"):
+        fit(logistic, p, batches, tx, epochs=1, progress=False, log=None)
+    with pytest.raises(TypeError, match=r"fit: opt_state is an optimizer; .*tx.init\(params\)"):
+        fit(make_step(logistic, tx), p, tx, batches, epochs=1, progress=False, log=None)
