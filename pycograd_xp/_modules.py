@@ -127,12 +127,6 @@ def public_names(bound: Mapping[str, Any]) -> list[str]:
     return sorted(names | set(SUBMODULES) | {"__version__"})
 
 
-def module_dir(bound: Mapping[str, Any]) -> Callable[[], list[str]]:
-    """A public submodule's ``__dir__``: its ``__all__`` and its dunders, without the names it
-    imports for its own use (``np``, ``math``, ``Any``), which completion would offer."""
-    return lambda: sorted({*bound["__all__"], *(n for n in bound if n[:2] == n[-2:] == "__")})
-
-
 def module_getattr(
     namespace: Callable[[Any], ModuleType], bound: MutableMapping[str, Any]
 ) -> Callable[[str], Any]:

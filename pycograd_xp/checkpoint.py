@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 from .namespace._array import Array
 from .random import Key
 from .tree import TreeDef, tree_flatten, tree_unflatten

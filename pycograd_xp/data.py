@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import random
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 from .namespace._array import Array
 
 __all__ = ["Batches"]

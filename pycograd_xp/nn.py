@@ -19,7 +19,7 @@ import numpy as np
 
 from . import random
 from ._api import stop_gradient
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 from .tree import tree_flatten
 from .typing import Array
 

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 import array_api_compat
 
 from ._api import enable_grad, no_grad
+from ._exports import module_dir as _module_dir
 from ._host import host
-from ._modules import module_dir as _module_dir
 from .memory._project import Spec
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ._exports import module_dir as _module_dir
 from ._host import HostScalar
-from ._modules import module_dir as _module_dir
 
 __all__ = [
     "Key",

@@ -24,7 +24,7 @@ from typing import Any
 
 import array_api_compat
 
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 from ._primitive import REGISTRY
 from .typing import Array
 

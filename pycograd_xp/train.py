@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._api import no_grad, value_and_grad
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
 

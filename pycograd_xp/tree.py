@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 
 __all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_unflatten"]
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Protocol, TypeAlias
 
-from ._modules import module_dir as _module_dir
+from ._exports import module_dir as _module_dir
 
 __all__ = ["Array", "DType", "Device", "Namespace", "Scalar"]
 

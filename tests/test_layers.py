@@ -18,7 +18,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import its own layer and the layers below, never one above.
 LAYERS = (
-    ("the table and the tape", ("typing", "_host", "tree", "_tape", "_primitive", "_state")),
+    (
+        "the table and the tape",
+        ("typing", "_exports", "_host", "tree", "_tape", "_primitive", "_state"),
+    ),
     ("arrays and namespaces", ("namespace",)),
     ("the ops and abstract values", ("_abstract", "ops")),
     ("the transforms", ("_api", "_forward", "_vmap", "_custom", "_remat", "_compile", "memory")),

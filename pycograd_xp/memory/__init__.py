@@ -16,7 +16,7 @@ a compiled function projects as the replay ``compile`` generates.
 from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
-from .._modules import module_dir as _module_dir
+from .._exports import module_dir as _module_dir
 from ._project import (
     Measurement,
     MemoryLimitError,
