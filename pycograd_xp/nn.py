@@ -779,6 +779,46 @@ def _row(xp: Any, name: str) -> Any:
     return lambda *args, **kwargs: impl(xp, *args, **kwargs)
 
 
+def _ints(v: Any, n: int, what: str, fname: str, least: int = 0) -> tuple[int, ...]:
+    """``v`` as ``n`` ints of at least ``least`` (one int: all alike), or a ValueError naming
+    ``fname``."""
+    t = tuple(v) if isinstance(v, tuple | list) else (v,) * n
+    if len(t) != n or not all(isinstance(i, int | np.integer) and i >= least for i in t):
+        kind = "a positive int" if least else "a non-negative int"
+        raise ValueError(f"{fname}: {what} must be {kind} or {n} of them; got {v!r}")
+    return tuple(int(i) for i in t)
+
+
+def _conv_padding(
+    padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]
+) -> tuple[tuple[int, int], ...]:
+    """A convolution's ``(before, after)`` zeros per spatial axis, from PyTorch's ways to say
+    them: an int, one per axis, "valid" (none) or "same" (the output as long as the input, at
+    stride 1: ``dilation * (kernel - 1)`` zeros, the odd one after); or, beyond PyTorch, a
+    ``(before, after)`` pair per axis."""
+    n, fname = len(kernel), f"conv{len(kernel)}d"
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * n
+        if padding != "same":
+            raise ValueError(
+                f"{fname}: padding must be 'same', 'valid' or numbers; got {padding!r}"
+            )
+        if any(s != 1 for s in stride):
+            raise ValueError(
+                f"{fname}: padding='same' needs stride 1 (got stride={stride}), as in PyTorch; "
+                "give the padding in numbers"
+            )
+        total = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    sides = padding if isinstance(padding, tuple | list) else (padding,) * n
+    if n == 1 and len(sides) == 2 and not isinstance(sides[0], tuple | list):
+        sides = (sides,)  # conv1d's (before, after)
+    if len(sides) == n and all(isinstance(p, tuple | list) for p in sides):
+        return tuple(_ints(p, 2, "each axis' padding pair", fname) for p in sides)  # type: ignore[misc]
+    return tuple((p, p) for p in _ints(padding, n, "padding", fname))
+
+
 def _conv(
     x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, groups: int, n: int
 ) -> Any:
@@ -787,11 +827,13 @@ def _conv(
     except TypeError:  # vmap: arrays of two levels; the lower level's row hands the call up
         xp = _ns(x)
     args = (x, w) if b is None else (x, w, b)  # the bias added inside the row
+    stride = _ints(stride, n, "stride", f"conv{n}d", least=1)
+    dilation = _ints(dilation, n, "dilation", f"conv{n}d", least=1)
     return _row(xp, f"_conv{n}d")(
         *args,
-        stride=_pair(stride, n),
-        dilation=_pair(dilation, n),
-        padding=tuple((p, p) for p in _pair(padding, n)),
+        stride=stride,
+        dilation=dilation,
+        padding=_conv_padding(padding, tuple(w.shape[2:]), stride, dilation),
         groups=groups,
     )
 
@@ -817,8 +859,9 @@ def conv1d(
         The bias, (O,).
     stride : int, default 1
         The step between windows.
-    padding : int, default 0
-        Zeros added at each end.
+    padding : int, "same", "valid" or a pair of int, default 0
+        Zeros added at each end (a pair: before and after); "same" (stride 1 only) keeps the
+        length, as PyTorch (``dilation * (K - 1)`` zeros, the odd one at the end).
     dilation : int, default 1
         The spacing of the kernel's taps.
     groups : int, default 1
@@ -853,8 +896,10 @@ def conv2d(
         The bias, (O,).
     stride : int or pair of int, default 1
         The step between windows.
-    padding : int or pair of int, default 0
-        Zeros added on each side.
+    padding : int, pair of int, "same", "valid" or pair of pairs, default 0
+        Zeros added on each side (pairs of pairs: ``((top, bottom), (left, right))``); "same"
+        (stride 1 only) keeps H and W, as PyTorch (``dilation * (K - 1)`` zeros per axis, the
+        odd one at the end).
     dilation : int or pair of int, default 1
         The spacing of the kernel's taps.
     groups : int, default 1

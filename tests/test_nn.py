@@ -232,6 +232,74 @@ def test_convolution_and_pooling_match_torch(kw):
     )
 
 
+PADDINGS = [
+    # (conv2d's padding, conv1d's, the zeros each adds per side, for a 3 x 2 kernel and a 3-tap
+    # one at dilation 2)
+    ("same", "same", ((2, 2), (0, 1)), ((2, 2),)),
+    ("valid", "valid", ((0, 0), (0, 0)), ((0, 0),)),
+    (((1, 0), (0, 2)), (1, 3), ((1, 0), (0, 2)), ((1, 3),)),
+]
+
+
+@pytest.mark.parametrize("p2, p1, sides2, sides1", PADDINGS, ids=str)
+def test_convolution_padding_by_name_and_per_side(xp, p2, p1, sides2, sides1):
+    """PyTorch's "same" and "valid" and a (before, after) pair per axis (they raised a
+    TypeError from inside the row): each is the convolution of the input with those zeros
+    added by hand, "same" keeps the input's size, and the gradients pass central differences."""
+    x, w, x1, w1 = A(2, 3, 7, 6), A(4, 3, 3, 2), A(2, 3, 9), A(4, 3, 3)
+    kw2, kw1 = dict(dilation=(2, 1)), dict(dilation=2)
+    got = to_numpy(nn.conv2d(xp.asarray(x), xp.asarray(w), padding=p2, **kw2))
+    padded = np.pad(x, ((0, 0), (0, 0), *sides2))
+    np.testing.assert_allclose(
+        got, to_numpy(nn.conv2d(xp.asarray(padded), xp.asarray(w), **kw2)), rtol=1e-12
+    )
+    got1 = to_numpy(nn.conv1d(xp.asarray(x1), xp.asarray(w1), padding=p1, **kw1))
+    padded1 = np.pad(x1, ((0, 0), (0, 0), *sides1))
+    np.testing.assert_allclose(
+        got1, to_numpy(nn.conv1d(xp.asarray(padded1), xp.asarray(w1), **kw1)), rtol=1e-12
+    )
+    if p2 == "same":
+        assert got.shape[2:] == x.shape[2:] and got1.shape[2:] == x1.shape[2:]
+    check_vjp(xp, lambda x, w: nn.conv2d(x, w, padding=p2, **kw2), x, w)
+    check_vjp(xp, lambda x, w: nn.conv1d(x, w, padding=p1, **kw1), x1, w1)
+
+
+def test_same_padding_matches_torch():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    xp = pg.namespace(np)
+    x, w = A(2, 4, 7, 6), A(6, 2, 4, 3)  # an even kernel: the odd zero goes after
+    np.testing.assert_allclose(
+        to_numpy(
+            nn.conv2d(xp.asarray(x), xp.asarray(w), padding="same", dilation=(1, 2), groups=2)
+        ),
+        F.conv2d(
+            torch.tensor(x), torch.tensor(w), padding="same", dilation=(1, 2), groups=2
+        ).numpy(),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(padding="same", stride=2), r"conv2d: padding='same' needs stride 1"),
+        (dict(padding="full"), r"conv2d: padding must be 'same', 'valid' or numbers; got 'full'"),
+        (dict(padding=-1), r"conv2d: padding must be a non-negative int or 2 of them; got -1"),
+        (dict(padding=(1,)), r"padding must be a non-negative int or 2 of them; got \(1,\)"),
+        (dict(stride=0), r"conv2d: stride must be a positive int or 2 of them; got 0"),
+        (dict(dilation=(1, 0)), r"conv2d: dilation must be a positive int or 2 of them"),
+        (dict(stride=(2,)), r"conv2d: stride must be a positive int or 2 of them; got \(2,\)"),
+    ],
+    ids=str,
+)
+def test_convolution_arguments_out_of_range_are_named(kw, message):
+    xp = pg.namespace(np)
+    with pytest.raises(ValueError, match=message):
+        nn.conv2d(xp.ones((1, 2, 5, 5)), xp.ones((3, 2, 2, 2)), **kw)
+
+
 def test_initializers(xp):
     k = random.key(0)
     w = to_numpy(nn.glorot_uniform(k, (300, 200), xp=xp))
