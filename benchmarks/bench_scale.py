@@ -21,7 +21,7 @@ parameters. Reported per run:
   everywhere is linear).
 
     python benchmarks/bench_scale.py [--sizes 1,3,10] [--data DIR] [--epochs 3]
-        [--executors processes,dask] [--models logreg,mlp] [--json PATH]
+        [--executors processes,dask] [--models logreg,mlp] [--chunks-per-task K] [--json PATH]
 
 The data is about 18 GB on disk for the sizes 1, 3 and 10 (random floats compress little);
 ``--data`` keeps it for the next run (a temporary directory, removed at the end, otherwise).
@@ -141,6 +141,7 @@ def ours(a: argparse.Namespace, path: str, model: str, executor: str) -> dict[st
                     progress=False,
                     log=None,
                     memory_overrun="warn",  # recorded and reported here, not raised
+                    chunks_per_task=a.chunks_per_task,
                 )
                 times.append(time.perf_counter() - t0)
                 params = result.params
@@ -175,6 +176,9 @@ def main() -> None:
     ap.add_argument("--allowed-mem", default="200MB")
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--executors", default="processes,dask")
+    ap.add_argument(
+        "--chunks-per-task", type=int, default=1, help="fit's chunks_per_task (one-pass tasks)"
+    )
     ap.add_argument("--models", default="logreg,mlp")
     ap.add_argument("--data", default=None, help="a directory to keep (or reuse) the data in")
     ap.add_argument("--work", default=None, help="where Cubed's work directories go")
@@ -187,7 +191,8 @@ def main() -> None:
     sizes = [float(s) for s in a.sizes.split(",")]
     print(
         f"one-pass full-batch SGD, {a.features} features float32, chunks of {a.chunk:,} rows, "
-        f"allowed_mem {a.allowed_mem}, {a.epochs} epochs per run; cpus {os.cpu_count()}",
+        f"allowed_mem {a.allowed_mem}, {a.epochs} epochs per run, {a.chunks_per_task} chunks "
+        f"per task; cpus {os.cpu_count()}",
         flush=True,
     )
     rows: list[dict[str, Any]] = []

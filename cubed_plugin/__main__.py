@@ -283,6 +283,13 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     )
     ap.add_argument("--lr", type=float, default=0.5, help="the learning rate of sgd and adam")
     ap.add_argument(
+        "--chunks-per-task",
+        type=int,
+        default=1,
+        help="one-pass mode: row chunks each task reads and computes in turn (fewer tasks; on "
+        "processes and dask later chunks reuse the heap the first paged in)",
+    )
+    ap.add_argument(
         "--data",
         default=None,
         help="a directory with X.zarr and y.zarr to train on, never removed (default: "
@@ -480,7 +487,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"{format_bytes(spec.reserved_mem)})"
     )
     picks = _batches((X, y), a.batch_rows, random.key(0), 0)[0]
-    plan = step_plan(loss, params, (X, y), picks, spec, one_pass, executor)
+    plan = step_plan(loss, params, (X, y), picks, spec, one_pass, executor, a.chunks_per_task)
     print(f"memory plan of one step ({mode} mode; per task, as it will run):")
     print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}  part")
     dag = plan_dag(plan)
@@ -507,6 +514,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
             checkpoint_dir=a.checkpoint_dir,
             mode=a.mode,
             progress=not a.quiet,
+            chunks_per_task=a.chunks_per_task,
         )
     except TaskMemoryError as e:
         print("task memory per op, measured (each task's own peak) against projected:")

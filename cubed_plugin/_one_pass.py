@@ -12,8 +12,11 @@ times the work of its chunks.
 shapes and dtypes): it checks the projection of that graph against ``allowed_mem`` once (every
 step of the shape runs the same tasks on chunks of the same size, so one check covers them all),
 and makes a plan of one op whose tasks read their chunk of each data argument from Zarr
-themselves and return their row of sums to the driver, writing nothing. A step then sets the
-parameters and the chunks in the tasks' configuration (``steps.TaskConfig``; shipped to the
+themselves and return their row of sums to the driver, writing nothing. A task may take several
+chunks in turn (``chunks_per_task``): fewer tasks (Dask schedules each in a few milliseconds)
+and, in a worker measured task by task, the later chunks read into the heap the earlier ones
+freed, where each task's first chunk pages in memory the worker gave back before it. A step then
+sets the parameters and the chunks in the tasks' configuration (``steps.TaskConfig``; shipped to the
 tasks with each run: pickled for workers in other processes, shared by threads) and runs the
 plan on the executor: one run of the plan per step, no plan built, no storage written. The
 driver adds the rows as Cubed's sum did (:func:`cubed_plugin.steps.tree_sum`): the parameters
@@ -66,10 +69,16 @@ class PlannedStep:
     ``picks``), made with the plugin's plan optimizer: check it against ``allowed_mem``
     (``cubed_plugin._compute.refuse``) before the first run. ``plan`` is what runs: one op of a
     task per chunk, each projected at the largest task of ``reference`` (its chunk's reads, the
-    forward and backward step, its row of sums)."""
+    forward and backward step, its row of sums); with ``chunks_per_task`` k, each task takes k
+    chunks of the batch in turn (the last task what is left) and returns a row per chunk."""
 
     def __init__(
-        self, loss: RowLoss, host_p: Any, data: Sequence[Any], picks: list[int] | None
+        self,
+        loss: RowLoss,
+        host_p: Any,
+        data: Sequence[Any],
+        picks: list[int] | None,
+        chunks_per_task: int = 1,
     ) -> None:
         from ._cubed_seam import op_nodes, plan_dag, tasks_plan
 
@@ -81,9 +90,12 @@ class PlannedStep:
         self.reference = plan_of(sums)
         _, top = max(op_nodes(plan_dag(self.reference)), key=lambda o: o[1].projected_mem)
         self.chunks = tuple(int(c) for c in data[0].chunks[0])
-        self.tasks = len(batch[0].chunks[0])
+        self.picked = len(batch[0].chunks[0])  # chunks in a batch
+        self.tasks = -(-self.picked // chunks_per_task)
         self.reduction = loss.reduction
-        self.config = TaskConfig(loss.per_row, arrays, self.chunks[0], treedef)
+        self.config = TaskConfig(
+            loss.per_row, arrays, self.chunks[0], treedef, chunks_per_task=chunks_per_task
+        )
         self.lock = threading.Lock()  # one run at a time: the runs share the configuration
         self.checked = False  # whether ``reference`` was checked against the budget
         self.plan = tasks_plan(
@@ -115,10 +127,10 @@ class PlannedStep:
         from ._cubed_seam import run_tasks
 
         picks = list(range(len(self.chunks))) if picks is None else [int(i) for i in picks]
-        if len(picks) != self.tasks:
+        if len(picks) != self.picked:
             raise ValueError(
                 f"PlannedStep.run: a batch of {len(picks)} chunks for a step planned for "
-                f"{self.tasks}; plan another step"
+                f"{self.picked}; plan another step"
             )
         leaves, _ = tree_flatten(host_p)
         with self.lock:
@@ -132,7 +144,8 @@ class PlannedStep:
                 "tasks' results; one-pass mode needs each task's result (or data it cannot "
                 "read directly, which runs as a Cubed graph)"
             )
-        total = tree_sum([results[b] for b in range(self.tasks)], one_pass_fan_in(self.tasks))
+        chunk_rows = [row for b in range(self.tasks) for row in results[b]]  # in chunk order
+        total = tree_sum(chunk_rows, one_pass_fan_in(self.picked))
         rows = sum(self.chunks[i] for i in picks)
         value, grads = unflatten_sums(total, self.config.treedef, self.shapes, rows, self.reduction)
         return value, grads, rows

@@ -384,16 +384,29 @@ class TaskConfig:
     treedef: Any
     leaves: list = field(default_factory=list)
     picks: list = field(default_factory=list)
+    chunks_per_task: int = 1
 
 
 def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
     """Task ``b`` of a planned step (here, in a module that workers have imported: a task
-    imports nothing): (b, the float64 row of loss and gradient sums of chunk
-    ``config.picks[b]`` of the data at ``config.leaves``)."""
-    n, size = config.picks[b], config.chunk_rows
-    chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
-    row = chunk_sums(config.per_row, config.treedef, config.leaves, chunks, n, size)
-    return b, row.astype(np.float64)
+    imports nothing): (b, the float64 rows of loss and gradient sums, one per chunk, of its
+    chunks ``config.picks[b * k : (b + 1) * k]`` (``k`` the ``chunks_per_task``) of the data at
+    ``config.leaves``).
+
+    The chunks are read and computed one after the other, each once the last one's arrays are
+    let go (:func:`._cubed_seam.reads_let_go`), so a task of several chunks holds one chunk's
+    arrays at a time, in the heap the last chunk freed."""
+    from ._cubed_seam import heap_in_use, reads_let_go
+
+    size, k = config.chunk_rows, config.chunks_per_task
+    rows, level = [], heap_in_use()
+    for i, n in enumerate(config.picks[b * k : (b + 1) * k]):
+        if i:
+            reads_let_go(level)
+        chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
+        rows.append(chunk_sums(config.per_row, config.treedef, config.leaves, chunks, n, size))
+        del chunks
+    return b, np.stack(rows).astype(np.float64)
 
 
 def tree_sum(rows: Sequence[np.ndarray], fan_in: int) -> np.ndarray:

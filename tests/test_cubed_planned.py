@@ -33,7 +33,7 @@ def _quiet():
         yield
 
 
-def _data(tmp_path, rows=8000, features=8, dtype="float32"):
+def _data(tmp_path, rows=8000, features=8, dtype="float32", allowed="100MB", reserved="0"):
     """Logistic-regression data in Zarr, 40 row chunks of 200 rows (the sum of 40 partial rows
     takes Cubed two rounds: 32 and 8, then 2)."""
     rng = np.random.default_rng(0)
@@ -46,7 +46,7 @@ def _data(tmp_path, rows=8000, features=8, dtype="float32"):
     zarr.open_array(str(path / "y.zarr"), mode="w", shape=y.shape, chunks=(CHUNK,), dtype=dtype)[
         ...
     ] = y
-    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="100MB", reserved_mem="0")
+    spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem=allowed, reserved_mem=reserved)
     return spec, *(cubed.from_zarr(str(path / f"{n}.zarr"), spec=spec) for n in ("X", "y"))
 
 
@@ -220,3 +220,118 @@ def test_an_over_budget_planned_step_is_refused_before_running(tmp_path):
             progress=False,
             log=None,
         )
+
+
+@pytest.mark.parametrize("per_task", [2, 3, 40, 64])
+@pytest.mark.parametrize("batch_chunks", [None, 4])
+def test_several_chunks_per_task_end_at_the_same_parameters_to_the_bit(
+    tmp_path, per_task, batch_chunks
+):
+    """``chunks_per_task``: each task computes several chunks in turn and returns a row per
+    chunk; the driver adds them as before, so the parameters are one-chunk tasks' to the bit
+    (40 chunks in tasks of 3: the last task takes 1; of 64: one task of 40; mini-batches of 4
+    chunks in tasks of 3: one of 3 and one of 1). The plan has that many tasks."""
+    spec, X, y = _data(tmp_path)
+    params = init_params("mlp", 8, hidden=8, dtype="float32")
+    batch = None if batch_chunks is None else batch_chunks * CHUNK
+    one = _train(mlp_loss, params, (X, y), spec, batch)
+    several = _train(mlp_loss, params, (X, y), spec, batch, chunks_per_task=per_task)
+    assert several.history["loss"] == one.history["loss"]
+    for a, b in zip(pg.tree_leaves(several.params), pg.tree_leaves(one.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    picks = None if batch_chunks is None else list(range(batch_chunks))
+    chunks = 40 if batch_chunks is None else batch_chunks
+    plan = fit_module.step_plan(
+        mlp_loss, params, (X, y), picks, spec, True, "threads", chunks_per_task=per_task
+    )
+    assert plan.num_tasks == -(-chunks // per_task)
+
+
+def test_several_chunks_per_task_on_the_processes_executor(tmp_path):
+    """Workers measured task by task read a task's later chunks into the heap its first paged
+    in (:func:`_cubed_seam.reads_let_go` between them): same parameters as the threads
+    executor, every task measured within its projection."""
+    from cubed_plugin.train import measuring_processes
+
+    spec, X, y = _data(tmp_path, allowed="400MB", reserved="150MB")
+    params = init_params("logreg", 8, dtype="float32")
+    want = _train(logreg_loss, params, (X, y), spec, None, steps=2)
+    got = _train(
+        logreg_loss,
+        params,
+        (X, y),
+        spec,
+        None,
+        steps=2,
+        executor=measuring_processes(),
+        chunks_per_task=8,
+    )
+    for a, b in zip(pg.tree_leaves(got.params), pg.tree_leaves(want.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got.memory.overruns() == []
+    assert max(got.memory.measured.values()) > 0
+
+
+@pytest.mark.parametrize(
+    "kw, error, message",
+    [
+        (dict(chunks_per_task=0), ValueError, r"fit: chunks_per_task must be at least 1, got 0"),
+        (dict(chunks_per_task=2.0), TypeError, r"fit: chunks_per_task must be an int, got 2.0"),
+        (
+            dict(chunks_per_task=2, mode="graph"),
+            ValueError,
+            r"fit: chunks_per_task=2 takes one-pass mode on data stored in Zarr .* this run is "
+            r"graph mode: leave chunks_per_task at 1",
+        ),
+    ],
+    ids=str,
+)
+def test_chunks_per_task_out_of_place_is_refused(tmp_path, kw, error, message):
+    spec, X, y = _data(tmp_path)
+    with pytest.raises(error, match=message):
+        _train(logreg_loss, init_params("logreg", 8), (X, y), spec, None, **kw)
+
+
+def test_chunks_per_task_on_data_cubed_computes_is_refused(tmp_path):
+    spec, X, y = _data(tmp_path)
+    with pytest.raises(ValueError, match=r"one-pass mode on data Cubed computes, or on Apache"):
+        _train(logreg_loss, init_params("logreg", 8), (X * 1.0, y), spec, None, chunks_per_task=2)
+
+
+def test_a_task_alone_in_its_process_waits_for_its_threads_to_let_go_of_a_read():
+    """Between a task's chunks, :func:`reads_let_go` waits until the heap in use is back where
+    it was before the task's first chunk (a thread that holds 40 MB and frees it 20 ms later:
+    the wait ends after it, with the memory freed), and only in a task alone in its process
+    (on the threads executor other tasks share the heap: no wait)."""
+    import threading
+    import time
+
+    from cubed_plugin import _cubed_seam
+
+    if _cubed_seam.heap_in_use() is None:
+        pytest.skip("no glibc mallinfo2 here")
+
+    def hold_then_free(parts):
+        def free_later():
+            time.sleep(0.02)
+            parts.clear()
+
+        threading.Thread(target=free_later).start()
+
+    for alone in (True, False):
+        level = _cubed_seam.heap_in_use()
+        parts = [np.ones(125_000) for _ in range(40)]  # 40 MB in 1 MB buffers, on the heap
+        hold_then_free(parts)
+        _cubed_seam._alone = alone
+        try:
+            t0 = time.perf_counter()
+            _cubed_seam.reads_let_go(level)
+            waited = time.perf_counter() - t0
+        finally:
+            _cubed_seam._alone = False
+        if alone:
+            assert parts == [] and waited >= 0.015, waited
+            assert _cubed_seam.heap_in_use() <= level + 2**20
+        else:
+            assert waited < 0.01 and len(parts) == 40, waited
+        time.sleep(0.03)
