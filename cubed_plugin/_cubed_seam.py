@@ -728,24 +728,28 @@ def heap_in_use() -> int | None:
     return int(m.uordblks + m.hblkhd)
 
 
-def reads_let_go(level: int | None) -> None:
+def reads_let_go(level: int | None) -> int | None:
     """In a task alone in its process, before it reads its next chunk: wait (pauses of 0, 1, 2,
     ... ms, about 64 ms at most) until the heap in use is back within 1 MiB of ``level`` (what
-    was in use before the task's first chunk). Zarr reads and decodes a chunk in pool threads
-    that let go of its bytes and decoded copy only when they next run (:func:`_settled_start`);
-    read on top of them, the next chunk's arrays do not fit the heap the last chunk freed, and
-    the task peaks a chunk higher (in a task of 4 chunks on the processes executor, 123 MB
-    measured against the 105 MB of a one-chunk task). Elsewhere (the threads executor: other
-    tasks share the heap) it returns at once."""
+    was in use before the task's first chunk); returns the level for the next chunk (the heap
+    in use now, when it stayed higher: the worker's own, a cache filled by the first chunk).
+    Zarr reads and decodes a chunk in pool threads that let go of its bytes and decoded copy
+    only when they next run (:func:`_settled_start`); read on top of them, the next chunk's
+    arrays do not fit the heap the last chunk freed, and the task peaks a chunk higher (in a
+    task of 4 chunks on the processes executor, 123 MB measured against the 105 MB of a
+    one-chunk task). Elsewhere (the threads executor: other tasks share the heap) it returns at
+    once."""
     import time
 
     if not _alone or level is None:
-        return
+        return level
+    now = None
     for pause in (0.0, *_LINGER_PAUSES):
         now = heap_in_use()
         if now is None or now <= level + 2**20:
-            return
+            return level
         time.sleep(pause)
+    return now
 
 
 # -- Dask distributed ---------------------------------------------------------------------------

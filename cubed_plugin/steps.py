@@ -402,7 +402,7 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
     rows, level = [], heap_in_use()
     for i, n in enumerate(config.picks[b * k : (b + 1) * k]):
         if i:
-            reads_let_go(level)
+            level = reads_let_go(level)
         chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
         rows.append(chunk_sums(config.per_row, config.treedef, config.leaves, chunks, n, size))
         del chunks

@@ -325,13 +325,39 @@ def test_a_task_alone_in_its_process_waits_for_its_threads_to_let_go_of_a_read()
         _cubed_seam._alone = alone
         try:
             t0 = time.perf_counter()
-            _cubed_seam.reads_let_go(level)
+            kept = _cubed_seam.reads_let_go(level)
             waited = time.perf_counter() - t0
         finally:
             _cubed_seam._alone = False
+        assert kept == level
         if alone:
             assert parts == [] and waited >= 0.015, waited
             assert _cubed_seam.heap_in_use() <= level + 2**20
         else:
             assert waited < 0.01 and len(parts) == 40, waited
         time.sleep(0.03)
+
+
+def test_a_heap_that_stays_higher_becomes_the_next_chunks_level():
+    """Memory a task's first chunk keeps (a cache it fills) is waited for once, about 64 ms,
+    then taken as the level: the task's later chunks do not each wait for it."""
+    import time
+
+    from cubed_plugin import _cubed_seam
+
+    if _cubed_seam.heap_in_use() is None:
+        pytest.skip("no glibc mallinfo2 here")
+    level = _cubed_seam.heap_in_use()
+    kept = [np.ones(125_000) for _ in range(8)]  # 8 MB that stay
+    _cubed_seam._alone = True
+    try:
+        t0 = time.perf_counter()
+        new = _cubed_seam.reads_let_go(level)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = _cubed_seam.reads_let_go(new)
+        second = time.perf_counter() - t0
+    finally:
+        _cubed_seam._alone = False
+    assert new >= level + 7e6 and again == new and len(kept) == 8
+    assert first >= 0.05 and second < 0.01, (first, second)
