@@ -330,10 +330,17 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         ("workers", 1),
         ("batch_rows", 1),
         ("retries", 0),
+        ("chunks_per_task", 1),
     ):
         value = getattr(a, name)
         if value is not None and value < least:
             ap.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+    if a.chunks_per_task > 1 and (a.mode == "graph" or a.executor == "beam"):
+        ap.error(
+            f"--chunks-per-task {a.chunks_per_task} takes one-pass mode, which --mode "
+            f"{a.mode} --executor {a.executor} does not run (graph mode, or Beam, which sends "
+            "no task results back); leave it at 1"
+        )
     if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
     import cubed

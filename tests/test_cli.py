@@ -108,6 +108,11 @@ def test_a_failed_run_removes_its_work_directory_and_keeps_the_users_data(
         (["--retries", "-1"], "--retries must be at least 0, got -1"),
         (["--batch-rows", "0"], "--batch-rows must be at least 1, got 0"),
         (["--lr", "-0.1"], "--lr must be positive, got -0.1"),
+        (["--chunks-per-task", "0"], "--chunks-per-task must be at least 1, got 0"),
+        (
+            ["--chunks-per-task", "2", "--mode", "graph"],
+            "--chunks-per-task 2 takes one-pass mode, which --mode graph --executor threads does",
+        ),
         (["--allowed-mem", "lots"], "--allowed-mem 'lots' is not an amount of memory"),
         (["--reserved-mem", "1GiB"], "--reserved-mem '1GiB' is not an amount of memory"),
         # chunks of at most 7 rows: 142,858 Zarr files made before the first step
@@ -126,3 +131,28 @@ def test_options_it_cannot_run_with_are_refused_before_anything_is_made(
     assert exit_.value.code == 2
     assert says in " ".join(capsys.readouterr().err.split())
     assert list(temp_root.iterdir()) == []  # no work directory made
+
+
+def test_chunks_per_task_makes_fewer_tasks_and_the_same_losses(tmp_path, temp_root, capsys):
+    """``--chunks-per-task 3`` on data in 8 chunks: the plan shown has 3 one-pass tasks, not 8,
+    and the losses are the one-chunk run's."""
+    import zarr
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 5)).astype("float32")
+    y = (X @ rng.standard_normal(5) > 0).astype("float32")
+    zarr.open_array(str(tmp_path / "X.zarr"), mode="w", shape=X.shape, chunks=(500, 5), dtype="f4")[
+        ...
+    ] = X
+    zarr.open_array(str(tmp_path / "y.zarr"), mode="w", shape=y.shape, chunks=(500,), dtype="f4")[
+        ...
+    ] = y
+    args = [*TINY, "--data", str(tmp_path)]
+    outs = []
+    for extra in ([], ["--chunks-per-task", "3"]):
+        main([*args, *extra])
+        outs.append(capsys.readouterr().out)
+    trained = [re.search(r"^trained .*$", out, flags=re.M)[0] for out in outs]
+    assert trained[0] == trained[1]
+    tasks = [int(re.search(r"largest task .*; (\d+) tasks$", out, flags=re.M)[1]) for out in outs]
+    assert tasks == [8, 3], tasks
