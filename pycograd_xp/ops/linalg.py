@@ -50,6 +50,7 @@ from array_api_compat.common._linalg import (
 )
 
 from .._primitive import primitive
+from ..namespace._backend import capabilities
 from ._rules.batching import align, fn, shift, to_rank
 from ._rules.jvp import TRANSPOSED, call, linear
 from ._rules.shapes import (
@@ -314,13 +315,15 @@ def _cofactor(bk: Any, x: Any, /) -> Any:
     ``x = U diag(s) Vh``: ``det(U) det(Vh) conj(U diag(ŝ) Vh)``, ``ŝ_i`` the product of the
     singular values other than ``s_i``. That is exact for every matrix (a rank n-1 matrix has a
     rank-1 cofactor matrix, a lower rank a zero one), as JAX's LU-based gradient of ``det`` is,
-    where ``inv`` raises (NumPy) or returns infinities (CuPy)."""
+    where ``inv`` raises (NumPy) or returns infinities (CuPy). A lazy backend (Cubed) takes the
+    SVD always: the choice would need the determinants' values."""
     own = getattr(bk, "_cofactor", None)  # a backend built from the table (abstract, batched)
     if own is not None:
         return own(x)
-    d = bk.linalg.det(x)
-    if not bool(bk.any(d == 0)):
-        return bk.reshape(d, d.shape + (1, 1)) * bk.matrix_transpose(bk.linalg.inv(x))
+    if not capabilities(bk).lazy:
+        d = bk.linalg.det(x)
+        if not bool(bk.any(d == 0)):
+            return bk.reshape(d, d.shape + (1, 1)) * bk.matrix_transpose(bk.linalg.inv(x))
     U, s, Vh = bk.linalg.svd(x)
     sign = bk.linalg.det(U) * bk.linalg.det(Vh)
     # row i of the where: s with s_i replaced by 1; its product is ŝ_i

@@ -33,6 +33,16 @@ CPLX = lambda rng: rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6)
 REAL = lambda rng: rng.standard_normal((4, 6))  # noqa: E731
 TIES = lambda rng: rng.permutation(24).reshape(4, 6) / 7.0  # noqa: E731
 SPD = lambda rng: spd(rng, (3, 4, 4))  # noqa: E731
+
+
+def SINGULAR(rng):  # noqa: N802 (an input maker, like the others)
+    """A stack of a rank-3, a rank-2 and a regular 4 x 4 matrix."""
+    a = rng.standard_normal((3, 4, 4))
+    a[0, 3] = a[0, 0] - 2.0 * a[0, 1]
+    a[1, :, 2] = a[1, :, 3] = a[1, :, 0]
+    return a
+
+
 CASES = [
     ("fft", lambda xp: lambda x: xp.fft.fft(x), CPLX),
     ("ifft n axis 0", lambda xp: lambda x: xp.fft.ifft(x, n=6, axis=0, norm="ortho"), CPLX),
@@ -71,6 +81,8 @@ CASES = [
     ("diagonal", lambda xp: lambda x: xp.linalg.diagonal(x, offset=-1), SPD),
     ("strided slice", lambda xp: lambda x: x[::2, 1:6:3] ** 2, REAL),
     ("strided and int", lambda xp: lambda x: x[1, ::4] * x[1:4:2, 0][1], REAL),
+    # det's gradient is the cofactor matrix, singular matrices included (lazily: by the SVD)
+    ("det of singular matrices", lambda xp: lambda x: xp.linalg.det(x), SINGULAR),
 ]
 IDS = [c[0] for c in CASES]
 
