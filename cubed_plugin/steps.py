@@ -399,7 +399,7 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
     from ._cubed_seam import heap_in_use, reads_let_go
 
     size, k = config.chunk_rows, config.chunks_per_task
-    rows, level = [], heap_in_use()
+    rows, level = [], heap_in_use() if k > 1 else None
     for i, n in enumerate(config.picks[b * k : (b + 1) * k]):
         if i:
             level = reads_let_go(level)

@@ -327,8 +327,8 @@ def _cofactor(bk: Any, x: Any, /) -> Any:
     U, s, Vh = bk.linalg.svd(x)
     sign = bk.linalg.det(U) * bk.linalg.det(Vh)
     # row i of the where: s with s_i replaced by 1; its product is ŝ_i
-    own = eye(bk, x, x.shape[-1], dtype=bk.bool)
-    others = bk.prod(bk.where(own, bk.ones_like(s[..., :1, None]), s[..., None, :]), axis=-1)
+    diagonal = eye(bk, x, x.shape[-1], dtype=bk.bool)
+    others = bk.prod(bk.where(diagonal, bk.ones_like(s[..., :1, None]), s[..., None, :]), axis=-1)
     cof = (U * others[..., None, :]) @ Vh
     del U, Vh, others
     if bk.isdtype(cof.dtype, "complex floating"):
