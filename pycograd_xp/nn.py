@@ -815,7 +815,8 @@ def _conv_padding(
     if n == 1 and len(sides) == 2 and not isinstance(sides[0], tuple | list):
         sides = (sides,)  # conv1d's (before, after)
     if len(sides) == n and all(isinstance(p, tuple | list) for p in sides):
-        return tuple(_ints(p, 2, "each axis' padding pair", fname) for p in sides)  # type: ignore[misc]
+        pairs = (_ints(p, 2, "each axis' padding pair", fname) for p in sides)
+        return tuple((before, after) for before, after in pairs)
     return tuple((p, p) for p in _ints(padding, n, "padding", fname))
 
 
