@@ -21,7 +21,7 @@ import functools
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import cubed
@@ -679,7 +679,6 @@ def _settled_start() -> int | None:
     a level that stays is the worker's own (imports, caches) and the next tasks' reference."""
     global _last_start
     import gc
-    import time
 
     trim = _libc("malloc_trim")
 
@@ -691,13 +690,23 @@ def _settled_start() -> int | None:
     start = trimmed_start()
     if start is not None and _last_start is not None and start > _last_start + _LINGERING:
         gc.collect()
-        for pause in _LINGER_PAUSES:
-            time.sleep(pause)
-            start = trimmed_start()
-            if start is None or start <= _last_start + _LINGERING:
-                break
+        start = _waited(trimmed_start, _last_start + _LINGERING, _LINGER_PAUSES)
     _last_start = start
     return start
+
+
+def _waited(read: Callable[[], int | None], limit: int, pauses: Sequence[float]) -> int | None:
+    """``read()`` after each of ``pauses`` (seconds, letting other threads run) until it is at
+    most ``limit`` (or None); the last value read."""
+    import time
+
+    value = None
+    for pause in pauses:
+        time.sleep(pause)
+        value = read()
+        if value is None or value <= limit:
+            break
+    return value
 
 
 # Whether the task running now is the only one in its process (a measured task: its process's
@@ -739,17 +748,10 @@ def reads_let_go(level: int | None) -> int | None:
     task of 4 chunks on the processes executor, 123 MB measured against the 105 MB of a
     one-chunk task). Elsewhere (the threads executor: other tasks share the heap) it returns at
     once."""
-    import time
-
     if not _alone or level is None:
         return level
-    now = None
-    for pause in (0.0, *_LINGER_PAUSES):
-        now = heap_in_use()
-        if now is None or now <= level + 2**20:
-            return level
-        time.sleep(pause)
-    return now
+    now = _waited(heap_in_use, level + 2**20, (0.0, *_LINGER_PAUSES))
+    return level if now is None or now <= level + 2**20 else now
 
 
 # -- Dask distributed ---------------------------------------------------------------------------
