@@ -694,6 +694,13 @@ def _linalg_cases(out):
         Case("real", lambda xp: xp.linalg.outer, (arr((3,)), arr((2,)))),
         Case("complex", lambda xp: xp.linalg.outer, (arr((3,), cplx=True), arr((2,), cplx=True))),
     ]
+    # wide QR (m < n: complete is reduced), drawn last so the cases above keep their values
+    out[L + "qr"] += [Case(f"{s}", lambda xp: xp.linalg.qr, (arr(s),)) for s in [(3, 4), (2, 5)]]
+    out[L + "qr"] += [
+        Case(f"{s} complete", lambda xp: lambda a: xp.linalg.qr(a, mode="complete"), (arr(s),))
+        for s in [(3, 3), (3, 5)]
+    ]
+    out[L + "qr"].append(Case("stack (2, 3, 4)", lambda xp: xp.linalg.qr, (arr((2, 3, 4)),)))
 
 
 def _fft_cases(out):
@@ -1121,6 +1128,39 @@ def _special_cases(out):
             (arr((2, 3, 4)),),
         ),
     ]
+    # drawn last so the cases above keep their values
+    out["_entr"] = [
+        Case(f"{shape}", lambda xp: special.entr, (arr(shape, 0.2, 3.0),)) for shape in SHAPES
+    ]
+    for row, name, strict in (("_rel_entr", "rel_entr", True), ("_betaln", "betaln", False)):
+        f = getattr(special, name)
+        where_ = ("numpy", "array_api_strict") if strict else NUMPY_ONLY
+        out[row] = [
+            Case(f"{s1} {s2}", lambda xp, f=f: f, (arr(s1, 0.2, 3.0), arr(s2, 0.2, 3.0)), where_)
+            for s1, s2 in PAIRS
+        ]
+        out[row] += [
+            Case(
+                "array, scalar",
+                lambda xp, f=f: lambda x: f(x, 1.5),
+                (arr((2, 3), 0.2, 3.0),),
+                where_,
+            ),
+            Case(
+                "scalar, array",
+                lambda xp, f=f: lambda y: f(1.5, y),
+                (arr((2, 3), 0.2, 3.0),),
+                where_,
+            ),
+        ]
+    # rel_entr outside x > 0, y > 0: 0 or inf, derivatives 0 (x = 0 as xlogy's, and JAX's)
+    out["_rel_entr"].append(
+        Case(
+            "0, array",
+            lambda xp: lambda y: special.rel_entr(0.0, y) + y,
+            (arr((2, 3), 0.2, 3.0),),
+        )
+    )
 
 
 def cases() -> dict[str, list[Case]]:

@@ -10,9 +10,10 @@ scipy takes them as float64; results keep a float32 input's dtype.
 Where each runs: on NumPy, scipy.special's own (scipy is optional: ``pip install
 'pycograd-xp[special]'``); on CuPy, cupyx.scipy.special's; on Cubed, scipy per block. On a
 backend without special functions (array-api-strict), ``expit``, ``logit``, ``log_expit``,
-``xlogy`` and ``xlog1py`` are computed from standard functions as scipy computes them, and the
-others raise NotImplementedError naming the way out. ``softmax``, ``log_softmax`` and
-``logsumexp`` are compositions of standard functions on every backend, as scipy's are.
+``xlogy``, ``xlog1py``, ``entr`` and ``rel_entr`` are computed from standard functions as scipy
+computes them, and the others raise NotImplementedError naming the way out. ``softmax``,
+``log_softmax`` and ``logsumexp`` are compositions of standard functions on every backend, as
+scipy's are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from ._primitive import REGISTRY
 from .typing import Array
 
 __all__ = [
+    "betaln",
     "digamma",
+    "entr",
     "erf",
     "erfc",
     "erfinv",
@@ -48,6 +51,7 @@ __all__ = [
     "ndtri",
     "polygamma",
     "psi",
+    "rel_entr",
     "softmax",
     "xlog1py",
     "xlogy",
@@ -192,6 +196,9 @@ i1 = _unary("i1", "_i1")
 i1e = _unary("i1e", "_i1e")
 xlogy = _binary("xlogy", "_xlogy")
 xlog1py = _binary("xlog1py", "_xlog1py")
+entr = _unary("entr", "_entr")
+rel_entr = _binary("rel_entr", "_rel_entr")
+betaln = _binary("betaln", "_betaln")
 
 
 def polygamma(n: int, x: Array) -> Array:

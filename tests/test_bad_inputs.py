@@ -402,6 +402,11 @@ def _cases():
     def _(xp, o, w):
         return xp.linalg.inv(xp.eye(2, dtype=xp.int64))
 
+    @case("qr-complete-tall", NotImplementedError, r"complete QR of a tall .*mode='reduced'")
+    def _(xp, o, w):
+        x = xp.reshape(xp.concat([w, w * w]), (3, 2))
+        return pg.grad(lambda a: xp.sum(xp.linalg.qr(a, mode="complete")[0]))(x)
+
     @case("matmul-shapes", ValueError, r"matmul\(\): .*with <dt>float64\(2, 3\), <dt>float64")
     def _(xp, o, w):
         return xp.matmul(xp.ones((2, 3)), xp.ones((2, 3)))

@@ -837,19 +837,32 @@ def qr(bk: Any, x: Any, /, *, mode: str = "reduced") -> Any:
 def _(ns, g, out, x, /, *, mode="reduced"):
     _real_only(ns, x, "qr")
     m, n = x.shape[-2], x.shape[-1]
-    if m < n or (mode == "complete" and m != n):
+    if mode == "complete" and m > n:
         raise NotImplementedError(
-            "linalg.qr: the gradient is implemented for reduced QR of tall or square matrices "
-            f"(got shape (..., {m}, {n}) with mode={mode!r})"
+            "linalg.qr: the gradient of complete QR of a tall matrix is not defined (Q's last "
+            f"{m - n} columns are any orthonormal completion; got shape (..., {m}, {n})); "
+            "use mode='reduced'"
         )
     Q, R = out
     gQ, gR = g[0], ns.triu(g[1])  # R is upper triangular: its structural zeros take no cotangent
+    if m >= n:
+        return (_qr_square_vjp(ns, Q, R, gQ, gR),)
+    # wide: x = [X Y] with X = Q R1 (m x m, the square case) and Y = Q R2, so Y's cotangent is
+    # Q gR2 and Y adds Y gR2^T to Q's (as PyTorch's linalg_qr_backward)
+    R1, R2, gR1, gR2 = R[..., :, :m], R[..., :, m:], gR[..., :, :m], gR[..., :, m:]
+    gX = _qr_square_vjp(ns, Q, R1, gQ + Q @ (R2 @ mT(ns, gR2)), gR1)  # Y = Q R2 (x not kept)
+    return (ns.concat([gX, Q @ gR2], axis=-1),)
+
+
+def _qr_square_vjp(ns, Q, R, gQ, gR):
+    """The cotangent of x = Q R (tall or square, R square and invertible) from Q's and R's
+    (``gR`` upper triangular): ``(gQ + Q copyltu(M)) R^-T`` with ``M = R gR^T - gQ^T Q``."""
     M = R @ mT(ns, gR) - mT(ns, gQ) @ Q
     low = ns.tril(M, k=-1)
     sym = low + mT(ns, low) + ns.tril(ns.triu(M))
     b = gQ + Q @ sym
     # ct = b R^-T, via a solve with R^T (lower triangular)
-    return (mT(ns, ns.linalg.solve(R, mT(ns, b))),)
+    return mT(ns, ns.linalg.solve(R, mT(ns, b)))
 
 
 qr.defjvp(TRANSPOSED)

@@ -10,12 +10,12 @@ scipy.special's function of its name: scipy.special's on NumPy (scipy is optiona
 extra), cupyx.scipy.special's on CuPy, one scipy call per block on Cubed (``cubed_plugin``). The
 result keeps the input's dtype (float32 in, float32 out). Where the backend has none
 (array-api-strict, or NumPy without scipy), the functions that are accurate compositions of
-standard functions are composed (``expit``, ``logit``, ``log_expit``, ``xlogy``, ``xlog1py``, the
-way scipy computes them); the others (``erf``, ``gammaln``, the Bessel functions, ...) raise
-NotImplementedError naming the function, the backend and the way out. ``softmax``,
-``log_softmax`` and ``logsumexp`` are compositions on every backend, as scipy's own are (the
-maximum shifted out; logsumexp separates the maximal terms and takes ``log1p`` of the others, so
-a result near 0 keeps its relative precision). A backend built from the table (abstract,
+standard functions are composed (``expit``, ``logit``, ``log_expit``, ``xlogy``, ``xlog1py``,
+``entr``, ``rel_entr``, the way scipy computes them); the others (``erf``, ``gammaln``, the Bessel
+functions, ...) raise NotImplementedError naming the function, the backend and the way out.
+``softmax``, ``log_softmax`` and ``logsumexp`` are compositions on every backend, as scipy's own
+are (the maximum shifted out; logsumexp separates the maximal terms and takes ``log1p`` of the
+others, so a result near 0 keeps its relative precision). A backend built from the table (abstract,
 batched, compile's tracing one) has the row itself, and gets the call.
 
 Derivatives. Each rule is Array-API code on the namespace it is handed: where the derivative is
@@ -23,7 +23,9 @@ another special function (``gammaln' = digamma``, ``digamma' = polygamma(1, .)``
 ``i0' = i1``, ...) it calls that row through the namespace (:func:`~._rules.jvp.call`), so the
 second derivative is recorded too. Conventions: ``xlogy``/``xlog1py`` take both partial
 derivatives as 0 where ``x == 0`` (scipy's ``0 log 0 = 0`` carried to the derivative, as
-PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``); ``i1' = i0 - i1 / x`` and
+PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``), and so does ``rel_entr``
+outside ``x > 0, y > 0`` (as JAX's); ``entr' = -(log x + 1)`` is ``+inf`` at 0 (the one-sided
+derivative, as JAX's) and 0 below, where entr is ``-inf``; ``i1' = i0 - i1 / x`` and
 ``i1e' = i0e - i1e (sign x + 1 / x)`` take their limit 1/2 at 0; ``i0e``/``i1e`` use ``sign(x)``
 for the kink of ``exp(-|x|)`` at 0 (0 there, as JAX). ``polygamma``'s order ``n`` is a Python
 int and is not differentiated. The JVP of each elementwise row is its tangent times the same
@@ -69,6 +71,8 @@ FP = "real floating-point"
 
 # scipy.special's ufuncs (``ufunc.__name__``) and the rows that compute them.
 UFUNCS: dict[str, str] = {
+    "betaln": "_betaln",
+    "entr": "_entr",
     "erf": "_erf",
     "erfc": "_erfc",
     "erfinv": "_erfinv",
@@ -80,6 +84,7 @@ UFUNCS: dict[str, str] = {
     "psi": "_digamma",
     "xlogy": "_xlogy",
     "xlog1py": "_xlog1py",
+    "rel_entr": "_rel_entr",
     "ndtr": "_ndtr",
     "log_ndtr": "_log_ndtr",
     "ndtri": "_ndtri",
@@ -228,6 +233,49 @@ def _safe(ns: Any, x: Any, at_zero: Any) -> Any:
     return ns.where(x == 0, at_zero, x)
 
 
+# -- _betaln -------------------------------------------------------------------------------------
+
+
+def _no_composition(name: str) -> Any:
+    """The composition of a two-argument row that has none: the clear error."""
+
+    def refuse(bk: Any, x: Any, y: Any) -> Any:
+        raise unavailable(bk, name)
+
+    return refuse
+
+
+@primitive(FP, needs=())
+def _betaln(bk: Any, a: Any, b: Any, /) -> Any:
+    """scipy.special.betaln: ``log |B(a, b)|``, the logarithm of the beta function's magnitude
+    (``gammaln(a) + gammaln(b) - gammaln(a + b)``, without their cancellation)."""
+    return _binary(bk, "betaln", a, b, _no_composition("betaln"))
+
+
+def betaln_partials(ns: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """``digamma(a) - digamma(a + b)`` and ``digamma(b) - digamma(a + b)`` (None for a
+    Python-scalar operand), through the digamma row: higher derivatives are recorded."""
+    both = call(ns, "_digamma", a + b)
+    da = None if is_scalar(a) else call(ns, "_digamma", a) - both
+    db = None if is_scalar(b) else call(ns, "_digamma", b) - both
+    return da, db
+
+
+def _betaln_vjp(ns, g, out, a, b, /):
+    return tuple(None if d is None else g * d for d in betaln_partials(ns, a, b))
+
+
+def _betaln_jvp(ns, t, out, a, b, /):
+    da, db = betaln_partials(ns, a, b)
+    return plus(None if t[0] is None else t[0] * da, None if t[1] is None else t[1] * db)
+
+
+_betaln.defvjp(_betaln_vjp, saves=("a", "b"))
+_betaln.defjvp(_betaln_jvp)
+_betaln.defbatch(_binary_batch(_betaln.name))
+_betaln.defshape(_binary_shape, memory=transients(_betaln))
+
+
 # -- _digamma ------------------------------------------------------------------------------------
 
 
@@ -245,6 +293,36 @@ _digamma.defvjp(vjp_of(_d_digamma), saves=("x",))
 _digamma.defjvp(jvp_of(_d_digamma))
 _digamma.defbatch(same_row(_digamma))
 _digamma.defshape(unary_shape, memory=transients(_digamma))
+
+
+# -- _entr ---------------------------------------------------------------------------------------
+
+
+def _entr_composed(bk: Any, x: Any) -> Any:
+    # -x log x for x > 0, 0 at 0, -inf below (NaN stays NaN), as scipy's
+    pos = x > 0
+    v = -x * bk.log(bk.where(pos, x, 1.0))
+    return bk.where(pos, v, bk.where(x == 0, 0.0, bk.where(x < 0, -math.inf, x)))
+
+
+@primitive(FP, needs=())
+def _entr(bk: Any, x: Any, /) -> Any:
+    """scipy.special.entr: ``-x log x`` for ``x > 0``, 0 at 0, ``-inf`` below."""
+    return _unary(bk, "entr", x, _entr_composed)
+
+
+# entr' = -(log x + 1): +inf at 0 (the one-sided derivative, as JAX's), 0 below (entr is -inf
+# there), NaN at NaN
+def _d_entr(ns, out, x):
+    safe = ns.where(x > 0, x, ns.where(x <= 0, 1.0, x))
+    d = -(ns.log(safe) + 1)
+    return ns.where(x < 0, 0.0, ns.where(x == 0, math.inf, d))
+
+
+_entr.defvjp(vjp_of(_d_entr), saves=("x",))
+_entr.defjvp(jvp_of(_d_entr))
+_entr.defbatch(same_row(_entr))
+_entr.defshape(unary_shape, memory=transients(_entr))
 
 
 # -- _erf, _erfc ---------------------------------------------------------------------------------
@@ -547,6 +625,52 @@ _polygamma.defvjp(
 _polygamma.defjvp(lambda ns, t, out, x, /, *, n=0: t[0] * call(ns, "_polygamma", x, n=n + 1))
 _polygamma.defbatch(same_row(_polygamma))
 _polygamma.defshape(unary_shape, memory=lambda out, x, /, **kw: ufunc_buffers(out, x))
+
+
+# -- _rel_entr -----------------------------------------------------------------------------------
+
+
+def _rel_entr_composed(bk: Any, x: Any, y: Any) -> Any:
+    # x log(x / y) where both are positive, 0 where x == 0 <= y, inf elsewhere, NaN at a NaN
+    both = (x > 0) & (y > 0)
+    xs, ys = bk.where(both, x, 1.0), bk.where(both, y, 1.0)
+    edge = bk.where((x == 0) & (y >= 0), 0.0, bk.full_like(xs, math.inf))
+    v = bk.where(both, xs * bk.log(xs / ys), edge)
+    return bk.where(bk.isnan(x) | bk.isnan(y), math.nan, v)
+
+
+@primitive(FP, needs=())
+def _rel_entr(bk: Any, x: Any, y: Any, /) -> Any:
+    """scipy.special.rel_entr: ``x log(x / y)`` where ``x > 0`` and ``y > 0``, 0 where
+    ``x == 0`` and ``y >= 0``, ``inf`` elsewhere (the relative entropy's terms)."""
+    return _binary(bk, "rel_entr", x, y, _rel_entr_composed)
+
+
+def rel_entr_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """``log(x / y) + 1`` and ``-x / y`` where both are positive, 0 elsewhere (at ``x == 0``
+    as xlogy's, and as JAX's; None for a Python-scalar operand). The operands are replaced by
+    1 outside that domain first, so no ``log 0`` or ``0 / 0`` appears in a higher derivative."""
+    xa, ya = _arrays(ns, x, y)
+    both = (xa > 0) & (ya > 0)
+    xs, ys = ns.where(both, xa, 1.0), ns.where(both, ya, 1.0)
+    dx = None if is_scalar(x) else ns.where(both, ns.log(xs / ys) + 1, 0.0)
+    dy = None if is_scalar(y) else ns.where(both, -xs / ys, 0.0)
+    return dx, dy
+
+
+def _rel_entr_vjp(ns, g, out, x, y, /):
+    return tuple(None if d is None else g * d for d in rel_entr_partials(ns, x, y))
+
+
+def _rel_entr_jvp(ns, t, out, x, y, /):
+    dx, dy = rel_entr_partials(ns, x, y)
+    return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
+
+
+_rel_entr.defvjp(_rel_entr_vjp, saves=("x", "y"))
+_rel_entr.defjvp(_rel_entr_jvp)
+_rel_entr.defbatch(_binary_batch(_rel_entr.name))
+_rel_entr.defshape(_binary_shape, memory=transients(_rel_entr))
 
 
 # -- _xlogy, _xlog1py ----------------------------------------------------------------------------
