@@ -50,7 +50,8 @@ def save(path: str | os.PathLike, tree: Any) -> None:
     Parameters
     ----------
     path : str or os.PathLike
-        The file.
+        The file, written in NumPy's ``.npz`` format at exactly this path (no suffix added,
+        unlike ``numpy.savez``): ``load(path)`` reads it back.
     tree : pytree
         Parameters, optimizer state, step, random key, ...: every leaf is stored as an array
         and the structure as text (no pickle).

@@ -53,7 +53,11 @@ def make_step(
     vg = value_and_grad(loss_fn, has_aux=has_aux)
 
     def step(params: Any, opt_state: Any, batch: tuple) -> tuple[Any, Any, dict[str, Any]]:
-        value, grads = vg(params, *batch)
+        try:
+            value, grads = vg(params, *batch)
+        except TypeError as e:
+            _check_arity(loss_fn, params, batch, e)
+            raise
         loss, aux = value if has_aux else (value, {})
         with no_grad():
             updates, opt_state = tx.update(grads, opt_state, params)
@@ -62,6 +66,25 @@ def make_step(
 
     setattr(step, AS_IS, True)  # it differentiates inside: memory.project takes it as it is
     return step
+
+
+def _check_arity(loss_fn: Callable[..., Any], params: Any, batch: tuple, error: TypeError) -> None:
+    """Raise a TypeError that says why when ``loss_fn(params, *batch)`` cannot be called with
+    this batch at all (``error``, from the call, is then its cause); return otherwise."""
+    import inspect
+
+    try:
+        inspect.signature(loss_fn).bind(params, *batch)
+    except TypeError as bind_error:
+        name = getattr(loss_fn, "__name__", repr(loss_fn))
+        raise TypeError(
+            f"make_step: {name}(params, *batch) cannot take a batch of {len(batch)} arrays "
+            f"({bind_error}); a pycograd_xp.data.Batches with drop_last=False appends a mask "
+            "(1 for real rows, 0 for padding) as the batch's last item: take it as the loss's "
+            "last argument and weight the rows, sum(per_row * mask) / sum(mask)"
+        ) from error
+    except ValueError:  # no signature to read (a builtin): the call's own error stands
+        pass
 
 
 def fit(

@@ -175,3 +175,44 @@ def test_fit_names_the_right_call_when_given_an_optimizer_for_its_state_or_batch
         fit(logistic, p, batches, tx, epochs=1, progress=False, log=None)
     with pytest.raises(TypeError, match=r"fit: opt_state is an optimizer; .*tx.init\(params\)"):
         fit(make_step(logistic, tx), p, tx, batches, epochs=1, progress=False, log=None)
+
+
+def test_a_step_whose_loss_cannot_take_the_batch_says_why():
+    """``Batches(drop_last=False)`` appends a mask to each batch; a loss without a mask argument
+    failed with Python's "logistic() takes 3 positional arguments but 4 were given". The step
+    now names the mask and how to use it; an error raised inside the loss stays as it is."""
+    xp = pg.namespace(np)
+    p = {"w": xp.zeros(6), "b": xp.asarray(0.0)}
+    step = make_step(logistic, optim.sgd(0.1))
+    padded = Batches((X[:100], Y[:100]), 64, drop_last=False, xp=xp, prefetch=0)
+    with pytest.raises(
+        TypeError,
+        match=r"make_step: logistic\(params, \*batch\) cannot take a ba"
+        r"tch of 3 arrays \(too many positional arguments\); .*drop_last=False"
+        r" appends a mask",
+    ) as info:
+        fit(step, p, optim.sgd(0.1).init(p), padded, epochs=1, progress=False, log=None)
+    assert isinstance(info.value.__cause__, TypeError)
+
+    def masked(p, x, y, mask):
+        logits = x @ p["w"] + p["b"]
+        per_row = nn.binary_cross_entropy_with_logits(logits, xp.astype(y, x.dtype), "none")
+        return xp.sum(per_row * mask) / xp.sum(mask)
+
+    _, _, history = fit(
+        make_step(masked, optim.sgd(0.1)),
+        p,
+        optim.sgd(0.1).init(p),
+        padded,
+        epochs=1,
+        progress=False,
+        log=None,
+    )
+    assert np.isfinite(history["loss"][0])
+
+    def broken(p, x, y):
+        return x @ p["w"] + "text"
+
+    with pytest.raises(TypeError, match=r"unsupported operand") as info:
+        make_step(broken, optim.sgd(0.1))(p, optim.sgd(0.1).init(p), (xp.asarray(X), Y))
+    assert "make_step" not in str(info.value)
