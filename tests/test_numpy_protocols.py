@@ -876,6 +876,22 @@ def _fcases():
     case(sw, lambda a, f=swv: f(a, 2, axis=0), x35)
     case(sw, lambda a, f=swv: f(a, (2, 3)), x35)
     case(sw, lambda a, f=swv: f(a, (2, 2), axis=(1, 1)), x35)
+    case("sinc", lambda a: np.sinc(a), x23)
+    case("sinc", lambda a: np.sinc(a * np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]])), x23)
+    case("trapezoid", lambda a: np.trapezoid(a), x23)
+    case("trapezoid", lambda a: np.trapezoid(a, dx=0.5, axis=0), x23)
+    case("trapezoid", lambda a, t: np.trapezoid(a, t), x23, np.sort(S(3)))
+    case("trapezoid", lambda a, t: np.trapezoid(a, t, axis=0), S(4, 2), np.sort(S(4)))
+    case("trapezoid", lambda a, t: np.trapezoid(a, t, axis=1), x23, np.sort(S(2, 3), axis=1))
+    lstsq = np.linalg.lstsq
+
+    def no_rank(r):  # (x, residuals, s): the rank is an int, compared in its own test
+        return r[0], r[1], r[3]
+
+    case("linalg.lstsq", lambda a, b: no_rank(lstsq(a, b)), S(5, 3), S(5), rtol32=1e-4)
+    case("linalg.lstsq", lambda a, b: no_rank(lstsq(a, b)), S(5, 3), S(5, 2), rtol32=1e-4)
+    case("linalg.lstsq", lambda a, b: no_rank(lstsq(a, b)), S(3, 5), S(3, 2), rtol32=1e-4)
+    case("linalg.lstsq", lambda a, b: no_rank(lstsq(a, b, rcond=1e-3)), S(4, 4), S(4), rtol32=1e-4)
     # functions computed on the values (no gradient): NumPy's answer
     case("isclose", lambda a, b: np.isclose(a, b), x23, x23 + 1e-12, grad=False)
     case("count_nonzero", lambda a: np.count_nonzero(a > 0, axis=0), x23, grad=False)
@@ -1041,10 +1057,28 @@ def test_nan_reductions_ignore_nans_and_give_them_zero_gradient(f):
 # -- the boundary: refusals, and NumPy's own answer on arrays not being differentiated ------------
 
 
+def test_lstsq_rank_and_residuals_as_numpys_when_differentiated():
+    rng_ = np.random.default_rng(3)
+    full = rng_.standard_normal((5, 3))
+    deficient = full[:, :2] @ rng_.standard_normal((2, 3))
+    for a in (full, deficient, full.T):
+        b = rng_.standard_normal(a.shape[0])
+        w = XP.asarray(a)
+        w.requires_grad_()
+        x, res, rank, s = np.linalg.lstsq(w, b)
+        want = np.linalg.lstsq(a, b)
+        assert int(rank) == want[2] and _np(rank).dtype == np.asarray(want[2]).dtype
+        assert _np(res).shape == want[1].shape
+        np.testing.assert_allclose(_np(x), want[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(_np(s), want[3], rtol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match=r"lstsq\(\): incompatible dimensions"):
+        np.linalg.lstsq(w, np.ones(4))
+
+
 @pytest.mark.parametrize(
     "call, what",
     [
-        (lambda w: np.trapezoid(w), "trapezoid"),
+        (lambda w: np.vander(w), "vander"),
         (lambda w: np.histogram(w, bins=2), "histogram"),
         (lambda w: np.spacing(w), "spacing"),
         (lambda w: np.add.reduceat(w, [0, 1]), r"add\.reduceat"),

@@ -2377,6 +2377,41 @@ def _pinv(ns: Any, a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: 
     return ns.linalg.pinv(_array(ns, a), rtol=tol)
 
 
+@_implements("linalg.lstsq")
+def _lstsq(ns: Any, a: Any, b: Any, rcond: Any = None) -> Any:
+    """NumPy's least squares: ``(x, residuals, rank, s)``, ``x`` the minimum-norm solution
+    ``pinv(a) b`` (singular values at most ``rcond`` times the largest taken as 0: machine
+    precision times max(M, N) by default, as NumPy's), the residuals' squared norms per column
+    of ``b`` where ``a`` has full column rank N < M (else empty), the rank and ``a``'s singular
+    values. ``x`` and the residuals are differentiable where the rank does not change."""
+    A, B = _float_of(ns, _array(ns, a)), _float_of(ns, _array(ns, b))
+    if A.ndim != 2:
+        raise np.linalg.LinAlgError(
+            f"numpy.linalg.lstsq(): {A.ndim}-dimensional array given. Array must be two-dimensional"
+        )
+    m, n = A.shape
+    if B.ndim not in (1, 2) or B.shape[0] != m:
+        raise np.linalg.LinAlgError(
+            f"numpy.linalg.lstsq(): incompatible dimensions: a is {tuple(A.shape)}, b is "
+            f"{tuple(B.shape)}"
+        )
+    dtype = ns.result_type(A, B)
+    A, B = ns.astype(A, dtype), ns.astype(B, dtype)
+    eps = float(ns.finfo(dtype).eps)
+    tol = eps * max(m, n) if rcond is None else (eps if rcond < 0 else float(rcond))
+    s = ns.linalg.svdvals(A)
+    rank = ns.astype(ns.linalg.matrix_rank(A, rtol=tol), ns.int32)  # NumPy's dtype
+    x = ns.linalg.pinv(A, rtol=tol) @ B
+    if int(rank) == n and m > n:
+        r = B - A @ x
+        sq = ns.real(ns.conj(r) * r) if ns.isdtype(dtype, "complex floating") else r * r
+        residuals = ns.sum(sq, axis=0)
+        residuals = ns.reshape(residuals, (1,)) if B.ndim == 1 else residuals
+    else:
+        residuals = ns.zeros((0,), dtype=s.dtype)
+    return x, residuals, rank, s
+
+
 @_implements("linalg.matrix_power")
 def _matrix_power(ns: Any, a: Any, n: int) -> Any:
     return ns.linalg.matrix_power(_array(ns, a), int(n))
@@ -3173,6 +3208,36 @@ def _polyval(ns: Any, p: Any, x: Any) -> Any:
     for i in range(int(coeffs.shape[0])):
         y = y * xv + coeffs[i]
     return y
+
+
+@_implements("sinc")
+def _sinc(ns: Any, x: Any) -> Any:
+    """``sin(pi x) / (pi x)`` and 1 at 0, as NumPy; the division never sees 0, so the gradient
+    at 0 is the limit, 0."""
+    v = _float_of(ns, _array(ns, x))
+    zero = v == 0
+    y = math.pi * ns.where(zero, 1.0, v)
+    return ns.where(zero, 1.0, ns.sin(y) / y)
+
+
+@_implements("trapezoid")
+def _trapezoid(ns: Any, y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
+    """NumPy's trapezoidal rule: ``sum(d * (y[1:] + y[:-1]) / 2)`` along ``axis``, ``d`` the
+    spacing (``dx``, or the differences of ``x``: 1-D along ``axis``, or of ``y``'s shape)."""
+    v = _float_of(ns, _array(ns, y))
+    axis = axis + v.ndim if axis < 0 else axis
+    if x is None:
+        d = dx if type(dx) in _PY_SCALARS else _array(ns, dx)
+    else:
+        xs = _array(ns, x)
+        if xs.ndim == 1:
+            d = ns.reshape(ns.diff(xs), tuple(-1 if i == axis else 1 for i in range(v.ndim)))
+        else:
+            d = ns.diff(xs, axis=axis)
+    n = v.ndim
+    upper = tuple(slice(1, None) if i == axis else slice(None) for i in range(n))
+    lower = tuple(slice(None, -1) if i == axis else slice(None) for i in range(n))
+    return ns.sum(d * (v[upper] + v[lower]) / 2.0, axis=axis)
 
 
 @_implements("lib.stride_tricks.sliding_window_view")
