@@ -45,6 +45,7 @@ NumPy protocols (``namespace/_numpy_protocols.py``), so ``scipy.special.erf(x)``
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -189,6 +190,24 @@ def jvp_of(d: Any) -> Any:
     return lambda ns, t, out, x, /: t[0] * d(ns, out, x)
 
 
+def binary_vjp(partials: Any) -> Any:
+    """The VJP of a two-argument elementwise row from ``partials(ns, x, y)``, its partial
+    derivatives (None for a Python-scalar operand)."""
+    return lambda ns, g, out, x, y, /: tuple(
+        None if d is None else g * d for d in partials(ns, x, y)
+    )
+
+
+def binary_jvp(partials: Any) -> Any:
+    """The JVP of a two-argument elementwise row from ``partials(ns, x, y)``."""
+
+    def jvp(ns, t, out, x, y, /):
+        dx, dy = partials(ns, x, y)
+        return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
+
+    return jvp
+
+
 def same_row(row: Any) -> Any:
     """The batching rule of an elementwise one-argument row: the row on the batched operand."""
     name = row.name
@@ -261,17 +280,8 @@ def betaln_partials(ns: Any, a: Any, b: Any) -> tuple[Any, Any]:
     return da, db
 
 
-def _betaln_vjp(ns, g, out, a, b, /):
-    return tuple(None if d is None else g * d for d in betaln_partials(ns, a, b))
-
-
-def _betaln_jvp(ns, t, out, a, b, /):
-    da, db = betaln_partials(ns, a, b)
-    return plus(None if t[0] is None else t[0] * da, None if t[1] is None else t[1] * db)
-
-
-_betaln.defvjp(_betaln_vjp, saves=("a", "b"))
-_betaln.defjvp(_betaln_jvp)
+_betaln.defvjp(binary_vjp(betaln_partials), saves=("a", "b"))
+_betaln.defjvp(binary_jvp(betaln_partials))
 _betaln.defbatch(_binary_batch(_betaln.name))
 _betaln.defshape(_binary_shape, memory=transients(_betaln))
 
@@ -658,17 +668,8 @@ def rel_entr_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
     return dx, dy
 
 
-def _rel_entr_vjp(ns, g, out, x, y, /):
-    return tuple(None if d is None else g * d for d in rel_entr_partials(ns, x, y))
-
-
-def _rel_entr_jvp(ns, t, out, x, y, /):
-    dx, dy = rel_entr_partials(ns, x, y)
-    return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
-
-
-_rel_entr.defvjp(_rel_entr_vjp, saves=("x", "y"))
-_rel_entr.defjvp(_rel_entr_jvp)
+_rel_entr.defvjp(binary_vjp(rel_entr_partials), saves=("x", "y"))
+_rel_entr.defjvp(binary_jvp(rel_entr_partials))
 _rel_entr.defbatch(_binary_batch(_rel_entr.name))
 _rel_entr.defshape(_binary_shape, memory=transients(_rel_entr))
 
@@ -722,32 +723,15 @@ def xlog_partials(ns: Any, x: Any, y: Any, one: float) -> tuple[Any, Any]:
     return log(ys), x / (ys + one) if one else x / ys
 
 
-def xlog_vjp(one: float) -> Any:
-    """The VJP of ``x log(one + y)`` (:func:`xlog_partials`)."""
-
-    def vjp(ns, g, out, x, y, /):
-        return tuple(None if d is None else g * d for d in xlog_partials(ns, x, y, one))
-
-    return vjp
-
-
-def xlog_jvp(one: float) -> Any:
-    """The JVP of ``x log(one + y)`` (:func:`xlog_partials`)."""
-
-    def jvp(ns, t, out, x, y, /):
-        dx, dy = xlog_partials(ns, x, y, one)
-        return plus(None if t[0] is None else t[0] * dx, None if t[1] is None else t[1] * dy)
-
-    return jvp
-
-
-_xlogy.defvjp(xlog_vjp(0.0), saves=("x", "y"))
-_xlogy.defjvp(xlog_jvp(0.0))
+_xlogy_partials = functools.partial(xlog_partials, one=0.0)
+_xlogy.defvjp(binary_vjp(_xlogy_partials), saves=("x", "y"))
+_xlogy.defjvp(binary_jvp(_xlogy_partials))
 _xlogy.defbatch(_binary_batch(_xlogy.name))
 _xlogy.defshape(_binary_shape, memory=transients(_xlogy))
 
-_xlog1py.defvjp(xlog_vjp(1.0), saves=("x", "y"))
-_xlog1py.defjvp(xlog_jvp(1.0))
+_xlog1py_partials = functools.partial(xlog_partials, one=1.0)
+_xlog1py.defvjp(binary_vjp(_xlog1py_partials), saves=("x", "y"))
+_xlog1py.defjvp(binary_jvp(_xlog1py_partials))
 _xlog1py.defbatch(_binary_batch(_xlog1py.name))
 _xlog1py.defshape(_binary_shape, memory=transients(_xlog1py))
 
