@@ -51,17 +51,7 @@ import numpy as np  # noqa: E402
 from bench_epoch import ZarrRead  # noqa: E402
 from bench_lbfgs import make_data  # noqa: E402
 
-
-def dir_bytes(path: str) -> int:
-    """Bytes of the files under ``path`` (0 when it is gone)."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
+from cubed_plugin.__main__ import _du as dir_bytes  # noqa: E402  (the bytes under a directory)
 
 
 class StorageWatch:
