@@ -1114,7 +1114,7 @@ def test_the_refusal_names_an_existing_function_when_there_is_one():
         np.linalg.eig(w[:, None] * w)
     assert callable(XP.linalg.eig)
     with pytest.raises(TypeError) as e:
-        np.trapezoid(w)
+        np.vander(w)
     assert "use pycograd_xp.numpy." not in str(e.value)  # NumPy's name has no xp function
 
 
@@ -1370,8 +1370,8 @@ def test_the_namespace_serves_numpys_names_from_the_table():
     with pytest.raises(AttributeError):
         XP.lib.nothing  # noqa: B018
     assert XP.special.erf.__name__ == "erf" and "gammaln" in dir(XP.special)
-    with pytest.raises(AttributeError, match="special has no function 'entr'"):
-        XP.special.entr  # noqa: B018
+    with pytest.raises(AttributeError, match="special has no function 'gammainc'"):
+        XP.special.gammainc  # noqa: B018
     np.testing.assert_allclose(_np(XP.special.xlogy(2, XP.asarray([3.0]))), 2 * np.log([3.0]))
     x = XP.asarray(S(5))
     x.requires_grad_()

@@ -183,7 +183,9 @@ CASES: dict[str, Case] = {
         PV,
         grad_xfail=XF(
             "scipy.stats.entropy(pk) without qk uses scipy.special.entr, which has no Array API "
-            "implementation (NumPy fallback: np.asarray drops the gradient)",
+            "implementation (NumPy fallback: np.asarray drops the gradient)"
+            + SERVED.format("entr"),
+            backends=_fallback_backends("entr"),
             raises=TypeError,
         ),
     ),
