@@ -402,6 +402,11 @@ def _cases():
     def _(xp, o, w):
         return xp.linalg.inv(xp.eye(2, dtype=xp.int64))
 
+    @case("slogdet-singular", ValueError, r"slogdet: the gradient of log\|det\(x\)\| at a singular")
+    def _(xp, o, w):
+        x = xp.reshape(xp.concat([w[:2], 2 * w[:2]]), (2, 2))  # rows [1, 2] and [2, 4]
+        return pg.grad(lambda a: xp.linalg.slogdet(a)[1])(x)
+
     @case("qr-complete-tall", NotImplementedError, r"complete QR of a tall .*mode='reduced'")
     def _(xp, o, w):
         x = xp.reshape(xp.concat([w, w * w]), (3, 2))
