@@ -1153,6 +1153,32 @@ def _special_cases(out):
                 where_,
             ),
         ]
+    # the incomplete functions, in x (their shape parameters are constants: no gradient)
+    for row, name, dom in (
+        ("_gammainc", "gammainc", dict(lo=0.2, hi=4.0)),
+        ("_gammaincc", "gammaincc", dict(lo=0.2, hi=4.0)),
+        ("_betainc", "betainc", dict(lo=0.05, hi=0.95)),
+    ):
+        f = getattr(special, name)
+        shape_params = (1.5,) if name != "betainc" else (1.5, 2.5)
+        out[row] = [
+            Case(
+                f"{shape} scalar parameters",
+                lambda xp, f=f, c=shape_params: lambda x: f(*c, x),
+                (arr(shape, **dom),),
+                NUMPY_ONLY,
+            )
+            for shape in SHAPES
+        ]
+        params = [arr((2, 1), 0.5, 3.0) for _ in shape_params]  # constant arrays, broadcast
+        out[row].append(
+            Case(
+                "array parameters",
+                lambda xp, f=f, c=params: lambda x: f(*(xp.asarray(p) for p in c), x),
+                (arr((3,), **dom),),
+                NUMPY_ONLY,
+            )
+        )
     # rel_entr outside x > 0, y > 0: 0 or inf, derivatives 0 (x = 0 as xlogy's, and JAX's)
     out["_rel_entr"].append(
         Case(

@@ -30,6 +30,7 @@ from ._primitive import REGISTRY
 from .typing import Array
 
 __all__ = [
+    "betainc",
     "betaln",
     "digamma",
     "entr",
@@ -37,6 +38,8 @@ __all__ = [
     "erfc",
     "erfinv",
     "expit",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "i0",
     "i0e",
@@ -199,6 +202,60 @@ xlog1py = _binary("xlog1py", "_xlog1py")
 entr = _unary("entr", "_entr")
 rel_entr = _binary("rel_entr", "_rel_entr")
 betaln = _binary("betaln", "_betaln")
+
+
+_INCOMPLETE_DOC = """{summary}
+
+Differentiable in ``x`` (its derivative is the integrand), to any order, as PyTorch's
+``gammainc``; not in the shape parameters, whose gradient raises NotImplementedError. SciPy
+builds ``stdtr``, ``chdtrc`` and ``betaincc`` from these on our arrays (``SCIPY_ARRAY_API=1``),
+so the t and chi-squared tests' p-values differentiate in their statistic.
+
+Parameters
+----------
+{params} : Array or float
+    The shape parameters (positive): constants, or arrays whose gradient is not taken.
+x : Array or float
+    The bound, of a pycograd_xp namespace unless a parameter is one; broadcast together.
+
+Returns
+-------
+Array
+    Elementwise, of the broadcast shape.
+
+Raises
+------
+TypeError
+    If no argument is an array of a pycograd_xp namespace, or one is complex.
+NotImplementedError
+    When the gradient with respect to a shape parameter is asked for; on a backend without
+    this special function.
+"""
+
+
+def _incomplete(fname: str, row: str, params: tuple[str, ...]) -> Callable[..., Array]:
+    def f(*args: Array | float) -> Array:
+        if len(args) != len(params) + 1:
+            raise TypeError(
+                f"special.{fname}() takes {len(params) + 1} arguments "
+                f"({', '.join(params)}, x), got {len(args)}"
+            )
+        xp = _ns(fname, *args)
+        out: Array = _row(xp, row)(*(_floating(fname, a) for a in args))
+        return out
+
+    f.__name__ = f.__qualname__ = fname
+    f.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in (*params, "x")],
+        return_annotation=Array,
+    )
+    f.__doc__ = _INCOMPLETE_DOC.format(summary=_summary(row), params=", ".join(params))
+    return f
+
+
+gammainc = _incomplete("gammainc", "_gammainc", ("a",))
+gammaincc = _incomplete("gammaincc", "_gammaincc", ("a",))
+betainc = _incomplete("betainc", "_betainc", ("a", "b"))
 
 
 def polygamma(n: int, x: Array) -> Array:

@@ -202,13 +202,19 @@ def test_strict_softmax_family(sxp):
 
 
 @pytest.mark.parametrize(
-    "name", sorted(set(UNARY) - set(COMPOSED)) + ["polygamma", "betaln"], ids=lambda n: n
+    "name",
+    sorted(set(UNARY) - set(COMPOSED))
+    + ["polygamma", "betaln", "gammainc", "gammaincc", "betainc"],
+    ids=lambda n: n,
 )
 def test_strict_refuses_what_is_no_composition_naming_the_way_out(sxp, name):
     x = sxp.asarray([0.5, 1.5])
     f = {
         "polygamma": lambda x: special.polygamma(1, x),
         "betaln": lambda x: special.betaln(x, x),
+        "gammainc": lambda x: special.gammainc(x, x),
+        "gammaincc": lambda x: special.gammaincc(x, x),
+        "betainc": lambda x: special.betainc(x, x, x),
     }.get(name, getattr(special, name))
     with pytest.raises(
         NotImplementedError,
@@ -357,6 +363,63 @@ def test_betaln_derivatives_are_digamma_differences():
     np.testing.assert_allclose(g, sc.digamma(bn) - sc.digamma(2.0 + bn), rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_incomplete_functions_values_are_scipys(dtype):
+    x = np.concatenate([np.linspace(-1, 6, 71), [0.0, 1.0, np.inf, np.nan, 1e-300]]).astype(dtype)
+    u = np.concatenate([np.linspace(-0.5, 1.5, 41), [0.0, 1.0, np.nan]]).astype(dtype)
+    with np.errstate(all="ignore"):
+        for name, args in (
+            ("gammainc", (2.5, x)),
+            ("gammaincc", (0.7, x)),
+            ("betainc", (2.5, 0.5, u)),
+        ):
+            got = _np(getattr(special, name)(*args[:-1], XN.asarray(args[-1])))
+            assert got.dtype == dtype, name
+            np.testing.assert_array_equal(
+                got, getattr(sc, name)(*(dtype(a) for a in args[:-1]), args[-1])
+            )
+        a, b = XN.asarray(np.array([[0.5], [3.0]], dtype)), XN.asarray(np.array([2.0, 4.0], dtype))
+        got = _np(special.betainc(a, b, XN.asarray(u[:5])[:, None, None]))
+        np.testing.assert_array_equal(got, sc.betainc(_np(a), _np(b), u[:5][:, None, None]))
+
+
+def test_incomplete_functions_differentiate_in_x_only():
+    """The derivative in x is the integrand (0 outside the support); a gradient with respect
+    to a shape parameter, in reverse or forward mode, says it is not implemented."""
+    x = XN.asarray([-1.0, 0.0, 0.4, 2.0, 7.0])
+    g = _np(pg.grad(lambda x: XN.sum(special.gammainc(2.5, x)))(x))
+    xn = np.maximum(_np(x), 0.0)
+    want = np.where(xn > 0, xn**1.5 * np.exp(-xn) / sc.gamma(2.5), 0.0)
+    np.testing.assert_allclose(g, want, rtol=1e-13, atol=0)
+    g = _np(pg.grad(lambda x: XN.sum(special.gammaincc(2.5, x)))(x))
+    np.testing.assert_allclose(g, -want, rtol=1e-13, atol=0)
+    u = XN.asarray([-0.5, 0.0, 0.3, 0.9, 1.0, 1.2])
+    g = _np(pg.grad(lambda u: XN.sum(special.betainc(2.0, 3.0, u)))(u))
+    un = _np(u)
+    want = np.where((un > 0) & (un < 1), 12 * un * (1 - un) ** 2, 0.0)  # 1 / B(2, 3) = 12
+    np.testing.assert_allclose(g, want, rtol=1e-13, atol=0)
+    h = _np(
+        pg.grad(lambda u: XN.sum(pg.grad(lambda u: XN.sum(special.betainc(2.0, 3.0, u)))(u)))(u)
+    )
+    np.testing.assert_allclose(h[2:4], 12 * (1 - un[2:4]) * (1 - 3 * un[2:4]), rtol=1e-12)
+    a = XN.asarray([1.5, 2.0])
+    with pytest.raises(
+        NotImplementedError,
+        match=r"special\.gammainc\(\): the gradient with "
+        r"respect to a is not implemented.*only with respect to x",
+    ):
+        pg.grad(lambda a: XN.sum(special.gammainc(a, 1.0)))(a)
+    with pytest.raises(
+        NotImplementedError,
+        match=r"betainc\(\): the gradient with respect to "
+        r"a and b",
+    ):
+        pg.jvp(lambda b: special.betainc(2.0, b, 0.5), (a,), (XN.ones(2),))
+    # a shape parameter that is an array no gradient asks for is a constant: no error
+    g = pg.grad(lambda x: XN.sum(special.betainc(a, a, x)))(XN.asarray([0.3, 0.6]))
+    assert np.isfinite(_np(g)).all()
+
+
 def test_per_example_gradients_batch():
     """vmap of grad: the VJP rules (rows of other special functions among them) batched."""
     x = rng.uniform(0.5, 3.0, (4, 3))
@@ -461,6 +524,8 @@ CUBED_GRADS = [
     ("polygamma", lambda x: special.polygamma(1, x * x + 0.5)),
     ("xlogy", lambda x: special.xlogy(x, x[:1] * x[:1] + 1.0)),
     ("entr", lambda x: special.entr(x * x + 0.5)),
+    ("gammaincc", lambda x: special.gammaincc(1.5, x * x + 0.1)),
+    ("betainc", lambda x: special.betainc(1.5, 2.5, 1.0 / (1.0 + x * x))),
     ("rel_entr", lambda x: special.rel_entr(x * x + 0.5, x[:1] * x[:1] + 1.0)),
     ("betaln", lambda x: special.betaln(x * x + 0.5, x[:1] * x[:1] + 1.0)),
     ("log_ndtr", lambda x: special.log_ndtr(x)),

@@ -72,6 +72,7 @@ FP = "real floating-point"
 
 # scipy.special's ufuncs (``ufunc.__name__``) and the rows that compute them.
 UFUNCS: dict[str, str] = {
+    "betainc": "_betainc",
     "betaln": "_betaln",
     "entr": "_entr",
     "erf": "_erf",
@@ -81,6 +82,8 @@ UFUNCS: dict[str, str] = {
     "logit": "_logit",
     "log_expit": "_log_expit",
     "gammaln": "_gammaln",
+    "gammainc": "_gammainc",
+    "gammaincc": "_gammaincc",
     "digamma": "_digamma",
     "psi": "_digamma",
     "xlogy": "_xlogy",
@@ -157,13 +160,24 @@ def _unary(bk: Any, name: str, x: Any, composed: Any = None) -> Any:
     raise unavailable(bk, name)
 
 
-def _arrays(bk: Any, x: Any, y: Any) -> tuple[Any, Any]:
-    """Both operands as arrays (a Python scalar in the other's dtype, made beside it)."""
-    if is_scalar(x):
-        x = bk.asarray(x, dtype=y.dtype, **made_like(bk, y))
-    elif is_scalar(y):
-        y = bk.asarray(y, dtype=x.dtype, **made_like(bk, x))
-    return x, y
+def _arrays(bk: Any, *xs: Any) -> tuple[Any, ...]:
+    """The operands as arrays: a Python scalar in the first array's dtype, made beside it."""
+    like = next(x for x in xs if not is_scalar(x))
+    return tuple(
+        bk.asarray(x, dtype=like.dtype, **made_like(bk, like)) if is_scalar(x) else x for x in xs
+    )
+
+
+def _nary(bk: Any, name: str, *xs: Any) -> Any:
+    """scipy.special's ``name`` of two or three operands on ``bk`` (no composition)."""
+    own = _own(bk, UFUNCS[name])
+    if own is not None:
+        return own(*xs)
+    xs = _arrays(bk, *xs)  # scipy would take a Python float as float64
+    f = _backend_fn(bk, name)
+    if f is None:
+        raise unavailable(bk, name)
+    return _in(bk, f(*xs), bk.result_type(*xs))
 
 
 def _binary(bk: Any, name: str, x: Any, y: Any, composed: Any) -> Any:
@@ -432,6 +446,125 @@ _gammaln.defvjp(vjp_of(_d_gammaln), saves=("x",))
 _gammaln.defjvp(jvp_of(_d_gammaln))
 _gammaln.defbatch(same_row(_gammaln))
 _gammaln.defshape(unary_shape, memory=transients(_gammaln))
+
+
+# -- _gammainc, _gammaincc, _betainc: the regularized incomplete functions ----------------------
+# Differentiable in x, the integral's bound, whose derivative is the integrand (as PyTorch's
+# gammainc; SciPy composes stdtr, chdtrc and betaincc from these on our arrays, so the t, chi2
+# and F tests' p-values differentiate in their statistic). Not in the shape parameters: their
+# derivatives are series, which no backend has.
+
+
+def _shape_parameters_refused(name: str, params: tuple[str, ...]) -> NotImplementedError:
+    return NotImplementedError(
+        f"special.{name}(): the gradient with respect to {' and '.join(params)} is not "
+        "implemented (as in PyTorch), only with respect to x; pass the shape parameters as "
+        "constants (pycograd_xp.stop_gradient) to differentiate in x"
+    )
+
+
+def _incomplete_vjp(name: str, params: tuple[str, ...], d: Any) -> Any:
+    """The VJP of a regularized incomplete function of ``params`` and x, whose derivative in x
+    is ``d(ns, *args)``."""
+    k = len(params)
+
+    def vjp(ns, g, out, *args, needs=()):
+        if any(i < k for i in needs):
+            raise _shape_parameters_refused(name, params)
+        return (None,) * k + (g * d(ns, *args),)
+
+    return vjp
+
+
+def _incomplete_jvp(name: str, params: tuple[str, ...], d: Any) -> Any:
+    k = len(params)
+
+    def jvp(ns, t, out, *args):
+        if any(ti is not None for ti in t[:k]):
+            raise _shape_parameters_refused(name, params)
+        return t[k] * d(ns, *args)
+
+    return jvp
+
+
+def _ternary_shape(a: Any, x: Any, y: Any, z: Any, /) -> Any:
+    arrays = [v for v in (x, y, z) if is_array(v)]  # a Python scalar takes the arrays' dtype
+    shape = broadcast(*(v.shape for v in arrays))
+    return elementwise_out(shape, np.result_type(*(v.dtype for v in arrays)), x, y, z)
+
+
+def _ternary_batch(name: str) -> Any:
+    return lambda ns, dims, x, y, z, /: fn(ns, name)(*align(ns, dims, x, y, z))
+
+
+def _array_of(ns: Any, v: Any, like: Any) -> Any:
+    return ns.asarray(v, dtype=like.dtype, **made_like(ns, like)) if is_scalar(v) else v
+
+
+@primitive(FP, needs=())
+def _gammainc(bk: Any, a: Any, x: Any, /) -> Any:
+    """scipy.special.gammainc: the regularized lower incomplete gamma function
+    ``P(a, x) = gamma(a, x) / Gamma(a)``."""
+    return _nary(bk, "gammainc", a, x)
+
+
+@primitive(FP, needs=())
+def _gammaincc(bk: Any, a: Any, x: Any, /) -> Any:
+    """scipy.special.gammaincc: the regularized upper incomplete gamma function
+    ``Q(a, x) = 1 - P(a, x)``."""
+    return _nary(bk, "gammaincc", a, x)
+
+
+def _d_gammainc(ns, a, x):
+    # P's integrand: x^(a-1) e^-x / Gamma(a), in logs; 0 where x <= 0 (P is 0 there), and
+    # where it underflows
+    a = _array_of(ns, a, x)
+    pos = x > 0
+    xs = ns.where(pos, x, 1.0)
+    log = (a - 1) * ns.log(xs) - xs - call(ns, "_gammaln", a)
+    return ns.where(pos, ns.exp(log), 0.0)
+
+
+def _d_gammaincc(ns, a, x):
+    return -_d_gammainc(ns, a, x)
+
+
+_gammainc.defvjp(
+    _incomplete_vjp("gammainc", ("a",), _d_gammainc), saves=("a", "x"), takes_needs=True
+)
+_gammainc.defjvp(_incomplete_jvp("gammainc", ("a",), _d_gammainc))
+_gammainc.defbatch(_binary_batch(_gammainc.name))
+_gammainc.defshape(_binary_shape, memory=transients(_gammainc))
+
+_gammaincc.defvjp(
+    _incomplete_vjp("gammaincc", ("a",), _d_gammaincc), saves=("a", "x"), takes_needs=True
+)
+_gammaincc.defjvp(_incomplete_jvp("gammaincc", ("a",), _d_gammaincc))
+_gammaincc.defbatch(_binary_batch(_gammaincc.name))
+_gammaincc.defshape(_binary_shape, memory=transients(_gammaincc))
+
+
+@primitive(FP, needs=())
+def _betainc(bk: Any, a: Any, b: Any, x: Any, /) -> Any:
+    """scipy.special.betainc: the regularized incomplete beta function ``I_x(a, b)``."""
+    return _nary(bk, "betainc", a, b, x)
+
+
+def _d_betainc(ns, a, b, x):
+    # the integrand x^(a-1) (1-x)^(b-1) / B(a, b), in logs; 0 outside 0 < x < 1 (I is 0 or 1)
+    a, b = _array_of(ns, a, x), _array_of(ns, b, x)
+    inside = (x > 0) & (x < 1)
+    xs = ns.where(inside, x, 0.5)
+    log = (a - 1) * ns.log(xs) + (b - 1) * ns.log1p(-xs) - call(ns, "_betaln", a, b)
+    return ns.where(inside, ns.exp(log), 0.0)
+
+
+_betainc.defvjp(
+    _incomplete_vjp("betainc", ("a", "b"), _d_betainc), saves=("a", "b", "x"), takes_needs=True
+)
+_betainc.defjvp(_incomplete_jvp("betainc", ("a", "b"), _d_betainc))
+_betainc.defbatch(_ternary_batch(_betainc.name))
+_betainc.defshape(_ternary_shape, memory=transients(_betainc))
 
 
 # -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------

@@ -46,17 +46,29 @@ NUMPY_FALLBACK = (
 # SciPy looks for xp.special.<name> before its NumPy fallback: namespace(numpy) serves the
 # functions that have rows (ops/special.py) there, so only array_api_strict's arrays fall back.
 SERVED = "; namespace(numpy) serves xp.special.{} from its row, so only array_api_strict's do"
+# SciPy builds these from xp.special's own (scipy/special/_support_alternative_backends.py)
+BUILT_FROM = {"stdtr": "betainc", "chdtrc": "gammaincc", "betaincc": "betainc"}
+SERVED_BUILT = (
+    "; SciPy builds it from xp.special.{}, which namespace(numpy) serves from its row, so only "
+    "array_api_strict's do"
+)
+
+
+def _served(special_name: str) -> str:
+    """What the reason adds where namespace(numpy) serves the function ('' where it does not)."""
+    if special_name in SPECIAL_ROWS:
+        return SERVED.format(special_name)
+    base = BUILT_FROM.get(special_name)
+    return SERVED_BUILT.format(base) if base in SPECIAL_ROWS else ""
 
 
 def _fallback_backends(special_name: str) -> tuple[str, ...]:
-    return ("array_api_strict",) if special_name in SPECIAL_ROWS else ("numpy", "array_api_strict")
+    return ("array_api_strict",) if _served(special_name) else ("numpy", "array_api_strict")
 
 
 def fallback(name: str) -> XF:
     short = name.rsplit(".", 1)[-1]
-    reason = NUMPY_FALLBACK.format(name)
-    if short in SPECIAL_ROWS:
-        reason += SERVED.format(short)
+    reason = NUMPY_FALLBACK.format(name) + _served(short)
     return XF(reason, backends=_fallback_backends(short), raises=TypeError)
 
 
@@ -66,8 +78,7 @@ def pvalue(name: str, via: str) -> XF:
     return XF(
         f"scipy.stats.{name} always computes the p-value as well, with scipy.special.{via}"
         ", which has no Array API implementation (NumPy fallback: np.asarray drops the "
-        "gradient, pycograd_xp raises TypeError)"
-        + (SERVED.format(via) if via in SPECIAL_ROWS else ""),
+        "gradient, pycograd_xp raises TypeError)" + _served(via),
         backends=_fallback_backends(via),
         raises=TypeError,
     )
