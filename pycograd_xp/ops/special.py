@@ -168,27 +168,19 @@ def _arrays(bk: Any, *xs: Any) -> tuple[Any, ...]:
     )
 
 
-def _nary(bk: Any, name: str, *xs: Any) -> Any:
-    """scipy.special's ``name`` of two or three operands on ``bk`` (no composition)."""
+def _nary(bk: Any, name: str, *xs: Any, composed: Any = None) -> Any:
+    """scipy.special's ``name`` of two or three operands on ``bk``, else their composition
+    ``composed(bk, *xs)`` where there is one."""
     own = _own(bk, UFUNCS[name])
     if own is not None:
         return own(*xs)
     xs = _arrays(bk, *xs)  # scipy would take a Python float as float64
     f = _backend_fn(bk, name)
-    if f is None:
-        raise unavailable(bk, name)
-    return _in(bk, f(*xs), bk.result_type(*xs))
-
-
-def _binary(bk: Any, name: str, x: Any, y: Any, composed: Any) -> Any:
-    own = _own(bk, UFUNCS[name])
-    if own is not None:
-        return own(x, y)
-    x, y = _arrays(bk, x, y)  # scipy would take a Python float as float64
-    f = _backend_fn(bk, name)
     if f is not None:
-        return _in(bk, f(x, y), bk.result_type(x, y))
-    return composed(bk, x, y)
+        return _in(bk, f(*xs), bk.result_type(*xs))
+    if composed is None:
+        raise unavailable(bk, name)
+    return composed(bk, *xs)
 
 
 # -- kits: the rules of the elementwise rows -----------------------------------------------------
@@ -269,20 +261,11 @@ def _safe(ns: Any, x: Any, at_zero: Any) -> Any:
 # -- _betaln -------------------------------------------------------------------------------------
 
 
-def _no_composition(name: str) -> Any:
-    """The composition of a two-argument row that has none: the clear error."""
-
-    def refuse(bk: Any, x: Any, y: Any) -> Any:
-        raise unavailable(bk, name)
-
-    return refuse
-
-
 @primitive(FP, needs=())
 def _betaln(bk: Any, a: Any, b: Any, /) -> Any:
     """scipy.special.betaln: ``log |B(a, b)|``, the logarithm of the beta function's magnitude
     (``gammaln(a) + gammaln(b) - gammaln(a + b)``, without their cancellation)."""
-    return _binary(bk, "betaln", a, b, _no_composition("betaln"))
+    return _nary(bk, "betaln", a, b)
 
 
 def betaln_partials(ns: Any, a: Any, b: Any) -> tuple[Any, Any]:
@@ -786,7 +769,7 @@ def _rel_entr_composed(bk: Any, x: Any, y: Any) -> Any:
 def _rel_entr(bk: Any, x: Any, y: Any, /) -> Any:
     """scipy.special.rel_entr: ``x log(x / y)`` where ``x > 0`` and ``y > 0``, 0 where
     ``x == 0`` and ``y >= 0``, ``inf`` elsewhere (the relative entropy's terms)."""
-    return _binary(bk, "rel_entr", x, y, _rel_entr_composed)
+    return _nary(bk, "rel_entr", x, y, composed=_rel_entr_composed)
 
 
 def rel_entr_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
@@ -824,13 +807,13 @@ def _xlog1py_composed(bk: Any, x: Any, y: Any) -> Any:
 @primitive(FP, needs=())
 def _xlogy(bk: Any, x: Any, y: Any, /) -> Any:
     """scipy.special.xlogy: ``x log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
-    return _binary(bk, "xlogy", x, y, _xlogy_composed)
+    return _nary(bk, "xlogy", x, y, composed=_xlogy_composed)
 
 
 @primitive(FP, needs=())
 def _xlog1py(bk: Any, x: Any, y: Any, /) -> Any:
     """scipy.special.xlog1py: ``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN)."""
-    return _binary(bk, "xlog1py", x, y, _xlog1py_composed)
+    return _nary(bk, "xlog1py", x, y, composed=_xlog1py_composed)
 
 
 def _scalar_log(one: float, y: float) -> float:
