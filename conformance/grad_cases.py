@@ -1158,9 +1158,11 @@ def _special_cases(out):
         ("_gammainc", "gammainc", dict(lo=0.2, hi=4.0)),
         ("_gammaincc", "gammaincc", dict(lo=0.2, hi=4.0)),
         ("_betainc", "betainc", dict(lo=0.05, hi=0.95)),
+        ("_fdtr", "fdtr", dict(lo=0.2, hi=4.0)),
+        ("_fdtrc", "fdtrc", dict(lo=0.2, hi=4.0)),
     ):
         f = getattr(special, name)
-        shape_params = (1.5,) if name != "betainc" else (1.5, 2.5)
+        shape_params = {"gammainc": (1.5,), "gammaincc": (1.5,)}.get(name, (1.5, 2.5))
         out[row] = [
             Case(
                 f"{shape} scalar parameters",

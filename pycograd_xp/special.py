@@ -37,6 +37,8 @@ __all__ = [
     "erf",
     "erfc",
     "erfinv",
+    "fdtr",
+    "fdtrc",
     "expit",
     "gammainc",
     "gammaincc",
@@ -256,6 +258,8 @@ def _incomplete(fname: str, row: str, params: tuple[str, ...]) -> Callable[..., 
 gammainc = _incomplete("gammainc", "_gammainc", ("a",))
 gammaincc = _incomplete("gammaincc", "_gammaincc", ("a",))
 betainc = _incomplete("betainc", "_betainc", ("a", "b"))
+fdtr = _incomplete("fdtr", "_fdtr", ("dfn", "dfd"))
+fdtrc = _incomplete("fdtrc", "_fdtrc", ("dfn", "dfd"))
 
 
 def polygamma(n: int, x: Array) -> Array:

@@ -1202,6 +1202,7 @@ xp = pg.namespace(np)
 x = np.random.default_rng(0).uniform(0.2, 0.9, (2, 3))
 # the incomplete functions differentiate in x only: their shape parameters are constants
 SHAPES = {"gammainc": (1.5,), "gammaincc": (1.5,), "betainc": (1.5, 2.5)}
+SHAPES.update(fdtr=(3.0, 10.0), fdtrc=(3.0, 10.0))
 for name in UFUNCS:
     f = getattr(sc, name)
     if name in SHAPES:
@@ -1420,6 +1421,7 @@ def leaf(a):
 # variable: scipy's ufuncs reach __array_ufunc__; with it: scipy's wrappers find xp.special)
 # the incomplete functions differentiate in x only: their shape parameters are constants
 shapes = {"gammainc": (1.5,), "gammaincc": (1.5,), "betainc": (1.5, 2.5)}
+shapes.update(fdtr=(3.0, 10.0), fdtrc=(3.0, 10.0))
 for name in UFUNCS:
     f = getattr(sc, name)
     if name in shapes:

@@ -215,6 +215,7 @@ def test_strict_refuses_what_is_no_composition_naming_the_way_out(sxp, name):
         "gammainc": lambda x: special.gammainc(x, x),
         "gammaincc": lambda x: special.gammaincc(x, x),
         "betainc": lambda x: special.betainc(x, x, x),
+        "fdtrc": lambda x: special.fdtrc(x, x, x),
     }.get(name, getattr(special, name))
     with pytest.raises(
         NotImplementedError,
@@ -372,6 +373,8 @@ def test_incomplete_functions_values_are_scipys(dtype):
             ("gammainc", (2.5, x)),
             ("gammaincc", (0.7, x)),
             ("betainc", (2.5, 0.5, u)),
+            ("fdtr", (3.0, 10.0, x)),
+            ("fdtrc", (2.0, 7.5, x)),
         ):
             got = _np(getattr(special, name)(*args[:-1], XN.asarray(args[-1])))
             assert got.dtype == dtype, name
@@ -415,6 +418,9 @@ def test_incomplete_functions_differentiate_in_x_only():
         r"a and b",
     ):
         pg.jvp(lambda b: special.betainc(2.0, b, 0.5), (a,), (XN.ones(2),))
+    xn = np.maximum(_np(x), 0.0)  # fdtr' is the F density: (1 + x / 2)^-3 for dfn 2, dfd 4
+    g = _np(pg.grad(lambda x: XN.sum(special.fdtr(2.0, 4.0, x)))(x))
+    np.testing.assert_allclose(g, np.where(xn > 0, (1 + xn / 2) ** -3, 0.0), rtol=1e-13, atol=0)
     # a shape parameter that is an array no gradient asks for is a constant: no error
     g = pg.grad(lambda x: XN.sum(special.betainc(a, a, x)))(XN.asarray([0.3, 0.6]))
     assert np.isfinite(_np(g)).all()

@@ -76,6 +76,8 @@ UFUNCS: dict[str, str] = {
     "betaln": "_betaln",
     "entr": "_entr",
     "erf": "_erf",
+    "fdtr": "_fdtr",
+    "fdtrc": "_fdtrc",
     "erfc": "_erfc",
     "erfinv": "_erfinv",
     "expit": "_expit",
@@ -161,8 +163,11 @@ def _unary(bk: Any, name: str, x: Any, composed: Any = None) -> Any:
 
 
 def _arrays(bk: Any, *xs: Any) -> tuple[Any, ...]:
-    """The operands as arrays: a Python scalar in the first array's dtype, made beside it."""
-    like = next(x for x in xs if not is_scalar(x))
+    """The operands as arrays: a Python scalar in the first array's dtype, made beside it (all
+    of them scalars, as NumPy's 0-d arithmetic gives in a compiled replay: as they are)."""
+    like = next((x for x in xs if not is_scalar(x)), None)
+    if like is None:
+        return tuple(bk.asarray(x) for x in xs)
     return tuple(
         bk.asarray(x, dtype=like.dtype, **made_like(bk, like)) if is_scalar(x) else x for x in xs
     )
@@ -548,6 +553,55 @@ _betainc.defvjp(
 _betainc.defjvp(_incomplete_jvp("betainc", ("a", "b"), _d_betainc))
 _betainc.defbatch(_ternary_batch(_betainc.name))
 _betainc.defshape(_ternary_shape, memory=transients(_betainc))
+
+
+@primitive(FP, needs=())
+def _fdtr(bk: Any, dfn: Any, dfd: Any, x: Any, /) -> Any:
+    """scipy.special.fdtr: the F distribution's cumulative distribution function, ``dfn`` and
+    ``dfd`` degrees of freedom."""
+    return _nary(bk, "fdtr", dfn, dfd, x)
+
+
+@primitive(FP, needs=())
+def _fdtrc(bk: Any, dfn: Any, dfd: Any, x: Any, /) -> Any:
+    """scipy.special.fdtrc: the F distribution's survival function, ``1 - fdtr``."""
+    return _nary(bk, "fdtrc", dfn, dfd, x)
+
+
+def _d_fdtr(ns, dfn, dfd, x):
+    # the F density (d1/d2)^(d1/2) x^(d1/2-1) (1 + d1 x / d2)^(-(d1+d2)/2) / B(d1/2, d2/2), in
+    # logs; 0 where x <= 0 (fdtr is 0 there)
+    d1, d2 = _array_of(ns, dfn, x), _array_of(ns, dfd, x)
+    pos = x > 0
+    xs = ns.where(pos, x, 1.0)
+    log = (
+        (d1 / 2) * ns.log(d1 / d2)
+        + (d1 / 2 - 1) * ns.log(xs)
+        - ((d1 + d2) / 2) * ns.log1p(d1 * xs / d2)
+        - call(ns, "_betaln", _array_of(ns, d1 / 2, x), _array_of(ns, d2 / 2, x))
+    )
+    return ns.where(pos, ns.exp(log), 0.0)
+
+
+def _d_fdtrc(ns, dfn, dfd, x):
+    return -_d_fdtr(ns, dfn, dfd, x)
+
+
+_fdtr.defvjp(
+    _incomplete_vjp("fdtr", ("dfn", "dfd"), _d_fdtr), saves=("dfn", "dfd", "x"), takes_needs=True
+)
+_fdtr.defjvp(_incomplete_jvp("fdtr", ("dfn", "dfd"), _d_fdtr))
+_fdtr.defbatch(_ternary_batch(_fdtr.name))
+_fdtr.defshape(_ternary_shape, memory=transients(_fdtr))
+
+_fdtrc.defvjp(
+    _incomplete_vjp("fdtrc", ("dfn", "dfd"), _d_fdtrc),
+    saves=("dfn", "dfd", "x"),
+    takes_needs=True,
+)
+_fdtrc.defjvp(_incomplete_jvp("fdtrc", ("dfn", "dfd"), _d_fdtrc))
+_fdtrc.defbatch(_ternary_batch(_fdtrc.name))
+_fdtrc.defshape(_ternary_shape, memory=transients(_fdtrc))
 
 
 # -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------
