@@ -1153,6 +1153,21 @@ def _special_cases(out):
                 where_,
             ),
         ]
+    # kl_div as rel_entr; huber across its kink: r within and beyond delta
+    out["_kl_div"] = [
+        Case(f"{s1} {s2}", lambda xp: special.kl_div, (arr(s1, 0.2, 3.0), arr(s2, 0.2, 3.0)))
+        for s1, s2 in PAIRS
+    ]
+    out["_kl_div"].append(
+        Case("0, array", lambda xp: lambda y: special.kl_div(0.0, y), (arr((2, 3), 0.2, 3.0),))
+    )
+    out["_huber"] = [
+        Case(f"{s1} {s2}", lambda xp: special.huber, (arr(s1, 0.5, 1.5), arr(s2, -3.0, 3.0)))
+        for s1, s2 in PAIRS
+    ]
+    out["_huber"].append(
+        Case("delta 1.0", lambda xp: lambda r: special.huber(1.0, r), (arr((2, 3), -3.0, 3.0),))
+    )
     # the incomplete functions, in x (their shape parameters are constants: no gradient)
     for row, name, dom in (
         ("_gammainc", "gammainc", dict(lo=0.2, hi=4.0)),

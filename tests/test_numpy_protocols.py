@@ -1426,7 +1426,7 @@ for name in UFUNCS:
     f = getattr(sc, name)
     if name in shapes:
         f = lambda v, f=f, c=shapes[name]: f(*c, v)  # noqa: E731
-    two = ("xlogy", "xlog1py", "rel_entr", "betaln")
+    two = ("xlogy", "xlog1py", "rel_entr", "betaln", "kl_div", "huber")
     args = (x / 3, x / 3 + 1) if name in two else (x / 3,)
     r = f(*[leaf(a) for a in args])
     assert type(r) is xp.Array and r.requires_grad, name

@@ -51,8 +51,9 @@ UNARY = {
     "i1e": (np.linspace(-1e4, 1e4, 301), False),
     "entr": (np.concatenate([np.linspace(-2, 50, 301), [1e-300, 1e300]]), True),
 }
-BINARY = ["xlogy", "xlog1py", "rel_entr", "betaln"]
-COMPOSED = sorted(n for n, (_, s) in UNARY.items() if s) + ["xlogy", "xlog1py", "rel_entr"]
+BINARY = ["xlogy", "xlog1py", "rel_entr", "betaln", "kl_div", "huber"]
+COMPOSED = sorted(n for n, (_, s) in UNARY.items() if s)
+COMPOSED += ["xlogy", "xlog1py", "rel_entr", "kl_div", "huber"]
 
 
 def _sweep(name, dtype):
@@ -176,19 +177,24 @@ def test_strict_composes_as_scipy_computes(sxp, name, dtype):
             _close(_np(f(sxp.asarray(x))), ref(x), dtype)
         else:
             x, y = _xy(dtype)
-            # rel_entr is x log(x / y) as scipy's, but NumPy's log and the C library's differ by
-            # an ulp near 1, and x log(x / y) is small there: compare within ulps of x
-            close = _close if name != "rel_entr" else _close_to_x(x)
+            # rel_entr and kl_div are x log(x / y) (- x + y) as scipy's, but NumPy's log and the
+            # C library's differ by an ulp near 1, where the result is small: compare within
+            # ulps of the terms
+            close = _close if name not in ("rel_entr", "kl_div") else _close_to_terms(x, y)
             close(_np(f(sxp.asarray(x), sxp.asarray(y))), ref(x, y), dtype)
+            close = _close if name not in ("rel_entr", "kl_div") else _close_to_terms(x, 2.5)
             close(_np(f(sxp.asarray(x), 2.5)), ref(x, dtype(2.5)), dtype)
             _close(_np(f(0.0, sxp.asarray(y))), ref(dtype(0), y), dtype)
 
 
-def _close_to_x(x):
+def _close_to_terms(x, y):
     def close(got, want, dtype):
         fin = np.isfinite(want)
         _close(np.where(fin, 0, got).astype(dtype), np.where(fin, 0, want).astype(dtype), dtype)
-        bound = 4 * np.finfo(dtype).eps * np.abs(np.broadcast_to(x, np.shape(want)))[fin]
+        with np.errstate(all="ignore"):
+            terms = np.abs(x) * (1 + np.abs(np.log(np.abs(x / y)))) + np.abs(y)
+            terms = np.where(np.isfinite(terms), terms, 0.0)  # x == 0: exact
+        bound = 4 * np.finfo(dtype).eps * np.broadcast_to(terms, np.shape(want))[fin]
         assert (np.abs(got[fin] - want[fin]) <= bound).all()
 
     return close
@@ -351,6 +357,23 @@ def test_entr_and_rel_entr_derivatives_outside_the_positive_domain():
     np.testing.assert_array_equal(_np(gy), [0.0, 0.0, 0.0, 0.0, -4.0, 0.0])
     hy = pg.grad(lambda y: XN.sum(pg.grad(lambda y: XN.sum(special.rel_entr(px, y)))(y)))(py)
     np.testing.assert_allclose(_np(hy), [0.0, 0.0, 0.0, 0.0, 8.0, 1.5 / 9], rtol=1e-15)
+
+
+def test_kl_div_and_huber_derivatives_at_their_edges():
+    x = XN.asarray([0.0, 0.0, 2.0, 1.0, -1.0])
+    y = XN.asarray([2.0, 0.0, 0.5, -1.0, 1.0])
+    np.testing.assert_array_equal(_np(special.kl_div(x, y)), sc.kl_div(_np(x), _np(y)))
+    gx, gy = pg.grad(lambda x, y: XN.sum(special.kl_div(x, y)[:3]), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(_np(gx), [-1.0, -1.0, np.log(4.0), 0.0, 0.0])  # as JAX's
+    np.testing.assert_array_equal(_np(gy), [1.0, 1.0, 1 - 4.0, 0.0, 0.0])
+    d = XN.asarray([1.0, 1.0, 1.0, -1.0, 0.0])
+    r = XN.asarray([-2.0, 0.5, 1.0, 0.5, 0.7])
+    np.testing.assert_array_equal(_np(special.huber(d, r)), sc.huber(_np(d), _np(r)))
+    gd, gr = pg.grad(lambda d, r: XN.sum(special.huber(d, r)[:3]), argnums=(0, 1))(d, r)
+    np.testing.assert_array_equal(_np(gd), [1.0, 0.0, 0.0, 0.0, 0.0])  # |r| - delta beyond
+    np.testing.assert_array_equal(_np(gr), [-1.0, 0.5, 1.0, 0.0, 0.0])  # delta sign(r) beyond
+    g = _np(pg.grad(lambda d: XN.sum(special.huber(d, r[3:])))(d[3:]))
+    np.testing.assert_array_equal(g, [0.0, 0.7])  # delta < 0: inf, no gradient; 0: |r|
 
 
 def test_betaln_derivatives_are_digamma_differences():
@@ -530,6 +553,7 @@ CUBED_GRADS = [
     ("polygamma", lambda x: special.polygamma(1, x * x + 0.5)),
     ("xlogy", lambda x: special.xlogy(x, x[:1] * x[:1] + 1.0)),
     ("entr", lambda x: special.entr(x * x + 0.5)),
+    ("huber", lambda x: special.huber(1.0, 3 * x)),
     ("gammaincc", lambda x: special.gammaincc(1.5, x * x + 0.1)),
     ("betainc", lambda x: special.betainc(1.5, 2.5, 1.0 / (1.0 + x * x))),
     ("rel_entr", lambda x: special.rel_entr(x * x + 0.5, x[:1] * x[:1] + 1.0)),

@@ -11,8 +11,9 @@ extra), cupyx.scipy.special's on CuPy, one scipy call per block on Cubed (``cube
 result keeps the input's dtype (float32 in, float32 out). Where the backend has none
 (array-api-strict, or NumPy without scipy), the functions that are accurate compositions of
 standard functions are composed (``expit``, ``logit``, ``log_expit``, ``xlogy``, ``xlog1py``,
-``entr``, ``rel_entr``, the way scipy computes them); the others (``erf``, ``gammaln``, the Bessel
-functions, ...) raise NotImplementedError naming the function, the backend and the way out.
+``entr``, ``rel_entr``, ``kl_div``, ``huber``, the way scipy computes them); the others
+(``erf``, ``gammaln``, the Bessel functions, ...) raise NotImplementedError naming the function,
+the backend and the way out.
 ``softmax``, ``log_softmax`` and ``logsumexp`` are compositions on every backend, as scipy's own
 are (the maximum shifted out; logsumexp separates the maximal terms and takes ``log1p`` of the
 others, so a result near 0 keeps its relative precision). A backend built from the table (abstract,
@@ -23,9 +24,12 @@ another special function (``gammaln' = digamma``, ``digamma' = polygamma(1, .)``
 ``i0' = i1``, ...) it calls that row through the namespace (:func:`~._rules.jvp.call`), so the
 second derivative is recorded too. Conventions: ``xlogy``/``xlog1py`` take both partial
 derivatives as 0 where ``x == 0`` (scipy's ``0 log 0 = 0`` carried to the derivative, as
-PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``), and so does ``rel_entr``
-outside ``x > 0, y > 0`` (as JAX's); ``entr' = -(log x + 1)`` is ``+inf`` at 0 (the one-sided
-derivative, as JAX's) and 0 below, where entr is ``-inf``; ``i1' = i0 - i1 / x`` and
+PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``), and so do ``rel_entr``
+outside ``x > 0, y > 0`` (as JAX's), and ``kl_div``, ``rel_entr - x + y``, takes rel_entr's
+there (-1 and 1 where ``x == 0 <= y``, as JAX's);
+``huber``'s are 0 where ``delta < 0`` (the loss is ``inf`` there); ``entr' = -(log x + 1)``
+is ``+inf`` at 0 (the one-sided derivative, as JAX's) and 0 below, where entr is ``-inf``;
+``i1' = i0 - i1 / x`` and
 ``i1e' = i0e - i1e (sign x + 1 / x)`` take their limit 1/2 at 0; ``i0e``/``i1e`` use ``sign(x)``
 for the kink of ``exp(-|x|)`` at 0 (0 there, as JAX). ``polygamma``'s order ``n`` is a Python
 int and is not differentiated. The JVP of each elementwise row is its tangent times the same
@@ -84,6 +88,8 @@ UFUNCS: dict[str, str] = {
     "logit": "_logit",
     "log_expit": "_log_expit",
     "gammaln": "_gammaln",
+    "huber": "_huber",
+    "kl_div": "_kl_div",
     "gammainc": "_gammainc",
     "gammaincc": "_gammaincc",
     "digamma": "_digamma",
@@ -604,6 +610,40 @@ _fdtrc.defbatch(_ternary_batch(_fdtrc.name))
 _fdtrc.defshape(_ternary_shape, memory=transients(_fdtrc))
 
 
+# -- _huber --------------------------------------------------------------------------------------
+
+
+def _huber_composed(bk: Any, delta: Any, r: Any) -> Any:
+    # r^2 / 2 within delta, delta (|r| - delta / 2) beyond, inf for delta < 0, as scipy's
+    a = bk.abs(r)
+    v = bk.where(a <= delta, r * r / 2, delta * (a - delta / 2))
+    return bk.where(delta < 0, bk.full_like(v, math.inf), v)
+
+
+@primitive(FP, needs=())
+def _huber(bk: Any, delta: Any, r: Any, /) -> Any:
+    """scipy.special.huber: Huber's loss of ``r``, ``r**2 / 2`` where ``|r| <= delta`` and
+    ``delta (|r| - delta / 2)`` beyond (``inf`` for ``delta < 0``)."""
+    return _nary(bk, "huber", delta, r, composed=_huber_composed)
+
+
+def huber_partials(ns: Any, delta: Any, r: Any) -> tuple[Any, Any]:
+    """``0`` and ``r`` within delta, ``|r| - delta`` and ``delta sign(r)`` beyond, 0 and 0 where
+    ``delta < 0`` (the loss is inf there; None for a Python-scalar operand)."""
+    d, ra = _arrays(ns, delta, r)
+    a = ns.abs(ra)
+    inside, valid = a <= d, d >= 0
+    dd = None if is_scalar(delta) else ns.where(valid & ~inside, a - d, 0.0)
+    dr = None if is_scalar(r) else ns.where(valid, ns.where(inside, ra, d * ns.sign(ra)), 0.0)
+    return dd, dr
+
+
+_huber.defvjp(binary_vjp(huber_partials), saves=("delta", "r"))
+_huber.defjvp(binary_jvp(huber_partials))
+_huber.defbatch(_binary_batch(_huber.name))
+_huber.defshape(_binary_shape, memory=transients(_huber))
+
+
 # -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------
 
 
@@ -671,6 +711,46 @@ _i1e.defvjp(vjp_of(_d_i1e), saves=("x", "out"))
 _i1e.defjvp(jvp_of(_d_i1e))
 _i1e.defbatch(same_row(_i1e))
 _i1e.defshape(unary_shape, memory=transients(_i1e))
+
+
+# -- _kl_div -------------------------------------------------------------------------------------
+
+
+def _kl_div_composed(bk: Any, x: Any, y: Any) -> Any:
+    # x log(x / y) - x + y where both are positive, y where x == 0 <= y, inf elsewhere, NaN at
+    # a NaN, as scipy's
+    both = (x > 0) & (y > 0)
+    xs, ys = bk.where(both, x, 1.0), bk.where(both, y, 1.0)
+    edge = bk.where((x == 0) & (y >= 0), y, bk.full_like(xs, math.inf))
+    v = bk.where(both, xs * bk.log(xs / ys) - xs + ys, edge)
+    return bk.where(bk.isnan(x) | bk.isnan(y), math.nan, v)
+
+
+@primitive(FP, needs=())
+def _kl_div(bk: Any, x: Any, y: Any, /) -> Any:
+    """scipy.special.kl_div: ``x log(x / y) - x + y`` where ``x > 0`` and ``y > 0``, ``y``
+    where ``x == 0`` and ``y >= 0``, ``inf`` elsewhere (the terms of a Kullback-Leibler
+    divergence between unnormalised measures)."""
+    return _nary(bk, "kl_div", x, y, composed=_kl_div_composed)
+
+
+def kl_div_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """``log(x / y)`` and ``1 - x / y`` where both are positive; -1 and 1 where ``x == 0 <= y``
+    (``rel_entr(x, y) - x + y`` with rel_entr's partials 0 there, as JAX's); 0 elsewhere (None
+    for a Python-scalar operand)."""
+    xa, ya = _arrays(ns, x, y)
+    both, zero = (xa > 0) & (ya > 0), (xa == 0) & (ya >= 0)
+    xs, ys = ns.where(both, xa, 1.0), ns.where(both, ya, 1.0)
+    at_zero = ns.astype(zero, ns.result_type(xa, ya))  # 1 where x == 0 <= y, else 0
+    dx = None if is_scalar(x) else ns.where(both, ns.log(xs / ys), -at_zero)
+    dy = None if is_scalar(y) else ns.where(both, 1 - xs / ys, at_zero)
+    return dx, dy
+
+
+_kl_div.defvjp(binary_vjp(kl_div_partials), saves=("x", "y"))
+_kl_div.defjvp(binary_jvp(kl_div_partials))
+_kl_div.defbatch(_binary_batch(_kl_div.name))
+_kl_div.defshape(_binary_shape, memory=transients(_kl_div))
 
 
 # -- _log_expit ----------------------------------------------------------------------------------
