@@ -428,6 +428,8 @@ def test_incomplete_functions_differentiate_in_x_only():
         pg.grad(lambda u: XN.sum(pg.grad(lambda u: XN.sum(special.betainc(2.0, 3.0, u)))(u)))(u)
     )
     np.testing.assert_allclose(h[2:4], 12 * (1 - un[2:4]) * (1 - 3 * un[2:4]), rtol=1e-12)
+    g = _np(pg.grad(lambda x: XN.sum(special.betainc(2.0, 3.0, x)))(XN.asarray([np.nan, 0.5])))
+    assert np.isnan(g[0]) and g[1] == pytest.approx(12 * 0.5 * 0.25)  # NaN in, NaN out
     a = XN.asarray([1.5, 2.0])
     with pytest.raises(
         NotImplementedError,

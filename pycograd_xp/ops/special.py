@@ -442,11 +442,12 @@ _gammaln.defbatch(same_row(_gammaln))
 _gammaln.defshape(unary_shape, memory=transients(_gammaln))
 
 
-# -- _gammainc, _gammaincc, _betainc: the regularized incomplete functions ----------------------
+# -- _gammainc, _gammaincc, _betainc, _fdtr, _fdtrc: regularized incomplete integrals ----------
 # Differentiable in x, the integral's bound, whose derivative is the integrand (as PyTorch's
-# gammainc; SciPy composes stdtr, chdtrc and betaincc from these on our arrays, so the t, chi2
-# and F tests' p-values differentiate in their statistic). Not in the shape parameters: their
-# derivatives are series, which no backend has.
+# gammainc; SciPy composes stdtr, chdtrc and betaincc from gammaincc and betainc on our arrays,
+# so the t, chi2 and F tests' p-values differentiate in their statistic). Not in the shape
+# parameters: their derivatives are series, which no backend has. The integrand is 0 outside
+# its support and NaN at a NaN x.
 
 
 def _shape_parameters_refused(name: str, params: tuple[str, ...]) -> NotImplementedError:
@@ -491,6 +492,11 @@ def _ternary_batch(name: str) -> Any:
     return lambda ns, dims, x, y, z, /: fn(ns, name)(*align(ns, dims, x, y, z))
 
 
+def _outside(ns: Any, beyond: Any, x: Any) -> Any:
+    """An integrand's value off its support: 0 ``beyond`` it, NaN where ``x`` is NaN."""
+    return ns.where(beyond, 0.0, x)
+
+
 def _array_of(ns: Any, v: Any, like: Any) -> Any:
     return ns.asarray(v, dtype=like.dtype, **made_like(ns, like)) if is_scalar(v) else v
 
@@ -516,7 +522,7 @@ def _d_gammainc(ns, a, x):
     pos = x > 0
     xs = ns.where(pos, x, 1.0)
     log = (a - 1) * ns.log(xs) - xs - call(ns, "_gammaln", a)
-    return ns.where(pos, ns.exp(log), 0.0)
+    return ns.where(pos, ns.exp(log), _outside(ns, x <= 0, x))
 
 
 def _d_gammaincc(ns, a, x):
@@ -550,7 +556,7 @@ def _d_betainc(ns, a, b, x):
     inside = (x > 0) & (x < 1)
     xs = ns.where(inside, x, 0.5)
     log = (a - 1) * ns.log(xs) + (b - 1) * ns.log1p(-xs) - call(ns, "_betaln", a, b)
-    return ns.where(inside, ns.exp(log), 0.0)
+    return ns.where(inside, ns.exp(log), _outside(ns, (x <= 0) | (x >= 1), x))
 
 
 _betainc.defvjp(
@@ -586,7 +592,7 @@ def _d_fdtr(ns, dfn, dfd, x):
         - ((d1 + d2) / 2) * ns.log1p(d1 * xs / d2)
         - call(ns, "_betaln", _array_of(ns, d1 / 2, x), _array_of(ns, d2 / 2, x))
     )
-    return ns.where(pos, ns.exp(log), 0.0)
+    return ns.where(pos, ns.exp(log), _outside(ns, x <= 0, x))
 
 
 def _d_fdtrc(ns, dfn, dfd, x):
