@@ -1168,6 +1168,21 @@ def _special_cases(out):
     out["_huber"].append(
         Case("delta 1.0", lambda xp: lambda r: special.huber(1.0, r), (arr((2, 3), -3.0, 3.0),))
     )
+    # boxcox and boxcox1p in x and lmbda, lmbda 0 and near it included (the series of its
+    # derivative)
+    for row, name in (("_boxcox", "boxcox"), ("_boxcox1p", "boxcox1p")):
+        f = getattr(special, name)
+        out[row] = [
+            Case(f"{s1} {s2}", lambda xp, f=f: f, (arr(s1, 0.3, 3.0), arr(s2, -1.0, 1.0)))
+            for s1, s2 in PAIRS
+        ]
+        out[row].append(
+            Case(
+                "lmbda at and near 0",
+                lambda xp, f=f: f,
+                (arr((4,), 0.3, 3.0), np.array([0.0, 1e-7, -2e-4, 0.6])),
+            )
+        )
     # the incomplete functions, in x (their shape parameters are constants: no gradient)
     for row, name, dom in (
         ("_gammainc", "gammainc", dict(lo=0.2, hi=4.0)),

@@ -10,10 +10,10 @@ scipy takes them as float64; results keep a float32 input's dtype.
 Where each runs: on NumPy, scipy.special's own (scipy is optional: ``pip install
 'pycograd-xp[special]'``); on CuPy, cupyx.scipy.special's; on Cubed, scipy per block. On a
 backend without special functions (array-api-strict), ``expit``, ``logit``, ``log_expit``,
-``xlogy``, ``xlog1py``, ``entr``, ``rel_entr``, ``kl_div`` and ``huber`` are computed from
-standard functions as scipy computes them, and the others raise NotImplementedError naming the
-way out. ``softmax``, ``log_softmax`` and ``logsumexp`` are compositions of standard functions
-on every backend, as scipy's are.
+``xlogy``, ``xlog1py``, ``entr``, ``rel_entr``, ``kl_div``, ``huber``, ``boxcox`` and
+``boxcox1p`` are computed from standard functions as scipy computes them, and the others raise
+NotImplementedError naming the way out. ``softmax``, ``log_softmax`` and ``logsumexp`` are
+compositions of standard functions on every backend, as scipy's are.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from .typing import Array
 __all__ = [
     "betainc",
     "betaln",
+    "boxcox",
+    "boxcox1p",
     "digamma",
     "entr",
     "erf",
@@ -207,6 +209,8 @@ entr = _unary("entr", "_entr")
 rel_entr = _binary("rel_entr", "_rel_entr")
 kl_div = _binary("kl_div", "_kl_div")
 huber = _binary("huber", "_huber")
+boxcox = _binary("boxcox", "_boxcox")
+boxcox1p = _binary("boxcox1p", "_boxcox1p")
 betaln = _binary("betaln", "_betaln")
 
 
