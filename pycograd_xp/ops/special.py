@@ -177,9 +177,12 @@ def _arrays(bk: Any, *xs: Any) -> tuple[Any, ...]:
     like = next((x for x in xs if not is_scalar(x)), None)
     if like is None:
         return tuple(bk.asarray(x) for x in xs)
-    return tuple(
-        bk.asarray(x, dtype=like.dtype, **made_like(bk, like)) if is_scalar(x) else x for x in xs
-    )
+    return tuple(_array_of(bk, x, like) for x in xs)
+
+
+def _array_of(ns: Any, v: Any, like: Any) -> Any:
+    """``v`` as an array: a Python (or NumPy) scalar in ``like``'s dtype, made beside it."""
+    return ns.asarray(v, dtype=like.dtype, **made_like(ns, like)) if is_scalar(v) else v
 
 
 def _nary(bk: Any, name: str, *xs: Any, composed: Any = None) -> Any:
@@ -257,14 +260,16 @@ def transients(row: Any) -> Any:
     return memory
 
 
-def _binary_shape(a: Any, x: Any, y: Any, /) -> Any:
-    arrays = [v for v in (x, y) if is_array(v)]  # a Python scalar takes the other's dtype
+def _nary_shape(a: Any, *xs: Any) -> Any:
+    """The shape rule of an elementwise row of two or three operands."""
+    arrays = [v for v in xs if is_array(v)]  # a Python scalar takes the arrays' dtype
     shape = broadcast(*(v.shape for v in arrays))
-    return elementwise_out(shape, np.result_type(*(v.dtype for v in arrays)), x, y)
+    return elementwise_out(shape, np.result_type(*(v.dtype for v in arrays)), *xs)
 
 
-def _binary_batch(name: str) -> Any:
-    return lambda ns, dims, x, y, /: fn(ns, name)(*align(ns, dims, x, y))
+def _nary_batch(name: str) -> Any:
+    """The batching rule of an elementwise row of two or three operands."""
+    return lambda ns, dims, *xs: fn(ns, name)(*align(ns, dims, *xs))
 
 
 def _safe(ns: Any, x: Any, at_zero: Any) -> Any:
@@ -293,8 +298,8 @@ def betaln_partials(ns: Any, a: Any, b: Any) -> tuple[Any, Any]:
 
 _betaln.defvjp(binary_vjp(betaln_partials), saves=("a", "b"))
 _betaln.defjvp(binary_jvp(betaln_partials))
-_betaln.defbatch(_binary_batch(_betaln.name))
-_betaln.defshape(_binary_shape, memory=transients(_betaln))
+_betaln.defbatch(_nary_batch(_betaln.name))
+_betaln.defshape(_nary_shape, memory=transients(_betaln))
 
 
 # -- _boxcox, _boxcox1p --------------------------------------------------------------------------
@@ -365,14 +370,14 @@ def boxcox_partials(log: str) -> Any:
 _boxcox_partials = boxcox_partials("log")
 _boxcox.defvjp(binary_vjp(_boxcox_partials), saves=("x", "lmbda"))
 _boxcox.defjvp(binary_jvp(_boxcox_partials))
-_boxcox.defbatch(_binary_batch(_boxcox.name))
-_boxcox.defshape(_binary_shape, memory=transients(_boxcox))
+_boxcox.defbatch(_nary_batch(_boxcox.name))
+_boxcox.defshape(_nary_shape, memory=transients(_boxcox))
 
 _boxcox1p_partials = boxcox_partials("log1p")
 _boxcox1p.defvjp(binary_vjp(_boxcox1p_partials), saves=("x", "lmbda"))
 _boxcox1p.defjvp(binary_jvp(_boxcox1p_partials))
-_boxcox1p.defbatch(_binary_batch(_boxcox1p.name))
-_boxcox1p.defshape(_binary_shape, memory=transients(_boxcox1p))
+_boxcox1p.defbatch(_nary_batch(_boxcox1p.name))
+_boxcox1p.defshape(_nary_shape, memory=transients(_boxcox1p))
 
 
 # -- _digamma ------------------------------------------------------------------------------------
@@ -563,23 +568,9 @@ def _incomplete_jvp(name: str, params: tuple[str, ...], d: Any) -> Any:
     return jvp
 
 
-def _ternary_shape(a: Any, x: Any, y: Any, z: Any, /) -> Any:
-    arrays = [v for v in (x, y, z) if is_array(v)]  # a Python scalar takes the arrays' dtype
-    shape = broadcast(*(v.shape for v in arrays))
-    return elementwise_out(shape, np.result_type(*(v.dtype for v in arrays)), x, y, z)
-
-
-def _ternary_batch(name: str) -> Any:
-    return lambda ns, dims, x, y, z, /: fn(ns, name)(*align(ns, dims, x, y, z))
-
-
 def _outside(ns: Any, beyond: Any, x: Any) -> Any:
     """An integrand's value off its support: 0 ``beyond`` it, NaN where ``x`` is NaN."""
     return ns.where(beyond, 0.0, x)
-
-
-def _array_of(ns: Any, v: Any, like: Any) -> Any:
-    return ns.asarray(v, dtype=like.dtype, **made_like(ns, like)) if is_scalar(v) else v
 
 
 @primitive(FP, needs=())
@@ -614,15 +605,15 @@ _gammainc.defvjp(
     _incomplete_vjp("gammainc", ("a",), _d_gammainc), saves=("a", "x"), takes_needs=True
 )
 _gammainc.defjvp(_incomplete_jvp("gammainc", ("a",), _d_gammainc))
-_gammainc.defbatch(_binary_batch(_gammainc.name))
-_gammainc.defshape(_binary_shape, memory=transients(_gammainc))
+_gammainc.defbatch(_nary_batch(_gammainc.name))
+_gammainc.defshape(_nary_shape, memory=transients(_gammainc))
 
 _gammaincc.defvjp(
     _incomplete_vjp("gammaincc", ("a",), _d_gammaincc), saves=("a", "x"), takes_needs=True
 )
 _gammaincc.defjvp(_incomplete_jvp("gammaincc", ("a",), _d_gammaincc))
-_gammaincc.defbatch(_binary_batch(_gammaincc.name))
-_gammaincc.defshape(_binary_shape, memory=transients(_gammaincc))
+_gammaincc.defbatch(_nary_batch(_gammaincc.name))
+_gammaincc.defshape(_nary_shape, memory=transients(_gammaincc))
 
 
 @primitive(FP, needs=())
@@ -644,8 +635,8 @@ _betainc.defvjp(
     _incomplete_vjp("betainc", ("a", "b"), _d_betainc), saves=("a", "b", "x"), takes_needs=True
 )
 _betainc.defjvp(_incomplete_jvp("betainc", ("a", "b"), _d_betainc))
-_betainc.defbatch(_ternary_batch(_betainc.name))
-_betainc.defshape(_ternary_shape, memory=transients(_betainc))
+_betainc.defbatch(_nary_batch(_betainc.name))
+_betainc.defshape(_nary_shape, memory=transients(_betainc))
 
 
 @primitive(FP, needs=())
@@ -684,8 +675,8 @@ _fdtr.defvjp(
     _incomplete_vjp("fdtr", ("dfn", "dfd"), _d_fdtr), saves=("dfn", "dfd", "x"), takes_needs=True
 )
 _fdtr.defjvp(_incomplete_jvp("fdtr", ("dfn", "dfd"), _d_fdtr))
-_fdtr.defbatch(_ternary_batch(_fdtr.name))
-_fdtr.defshape(_ternary_shape, memory=transients(_fdtr))
+_fdtr.defbatch(_nary_batch(_fdtr.name))
+_fdtr.defshape(_nary_shape, memory=transients(_fdtr))
 
 _fdtrc.defvjp(
     _incomplete_vjp("fdtrc", ("dfn", "dfd"), _d_fdtrc),
@@ -693,8 +684,8 @@ _fdtrc.defvjp(
     takes_needs=True,
 )
 _fdtrc.defjvp(_incomplete_jvp("fdtrc", ("dfn", "dfd"), _d_fdtrc))
-_fdtrc.defbatch(_ternary_batch(_fdtrc.name))
-_fdtrc.defshape(_ternary_shape, memory=transients(_fdtrc))
+_fdtrc.defbatch(_nary_batch(_fdtrc.name))
+_fdtrc.defshape(_nary_shape, memory=transients(_fdtrc))
 
 
 # -- _huber --------------------------------------------------------------------------------------
@@ -727,8 +718,8 @@ def huber_partials(ns: Any, delta: Any, r: Any) -> tuple[Any, Any]:
 
 _huber.defvjp(binary_vjp(huber_partials), saves=("delta", "r"))
 _huber.defjvp(binary_jvp(huber_partials))
-_huber.defbatch(_binary_batch(_huber.name))
-_huber.defshape(_binary_shape, memory=transients(_huber))
+_huber.defbatch(_nary_batch(_huber.name))
+_huber.defshape(_nary_shape, memory=transients(_huber))
 
 
 # -- _i0, _i0e, _i1, _i1e ------------------------------------------------------------------------
@@ -836,8 +827,8 @@ def kl_div_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
 
 _kl_div.defvjp(binary_vjp(kl_div_partials), saves=("x", "y"))
 _kl_div.defjvp(binary_jvp(kl_div_partials))
-_kl_div.defbatch(_binary_batch(_kl_div.name))
-_kl_div.defshape(_binary_shape, memory=transients(_kl_div))
+_kl_div.defbatch(_nary_batch(_kl_div.name))
+_kl_div.defshape(_nary_shape, memory=transients(_kl_div))
 
 
 # -- _log_expit ----------------------------------------------------------------------------------
@@ -1007,8 +998,8 @@ def rel_entr_partials(ns: Any, x: Any, y: Any) -> tuple[Any, Any]:
 
 _rel_entr.defvjp(binary_vjp(rel_entr_partials), saves=("x", "y"))
 _rel_entr.defjvp(binary_jvp(rel_entr_partials))
-_rel_entr.defbatch(_binary_batch(_rel_entr.name))
-_rel_entr.defshape(_binary_shape, memory=transients(_rel_entr))
+_rel_entr.defbatch(_nary_batch(_rel_entr.name))
+_rel_entr.defshape(_nary_shape, memory=transients(_rel_entr))
 
 
 # -- _xlogy, _xlog1py ----------------------------------------------------------------------------
@@ -1063,14 +1054,14 @@ def xlog_partials(ns: Any, x: Any, y: Any, one: float) -> tuple[Any, Any]:
 _xlogy_partials = functools.partial(xlog_partials, one=0.0)
 _xlogy.defvjp(binary_vjp(_xlogy_partials), saves=("x", "y"))
 _xlogy.defjvp(binary_jvp(_xlogy_partials))
-_xlogy.defbatch(_binary_batch(_xlogy.name))
-_xlogy.defshape(_binary_shape, memory=transients(_xlogy))
+_xlogy.defbatch(_nary_batch(_xlogy.name))
+_xlogy.defshape(_nary_shape, memory=transients(_xlogy))
 
 _xlog1py_partials = functools.partial(xlog_partials, one=1.0)
 _xlog1py.defvjp(binary_vjp(_xlog1py_partials), saves=("x", "y"))
 _xlog1py.defjvp(binary_jvp(_xlog1py_partials))
-_xlog1py.defbatch(_binary_batch(_xlog1py.name))
-_xlog1py.defshape(_binary_shape, memory=transients(_xlog1py))
+_xlog1py.defbatch(_nary_batch(_xlog1py.name))
+_xlog1py.defshape(_nary_shape, memory=transients(_xlog1py))
 
 
 # -- kits: softmax, log_softmax, logsumexp -------------------------------------------------------
