@@ -287,7 +287,9 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="one-pass mode: row chunks each task reads and computes in turn (fewer tasks; on "
-        "processes and dask later chunks reuse the heap the first paged in)",
+        "processes and dask later chunks reuse the heap the first paged in: 8 made a 10 GB "
+        "epoch 1.4-1.7 times faster there, a task then peaking up to a few MB higher, still "
+        "measured against its projection)",
     )
     ap.add_argument(
         "--data",
