@@ -2,7 +2,8 @@
 thread; then the training step of ``examples/char_transformer.py`` and the small CNN step of
 ``bench_cnn.py`` the same way.
 
-    python benchmarks/bench_transformer.py [--repeats N] [--no-char] [--no-cnn] [--json PATH]
+    python benchmarks/bench_transformer.py [--repeats N] [--no-char] [--no-cnn] [--gemms]
+                                           [--json PATH]
 
 The block: x (8, 256, 256) -> pre-LN causal multi-head attention (4 heads of 64) + residual ->
 pre-LN MLP 256-1024-256 with gelu (tanh) + residual -> mean(h^2); ``value_and_grad`` over the
@@ -21,6 +22,13 @@ with the quartiles of the per-round ratios beside them):
                          scaled_dot_product_attention(is_causal=True)
   PyTorch eager, scores  the same with attention written out (scores, softmax, values), as
                          ``bench_memory_anchors.py`` writes it
+
+``--gemms``: the block step's matrix products alone, each library's, beside PyTorch's whole
+step: the six layers' 18 products (forward, input and weight cotangents), NumPy's both per
+matrix of the (8, 256, k) stack and folded into one 2-D product (``ops.linear_algebra.
+stack_product``), and the causal attention's products as our blocks of 64 query rows take them
+(two forward, five backward), against PyTorch's ``mm`` and ``matmul`` on the same operands: the
+floor the step's time cannot go below on each library's BLAS.
 
 The CNN step: ``bench_cnn.py``'s value_and_grad, uncompiled and compiled, beside PyTorch eager.
 
@@ -45,6 +53,7 @@ import json
 import math
 import os
 import sys
+from typing import Any
 
 import _common
 import numpy as np
@@ -153,6 +162,55 @@ def contenders(torch_too: bool) -> dict:
         check_same(*ours("pycograd_xp"))
         out["PyTorch eager"] = torch_step(False)
         out["PyTorch eager, scores"] = torch_step(True)
+    return out
+
+
+# -- the step's matrix products alone (--gemms) ---------------------------------------------------
+def gemm_contenders(torch: Any) -> dict:
+    """The block step's products on NumPy (per matrix and folded) and on PyTorch (when given),
+    each contender one call of all of them."""
+    rng = np.random.default_rng(0)
+    linear = []  # (a, b) with a (B, L, k): forward, input cotangent, weight cotangent
+    for k, m in [(D, D)] * 4 + [(D, HIDDEN), (HIDDEN, D)]:
+        x = rng.standard_normal((B, L, k), dtype=np.float32)
+        w = rng.standard_normal((k, m), dtype=np.float32)
+        g = rng.standard_normal((B, L, m), dtype=np.float32)
+        linear += [(x, w), (g, w.T), (x.reshape(-1, k).T, g.reshape(-1, m))]
+    hd, rows = D // HEADS, 64
+    q, k_, v, do = (rng.standard_normal((B, HEADS, L, hd), dtype=np.float32) for _ in range(4))
+    attn = []  # the causal blocks' products: scores, values; backward: scores, dv, dp, dq, dk
+    for i0 in range(0, L, rows):
+        e = i0 + rows
+        qs, ks, vs, gs = q[:, :, i0:e], k_[:, :, :e], v[:, :, :e], do[:, :, i0:e]
+        p = rng.standard_normal((B, HEADS, rows, e), dtype=np.float32)
+        attn += [(qs, ks.swapaxes(-1, -2)), (p, vs), (qs, ks.swapaxes(-1, -2))]
+        attn += [(p.swapaxes(-1, -2), gs), (gs, vs.swapaxes(-1, -2)), (p, ks)]
+        attn += [(p.swapaxes(-1, -2), qs)]
+
+    def numpy_run(fold: bool):
+        def run():
+            for a, b in linear:
+                if fold and a.ndim == 3:
+                    (a.reshape(-1, a.shape[-1]) @ b).reshape(*a.shape[:-1], b.shape[-1])
+                else:
+                    a @ b
+            for a, b in attn:
+                a @ b
+
+        return run
+
+    out = {"NumPy, per matrix": numpy_run(False), "NumPy, folded": numpy_run(True)}
+    if torch is not None:
+        t_lin = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in linear]  # same strides
+        t_att = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in attn]
+
+        def torch_run():
+            for a, b in t_lin:
+                a @ b
+            for a, b in t_att:
+                a @ b
+
+        out["PyTorch"] = torch_run
     return out
 
 
@@ -323,6 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-char", action="store_true", help="skip the character model's step")
     ap.add_argument("--no-cnn", action="store_true", help="skip the CNN step")
+    ap.add_argument(
+        "--gemms", action="store_true", help="also time the block step's matrix products alone"
+    )
     ap.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
     a = ap.parse_args(argv)
     torch = _common.optional("torch")
@@ -349,6 +410,19 @@ def main(argv: list[str] | None = None) -> None:
         f"{meas.peak_bytes / proj.traced_peak_bytes:.3f})"
     )
     result = {"transformer": {"times": times, "peaks": peaks}}
+    if a.gemms:
+        gemm = gemm_contenders(torch)
+        gemm[base] = cs[base]
+        g_times = _common.interleaved_clocks(gemm, repeats=a.repeats, number=1, base=base)
+        lines.append(
+            "The block step's matrix products alone (6 layers x 3, and the causal attention's "
+            f"in blocks of 64 rows), beside {base}'s whole step: CPU ms, and / its step"
+        )
+        for name, t in g_times.items():
+            lines.append(
+                f"  {name:24s} {t['cpu'] * 1e3:8.1f} {t['cpu'] / g_times[base]['cpu']:8.2f}"
+            )
+        result["gemms"] = g_times
     if not a.no_char:
         cbase = "PyTorch eager" if torch is not None else "pycograd_xp"
         char_times = _common.interleaved_clocks(

@@ -554,3 +554,59 @@ def test_matmul_into_refuses_an_out_of_another_shape():
         into(a, AbstractArray((3, 5), "float32"), AbstractArray((2, 3, 5), "float32"))
     with pytest.raises(ValueError, match="float64"):
         into(a, b, AbstractArray((2, 3, 5), "float64"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_a_stack_times_a_matrix_is_one_product_where_its_rows_are_one_matrix(backend):
+    """A linear layer's ``x @ w`` (x a stack, w a matrix) and its input cotangent: one 2-D
+    product over all the rows where they are one strided matrix (a view), the backend's own
+    matmul per matrix where only a copy could flatten them; the same values either way, and
+    the gradients of the composition."""
+    from pycograd_xp.namespace import _backend
+    from pycograd_xp.ops import linear_algebra
+
+    xp = pg.namespace(backend)
+    raw = xp._backend.xp
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(raw, name)
+
+        def matmul(self, a, b):
+            calls.append((tuple(a.shape), tuple(b.shape)))
+            return raw.matmul(a, b)
+
+    base = rng.standard_normal((3, 4, 6))
+    w = raw.asarray(rng.standard_normal((6, 5)))
+    cases = {  # the stack, and whether its rows are one matrix
+        "contiguous": (raw.asarray(base), True),
+        "examples cut": (raw.asarray(base)[1:, ...], True),
+        "columns cut": (raw.asarray(base)[..., :4], True),  # rows 6 apart: a BLAS matrix
+        "rows cut": (raw.asarray(base)[:, 1:3, ...], False),
+        "axes swapped": (raw.permute_dims(raw.asarray(base), (1, 0, 2)), False),
+        "empty": (raw.zeros((0, 4, 6), dtype=raw.float64), None),  # either (strict: no view)
+    }
+    spy = Spy()
+    _backend._BY_XP[id(spy)] = _backend.capabilities(raw)  # the spy has the backend's caps
+    try:
+        for name, (x, folds) in cases.items():
+            wk = w[: x.shape[-1], ...]
+            calls.clear()
+            got = linear_algebra.stack_product(spy, x, wk)
+            want = np.matmul(np.asarray(x), np.asarray(wk))
+            np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
+            rows = int(np.prod(x.shape[:-1]))
+            expected = (rows, x.shape[-1]) if folds else tuple(x.shape)
+            assert folds is None or calls == [(expected, tuple(wk.shape))], name
+    finally:
+        del _backend._BY_XP[id(spy)]
+
+    x = xp.asarray(base)
+    wp = xp.asarray(np.asarray(w))
+    gx, gw = pg.grad(lambda x, w: xp.sum((x @ w) ** 3), argnums=(0, 1))(x, wp)
+    y = base @ np.asarray(w)
+    np.testing.assert_allclose(_np(gx), (3 * y**2) @ np.asarray(w).T, rtol=1e-13)
+    np.testing.assert_allclose(
+        _np(gw), base.reshape(-1, 6).T @ (3 * y**2).reshape(-1, 5), rtol=1e-13
+    )
