@@ -187,30 +187,24 @@ def gemm_contenders(torch: Any) -> dict:
         attn += [(p.swapaxes(-1, -2), gs), (gs, vs.swapaxes(-1, -2)), (p, ks)]
         attn += [(p.swapaxes(-1, -2), qs)]
 
-    def numpy_run(fold: bool):
-        def run():
-            for a, b in linear:
+    def run(pairs: list, fold: bool = False):
+        def f():
+            for a, b in pairs:
                 if fold and a.ndim == 3:
                     (a.reshape(-1, a.shape[-1]) @ b).reshape(*a.shape[:-1], b.shape[-1])
                 else:
                     a @ b
-            for a, b in attn:
-                a @ b
 
-        return run
+        return f
 
-    out = {"NumPy, per matrix": numpy_run(False), "NumPy, folded": numpy_run(True)}
-    if torch is not None:
-        t_lin = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in linear]  # same strides
-        t_att = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in attn]
-
-        def torch_run():
-            for a, b in t_lin:
-                a @ b
-            for a, b in t_att:
-                a @ b
-
-        out["PyTorch"] = torch_run
+    out = {
+        "NumPy: layers, per matrix": run(linear),
+        "NumPy: layers, folded": run(linear, fold=True),
+        "NumPy: attention": run(attn),
+    }
+    if torch is not None:  # the same operands, strides included
+        out["PyTorch: layers"] = run([tuple(map(torch.from_numpy, ab)) for ab in linear])
+        out["PyTorch: attention"] = run([tuple(map(torch.from_numpy, ab)) for ab in attn])
     return out
 
 
