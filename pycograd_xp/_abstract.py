@@ -254,7 +254,8 @@ def _function(prim: Any) -> Callable[..., Any]:
             return STACK.recorder.call(prim, rule, args, kwargs)
         out = rule(ABSTRACT, *args, **kwargs)
         t = STACK.tracker
-        if t is not None:
+        if t is not None and isinstance(out, AbstractArray | tuple | list):
+            # (a query whose answer is no array, ``isdtype``'s bool, allocates nothing: no row)
             memory = prim.memory
             transient = memory(out, *args, **kwargs) if memory is not None else 0
             t.call(name, _outputs(out), int(transient))

@@ -369,7 +369,14 @@ def softmax(x: Array, axis: int = -1) -> Array:
 
 
 # -- losses -------------------------------------------------------------------------------------
-def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Array:
+def cross_entropy(
+    logits: Array,
+    labels: Array,
+    reduction: str = "mean",
+    *,
+    ignore_index: int | None = None,
+    label_smoothing: float = 0.0,
+) -> Array:
     """Softmax cross-entropy over the last axis.
 
     One row (``xp._cross_entropy``) whose VJP keeps the logits, the labels and each row's
@@ -384,18 +391,63 @@ def cross_entropy(logits: Array, labels: Array, reduction: str = "mean") -> Arra
         (shape ``logits.shape``, or 1 along any of its axes). Class indices given as floats
         (shape ``logits.shape[:-1]``) are refused, not read as probabilities: cast them to
         integers. A negative index counts from the last class (-1 is the last), as in
-        NumPy and JAX; PyTorch refuses them.
+        NumPy and JAX; PyTorch refuses them. An index outside ``-classes .. classes - 1`` is
+        refused (IndexError), unless it is ``ignore_index``.
     reduction : {'mean', 'sum', 'none'}, default 'mean'
         How the per-element (per-row) losses are reduced; 'none' keeps them.
+    ignore_index : int, optional
+        A class index that contributes no loss and no gradient (PyTorch's ``ignore_index``,
+        whose default -100 marks padding): its rows' losses are 0, and ``'mean'`` divides by
+        the number of the other rows (NaN where every row is ignored, as PyTorch's). Only with
+        integer labels. None (the default): every label is a class.
+    label_smoothing : float, default 0.0
+        ``eps`` in [0, 1]: the target is ``(1 - eps)`` times the labels' distribution plus
+        ``eps`` spread evenly over the classes (PyTorch's ``label_smoothing``), that is
+        ``(1 - eps) * loss + eps * (logsumexp(logits) - mean(logits))`` per row, from the same
+        row: still no one-hot and no log-probabilities kept.
 
     Returns
     -------
     Array
         A scalar (``'mean'``, ``'sum'``), or the unreduced losses (``'none'``).
+
+    Raises
+    ------
+    IndexError
+        A class index out of range (where the values can be read: not on a lazy backend).
+    ValueError
+        ``label_smoothing`` outside [0, 1], or ``ignore_index`` with probabilities.
     """
-    return _reduce(
-        _row(_ns(logits), "_cross_entropy")(logits, labels)[0], reduction, "cross_entropy"
-    )
+    xp = _ns(logits)
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"cross_entropy(): label_smoothing must be in [0, 1], got {eps}")
+    if reduction not in ("mean", "sum", "none"):
+        _reduce(logits, reduction, "cross_entropy")  # raises, naming the choices
+    keep = None
+    if ignore_index is not None:
+        if not isinstance(ignore_index, int | np.integer) or isinstance(ignore_index, bool):
+            raise TypeError(
+                f"cross_entropy(): ignore_index must be an int, got {type(ignore_index).__name__}"
+            )
+        if not xp.isdtype(labels.dtype, "integral"):
+            raise ValueError(
+                "cross_entropy(): ignore_index applies to integer class indices, not to "
+                f"probabilities ({getattr(labels.dtype, 'name', labels.dtype)} labels); give "
+                "an ignored row zero probabilities, or weight the 'none' losses"
+            )
+        keep = labels != int(ignore_index)
+        labels = xp.where(keep, labels, xp.zeros_like(labels))  # any class: its loss is dropped
+    loss, lse = _row(xp, "_cross_entropy")(logits, labels)
+    if eps:
+        loss = (1.0 - eps) * loss + eps * (lse - xp.mean(logits, axis=-1))
+    if keep is None:
+        return _reduce(loss, reduction, "cross_entropy")
+    loss = xp.where(keep, loss, xp.zeros_like(loss))
+    if reduction != "mean":
+        return _reduce(loss, reduction, "cross_entropy")
+    count = xp.sum(xp.astype(xp.broadcast_to(keep, tuple(loss.shape)), loss.dtype))
+    return xp.sum(loss) / count
 
 
 def binary_cross_entropy_with_logits(
@@ -639,8 +691,20 @@ def embedding(ids: Array, table: Array) -> Array:
     -------
     Array
         Shape ``ids.shape + (D,)``.
+
+    Raises
+    ------
+    TypeError
+        ``ids`` not integers, or ``table`` not 2-D (the arguments swapped, say).
     """
     xp = _ns(table)
+    if not xp.isdtype(ids.dtype, "integral") or table.ndim != 2:
+        raise TypeError(
+            f"embedding(ids, table): ids must be integers and table (V, D), got "
+            f"{getattr(ids.dtype, 'name', ids.dtype)} ids of shape {tuple(ids.shape)} and a "
+            f"table of shape {tuple(table.shape)}"
+            + ("; the arguments may be swapped" if xp.isdtype(table.dtype, "integral") else "")
+        )
     rows = xp.take(table, xp.reshape(ids, (-1,)), axis=0)
     return xp.reshape(rows, (*ids.shape, table.shape[1]))
 

@@ -83,6 +83,84 @@ def test_losses(xp):
         nn.mse(xp.ones(2), xp.ones(2), reduction="avg")
 
 
+def _smoothed_reference(z, labels, eps, ignore):
+    """PyTorch's definition written out: the target (1 - eps) one-hot + eps / C, ignored rows
+    dropped, 'mean' over the others."""
+    c, m = z.shape[-1], z.max(-1, keepdims=True)
+    logp = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
+    keep = labels != ignore
+    target = (1 - eps) * np.eye(c)[np.where(keep, labels, 0)] + eps / c
+    per = np.where(keep, -(target * logp).sum(-1), 0.0)
+    return per, per.sum() / keep.sum()
+
+
+def test_cross_entropy_ignore_index_and_label_smoothing(xp):
+    """PyTorch's ``ignore_index`` and ``label_smoothing``: values against the written-out
+    definition for every reduction, gradients against finite differences, and no loss or
+    gradient from an ignored row."""
+    z = A(4, 3, 6)
+    labels = rng.integers(0, 6, (4, 3))
+    labels[0, 1] = labels[2, 2] = -100
+    for eps in (0.0, 0.1, 1.0):
+        per, mean = _smoothed_reference(z, labels, eps, -100)
+
+        def f(x, reduction="mean", eps=eps):
+            return nn.cross_entropy(
+                x, xp.asarray(labels), reduction, ignore_index=-100, label_smoothing=eps
+            )
+
+        np.testing.assert_allclose(to_numpy(f(xp.asarray(z), "none")), per, rtol=1e-13)
+        np.testing.assert_allclose(float(f(xp.asarray(z))), mean, rtol=1e-13)
+        np.testing.assert_allclose(float(f(xp.asarray(z), "sum")), per.sum(), rtol=1e-13)
+        check_vjp(xp, f, z)
+        g = to_numpy(pg.grad(f)(xp.asarray(z)))
+        assert np.all(g[0, 1] == 0) and np.all(g[2, 2] == 0)
+    # smoothing of probabilities: the target (1 - eps) p + eps / C, gradients in both
+    p = rng.random((5, 6))
+    p /= p.sum(-1, keepdims=True)
+    z2 = A(5, 6)
+    logp = z2 - np.log(np.exp(z2).sum(-1, keepdims=True))
+    want = -(((1 - 0.3) * p + 0.3 / 6) * logp).sum(-1).mean()
+    got = nn.cross_entropy(xp.asarray(z2), xp.asarray(p), label_smoothing=0.3)
+    np.testing.assert_allclose(float(got), want, rtol=1e-13)
+    check_vjp(xp, lambda a, b: nn.cross_entropy(a, b, label_smoothing=0.3), z2, p)
+    # every row ignored: 'mean' is 0 / 0, as PyTorch's
+    with np.errstate(invalid="ignore"):
+        everything = nn.cross_entropy(
+            xp.asarray(z2), xp.asarray(np.full(5, 7)), ignore_index=7, reduction="mean"
+        )
+    assert math.isnan(float(everything))
+
+
+def test_cross_entropy_refuses_class_indices_out_of_range(xp):
+    """An index outside -C .. C - 1 is an IndexError naming it: one below -C used to wrap to a
+    class in the loss while its gradient matched no class. -100 (PyTorch's padding) names
+    ``ignore_index``; -C .. -1 still count from the last class."""
+    z = xp.asarray(A(3, 5))
+    for bad in (5, 7, -6, -100):
+        y = xp.asarray(np.array([0, bad, 1]))
+        with pytest.raises(IndexError, match=rf"cross_entropy\(\): class index {bad} is out of"):
+            nn.cross_entropy(z, y)
+        with pytest.raises(IndexError, match="ignore_index=-100" if bad == -100 else "valid: 0"):
+            pg.grad(lambda x, y=y: nn.cross_entropy(x, y))(z)
+    unsigned = xp.asarray(np.array([0, 5, 1], np.uint8))
+    with pytest.raises(IndexError, match="class index 5 is out of range for 5 classes"):
+        nn.cross_entropy(z, unsigned)
+    ends = nn.cross_entropy(z, xp.asarray(np.array([-5, -1, 4])), reduction="none")
+    same = nn.cross_entropy(z, xp.asarray(np.array([0, 4, 4])), reduction="none")
+    np.testing.assert_array_equal(to_numpy(ends), to_numpy(same))
+    labels = xp.asarray(np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\], got 1.5"):
+        nn.cross_entropy(z, labels, label_smoothing=1.5)
+    with pytest.raises(ValueError, match="ignore_index applies to integer class indices"):
+        nn.cross_entropy(z, xp.asarray(np.full((3, 5), 0.2)), ignore_index=0)
+    for wrong in ("pad", True, 1.0):
+        with pytest.raises(TypeError, match="ignore_index must be an int"):
+            nn.cross_entropy(z, labels, ignore_index=wrong)
+    with pytest.raises(ValueError, match="reduction must be 'mean', 'sum' or 'none'"):
+        nn.cross_entropy(z, labels, "avg", ignore_index=0)
+
+
 def test_binary_cross_entropy_takes_bool_targets(xp):
     """Bool targets (``y > 0``, a mask) are the float targets' loss and gradient, in the
     logits' dtype (the standard multiplies no bool: it was a TypeError)."""
@@ -151,6 +229,10 @@ def test_dropout_and_embedding(xp):
     np.testing.assert_array_equal(to_numpy(e), table[ids])
     g = pg.grad(lambda t: xp.sum(nn.embedding(xp.asarray(ids), t)))(xp.asarray(table))
     assert to_numpy(g)[1].tolist() == [2.0] * 4  # id 1 used twice: gradients accumulate
+    with pytest.raises(TypeError, match=r"float64 ids of shape \(10, 4\).*may be swapped"):
+        nn.embedding(xp.asarray(table), xp.asarray(ids))  # PyTorch's order is (ids, table) too
+    with pytest.raises(TypeError, match=r"a table of shape \(40,\)"):
+        nn.embedding(xp.asarray(ids), xp.reshape(xp.asarray(table), (-1,)))
 
 
 def test_attention(xp):

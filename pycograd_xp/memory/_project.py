@@ -473,6 +473,10 @@ class Projection:
         lines = []
         for r in self.rows:
             outs = ", ".join(f"{d}{list(s)}" for s, d, _ in r.outputs) or "-"
+            if len(outs) > 34:  # the first output and how many more, not a cut one
+                more = f" +{len(r.outputs) - 1} more" if len(r.outputs) > 1 else ""
+                s0, d0, _ = r.outputs[0]
+                outs = f"{d0}{list(s0)}"[: 34 - len(more)] + more
             owned = sum(b for *_, b in r.outputs)
             mark = " <- peak" if r.index == i else ""
             lines.append(

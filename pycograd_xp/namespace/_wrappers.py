@@ -107,8 +107,8 @@ def _describe(value: Any) -> str:
 def _explain(fname: str, err: Exception, args: tuple, kwargs: dict | None = None) -> Exception:
     """The backend's error ``err`` from ``fname``, restated with the function's name and what it
     was called with (shapes and dtypes), as the same exception type when it can be."""
-    if str(err).startswith(f"{fname}("):  # already names the function (our own errors)
-        return err
+    if str(err).startswith((f"{fname}(", f"{fname.lstrip('_')}(")):
+        return err  # already names the function, or the public one a private row serves
     called = [_describe(a) for a in args] + [
         f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()
     ]

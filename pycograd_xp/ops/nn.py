@@ -2083,12 +2083,41 @@ def _labels(bk: Any, logits: Any, labels: Any) -> Any:
     none in the forward too.)"""
     integer = _is_int(bk, labels)
     shape = _check_labels(logits, labels, integer)
+    if integer and logits.ndim >= 1:
+        _check_classes(bk, labels, logits.shape[-1])
     if integer and bk.isdtype(labels.dtype, "signed integer") and logits.ndim >= 1:
         classes = logits.shape[-1]
         if bk.iinfo(labels.dtype).max < classes:  # int8 labels of 200 classes
             labels = bk.astype(labels, bk.int64)
-        labels = bk.where(labels < 0, labels + classes, labels)
+        # only -C..-1 count from the end: an index below -C stays out of range, so that a
+        # backend's gather refuses it (it wrapped to a class the VJP's mask never matched)
+        labels = bk.where((labels < 0) & (labels >= -classes), labels + classes, labels)
     return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
+
+
+def _check_classes(bk: Any, labels: Any, classes: int) -> None:
+    """Refuse class indices outside ``-classes .. classes - 1``, naming the first one, where
+    the values can be read (not on a lazy or abstract backend: a gather there refuses what
+    NumPy's would, or the VJP's mask matches no class)."""
+    try:
+        b = caps(bk)
+    except TypeError:
+        return
+    if b.lazy or b.abstract or not _raw(bk) or math.prod(labels.shape) == 0:
+        return
+    low = -classes if bk.isdtype(labels.dtype, "signed integer") else 0
+    bad = (labels < low) | (labels >= classes)
+    if bool(bk.any(bad)):
+        first = int(bk.reshape(labels, (-1,))[bk.reshape(bad, (-1,))][0])
+        hint = (
+            "; PyTorch's padding label -100 is ignored with cross_entropy(..., ignore_index=-100)"
+            if first == -100
+            else ""
+        )
+        raise IndexError(
+            f"cross_entropy(): class index {first} is out of range for {classes} classes (valid: "
+            f"0 to {classes - 1}, or {-classes} to -1 counting from the last){hint}"
+        )
 
 
 def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:

@@ -114,6 +114,24 @@ def test_projection_prints_one_line_per_op():
     assert d["peak_bytes"] == p.peak_bytes and len(d["rows"]) == len(p.rows)
 
 
+def test_the_table_has_no_row_for_a_dtype_query_and_names_every_output():
+    """``isdtype`` (nn's activations ask it) allocates nothing: no row, no slack. A row of
+    several outputs too wide for its column shows the first and how many more, not a cut
+    one."""
+    from pycograd_xp import nn
+
+    def loss(x, w):
+        h = nn.gelu(nn.layer_norm(x) @ w)  # layer_norm: output, mean and 1 / std
+        return XP.sum(XP.astype(h, XP.float64) if XP.isdtype(h.dtype, "real floating") else h)
+
+    p = memory.project(loss, memory.spec((512, 784)), memory.spec((784, 1024)))
+    assert all(r.op != "isdtype" for r in p.rows)
+    ln = next(r for r in p.rows if r.op == "_layer_norm")
+    assert len(ln.outputs) == 3
+    line = next(t for t in str(p).splitlines() if " _layer_norm " in t)
+    assert "float64[512, 784] +2 more" in line
+
+
 def test_bad_specs_are_refused():
     with pytest.raises(ValueError, match="negative"):
         memory.spec((-1, 3))

@@ -586,5 +586,8 @@ def test_shape_rules_match_the_backend(case):
         tracker = Tracker()
         with interpreting(Abstract(None, tracker)):
             abstract = case.f(A)(*[_abstract(a, case.known) for a in case.args])
-    assert case.row in {e.op for e in tracker.events}, f"{case.row} was not called"
+    if isinstance(pg.unwrap(abstract), AbstractArray | tuple | list):
+        assert case.row in {e.op for e in tracker.events}, f"{case.row} was not called"
+    else:  # a query (finfo, isdtype, ...) allocates nothing: no event, no row in the table
+        assert case.row not in {e.op for e in tracker.events}
     assert _describe(abstract) == _describe(real)
