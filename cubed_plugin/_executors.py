@@ -307,6 +307,18 @@ def _local_dask_cluster(workers: int) -> str:
     return str(_DASK_CLUSTERS[workers].scheduler_address)
 
 
+def close_local_dask_clusters() -> None:
+    """Close the LocalClusters ``executor="dask"`` started in this process now, rather than at
+    exit: their event loop runs in a thread of this process, and tracemalloc counts its
+    allocations in whatever runs meanwhile (``pycograd_xp.memory.measure``'s figures)."""
+    import atexit
+
+    while _DASK_CLUSTERS:
+        _, cluster = _DASK_CLUSTERS.popitem()
+        atexit.unregister(cluster.close)
+        cluster.close()
+
+
 def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = None) -> Any:
     """The executor object Cubed runs with for ``executor``: an executor, its name (as
     :func:`make_executor` makes it, with its defaults: "processes" is

@@ -26,6 +26,19 @@ def cxp():
     return pycograd_xp.namespace(cubed)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_dask_cluster_outlives_its_module():
+    """Close the process-wide LocalCluster a module's ``executor="dask"`` runs started: its
+    event loop's thread allocates now and then, and tracemalloc counts that in later modules'
+    measured peaks (small steps measured above their projections, depending on timing)."""
+    yield
+    import sys
+
+    executors = sys.modules.get("cubed_plugin._executors")
+    if executors is not None:
+        executors.close_local_dask_clusters()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails on a child process's exit (``subprocess.run(..., check=True,

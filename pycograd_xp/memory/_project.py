@@ -960,7 +960,9 @@ def measure(
     Measured with tracemalloc, and resident-set growth where the platform tells it; on a device
     backend, its own allocator (CuPy's memory pool). Taken as it is, ``f`` runs once and its
     forward peak is its peak; a compiled function is traced before it is measured, so the figures
-    are the replay's.
+    are the replay's. tracemalloc and the resident set are the whole process's: another thread
+    that allocates meanwhile (a Dask LocalCluster's event loop, which
+    ``cubed_plugin.fit(executor="dask")`` keeps for the process) adds its bytes to the figures.
 
     Parameters
     ----------
