@@ -2075,15 +2075,16 @@ def _cross_entropy_f(bk: Any, z: Any, y: Any) -> Any:
     return loss[..., 0], lse[..., 0]
 
 
-def _labels(bk: Any, logits: Any, labels: Any) -> Any:
+def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
     """The labels broadcast to the logits' rows (indices) or to the logits (probabilities);
     negative class indices counted from the last class, as NumPy's and JAX's gathers count
     them. (The forward's gather took -1 as the last class while the VJP's mask matched no
     class: a gradient that was not the loss's; the masked sum of chunked backends matched
-    none in the forward too.)"""
+    none in the forward too.) ``check``: refuse indices out of range (:func:`_check_classes`);
+    the VJP and JVP pass False, the forward having refused them."""
     integer = _is_int(bk, labels)
     shape = _check_labels(logits, labels, integer)
-    if integer and logits.ndim >= 1:
+    if check and integer and logits.ndim >= 1:
         _check_classes(bk, labels, logits.shape[-1])
     if integer and bk.isdtype(labels.dtype, "signed integer") and logits.ndim >= 1:
         classes = logits.shape[-1]
@@ -2204,7 +2205,7 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse):
 def _(ns, g, out, logits, /, labels):
     gl, glse = g
     lse = out[1]
-    labels = _labels(ns, logits, labels)
+    labels = _labels(ns, logits, labels, check=False)
     item = itemsize(ns, ns.result_type(gl, logits))
     blocks = pieces(logits.shape, item, 1) if in_place(ns) and logits.ndim >= 2 else [...]
     if len(blocks) == 1:
@@ -2226,7 +2227,7 @@ def _(ns, g, out, logits, /, labels):
 @_cross_entropy.defjvp
 def _(ns, t, out, logits, /, labels):
     loss, lse = out
-    labels = _labels(ns, logits, labels)
+    labels = _labels(ns, logits, labels, check=False)
     tz, ty = (tuple(t) + (None,))[:2]
     tl = tlse = None
     p = ns.exp(logits - lse[..., None])
