@@ -161,6 +161,28 @@ def test_cross_entropy_refuses_class_indices_out_of_range(xp):
         nn.cross_entropy(z, labels, "avg", ignore_index=0)
 
 
+def test_cross_entropy_batches_under_vmap(xp):
+    """Per-example gradients and JVPs with integer labels (the per-example tutorial's loss):
+    the range check of class indices reads no batched value as a Python bool."""
+    w, x = A(3, 5), A(4, 3)
+    y = rng.integers(-5, 5, 4)
+
+    def loss(w, x, y):
+        return nn.cross_entropy((x @ w)[None, :], y[None], label_smoothing=0.1)
+
+    per = pg.vmap(pg.grad(loss), in_axes=(None, 0, 0))(xp.asarray(w), xp.asarray(x), xp.asarray(y))
+    for i in range(4):
+        one = pg.grad(loss)(xp.asarray(w), xp.asarray(x[i]), xp.asarray(y[i]))
+        np.testing.assert_allclose(to_numpy(per)[i], to_numpy(one), rtol=1e-12)
+    t = A(3, 5)
+    tangents = pg.vmap(
+        lambda x, y: pg.jvp(lambda w: loss(w, x, y), (xp.asarray(w),), (xp.asarray(t),))[1]
+    )(xp.asarray(x), xp.asarray(y))
+    np.testing.assert_allclose(
+        to_numpy(tangents), np.sum(to_numpy(per) * t, axis=(1, 2)), rtol=1e-10
+    )
+
+
 def test_binary_cross_entropy_takes_bool_targets(xp):
     """Bool targets (``y > 0``, a mask) are the float targets' loss and gradient, in the
     logits' dtype (the standard multiplies no bool: it was a TypeError)."""

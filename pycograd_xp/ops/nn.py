@@ -2098,14 +2098,14 @@ def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
 
 def _check_classes(bk: Any, labels: Any, classes: int) -> None:
     """Refuse class indices outside ``-classes .. classes - 1``, naming the first one, where
-    the values can be read (not on a lazy or abstract backend: a gather there refuses what
-    NumPy's would, or the VJP's mask matches no class)."""
+    the values can be read as a whole (not on a lazy or abstract backend, nor inside vmap: a
+    gather there refuses what NumPy's would, or the VJP's mask matches no class)."""
     try:
         b = caps(bk)
     except TypeError:
         return
-    if b.lazy or b.abstract or not _raw(bk) or math.prod(labels.shape) == 0:
-        return
+    if b.lazy or b.abstract or b.level or not _raw(bk) or math.prod(labels.shape) == 0:
+        return  # (vmap's batched values cannot become one Python bool)
     low = -classes if bk.isdtype(labels.dtype, "signed integer") else 0
     bad = (labels < low) | (labels >= classes)
     if bool(bk.any(bad)):
