@@ -341,6 +341,8 @@ def test_errors_name_the_function():
     x = xp.ones((2, 3, 4))
     with pytest.raises(ValueError, match=r"cross_entropy\(\): class indices of shape \(4,\)"):
         nn.cross_entropy(x, xp.asarray(np.zeros(4, np.int64)))
+    with pytest.raises(ValueError, match=r"PyTorch's are axis 1\): xp.moveaxis\(logits, 1, -1\) "):
+        nn.cross_entropy(xp.ones((2, 5, 4, 3)), xp.asarray(np.zeros((2, 4, 3), np.int64)))
     with pytest.raises(
         ValueError,
         match=r"cross_entropy\(\): labels that are not integers are class probabilities: they "

@@ -2144,9 +2144,17 @@ def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
         ok = False
     if not ok:
         what = "class indices" if integer else "probabilities"
+        shape = tuple(logits.shape)
+        first = integer and len(shape) >= 3 and tuple(labels.shape) == shape[:1] + shape[2:]
+        hint = (  # PyTorch's layout (N, C, *spatial)
+            f"; the classes are the logits' last axis (PyTorch's are axis 1): "
+            f"xp.moveaxis(logits, 1, -1) gives {shape[:1] + shape[2:] + shape[1:2]}"
+            if first
+            else ""
+        )
         raise ValueError(
             f"cross_entropy(): {what} of shape {tuple(labels.shape)} do not broadcast to "
-            f"{want} (logits {tuple(logits.shape)})"
+            f"{want} (logits {shape}){hint}"
         )
     return want
 
