@@ -299,3 +299,23 @@ def test_rows_that_cannot_batch_name_themselves():
     for pattern, run in cases:
         with pytest.raises(UnbatchableError, match=r"vmap: " + pattern):
             run()
+
+
+def test_rules_that_read_values_batch():
+    """A rule that checks values (slogdet's singular matrix, cross_entropy's class indices)
+    skips the check inside vmap, whose values cannot become one Python bool: per-example
+    gradients as a loop over the examples gives them."""
+    from pycograd_xp import nn
+
+    a = rng.standard_normal((4, 3, 3)) + 3 * np.eye(3)
+    f = pg.grad(lambda m: xp.linalg.slogdet(m)[1])
+    got = np.asarray(pg.unwrap(pg.vmap(f)(xp.asarray(a))))
+    for i in range(4):
+        np.testing.assert_allclose(got[i], np.asarray(pg.unwrap(f(xp.asarray(a[i])))))
+    z, y = rng.standard_normal((4, 5)), rng.integers(-5, 5, 4)
+    g = pg.grad(lambda z, y: nn.cross_entropy(z[None, :], y[None]))
+    got = np.asarray(pg.unwrap(pg.vmap(g)(xp.asarray(z), xp.asarray(y))))
+    for i in range(4):
+        np.testing.assert_allclose(
+            got[i], np.asarray(pg.unwrap(g(xp.asarray(z[i]), xp.asarray(y[i]))))
+        )

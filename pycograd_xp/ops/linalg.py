@@ -66,7 +66,7 @@ from ._rules.shapes import (
     reduced,
     view,
 )
-from ._rules.vjp import expand_to, eye, is_complex, mT, sgn
+from ._rules.vjp import expand_to, eye, is_complex, mT, sgn, values_known
 from .linear_algebra import bilinear
 
 FP = "floating-point"
@@ -903,21 +903,11 @@ def slogdet(bk: Any, x: Any, /) -> Any:
     return bk.linalg.slogdet(x)
 
 
-def _values_known(ns: Any) -> bool:
-    """Whether a rule may read values on ``ns`` (not a lazy or abstract backend: Cubed, a
-    projection, a compiled trace; nor one no namespace of ours wraps, such as vmap's)."""
-    try:
-        b = capabilities(ns)
-    except TypeError:
-        return False
-    return not (b.lazy or b.abstract)
-
-
 @slogdet.defvjp(saves=("x", "out"))
 def _(ns, g, out, x, /):
     g_sign, g_log = g
     sign = out[0]
-    if _values_known(ns) and bool(ns.any(sign == 0)):
+    if values_known(ns) and bool(ns.any(sign == 0)):
         raise np.linalg.LinAlgError(
             "linalg.slogdet: the gradient of log|det(x)| at a singular matrix (determinant 0) "
             "is infinite; make the matrix regular (x + eps * I) or take the gradient of "

@@ -93,6 +93,7 @@ from ..namespace._backend import Backend, capabilities, resolve
 from ._rules.batching import batch_size, batched, to_rank
 from ._rules.jvp import TRANSPOSED, call, linear, plus
 from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, ufunc_buffers
+from ._rules.vjp import values_known
 from .searching import select, where_memory
 
 # -- kits shared by the rows below: the forward (im2col, products, pooling) ----------------------
@@ -2098,14 +2099,10 @@ def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
 
 def _check_classes(bk: Any, labels: Any, classes: int) -> None:
     """Refuse class indices outside ``-classes .. classes - 1``, naming the first one, where
-    the values can be read as a whole (not on a lazy or abstract backend, nor inside vmap: a
-    gather there refuses what NumPy's would, or the VJP's mask matches no class)."""
-    try:
-        b = caps(bk)
-    except TypeError:
+    the values can be read as a whole (:func:`values_known`; elsewhere a gather refuses what
+    NumPy's would, or the VJP's mask matches no class)."""
+    if not values_known(bk) or math.prod(labels.shape) == 0:
         return
-    if b.lazy or b.abstract or b.level or not _raw(bk) or math.prod(labels.shape) == 0:
-        return  # (vmap's batched values cannot become one Python bool)
     low = -classes if bk.isdtype(labels.dtype, "signed integer") else 0
     bad = (labels < low) | (labels >= classes)
     if bool(bk.any(bad)):

@@ -21,6 +21,18 @@ def chunked(ns: Any) -> bool:
     return raw(ns) and capabilities(ns).chunked
 
 
+def values_known(ns: Any) -> bool:
+    """Whether a rule may read values on ``ns`` as a whole (a Python bool of an array's):
+    not on a lazy or abstract backend (Cubed, a projection, a compiled trace), nor inside
+    vmap, whose batched values have one per example (its levels, and namespaces no namespace
+    of ours wraps)."""
+    try:
+        b = capabilities(ns)
+    except TypeError:
+        return False
+    return not (b.lazy or b.abstract or b.level)
+
+
 def made_like(ns: Any, like: Any) -> dict[str, Any]:
     """Keyword arguments that make a constant (``eye``, ``zeros``, ``asarray``) of the backend's
     own namespace belong with ``like`` (Cubed: its Spec; Cubed refuses to mix Specs)."""
