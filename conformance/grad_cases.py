@@ -1086,6 +1086,10 @@ def _special_cases(out):
             Case("array, scalar", lambda xp, f=f: lambda x: f(x, 1.5), (arr((2, 3)),)),
             Case("scalar, array", lambda xp, f=f: lambda y: f(1.5, y), (arr((2, 3), **dom),)),
             Case("0, array", lambda xp, f=f: lambda y: f(0.0, y) + y, (arr((2, 3), **dom),)),
+            # x == 0 differentiated where y > 0: smooth there, d/dx = log(one + y)
+            Case(
+                "x at 0", lambda xp, f=f: f, (np.array([0.0, 0.5, 0.0]), np.array([0.7, 1.3, 2.0]))
+            ),
         ]
     for name in ("softmax", "log_softmax"):
         f = getattr(special, name)

@@ -26,7 +26,7 @@ from . import _api, _tape
 from ._primitive import Primitive
 from ._state import STACK, CustomRule, interpreting
 from .namespace import of as namespace_of
-from .namespace._array import Array, make
+from .namespace._array import Array, make, ours
 from .namespace._record import record
 
 __all__ = ["custom_jvp", "custom_vjp"]
@@ -35,13 +35,8 @@ _ARGS = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSIT
 
 
 def _ours(ops: Any, a: Any) -> Any:
-    """``a`` as an array of our namespace (rules get raw arrays in a first-order pass)."""
-    ns = namespace_of(ops)
-    if isinstance(a, ns._backend.array_type):
-        return make(ns.Array, a)
-    if type(a) is list or type(a) is tuple:
-        return type(a)(_ours(ops, e) for e in a)
-    return a
+    """``a`` as arrays of our namespace (rules get raw arrays in a first-order pass)."""
+    return ours(namespace_of(ops), a)
 
 
 def _back(ops: Any, a: Any) -> Any:
@@ -108,7 +103,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
     """
 
     def __init__(self, fun: Callable[..., Any]) -> None:
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not fun.__dict__: see compile
         self.fun = fun
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
@@ -194,7 +189,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
     """
 
     def __init__(self, fun: Callable[..., Any]) -> None:
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not fun.__dict__: see compile
         self.fun = fun
         self.rule: Callable[..., Any] | None = None
         self.name = f"custom_jvp({getattr(fun, '__name__', 'f')})"

@@ -32,7 +32,7 @@ from typing import Any, ParamSpec
 from . import _api, _tape, _vmap
 from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
 from .namespace import of as namespace_of
-from .namespace._array import Array, make
+from .namespace._array import Array, make, ours
 from .ops._rules.batching import constant_like
 from .ops._rules.jvp import TRANSPOSED
 from .tree import tree_flatten, tree_unflatten
@@ -64,14 +64,6 @@ def _raw(a: Any) -> Any:
     return a
 
 
-def _ours(ns: Any, a: Any) -> Any:
-    if isinstance(a, ns._backend.array_type):
-        return make(ns.Array, a)
-    if type(a) is list or type(a) is tuple:
-        return type(a)(_ours(ns, e) for e in a)
-    return a
-
-
 # The rules derived for the table's rows marked TRANSPOSED, made on their first use.
 _TRANSPOSED: dict[Any, Any] = {}
 
@@ -86,8 +78,8 @@ def transposed_rule(prim: Any) -> Any:
         ns = namespace_of(ops)
         nested = ops is ns
         if not nested:
-            args, kwargs, out = _ours(ns, args), _ours(ns, kwargs), _ours(ns, out)
-            tangents = _ours(ns, tangents)
+            args, kwargs, out = ours(ns, args), ours(ns, kwargs), ours(ns, out)
+            tangents = ours(ns, tangents)
         multi = isinstance(out, list | tuple)
         outs = list(out) if multi else [out]
         floating = ns._floating
@@ -148,6 +140,9 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
     found = False
     for position, parent in node.parents:
         t = tans.get(parent)
+        if t is None and type(parent) is _tape.Select:  # an output rebuilt for a backward pass
+            outs = tans.get(parent.node)
+            t = outs[parent.index] if outs is not None else None
         if t is None:
             continue
         found = True
@@ -189,9 +184,19 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
         finally:
             restore(frames)
     if isinstance(out, tuple):
-        for oi, ri, ti in zip(out, o, t_out, strict=True):
+        fitted = [
+            None if ti is None else _fit(ops, ti, ri) for ri, ti in zip(o, t_out, strict=True)
+        ]
+        for oi, ti in zip(out, fitted, strict=True):
             if isinstance(oi, Array) and oi._node is not None and ti is not None:
-                tans[oi._node] = _fit(ops, ti, ri)
+                tans[oi._node] = ti
+        if node.saved is not None and "out" in node.saved:
+            # The node saved its outputs for its VJP (a fused row's statistics: layer norm's
+            # mean and rstd, cross-entropy's log-sum-exp). A backward pass recorded inside this
+            # jvp (forward-over-reverse: hessian, jvp of grad) rebuilds them with fresh Select
+            # handles, and the user may have dropped the originals: their tangents are kept
+            # with the node, as long as it keeps the outputs, so the rebuilt ones find them.
+            tans[node] = fitted
     elif t_out is not None:
         tans[out._node] = _fit(ops, t_out, o)
 

@@ -20,7 +20,7 @@ from ._forward import transposed_rule
 from ._primitive import Primitive
 from ._state import STACK
 from .namespace import of as namespace_of
-from .namespace._array import Array, make
+from .namespace._array import Array, ours
 from .namespace._record import record
 from .tree import tree_flatten, tree_unflatten
 
@@ -69,24 +69,20 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
         # args: the leaves of f's arguments (pytrees: a dict of parameters), in order
         ns = namespace_of(ops)
         raw = ops is not ns  # first order: backend arrays in and out
-        arrays = [
-            make(ns.Array, a) if raw and isinstance(a, ns._backend.array_type) else a for a in args
-        ]
+        arrays = [ours(ns, a) for a in args] if raw else list(args)
         picks = [i for i, a in enumerate(arrays) if isinstance(a, Array)]
 
         def segment(*xs: Any) -> Any:
             call = list(arrays)
             for i, x in zip(picks, xs, strict=True):
                 call[i] = x
-            return f(*tree_unflatten(structure, call))
+            out = f(*tree_unflatten(structure, call))
+            # several outputs as a plain tuple, the cotangent's structure (a named tuple's too)
+            return tuple(out) if isinstance(out, tuple | list) else out
 
         with _api.enable_grad():
             _, pull = _api.vjp(segment, *[arrays[i] for i in picks])
-            ct = (
-                [make(ns.Array, c) if raw else c for c in g]
-                if isinstance(g, list)
-                else (make(ns.Array, g) if raw else g)
-            )
+            ct = ours(ns, g) if raw else g
             grads = pull(tuple(ct) if isinstance(ct, list) else ct)
         cts: list[Any] = [None] * len(args)
         for i, gi in zip(picks, grads, strict=True):

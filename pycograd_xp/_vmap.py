@@ -259,6 +259,7 @@ def _adapt(b: Any) -> Any:
         level=b.xp._level,
         lift=b.xp._lift,
         mutable=True,
+        views_alias=False,  # a write rebinds the batched array written, never its base
         ordered_writes=inner.ordered_writes,
         numpy_functions=inner.numpy_functions,  # np.exp(x) of a batched x: the rows
     )

@@ -326,13 +326,22 @@ def test_derivatives_at_zero_and_in_the_tails():
     np.testing.assert_allclose(g, [0.0, *sc.softmax([0.0, 1.0])], rtol=1e-15)
 
 
-def test_xlogy_takes_its_derivatives_as_zero_where_x_is_zero():
+def test_xlogy_derivatives_at_x_zero():
+    """At x == 0 with y > 0, x log y is smooth: d/dx = log y (JAX's, finite differences'); only
+    at x == 0 with y <= 0, where it is not differentiable, both partials are 0 (PyTorch's)."""
     x = XN.asarray([0.0, 0.0, 2.0, 0.0])
     y = XN.asarray([0.0, 3.0, 3.0, np.nan])
     out = special.xlogy(x, y)
     np.testing.assert_array_equal(_np(out), [0.0, 0.0, 2 * np.log(3.0), np.nan])
     gx, gy = pg.grad(lambda x, y: XN.sum(special.xlogy(x, y)[:3]), argnums=(0, 1))(x, y)
-    np.testing.assert_array_equal(_np(gx), [0.0, 0.0, np.log(3.0), 0.0])
+    np.testing.assert_array_equal(_np(gx), [0.0, np.log(3.0), np.log(3.0), 0.0])
+    # finite differences at (0, 3) in x, for xlogy and xlog1py
+    for f, ref in ((special.xlogy, np.log(3.0)), (special.xlog1py, np.log1p(3.0))):
+        fd = (_np(f(XN.asarray(1e-6), XN.asarray(3.0))) - _np(f(XN.asarray(-1e-6), 3.0))) / 2e-6
+        g = _np(pg.grad(lambda x, f=f: f(x, XN.asarray(3.0)))(XN.asarray(0.0)))
+        np.testing.assert_allclose([g, fd], [ref, ref], rtol=1e-9)
+        g = _np(pg.grad(lambda x, f=f: f(x, 3.0))(XN.asarray(0.0)))  # a Python float y
+        np.testing.assert_allclose(g, ref, rtol=1e-15)
     np.testing.assert_array_equal(_np(gy), [0.0, 0.0, 2 / 3, 0.0])
     gy2 = _np(pg.grad(lambda y: XN.sum(pg.grad(lambda y: XN.sum(special.xlogy(x, y)[:3]))(y)))(y))
     np.testing.assert_array_equal(gy2, [0.0, 0.0, -2 / 9, 0.0])  # no NaN from 0 / 0

@@ -120,7 +120,9 @@ class Compiled:
         self._static_scalars: dict[Any, frozenset[int]] = {}  # per structure: numbers made static
         self.traces: list[Trace] = []
         self.fallbacks = 0  # calls run uncompiled (tracked arrays: inside grad, jvp or vmap)
-        functools.update_wrapper(self, f)
+        # the name and docstring only: copying ``f.__dict__`` (a callable object's attributes,
+        # or those a wrapper copied from one) would overwrite these attributes (``f`` itself)
+        functools.update_wrapper(self, f, updated=())
 
     def __repr__(self) -> str:
         return f"<compiled {getattr(self.f, '__name__', self.f)!r}: {len(self._cache)} traces>"

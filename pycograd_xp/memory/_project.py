@@ -515,6 +515,7 @@ def _adapt_abstract(b: Any) -> Any:
         b,
         abstract=True,
         mutable=True,
+        views_alias=True,
         ordered_writes=True,
         index_add=index_add,
         matmul_into=matmul_into,

@@ -35,6 +35,20 @@ def make(cls: type[Array], data: Any, node: Any = None) -> Any:
     return a
 
 
+def ours(ns: Any, a: Any) -> Any:
+    """``a`` as arrays of namespace ``ns``: a backend array, or a backend scalar (NumPy's
+    ``float64`` of a 0-d operation in a first-order rule), becomes one of ours; a list or tuple
+    of them, a list or tuple of ours; anything else passes unchanged."""
+    b = ns._backend
+    if isinstance(a, b.array_type):
+        return make(ns.Array, a)
+    if b.scalar_type is not None and isinstance(a, b.scalar_type):
+        return make(ns.Array, b.scalar_to_array(a))
+    if type(a) is list or type(a) is tuple:
+        return type(a)(ours(ns, e) for e in a)
+    return a
+
+
 def detach(a: Any) -> Any:
     """``a``'s value with no gradient: a new array object sharing the buffer (anything that is
     not one of our arrays passes unchanged)."""

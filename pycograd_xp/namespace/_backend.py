@@ -40,6 +40,10 @@ class Backend:
     lazy: bool = False  # values are computed on demand: never print or branch on them
     chunked: bool = False  # arrays have ``.chunks``; ``broadcast_to`` takes ``chunks=``
     mutable: bool = False  # ``x[idx] = v`` writes the backend array in place
+    # A write into a view (a slice or a reshape of ``a``) changes ``a`` too, as NumPy's views
+    # do: rules may fill a buffer through its views. False where ``x[idx] = v`` rebinds ``x``
+    # alone (vmap's batched arrays): a write into a view never reaches its base there.
+    views_alias: bool = False
     # Arrays with a shape and a dtype and no data (pycograd_xp.memory): a function of another
     # namespace given one of its arrays hands the call over to it.
     abstract: bool = False
@@ -188,7 +192,8 @@ def _probe(xp: Any) -> Backend:
         array_type,
         lazy=lazy,
         chunked=chunked,
-        mutable=_is_mutable(xp, lazy),
+        mutable=(mutable := _is_mutable(xp, lazy)),
+        views_alias=mutable,
     )
 
 

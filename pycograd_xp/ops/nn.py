@@ -163,7 +163,7 @@ def pad(bk: Any, x: Any, padding: Any, value: float = 0.0) -> Any:
     if not any(b or a for b, a in padding):
         return x
     lead = tuple(x.shape[: x.ndim - n])
-    if _raw(bk) and caps(bk).mutable:  # one fill and one write
+    if _raw(bk) and caps(bk).views_alias:  # one fill and one write
         shape = lead + tuple(s + b + a for s, (b, a) in zip(x.shape[-n:], padding, strict=True))
         out = bk.full(shape, value, dtype=x.dtype)
         out[
@@ -313,7 +313,7 @@ def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int
     """``[(start, stop), ...]`` covering ``range(n)`` in near-equal blocks of at most
     ``BLOCK_BYTES`` of columns each (one block on an immutable or chunked backend, or on ours):
     a function of shapes only, so a projection and a compiled replay loop as the call does."""
-    if not (_raw(bk) and caps(bk).mutable and not caps(bk).chunked):
+    if not (_raw(bk) and caps(bk).views_alias and not caps(bk).chunked):
         return [(0, n)]
     return blocks_of(n, bytes_per_example)
 
@@ -360,7 +360,7 @@ def unwindow(
         )
         for offs in grid(kernel)
     ]
-    if _raw(bk) and caps(bk).mutable:
+    if _raw(bk) and caps(bk).views_alias:
         overlap = any(
             s < d * (k - 1) + 1 and k > 1 for s, d, k in zip(stride, dilation, kernel, strict=True)
         )
@@ -419,7 +419,7 @@ def add_bias(bk: Any, y: Any, b: Any) -> Any:
     bb = bk.reshape(b, (1, -1) + (1,) * (y.ndim - 2))
     if (
         _raw(bk)
-        and caps(bk).mutable
+        and caps(bk).views_alias
         and not caps(bk).chunked
         and bk.result_type(y.dtype, b.dtype) == y.dtype
     ):
@@ -468,9 +468,9 @@ def conv(
             _conv_by_offsets(bk, pad(bk, x, padding), w, kernel, stride, dilation, out, groups),
             b,
         )
-    if _raw(bk) and caps(bk).mutable and flat_rows(kernel, stride, padding, out, groups):
+    if _raw(bk) and caps(bk).views_alias and flat_rows(kernel, stride, padding, out, groups):
         return _conv_flat(bk, x, w, b, padding, dilation, out)
-    if _raw(bk) and caps(bk).mutable and bias_row(C, groups, b):
+    if _raw(bk) and caps(bk).views_alias and bias_row(C, groups, b):
         return _conv_bias_row(bk, x, w, b, stride, padding, dilation, out)
     xp_ = pad(bk, x, padding)
     q, p = C * math.prod(kernel), math.prod(out)
@@ -671,7 +671,7 @@ def input_grad(ns, name, g, x, w, *, stride, padding, dilation, groups):
     of the input's size, not of the padded cotangent's); elsewhere (immutable or chunked arrays,
     and ours, so that it is differentiable again) the convolution of the dilated, padded
     cotangent with the flipped kernel, itself a convolution row."""
-    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+    if _raw(ns) and caps(ns).views_alias and not caps(ns).chunked:
         return col2im(ns, g, x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
     n = w.ndim - 2
     o, cg, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
@@ -796,7 +796,7 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     n_, o, p = x.shape[0], w.shape[0], math.prod(out)
     q = x.shape[1] * math.prod(kernel)
     xpad = pad(ns, x, padding)
-    if _raw(ns) and caps(ns).mutable and p < o * q and o <= p:
+    if _raw(ns) and caps(ns).views_alias and p < o * q and o <= p:
         return _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups)
     if o * q <= p or not _raw(ns):
         cols = columns(ns, xpad, kernel, stride, dilation, out)  # (N, Q, P)
@@ -866,7 +866,7 @@ def _max_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
     xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
     parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n :]))
-    if _raw(ns) and caps(ns).mutable and not caps(ns).chunked:
+    if _raw(ns) and caps(ns).views_alias and not caps(ns).chunked:
         return (_max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding),)
     free, cts = None, []  # free: windows whose maximum no earlier offset held
     for part in parts[:-1]:  # the first maximum of each window takes the whole cotangent
@@ -955,7 +955,7 @@ def _relu_vjp(ns, g, out, x, /, *, owned=False):
     output, cotangent, mask and result (2.8, 2.8, 0.7 and 2.8 MB). Otherwise (a shared
     cotangent; compile's trace, whose replay writes the select into a dead buffer itself) one
     select."""
-    if not (owned and _raw(ns) and caps(ns).mutable and not caps(ns).chunked and g.ndim):
+    if not (owned and _raw(ns) and caps(ns).views_alias and not caps(ns).chunked and g.ndim):
         return (select(ns, out > 0, g, 0),)
     for a, b in _mask_blocks(ns, g):
         block = g[a:b, ...]
@@ -1340,7 +1340,7 @@ PIECE_BYTES = 256 * 2**10
 
 def in_place(bk: Any) -> bool:
     """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation)."""
-    return _raw(bk) and caps(bk).mutable and not caps(bk).chunked
+    return _raw(bk) and caps(bk).views_alias and not caps(bk).chunked
 
 
 def pieces(

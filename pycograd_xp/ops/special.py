@@ -23,11 +23,12 @@ batched, compile's tracing one) has the row itself, and gets the call.
 Derivatives. Each rule is Array-API code on the namespace it is handed: where the derivative is
 another special function (``gammaln' = digamma``, ``digamma' = polygamma(1, .)``,
 ``i0' = i1``, ...) it calls that row through the namespace (:func:`~._rules.jvp.call`), so the
-second derivative is recorded too. Conventions: ``xlogy``/``xlog1py`` take both partial
-derivatives as 0 where ``x == 0`` (scipy's ``0 log 0 = 0`` carried to the derivative, as
-PyTorch's ``xlogy``: no ``-inf`` or NaN from ``log 0`` or ``0 / 0``), and so do ``rel_entr``
-outside ``x > 0, y > 0`` (as JAX's), and ``kl_div``, ``rel_entr - x + y``, takes rel_entr's
-there (-1 and 1 where ``x == 0 <= y``, as JAX's);
+second derivative is recorded too. Conventions, only where a function is not
+differentiable: ``xlogy``/``xlog1py`` take both partial derivatives as 0 where ``x == 0`` and
+``log(one + y)`` is not finite (scipy's ``0 log 0 = 0`` carried to the derivative, as
+PyTorch's; at ``x == 0`` with ``y > 0`` the function is smooth and ``d/dx = log y``, as JAX's),
+``rel_entr``'s are 0 outside ``x > 0, y > 0`` (as JAX's), and ``kl_div``,
+``rel_entr - x + y``, takes rel_entr's there (-1 and 1 where ``x == 0 <= y``, as JAX's);
 ``huber``'s are 0 where ``delta < 0`` (the loss is ``inf`` there); ``entr' = -(log x + 1)``
 is ``+inf`` at 0 (the one-sided derivative, as JAX's) and 0 below, where entr is ``-inf``;
 ``i1' = i0 - i1 / x`` and
@@ -1039,15 +1040,20 @@ def _scalar_log(one: float, y: float) -> float:
 
 def xlog_partials(ns: Any, x: Any, y: Any, one: float) -> tuple[Any, Any]:
     """The partial derivatives of ``x log(one + y)`` (xlogy: ``one`` 0; xlog1py: 1),
-    ``log(one + y)`` and ``x / (one + y)``, each 0 where ``x == 0`` (None for a Python-scalar
-    operand). Where ``x == 0``, ``y`` is replaced by a neutral value first (``log`` of it is 0,
-    ``one + y`` is 1), so no ``log 0`` or ``0 / 0`` appears even in a higher derivative."""
+    ``log(one + y)`` and ``x / (one + y)`` (None for a Python-scalar operand). At ``x == 0``
+    with ``one + y > 0`` the function is ``x log(one + y)``, smooth: these are its partials
+    there too (``log(one + y)`` and 0, as JAX's and finite differences). Only where it is not
+    differentiable, ``x == 0`` with ``one + y <= 0`` (scipy's ``0 log 0 = 0``), both are 0 by
+    convention (PyTorch's; JAX's are ``-inf`` and NaN there): ``y`` is replaced by a neutral
+    value first (``log`` of it is 0, ``one + y`` is 1), so no ``log 0`` or ``0 / 0`` appears
+    even in a higher derivative."""
     log = ns.log1p if one else ns.log
     if is_scalar(x):
         return None, (ns.zeros_like(y) if x == 0 else x / (y + one) if one else x / y)
     if is_scalar(y):
-        return ns.where(x == 0, 0.0, ns.full_like(x, _scalar_log(one, y))), None
-    ys = ns.where(x == 0, 1.0 - one, y)
+        v = _scalar_log(one, y)
+        return (ns.full_like(x, v) if v > -math.inf else ns.where(x == 0, 0.0, v)), None
+    ys = ns.where((x == 0) & ~(y + one > 0), 1.0 - one, y)
     return log(ys), x / (ys + one) if one else x / ys
 
 
