@@ -16,9 +16,10 @@ ever allocated.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -34,6 +35,31 @@ from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_ope
 # ufunc iterator, NumPy's small shape and stride arrays, compat wrappers' bookkeeping), freed
 # when the call returns (measured: docs/calibration.md#call-slack).
 CALL_SLACK = 8 * 1024
+
+
+# Set while a memory rule is evaluated for the part of its transients tracemalloc sees: the
+# rules' ``native`` terms (ops/_rules/shapes.py) count 0 then.
+NATIVE_OFF = [False]
+
+
+@contextlib.contextmanager
+def _native_off() -> Iterator[None]:
+    NATIVE_OFF[0] = True
+    try:
+        yield
+    finally:
+        NATIVE_OFF[0] = False
+
+
+def transients(rule: Any, out: Any, *args: Any, **kwargs: Any) -> tuple[int, int]:
+    """A memory rule's transients in all, and the part of them tracemalloc sees (the rule again
+    with its native terms 0)."""
+    if rule is None:
+        return 0, 0
+    total = int(rule(out, *args, **kwargs))
+    with _native_off():
+        traced = int(rule(out, *args, **kwargs))
+    return total, min(traced, total)
 
 
 @dataclass
@@ -55,7 +81,6 @@ class Tracker:
     live: int = 0
     peak: int = 0
     traced_peak: int = 0  # the peak without native transients (what tracemalloc can see)
-    native: int = 0  # native bytes the current call's memory rule declared (see shapes.native)
     phase: str = "forward"
     events: list[Event] = field(default_factory=list)
     peak_event: int = -1  # index into events of the call at the peak (-1: before any call)
@@ -70,13 +95,17 @@ class Tracker:
     def free(self, n: int) -> None:
         self.live -= n
 
-    def call(self, op: str, outs: list[AbstractArray], transient: int) -> None:
+    def call(
+        self, op: str, outs: list[AbstractArray], transient: int, traced: int | None = None
+    ) -> None:
+        """One backend call: its outputs (already live), its transients in all and the part of
+        them tracemalloc sees (``traced``; None: all of them)."""
         transient += CALL_SLACK
         during = self.live + transient
         if during > self.peak:
             self.peak, self.peak_event = during, len(self.events)
-        self.traced_peak = max(self.traced_peak, during - self.native)
-        self.native = 0
+        seen = during if traced is None else self.live + traced + CALL_SLACK
+        self.traced_peak = max(self.traced_peak, seen)
         self.events.append(
             Event(
                 op,
@@ -256,9 +285,8 @@ def _function(prim: Any) -> Callable[..., Any]:
         t = STACK.tracker
         if t is not None and isinstance(out, AbstractArray | tuple | list):
             # (a query whose answer is no array, ``isdtype``'s bool, allocates nothing: no row)
-            memory = prim.memory
-            transient = memory(out, *args, **kwargs) if memory is not None else 0
-            t.call(name, _outputs(out), int(transient))
+            transient, traced = transients(prim.memory, out, *args, **kwargs)
+            t.call(name, _outputs(out), transient, traced)
         return out
 
     f.__name__ = f.__qualname__ = prim.short_name

@@ -1326,6 +1326,18 @@ class LBFGS:
         return params, state
 
 
+# memory.project runs a function on arrays without values: an L-BFGS step cannot run so
+_LBFGS_NOT_PROJECTED = (
+    "an L-BFGS step decides on the loss's values (its line search, its stopping tests), which a "
+    "projection does not have. Project one evaluation, memory.project(loss, params) (its "
+    "value_and_grad step), and add what the solver holds beside it: the state's gradient and "
+    "2 * memory_size curvature vectors, the direction, and the line search's points (each a "
+    "parameter vector and its gradient, at most three held while a fourth is evaluated)"
+)
+for _method in (LBFGS.init, LBFGS.step, LBFGS.minimize):
+    setattr(_method, "not_projected", _LBFGS_NOT_PROJECTED)  # noqa: B010
+
+
 def _eps(x: Any) -> float:
     """The machine epsilon of an array's floating dtype."""
     return float(_ns(x).finfo(x.dtype).eps)

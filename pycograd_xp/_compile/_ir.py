@@ -58,10 +58,20 @@ class Meta:
     dtype: Any
     owns: bool  # owns its memory (not a view)
     base: int | None = None  # a view's base symbol (None: owns its memory, or unknown)
+    # a view of a fresh array its call made and returned only through it (descending sort's
+    # flipped copy): the view holds that array's bytes, alive as long as the view
+    hidden: int = 0
 
     @property
     def nbytes(self) -> int:
-        return size(self.shape) * np.dtype(self.dtype).itemsize if self.owns else 0
+        if self.owns:
+            return size(self.shape) * np.dtype(self.dtype).itemsize
+        return self.hidden
+
+    @property
+    def holds(self) -> bool:
+        """Whether the symbol holds a buffer of its own (owns it, or a hidden base's)."""
+        return self.owns or self.hidden > 0
 
     def __str__(self) -> str:
         return f"{np.dtype(self.dtype).name}[{','.join(map(str, self.shape))}]"

@@ -89,7 +89,7 @@ def fold_constants(
 
     def owner(n: int) -> int:
         base = meta[n].base
-        return n if meta[n].owns or base is None else base
+        return n if meta[n].holds or base is None else base
 
     # buffers written in place, and those an output (or a view the caller gets) lives in
     written = {owner(c.mutates) for c in live if c.mutates is not None}
@@ -179,7 +179,7 @@ def projected_peak(
     ``del`` lines). Writes into dead buffers are counted as fresh allocations (the guard may
     refuse them): an upper bound. ``events`` (memory.project's rows) gets per call ``(call,
     name, outputs, transient, live after, peak during)``."""
-    owner = {n: (n if m.owns else m.base) for n, m in enumerate(meta)}
+    owner = {n: (n if m.holds else m.base) for n, m in enumerate(meta)}
     end: dict[int, int] = {}  # owner -> the call after which its buffer is dead
     kept = set(protected)
     for n, j in last.items():

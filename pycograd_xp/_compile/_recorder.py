@@ -77,9 +77,15 @@ class Recorder:
         self.ids[id(a)] = n
         self.keep.append(a)
         base = getattr(a, "base", None)
-        self.meta.append(
-            Meta(a.shape, a.dtype, base is None, None if base is None else self.ids.get(id(base)))
-        )
+        known = None if base is None else self.ids.get(id(base))
+        hidden = 0
+        if known is None and type(base) is AbstractArray:
+            # the call made ``base`` and hands out only views of it: the first view holds its
+            # bytes (freed with the last view), the others are views of that one
+            self.ids[id(base)] = n
+            self.keep.append(base)
+            hidden = base.nbytes
+        self.meta.append(Meta(a.shape, a.dtype, base is None, known, hidden))
         return n
 
     def sym(self, a: AbstractArray, where: str) -> int:

@@ -731,7 +731,15 @@ def project(
 
     ``f`` runs on abstract arrays (a function that takes its namespace from a module-level ``xp``
     works too: the calls move to the abstract namespace). The model is NumPy's (the eager
-    default): which calls make views, which allocate, and the transients each row declares.
+    default): which calls make views, which allocate, and the transients each row declares;
+    where a row's rule is not measured for an input's layout or dtype mix, it charges the
+    conservative term (docs/calibration.md#unknown-worst-case).
+
+    Not seen: arrays made by plain NumPy (or any other library) inside ``f``, from Python values
+    rather than through the namespace, are not in the projection. Make them outside ``f`` and
+    pass them in as arguments, or make them with the namespace (``xp.ones``). A call that needs
+    values (a NumPy function with no rule, a library that converts its argument, an
+    ``optim.lbfgs`` step) refuses, naming the function and that way out.
 
     Parameters
     ----------
@@ -795,6 +803,9 @@ def project(
     True
     """
     where = f"memory.project({_name(f)})"
+    why = getattr(f, "not_projected", None)  # a function that says why it cannot be projected
+    if why is not None:
+        raise NotImplementedError(f"{where}: {why}")
     nums = _which(f, argnums)
     chunked = _chunked_backend(args, kwargs, backend)
     if chunked is not None:

@@ -15,7 +15,7 @@ import operator
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .._host import HostScalar
+from .._host import HostScalar, NoValue
 from .._primitive import REGISTRY
 from .._state import STACK
 from .._tape import Node, Select, backward, is_leaf, is_saved, leaf, note_write
@@ -331,6 +331,14 @@ class Array(ArrayProtocol):
                 f"{what}: this array is being differentiated; converting it would drop its "
                 "gradient. Use xp-level functions, or take the value with "
                 "pycograd_xp.stop_gradient(x) / x.detach() first" + _scipy_hint()
+            )
+        if isinstance(self._data, NoValue) and what in ("__array__", "__dlpack__"):
+            raise TypeError(
+                f"{what}: this array is traced ({NoValue.TRACED_BY}) and holds no values, so "
+                "NumPy (or the library calling it) cannot convert it, and what that library "
+                "computes cannot be projected. Call xp functions (pycograd_xp.special for "
+                "scipy.special's), or compute that part outside the traced function and pass "
+                "its result in as an argument" + _scipy_hint(what)
             )
         return self._data
 
@@ -688,7 +696,7 @@ def install_operators(cls: type[Array], ns: Any, constants: tuple = ()) -> None:
     cls.__hash__ = None  # type: ignore[assignment]
 
 
-def _scipy_hint() -> str:
+def _scipy_hint(what: str = "") -> str:
     """Where SciPy (without its array API mode) is converting a differentiated array, what
     makes it take the array as it is; else nothing. Only on the error's path: it walks up to 16
     frames."""
@@ -702,6 +710,13 @@ def _scipy_hint() -> str:
         if frame is None:
             break
         if str(frame.f_globals.get("__name__", "")).startswith("scipy."):
+            if what:  # a traced array: the same switch lets SciPy call our namespace's functions
+                return (
+                    ". SciPy converts it here: its functions that support the array API "
+                    "(scipy.special's, logsumexp) take pycograd_xp arrays as they are, and so "
+                    "can be projected, when SCIPY_ARRAY_API=1 is set before SciPy is first "
+                    "imported"
+                )
             return (
                 ". SciPy converts it here: its functions that support the array API "
                 "(scipy.special's, logsumexp, some of scipy.stats) take pycograd_xp arrays as "

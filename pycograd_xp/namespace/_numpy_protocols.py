@@ -51,6 +51,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from .._host import NoValue
 from .._primitive import REGISTRY
 from .._state import STACK
 from .._tape import is_leaf
@@ -286,6 +287,14 @@ def _refusal(ns: Any, what: str, arrays: list[Array], ours: str | None = None) -
         alt = f"use {mod}.{ours}(...) (xp.{ours}), which has one, or "
     else:
         alt = ""
+    if all(a._node is None for a in arrays) and any(a._backend.abstract for a in arrays):
+        # nothing differentiated, but traced: no values for NumPy, and no rule to project
+        return TypeError(
+            f"numpy.{what}() cannot be traced ({NoValue.TRACED_BY}): its arrays hold no values "
+            f"and pycograd_xp has no rule for numpy.{what}, so what it allocates is unknown. "
+            f"Compute it outside the traced function and pass its result in as an argument, "
+            f"or {alt.removesuffix(', or ') + ', or ' if alt else ''}write it with xp functions"
+        )
     return TypeError(
         f"numpy.{what}() was given an array of {mod} {_why(arrays)}, and pycograd_xp has no "
         f"rule for numpy.{what}: NumPy would compute it without the gradient. To differentiate "
@@ -2402,7 +2411,15 @@ def _lstsq(ns: Any, a: Any, b: Any, rcond: Any = None) -> Any:
     s = ns.linalg.svdvals(A)
     rank = ns.astype(ns.linalg.matrix_rank(A, rtol=tol), ns.int32)  # NumPy's dtype
     x = ns.linalg.pinv(A, rtol=tol) @ B
-    if int(rank) == n and m > n:
+    if isinstance(getattr(rank, "_data", None), NoValue):  # traced: the rank has no value
+        if STACK.recorder is not None:
+            STACK.recorder.data_dependent(
+                "numpy.linalg.lstsq (its residuals, empty unless a has rank N)"
+            )
+        full = m > n  # memory.project: the full-rank case, which computes the residuals
+    else:
+        full = int(rank) == n and m > n
+    if full:
         r = B - A @ x
         sq = ns.real(ns.conj(r) * r) if ns.isdtype(dtype, "complex floating") else r * r
         residuals = ns.sum(sq, axis=0)

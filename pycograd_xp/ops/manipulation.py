@@ -491,13 +491,36 @@ def _(ns, dims, x, repetitions, /):
     return ns.tile(to_rank(ns, x, len(reps)), (1, *reps))
 
 
-@tile.defshape
-def _(a, x, repetitions, /):
+def _tile_stages(out, x, repetitions, /):
+    """NumPy tiles one axis at a time (``c = c.reshape(-1, n).repeat(r, 0)`` for each repetition
+    that is not 1): each stage holds its input and its output, and only the last output is the
+    result. The first stage's input is ``x`` itself, or its copy when the reshape cannot be a
+    view (``x`` not in C order, or broadcast). The tracker counts the output as live during the
+    call: an earlier stage's pair counts beyond it."""
+    item = x.dtype.itemsize
+    size = x.size
+    held = size * item if (not x.contiguous or broadcast_view(x)) else 0
+    reps = [r for r in tuple(repetitions) if r != 1]
+    if not reps:  # a copy, no stage
+        return 0
+    most = 0
+    for i, r in enumerate(reps):
+        size *= r
+        last = i == len(reps) - 1
+        most = max(most, held if last else held + size * item - out.nbytes)
+        held = size * item
+    return most
+
+
+def _tile_shape(a, x, repetitions, /):
     reps = tuple(repetitions)
     n = max(len(reps), x.ndim)
     shape = (1,) * (n - x.ndim) + x.shape
     reps = (1,) * (n - len(reps)) + reps
     return new(tuple(s * r for s, r in zip(shape, reps, strict=True)), x.dtype)
+
+
+tile.defshape(_tile_shape, memory=_tile_stages)
 
 
 # -- unstack -------------------------------------------------------------------------------------

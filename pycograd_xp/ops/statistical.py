@@ -19,6 +19,7 @@ from ._rules.batching import flat_reduction, reduction
 from ._rules.jvp import TRANSPOSED, linear
 from ._rules.shapes import (
     BUFFER_ELEMENTS,
+    broadcast_view,
     elementwise_out,
     new,
     probe_dtype,
@@ -58,8 +59,14 @@ def cumulative_shape(row: Any) -> Any:
 
 
 def cast_buffer(out, x, /, **kw):
-    """A reduction into another dtype buffers its input, a block at a time."""
-    return 0 if out.dtype == x.dtype else builtins.min(x.size, BUFFER_ELEMENTS) * out.dtype.itemsize
+    """A reduction buffers its input a block at a time when it casts it (into another dtype)
+    and when it cannot read it in memory order (a reversed, row-strided or broadcast view
+    reduced over every axis; measured in docs/calibration.md#reductions). The abstract arrays
+    know C order or not: every input not in C order counts a buffer, never less than NumPy
+    takes."""
+    k = (out.dtype != x.dtype) + (not x.contiguous or broadcast_view(x))
+    item = builtins.max(out.dtype.itemsize, x.dtype.itemsize)
+    return k * builtins.min(x.size, BUFFER_ELEMENTS) * item
 
 
 def deviations(out, x, /, **kw):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._abstract import AbstractArray
+from ..._abstract import NATIVE_OFF, AbstractArray
 from ..._state import STACK
 from .vjp import norm_axes
 
@@ -112,26 +112,27 @@ def probe_dtypes(fn: Any, *args: Any, **kwargs: Any) -> list[np.dtype]:
 # pocketfft's buffers and plans, the sort buffers and hash tables of C++ code): real memory that
 # tracemalloc does not see. The rules count it through ``native`` so that the projection bounds
 # the process's real peak; set COUNT_NATIVE to False to project on tracemalloc's scale only.
+# ``native`` is for that workspace only: an array NumPy's Python code makes inside a function
+# (``inv``'s result in ``matrix_power``, the SVD's factors in ``pinv``) is traced memory.
 COUNT_NATIVE = True
 
 
 def native(nbytes: float) -> int:
-    """``nbytes`` allocated by C code outside Python's and NumPy's tracked heap: part of the
-    call's transients, noted on the tracker so that the projection also says what tracemalloc
-    alone will see (``Projection.traced_peak_bytes``)."""
-    if not COUNT_NATIVE:
+    """``nbytes`` allocated by C code outside Python's and NumPy's tracked heap (LAPACK and
+    pocketfft workspaces, C++ sort buffers): part of the call's transients. Each rule is
+    evaluated twice, once as it is and once with every ``native`` term 0
+    (:func:`pycograd_xp._abstract.transients`): the second gives what tracemalloc alone will see
+    (``Projection.traced_peak_bytes``), so a native term may stand anywhere in a rule's
+    expression (inside a ``max`` too)."""
+    if not COUNT_NATIVE or NATIVE_OFF[0]:
         return 0
-    t = STACK.tracker
-    if t is not None:
-        t.native += int(nbytes)
     return int(nbytes)
 
 
 def in_turn(traced: int, total: int) -> int:
     """The transients of a call whose tracked and native allocations peak at different
     moments (a Python copy, then a LAPACK workspace): ``total`` bytes at the most in all, and
-    at the most ``traced`` of them seen by tracemalloc. (A native term inside a ``max`` would
-    be taken off the whole bound, leaving too little for the tracked part.)"""
+    at the most ``traced`` of them seen by tracemalloc."""
     return traced + native(max(total, traced) - traced)
 
 
