@@ -19,14 +19,17 @@ compositions of standard functions on every backend, as scipy's are.
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
 
+from ._api import no_grad as _no_grad
 from ._exports import module_dir as _module_dir
 from ._primitive import REGISTRY
+from .namespace._array import detach as _detach
 from .typing import Array
 
 __all__ = [
@@ -361,33 +364,48 @@ def logsumexp(
         A real floating-point array of a pycograd_xp namespace.
     axis : int, tuple of int or None, default None
         The axes reduced (None: every element).
-    b : None
-        Weights: not supported (for weights ``b > 0`` compute ``logsumexp(a + xp.log(b))``).
+    b : Array or float, optional
+        Weights broadcast against ``a``: ``log(sum(b exp(a)))``, differentiable in ``a`` and
+        ``b``; negative weights need ``return_sign`` (without it a negative sum gives NaN, as
+        scipy's).
     keepdims : bool, default False
         Keep the reduced axes with size 1.
     return_sign : bool, default False
-        Not supported (without negative weights the sign is always 1).
+        Return ``(log|sum|, sign(sum))`` instead.
 
     Returns
     -------
-    Array
+    Array, or a pair of them with ``return_sign``
         ``a``'s shape without ``axis`` (with size 1 there if ``keepdims``).
-
-    Raises
-    ------
-    NotImplementedError
-        If ``b`` is given or ``return_sign`` is True.
     """
-    if b is not None:
-        raise NotImplementedError(
-            "special.logsumexp(): the weights b are not supported; for positive weights "
-            "compute logsumexp(a + xp.log(b), axis=...) (weights of either sign, which need "
-            "return_sign, are not supported)"
-        )
-    if return_sign:
-        raise NotImplementedError(
-            "special.logsumexp(): return_sign=True is not supported (without negative weights "
-            "b the sign is always 1): call it without return_sign"
-        )
     xp = _ns("logsumexp", a)
+    if b is not None or return_sign:
+        return _weighted_logsumexp(xp, _floating("logsumexp", a), axis, b, keepdims, return_sign)
     return _row(xp, "_logsumexp")(_floating("logsumexp", a), axis=axis, keepdims=keepdims)
+
+
+def _weighted_logsumexp(
+    xp: Any, a: Array, axis: Any, b: Any, keepdims: bool, return_sign: bool
+) -> Any:
+    """``log|sum(b exp(a))|`` and its sign, composed of standard functions (differentiable in
+    ``a`` and ``b``): the largest ``a`` with a nonzero weight shifted out as a constant (the
+    shift cancels in the value and the derivative), as scipy's."""
+    b = xp.asarray(1.0 if b is None else b, dtype=a.dtype) if not hasattr(b, "shape") else b
+    dtype = xp.result_type(a, b)
+    a, b = xp.astype(a, dtype), xp.astype(b, dtype)
+    shape = tuple(xp.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    a, b = xp.broadcast_to(a, shape), xp.broadcast_to(b, shape)
+    axes = tuple(range(len(shape))) if axis is None else axis
+    with _no_grad():
+        m = xp.max(xp.where(b != 0, a, -math.inf), axis=axes, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0.0)
+    m = _detach(m)
+    total = xp.sum(b * xp.exp(a - m), axis=axes, keepdims=True)
+    out = xp.log(xp.abs(total)) + m
+    sign = xp.sign(total)
+    if not return_sign:
+        out = xp.where(total < 0, math.nan, out)
+    if not keepdims:
+        out = xp.squeeze(out, axis=axes) if shape else out
+        sign = xp.squeeze(sign, axis=axes) if shape else sign
+    return (out, sign) if return_sign else out

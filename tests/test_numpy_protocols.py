@@ -1075,6 +1075,43 @@ def test_lstsq_rank_and_residuals_as_numpys_when_differentiated():
         np.linalg.lstsq(w, np.ones(4))
 
 
+def test_lstsq_per_example_gradients():
+    """vmap(grad) through np.linalg.lstsq: the rank of each example cannot be branched on, so
+    the residuals take the full-rank case's shape (NumPy's where a has rank N)."""
+    rng_ = np.random.default_rng(4)
+    A, B = XP.asarray(rng_.standard_normal((3, 5, 2))), XP.asarray(rng_.standard_normal((3, 5)))
+
+    def f(a, b):
+        x, res, _, _ = np.linalg.lstsq(a, b)
+        return XP.sum(x**2) + XP.sum(res)
+
+    got = pg.vmap(pg.grad(f, argnums=(0, 1)))(A, B)
+    for i in range(3):
+        want = pg.grad(f, argnums=(0, 1))(A[i], B[i])
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(_np(g[i]), _np(w), rtol=1e-12, atol=1e-14)
+
+
+def test_cov_weights_differentiate_and_errors_name_them():
+    rng_ = np.random.default_rng(5)
+    x, aw = rng_.standard_normal((3, 6)), rng_.uniform(0.5, 2.0, 6)
+    fw = np.array([1, 2, 1, 3, 1, 1])
+    for kw in (dict(aweights=aw), dict(aweights=aw, fweights=fw), dict(aweights=aw, ddof=0)):
+        ours = {k: XP.asarray(v) if k == "aweights" else v for k, v in kw.items()}
+        np.testing.assert_allclose(_np(np.cov(XP.asarray(x), **ours)), np.cov(x, **kw), rtol=1e-13)
+    check_vjp(XP, lambda a, w: np.cov(a, aweights=w), x, aw)  # in the data and the weights
+    per = pg.vmap(lambda w: np.cov(XP.asarray(x), aweights=w))(XP.asarray(np.stack([aw, 2 * aw])))
+    np.testing.assert_allclose(_np(per[1]), np.cov(x, aweights=2 * aw), rtol=1e-13)
+    w = XP.asarray(fw.astype(float))
+    w.requires_grad_()
+    with pytest.raises(TypeError, match=r"fweights being differentiated"):
+        np.cov(XP.asarray(x), fweights=w)
+    xt = XP.asarray(x)
+    xt.requires_grad_()  # ours, not NumPy's own (which words it "aweights cannot be negative")
+    with pytest.raises(ValueError, match=r"aweights must be 1-D, non-negative"):
+        np.cov(xt, aweights=XP.asarray(-aw))
+
+
 @pytest.mark.parametrize(
     "call, what",
     [

@@ -278,6 +278,8 @@ class _Builder(GeneralWrappers):
                     return bind(prim, mod, (x,), {}, over.ns)
                 if lifted(x):
                     return wrap(fn(d))
+                if isinstance(x, SCALARS):  # a Python number: a 0-d array, as NumPy's ufuncs
+                    return f(mod.asarray(x))  # (code that passes one: scipy.special's chdtrc)
                 raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
             d = x._data
             if d.dtype not in allowed:

@@ -2389,10 +2389,12 @@ def _pinv(ns: Any, a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: 
 @_implements("linalg.lstsq")
 def _lstsq(ns: Any, a: Any, b: Any, rcond: Any = None) -> Any:
     """NumPy's least squares: ``(x, residuals, rank, s)``, ``x`` the minimum-norm solution
-    ``pinv(a) b`` (singular values at most ``rcond`` times the largest taken as 0: machine
-    precision times max(M, N) by default, as NumPy's), the residuals' squared norms per column
-    of ``b`` where ``a`` has full column rank N < M (else empty), the rank and ``a``'s singular
-    values. ``x`` and the residuals are differentiable where the rank does not change."""
+        ``pinv(a) b`` (singular values at most ``rcond`` times the largest taken as 0: machine
+        precision times max(M, N) by default, as NumPy's), the residuals' squared norms per column
+        of ``b`` where ``a`` has full column rank N < M (else empty), the rank and ``a``'s singular
+        values. ``x`` and the residuals are differentiable where the rank does not change. Where
+    the rank cannot be read (inside vmap, on a lazy backend), the residuals are the squared norms
+    whenever M > N, whatever the rank."""
     A, B = _float_of(ns, _array(ns, a)), _float_of(ns, _array(ns, b))
     if A.ndim != 2:
         raise np.linalg.LinAlgError(
@@ -2411,12 +2413,16 @@ def _lstsq(ns: Any, a: Any, b: Any, rcond: Any = None) -> Any:
     s = ns.linalg.svdvals(A)
     rank = ns.astype(ns.linalg.matrix_rank(A, rtol=tol), ns.int32)  # NumPy's dtype
     x = ns.linalg.pinv(A, rtol=tol) @ B
-    if isinstance(getattr(rank, "_data", None), NoValue):  # traced: the rank has no value
+    b = rank._backend
+    if isinstance(rank._data, NoValue) or b.abstract or b.lazy or b.level:
+        # traced, projected, lazy or batched (one rank per example): no one value to branch
+        # on. The full-rank case's shape: the residuals' squared norms where M > N (NumPy's
+        # where the rank is N; where it is not, NumPy's are empty, which a batch cannot hold)
         if STACK.recorder is not None:
             STACK.recorder.data_dependent(
                 "numpy.linalg.lstsq (its residuals, empty unless a has rank N)"
             )
-        full = m > n  # memory.project: the full-rank case, which computes the residuals
+        full = m > n
     else:
         full = int(rank) == n and m > n
     if full:
@@ -2725,10 +2731,11 @@ def _quantile_core(
     return r
 
 
-def _values(what: str, a: Array) -> np.ndarray:
-    """The NumPy values of an array of ours that only parametrizes a function (``q``)."""
+def _values(what: str, a: Array, name: str = "q") -> np.ndarray:
+    """The NumPy values of an array of ours that only parametrizes a function (argument
+    ``name``: quantile's ``q``, cov's ``fweights``)."""
     if a._node is not None or not isinstance(a._data, np.ndarray):
-        raise _unsupported(what, "q being differentiated, batched or traced")
+        raise _unsupported(what, f"{name} being differentiated, batched or traced")
     return np.asarray(a._data)
 
 
@@ -2845,42 +2852,52 @@ def _cov(
         X = ns.concat([X, Y], axis=0)
     if ddof is None:
         ddof = 1 if bias == 0 else 0
-    w = None
-    for name, wv in (("fweights", fweights), ("aweights", aweights)):
-        if wv is None:
-            continue
-        if isinstance(wv, Array):
-            wv = _values("cov", wv)
-        wv = np.asarray(wv, dtype=float)
-        if name == "fweights" and not np.all(wv == np.around(wv)):
+    # The weights: fweights are counts (their values are read: no gradient); aweights may be
+    # differentiated, batched or traced (the sums below are the namespace's).
+    w: Any = None
+    if fweights is not None:
+        fw = _values("cov", fweights, "fweights") if isinstance(fweights, Array) else fweights
+        fw = np.asarray(fw, dtype=float)
+        if not np.all(fw == np.around(fw)):
             raise TypeError("numpy.cov(): fweights must be integer")
-        if wv.ndim > 1 or wv.shape[0] != X.shape[1] or np.any(wv < 0):
-            raise ValueError(f"numpy.cov(): {name} must be 1-D, non-negative, one per sample")
-        w = wv if w is None else w * wv
+        _check_weights("fweights", fw, X.shape[1])
+        w = ns.asarray(fw, dtype=dt)
+    aw: Any = None
+    if aweights is not None:
+        aw = ns.astype(_array(ns, aweights), dt)
+        data = getattr(aweights, "_data", aweights)
+        _check_weights("aweights", data if isinstance(data, np.ndarray) else aw, X.shape[1])
+        w = aw if w is None else w * aw
     if w is None:
         avg = ns.mean(X, axis=1)
         fact: Any = X.shape[1] - ddof
     else:
-        wa = ns.asarray(w)
-        w_sum = float(np.sum(w))
-        avg = ns.sum(X * wa, axis=1) / ns.sum(ns.astype(wa, X.dtype))
+        w_sum = ns.sum(w)
+        avg = ns.sum(X * w, axis=1) / w_sum
         if ddof == 0:
             fact = w_sum
-        elif aweights is None:
+        elif aw is None:
             fact = w_sum - ddof
         else:
-            aw = np.asarray(_values("cov", aweights) if isinstance(aweights, Array) else aweights)
-            fact = w_sum - ddof * float(np.sum(w * aw)) / w_sum
-    if fact <= 0:
+            fact = w_sum - ddof * ns.sum(w * aw) / w_sum
+    if isinstance(fact, Array):
+        fact = ns.where(fact <= 0, 0.0, fact)
+    elif fact <= 0:
         fact = 0.0
     Xc = X - avg[:, None]
-    Xt = ns.matrix_transpose(Xc if w is None else Xc * ns.asarray(w))
+    Xt = ns.matrix_transpose(Xc if w is None else Xc * w)
     if ns.isdtype(Xt.dtype, "complex floating"):
         Xt = ns.conj(Xt)
     c = ns.matmul(Xc, Xt)
     with np.errstate(divide="ignore"):
-        c = c * np.true_divide(1, fact)
+        c = c / fact if isinstance(fact, Array) else c * np.true_divide(1, fact)
     return _squeeze(ns, c)
+
+
+def _check_weights(name: str, w: Any, samples: int) -> None:
+    """numpy.cov's weights: 1-D, one per sample, non-negative (where the values are known)."""
+    if w.ndim != 1 or w.shape[0] != samples or (isinstance(w, np.ndarray) and np.any(w < 0)):
+        raise ValueError(f"numpy.cov(): {name} must be 1-D, non-negative, one per sample")
 
 
 @_implements("corrcoef")

@@ -434,3 +434,32 @@ def test_scipy_array_api_is_on():
     from scipy._lib._array_api import SCIPY_ARRAY_API
 
     assert SCIPY_ARRAY_API, "SCIPY_ARRAY_API was not set before SciPy was imported"
+
+
+@pytest.mark.parametrize("name", ["pearsonr", "f_oneway"])
+def test_jvp_through_scipy_stats_matches_the_gradient(name):
+    """Forward mode through scipy.stats' Array API code: a first-order rule's NumPy scalar
+    (np.float64 of a 0-d operation) reached the derived JVP, which crashed on it."""
+    import pycograd_xp as pg
+
+    xp = pg.namespace("numpy")
+    f = getattr(stats, name)
+    w = xp.asarray(W)
+    v = np.random.default_rng(2).standard_normal(V.shape)
+    stat = lambda x: f(x, w).statistic  # noqa: E731
+    _, t = pg.jvp(stat, (xp.asarray(V),), (xp.asarray(v),))
+    g = pg.grad(stat)(xp.asarray(V))
+    np.testing.assert_allclose(float(t), float(xp.sum(g * xp.asarray(v))), rtol=1e-12)
+
+
+def test_chdtrc_with_a_python_float_degrees_of_freedom():
+    """SciPy's chdtrc calls xp.isnan on its first argument as given (here a Python float)."""
+    import pycograd_xp as pg
+
+    xp = pg.namespace("numpy")
+    x = xp.asarray(PV)
+    np.testing.assert_allclose(
+        np.asarray(pg.unwrap(special.chdtrc(3.0, x))), special.chdtrc(3.0, PV), rtol=1e-14
+    )
+    g = pg.grad(lambda x: xp.sum(special.chdtrc(3.0, x)))(x)
+    np.testing.assert_allclose(np.asarray(pg.unwrap(g)), -stats.chi2.pdf(PV, 3.0), rtol=1e-12)
