@@ -47,7 +47,27 @@ SCALES = (1.0, 0.97, 1.02)  # three examples of a batch, each inside the case's 
 NO_SECOND_ORDER = {
     "linalg.eigvals": "its VJP calls linalg.eig, whose eigenvector derivative is not implemented",
 }
+# Cases at which a row's second derivative raises (never a wrong number), and why.
+SINGULAR_DET = (
+    "det's second derivative at a singular matrix: its cofactor's derivative needs inv(x) "
+    "(numpy.linalg.LinAlgError, 'Singular matrix')"
+)
+NO_SECOND_ORDER_CASES = {
+    ("linalg.det", label): SINGULAR_DET
+    for label in (
+        "rank 2 of 3",
+        "rank 1 of 3",
+        "zero first column",
+        "singular beside regular",
+        "complex rank 1 of 2",
+    )
+}
 VMAP = ("vmap_grad", "vmap_jvp")
+
+
+def _second_order(name: str, case: Case) -> str | None:
+    """Why the row's second derivative at this case raises (None: it is computed)."""
+    return NO_SECOND_ORDER.get(name) or NO_SECOND_ORDER_CASES.get((name, case.label))
 
 
 def _inexact(a: np.ndarray) -> bool:
@@ -72,6 +92,8 @@ def _skip_reason(name: str, case: Case, composition: str) -> str | None:
         return "not a NumPy case"
     if not diff:
         return "no floating-point argument"
+    if composition == "hessian" and _second_order(name, case):
+        return _second_order(name, case)
     return _row_reason(name, composition)
 
 
@@ -207,15 +229,22 @@ def check_hessian(s: Scalar, finite_differences: bool) -> None:
         _, hv = pg.jvp(pg.grad(g), (zx,), (vx,))
         _close(hv, want, f"jvp(grad) against grad(<grad, v>), direction {k}")
         if finite_differences:  # the directional difference of the gradient
-            eps = 1e-5
-            plus, minus = (to_numpy(pg.grad(g)(xp.asarray(z + d * v))) for d in (eps, -eps))
+            fd = [_gradient_difference(g, z, v, eps) for eps in (1e-5, 1e-6)]
+            if not np.allclose(fd[0], fd[1], rtol=1e-2, atol=1e-4):
+                continue  # the gradient has a kink here (max's ties): no second derivative
             _close(
                 want,
-                (plus - minus) / (2 * eps),
+                fd[0],
                 f"H v against finite differences of the gradient, direction {k}",
                 rtol=1e-4,
                 atol=1e-6,
             )
+
+
+def _gradient_difference(g: Any, z: np.ndarray, v: np.ndarray, eps: float) -> np.ndarray:
+    xp = pg.namespace("numpy")
+    plus, minus = (to_numpy(pg.grad(g)(xp.asarray(z + d * v))) for d in (eps, -eps))
+    return (plus - minus) / (2 * eps)
 
 
 def check_vmap_grad(s: Scalar) -> None:
@@ -292,7 +321,7 @@ def check_remat(s: Scalar) -> None:
     r = Scalar(s.xp, s.case, wrap=pg.remat, name=s.name)
     args = s.args()
     _close(_grad(r)(*args), plain(*args), "grad through remat", rtol=1e-12)
-    if s.name in NO_SECOND_ORDER:
+    if _second_order(s.name, s.case):
         return
     g, z = s.flat()
     gr, _ = r.flat()
@@ -342,7 +371,7 @@ def check_custom_vjp(s: Scalar) -> None:
                 rtol=1e-10,
                 atol=1e-12,
             )
-    if s.name in NO_SECOND_ORDER:
+    if _second_order(s.name, s.case):
         return
     g, z = s.flat()
     gc, _ = c.flat()
@@ -388,9 +417,13 @@ def test_every_row_has_every_composition() -> None:
     assert not missing, f"rows with a composition no case runs (nor a declared reason): {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(NO_SECOND_ORDER))
-def test_second_order_refusals_are_loud(name: str) -> None:
-    s = Scalar(pg.namespace("numpy"), CASES[name][0], name=name)
+@pytest.mark.parametrize(
+    "name, label",
+    [(n, CASES[n][0].label) for n in sorted(NO_SECOND_ORDER)] + sorted(NO_SECOND_ORDER_CASES),
+)
+def test_second_order_refusals_are_loud(name: str, label: str) -> None:
+    case = next(c for c in CASES[name] if c.label == label)
+    s = Scalar(pg.namespace("numpy"), case, name=name)
     g, z = s.flat()
-    with pytest.raises(NotImplementedError):
+    with pytest.raises((NotImplementedError, np.linalg.LinAlgError)):
         pg.hessian(g)(s.xp.asarray(z))
