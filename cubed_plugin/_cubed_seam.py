@@ -42,6 +42,7 @@ from cubed.runtime.executors.local import (
     run_func_processes,
 )
 from cubed.runtime.types import Callback, CubedPipeline
+from cubed.spec import spec_from_config
 from cubed.storage.store import is_storage_array
 from cubed.storage.zarr import LazyZarrArray
 from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
@@ -59,6 +60,7 @@ __all__ = [
     "copy_node",
     "create_executor",
     "dask_executor",
+    "default_spec",
     "DASK_WORKERS_UNLISTED",
     "distributed_version",
     "CubedVersionWarning",
@@ -98,6 +100,7 @@ __all__ = [
     "tasks_plan",
     "unoptimized_plan",
     "with_reads",
+    "with_spec",
     "WORKER_MALLOC_ENV",
     "zarr_array_of",
 ]
@@ -248,6 +251,17 @@ def node_kind(dag: Any, name: str) -> str:
 def node_target(dag: Any, name: str) -> Any:
     """The stored (or virtual) array behind the array node ``name`` (None when none)."""
     return dag.nodes[name].get(_TARGET)
+
+
+def default_spec() -> Any:
+    """The Spec Cubed gives an array made without one (from its configuration)."""
+    return spec_from_config(cubed.config)
+
+
+def with_spec(x: Any, spec: Any) -> Any:
+    """The Cubed array ``x`` with ``spec`` instead of its own: the same node of the same plan
+    (Cubed's ``Array(name, zarray, spec, plan)``), only the Spec differs."""
+    return type(x)(x.name, x._zarray, spec, x._plan)
 
 
 def zarr_array_of(x: Any) -> Any:

@@ -7,10 +7,16 @@ Cubed 0.27 has ``matmul``, ``matrix_transpose``, ``outer``, ``qr``, ``svd``, ``s
   fits a task's memory, see :mod:`cubed_plugin._blocks`): ``inv``, ``solve``, ``cholesky``,
   ``det``, ``slogdet``, ``eigh``, ``eigvalsh``, ``eig``, ``eigvals``, ``pinv``,
   ``matrix_power``, ``matrix_rank``, ``matrix_norm`` with ``ord`` 2, -2 or ``"nuc"``, and
-  ``svd``/``svdvals`` of stacks (or with ``full_matrices=True``; a 2-D
-  ``svd(full_matrices=False)`` stays Cubed's tall-and-skinny QR). One ``numpy.linalg`` call per
+  ``qr``/``svd``/``svdvals`` of stacks, of wide matrices, ``qr(mode="complete")`` and
+  ``svd(full_matrices=True)``. One ``numpy.linalg`` call per
   block; the multi-output ones (``slogdet``, ``eigh``, ``eig``, ``svd``) compute all their
   outputs in one task per block (Cubed's multi-output ``general_blockwise``), no recomputation.
+- ``qr``, ``svd`` and ``svdvals`` of one matrix: one NumPy call when it fits a task (NumPy's
+  factors, signs included, whatever the chunking); a tall matrix too large for that goes to
+  Cubed's tall-and-skinny QR, on the chunking it needs (one column chunk, row blocks of at
+  least n rows: rechunked, or refused before computing when such blocks do not fit a task's
+  memory; on other chunkings Cubed returns wrong values, twice the singular values or others,
+  or fails), whose factors may differ from NumPy's in the signs of their columns.
 - ``cross``: the vector axis (3 long) one chunk, ``numpy.cross`` per block.
 - chunk-wise, any chunking: ``vector_norm`` and ``matrix_norm`` with ``ord`` "fro", 1, -1, inf,
   -inf (Cubed reductions); ``diagonal`` (each block of the diagonal reads only the blocks of
@@ -222,28 +228,105 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     )
 
 
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+def _tall(x: Any) -> bool:
+    """Whether ``x`` is one matrix Cubed's tall-and-skinny QR takes (at least as many rows as
+    columns)."""
+    return x.ndim == 2 and x.shape[0] >= x.shape[1] > 0
+
+
+def _tall_and_skinny(fname: str, x: Any) -> Any:
+    """``x`` (m x n, m >= n) chunked as Cubed's tall-and-skinny QR needs: one column chunk and
+    row blocks of at least n rows each, the last one too (with fewer, its blocks' R factors do
+    not stack and Cubed returns wrong values, or fails with "All outputs must have matching
+    number of blocks"). The row blocks keep their size where it is large enough; a
+    chunking that would not fit a task's memory (the block, Cubed's four copies of it for the
+    QR, its Q and R) is refused here, before anything computes."""
+    import cubed
+
+    from ._blocks import _limits, _mb, _nbytes
+    from ._cubed_seam import projected_mem, rechunk_task_mem
+
+    m, n = x.shape
+    if x.numblocks[1] == 1 and min(x.chunks[0]) >= n:
+        return x
+    r = max(max(x.chunks[0]), n)
+    while m % r and m % r < n:
+        r += 1
+    allowed, reserved = _limits(x.spec)
+    block = _nbytes((r, n), x.dtype)
+    need = max(
+        projected_mem(x.spec, [block], 4 * block + _nbytes((n, n), x.dtype), block),
+        rechunk_task_mem(x.spec, block),
+    )
+    if allowed and need > allowed:
+        raise NotImplementedError(
+            f"Cubed computes linalg.{fname} of a {m} x {n} matrix by a tall-and-skinny QR, "
+            f"which needs one column chunk and row blocks of at least {n} rows: x is chunked "
+            f"{tuple(x.chunks)}, and blocks of {r} rows need about {_mb(need)} of task "
+            f"memory, more than the Spec's allowed_mem ({_mb(allowed)}, of which reserved_mem "
+            f"{_mb(reserved)}). Use a Spec whose allowed_mem is at least {_mb(need)}, or "
+            f"fewer columns"
+        )
+    return cubed.rechunk(x, (r, n))
+
+
+def _whole_or_tsqr(fname: str, x: Any, whole: Any, tsqr: Any) -> Any:
+    """``whole()`` (one NumPy call per matrix: NumPy's factors, signs included, for any
+    chunking) when ``x`` is a stack, wide, or one matrix that fits a task's memory; else
+    ``tsqr(x)`` on the chunking Cubed's tall-and-skinny QR needs. The factors are unique only
+    up to the signs of their columns: Cubed's QR of a matrix too large for one task gives other
+    signs than NumPy's (the singular values are the same)."""
+    if not _tall(x):
+        return whole()
+    try:
+        return whole()
+    except NotImplementedError:  # the matrix does not fit one task (core_apply's refusal)
+        return tsqr(_tall_and_skinny(fname, x))
+
+
+@implements("linalg.qr")
+def qr(x: Any, /, *, mode: str = "reduced") -> QRResult:
+    import cubed
+
+    _matrices("qr", x, square=False)
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"mode must be 'reduced' or 'complete', got {mode!r} (linalg.qr)")
+    m, n = x.shape[-2:]
+    k = m if mode == "complete" else min(m, n)
+    f = functools.partial(np.linalg.qr, mode=mode)
+    dt = _float(x.dtype)
+
+    def whole() -> Any:
+        return _apply("qr", f, x, [((m, k), dt), ((k, n), dt)])
+
+    if mode == "complete":
+        return QRResult(*whole())
+    return QRResult(*_whole_or_tsqr("qr", x, whole, cubed.linalg.qr))
+
+
 @implements("linalg.svd")
 def svd(x: Any, /, *, full_matrices: bool = True) -> SVDResult:
     import cubed
 
     _matrices("svd", x, square=False)
-    if x.ndim == 2 and not full_matrices:
-        return SVDResult(*cubed.linalg.svd(x, full_matrices=False))
     m, n = x.shape[-2:]
     k = min(m, n)
     f = functools.partial(np.linalg.svd, full_matrices=full_matrices)
     dt = _float(x.dtype)
-    u, s, vh = _apply(
-        "svd",
-        f,
-        x,
-        [
-            ((m, m if full_matrices else k), dt),
-            ((k,), _real(dt)),
-            ((n if full_matrices else k, n), dt),
-        ],
-    )
-    return SVDResult(u, s, vh)
+    shapes = [(m, m if full_matrices else k), (k,), (n if full_matrices else k, n)]
+
+    def whole() -> Any:
+        return _apply("svd", f, x, list(zip(shapes, [dt, _real(dt), dt], strict=True)))
+
+    if full_matrices:
+        return SVDResult(*whole())
+    thin = functools.partial(cubed.linalg.svd, full_matrices=False)
+    return SVDResult(*_whole_or_tsqr("svd", x, whole, thin))
 
 
 @implements("linalg.svdvals")
@@ -251,10 +334,12 @@ def svdvals(x: Any, /) -> Any:
     import cubed
 
     _matrices("svdvals", x, square=False)
-    if x.ndim == 2:
-        return cubed.linalg.svdvals(x)
     k = min(x.shape[-2:])
-    return _apply("svdvals", np.linalg.svdvals, x, [((k,), _real(x.dtype))])
+
+    def whole() -> Any:
+        return _apply("svdvals", np.linalg.svdvals, x, [((k,), _real(x.dtype))])
+
+    return _whole_or_tsqr("svdvals", x, whole, cubed.linalg.svdvals)
 
 
 @implements("linalg.solve")

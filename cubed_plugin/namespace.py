@@ -17,6 +17,11 @@ implementations for ``"cubed"`` (``pycograd_xp._primitive.IMPLEMENTATIONS``), ea
 backend attribute its row calls: the row is where its Cubed implementation is found, and
 ``python -m pycograd_xp.ops --matrix`` shows it in the ``cubed`` column.
 
+Every backend function a row calls (its ``needs``) is wrapped by
+:func:`cubed_plugin._operands.aligned`: its Cubed operands are brought to one ``Spec`` (a
+constant made with Cubed's default takes the user's) and, for ``stack`` and ``concat``, whose
+Cubed implementations trust one operand's chunks for the others, to one chunking.
+
 Functions that need some axes whole (the transformed axes, the sorted axis, the two matrix axes)
 rechunk their input so that those axes are one chunk when a block then fits one task's memory
 (``allowed_mem``), and otherwise raise :class:`NotImplementedError` naming the chunking and
@@ -35,15 +40,16 @@ from __future__ import annotations
 import functools
 import os
 import sysconfig
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
-from pycograd_xp.namespace import implementations, row_of
+from pycograd_xp.namespace import REGISTRY, implementations, row_of
 
 # importing them registers their functions as Cubed's implementations of rows (they import
 # NumPy, not Cubed)
 from . import _fft, _linalg, _sorting  # noqa: F401
 from ._blocks import BACKEND
+from ._operands import aligned
 
 # the attribute of a Cubed op node holding :func:`label_ops`'s label
 LABEL = "pycograd_xp_part"
@@ -88,6 +94,13 @@ def augmented() -> ModuleType:
     for impl in implementations(BACKEND):
         scope, _, name = impl.attribute.rpartition(".")
         setattr(scopes[scope], name, impl.fn)
+    # every function a row calls gets its operands on one Spec and, where Cubed needs it, one
+    # chunking (cubed_plugin._operands)
+    for attribute in sorted({a for row in REGISTRY.values() for a in row.needs}):
+        scope, _, name = attribute.rpartition(".")
+        fn = getattr(scopes[scope], name, None)
+        if isinstance(fn, FunctionType):
+            setattr(scopes[scope], name, aligned(attribute, fn))
     label_ops()
     return ns
 

@@ -18,6 +18,7 @@ import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 cubed = pytest.importorskip("cubed")
@@ -411,6 +412,19 @@ def test_arrays_read_from_zarr_keep_the_zarr_array_they_read(tmp_path):
     )
     assert s.zarr_array_of(x).store_path == z.store_path
     assert not isinstance(s.zarr_array_of(x + 1), zarr.Array)  # computed: Cubed's lazy array
+
+
+def test_an_array_made_without_a_spec_has_the_default_and_can_take_another(tmp_path):
+    s = _seam()
+    c = cubed.asarray(np.arange(3.0))
+    assert c.spec == s.default_spec(), changed("the Spec of an array made without one")
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="10MB")
+    d = s.with_spec(c, spec)
+    assert d.spec == spec and d.name == c.name and d.chunks == c.chunks, changed(
+        "Array(name, zarray, spec, plan): with_spec's copy differs from the array"
+    )
+    x = cubed.from_array(np.ones(3), chunks=2, spec=spec)
+    np.testing.assert_array_equal((x + d).compute(), [1.0, 2.0, 3.0])
 
 
 def test_the_op_counter_counts_the_ops_made():

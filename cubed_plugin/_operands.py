@@ -1,0 +1,138 @@
+"""One Spec and compatible chunks for the operands of every Cubed call the rows make.
+
+Cubed 0.27 trusts one operand's metadata for another in two places, and then refuses or, worse,
+returns wrong numbers without an error:
+
+- **Spec.** Every array of one computation must have an equal ``Spec``; a constant made without
+  one (``eye(3)``, ``asarray(numpy_array)``, ``arange``, ``zeros``) has Cubed's default Spec,
+  and meeting an array made with a user's Spec raises "Arrays must have same spec". Here a
+  constant takes the Spec of the arrays it meets: where the operands of one call have two
+  Specs and one of them is Cubed's default, the operands with the default are re-labelled with
+  the other (the data and the plan are unchanged; a re-labelled array is the same node of
+  Cubed's plan). Two different Specs of a user's still raise Cubed's error.
+- **Chunks.** ``stack`` takes the first array's chunks for every input (values off, or
+  ``IndexError`` later); ``concat`` reads the wrong blocks when operands' chunks along the axis
+  differ. Before those (:data:`SAME_CHUNKS`), every operand is rechunked to one regular chunking:
+  along each axis the smallest chunk size among the operands (what Cubed's own ``unify_chunks``
+  picks for elementwise functions, which are already correct, as are ``matmul``, ``tensordot``,
+  ``vecdot``, ``where``, ``take`` and what cubed_plugin adds: ``tests/test_cubed_operands.py``
+  checks them on mixed chunkings).
+
+:func:`aligned` wraps a backend function with both; :func:`cubed_plugin.namespace.augmented`
+wraps every backend attribute a row calls (the rows' ``needs``), so the rows' forward calls and
+their first-order VJP rules (which get this namespace) all pass through it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+# the backend functions whose Cubed implementation reads every operand with the chunks of the
+# first (stack) or of its neighbour (concat): their operands get one chunking first
+SAME_CHUNKS = frozenset({"stack", "concat"})
+
+
+def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (the backend attribute ``name``), called with its Cubed operands on one Spec and,
+    for :data:`SAME_CHUNKS`, on one chunking."""
+    import cubed
+
+    array = cubed.Array
+    same_chunks = name.rpartition(".")[2] in SAME_CHUNKS
+    concat = name == "concat"
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        found = _operands(array, args, kwargs)
+        if len(found) < 2:
+            return fn(*args, **kwargs)
+        new = _one_spec(found)
+        if same_chunks:
+            new = _one_chunking(new, kwargs.get("axis", 0) if concat else None)
+        if new is found:
+            return fn(*args, **kwargs)
+        swap = {id(a): b for a, b in zip(found, new, strict=True)}
+        return fn(*_swapped(args, swap), **{k: _swapped1(v, swap) for k, v in kwargs.items()})
+
+    return call
+
+
+def _operands(array: type, args: tuple, kwargs: dict) -> list:
+    out = []
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, array):
+            out.append(v)
+        elif isinstance(v, list | tuple):
+            out.extend(a for a in v if isinstance(a, array))
+    return out
+
+
+def _swapped1(v: Any, swap: dict) -> Any:
+    if isinstance(v, list | tuple) and not hasattr(v, "_fields"):
+        return type(v)(swap.get(id(a), a) for a in v)
+    return swap.get(id(v), v)
+
+
+def _swapped(args: tuple, swap: dict) -> tuple:
+    return tuple(_swapped1(v, swap) for v in args)
+
+
+def _one_spec(arrays: list) -> list:
+    """``arrays`` with those on Cubed's default Spec re-labelled with the one other Spec among
+    them (unchanged when they share one, or when two Specs of a user's meet: Cubed says so)."""
+    first = arrays[0].spec
+    if all(a.spec == first for a in arrays):
+        return arrays
+    from ._cubed_seam import default_spec, with_spec
+
+    default = default_spec()
+    others: list[Any] = []
+    for a in arrays:
+        if a.spec != default and all(a.spec != s for s in others):
+            others.append(a.spec)
+    if len(others) != 1:
+        return arrays
+    return [with_spec(a, others[0]) if a.spec == default else a for a in arrays]
+
+
+def _regular(size: int, chunk: int) -> tuple[int, ...]:
+    if size == 0:
+        return (0,)
+    full, rest = divmod(size, chunk)
+    return (chunk,) * full + ((rest,) if rest else ())
+
+
+def _one_chunking(arrays: list, along: int | None = None) -> list:
+    """``arrays`` (of one rank) rechunked where needed so that each has, along every axis, regular
+    chunks of the smallest chunk size any of them has there; along the axis ``along`` that
+    ``concat`` joins them, regular chunks of the smallest size among the operands with several
+    chunks there, an operand of one chunk no longer than that size being left as it is (Cubed's
+    concat is exact then; a short operand does not make the others' chunks small)."""
+    import cubed
+
+    ndim = arrays[0].ndim
+    if any(a.ndim != ndim for a in arrays) or ndim == 0:
+        return arrays  # Cubed's own error names the ranks
+    if along is not None:
+        along %= ndim
+    sizes = []
+    for ax in range(ndim):
+        cs = [max(a.chunks[ax]) for a in arrays if a.shape[ax] > 0]
+        if ax == along:
+            several = [max(a.chunks[ax]) for a in arrays if len(a.chunks[ax]) > 1]
+            cs = several or [max(cs, default=1)]
+        sizes.append(max(1, min(cs)) if cs else 1)
+    out, changed = [], False
+    for a in arrays:
+        want = tuple(_regular(a.shape[ax], sizes[ax]) for ax in range(ndim))
+        have = tuple(a.chunks)
+        if along is not None and len(have[along]) == 1 and a.shape[along] <= sizes[along]:
+            want = want[:along] + (have[along],) + want[along + 1 :]
+        if have != want:
+            target = tuple(max(c, 1) for c in (max(w) for w in want))
+            a = cubed.rechunk(a, target)
+            changed = True
+        out.append(a)
+    return out if changed else arrays
