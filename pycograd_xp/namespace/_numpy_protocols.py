@@ -3077,7 +3077,9 @@ def _interp(
     ns: Any, x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None
 ) -> Any:
     """NumPy's piecewise-linear interpolation (in float64, as NumPy computes it): the gradient
-    flows to ``x`` (the slope), ``fp`` and ``xp`` through ``fp[j] + slope (x - xp[j])``."""
+    flows to ``x`` (the slope), ``fp`` and ``xp`` through ``fp[j] + slope (x - xp[j])``. At a
+    knot (not differentiable in x) the slope to its right, at the last knot the last
+    interval's, as JAX's; 0 outside ``[xp[0], xp[-1]]`` (the constant ``left``/``right``)."""
     if period is not None:
         raise _unsupported("interp", "period=")
     f64 = ns.float64
@@ -3100,6 +3102,7 @@ def _interp(
     rval = fq[m - 1] if right is None else _operand(ns, right)
     if m == 1:
         r = ns.broadcast_to(fq[0], tuple(xv.shape))
+        last = fq[0] * ns.ones_like(xv)
     else:
         j = ns.searchsorted(_detach(xq), _detach(xv), side="right") - 1
         j = ns.clip(j, 0, m - 2)
@@ -3107,8 +3110,13 @@ def _interp(
         f0, f1 = ns.take(fq, j), ns.take(fq, j + 1)
         slope = (f1 - f0) / (x1 - x0)
         r = slope * (xv - x0) + f0
-        r = ns.where(xv == x0, f0, r)
-    r = ns.where(xv == xq[m - 1], fq[m - 1] * ns.ones_like(xv), r)
+        # At a knot, where interp is not differentiable in x: the slope of the interval to
+        # its right (at the last knot, the last interval's), as JAX's; the value exactly fp's
+        # there (the product with x - xp is 0), and a duplicated knot's slope 0.
+        knot = ns.where(x1 == x0, 0.0, slope)
+        r = ns.where(xv == x0, f0 + knot * (xv - x0), r)
+        last = fq[m - 1] + knot * (xv - xq[m - 1])
+    r = ns.where(xv == xq[m - 1], last, r)
     r = ns.where(xv < xq[0], lval * ns.ones_like(xv), r)
     r = ns.where(xv > xq[m - 1], rval * ns.ones_like(xv), r)
     return ns.reshape(r, shape)

@@ -404,8 +404,24 @@ floor_divide.defshape(broadcast_shape(floor_divide), memory=buffers)
 # -- hypot ---------------------------------------------------------------------------------------
 
 hypot = binary("hypot", "real floating-point")
-hypot.defvjp(lambda ns, g, out, x1, x2: (g * x1 / out, g * x2 / out), saves=("x1", "x2", "out"))
-hypot.defjvp(lambda ns, t, out, x1, x2: plus(_lin(t[0], x1 / out), _lin(t[1], x2 / out)))
+
+
+def _hypot_partial(ns, x, out):
+    """``x / hypot``, 0 at the origin (not differentiable there: the smallest subgradient, as
+    vector_norm's at 0; JAX's and PyTorch's are NaN), with no 0 / 0 in a higher order."""
+    at_origin = out == 0
+    return ns.where(at_origin, 0.0, x / ns.where(at_origin, 1.0, out))
+
+
+hypot.defvjp(
+    lambda ns, g, out, x1, x2: (g * _hypot_partial(ns, x1, out), g * _hypot_partial(ns, x2, out)),
+    saves=("x1", "x2", "out"),
+)
+hypot.defjvp(
+    lambda ns, t, out, x1, x2: plus(
+        _lin(t[0], _hypot_partial(ns, x1, out)), _lin(t[1], _hypot_partial(ns, x2, out))
+    )
+)
 hypot.defbatch(broadcast_binary(hypot))
 hypot.defshape(broadcast_shape(hypot), memory=buffers)
 
@@ -606,10 +622,21 @@ positive.defshape(broadcast_shape(positive), memory=buffers)
 pow = binary("pow", "numeric")
 
 
+def _pow_d1(ns, x1, x2):
+    """``d/dx1 x1^x2 = x2 x1^(x2 - 1)``: 0 where ``x2 == 0`` (``x1^0 = 1`` is constant, even
+    at ``x1 == 0``, where the formula is ``0 * inf``; JAX's and PyTorch's are 0 too). Only
+    there is the exponent replaced, so the derivative in x2 stays ``x1^-1`` where x1 != 0."""
+    if is_scalar(x2):
+        return ns.zeros_like(x1) if x2 == 0 else x2 * ns.pow(x1, x2 - 1)
+    zero = x2 == 0 if is_scalar(x1) and x1 == 0 else (x2 == 0) & (x1 == 0)
+    exponent = x2 - 1 if is_scalar(x1) and x1 != 0 else ns.where(zero, 1, x2 - 1)
+    return x2 * ns.pow(x1, exponent)
+
+
 @pow.defvjp(saves=("x1", "x2", "out"))
 def _(ns, g, out, x1, x2):
     # d/dx1 = x2 x1^(x2-1); d/dx2 = out log(x1), taken as 0 where x1 == 0 (as in JAX)
-    g1 = None if is_scalar(x1) else g * x2 * ns.pow(x1, x2 - 1)
+    g1 = None if is_scalar(x1) else g * _pow_d1(ns, x1, x2)
     if is_scalar(x2):
         return g1, None
     if is_scalar(x1):
@@ -623,7 +650,7 @@ def _(ns, g, out, x1, x2):
 
 @pow.defjvp
 def _(ns, t, out, x1, x2):
-    t1 = None if t[0] is None else t[0] * x2 * ns.pow(x1, x2 - 1)
+    t1 = None if t[0] is None else t[0] * _pow_d1(ns, x1, x2)
     if t[1] is None:
         return t1
     if is_scalar(x1):
