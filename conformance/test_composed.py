@@ -88,8 +88,6 @@ def _row_reason(name: str, composition: str) -> str | None:
 def _skip_reason(name: str, case: Case, composition: str) -> str | None:
     """Why ``composition`` cannot run on ``case`` of row ``name`` (None: it can)."""
     diff = [a for a in case.args if _inexact(a)]
-    if "numpy" not in case.backends:
-        return "not a NumPy case"
     if not diff:
         return "no floating-point argument"
     if composition == "hessian" and _second_order(name, case):
@@ -97,10 +95,12 @@ def _skip_reason(name: str, case: Case, composition: str) -> str | None:
     return _row_reason(name, composition)
 
 
-def _params(sample: bool) -> list:
+def _params(sample: bool, backend: str = "numpy") -> list:
     out = []
     for name, cs in CASES.items():
         for i, case in enumerate(cs):
+            if backend not in case.backends:
+                continue
             for comp in COMPOSITIONS:
                 if _skip_reason(name, case, comp) is not None:
                     continue
@@ -109,7 +109,14 @@ def _params(sample: bool) -> list:
                     continue
                 marks = () if sample else (pytest.mark.slow,)
                 out.append(
-                    pytest.param(name, case, comp, id=f"{comp}-{name}-{case.label}", marks=marks)
+                    pytest.param(
+                        backend,
+                        name,
+                        case,
+                        comp,
+                        id=f"{backend}-{comp}-{name}-{case.label}",
+                        marks=marks,
+                    )
                 )
     return out
 
@@ -209,7 +216,7 @@ WHOLE_HESSIAN = 200
 
 def _hvp_reverse(g: Any, z: Any, v: Any) -> Any:
     """``H v`` by reverse-over-reverse: the gradient of ``<grad g(z), v>``."""
-    xp = pg.namespace("numpy")
+    xp = z.__array_namespace__()
     return pg.grad(lambda w: xp.sum(pg.grad(g)(w) * v))(z)
 
 
@@ -229,7 +236,7 @@ def check_hessian(s: Scalar, finite_differences: bool) -> None:
         _, hv = pg.jvp(pg.grad(g), (zx,), (vx,))
         _close(hv, want, f"jvp(grad) against grad(<grad, v>), direction {k}")
         if finite_differences:  # the directional difference of the gradient
-            fd = [_gradient_difference(g, z, v, eps) for eps in (1e-5, 1e-6)]
+            fd = [_gradient_difference(xp, g, z, v, eps) for eps in (1e-5, 1e-6)]
             if not np.allclose(fd[0], fd[1], rtol=1e-2, atol=1e-4):
                 continue  # the gradient has a kink here (max's ties): no second derivative
             _close(
@@ -241,8 +248,7 @@ def check_hessian(s: Scalar, finite_differences: bool) -> None:
             )
 
 
-def _gradient_difference(g: Any, z: np.ndarray, v: np.ndarray, eps: float) -> np.ndarray:
-    xp = pg.namespace("numpy")
+def _gradient_difference(xp: Any, g: Any, z: np.ndarray, v: np.ndarray, eps: float) -> np.ndarray:
     plus, minus = (to_numpy(pg.grad(g)(xp.asarray(z + d * v))) for d in (eps, -eps))
     return (plus - minus) / (2 * eps)
 
@@ -338,7 +344,11 @@ def _own_rule(f: Any) -> Any:
     """``f`` as a ``custom_vjp`` whose rule is its own pullback (its inexact outputs)."""
 
     def leaves(*a: Any) -> tuple:
-        return tuple(o for o in tree_flatten(f(*a))[0] if np.issubdtype(o.dtype, np.inexact))
+        return tuple(
+            o
+            for o in tree_flatten(f(*a))[0]
+            if o.__array_namespace__().isdtype(o.dtype, ("real floating", "complex floating"))
+        )
 
     c = pg.custom_vjp(leaves)
 
@@ -384,8 +394,14 @@ def check_custom_vjp(s: Scalar) -> None:
     )
 
 
-def run(name: str, case: Case, composition: str, finite_differences: bool = False) -> None:
-    xp = pg.namespace("numpy")
+def run(
+    name: str,
+    case: Case,
+    composition: str,
+    finite_differences: bool = False,
+    backend: str = "numpy",
+) -> None:
+    xp = pg.namespace(backend)
     s = Scalar(xp, case, name=name)
     with np.errstate(all="ignore"):
         if composition == "hessian":
@@ -394,14 +410,17 @@ def run(name: str, case: Case, composition: str, finite_differences: bool = Fals
             globals()[f"check_{composition}"](s)
 
 
-@pytest.mark.parametrize("name, case, composition", _params(sample=True))
-def test_composition(name: str, case: Case, composition: str) -> None:
-    run(name, case, composition)
+@pytest.mark.parametrize("backend, name, case, composition", _params(sample=True))
+def test_composition(backend: str, name: str, case: Case, composition: str) -> None:
+    run(name, case, composition, backend=backend)
 
 
-@pytest.mark.parametrize("name, case, composition", _params(sample=False))
-def test_composition_every_case(name: str, case: Case, composition: str) -> None:
-    run(name, case, composition, finite_differences=composition == "hessian")
+@pytest.mark.parametrize(
+    "backend, name, case, composition",
+    _params(sample=False) + _params(sample=False, backend="array_api_strict"),
+)
+def test_composition_every_case(backend: str, name: str, case: Case, composition: str) -> None:
+    run(name, case, composition, finite_differences=composition == "hessian", backend=backend)
 
 
 def test_every_row_has_every_composition() -> None:
