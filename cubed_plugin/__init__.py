@@ -92,6 +92,7 @@ def adapt(backend: Any) -> Any:
         per block, over Cubed's namespace completed with what it lacks.
     """
     from ._special import lookup
+    from ._standard import index, index_add
     from .memory import project
     from .random import sample
 
@@ -107,6 +108,8 @@ def adapt(backend: Any) -> Any:
         like_kwargs=_spec_of,
         special=lookup,
         compute=_compute_values,
+        getitem=index,
+        index_add=index_add,
     )
 
 

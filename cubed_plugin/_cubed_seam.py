@@ -259,9 +259,11 @@ def default_spec() -> Any:
 
 
 def with_spec(x: Any, spec: Any) -> Any:
-    """The Cubed array ``x`` with ``spec`` instead of its own: the same node of the same plan
-    (Cubed's ``Array(name, zarray, spec, plan)``), only the Spec differs."""
-    return type(x)(x.name, x._zarray, spec, x._plan)
+    """The Cubed array ``x``, given ``spec`` instead of its own (its attribute ``spec``, set in
+    place, so that every holder of ``x`` sees it: a residual a VJP rule saved, combined later
+    with Cubed's operators); the same node of the same plan."""
+    x.spec = spec
+    return x
 
 
 def zarr_array_of(x: Any) -> Any:

@@ -7,9 +7,10 @@ returns wrong numbers without an error:
   one (``eye(3)``, ``asarray(numpy_array)``, ``arange``, ``zeros``) has Cubed's default Spec,
   and meeting an array made with a user's Spec raises "Arrays must have same spec". Here a
   constant takes the Spec of the arrays it meets: where the operands of one call have two
-  Specs and one of them is Cubed's default, the operands with the default are re-labelled with
-  the other (the data and the plan are unchanged; a re-labelled array is the same node of
-  Cubed's plan). Two different Specs of a user's still raise Cubed's error.
+  Specs and one of them is Cubed's default, the operands with the default are given the other
+  (in place, so that a residual a VJP rule saved has it too when the rule later combines it
+  with Cubed's operators; the data and the plan are unchanged). Two different Specs of a
+  user's still raise Cubed's error.
 - **Chunks.** ``stack`` takes the first array's chunks for every input (values off, or
   ``IndexError`` later); ``concat`` reads the wrong blocks when operands' chunks along the axis
   differ. Before those (:data:`SAME_CHUNKS`), every operand is rechunked to one regular chunking:

@@ -47,7 +47,7 @@ from pycograd_xp.namespace import REGISTRY, implementations, row_of
 
 # importing them registers their functions as Cubed's implementations of rows (they import
 # NumPy, not Cubed)
-from . import _fft, _linalg, _sorting  # noqa: F401
+from . import _fft, _linalg, _sorting, _standard  # noqa: F401
 from ._blocks import BACKEND
 from ._operands import aligned
 

@@ -114,6 +114,10 @@ class Backend:
     # arrays, all computed in one computation (Cubed: one plan, shared inputs read once); what
     # ``optim.lbfgs`` needs for the scalar decisions of its line search. None: eager, or none.
     compute: Callable[..., Any] | None = None
+    # ``getitem(x, key)``: ``x[key]`` for a backend array, where the backend's own indexing
+    # lacks part of the standard's (Cubed: negative slice steps; an integer-array index as
+    # long as its axis). None: ``x[key]``.
+    getitem: Callable[[Any, Any], Any] | None = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.

@@ -377,6 +377,7 @@ class _Builder(GeneralWrappers):
         GETITEM = REGISTRY["__getitem__"]  # noqa: N806
         mutable = self.backend.mutable
         numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
+        index = self.backend.getitem
 
         def getitem(x: Array, key: Any) -> Array:
             if numpy_keys is not None and type(key) not in _BASIC_KEYS:
@@ -388,7 +389,7 @@ class _Builder(GeneralWrappers):
             except HandOver as over:  # a batched index (vmap): the call moves to its level
                 return over.ns._getitem(over.ns._make(over.ns._backend.lift(x)), key)
             try:
-                out = wrap(x._data[k])
+                out = wrap(x._data[k] if index is None else index(x._data, k))
             except (ValueError, TypeError, IndexError) as e:
                 raise _explain("__getitem__", e, (x._data, k)) from e
             if mutable and _is_basic(key):  # NumPy returns a view: keep the aliasing

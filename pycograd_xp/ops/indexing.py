@@ -42,7 +42,7 @@ from ._rules.shapes import (
     size_bytes,
     view,
 )
-from ._rules.vjp import index_add, raw, zeros_beside
+from ._rules.vjp import index_add, made_like, raw, zeros_beside
 
 # -- kits shared by the rows below ---------------------------------------------------------------
 
@@ -55,8 +55,9 @@ def method(name: str, *params: str) -> Primitive:
 
 
 def _positions(ns, x):
-    """Each element's flat index, laid out like ``x``: gathering from it says where from."""
-    return ns.reshape(ns.arange(x.size, dtype=ns.int64), tuple(x.shape))
+    """Each element's flat index, laid out like ``x`` (in ``x``'s Spec on a chunked backend):
+    gathering from it says where from."""
+    return ns.reshape(ns.arange(x.size, dtype=ns.int64, **made_like(ns, x)), tuple(x.shape))
 
 
 def _scatter(ns, x, g, where):
@@ -188,7 +189,15 @@ def _(ns, g, out, x, key):
         ct = ns.zeros(tuple(x.shape), dtype=g.dtype)
         ct[picked] = ns.reshape(g, tuple(ct[picked].shape))
         return ct, None
-    return _scatter(ns, x, g, _positions(ns, x)[key]), None
+    return _scatter(ns, x, g, _index(ns, _positions(ns, x), key)), None
+
+
+def _index(ns, a, key):
+    """``a[key]``; on a raw backend with its own indexing (the Backend's ``getitem``: Cubed's
+    lacks negative steps and mistakes an index as long as its axis for none), through it (our
+    namespace's arrays go through it already)."""
+    index = capabilities(ns).getitem
+    return index(a, key) if index is not None and raw(ns) else a[key]
 
 
 def _pad_back(ns, g, shape, key, chunks=None):

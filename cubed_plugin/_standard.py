@@ -1,0 +1,223 @@
+"""Functions of the standard that Cubed 0.27 has, completed where it lacks one of their options.
+
+- ``cumulative_sum`` and ``cumulative_prod``: ``include_initial=True`` (Cubed raises
+  ``NotImplementedError``; the VJPs of ``take``, ``take_along_axis``, ``prod`` and ``repeat`` use
+  it): Cubed's scan, then the identity slice joined in front, chunked like the scan's output.
+  ``axis=None`` on a 1-D array (the standard's default; Cubed raises ``TypeError``).
+- ``conj`` of a real or integer array is the array (the standard's ``conj`` takes every numeric
+  dtype; Cubed takes only complex ones: the VJP of ``vecdot`` conjugates its real operands).
+- ``reshape``: Cubed's (Dask's algorithm) merges or splits existing axes evenly only, and needs
+  regular chunks; any other reshape first rechunks the array to regular chunks, and where that
+  is not enough to one chunk when that fits a task's memory (``allowed_mem``), else raises
+  :class:`NotImplementedError` naming the reshape, the chunking and the way out, before anything
+  computes.
+
+Each is registered against its row with :func:`cubed_plugin._blocks.implements`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._blocks import _limits, _mb, _nbytes, implements
+
+
+def _cumulative(
+    fname: str, scan: Any, identity: int, x: Any, axis: Any, dtype: Any, include_initial: bool
+) -> Any:
+    import cubed
+
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(
+                f"axis must be given for an array of {x.ndim} dimensions, got None ({fname}): "
+                f"flatten first (reshape(x, (-1,))) to scan all the elements"
+            )
+        axis = 0
+    out = scan(x, axis=axis, dtype=dtype)
+    if not include_initial:
+        return out
+    ax = axis % out.ndim
+    shape = tuple(1 if a == ax else n for a, n in enumerate(out.shape))
+    chunks = tuple(1 if a == ax else c for a, c in enumerate(out.chunksize))
+    first = cubed.full(shape, identity, dtype=out.dtype, chunks=chunks, spec=out.spec)
+    # one chunk of length 1 in front: Cubed's concat is exact with a one-chunk operand no
+    # longer than the others' chunks
+    return cubed.concat([first, out], axis=ax)
+
+
+@implements("cumulative_sum")
+def cumulative_sum(
+    x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Any:
+    import cubed
+
+    return _cumulative("cumulative_sum", cubed.cumulative_sum, 0, x, axis, dtype, include_initial)
+
+
+@implements("cumulative_prod")
+def cumulative_prod(
+    x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+) -> Any:
+    import cubed
+
+    return _cumulative("cumulative_prod", cubed.cumulative_prod, 1, x, axis, dtype, include_initial)
+
+
+@implements("conj")
+def conj(x: Any, /) -> Any:
+    import cubed
+
+    if cubed.isdtype(x.dtype, "complex floating"):
+        return cubed.conj(x)
+    if not cubed.isdtype(x.dtype, "numeric"):
+        raise TypeError(f"conj takes a numeric array, got dtype {x.dtype}")
+    return x
+
+
+def _target_shape(x: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) == 1:
+        known = math.prod(s for s in shape if s != -1)
+        if known and x.size % known == 0:
+            shape = tuple(x.size // known if s == -1 else s for s in shape)
+    return shape
+
+
+@implements("reshape")
+def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Any:
+    import cubed
+
+    from ._cubed_seam import projected_mem, rechunk_task_mem
+
+    target = _target_shape(x, tuple(shape))
+    if math.prod(target) != x.size or tuple(target) == tuple(x.shape) or x.npartitions == 1:
+        return cubed.reshape(x, shape, copy=copy)  # Cubed's own answer (or error)
+    regular = all(
+        all(c == cs[0] for c in cs[:-1]) and cs[-1] <= cs[0] for cs in x.chunks if len(cs) > 1
+    )
+    try:
+        return cubed.reshape(x if regular else cubed.rechunk(x, x.chunksize), target, copy=copy)
+    except (NotImplementedError, ValueError):
+        pass  # not an even merge or split of the existing chunks (the shape was checked above)
+    nbytes = _nbytes(tuple(x.shape), x.dtype)
+    allowed, reserved = _limits(x.spec)
+    need = max(projected_mem(x.spec, [nbytes], 0, nbytes), rechunk_task_mem(x.spec, nbytes))
+    if allowed and need > allowed:
+        raise NotImplementedError(
+            f"reshape of an array of shape {tuple(x.shape)} chunked {tuple(x.chunks)} to "
+            f"{tuple(target)}: Cubed's reshape only merges or splits existing axes evenly, "
+            f"which this chunking does not allow, and the whole array in one chunk needs about "
+            f"{_mb(need)} of task memory, more than the Spec's allowed_mem ({_mb(allowed)}, of "
+            f"which reserved_mem {_mb(reserved)}). Rechunk x so that the axes merged or split "
+            f"are whole in each chunk (cubed.rechunk), reshape in steps that merge or split "
+            f"whole axes, or use a Spec whose allowed_mem is at least {_mb(need)}"
+        )
+    return cubed.reshape(cubed.rechunk(x, tuple(x.shape)), target, copy=copy)
+
+
+# -- indexing --------------------------------------------------------------------------------
+
+
+def _joined(parts: list, axis: int) -> Any:
+    import cubed
+
+    from ._operands import _one_chunking
+
+    return cubed.concat(_one_chunking(parts, axis), axis=axis)
+
+
+def _is_index_array(k: Any) -> bool:
+    return hasattr(k, "shape") and hasattr(k, "dtype") and k.ndim >= 1
+
+
+@implements("take")
+def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
+    """Cubed's ``take``, except where the indices are as long as the axis: Cubed 0.27 takes an
+    index that keeps the shape for no index at all (it returns ``x`` unchanged, whatever the
+    indices), so those are taken in two halves, joined."""
+    import cubed
+
+    if axis is None and x.ndim == 1:
+        axis = 0
+    if axis is not None and indices.ndim == 1:
+        ax = axis % max(x.ndim, 1)
+        n = indices.shape[0]
+        if n > 1 and n == x.shape[ax]:
+            h = n // 2
+            halves = [cubed.take(x, indices[:h], axis=ax), cubed.take(x, indices[h:], axis=ax)]
+            return _joined(halves, ax)
+    return cubed.take(x, indices, axis=axis)
+
+
+def index(x: Any, key: Any) -> Any:
+    """``x[key]`` for a Cubed array, with what Cubed 0.27's indexing lacks or gets wrong: a
+    negative slice step (Cubed raises) reads ``x`` flipped along that axis with the positive
+    step; an integer-array index as long as its axis (Cubed returns ``x`` unchanged) is read in
+    two halves, joined. The Backend's ``getitem`` capability on Cubed."""
+    import cubed
+
+    parts = list(key) if isinstance(key, tuple) else [key]
+    used = sum(1 for k in parts if k is not None and k is not Ellipsis)
+    if Ellipsis in [k for k in parts if not _is_index_array(k)]:
+        i = next(j for j, k in enumerate(parts) if k is Ellipsis and not _is_index_array(k))
+        parts[i : i + 1] = [slice(None)] * (x.ndim - used)
+    ax, out_ax, arrays = 0, 0, []
+    for j, k in enumerate(parts):
+        if k is None:
+            out_ax += 1
+            continue
+        if isinstance(k, slice) and k.step is not None and k.step < 0 and ax < x.ndim:
+            n = x.shape[ax]
+            start, _, step = k.indices(n)
+            m = len(range(*k.indices(n)))
+            x = cubed.flip(x, axis=ax)
+            first = n - 1 - start
+            parts[j] = slice(first, first + (m - 1) * -step + 1, -step) if m else slice(0, 0)
+        if _is_index_array(k):
+            arrays.append((j, out_ax, ax))
+        if isinstance(k, slice) or _is_index_array(k):
+            out_ax += 1
+        ax += 1
+    if len(arrays) == 1:
+        j, pos, ax = arrays[0]
+        k = parts[j]
+        if k.ndim == 1 and k.shape[0] > 1 and k.shape[0] == x.shape[ax]:
+            h = k.shape[0] // 2
+            lo, hi = list(parts), list(parts)
+            lo[j], hi[j] = k[:h], k[h:]
+            return _joined([x[tuple(lo)], x[tuple(hi)]], pos)
+    return x[tuple(parts)]
+
+
+def index_add(size: int, flat_index: Any, values: Any) -> Any:
+    """A length-``size`` vector with ``values`` summed at ``flat_index`` (duplicates add up):
+    one task holding the indices, the values and the result whole (NumPy's ``add.at``), lazily;
+    refused naming the memory it needs when that does not fit ``allowed_mem``. The Backend's
+    ``index_add`` capability on Cubed (the gradients of gathers)."""
+    import functools
+
+    import numpy as np
+
+    from ._blocks import Out, core_apply
+    from ._operands import _one_spec
+
+    flat_index, values = _one_spec([flat_index, values])
+    return core_apply(
+        "index_add (the gradient of a gather)",
+        functools.partial(_add_at, size),
+        [flat_index, values],
+        [(0,), (0,)],
+        [Out((size,), (0,), values.dtype)],
+        what="the indices, the values and the result",
+        temps=lambda ins, outs: _nbytes(ins[0][0], np.intp),
+    )
+
+
+def _add_at(size: int, idx: Any, values: Any) -> Any:
+    import numpy as np
+
+    out = np.zeros(size, dtype=values.dtype)
+    np.add.at(out, idx, values)
+    return out
