@@ -4,8 +4,8 @@ executor holds before a task adds data to it (what ``Spec.reserved_mem`` must co
 Cubed's ``Spec`` defaults to ``reserved_mem=0``: its check then counts only a task's data, and a
 worker process needs tens of megabytes of its own (the interpreter, NumPy, Zarr, Cubed,
 pycograd_xp), so a plan that passes the check runs over ``allowed_mem`` without a word.
-:func:`worker_baseline` measures that memory by running a small task on the executor; it is
-cached per executor, and :func:`make_spec`, ``check`` and ``fit`` use it.
+:func:`worker_baseline` (:mod:`cubed_plugin._baseline`) measures that memory, warm, on the
+executor; :func:`make_spec`, ``check`` and ``fit`` use it.
 """
 
 from __future__ import annotations
@@ -15,20 +15,13 @@ import os
 import shutil
 import sys
 import tempfile
-import uuid
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from ._baseline import MARGIN, worker_baseline
 
-# the measured baselines, per executor (see _key); a process measures each executor once
-_BASELINES: dict[Any, int] = {}
-_IN_PROCESS = ("executors that run tasks in this process",)
-
-# Cubed's own tests reserve 10% over a measured baseline: the tasks' own imports and buffers vary
-# (docs/calibration.md#margin)
-MARGIN = 1.1
+__all__ = ["MARGIN", "make_executor", "make_spec", "measuring_processes", "worker_baseline"]
 
 
 # the executors by name that run on one machine (make_executor), each engine's extra
@@ -454,171 +447,3 @@ def measuring_processes(
     from ._cubed_seam import MeasuringProcesses
 
     return MeasuringProcesses(retries=retries)
-
-
-def _baseline_task(block: np.ndarray) -> np.ndarray:
-    """The task :func:`worker_baseline` runs: it loads what the tasks of a gradient step load
-    (pycograd_xp and cubed_plugin, NumPy's BLAS on first use) and runs a one-pass step's
-    gradient on a tiny chunk (what the first gradient loads and caches), reads its block from
-    Zarr and writes one back; the block it returns holds its process id."""
-    from cubed_plugin.steps import chunk_sums
-    from pycograd_xp.tree import tree_flatten
-
-    def per_row(p: Any, x: Any) -> Any:
-        xp = x.__array_namespace__()
-        return xp.log(1.0 + xp.exp(-(x @ p["w"])))
-
-    x = np.asarray(block, dtype=np.float64).reshape(-1, 1)
-    x = x @ x.T
-    # a gradient step's task on a tiny chunk: what pycograd_xp loads and caches on first use
-    leaves, td = tree_flatten({"w": np.zeros(x.shape[1])})
-    chunk_sums(per_row, td, leaves, [x], 0, x.shape[0])
-    return np.full(block.shape, os.getpid(), dtype=np.int64)
-
-
-def _key(ex: Any, compute_kwargs: dict | None) -> tuple:
-    kind = type(ex)
-    options = sorted((k, repr(v)) for k, v in (getattr(ex, "kwargs", None) or {}).items())
-    return (
-        kind.__module__,
-        kind.__qualname__,
-        repr(options),
-        repr(sorted((compute_kwargs or {}).items())),
-    )
-
-
-def _measure(ex: Any, work_dir: str, compute_kwargs: dict | None) -> tuple[int | None, int]:
-    """(the largest measured task peak, or None when the executor measures none; the process
-    id a task ran in) of the small computation of :func:`_baseline_task` on ``ex``."""
-    import cubed
-    import zarr
-
-    # its own directory under work_dir, deleted after (the input and Cubed's storage)
-    root = os.path.join(work_dir, f"pycograd-baseline-{uuid.uuid4().hex}")
-    spec = cubed.Spec(work_dir=root, allowed_mem="200MB", reserved_mem=0)
-    path = os.path.join(root, "input.zarr")
-    zarr.open_array(path, mode="w", shape=(4,), chunks=(4,), dtype="f8")[:] = 1.0
-    peaks: list[int | None] = []
-
-    class Peaks(cubed.Callback):
-        def on_task_end(self, event: Any) -> None:
-            peaks.append(event.peak_measured_mem_end)
-
-    try:
-        out = cubed.map_blocks(_baseline_task, cubed.from_zarr(path, spec=spec), dtype=np.int64)
-        pids = cubed.compute(out, executor=ex, callbacks=[Peaks()], **(compute_kwargs or {}))[0]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    measured = [p for p in peaks if p is not None]
-    return (max(measured) if measured else None), int(np.asarray(pids).reshape(-1)[0])
-
-
-def _peak_here() -> int:
-    """This process's peak resident memory in bytes (its address space's own high-water mark:
-    unlike ``ru_maxrss``, it does not carry the peak of the process that started it)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak * 1024 if sys.platform.startswith("linux") else peak
-
-
-def _fresh_main(work_dir: str) -> None:
-    """In a fresh interpreter: the small computation of :func:`_measure`, in this process, then
-    print its peak (what a worker holds before any data)."""
-    from ._cubed_seam import create_executor
-
-    _measure(create_executor("single-threaded"), work_dir, None)
-    print(_peak_here())
-
-
-def _measure_fresh(work_dir: str) -> int:
-    """The peak of a fresh Python process that runs :func:`_measure`'s task in itself (started
-    as a new interpreter, not by multiprocessing, which would run the caller's script again)."""
-    import subprocess
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from cubed_plugin._executors import _fresh_main; _fresh_main(sys.argv[1])",
-            work_dir,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(
-            f"worker_baseline: the fresh worker measuring it failed: "
-            f"{out.stderr.strip().splitlines()[-1:]}"
-        )
-    return int(out.stdout.strip().splitlines()[-1])
-
-
-def worker_baseline(
-    executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
-) -> int:
-    """The memory, in bytes, that a process running one of ``executor``'s tasks holds before the
-    task adds any data.
-
-    The peak Cubed measures for a small task (one Zarr block read and written, the libraries a
-    gradient step loads), measured once per executor and cached. Executors that run tasks in
-    worker processes and measure them (processes, ``measuring_processes()``, dask, lithops,
-    modal) are measured themselves (Cubed's processes executor starts its workers from this
-    process by fork and exec, and they report this process's peak as theirs: that is its
-    baseline). Executors that run tasks inside this process (single-threaded, threads) measure
-    nothing per task: their baseline is that of a fresh Python process that imports the same
-    libraries and runs the task itself, the least any process running the task holds (this
-    process holds that plus its own data).
-
-    Parameters
-    ----------
-    executor : optional
-        A Cubed executor, its name, or None (Cubed's default, "threads").
-    work_dir : str, optional
-        Holds the small arrays (a temporary directory when None; a remote executor needs one its
-        workers can reach).
-    compute_kwargs : dict, optional
-        Passed to ``cubed.compute`` (a Dask cluster's address).
-
-    Returns
-    -------
-    int
-        The baseline, in bytes.
-
-    Raises
-    ------
-    RuntimeError
-        For an executor that neither measures its tasks nor runs them here (give
-        ``reserved_mem`` yourself then).
-    """
-    ex = executor_of(executor)
-    key = _key(ex, compute_kwargs)
-    if key in _BASELINES:
-        return _BASELINES[key]
-    work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-baseline-")
-    peak, pid = _measure(ex, work_dir, compute_kwargs)
-    if peak is None:
-        if pid != os.getpid():
-            raise RuntimeError(
-                f"worker_baseline: the {getattr(ex, 'name', type(ex).__name__)!r} executor runs "
-                "tasks in other processes but reports no measured task memory "
-                "(peak_measured_mem_end is None), so its workers' own memory cannot be "
-                "measured; give reserved_mem yourself, at least what such a worker holds before "
-                "any data (worker_baseline('processes') measures a local one), or measure on an "
-                "executor that reports task memory (processes, dask, lithops, modal)"
-            )
-        if _IN_PROCESS not in _BASELINES:
-            _BASELINES[_IN_PROCESS] = _measure_fresh(work_dir)
-        peak = _BASELINES[_IN_PROCESS]
-    _BASELINES[key] = int(peak)
-    return int(peak)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
 import pycograd_xp
+
+# the worker baselines the tests measure are kept in a file of this run's own (and its child
+# processes'), not in the user's cache (cubed_plugin._baseline.cache_path)
+os.environ.setdefault(
+    "PYCOGRAD_XP_BASELINE_CACHE",
+    os.path.join(tempfile.mkdtemp(prefix="pycograd-test-baselines-"), "worker_baselines.json"),
+)
 
 EAGER_BACKENDS = ["numpy", "array_api_strict"]
 
