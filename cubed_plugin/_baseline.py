@@ -133,7 +133,8 @@ def _update(key: str, sample: int | None = None, drift: int | None = None) -> di
     """The kept entry of ``key``, with ``sample`` added (the last 20 kept) and ``drift`` raised;
     written back atomically (a file that cannot be written is left alone)."""
     data = _load()
-    entry = data.get(key) if isinstance(data.get(key), dict) else {}
+    got = data.get(key)
+    entry = got if isinstance(got, dict) else {}
     samples = [int(s) for s in entry.get("samples", []) if isinstance(s, int | float)]
     if sample is not None:
         samples = (samples + [int(sample)])[-20:]

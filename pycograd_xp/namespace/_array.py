@@ -121,9 +121,10 @@ class Array(ArrayProtocol):
         return self._data.dtype
 
     @property
-    def shape(self) -> tuple[int | None, ...]:
-        """The shape: one int per dimension (None where a size is unknown, as the standard
-        allows)."""
+    def shape(self) -> tuple[int, ...]:
+        """The shape: one int per dimension. Shapes are static on every backend (the standard
+        allows None for a size a lazy backend does not know; none of ours has one), so
+        ``x.shape[1]`` is an ``int`` to a type checker too."""
         return tuple(self._data.shape)
 
     @property
@@ -132,7 +133,7 @@ class Array(ArrayProtocol):
         return self._data.ndim
 
     @property
-    def size(self) -> int | None:
+    def size(self) -> int:
         """The number of elements."""
         return self._data.size
 

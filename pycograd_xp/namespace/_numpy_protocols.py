@@ -987,7 +987,7 @@ def _len(self: Array) -> int:
     like asks for it (scipy.signal.lfilter)."""
     if self.ndim == 0:
         raise TypeError("len() of unsized object")
-    return int(self.shape[0])  # type: ignore[arg-type]
+    return int(self.shape[0])
 
 
 # NumPy's own arrays and scalars: an operand of these in an operator of ours is a constant
