@@ -306,10 +306,18 @@ def value_and_grad(
     >>> float(value), g
     (5.0, pycograd_xp.numpy.Array([2., 4.], dtype=float64))
     """
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(
+    f: Callable[P, Any], argnums: int | Sequence[int], has_aux: bool, transform: str
+) -> Callable[P, tuple[Any, Any]]:
+    """:func:`value_and_grad`, its errors naming ``transform``: the function the user called
+    (``grad`` or ``value_and_grad``)."""
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, Any]:
-        where = f"value_and_grad({getattr(f, '__name__', 'f')})"
+        where = f"{transform}({getattr(f, '__name__', 'f')})"
         nums = _argnums(argnums, len(args), where)
         prev = push(Grad())
         try:
@@ -385,7 +393,7 @@ def grad(
     >>> gx.shape
     (4, 3)
     """
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = _value_and_grad(f, argnums, has_aux, "grad")
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:

@@ -753,6 +753,11 @@ def scaled_dot_product_attention(
     Array
         (..., Lq, dv).
     """
+    if causal is not None and is_causal and not causal:
+        raise ValueError(
+            "scaled_dot_product_attention(): is_causal=True and causal=False contradict each "
+            "other (causal is another name for is_causal); pass one of them"
+        )
     is_causal = is_causal if causal is None else causal
     xp = _attention_ns(q, k, v)
     q, k, v = (xp.expand_dims(a, axis=-2) for a in (q, k, v))  # one head: (..., L, 1, d)

@@ -201,6 +201,11 @@ def _state_like(p: Any, fill: float = 0.0) -> Any:
     of the same shape, dtype and chunks (the state of a projected step)."""
     if isinstance(p, Spec):
         return Spec(p.shape, p.dtype, p.chunks)
+    if not hasattr(p, "__array_namespace__"):
+        raise TypeError(
+            f"optim: init(params): a parameter leaf is a {type(p).__name__}, not an array; "
+            "make the parameters arrays of a namespace (xp.asarray([1.0, 2.0]))"
+        )
     xp = _ns(p)
     return xp.zeros_like(p) if fill == 0 else xp.full_like(p, fill)
 
@@ -213,7 +218,16 @@ def _leafwise(fn: Callable[..., tuple], *trees: Any) -> tuple[Any, ...]:
     """Apply ``fn`` to the leaves of ``trees`` (one structure) in one pass; ``fn`` returns a
     tuple, and each position of it becomes a tree of that structure."""
     leaves, td = tree_flatten(trees[0])
-    others = [tree_flatten(t)[0] for t in trees[1:]]
+    others = []
+    for t in trees[1:]:
+        t_leaves, t_td = tree_flatten(t)
+        if t_td != td:
+            raise ValueError(
+                "optim: update(grads, state, params): the gradients' structure "
+                f"{td!r} differs from the state's or the parameters' {t_td!r}; the state "
+                "must come from init() of parameters of the gradients' structure"
+            )
+        others.append(t_leaves)
     results = [fn(*xs) for xs in zip(leaves, *others, strict=True)]
     n = len(results[0]) if results else 0
     return tuple(tree_unflatten(td, [r[i] for r in results]) for i in range(n))

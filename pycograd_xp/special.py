@@ -393,7 +393,13 @@ def _weighted_logsumexp(
     b = xp.asarray(1.0 if b is None else b, dtype=a.dtype) if not hasattr(b, "shape") else b
     dtype = xp.result_type(a, b)
     a, b = xp.astype(a, dtype), xp.astype(b, dtype)
-    shape = tuple(xp.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    try:
+        shape = tuple(xp.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        raise ValueError(
+            f"special.logsumexp(): b of shape {tuple(b.shape)} does not broadcast against a of "
+            f"shape {tuple(a.shape)}"
+        ) from None
     a, b = xp.broadcast_to(a, shape), xp.broadcast_to(b, shape)
     axes = tuple(range(len(shape))) if axis is None else axis
     with _no_grad():

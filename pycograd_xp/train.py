@@ -7,7 +7,9 @@ bar, logging, and an optional loss-curve plot (matplotlib, optional).
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -97,6 +99,7 @@ def fit(
     progress: bool = True,
     log: Callable[[str], None] | None = print,
     on_epoch_end: Callable[[int, Any, dict[str, float]], dict[str, float] | None] | None = None,
+    nan: str = "warn",
 ) -> tuple[Any, Any, dict[str, list[float]]]:
     """Run ``epochs`` passes of ``step`` over ``batches``.
 
@@ -119,6 +122,10 @@ def fit(
     on_epoch_end : callable, optional
         ``on_epoch_end(epoch, params, metrics)`` may return extra metrics (e.g. a test accuracy)
         to record and log.
+    nan : {"warn", "raise", "ignore"}, default "warn"
+        What a step whose loss is NaN or infinite does: warn once (a ``RuntimeWarning`` naming
+        the epoch and the step), raise ``FloatingPointError`` there (the parameters are those
+        before the step: nothing after it ran), or nothing.
 
     Returns
     -------
@@ -136,9 +143,15 @@ def fit(
         order, ``fit(loss, params, data, tx)``).
     ValueError
         If an epoch gets no batch from ``batches`` (empty, or a generator spent by an earlier
-        epoch).
+        epoch), or ``nan`` is not one of its values.
+    FloatingPointError
+        With ``nan="raise"``, at the first step whose loss is not finite.
     """
     from tqdm.auto import tqdm
+
+    if nan not in ("warn", "raise", "ignore"):
+        raise ValueError(f"fit: nan must be 'warn', 'raise' or 'ignore', got {nan!r}")
+    warned = nan == "ignore"
 
     for got, where in ((opt_state, "opt_state"), (batches, "batches")):
         if isinstance(got, GradientTransformation):
@@ -155,10 +168,26 @@ def fit(
         t0 = time.perf_counter()
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
         for batch in bar:
-            params, opt_state, metrics = step(params, opt_state, batch)
+            new_params, new_state, metrics = step(params, opt_state, batch)
             count += 1
+            loss = float(metrics["loss"])
+            if not warned and not math.isfinite(loss):
+                where = f"fit: the loss is {loss} at step {count} of epoch {epoch + 1}"
+                if nan == "raise":
+                    raise FloatingPointError(
+                        f"{where}; the parameters before that step are intact. Look for the "
+                        "batch's NaN or infinite values, a learning rate too large, or a log of "
+                        "0 (nan='warn' only warns)"
+                    )
+                warnings.warn(
+                    f"{where} (later steps are not reported); fit(..., nan='raise') stops there",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                warned = True
+            params, opt_state = new_params, new_state
             for k, v in metrics.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
+                sums[k] = sums.get(k, 0.0) + (loss if k == "loss" else float(v))
             bar.set_postfix(loss=f"{sums['loss'] / count:.4f}")
         if count == 0:
             raise ValueError(

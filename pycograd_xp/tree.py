@@ -55,9 +55,13 @@ class TreeDef:
             return "*"
         if self.kind == "none":
             return "None"
+        if self.kind == "dict":  # the keys: what tells two parameter dicts apart
+            inner = ", ".join(
+                f"{k!r}: {c!r}" for k, c in zip(self.meta, self.children, strict=True)
+            )
+            return f"{{{inner}}}"
         inner = ", ".join(map(repr, self.children))
-        name = getattr(self.meta, "__name__", self.kind) if self.kind != "dict" else "dict"
-        return f"{name}({inner})"
+        return f"{getattr(self.meta, '__name__', self.kind)}({inner})"
 
 
 def _dict_keys(d: dict) -> list:

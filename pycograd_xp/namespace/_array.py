@@ -63,6 +63,43 @@ else:
     ArrayProtocol = object
 
 
+# The methods users of NumPy, PyTorch and JAX reach for, and the standard's way to each.
+_METHOD_WAYS = {
+    **{
+        n: f"call the namespace's function: xp.{n}(x) (xp = x.__array_namespace__())"
+        for n in (
+            "sum",
+            "mean",
+            "max",
+            "min",
+            "prod",
+            "std",
+            "var",
+            "reshape",
+            "exp",
+            "log",
+            "abs",
+            "sqrt",
+            "clip",
+            "all",
+            "any",
+            "argmax",
+            "argmin",
+            "cumsum",
+        )
+    },
+    "astype": "call xp.astype(x, dtype) (xp = x.__array_namespace__())",
+    "transpose": "use x.T or x.mT, or xp.permute_dims(x, axes)",
+    "flatten": "call xp.reshape(x, (-1,))",
+    "ravel": "call xp.reshape(x, (-1,))",
+    "copy": "call xp.asarray(x, copy=True)",
+    "item": "use float(x) or int(x) (on an array being differentiated: float(x.detach()))",
+    "tolist": "use numpy.asarray(x).tolist() (on an array being differentiated: of x.detach())",
+    "numpy": "use numpy.asarray(x) (on an array being differentiated: numpy.asarray(x.detach()))",
+    "cpu": "arrays live on their backend's device; see x.device and x.to_device(...)",
+}
+
+
 class Array(ArrayProtocol):
     """An array of a pycograd_xp namespace: a backend array plus its place on the tape.
 
@@ -113,6 +150,19 @@ class Array(ArrayProtocol):
             f"{type(self).__name__}: arrays are created with the namespace's creation "
             "functions, e.g. xp.asarray(data)"
         )
+
+    if not TYPE_CHECKING:  # (to a type checker a __getattr__ would make every name exist)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for an attribute the class lacks: the methods NumPy, PyTorch and JAX users
+            # try first get the standard's way in the message (hasattr stays False for them)
+            way = _METHOD_WAYS.get(name)
+            if way is None:
+                raise AttributeError(name)
+            raise AttributeError(
+                f"'{type(self).__name__}' object has no attribute '{name}': the standard's "
+                f"arrays have no methods besides their operators; {way}"
+            )
 
     # -- attributes ---------------------------------------------------------------------------
     @property

@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import math
 import string
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -280,9 +281,13 @@ def _exists(ns: Any, name: str) -> bool:
     return callable(obj)
 
 
-def _refusal(ns: Any, what: str, arrays: list[Array], ours: str | None = None) -> TypeError:
-    """The TypeError for NumPy's ``what`` (``"percentile"``, ``"add.reduceat"``) with no rule."""
+def _refusal(
+    ns: Any, what: str, arrays: list[Array], ours: str | None = None, library: str = "numpy"
+) -> TypeError:
+    """The TypeError for ``library``'s ``what`` (NumPy's ``"percentile"``, ``"add.reduceat"``;
+    scipy.special's ``"struve"``) with no rule."""
     mod = ns.__name__
+    what = f"{library}.{what}"
     if ours is not None and _exists(ns, ours):
         alt = f"use {mod}.{ours}(...) (xp.{ours}), which has one, or "
     else:
@@ -290,16 +295,16 @@ def _refusal(ns: Any, what: str, arrays: list[Array], ours: str | None = None) -
     if all(a._node is None for a in arrays) and any(a._backend.abstract for a in arrays):
         # nothing differentiated, but traced: no values for NumPy, and no rule to project
         return TypeError(
-            f"numpy.{what}() cannot be traced ({NoValue.TRACED_BY}): its arrays hold no values "
-            f"and pycograd_xp has no rule for numpy.{what}, so what it allocates is unknown. "
+            f"{what}() cannot be traced ({NoValue.TRACED_BY}): its arrays hold no values "
+            f"and pycograd_xp has no rule for {what}, so what it allocates is unknown. "
             f"Compute it outside the traced function and pass its result in as an argument, "
             f"or {alt.removesuffix(', or ') + ', or ' if alt else ''}write it with xp functions"
         )
     return TypeError(
-        f"numpy.{what}() was given an array of {mod} {_why(arrays)}, and pycograd_xp has no "
-        f"rule for numpy.{what}: NumPy would compute it without the gradient. To differentiate "
+        f"{what}() was given an array of {mod} {_why(arrays)}, and pycograd_xp has no "
+        f"rule for {what}: it would be computed without the gradient. To differentiate "
         f"it, {alt}write it with xp functions; to compute it without a gradient, call "
-        f"numpy.{what} on pycograd_xp.stop_gradient(x) (or x.detach())"
+        f"{what} on pycograd_xp.stop_gradient(x) (or x.detach())"
     )
 
 
@@ -414,6 +419,17 @@ def _function(ns: Any, name: str) -> Any:
     return obj
 
 
+def _ufunc_library(ufunc: Any) -> str:
+    """Where ``ufunc`` comes from, as a user imports it: ``numpy`` or ``scipy.special`` (every
+    ufunc reports ``numpy`` as its module)."""
+    if getattr(np, ufunc.__name__, None) is ufunc:
+        return "numpy"
+    special = sys.modules.get("scipy.special")
+    if special is not None and getattr(special, ufunc.__name__, None) is ufunc:
+        return "scipy.special"
+    return "the ufunc"
+
+
 def _ufunc_name(ufunc: Any, method: str) -> str:
     return ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
 
@@ -458,7 +474,7 @@ def array_ufunc(self: Array, ufunc: Any, method: str, *inputs: Any, **kwargs: An
     if method == "at" and fn is not None:
         return _at(ns, ufunc, fn, inputs, dict(kwargs))
     ours = _ufunc_hint(ufunc, method)
-    raise _refusal(ns, what, arrays, ours)
+    raise _refusal(ns, what, arrays, ours, _ufunc_library(ufunc))
 
 
 def _ufunc_hint(ufunc: Any, method: str) -> str | None:
