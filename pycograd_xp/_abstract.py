@@ -51,15 +51,58 @@ def _native_off() -> Iterator[None]:
         NATIVE_OFF[0] = False
 
 
+# NumPy's ufunc machinery iterates in chunks of this many elements: an operand that has to be
+# broadcast, cast, or read in another order than the iteration's is copied through a buffer of
+# that many elements (measured: docs/calibration.md#buffer-elements).
+BUFFER_ELEMENTS = 8192
+
+
+def measured_layouts(rule: Any) -> Any:
+    """Mark a memory rule as measured on every layout and dtype mix it takes (its own terms
+    count NumPy's copies and buffers for inputs not in C order or in another dtype): the
+    conservative term of :func:`unmeasured` is then not added to it."""
+    rule.layouts = True
+    return rule
+
+
+def _leaves(v: Any) -> list[AbstractArray]:
+    if isinstance(v, AbstractArray):
+        return [v]
+    if isinstance(v, tuple | list):
+        return [a for e in v for a in _leaves(e)]
+    return []
+
+
+def unmeasured(out: Any, *args: Any, **kwargs: Any) -> int:
+    """Unknown means worst case: for a row whose memory rule was not measured on these layouts
+    and dtypes (not marked :func:`measured_layouts`), one iteration buffer for each input NumPy
+    cannot read in C order (transposed, reversed, strided, broadcast) and each floating input in
+    another dtype than the result, in any call that computes a new array
+    (docs/calibration.md#unknown-worst-case)."""
+    outs = _outputs(out)
+    if not any(o.nbytes for o in outs):
+        return 0  # views: nothing is read
+    dtype = outs[0].dtype
+    total = 0
+    for x in _leaves(args) + _leaves(list(kwargs.values())):
+        zero_stride = x.base is not None and x.size > x.base.size
+        other = x.dtype != dtype and x.dtype.kind in "fc"
+        if x.ndim and x.size and (not x.contiguous or zero_stride or other):
+            total += min(x.size, BUFFER_ELEMENTS) * max(x.dtype.itemsize, dtype.itemsize)
+    return total
+
+
 def transients(rule: Any, out: Any, *args: Any, **kwargs: Any) -> tuple[int, int]:
     """A memory rule's transients in all, and the part of them tracemalloc sees (the rule again
-    with its native terms 0)."""
+    with its native terms 0); the conservative term of :func:`unmeasured` added where the rule
+    is not marked as measured on every layout."""
+    extra = 0 if getattr(rule, "layouts", False) else unmeasured(out, *args, **kwargs)
     if rule is None:
-        return 0, 0
+        return extra, extra
     total = int(rule(out, *args, **kwargs))
     with _native_off():
         traced = int(rule(out, *args, **kwargs))
-    return total, min(traced, total)
+    return total + extra, min(traced, total) + extra
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, matmul_into_shape
+from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, matmul_into_shape, transients
 from .._host import HostScalar, ValueNeededError
 from .._primitive import REGISTRY
 from .._state import STACK, Trace, push, restore
@@ -178,7 +178,7 @@ class Recorder:
         replay then uses too)."""
         ex_args, ex_kwargs = examples(args, *self.ex), examples(kwargs, *self.ex)
         out = rule(ABSTRACT, *ex_args, **ex_kwargs)
-        transient = int(prim.memory(out, *ex_args, **ex_kwargs)) if prim.memory else 0
+        transient = transients(prim.memory, out, *ex_args, **ex_kwargs)[0]
         name = prim.name
         reads: list[int] = []
         targs = self.template(args, name, reads)

@@ -33,7 +33,15 @@ import array_api_compat.numpy as npx
 from .._primitive import binary, primitive, unary
 from ._rules.batching import align, fn
 from ._rules.jvp import TRANSPOSED, plus
-from ._rules.shapes import broadcast, elementwise_out, is_array, probe_dtype, ufunc_buffers, view
+from ._rules.shapes import (
+    broadcast,
+    elementwise_out,
+    is_array,
+    measured_layouts,
+    probe_dtype,
+    ufunc_buffers,
+    view,
+)
 from ._rules.vjp import is_complex, is_scalar, sgn, to_complex
 
 # -- kits shared by the rows below ---------------------------------------------------------------
@@ -92,6 +100,7 @@ def broadcast_shape(row: Any) -> Any:
     return rule
 
 
+@measured_layouts
 def buffers(out, *xs, **kw):
     """The iterator's buffers for broadcast, cast or differently laid-out operands."""
     return ufunc_buffers(out, *xs, *kw.values())
@@ -225,10 +234,19 @@ floor = unary("floor", "real numeric")
 round = unary("round", "numeric")
 trunc = unary("trunc", "real numeric")
 
+
+@measured_layouts
+def _round_memory(out, x, /):
+    """NumPy rounds a complex array's real and imaginary parts in turn, through a real
+    temporary the size of one part (measured: 240 kB over on 30,000 complex128)."""
+    part = x.size * x.dtype.itemsize // 2 if x.dtype.kind == "c" else 0
+    return buffers(out, x) + part
+
+
 for _row in (ceil, floor, round, trunc):
     _row.nondifferentiable()
     _row.defbatch(broadcast_unary(_row))
-    _row.defshape(broadcast_shape(_row), memory=buffers)
+    _row.defshape(broadcast_shape(_row), memory=_round_memory if _row is round else buffers)
 
 
 # -- clip ----------------------------------------------------------------------------------------

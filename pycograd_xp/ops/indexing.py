@@ -36,8 +36,10 @@ from ._rules.shapes import (
     BUFFER_ELEMENTS,
     as_abstract,
     broadcast,
+    broadcast_view,
     data_dependent,
     is_array,
+    measured_layouts,
     new,
     size_bytes,
     view,
@@ -617,13 +619,27 @@ def _(ns, dims, x, indices, /, *, axis=None):
     return ns.take_along_axis(x, ns.broadcast_to(idx, shape), axis=a + 1)
 
 
-@take.defshape
-def _(a, x, indices, /, *, axis=None):
+def _take_shape(a, x, indices, /, *, axis=None):
     indices = as_abstract(indices)
     if axis is None:
         return new(indices.shape, x.dtype)
     ax = axis % x.ndim
     return new(x.shape[:ax] + indices.shape + x.shape[ax + 1 :], x.dtype)
+
+
+@measured_layouts
+def _take_memory(out, x, indices, /, *, axis=None):
+    """NumPy's take reads a C-ordered ``x`` and C-ordered intp indices: a copy of each that is
+    not (``PyArray_TakeFrom``)."""
+    copies = 0 if x.contiguous and not broadcast_view(x) else size_bytes(x)
+    if is_array(indices) and not (
+        indices.contiguous and indices.dtype == np.intp and not broadcast_view(indices)
+    ):
+        copies += indices.size * np.dtype(np.intp).itemsize
+    return copies
+
+
+take.defshape(_take_shape, memory=_take_memory)
 
 
 # -- take_along_axis -----------------------------------------------------------------------------

@@ -1181,8 +1181,9 @@ def _flattens_by_copy(x, axis):
 def _vector_norm_memory(out, x, /, *, axis=None, keepdims=False, ord=2):
     s, r = x.dtype.itemsize, _real(x.dtype).itemsize
     copy = x.size * s if _flattens_by_copy(x, axis) else 0
-    if ord in (2, None):  # sqrt(sum((conj(x) * x).real)): one product, then the sum
-        return copy + x.size * s + out.size * r
+    if ord in (2, None):  # sqrt(sum((conj(x) * x).real)): conj(x) of complex x, the product
+        conj = x.size * s if x.dtype.kind == "c" else 0
+        return copy + conj + x.size * s + out.size * r
     if ord == 0:  # (x != 0).astype(real).sum()
         return copy + x.size * (1 + r)
     return copy + x.size * r  # abs(x), raised to ord in place for the other orders

@@ -26,12 +26,22 @@ from ._rules.shapes import (
     broadcast_view,
     data_dependent,
     is_array,
+    measured_layouts,
     new,
     norm_axes,
     view,
 )
 
 # -- kits shared by the rows below ---------------------------------------------------------------
+
+# Python objects of one view a row returns among many (docs/calibration.md#view-header-bytes).
+VIEW_HEADER_BYTES = 256
+
+
+def _c_order(x):
+    """Whether NumPy can read ``x`` in C order without a copy (not transposed, reversed,
+    strided or broadcast)."""
+    return x.contiguous and not broadcast_view(x)
 
 
 def _reshape_back(ns, g, out, x, /, *args, **kwargs):
@@ -408,9 +418,17 @@ roll.defbatch(
 )
 
 
-@roll.defshape
-def _(a, x, /, shift, *, axis=None):
+def _roll_shape(a, x, /, shift, *, axis=None):
     return new(x.shape, x.dtype)
+
+
+@measured_layouts
+def _roll_memory(out, x, /, shift, *, axis=None):
+    """Without an axis NumPy rolls ``x.ravel()``: a copy of an input not in C order."""
+    return x.size * x.dtype.itemsize if axis is None and not _c_order(x) else 0
+
+
+roll.defshape(_roll_shape, memory=_roll_memory)
 
 
 # -- squeeze -------------------------------------------------------------------------------------
@@ -491,6 +509,7 @@ def _(ns, dims, x, repetitions, /):
     return ns.tile(to_rank(ns, x, len(reps)), (1, *reps))
 
 
+@measured_layouts
 def _tile_stages(out, x, repetitions, /):
     """NumPy tiles one axis at a time (``c = c.reshape(-1, n).repeat(r, 0)`` for each repetition
     that is not 1): each stage holds its input and its output, and only the last output is the
@@ -540,8 +559,17 @@ def _(ns, dims, x, /, *, axis=0):
     return ns.unstack(x, axis=shift(axis, x.ndim - 1))
 
 
-@unstack.defshape
-def _(a, x, /, *, axis=0):
+def _unstack_shape(a, x, /, *, axis=0):
     ax = axis % x.ndim
     rest = x.shape[:ax] + x.shape[ax + 1 :]
     return tuple(view(x, rest, contiguous=ax == 0) for _ in range(x.shape[ax]))
+
+
+@measured_layouts
+def _headers(out, *args, **kwargs):
+    """A row that returns many views: each view's NumPy header and wrapper (measured: about
+    190 bytes a view beyond the per-call allowance)."""
+    return VIEW_HEADER_BYTES * len(out)
+
+
+unstack.defshape(_unstack_shape, memory=_headers)

@@ -1170,6 +1170,11 @@ def _bias_row_memory(out, x, w, padding):
     return _padded_bytes(x, padding) + wa + n * per * x.dtype.itemsize + max(ones, cast) + block
 
 
+# Python objects of one strided view a row makes inside (a pool's window slices): as
+# manipulation.VIEW_HEADER_BYTES (docs/calibration.md#view-header-bytes)
+VIEW_BYTES = 256
+
+
 def _pool_shape(fname):
     def shape(a, x, /, *, kernel, stride, padding):
         n = len(kernel)
@@ -1177,13 +1182,21 @@ def _pool_shape(fname):
         return new((*x.shape[: x.ndim - n], *out), x.dtype)
 
     def memory(out, x, /, *, kernel, stride, padding):
+        # each pairwise step reads two strided window slices through the iterator's buffers,
+        # and each slice is a view with its header (measured: 3 kB over on a 3 x 3 average
+        # pool of 1 x 16 x 56 x 40, 29 kB on a 2 x 2 max pool of 6 x 9 x 18 x 18)
+        item = out.dtype.itemsize
+        slices = VIEW_BYTES * math.prod(kernel) + 2 * min(out.size, BUFFER_ELEMENTS) * item
         if fname == "max_pool2d" and rows_first(kernel, stride):  # rows' maximum v, then columns'
             (kh, kw), m = kernel, math.prod(out.shape) * out.dtype.itemsize
+            slices = VIEW_BYTES * (kh + kw) + 2 * min(out.size * kw, BUFFER_ELEMENTS) * item
             v = m * kw  # (..., ho, wo * kw)
-            return _padded_bytes(x, padding) + max(
-                v * (1 if kh == 2 else 2), v + (m if kw > 2 else 0)
+            return (
+                _padded_bytes(x, padding)
+                + max(v * (1 if kh == 2 else 2), v + (m if kw > 2 else 0))
+                + slices
             )
-        return _padded_bytes(x, padding) + out.nbytes
+        return _padded_bytes(x, padding) + out.nbytes + slices
 
     return shape, memory
 

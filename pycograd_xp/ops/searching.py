@@ -21,9 +21,11 @@ from ._rules.jvp import linear
 from ._rules.shapes import (
     BUFFER_ELEMENTS,
     broadcast,
+    broadcast_view,
     data_dependent,
     elementwise_out,
     is_array,
+    measured_layouts,
     new,
     probe_dtype,
     reduced,
@@ -79,10 +81,20 @@ def argmin(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = Fals
     return bk.argmin(x, axis=axis, keepdims=keepdims)
 
 
+@measured_layouts
+def _arg_memory(out, x, /, *, axis=None, keepdims=False):
+    """NumPy's argmax/argmin move the axis last and read a C-ordered copy
+    (``PyArray_ArgMax``): a copy of ``x`` unless it is in C order and the axis is the last (or
+    None)."""
+    last = axis is None or x.ndim == 0 or axis % x.ndim == x.ndim - 1
+    in_order = x.contiguous and not broadcast_view(x)
+    return 0 if last and in_order else x.size * x.dtype.itemsize
+
+
 for _row in (argmax, argmin):
     _row.nondifferentiable()
     _row.defbatch(flat_reduction(_row))
-    _row.defshape(_arg_shape)
+    _row.defshape(_arg_shape, memory=_arg_memory)
 
 
 # -- count_nonzero -------------------------------------------------------------------------------
@@ -95,7 +107,18 @@ def count_nonzero(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = Fals
 
 count_nonzero.nondifferentiable()
 count_nonzero.defbatch(reduction(count_nonzero))
-count_nonzero.defshape(_arg_shape)
+
+
+@measured_layouts
+def _count_nonzero_memory(out, x, /, *, axis=None, keepdims=False):
+    """NumPy counts along axes as ``x.astype(bool).sum(axis, dtype=intp)``: the boolean copy
+    (none of a boolean x) and the sum's cast buffer, one more for an input not in C order."""
+    copy = 0 if x.dtype == np.bool_ else x.size
+    k = 1 + (not x.contiguous or broadcast_view(x))
+    return copy + k * min(x.size, BUFFER_ELEMENTS) * 8
+
+
+count_nonzero.defshape(_arg_shape, memory=_count_nonzero_memory)
 
 
 # -- nonzero -------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 from .._primitive import primitive
 from ._rules.batching import fn, shift
 from ._rules.jvp import TRANSPOSED
-from ._rules.shapes import BUFFER_ELEMENTS, elementwise_out, native, new, view
+from ._rules.shapes import BUFFER_ELEMENTS, elementwise_out, measured_layouts, native, new, view
 
 # -- kits shared by the rows below ---------------------------------------------------------------
 
@@ -76,6 +76,7 @@ def _argsort_shape(a, x, /, *, axis=-1, descending=False, stable=True):
     return new(x.shape, "int64")
 
 
+@measured_layouts
 def _argsort_memory(out, x, /, *, axis=-1, descending=False, stable=True):
     n, s = _line(x, axis), x.dtype.itemsize
     contiguous = _last(x, axis) and x.contiguous and not descending
@@ -122,6 +123,7 @@ def _sort_shape(a, x, /, *, axis=-1, descending=False, stable=True):
     return copy
 
 
+@measured_layouts
 def _sort_memory(out, x, /, *, axis=-1, descending=False, stable=True):
     n, s = _line(x, axis), x.dtype.itemsize
     copy = n * s if not (_last(x, axis) and x.contiguous) else 0

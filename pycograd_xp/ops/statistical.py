@@ -21,6 +21,7 @@ from ._rules.shapes import (
     BUFFER_ELEMENTS,
     broadcast_view,
     elementwise_out,
+    measured_layouts,
     new,
     probe_dtype,
     reduced,
@@ -58,6 +59,7 @@ def cumulative_shape(row: Any) -> Any:
     return rule
 
 
+@measured_layouts
 def cast_buffer(out, x, /, **kw):
     """A reduction buffers its input a block at a time when it casts it (into another dtype)
     and when it cannot read it in memory order (a reversed, row-strided or broadcast view
@@ -69,11 +71,15 @@ def cast_buffer(out, x, /, **kw):
     return k * builtins.min(x.size, BUFFER_ELEMENTS) * item
 
 
+@measured_layouts
 def deviations(out, x, /, **kw):
-    """``std``/``var``: the deviations from the mean, and a buffer to broadcast the mean."""
-    return size_bytes(x) + builtins.min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+    """``std``/``var``: the deviations from the mean, a buffer to broadcast the mean, and one
+    more to read an input not in C order (measured: docs/calibration.md#reductions)."""
+    k = 1 + (not x.contiguous or broadcast_view(x))
+    return size_bytes(x) + k * builtins.min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
 
 
+@measured_layouts
 def initial_slice(out, x, /, *, include_initial=False, **kw):
     """``include_initial`` concatenates a zero slice to the result: one output-sized copy."""
     return (size_bytes(out) if include_initial else 0) + cast_buffer(out, x)

@@ -13,7 +13,7 @@ from typing import Any
 from .._primitive import primitive
 from ._rules.batching import batched, reduction, shift
 from ._rules.jvp import linear
-from ._rules.shapes import is_array, new, reduced, size_bytes
+from ._rules.shapes import BUFFER_ELEMENTS, is_array, measured_layouts, new, reduced, size_bytes
 from ._rules.vjp import is_scalar
 
 # -- all, any ------------------------------------------------------------------------------------
@@ -113,10 +113,14 @@ def _diff_shape(a, x, /, *, axis=-1, n=1, prepend=None, append=None, **_):
     return new(shape, x.dtype)
 
 
+@measured_layouts
 def _diff_memory(out, x, /, *, axis=-1, n=1, prepend=None, append=None, **_):
-    # NumPy concatenates prepend/append first, and each of the n differences is a new array
+    # NumPy concatenates prepend/append first, and each of the n differences is a new array,
+    # ``subtract(a[1:], a[:-1])`` along the axis: two shifted views the ufunc may buffer (along
+    # the last axis they are not in C order; measured 96 kB on 142 x 213 float64), counted both
     joined = size_bytes(x, prepend, append) if is_array(prepend) or is_array(append) else 0
-    return joined + (n - 1) * size_bytes(x)
+    buffers = 2 * min(out.size, BUFFER_ELEMENTS) * x.dtype.itemsize if out.size else 0
+    return joined + (n - 1) * size_bytes(x) + buffers
 
 
 diff.defshape(_diff_shape, memory=_diff_memory)

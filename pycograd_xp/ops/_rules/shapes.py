@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..._abstract import BUFFER_ELEMENTS as BUFFER_ELEMENTS  # the rules' import of it
 from ..._abstract import NATIVE_OFF, AbstractArray
+from ..._abstract import measured_layouts as measured_layouts
 from ..._state import STACK
 from .vjp import norm_axes
 
@@ -141,12 +143,6 @@ def size_bytes(*xs: Any) -> int:
     return sum(math.prod(x.shape) * x.dtype.itemsize for x in xs if isinstance(x, AbstractArray))
 
 
-# NumPy's ufunc machinery iterates in chunks of 8192 elements: an operand that has to be
-# broadcast, cast, or read in another order than the iteration's is copied through a buffer of
-# that many elements (measured: docs/calibration.md#buffer-elements).
-BUFFER_ELEMENTS = 8192
-
-
 def ufunc_buffers(out: Any, *operands: Any) -> int:
     """The bytes of the buffers NumPy's iterator allocates to compute ``out`` from
     ``operands`` (arrays and Python scalars).
@@ -157,11 +153,18 @@ def ufunc_buffers(out: Any, *operands: Any) -> int:
     transposed view costs one beside an operand in C order and none alone or beside its like; a
     strided slice costs none beside C order. The abstract arrays know only C order or not, so
     every view that is not in C order counts one buffer: never less than NumPy takes.
+
+    The loop's dtype: the operands' promotion, Python scalars included (NEP 50: an int64 array
+    compared with 2.5 loops in float64); an arithmetic result in another dtype (``divide`` of
+    integers, ``sqrt`` of an integer array) loops in the result's dtype. An operand in another
+    dtype than the loop's is cast through a buffer.
     """
     every = [x for x in operands if isinstance(x, AbstractArray)]
     arrays = [x for x in every if x.ndim > 0]
     if not arrays or not isinstance(out, AbstractArray):
         return 0
-    op = np.result_type(*(x.dtype for x in every))
-    k = sum(1 for x in arrays if x.shape != out.shape or x.dtype != op or not x.contiguous)
-    return k * min(out.size, BUFFER_ELEMENTS) * op.itemsize
+    scalars = [x for x in operands if type(x) in (bool, int, float, complex)]
+    op = np.result_type(*(x.dtype for x in every), *scalars)
+    loop = op if out.dtype.kind == "b" else out.dtype
+    k = sum(1 for x in arrays if x.shape != out.shape or x.dtype != loop or not x.contiguous)
+    return k * min(out.size, BUFFER_ELEMENTS) * max(loop.itemsize, op.itemsize)
