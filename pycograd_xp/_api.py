@@ -336,6 +336,8 @@ def _value_and_grad(
                 STACK.before_backward()
             one = make(type(out), out._backend.xp.ones_like(out._data))
             grads = _pull([out], [one], inputs, structures, retain=False, create=nested)
+            if STACK.after_backward is not None:
+                STACK.after_backward()
         finally:
             restore(prev)
         g = grads[0] if isinstance(argnums, int) else tuple(grads)

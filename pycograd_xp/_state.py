@@ -134,13 +134,16 @@ class CustomRule(Frame):
 
 
 class OnBackward(Frame):
-    """``callback()`` is called as each backward pass of ``grad``/``vjp`` begins."""
+    """``callback()`` is called as each backward pass of ``grad``/``vjp`` begins, ``after()``
+    (when given) as it ends."""
 
-    __slots__ = ("callback",)
+    __slots__ = ("callback", "after")
     kind = "on_backward"
 
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self.callback = callback
+    def __init__(
+        self, callback: Callable[[], None], after: Callable[[], None] | None = None
+    ) -> None:
+        self.callback, self.after = callback, after
 
 
 class _Stack(threading.local):
@@ -156,7 +159,7 @@ class _Stack(threading.local):
       :class:`Trace` has none);
     * ``closed``, ``recorder``: the innermost :class:`Trace`'s; ``tracing``: how many;
     * ``custom``: the custom functions whose rule is running;
-    * ``before_backward``: the innermost :class:`OnBackward`'s callback.
+    * ``before_backward``, ``after_backward``: the innermost :class:`OnBackward`'s callbacks.
     """
 
     frames: tuple[Frame, ...] = ()
@@ -172,6 +175,7 @@ class _Stack(threading.local):
     tracing: int = 0
     custom: frozenset = frozenset()
     before_backward: Callable[[], None] | None = None
+    after_backward: Callable[[], None] | None = None
 
 
 STACK = _Stack()
@@ -179,7 +183,16 @@ STACK = _Stack()
 
 def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
     view: dict[str, Any] = dict.fromkeys(
-        ("jvp_hook", "batch", "redirect", "tracker", "closed", "recorder", "before_backward")
+        (
+            "jvp_hook",
+            "batch",
+            "redirect",
+            "tracker",
+            "closed",
+            "recorder",
+            "before_backward",
+            "after_backward",
+        )
     )
     view.update(frames=frames, grad_enabled=True, grad_depth=0, tracing=0)
     jvps: list[Jvp] = []
@@ -204,6 +217,7 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
             custom.add(id(f.fn))
         elif type(f) is OnBackward:
             view["before_backward"] = f.callback
+            view["after_backward"] = f.after
     view["jvp"] = tuple(jvps)
     view["jvp_hook"] = each_jvp if jvps else None
     view["custom"] = frozenset(custom)

@@ -142,7 +142,8 @@ class Row:
     op : str
         The function called.
     phase : str
-        ``"forward"`` or ``"backward"``.
+        ``"forward"``, ``"backward"`` or ``"update"`` (what runs after the backward pass: a
+        step's optimizer update).
     outputs : list of (shape, dtype, bytes)
         Each output's shape, dtype name and the bytes it owns (0: a view).
     transient_bytes : int
@@ -155,7 +156,7 @@ class Row:
 
     index: int
     op: str
-    phase: str  # "forward" or "backward"
+    phase: str  # "forward", "backward" or "update"
     outputs: list[tuple[tuple[int, ...], str, int]]  # (shape, dtype, bytes it owns: 0 = a view)
     transient_bytes: int  # allocated by the call beyond its outputs, while it runs
     live_bytes: int  # live right after the call
@@ -462,11 +463,16 @@ class Projection:
             "as is": "f as it is, no gradient added",
             "compiled replay": "f's compiled replay",
         }.get(self.what, f"forward alone {_fmt(self.forward_peak_bytes)}")
+        at_row = (
+            f"row {i}, {phase}: {_fmt(self.rows[i].peak_bytes)} in arrays + "
+            f"{_fmt(self.overhead_bytes)} for Python's objects"
+            if 0 <= i < len(self.rows)
+            else f"{phase}"
+        )
         head = [
-            f"projected step: peak {_fmt(self.peak_bytes)} at {op} (row {i}, {phase}); "
-            f"{alone}; tape holds "
-            f"{_fmt(self.residual_bytes)} between passes; arguments {_fmt(self.argument_bytes)}"
-            f" (peaks include {_fmt(self.overhead_bytes)} for Python's objects)",
+            f"projected step: peak {_fmt(self.peak_bytes)} at {op} ({at_row}); {alone}; tape "
+            f"holds {_fmt(self.residual_bytes)} between passes; arguments "
+            f"{_fmt(self.argument_bytes)}",
             f"{'#':>4} {'phase':8} {'op':24} {'outputs':34} {'owns':>9} {'transient':>9} "
             f"{'live':>9} {'peak':>9}",
         ]
@@ -660,7 +666,10 @@ def _tracked(
             boundary.append(t.live)
         t.phase = "backward"
 
-    with interpreting(Abstract(A, t), OnBackward(mark)):
+    def after() -> None:  # what runs after the backward pass: a step's optimizer update
+        t.phase = "update"
+
+    with interpreting(Abstract(A, t), OnBackward(mark, after)):
         a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
         a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
         argument_bytes = t.live
@@ -674,25 +683,28 @@ def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
     for arguments of these shapes (``Trace.peak_bytes``), one row per replayed backend call."""
     forward: list[set[int]] = []  # the calls recorded before the first backward pass began
 
+    ended: list[set[int]] = []  # the calls recorded before the first backward pass ended
+
     def mark() -> None:
         if not forward and STACK.recorder is not None:
             forward.append({id(c) for c in STACK.recorder.calls})
 
+    def after() -> None:
+        if not ended and STACK.recorder is not None:
+            ended.append({id(c) for c in STACK.recorder.calls})
+
+    def phase(c: Any) -> str:
+        if not forward or id(c) in forward[0]:
+            return "forward"
+        return "backward" if not ended or id(c) in ended[0] else "update"
+
     events: list[tuple] = []
-    with interpreting(Abstract(A), OnBackward(mark)):
+    with interpreting(Abstract(A), OnBackward(mark, after)):
         a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
         a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
         plan = f.replay_plan(a_args, a_kwargs, events)
     rows = [
-        Row(
-            i,
-            name,
-            "forward" if not forward or id(c) in forward[0] else "backward",
-            outs,
-            transient,
-            live,
-            peak,
-        )
+        Row(i, name, phase(c), outs, transient, live, peak)
         for i, (c, name, outs, transient, live, peak) in enumerate(events)
     ]
     top = max(range(len(rows)), key=lambda i: rows[i].peak_bytes, default=-1)
@@ -893,17 +905,19 @@ def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: i
         markersize=3,
         label="projected during each call",
     )
-    split = next((i for i, r in enumerate(rows) if r.phase == "backward"), len(rows))
     first = x[0] if x else 0
-    ax.axvspan(first - 0.5, first + split - 0.5, color="tab:blue", alpha=0.08, label="forward")
-    if split < len(rows):
-        ax.axvspan(
-            first + split - 0.5,
-            first + len(rows) - 0.5,
-            color="tab:orange",
-            alpha=0.08,
-            label="backward",
-        )
+    start = 0
+    for phase, color in (
+        ("forward", "tab:blue"),
+        ("backward", "tab:orange"),
+        ("update", "tab:olive"),
+    ):
+        end = start
+        while end < len(rows) and rows[end].phase == phase:
+            end += 1
+        if end > start:  # the phases come in this order, each a run of rows
+            ax.axvspan(first + start - 0.5, first + end - 0.5, color=color, alpha=0.08, label=phase)
+        start = end
     ax.axhline(peak * mb, color="tab:red", lw=1, label=f"projected peak of {what} {_fmt(peak)}")
     if measured_peak is not None:
         ax.axhline(
