@@ -1,8 +1,11 @@
-"""MkDocs hooks (``mkdocs.yml``: ``hooks:``): what the build generates instead of tracked files.
+"""MkDocs hooks (``mkdocs.yml``: ``hooks:``) and the generated sections of the Markdown.
 
-- ``<!-- generated: NAME -->`` in a page is replaced by the output of the generator ``NAME``
-  below, computed from the code at build time (the ops' coverage, the NumPy functions with a
-  rule, the benchmarks' recorded results, the command's ``--help``);
+- A block ``<!-- generated: NAME -->`` ... ``<!-- end: NAME -->`` in a page holds the output of
+  the generator ``NAME`` below (the NumPy functions with a rule, the benchmarks' recorded
+  results, the command's ``--help``), written into the tracked Markdown so that the pages read
+  the same on GitHub as on the site: ``python tools/docs_hooks.py`` rewrites every block, and
+  ``tests/test_generated_docs.py`` fails while one differs from what its generator gives. The
+  site's build replaces each block with a fresh output too;
 - the memory pictures are drawn by the build (``examples/memory_projection.py``) and added to
   the site as generated files, never committed.
 """
@@ -20,10 +23,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from mkdocs.structure.files import File, Files
-
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"<!-- generated: ([a-z_-]+) -->")
+MARKER = re.compile(r"<!-- generated: ([a-z_-]+) -->\n.*?<!-- end: \1 -->", re.S)
+# the pages that hold generated blocks (the site's and GitHub's)
+PAGES = ("docs/benchmarks.md", "docs/guides/cubed.md", "docs/guides/numpy-protocols.md")
 
 
 def _load(relative: str, name: str):
@@ -44,7 +47,9 @@ def _memory_picture() -> bytes:
         return Path(out).read_bytes()
 
 
-def on_files(files: Files, config) -> Files:
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
     files.append(File.generated(config, "guides/memory_projection.png", content=_memory_picture()))
     return files
 
@@ -85,8 +90,16 @@ def cli_help() -> str:
     from cubed_plugin.__main__ import main
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        main(["--help"], prog="python -m cubed_plugin.train")
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: one width everywhere
+    try:
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main(["--help"], prog="python -m cubed_plugin.train")
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
     return "```text\n" + out.getvalue().rstrip() + "\n```"
 
 
@@ -115,13 +128,33 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:
+def generate(markdown: str, where: str) -> str:
+    """``markdown`` with each generated block holding its generator's output now."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
 
     def replace(m: re.Match) -> str:
         if m[1] not in GENERATORS:
-            raise KeyError(f"{page.file.src_uri}: no generator named {m[1]!r} ({list(GENERATORS)})")
-        return GENERATORS[m[1]]()
+            raise KeyError(f"{where}: no generator named {m[1]!r} ({list(GENERATORS)})")
+        return f"<!-- generated: {m[1]} -->\n{GENERATORS[m[1]]()}\n<!-- end: {m[1]} -->"
 
     return MARKER.sub(replace, markdown)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    return generate(markdown, page.file.src_uri)
+
+
+def main() -> None:
+    """Rewrite the generated blocks of the tracked pages (:data:`PAGES`)."""
+    for page in PAGES:
+        path = ROOT / page
+        old = path.read_text()
+        new = generate(old, page)
+        if new != old:
+            path.write_text(new)
+            print(f"rewrote {page}")
+
+
+if __name__ == "__main__":
+    main()
