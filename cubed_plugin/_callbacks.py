@@ -5,6 +5,7 @@ Cubed (they are ``cubed.Callback`` subclasses)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,11 @@ class Overrun:
         ``allowed_mem``.
     reserved : int
         ``reserved_mem``.
+    start : int, optional
+        The most its worker held when one of its tasks started (bytes; None where not
+        measured).
+    data : int, optional
+        The most one of its tasks added to what its worker held at its start (bytes).
     """
 
     op: str  # Cubed's name of the op
@@ -77,6 +83,27 @@ class Overrun:
     projected: int  # its projected task memory
     allowed: int  # allowed_mem
     reserved: int  # reserved_mem
+    start: int | None = None  # the most its worker held at a task's start
+    data: int | None = None  # the most a task added to that
+
+    @property
+    def started_above(self) -> bool:
+        """Whether a worker held more than ``reserved_mem`` when a task of the op started."""
+        return self.start is not None and self.start > self.reserved
+
+    @property
+    def drift(self) -> bool:
+        """Whether the overrun is the worker's own memory, not the task's data: a task started
+        above ``reserved_mem``, and no task added more than its projection allows above the
+        worker's baseline (``reserved_mem`` less its margin, ``cubed_plugin._baseline.MARGIN``:
+        a task's own small allocations are in that margin)."""
+        from ._baseline import MARGIN
+
+        return (
+            self.started_above
+            and self.data is not None
+            and self.data <= self.projected - math.floor(self.reserved / MARGIN)
+        )
 
     def __str__(self) -> str:
         what = " and ".join(
@@ -89,10 +116,14 @@ class Overrun:
         )
         m, p = format_byte_pair(self.measured, self.projected)
         _, a = format_byte_pair(self.measured, self.allowed)
-        return (
+        line = (
             f"{self.op} ({self.part}) measured {m} in a task, over {what}: projected {p}, "
             f"allowed_mem {a} (of which reserved_mem {format_bytes(self.reserved)})"
         )
+        if self.started_above:
+            held, reserved = format_byte_pair(int(self.start or 0), self.reserved)
+            line += f"; the worker held {held} before this task; reserved_mem is {reserved}"
+        return line
 
 
 class MemoryRecorder(cubed.Callback):
@@ -121,6 +152,8 @@ class MemoryRecorder(cubed.Callback):
         self.unmeasured = 0  # tasks that reported no peak of their own
         self.projected: dict[str, int] = {}
         self.measured: dict[str, int] = {}
+        self.started: dict[str, int] = {}  # the most a worker held at a task's start, per op
+        self.added: dict[str, int] = {}  # the most a task added to that, per op
         self.kinds: dict[str, str] = {}
         self.parts: dict[str, str] = {}
         self.limits: dict[str, tuple[int, int]] = {}  # (allowed_mem, reserved_mem)
@@ -153,6 +186,23 @@ class MemoryRecorder(cubed.Callback):
             self.unmeasured += 1
         else:
             self.measured[event.name] = max(self.measured.get(event.name, 0), int(m))
+            s = event.peak_measured_mem_start
+            if s is not None:
+                self.started[event.name] = max(self.started.get(event.name, 0), int(s))
+                self.added[event.name] = max(self.added.get(event.name, 0), int(m) - int(s))
+
+    def highest_start(self, ops: Sequence[str] | None = None) -> int | None:
+        """The most a worker held when a task of ``ops`` (default: all recorded) started.
+
+        Returns
+        -------
+        int or None
+            Bytes (None when no task's start was measured).
+        """
+        starts = [
+            self.started[op] for op in (self.started if ops is None else ops) if op in self.started
+        ]
+        return max(starts, default=None)
 
     def report(self) -> list[tuple[str, int, int | None]]:
         """Every op recorded, with its figures.
@@ -208,7 +258,18 @@ class MemoryRecorder(cubed.Callback):
                 continue
             allowed, reserved = self.limits[op]
             if m > self.projected[op] or m > allowed:
-                out.append(Overrun(op, self.parts[op], m, self.projected[op], allowed, reserved))
+                out.append(
+                    Overrun(
+                        op,
+                        self.parts[op],
+                        m,
+                        self.projected[op],
+                        allowed,
+                        reserved,
+                        self.started.get(op),
+                        self.added.get(op),
+                    )
+                )
         return sorted(out, key=lambda o: o.projected - o.measured)
 
     def table(self, allowed_mem: int | None = None) -> str:

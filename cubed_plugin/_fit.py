@@ -409,7 +409,8 @@ def fit(
     warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
     kw = {"optimize_function": SOUND, **(compute_kwargs or {})}
     mode_name = "one-pass" if one_pass else "graph"
-    planned = _planner(loss, data, ex, one_pass, chunks_per_task)
+    slice_rows = _slices(loss, host, data, spec, log) if one_pass else None
+    planned = _planner(loss, data, ex, one_pass, chunks_per_task, slice_rows)
     if planned is None and chunks_per_task != 1:
         raise ValueError(
             f"fit: chunks_per_task={chunks_per_task} takes one-pass mode on data stored in Zarr "
@@ -436,14 +437,14 @@ def fit(
                 data[0].spec,
                 **run_kw,
             )
-            _measured_within(recorder, step, memory_overrun, ex, spec)
+            _measured_within(recorder, step, memory_overrun, ex, spec, data, log, compute_kwargs)
             return (
                 value,
                 pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p),
                 rows,
             )
         work = _work_snapshot(spec)
-        targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass)
+        targets, finish, rows = _step(loss, host_p, data, picks, spec, one_pass, slice_rows)
         refuse(plan_of(*targets, optimize_function=kw["optimize_function"]), where, advice)
         value, grads = finish(
             compute(
@@ -454,7 +455,7 @@ def fit(
             )
         )
         _clean_work(spec, work)
-        _measured_within(recorder, step, memory_overrun, ex, spec)
+        _measured_within(recorder, step, memory_overrun, ex, spec, data, log, compute_kwargs)
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
         return value, pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p), rows
 
@@ -583,8 +584,39 @@ _PLANNED_KEPT = 8
 _PLANNED_LOCK = threading.Lock()
 
 
+def _slices(
+    loss: Callable[..., Any],
+    host_p: Any,
+    data: tuple,
+    spec: Any,
+    log: Callable[[str], None] | None,
+) -> int | None:
+    """The rows of the slices in which a one-pass task computes a row chunk too large for
+    ``allowed_mem`` whole (``cubed_plugin.memory.plan_slice_rows``), or None: whole chunks fit,
+    or not even one-row slices do (the step is then refused, with advice)."""
+    from .memory import plan_slice_rows
+
+    try:
+        n, projection = plan_slice_rows(loss, host_p, *data, backend=spec)
+    except MemoryLimitError:
+        return None
+    if n is not None and log:
+        log(
+            f"fit: a one-pass task cannot compute a row chunk of {int(data[0].chunks[0][0]):,} "
+            f"rows whole within allowed_mem {format_bytes(spec.allowed_mem)}: each task "
+            f"computes its chunk in slices of {n:,} rows (one slice's activations at a time, "
+            f"the sums added in the task; largest task {format_bytes(projection.max_task_bytes)})"
+        )
+    return n
+
+
 def _planner(
-    loss: Callable[..., Any], data: tuple, executor: Any, one_pass: bool, chunks_per_task: int = 1
+    loss: Callable[..., Any],
+    data: tuple,
+    executor: Any,
+    one_pass: bool,
+    chunks_per_task: int = 1,
+    slice_rows: int | None = None,
 ) -> Callable[..., PlannedStep] | None:
     """In one-pass mode on stored data with an executor that sends task results back: the
     function giving the :class:`~cubed_plugin._one_pass.PlannedStep` of a batch, made once per
@@ -609,10 +641,12 @@ def _planner(
             None if picks is None else len(picks),
             tuple((np.shape(a), np.asarray(a).dtype.str) for a in leaves),
             chunks_per_task,
+            int(data[0].spec.reserved_mem or 0),  # raised after a drift: planned again
+            slice_rows,
         )
         with _PLANNED_LOCK:  # fits running in threads share the plans
             if key not in _PLANNED:
-                _PLANNED[key] = PlannedStep(loss, host_p, data, picks, chunks_per_task)
+                _PLANNED[key] = PlannedStep(loss, host_p, data, picks, chunks_per_task, slice_rows)
                 while len(_PLANNED) > _PLANNED_KEPT:
                     _PLANNED.popitem(last=False)
             _PLANNED.move_to_end(key)
@@ -640,10 +674,12 @@ def step_plan(
     with ``chunks_per_task``)."""
     data = tuple(pg.unwrap(x) for x in data)
     host = _host_params(params, data, None)
-    planned = _planner(loss, data, executor_of(executor, spec), one_pass, chunks_per_task)
+    slices = _slices(loss, host, data, spec, None) if one_pass else None
+    ex = executor_of(executor, spec)
+    planned = _planner(loss, data, ex, one_pass, chunks_per_task, slices)
     if planned is not None:
         return planned(host, picks).plan
-    return plan_of(*_step(loss, host, data, picks, spec, one_pass)[0])
+    return plan_of(*_step(loss, host, data, picks, spec, one_pass, slices)[0])
 
 
 def _step(
@@ -653,6 +689,7 @@ def _step(
     picks: list[int] | None,
     spec: Any,
     one_pass: bool,
+    slice_rows: int | None = None,
 ) -> tuple[list, Callable[[Any], Any], int]:
     """One step of :func:`fit` on the batch of row chunks ``picks`` of ``data``: the lazy arrays
     it computes, the function that turns their computed values into (loss, gradients), and
@@ -661,7 +698,9 @@ def _step(
     rows = _rows(batch)
     if one_pass:
         assert isinstance(loss, RowLoss)  # (fit refuses one-pass mode for other losses)
-        total_sums, td, shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
+        total_sums, td, shapes = one_pass_step(
+            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows
+        )
         return (
             [total_sums],
             lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction),
@@ -683,9 +722,38 @@ def _advice(
     batch_rows: int | None,
     spec: Any,
 ) -> str:
+    """The way out of a refused step. In one-pass mode, first why computing each stored chunk in
+    row slices (what ``fit`` does before refusing, ``plan_slice_rows``) cannot fit; then the
+    row chunk for which every task fits (:func:`_rechunk_advice`)."""
+    slices = ""
+    if one_pass:
+        from .memory import plan_slice_rows
+
+        try:
+            n, _ = plan_slice_rows(loss, host_p, *data, backend=spec)
+        except MemoryLimitError as e:
+            slices = f"computing each stored chunk in row slices in its task cannot fit: {e}. "
+        else:
+            if n is not None:
+                slices = (
+                    f"each stored chunk computed in row slices of {n:,} rows fits "
+                    "(fit computes them so; the op refused here is another). "
+                )
+    return slices + _rechunk_advice(loss, host_p, data, one_pass, batch_rows, spec)
+
+
+def _rechunk_advice(
+    loss: Callable[..., Any],
+    host_p: Any,
+    data: tuple,
+    one_pass: bool,
+    batch_rows: int | None,
+    spec: Any,
+) -> str:
     """The way out of a refused step: the row chunk for which every task of ``fit``'s step
     fits (``plan_rows`` in fit's mode), checked with the data rechunked lazily to it; when that
     rechunk cannot fit, how to rewrite the data with that chunk."""
+    from ._baseline import headroom
     from ._cubed_seam import op_nodes, plan_dag
     from .memory import plan_rows
 
@@ -730,18 +798,29 @@ def _advice(
         picks = _batches(rechunked, batch_rows, random.key(0), 0)[0]
         p = plan_of(*_step(loss, host_p, rechunked, picks, spec, one_pass)[0])
         dag = plan_dag(p)
-        over = [(name, op) for name, op in op_nodes(dag) if op.projected_mem > op.allowed_mem]
+        over = [
+            (name, op)
+            for name, op in op_nodes(dag)
+            if op.projected_mem > op.allowed_mem - headroom(op.reserved_mem)
+        ]
         if not over:
             return (
                 f"{head}. Rechunk it lazily ({code}): checked, every task of the step "
-                f"then fits (largest {format_bytes(p.max_projected_mem)}); every step then "
+                f"then fits (largest {format_bytes(p.max_projected_mem)}, with "
+                f"{format_bytes(headroom(spec.reserved_mem))} to spare for the workers' "
+                "baseline to vary); every step then "
                 "rechunks the chunks it reads again, so to do it once write the rechunked "
                 "data to Zarr (cubed.to_zarr(x.rechunk(...), path); then "
                 "cubed.from_zarr(path))"
             )
         name, op = max(over, key=lambda o: o[1].projected_mem)
-        need, limit = format_byte_pair(op.projected_mem, op.allowed_mem)
-        why = f"{name} ({part_of(dag, name)}) needs {need} per task, over allowed_mem {limit}"
+        room = op.allowed_mem - headroom(op.reserved_mem)
+        need, limit = format_byte_pair(op.projected_mem, room)
+        why = (
+            f"{name} ({part_of(dag, name)}) needs {need} per task, over the {limit} of "
+            f"allowed_mem {format_bytes(op.allowed_mem)} a task is planned to (the rest left "
+            "for the workers' baseline to vary)"
+        )
     shapes = ", ".join(f"data argument {i} with chunks {_shape(x, n)}" for i, x in enumerate(data))
     return (
         f"{head}. A lazy rechunk ({code}) cannot fit: {why}; a rechunk holds whole stored "
@@ -754,18 +833,38 @@ def _advice(
 
 
 def _measured_within(
-    recorder: Any, step: int, memory_overrun: str, executor: Any, spec: Any
+    recorder: Any,
+    step: int,
+    memory_overrun: str,
+    executor: Any,
+    spec: Any,
+    data: Sequence[Any] = (),
+    log: Callable[[str], None] | None = None,
+    compute_kwargs: dict | None = None,
 ) -> None:
     """Raise :class:`TaskMemoryError` (or warn) if a task of the step just computed measured
-    more than its projection or ``allowed_mem``."""
-    over = recorder.overruns(recorder.steps[-1]) if recorder.steps else []
+    more than its projection or ``allowed_mem``.
+
+    A drift of the workers' own memory is not an error when re-planning absorbs it: when every
+    op over its projection is over only because its worker held more than ``reserved_mem`` when
+    the task started (what the tasks added was within their projections) and no task went over
+    ``allowed_mem``, the step stands, ``reserved_mem`` of ``spec`` (and of the data's specs) is
+    raised to the highest start seen (1 % more: ``cubed_plugin._baseline.DRIFT_PAD``), the
+    baseline kept for the executor too (``record_drift``), and the next steps are planned and
+    checked with it (refused before running, with advice, when they no longer fit)."""
+    from ._baseline import DRIFT_PAD, record_drift
+    from ._cubed_seam import set_reserved_mem
+
+    ops = recorder.steps[-1] if recorder.steps else []
+    over = recorder.overruns(ops) if ops else []
     if not over:
         return
     try:
-        base = worker_baseline(executor, work_dir=spec.work_dir)
+        base = worker_baseline(executor, work_dir=spec.work_dir, compute_kwargs=compute_kwargs)
     except RuntimeError:
         base = None
     reserved = over[0].reserved
+    held = recorder.highest_start(ops)
     if base is not None and reserved < base:
         have, need = format_byte_pair(reserved, base)
         why = (
@@ -773,6 +872,31 @@ def _measured_within(
             "before any data (cubed_plugin.worker_baseline): make the spec with "
             "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem"
         )
+    elif held is not None and all(o.drift for o in over):
+        shown, limit = format_byte_pair(held, reserved)
+        if all(o.measured <= o.allowed for o in over):
+            new = max(reserved, math.ceil(held * DRIFT_PAD))
+            kept = record_drift(executor, compute_kwargs, held)
+            for s in {id(s): s for s in (spec, *(x.spec for x in data))}.values():
+                set_reserved_mem(s, new)
+            if log:
+                log(
+                    f"fit: step {step}: a worker held {shown} before a task, above "
+                    f"reserved_mem {limit}; {len(over)} op{'s' * (len(over) > 1)} measured "
+                    "over their projections by that much, their data within them and every "
+                    f"task within allowed_mem: reserved_mem is now {format_bytes(new)} "
+                    "(the highest start, 1% more; the baseline kept for this executor: "
+                    f"{format_bytes(kept)}) and the next steps are planned with it"
+                )
+            return
+        why = (
+            f"the worker held {shown} before the task; reserved_mem is {limit}: the worker's "
+            "own memory (imports, caches, thread pools) grew past what reserved_mem covers, "
+            "and with it the task went over allowed_mem (what the task added was within its "
+            "projection); the baseline kept for this executor is raised to it, so a new run "
+            "plans with it: raise allowed_mem, or use smaller chunks"
+        )
+        record_drift(executor, compute_kwargs, held)
     else:
         why = (
             "the projection is a promise this task broke: a bug of cubed_plugin's "

@@ -70,7 +70,9 @@ class PlannedStep:
     (``cubed_plugin._compute.refuse``) before the first run. ``plan`` is what runs: one op of a
     task per chunk, each projected at the largest task of ``reference`` (its chunk's reads, the
     forward and backward step, its row of sums); with ``chunks_per_task`` k, each task takes k
-    chunks of the batch in turn (the last task what is left) and returns a row per chunk."""
+    chunks of the batch in turn (the last task what is left) and returns a row per chunk; with
+    ``slice_rows``, each task computes a chunk in row slices of that size
+    (:func:`cubed_plugin.steps.sliced_sums`)."""
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class PlannedStep:
         data: Sequence[Any],
         picks: list[int] | None,
         chunks_per_task: int = 1,
+        slice_rows: int | None = None,
     ) -> None:
         from ._cubed_seam import op_nodes, plan_dag, tasks_plan
 
@@ -86,7 +89,9 @@ class PlannedStep:
         if arrays is None:
             raise ValueError("PlannedStep: the data must be stored in Zarr (cubed.from_zarr)")
         batch = tuple(data) if picks is None else tuple(take_row_chunks(x, picks) for x in data)
-        sums, treedef, self.shapes = one_pass_step(loss, host_p, batch, chunk_numbers=picks)
+        sums, treedef, self.shapes = one_pass_step(
+            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows
+        )
         self.reference = plan_of(sums)
         _, top = max(op_nodes(plan_dag(self.reference)), key=lambda o: o[1].projected_mem)
         self.chunks = tuple(int(c) for c in data[0].chunks[0])
@@ -94,7 +99,12 @@ class PlannedStep:
         self.tasks = -(-self.picked // chunks_per_task)
         self.reduction = loss.reduction
         self.config = TaskConfig(
-            loss.per_row, arrays, self.chunks[0], treedef, chunks_per_task=chunks_per_task
+            loss.per_row,
+            arrays,
+            self.chunks[0],
+            treedef,
+            chunks_per_task=chunks_per_task,
+            slice_rows=slice_rows,
         )
         self.lock = threading.Lock()  # one run at a time: the runs share the configuration
         self.checked = False  # whether ``reference`` was checked against the budget

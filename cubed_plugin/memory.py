@@ -54,6 +54,7 @@ __all__ = [
     "TaskRow",
     "part_of",
     "plan_rows",
+    "plan_slice_rows",
     "project",
     "stand_in",
     "step_projection",
@@ -423,10 +424,13 @@ def step_projection(
     mode: str,
     spec: Any,
     argnums: int | Sequence[int] = 0,
+    slice_rows: int | None = None,
     **kwargs: Any,
 ) -> ChunkedProjection:
     """The projection of ``fit``'s step in ``mode`` ("graph" or "one-pass") of ``f`` on
-    ``args``, whose positions ``data`` hold the data (Cubed arrays, or specs with chunks)."""
+    ``args``, whose positions ``data`` hold the data (Cubed arrays, or specs with chunks); in
+    one-pass mode with ``slice_rows``, each task computing its chunk in slices of that many
+    rows."""
     import cubed
 
     import pycograd_xp as pg
@@ -463,7 +467,9 @@ def step_projection(
 
     params = tree_map(_zeros_like, args[0])
     with cubed.raise_if_computes():
-        total, _, _ = one_pass_step(f, params, tuple(array(s) for s in args[1:]))
+        total, _, _ = one_pass_step(
+            f, params, tuple(array(s) for s in args[1:]), slice_rows=slice_rows
+        )
         return _projection([total], spec, "one-pass")
 
 
@@ -485,6 +491,11 @@ def plan_rows(
 ) -> tuple[int, ChunkedProjection]:
     """The most rows per chunk for which every task of the step fits ``allowed_mem``, and the
     projection at that size.
+
+    Each task is planned to leave 5 % of ``reserved_mem`` of ``allowed_mem`` free
+    (``cubed_plugin._baseline.HEADROOM``): the room for a worker baseline that varies between
+    processes and for a run's re-plan after its workers' memory grew, so that chunks planned in
+    one process still fit in another.
 
     The ``data`` arguments are chunked along their first axis and whole along the others;
     nothing is computed.
@@ -534,6 +545,7 @@ def plan_rows(
         Explaining why, when even the smallest chunk does not fit (then the parameters or a
         per-row op alone are too large).
     """
+    from ._baseline import headroom
     from .steps import RowLoss
 
     if mode not in ("auto", "one-pass", "graph"):
@@ -551,8 +563,8 @@ def plan_rows(
             call[i] = Spec(s.shape, s.dtype, (n, *s.shape[1:]))
         return step_projection(f, call, data=data, mode=mode, spec=spec, argnums=argnums, **kwargs)
 
-    def fits(p: ChunkedProjection) -> bool:
-        return p.max_task_bytes <= p.allowed_mem
+    def fits(p: ChunkedProjection) -> bool:  # with room for the baseline's variation
+        return p.max_task_bytes <= p.allowed_mem - headroom(p.reserved_mem)
 
     sizes = range(1, rows + 1) if batch_rows is None else _divisors(batch_rows)
     hi = len(sizes) - 1
@@ -570,7 +582,9 @@ def plan_rows(
             raise MemoryLimitError(
                 f"plan_rows ({mode} mode): even {smallest} per chunk needs {need} per task "
                 f"in {best.max_task_op} ({best.max_task_part}), over allowed_mem {have} (of "
-                f"which reserved_mem {format_bytes(best.reserved_mem)}): the parameters or an op "
+                f"which reserved_mem {format_bytes(best.reserved_mem)}; "
+                f"{format_bytes(headroom(best.reserved_mem))} of it left free for the workers' "
+                "baseline to vary): the parameters or an op "
                 "that does not depend on the rows are too large for the budget; raise "
                 "allowed_mem or shrink the model"
             )
@@ -590,3 +604,83 @@ def plan_rows(
         else:
             hi, over = mid, p
     return sizes[lo], best
+
+
+def plan_slice_rows(
+    f: Callable[..., Any], params: Any, *data: Any, backend: Any = None
+) -> tuple[int | None, ChunkedProjection]:
+    """In one-pass mode, how a task computes a stored row chunk of ``data``: whole when its
+    step fits ``allowed_mem`` (None), else in row slices of the most rows for which it fits
+    with the planner's headroom (``cubed_plugin._baseline.HEADROOM``), one slice's activations
+    at a time and the sums added in the task; and the projection of that task. ``fit`` runs
+    its one-pass steps so, and says so, before it refuses chunks too large: the data need no
+    rewrite while a slice fits.
+
+    Parameters
+    ----------
+    f : RowLoss
+        The loss (a :func:`~cubed_plugin.row_loss`).
+    params : pytree
+        The parameters (NumPy arrays).
+    *data : cubed.Array or Spec
+        The data (Cubed arrays, or specs with chunks), chunked along their rows alike.
+    backend : cubed.Spec, optional
+        The spec (default: the data's).
+
+    Returns
+    -------
+    slice_rows : int or None
+        The rows of a slice; None when the whole chunk fits.
+    projection : ChunkedProjection
+        The projection of a one-chunk step computed so.
+
+    Raises
+    ------
+    MemoryLimitError
+        When not even one row per slice fits: reading one stored chunk (its compressed bytes,
+        its decoded buffer and the chunk) is then over the budget; use smaller chunks.
+    """
+    from ._baseline import headroom
+
+    spec = _spec_of((params, *data), backend)
+
+    def one_chunk(x: Any) -> Spec:
+        shape = tuple(int(n) for n in x.shape)
+        chunks: Any = getattr(x, "chunks", None) or shape
+        rows = int(chunks[0][0]) if isinstance(chunks[0], tuple) else int(chunks[0])
+        dtype = x.dtype if isinstance(x, Spec) else np.dtype(str(x.dtype)).name
+        one = (rows, *shape[1:])
+        return Spec(one, dtype, one)
+
+    one = [one_chunk(x) for x in data]
+    rows = int(one[0].shape[0])
+    idx = tuple(range(1, len(data) + 1))
+
+    def at(k: int | None) -> ChunkedProjection:
+        return step_projection(
+            f, [params, *one], data=idx, mode="one-pass", spec=spec, slice_rows=k
+        )
+
+    whole = at(None)
+    if whole.max_task_bytes <= whole.allowed_mem:
+        return None, whole
+    room = whole.allowed_mem - headroom(whole.reserved_mem)
+    lo, hi = 0, rows  # a slice of hi rows does not fit; of lo rows (0: none known) does
+    best = None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = at(mid)
+        if p.max_task_bytes <= room:
+            lo, best = mid, p
+        else:
+            hi = mid
+    if best is None:
+        p = at(1)
+        need, have = format_byte_pair(p.max_task_bytes, room)
+        raise MemoryLimitError(
+            f"a one-pass task cannot compute a chunk of {rows:,} rows in this budget even one "
+            f"row at a time: it needs {need} (reading the stored chunk: its compressed bytes, "
+            f"its decoded buffer and the chunk; and one row's step), over the {have} of "
+            f"allowed_mem {format_bytes(whole.allowed_mem)} a task is planned to"
+        )
+    return lo, best

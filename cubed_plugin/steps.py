@@ -250,12 +250,15 @@ class ParameterStore:
         return cubed.from_zarr(path, spec=self.spec)
 
 
-def chunk_projection(loss: RowLoss, params: Any, data: tuple) -> Any:
-    """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step."""
-    specs = [
-        memory.spec((max(c[0]) if c else 1, *x.shape[1:]), x.dtype)
-        for x, c in ((x, x.chunks) for x in data)
-    ]
+def chunk_projection(loss: RowLoss, params: Any, data: tuple, slice_rows: int | None = None) -> Any:
+    """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step (for one
+    slice of ``slice_rows`` rows of it when given: :func:`sliced_sums`)."""
+
+    def rows(c: Any) -> int:
+        n = max(c[0]) if c else 1
+        return n if slice_rows is None else min(n, slice_rows)
+
+    specs = [memory.spec((rows(x.chunks), *x.shape[1:]), x.dtype) for x in data]
     param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
 
     def f(p: Any, *rows: Any) -> Any:
@@ -271,7 +274,12 @@ ONE_PASS_FAN_IN = 32
 
 
 def one_pass_step(
-    loss: RowLoss, params: Any, data: tuple, *, chunk_numbers: Sequence[int] | None = None
+    loss: RowLoss,
+    params: Any,
+    data: tuple,
+    *,
+    chunk_numbers: Sequence[int] | None = None,
+    slice_rows: int | None = None,
 ) -> tuple[Any, Any, Any]:
     """(lazy vector of [loss sum, flat gradient sums], treedef, leaf shapes) of ``loss`` over
     the row chunks of ``data`` (Cubed arrays with the same row chunking, whole along the other
@@ -280,7 +288,11 @@ def one_pass_step(
 
     ``chunk_numbers``: when ``data`` is a mini-batch (:func:`._row_chunks.take_row_chunks`), the
     number of each of its row chunks in the whole data, so that an error names the chunk and its
-    rows as the whole data numbers them."""
+    rows as the whole data numbers them.
+
+    ``slice_rows``: each task computes its chunk in slices of that many rows, one slice's
+    step at a time, and adds their sums (:func:`sliced_sums`); its projection counts the whole
+    chunk read and one slice's step."""
     from ._cubed_seam import blockwise
 
     host = _host(params)
@@ -298,7 +310,7 @@ def one_pass_step(
                 f"one-pass step: data argument {i} has several chunks along an axis "
                 f"other than the rows ({x.chunks}); rechunk it whole there"
             )
-    extra = chunk_projection(loss, params, data).peak_bytes
+    extra = chunk_projection(loss, params, data, slice_rows).peak_bytes
     per_row = loss.per_row
 
     starts = list(np.cumsum((0,) + tuple(rows)))
@@ -312,7 +324,7 @@ def one_pass_step(
     def block(*chunks: np.ndarray) -> np.ndarray:
         *data_chunks, row_numbers = chunks
         n = numbers[starts.index(int(row_numbers[0]))]
-        out = chunk_sums(per_row, td, leaves, data_chunks, n, rows[0])
+        out = sliced_sums(per_row, td, leaves, data_chunks, n, rows[0], slice_rows)
         return out.reshape(1, width)
 
     import cubed
@@ -339,6 +351,32 @@ def one_pass_step(
     return cubed.sum(parts, axis=0, split_every=fan_in), td, [leaf.shape for leaf in leaves]
 
 
+def sliced_sums(
+    per_row: Callable[..., Any],
+    td: Any,
+    leaves: Sequence[np.ndarray],
+    chunks: Sequence[np.ndarray],
+    number: int,
+    chunk_rows: int,
+    slice_rows: int | None,
+) -> np.ndarray:
+    """:func:`chunk_sums` of a chunk computed in row slices of ``slice_rows`` rows (None: whole):
+    each slice a view of the chunk, its forward and backward let go before the next, the sums
+    added in float64. A stored chunk too large for a task's budget then needs its read and one
+    slice's activations, not the whole chunk's."""
+    n = int(chunks[0].shape[0]) if chunks and np.ndim(chunks[0]) else 0
+    if slice_rows is None or slice_rows >= n:
+        return chunk_sums(per_row, td, leaves, chunks, number, chunk_rows)
+    total = None
+    for start in range(0, n, slice_rows):
+        part = [c[start : start + slice_rows] for c in chunks]
+        out = chunk_sums(per_row, td, leaves, part, number, chunk_rows, start)
+        total = out.astype(np.float64) if total is None else total + out
+        del part, out
+    assert total is not None
+    return total
+
+
 def chunk_sums(
     per_row: Callable[..., Any],
     td: Any,
@@ -346,14 +384,15 @@ def chunk_sums(
     chunks: Sequence[np.ndarray],
     number: int,
     chunk_rows: int,
+    offset: int = 0,
 ) -> np.ndarray:
     """One task of one-pass mode: [loss sum, flat gradient sums] of ``per_row`` at the
     parameters ``leaves`` (of the tree ``td``) over one row chunk of every data argument
     (``chunks``: chunk ``number`` of the data, whose chunks have ``chunk_rows`` rows but the
     last), computed eagerly in the dtypes of the parameters and the data. An error names the
-    chunk and its rows."""
+    chunk and its rows (``chunks`` being the rows from ``offset`` on of the chunk)."""
     np_xp = _NP
-    first = number * chunk_rows
+    first = number * chunk_rows + offset
     where = f"chunk {number} (rows {first} to {first + int(chunks[0].shape[0]) - 1})"
     p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
     rows_in = [np_xp.asarray(c) for c in chunks]
@@ -385,6 +424,7 @@ class TaskConfig:
     leaves: list = field(default_factory=list)
     picks: list = field(default_factory=list)
     chunks_per_task: int = 1
+    slice_rows: int | None = None  # rows each chunk is computed in at a time (None: whole)
 
 
 def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
@@ -404,7 +444,11 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
         if i:
             level = reads_let_go(level)
         chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
-        rows.append(chunk_sums(config.per_row, config.treedef, config.leaves, chunks, n, size))
+        rows.append(
+            sliced_sums(
+                config.per_row, config.treedef, config.leaves, chunks, n, size, config.slice_rows
+            )
+        )
         del chunks
     return b, np.stack(rows).astype(np.float64)
 

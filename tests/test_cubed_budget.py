@@ -453,10 +453,26 @@ def _advised_rows(message, mode):
 def test_a_refusal_proposes_a_lazy_rechunk_that_passes(tmp_path, mode):
     """Stored chunks of 4,000 rows that no step of this budget fits, but a rechunk can read:
     the refusal names the op's part of the loss, proposes the rows per chunk of fit's mode,
-    checked with the data rechunked lazily; fit on that rechunked data runs."""
+    checked with the data rechunked lazily; fit on that rechunked data runs. In one-pass mode
+    no refusal: each task computes its stored chunk in row slices."""
     spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="1MB", reserved_mem="50kB")
     X, y = _stored(tmp_path, spec, features=2, chunk=4000)
     loss = wide_rows if mode == "one-pass" else wide
+    if mode == "one-pass":  # the stored chunks are computed in row slices: nothing refused
+        lines: list[str] = []
+        result = fit(
+            loss,
+            {"W": np.full((2, 64), 0.1)},
+            (X, y),
+            optim.sgd(0.1),
+            steps=1,
+            spec=spec,
+            progress=False,
+            log=lines.append,
+        )
+        assert any("each task computes its chunk in slices of" in line for line in lines), lines
+        assert result.step == 1 and result.memory.max_projected() <= 1_000_000
+        return
     with pytest.raises(memory.MemoryLimitError) as e:
         fit(
             loss,
@@ -494,16 +510,19 @@ def test_a_refusal_proposes_a_lazy_rechunk_that_passes(tmp_path, mode):
 
 @pytest.mark.filterwarnings("ignore::cubed_plugin.ReservedMemWarning")
 def test_a_refusal_says_how_to_rewrite_data_a_rechunk_cannot_read(tmp_path):
-    """A budget in which Cubed cannot rechunk the stored chunks: the refusal says so, and how
-    to rewrite the data with the exact chunks; fit on data rewritten so runs."""
+    """A budget in which neither a task (even in row slices) nor Cubed's rechunk can read a
+    stored chunk: the refusal says so, and how to rewrite the data with the exact chunks; fit
+    on data rewritten so runs."""
     spec = cubed.Spec(work_dir=str(tmp_path / "work"), allowed_mem="2MB", reserved_mem="1MB")
-    X, y = _stored(tmp_path, spec, chunk=4000, model="mlp")
+    X, y = _stored(tmp_path, spec, rows=16000, chunk=8000, model="mlp")
     with pytest.raises(memory.MemoryLimitError) as e:
-        _fit(mlp_loss, (X, y), spec, mode="one-pass", batch_rows=4000)
+        _fit(mlp_loss, (X, y), spec, mode="one-pass", batch_rows=8000)
     text = str(e.value)
     n = _advised_rows(text, "one-pass")
-    assert 4000 % n == 0  # a batch of whole chunks
+    assert 8000 % n == 0  # a batch of whole chunks
     assert "cannot fit" in text and "Rewrite the data once" in text, text
+    # computing the chunks in row slices was tried first: reading one stored chunk does not fit
+    assert 0 <= text.index("row slices in its task cannot fit") < text.index("Rewrite"), text
     assert f"data argument 0 with chunks ({n}, 8), data argument 1 with chunks ({n},)" in text
     for name, x in (("X", X), ("y", y)):
         z = zarr.open_array(
@@ -517,5 +536,5 @@ def test_a_refusal_says_how_to_rewrite_data_a_rechunk_cannot_read(tmp_path):
     data = tuple(
         cubed.from_zarr(str(tmp_path / f"{name}-{n}.zarr"), spec=spec) for name in ("X", "y")
     )
-    result = _fit(mlp_loss, data, spec, mode="one-pass", batch_rows=4000)
+    result = _fit(mlp_loss, data, spec, mode="one-pass", batch_rows=8000)
     assert result.step == 1 and result.memory.max_projected() <= 2_000_000
