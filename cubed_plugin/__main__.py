@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -24,7 +25,7 @@ import numpy as np
 
 import pycograd_xp as pg
 from pycograd_xp import optim, random
-from pycograd_xp.memory import MemoryLimitError, format_bytes
+from pycograd_xp.memory import MemoryLimitError, format_bytes, parse_bytes
 
 from ._executors import BEAM_MODES, ENGINES, MARGIN, make_executor, make_spec, worker_baseline
 from ._fit import FitResult, _batches, fit, step_plan
@@ -345,18 +346,32 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         )
     if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
-    import cubed
-
     for name in ("allowed_mem", "reserved_mem"):
         value = getattr(a, name)
+        if value is None:
+            continue
+        option = f"--{name.replace('_', '-')}"
         try:
-            if value is not None:
-                cubed.Spec(**{name: value})  # Cubed's own reading of an amount
+            n = parse_bytes(value)  # as Dask's parse_bytes: 150MB, 150mb, 100 KiB, 1e8
         except ValueError:
             ap.error(
-                f"--{name.replace('_', '-')} {value!r} is not an amount of memory: a number of "
-                "bytes or one with an SI unit (150MB, 2GB)"
+                f"{option} {value!r} is not an amount of memory: a number and a unit (150MB, "
+                "2GB, 512MiB)"
             )
+        if re.fullmatch(r"\s*[0-9.eE+-]+\s*", str(value)):
+            print(
+                f"{ap.prog}: warning: {option} {value} has no unit: read as {n:,} bytes "
+                f"({format_bytes(n)}); give one to mean more ({value}MB)",
+                file=sys.stderr,
+            )
+        setattr(a, name, n)
+    if a.data is not None and "://" not in a.data:  # a local directory: what it must hold
+        for part in ("X.zarr", "y.zarr"):
+            if not os.path.isdir(os.path.join(a.data, part)):
+                ap.error(
+                    f"--data {a.data}: no {part} there (the data is a directory holding X.zarr, "
+                    "the rows, and y.zarr, the labels; cubed_plugin.train.synthetic writes one)"
+                )
     if a.data is None and a.batch_rows is not None:
         chunks = -(-a.rows // a.batch_rows)
         if chunks > MAX_SYNTHETIC_CHUNKS:
@@ -407,6 +422,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     """
     ap = _parser(prog)
     a = ap.parse_args(argv)
+    a.prog = prog
     _check_args(ap, a)
     if a.optimizer == "lbfgs" and a.batch_rows is not None:
         ap.error(
@@ -453,6 +469,15 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         print(f"{e}: reserving a local processes worker's memory instead")
         reserved = math.ceil(worker_baseline("processes") * MARGIN)
         spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor)
+    if spec.allowed_mem <= spec.reserved_mem:  # no room for any data: the budget, not the model
+        sys.stderr.write(
+            f"{a.prog}: error: --allowed-mem "
+            f"{format_bytes(spec.allowed_mem)} is below what a worker of --executor "
+            f"{a.executor} holds before any task ({format_bytes(spec.reserved_mem)}, its "
+            "reserved_mem, measured with a margin): give --allowed-mem above it, e.g. "
+            f"{format_bytes(2 * spec.reserved_mem)}\n"
+        )
+        raise SystemExit(2)
     loss = logreg_loss if a.model == "logreg" else mlp_loss
     one_pass = a.mode != "graph"  # both models are row losses
     mode = "one-pass" if one_pass else "graph"

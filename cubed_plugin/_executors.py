@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ._baseline import MARGIN, worker_baseline
@@ -398,6 +400,31 @@ def make_spec(
     return spec
 
 
+_GUARD = re.compile(r"""^\s*if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
+
+
+def _check_main_guard() -> None:
+    """Refuse, in one line, a main script without ``if __name__ == "__main__":``: each worker
+    process imports it again as it starts, and its unguarded code would start the training (and
+    more workers) in every worker, failing the pool with a long traceback."""
+    import multiprocessing
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or multiprocessing.parent_process() is not None:
+        return  # an interactive session or a notebook (nothing is imported again), or a worker
+    try:
+        source = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    if not _GUARD.search(source):
+        raise RuntimeError(
+            f"the processes executor's workers import {path} again as they start: put the "
+            'code that trains under `if __name__ == "__main__":` (docs/guides/cubed.md, '
+            "'The processes executor')"
+        )
+
+
 def measuring_processes(
     preload: Sequence[str] = ("numpy", "zarr", "cubed", "pycograd_xp", "cubed_plugin._fit"),
     retries: int = 2,
@@ -443,6 +470,7 @@ def measuring_processes(
     """
     import multiprocessing
 
+    _check_main_guard()
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
     from ._cubed_seam import MeasuringProcesses
 

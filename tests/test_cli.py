@@ -114,7 +114,8 @@ def test_a_failed_run_removes_its_work_directory_and_keeps_the_users_data(
             "--chunks-per-task 2 takes one-pass mode, which --mode graph --executor threads does",
         ),
         (["--allowed-mem", "lots"], "--allowed-mem 'lots' is not an amount of memory"),
-        (["--reserved-mem", "1GiB"], "--reserved-mem '1GiB' is not an amount of memory"),
+        (["--reserved-mem", "1 GBytes"], "--reserved-mem '1 GBytes' is not an amount of memory"),
+        (["--data", "/nonexistent/dir"], "--data /nonexistent/dir: no X.zarr there"),
         # chunks of at most 7 rows: 142,858 Zarr files made before the first step
         (
             ["--batch-rows", "7"],
@@ -156,3 +157,44 @@ def test_chunks_per_task_makes_fewer_tasks_and_the_same_losses(tmp_path, temp_ro
     assert trained[0] == trained[1]
     tasks = [int(re.search(r"largest task .*; (\d+) tasks$", out, flags=re.M)[1]) for out in outs]
     assert tasks == [8, 3], tasks
+
+
+def test_a_data_directory_without_labels_is_refused(tmp_path, temp_root, capsys):
+    (tmp_path / "X.zarr").mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        main(["--data", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"--data {tmp_path}: no y.zarr there" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize("amount", ["100KB", "100 KiB", "1e8", "150mb"])
+def test_amounts_read_as_dasks_parse_bytes_reads_them(amount):
+    from cubed_plugin.__main__ import _check_args
+
+    ap = _parser("cli")
+    a = ap.parse_args(["--allowed-mem", amount])
+    _check_args(ap, a)
+    from pycograd_xp.memory import parse_bytes
+
+    assert a.allowed_mem == parse_bytes(amount) > 0
+
+
+def test_an_amount_without_a_unit_is_read_as_bytes_with_a_warning(capsys):
+    from cubed_plugin.__main__ import _check_args
+
+    ap = _parser("cli")
+    a = ap.parse_args(["--allowed-mem", "100"])
+    _check_args(ap, a)
+    assert a.allowed_mem == 100
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: --allowed-mem 100 has no unit: read as 100 bytes" in err
+
+
+def test_a_budget_below_the_workers_baseline_says_so(temp_root, capsys):
+    """Not "shrink the model": no model fits when a worker alone holds more than the budget."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--allowed-mem", "50MB", "--reserved-mem", "100MB", "--rows", "100"])
+    assert exit_.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--allowed-mem 50.0 MB is below what a worker of --executor threads holds" in err
+    assert list(temp_root.iterdir()) == []  # the work directory removed

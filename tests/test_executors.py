@@ -409,3 +409,30 @@ def test_the_command_trains_on_each_engine_as_on_threads(tmp_path, engine):
         return main([*args, "--executor", name, *extra]).params
 
     _same(run(engine.split("-")[0], *options), run("threads"))
+
+
+def test_the_processes_executor_refuses_a_script_without_the_main_guard(tmp_path):
+    """Its workers import the main script again: unguarded, each would start the training
+    (Python's long traceback). Refused in one line before any worker starts; a guarded script
+    passes."""
+    import subprocess
+    import sys
+
+    for guarded in (False, True):
+        body = 'ex = make_executor("processes")\nprint("made")\n'
+        if guarded:
+            body = 'if __name__ == "__main__":\n' + "".join(
+                "    " + ln + "\n" for ln in body.splitlines()
+            )
+        script = tmp_path / f"train_{guarded}.py"
+        script.write_text("from cubed_plugin import make_executor\n" + body)
+        r = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+        )
+        if guarded:
+            assert r.returncode == 0 and "made" in r.stdout, r.stderr
+        else:
+            assert r.returncode != 0
+            last = r.stderr.strip().splitlines()[-1]
+            assert last.startswith("RuntimeError: the processes executor's workers import")
+            assert '`if __name__ == "__main__":`' in last

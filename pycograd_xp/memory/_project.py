@@ -268,14 +268,25 @@ def before_backward(callback: Callable[[], None]) -> Iterator[None]:
         yield
 
 
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    **{p + "b": 1000**i for i, p in enumerate("kmgtp", 1)},
+    **{p: 1000**i for i, p in enumerate("kmgtp", 1)},
+    **{p + "ib": 1024**i for i, p in enumerate("kmgtp", 1)},
+    **{p + "i": 1024**i for i, p in enumerate("kmgtp", 1)},
+}
+
+
 def parse_bytes(limit: int | float | str) -> int:
-    """``limit`` as bytes.
+    """``limit`` as bytes, read as Dask's ``parse_bytes`` reads it.
 
     Parameters
     ----------
     limit : int, float or str
-        A number, or a string such as ``"2GB"``, ``"512 MiB"``, ``"100kB"`` (kB = 1000 B,
-        KiB = 1024 B).
+        A number, or a string: a number (``"1e5"``, ``"1.5"``) and a unit, any case, with or
+        without a space: ``"2GB"``, ``"512 MiB"``, ``"100kB"``, ``"100KB"``, ``"150mb"``,
+        ``"5k"`` (kB = 1000 B, KiB = 1024 B; no unit: bytes).
 
     Returns
     -------
@@ -289,13 +300,14 @@ def parse_bytes(limit: int | float | str) -> int:
     """
     if isinstance(limit, int | float):
         return int(limit)
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([kMGT]i?B|B)?\s*", limit)
-    if not m:
-        raise ValueError(f"cannot read {limit!r} as a number of bytes (e.g. 2GB, 512MiB)")
-    unit = m.group(2) or "B"
-    scale = 1024 if "i" in unit else 1000
-    power = {"B": 0, "k": 1, "K": 1, "M": 2, "G": 3, "T": 4}[unit[0]]
-    return int(float(m.group(1)) * scale**power)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", limit)
+    scale = _BYTE_UNITS.get(m.group(2).lower()) if m else None
+    if m is None or scale is None:
+        raise ValueError(
+            f"cannot read {limit!r} as a number of bytes: a number and a unit such as 2GB, "
+            "512MiB, 100kB or 1e5 (no unit: bytes)"
+        )
+    return int(float(m.group(1)) * scale)
 
 
 @dataclass

@@ -87,16 +87,33 @@ def test_check_refuses_a_step_over_the_limit_naming_the_op():
     with pytest.raises(
         memory.MemoryLimitError,
         match=r"projected peak .* at \w+ \(row \d+, "
-        r"(forward|backward)\) exceeds the limit 1\.0 MB .*remat",
+        r"(forward|backward|update)\) exceeds the limit 1\.0 MB .*remat",
     ):
         p.check("1MB")
     with pytest.raises(ValueError, match="cannot read 'lots'"):
         p.check("lots")
+    for bad in ("2 GBytes", "1e", "12 parsecs", ""):
+        with pytest.raises(ValueError, match="as a number of bytes"):
+            p.check(bad)
 
 
 @pytest.mark.parametrize(
     "text, n",
-    [("2GB", 2 * 10**9), ("512 MiB", 512 * 2**20), ("100kB", 10**5), (12345, 12345), ("7", 7)],
+    [
+        ("2GB", 2 * 10**9),
+        ("512 MiB", 512 * 2**20),
+        ("100kB", 10**5),
+        (12345, 12345),
+        ("7", 7),
+        # Dask's parse_bytes reads these too
+        ("100KB", 10**5),
+        ("100 KiB", 100 * 1024),
+        ("1e5", 10**5),
+        ("150mb", 150 * 10**6),
+        ("5k", 5000),
+        ("1.5 GB", 1_500_000_000),
+        (".5MiB", 2**19),
+    ],
 )
 def test_parse_bytes(text, n):
     from pycograd_xp.memory._project import parse_bytes
