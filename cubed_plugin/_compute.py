@@ -193,8 +193,8 @@ def check(
 
     Returns
     -------
-    cubed plan
-        The plan (as :func:`plan`).
+    CheckedPlan
+        The plan (as :func:`plan`: its attributes are Cubed's plan's), printed as a summary.
 
     Raises
     ------
@@ -219,7 +219,29 @@ def check(
                 stacklevel=2,
             )
     refuse(p, "check")
-    return p
+    return CheckedPlan(p, specs[0].allowed_mem if specs else None)
+
+
+class CheckedPlan:
+    """The plan :func:`check` passed: Cubed's plan (every attribute of it: ``num_tasks``,
+    ``max_projected_mem``, ``visualize()``, ...), printed as what was checked."""
+
+    def __init__(self, plan: Any, allowed_mem: int | None) -> None:
+        self.plan, self.allowed_mem = plan, allowed_mem
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.plan, name)
+
+    def __repr__(self) -> str:
+        from pycograd_xp.memory import format_bytes
+
+        allowed = "" if self.allowed_mem is None else " of allowed_mem "
+        allowed += "" if self.allowed_mem is None else format_bytes(self.allowed_mem)
+        return (
+            f"<checked plan: {self.plan.num_tasks} tasks, largest task "
+            f"{format_bytes(self.plan.max_projected_mem)}{allowed}, intermediate storage "
+            f"{format_bytes(self.plan.total_intermediate_nbytes)}>"
+        )
 
 
 def compute(*trees: Any, executor: Any = None, callbacks: Any = None, **kwargs: Any) -> Any:

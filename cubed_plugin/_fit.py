@@ -870,7 +870,7 @@ def _measured_within(
         why = (
             f"reserved_mem {have} is below the {need} a worker of this executor holds "
             "before any data (cubed_plugin.worker_baseline): make the spec with "
-            "cubed_plugin.train.make_spec (it measures reserved_mem) or raise reserved_mem"
+            "cubed_plugin.make_spec (it measures reserved_mem) or raise reserved_mem"
         )
     elif held is not None and all(o.drift for o in over):
         shown, limit = format_byte_pair(held, reserved)

@@ -538,3 +538,13 @@ def test_a_refusal_says_how_to_rewrite_data_a_rechunk_cannot_read(tmp_path):
     )
     result = _fit(mlp_loss, data, spec, mode="one-pass", batch_rows=8000)
     assert result.step == 1 and result.memory.max_projected() <= 2_000_000
+
+
+def test_check_returns_a_plan_that_prints_what_was_checked():
+    xc = pg.namespace(cubed)
+    x = xc.asarray(np.ones((100, 10)))
+    p = cp.check(xc.sum(x * 2))
+    assert p.num_tasks >= 1 and p.max_projected_mem > 0  # Cubed's plan's attributes
+    text = repr(p)
+    assert text.startswith("<checked plan: ") and "largest task" in text
+    assert "of allowed_mem" in text and "FinalizedPlan" not in text

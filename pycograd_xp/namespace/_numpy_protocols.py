@@ -380,7 +380,11 @@ def _write(ns: Any, out: Any, r: Any, what: str) -> Any:
         if r._node is not None:
             raise TypeError(
                 f"numpy.{what}(out=...): out is a NumPy array, and writing the result into it "
-                "would drop its gradient; pass an array of the namespace as out, or none"
+                "would drop its gradient. The code that called it made out with NumPy: that "
+                "path is not Array API code (in a library with Array API support, such as "
+                "scikit-learn, another solver or option may be: LinearDiscriminantAnalysis's "
+                "solver='svd', not 'lsqr'); in your own code, pass an array of the namespace as "
+                "out, or none"
             )
         out[...] = r._data
         return out
