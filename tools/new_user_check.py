@@ -167,7 +167,7 @@ def main() -> None:
         activate + "python -m pytest -q tests/test_docs_blocks.py tests/test_typing_install.py",
         clone,
     )
-    step("the guides' Python blocks and a typed user module (mypy --strict, outside)", code == 0, out)
+    step("the guides' Python blocks; a typed user module (mypy --strict, outside)", code == 0, out)
     python = clone / ".venv" / "bin" / "python"
     for what, source, expect, status in CASES:
         scratch = Path(tempfile.mkdtemp(dir=base))
