@@ -469,6 +469,16 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         print(f"{e}: reserving a local processes worker's memory instead")
         reserved = math.ceil(worker_baseline("processes") * MARGIN)
         spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor)
+    else:
+        if a.reserved_mem is None:
+            from ._baseline import cache_path
+
+            kept = cache_path()
+            print(
+                f"reserved_mem {format_bytes(spec.reserved_mem)}: a warm worker of --executor "
+                f"{a.executor} holds {format_bytes(worker_baseline(executor))} before any data "
+                f"(cubed_plugin.worker_baseline, kept in {kept or 'no file'}), and 10% more"
+            )
     if spec.allowed_mem <= spec.reserved_mem:  # no room for any data: the budget, not the model
         sys.stderr.write(
             f"{a.prog}: error: --allowed-mem "

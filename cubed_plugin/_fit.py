@@ -229,10 +229,14 @@ def fit(
     and the driver share one process.
 
     Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
-    refused before it runs when a task's projection exceeds ``allowed_mem``; the refusal names
-    the op and the part of the loss it computes, and proposes the chunk size for which every
-    task fits (``cubed_plugin.memory.plan_rows`` for this mode), checked with a lazy
-    ``rechunk`` of the data or, when a rechunk cannot fit, how to rewrite the data. A warning
+    refused before it runs when a task's projection exceeds ``allowed_mem``. In one-pass mode a
+    stored row chunk too large for a task's budget is first computed in row slices inside its
+    task (one slice's activations at a time, the sums added in the task;
+    ``cubed_plugin.memory.plan_slice_rows``; ``log`` says so); the refusal names the op and the
+    part of the loss it computes, says why slices cannot help, and proposes the chunk size for
+    which every task fits (``cubed_plugin.memory.plan_rows`` for this mode, leaving 5 % of
+    ``reserved_mem`` free for the baseline's variation), checked with a lazy ``rechunk`` of the
+    data or, when a rechunk cannot fit, how to rewrite the data. A warning
     (``ReservedMemWarning``) says when the Spec's ``reserved_mem`` is below what a worker of
     ``executor`` measurably holds (``worker_baseline``; ``cubed.Spec`` defaults to 0). On
     executors that measure each task on its own ("processes", which is
@@ -240,7 +244,13 @@ def fit(
     measured peak exceeds its projection or ``allowed_mem`` raises ``TaskMemoryError`` after
     its step (naming the op, its part of the loss, both figures and the limit; parameters are
     not updated with that step), or warns (``TaskMemoryWarning``) with
-    ``memory_overrun="warn"``.
+    ``memory_overrun="warn"``. A task over its projection only because its worker held more
+    than ``reserved_mem`` when it started (the worker's own memory grew) is not an error while
+    re-planning absorbs it: when that is every overrun of the step and no task went over
+    ``allowed_mem``, the step stands, ``reserved_mem`` is raised to the highest start seen (in
+    the Spec given, and kept for the executor: ``worker_baseline``), ``log`` says so, and the
+    next steps are planned with it (refused before running when they no longer fit); past
+    ``allowed_mem``, the error says what the worker held before the task.
 
     ``optimizer`` is a gradient transformation (one pass over the batch per step), or
     ``optim.lbfgs()`` (quasi-Newton, full batch only): fit gives it the loss and gradient over
