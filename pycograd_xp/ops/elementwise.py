@@ -24,6 +24,7 @@ operands.
 
 from __future__ import annotations
 
+import builtins
 import cmath
 import math
 from typing import Any
@@ -34,6 +35,7 @@ from .._primitive import binary, primitive, unary
 from ._rules.batching import align, fn
 from ._rules.jvp import TRANSPOSED, plus
 from ._rules.shapes import (
+    BUFFER_ELEMENTS,
     broadcast,
     elementwise_out,
     is_array,
@@ -285,7 +287,16 @@ def _clip_shape(a, x, /, min=None, max=None):
     return elementwise_out(shape, x.dtype, x, min, max)
 
 
-clip.defshape(_clip_shape, memory=buffers)
+@measured_layouts
+def _clip_memory(out, x, /, min=None, max=None):
+    """NumPy's clip through array-api-compat: the iterator's buffers, and a cast of a bound in
+    another dtype than ``x``'s (measured: 23 kB over on float32 data with a float64 bound)."""
+    bounds = [b for b in (min, max) if is_array(b) and b.dtype != x.dtype]
+    cast = len(bounds) * builtins.min(out.size, BUFFER_ELEMENTS) * 8
+    return buffers(out, x, min, max) + cast
+
+
+clip.defshape(_clip_shape, memory=_clip_memory)
 
 
 # -- conj ----------------------------------------------------------------------------------------

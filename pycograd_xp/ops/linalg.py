@@ -57,6 +57,7 @@ from ._rules.shapes import (
     BUFFER_ELEMENTS,
     as_abstract,
     broadcast,
+    broadcast_view,
     in_turn,
     is_array,
     native,
@@ -621,13 +622,21 @@ def _matrix_norm_shape(a, x, /, *, keepdims=False, ord="fro"):
     return new(shape, _real(x.dtype))
 
 
+def _read_buffers(x, k):
+    """The iterator's buffers for ``k`` operands that are ``x`` not in C order (a transposed,
+    reversed, strided or broadcast view): the norms' elementwise steps read it so."""
+    c_order = x.contiguous and not broadcast_view(x)
+    return 0 if c_order else k * min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+
+
 def _matrix_norm_memory(out, x, /, *, keepdims=False, ord="fro"):
     s, r = x.dtype.itemsize, _real(x.dtype).itemsize
-    if ord in _FROBENIUS:  # sqrt(sum((conj(x) * x).real)): one x-sized product (NumPy
-        return x.size * s + out.size * r  # multiplies into conj's temporary), then the sum
+    if ord in _FROBENIUS:  # sqrt(sum((conj(x) * x).real)): conj(x) of complex x, the product
+        conj = x.size * s if x.dtype.kind == "c" else 0
+        return conj + x.size * s + out.size * r + _read_buffers(x, 2)
     if ord in (1, -1, math.inf, -math.inf):  # sum(abs(x)) along one axis, then max/min
         m, n = _dims(x)
-        return x.size * r + _batch(x) * (n if ord in (1, -1) else m) * r
+        return x.size * r + _batch(x) * (n if ord in (1, -1) else m) * r + _read_buffers(x, 1)
     # 2, -2, "nuc": the singular values (NumPy's svd without vectors), then max/min/sum
     return native(_gesdd(x, "N")) + _svdvals_wide(x) + _batch(x) * min(_dims(x)) * r
 
@@ -1183,10 +1192,10 @@ def _vector_norm_memory(out, x, /, *, axis=None, keepdims=False, ord=2):
     copy = x.size * s if _flattens_by_copy(x, axis) else 0
     if ord in (2, None):  # sqrt(sum((conj(x) * x).real)): conj(x) of complex x, the product
         conj = x.size * s if x.dtype.kind == "c" else 0
-        return copy + conj + x.size * s + out.size * r
+        return copy + conj + x.size * s + out.size * r + _read_buffers(x, 2)
     if ord == 0:  # (x != 0).astype(real).sum()
-        return copy + x.size * (1 + r)
-    return copy + x.size * r  # abs(x), raised to ord in place for the other orders
+        return copy + x.size * (1 + r) + _read_buffers(x, 1)
+    return copy + x.size * r + _read_buffers(x, 1)  # abs(x), raised to ord in place
 
 
 vector_norm.defshape(_vector_norm_shape, memory=_vector_norm_memory)

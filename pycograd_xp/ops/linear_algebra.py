@@ -336,9 +336,12 @@ def _vecdot_shape(a, x1, x2, /, *, axis=-1):
 
 
 def _vecdot_memory(out, x1, x2, /, *, axis=-1):
+    # a broadcast operand is buffered; an operand in another dtype is cast whole (a gufunc
+    # casts whole operands, as matmul's)
     full = broadcast(x1.shape, x2.shape)
     k = sum(1 for x in (x1, x2) if x.shape != full)
-    return k * min(math.prod(full), BUFFER_ELEMENTS) * out.dtype.itemsize
+    cast = sum(x.size * out.dtype.itemsize for x in (x1, x2) if x.dtype != out.dtype)
+    return k * min(math.prod(full), BUFFER_ELEMENTS) * out.dtype.itemsize + cast
 
 
 vecdot.defshape(_vecdot_shape, memory=_vecdot_memory)

@@ -336,8 +336,16 @@ def _(ns, dims, x, repeats, /, *, axis=None):
     return ns.repeat(x, repeats, axis=shift(axis, x.ndim - 1))
 
 
-@repeat.defshape
-def _(a, x, repeats, /, *, axis=None):
+@measured_layouts
+def _repeat_memory(out, x, repeats, /, *, axis=None):
+    """NumPy repeats a C-ordered copy of ``x`` (``PyArray_Repeat``), and its repeats as an
+    intp array of one per element along the axis."""
+    copy = 0 if _c_order(x) else x.size * x.dtype.itemsize
+    n = x.size if axis is None else x.shape[axis % x.ndim] if x.ndim else 1
+    return copy + n * 8
+
+
+def _repeat_shape(a, x, repeats, /, *, axis=None):
     repeats = as_abstract(repeats)
     n = x.size if axis is None else x.shape[axis % x.ndim]
     if is_array(repeats):
@@ -355,6 +363,9 @@ def _(a, x, repeats, /, *, axis=None):
     shape = list(x.shape)
     shape[axis % x.ndim] = total
     return new(shape, x.dtype)
+
+
+repeat.defshape(_repeat_shape, memory=_repeat_memory)
 
 
 # -- reshape -------------------------------------------------------------------------------------

@@ -57,9 +57,12 @@ def where_memory(out, c, x1, x2, /):
     if out.size < SELECT_MIN:
         return ufunc_buffers(out, c, x1, x2)
     mask = 0 if not is_array(x1) or not is_array(x2) else out.size
+    # a branch in another dtype than the result's: one more casting pass (measured: 13 kB over
+    # on int64 data selected beside 0.0)
+    cast = sum(1 for x in (x1, x2) if is_array(x) and x.dtype != out.dtype)
     return (
         mask
-        + 2 * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize
+        + (2 + cast) * min(out.size, BUFFER_ELEMENTS) * out.dtype.itemsize
         + ufunc_buffers(out, c, x1, x2)
     )
 
