@@ -13,7 +13,7 @@ import pytest
 
 import pycograd_xp as pg
 from pycograd_xp import checkpoint, optim
-from pycograd_xp.optim import _strong_wolfe
+from pycograd_xp.optim._lbfgs import _strong_wolfe
 
 so = pytest.importorskip("scipy.optimize")
 
