@@ -462,7 +462,9 @@ def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(
         for name, v in limits.items():
             monkeypatch.setattr(rows, name, v)
         pads = ((p, p), (p, p))
-        out = rows.out_sizes("conv2d", xs[2:], ws[2:], (1, 1), pads, nn._pair(d, 2))
+        out = rows.out_sizes(
+            "conv2d", xs[2:], ws[2:], (1, 1), pads, (d, d) if isinstance(d, int) else tuple(d)
+        )
         assert rows.flat_rows(ws[2:], (1, 1), pads, out, 1) == (path == "flat")
         assert rows.bias_row(xs[1], 1, args[2]) == (path == "bias row")
         for block in (None, 1):

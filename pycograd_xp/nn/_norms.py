@@ -1,0 +1,134 @@
+"""Normalisations: layer norm and RMS norm (fused rows), batch norm with running statistics."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+from .._api import stop_gradient
+from ..typing import Array
+from ._common import _ns, _row
+
+
+# -- normalization ------------------------------------------------------------------------------
+def layer_norm(
+    x: Array,
+    weight: Array | None = None,
+    bias: Array | None = None,
+    eps: float = 1e-5,
+    axis: int | tuple[int, ...] = -1,
+) -> Array:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``.
+
+    One row (``xp._layer_norm``) whose VJP keeps the input, the weight and the per-row mean and
+    ``1 / sqrt(var + eps)``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    weight : Array, optional
+        The scale, of the normalized axes' shape (None: 1).
+    bias : Array, optional
+        The shift, likewise (None: 0).
+    eps : float, default 1e-5
+        Added to the variance.
+    axis : int or tuple of int, default -1
+        The axes normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
+    return _row(_ns(x), "_layer_norm")(x, weight, bias, eps=eps, axis=axis)[0]
+
+
+def rms_norm(x: Array, weight: Array | None = None, eps: float = 1e-6, axis: int = -1) -> Array:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over ``axis``.
+
+    One row (``xp._rms_norm``) whose VJP keeps the input, the weight and the per-row
+    ``1 / sqrt(mean(x^2) + eps)``.
+
+    Parameters
+    ----------
+    x : Array
+        The input, of any shape (real floating point).
+    weight : Array, optional
+        The scale, of the normalized axis' size (None: 1).
+    eps : float, default 1e-6
+        Added to the mean square.
+    axis : int, default -1
+        The axis normalized over.
+
+    Returns
+    -------
+    Array
+        Of ``x``'s shape and dtype.
+    """
+    return _row(_ns(x), "_rms_norm")(x, weight, eps=eps, axis=axis)[0]
+
+
+def batch_norm(
+    x: Array,
+    state: dict[str, Any],
+    weight: Array | None = None,
+    bias: Array | None = None,
+    *,
+    training: bool,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+    axis: int = 1,
+) -> tuple[Array, dict[str, Any]]:
+    """Batch normalization over every axis but ``axis`` (the channels).
+
+    Training normalizes with the batch's statistics and updates the running ones (unbiased
+    variance, as PyTorch); evaluation uses the running ones.
+
+    Parameters
+    ----------
+    x : Array
+        The input, e.g. (N, C, H, W).
+    state : dict
+        The running ``mean`` and ``var`` (shape (C,)).
+    weight : Array, optional
+        The per-channel scale, (C,) (None: 1).
+    bias : Array, optional
+        The per-channel shift, (C,) (None: 0).
+    training : bool
+        Batch statistics (True) or the running ones (False).
+    momentum : float, default 0.1
+        The weight of the batch's statistics in the running ones' update.
+    eps : float, default 1e-5
+        Added to the variance.
+    axis : int, default 1
+        The channel axis.
+
+    Returns
+    -------
+    y : Array
+        The normalized input, of ``x``'s shape.
+    new_state : dict
+        The updated running ``mean`` and ``var`` (``state`` itself in evaluation).
+    """
+    xp = _ns(x)
+    axis = axis % x.ndim
+    reduce = tuple(a for a in range(x.ndim) if a != axis)
+    shape = tuple(x.shape[a] if a == axis else 1 for a in range(x.ndim))
+    if training:
+        mu = xp.mean(x, axis=reduce)
+        var = xp.var(x, axis=reduce)
+        n = math.prod(cast(int, x.shape[a]) for a in reduce)
+        unbiased = stop_gradient(var) * (n / max(n - 1, 1))
+        new_state = {
+            "mean": (1 - momentum) * state["mean"] + momentum * stop_gradient(mu),
+            "var": (1 - momentum) * state["var"] + momentum * unbiased,
+        }
+    else:
+        mu, var, new_state = state["mean"], state["var"], state
+    y = (x - xp.reshape(mu, shape)) / xp.sqrt(xp.reshape(var, shape) + eps)
+    if weight is not None:
+        y = y * xp.reshape(weight, shape)
+    if bias is not None:
+        y = y + xp.reshape(bias, shape)
+    return y, new_state
