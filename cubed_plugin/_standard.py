@@ -3,7 +3,10 @@
 - ``cumulative_sum`` and ``cumulative_prod``: ``include_initial=True`` (Cubed raises
   ``NotImplementedError``; the VJPs of ``take``, ``take_along_axis``, ``prod`` and ``repeat`` use
   it): Cubed's scan, then the identity slice joined in front, chunked like the scan's output.
-  ``axis=None`` on a 1-D array (the standard's default; Cubed raises ``TypeError``).
+  ``axis=None`` on a 1-D array (the standard's default; Cubed raises ``TypeError``). Cubed's
+  scan fails (an ``AssertionError``) unless the axis has at most 5 blocks or a multiple of 5
+  at every level of its merge: the axis is first rechunked to the nearest such number of
+  blocks (chunks at most twice as long).
 - ``conj`` of a real or integer array is the array (the standard's ``conj`` takes every numeric
   dtype; Cubed takes only complex ones: the VJP of ``vecdot`` conjugates its real operands).
 - ``reshape``: Cubed's (Dask's algorithm) merges or splits existing axes evenly only, and needs
@@ -35,6 +38,8 @@ def _cumulative(
                 f"flatten first (reshape(x, (-1,))) to scan all the elements"
             )
         axis = 0
+    if x.ndim:
+        x = _scannable(x, axis % x.ndim)
     out = scan(x, axis=axis, dtype=dtype)
     if not include_initial:
         return out
@@ -45,6 +50,31 @@ def _cumulative(
     # one chunk of length 1 in front: Cubed's concat is exact with a one-chunk operand no
     # longer than the others' chunks
     return cubed.concat([first, out], axis=ax)
+
+
+def _scan_blocks_ok(nb: int) -> bool:
+    """Whether Cubed 0.27's scan takes ``nb`` blocks along the axis: it merges the blocks' totals
+    five at a time and asserts (``increment.shape[axis] == scanned.numblocks[axis]``) unless
+    each level has at most five blocks or a multiple of five."""
+    while nb > 5:
+        if nb % 5:
+            return False
+        nb //= 5
+    return True
+
+
+def _scannable(x: Any, axis: int) -> Any:
+    """``x`` rechunked along ``axis`` to the smallest chunk at least as large as its own whose
+    number of blocks Cubed's scan takes (at most twice as large: 1 to 5 times a power of 5
+    blocks are taken)."""
+    import cubed
+
+    n, c = x.shape[axis], max(x.chunks[axis])
+    if n == 0 or _scan_blocks_ok(len(x.chunks[axis])):
+        return x
+    while not _scan_blocks_ok(-(-n // c)):
+        c += 1
+    return cubed.rechunk(x, tuple(c if a == axis else s for a, s in enumerate(x.chunksize)))
 
 
 @implements("cumulative_sum")
@@ -221,3 +251,28 @@ def _add_at(size: int, idx: Any, values: Any) -> Any:
     out = np.zeros(size, dtype=values.dtype)
     np.add.at(out, idx, values)
     return out
+
+
+@implements("broadcast_to")
+def broadcast_to(x: Any, /, shape: tuple[int, ...], *, chunks: Any = None) -> Any:
+    """Cubed's ``broadcast_to``; with ``chunks=``, ``x`` is first rechunked along its axes that
+    are kept (not of length 1) to those chunks (Cubed refuses other chunks there: "cannot
+    broadcast chunks"), and irregular ``chunks`` become regular ones of their largest size."""
+    import cubed
+
+    from ._cubed_seam import normalize_chunks
+
+    shape = tuple(shape)
+    if chunks is None or len(shape) < x.ndim:
+        return cubed.broadcast_to(x, shape, chunks=chunks)
+    sizes = tuple(max(c) if c else 1 for c in normalize_chunks(chunks, shape, dtype=x.dtype))
+    new = len(shape) - x.ndim
+    kept = tuple(
+        sizes[new + i] if n == shape[new + i] and n > 1 else max(x.chunks[i], default=1)
+        for i, n in enumerate(x.shape)
+    )
+    if x.ndim and tuple(max(c, default=1) for c in x.chunks) != kept:
+        x = cubed.rechunk(x, kept)
+    elif x.ndim and any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in x.chunks):
+        x = cubed.rechunk(x, kept)  # irregular: regular chunks of the same size
+    return cubed.broadcast_to(x, shape, chunks=sizes)
