@@ -87,6 +87,10 @@ def test_a_library_that_converts_its_arguments_refuses_naming_the_way_out():
     """scipy.special.logsumexp without SciPy's array API mode converts its argument with
     ``np.asarray``: a traced array refuses, naming the switch and the way out."""
     special = pytest.importorskip("scipy.special")
+    from scipy._lib import _array_api
+
+    if _array_api.SCIPY_ARRAY_API:  # read at SciPy's import: tests/clients set it on
+        pytest.skip("SciPy's array API mode is on in this process: logsumexp does not convert")
     a = XP.asarray(RNG.standard_normal((30, 20)))
     with pytest.raises(TypeError, match=r"__array__: this array is traced") as e:
         memory.project(lambda a: special.logsumexp(a), a, argnums=())
