@@ -18,7 +18,16 @@ from . import (
     ops,  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
     special,  # noqa: F401  (pycograd_xp.special: scipy.special's functions as rows)
 )
-from ._api import enable_grad, grad, no_grad, stop_gradient, unwrap, value_and_grad, vjp
+from ._api import (
+    debug_nans,
+    enable_grad,
+    grad,
+    no_grad,
+    stop_gradient,
+    unwrap,
+    value_and_grad,
+    vjp,
+)
 from ._compile import TracingError
 from ._compile import compile as compile  # noqa: A004  (public, not in __all__: see below)
 from ._custom import custom_jvp, custom_vjp
@@ -34,6 +43,7 @@ __all__ = [
     "TracingError",
     "custom_jvp",
     "custom_vjp",
+    "debug_nans",
     "enable_grad",
     "grad",
     "hessian",

@@ -11,11 +11,20 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from . import _tape
 from ._primitive import Primitive
-from ._state import STACK, Grad, GradMode, push, restore
+from ._state import STACK, DebugNans, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
 from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["enable_grad", "grad", "no_grad", "stop_gradient", "unwrap", "value_and_grad", "vjp"]
+__all__ = [
+    "debug_nans",
+    "enable_grad",
+    "grad",
+    "no_grad",
+    "stop_gradient",
+    "unwrap",
+    "value_and_grad",
+    "vjp",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -85,6 +94,65 @@ class enable_grad(no_grad):  # noqa: N801
     """Record again inside a :class:`no_grad` block (a context manager, also a decorator)."""
 
     _enabled = True
+
+
+class debug_nans:  # noqa: N801 - JAX's name (its jax_debug_nans option)
+    """Stop at the first NaN a differentiated computation makes, naming the op (a context
+    manager, also a decorator).
+
+    Inside the block, every op recorded on the tape (a computation with an array being
+    differentiated) and every VJP rule of a backward pass checks its results, and raises
+    :class:`FloatingPointError` where one holds a NaN that none of its inputs held: the
+    traceback ends at the call that made it, and the message names the op (or the op whose
+    VJP made it). Values are read, so each recorded op costs a pass over its output; nothing is
+    checked on lazy, abstract or batched arrays (Cubed, ``memory.project``, inside ``vmap``).
+    ``train.fit(..., nan="debug")`` runs its steps inside it.
+
+    Parameters
+    ----------
+    enabled : bool, default True
+        Check (False: a block that turns an outer one off).
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> xp = pg.namespace(numpy)
+    >>> x = xp.asarray([0.0, 1.0])
+    >>> with pg.debug_nans():
+    ...     pg.grad(lambda x: xp.sum(x / x))(x)
+    Traceback (most recent call last):
+    FloatingPointError: debug_nans: divide() made a NaN from inputs without one; ...
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        self._prev = push(DebugNans(self.enabled))
+
+    def __exit__(self, *exc: Any) -> None:
+        restore(self._prev)
+
+    def __call__(self, f: F) -> F:
+        """``f`` run inside this block at each call (the decorator form).
+
+        Parameters
+        ----------
+        f : callable
+            The function to wrap.
+
+        Returns
+        -------
+        callable
+            ``f``, each call checked.
+        """
+
+        @functools.wraps(f)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with debug_nans(self.enabled):
+                return f(*args, **kwargs)
+
+        return cast(F, wrapped)
 
 
 def stop_gradient(x: T) -> T:

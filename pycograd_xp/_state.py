@@ -25,6 +25,8 @@ The frames (one class per kind of interpreter):
   function inside its rule runs the plain function).
 * :class:`OnBackward`: a callback called as each backward pass of ``grad``/``vjp`` begins (the
   memory projection and the planners tell the forward pass from the backward pass so).
+* :class:`DebugNans`: ``debug_nans``, the ops on the tape and the VJP rules check their results
+  for NaN.
 
 What the hot path reads is derived from the frames on every push and pop, and kept as plain
 attributes of :data:`STACK` (one attribute read per question, as cheap as a flag): see
@@ -146,6 +148,17 @@ class OnBackward(Frame):
         self.callback, self.after = callback, after
 
 
+class DebugNans(Frame):
+    """``debug_nans``: every op recorded on the tape, and every VJP rule, checks its results for
+    NaN made from inputs without one, and raises naming the op (JAX's ``jax_debug_nans``)."""
+
+    __slots__ = ("enabled",)
+    kind = "debug_nans"
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+
+
 class _Stack(threading.local):
     """The frames of this thread, and what the hot path reads, derived from them.
 
@@ -176,6 +189,7 @@ class _Stack(threading.local):
     custom: frozenset = frozenset()
     before_backward: Callable[[], None] | None = None
     after_backward: Callable[[], None] | None = None
+    debug_nans: bool = False
 
 
 STACK = _Stack()
@@ -194,7 +208,7 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
             "after_backward",
         )
     )
-    view.update(frames=frames, grad_enabled=True, grad_depth=0, tracing=0)
+    view.update(frames=frames, grad_enabled=True, grad_depth=0, tracing=0, debug_nans=False)
     jvps: list[Jvp] = []
     custom: set[int] = set()
     for f in frames:
@@ -218,6 +232,8 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
         elif type(f) is OnBackward:
             view["before_backward"] = f.callback
             view["after_backward"] = f.after
+        elif type(f) is DebugNans:
+            view["debug_nans"] = f.enabled
     view["jvp"] = tuple(jvps)
     view["jvp_hook"] = each_jvp if jvps else None
     view["custom"] = frozenset(custom)

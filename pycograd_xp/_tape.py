@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from ._state import GradMode, push, restore
+from ._state import STACK, GradMode, push, restore
 
 _seq = itertools.count()
 
@@ -355,6 +355,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         owned = not create_graph and _owned(node.ns._backend.owns_buffer, g)
         kwargs = {**kwargs, "owned": owned} if kwargs else {"owned": owned}
     results = prim.vjp(ops, g, out, *args, **kwargs)
+    if STACK.debug_nans:
+        _check_nans(node, ops, g, results, args, out)
     for position, parent in node.parents:
         if type(position) is int:
             ct, like = results[position], args[position]
@@ -367,6 +369,49 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         key = id(parent)
         old = cts.get(key)
         cts[key] = ct if old is None else _add(old, ct)
+
+
+def _has_nan(backend: Any, d: Any) -> bool:
+    """Whether backend array ``d`` holds a NaN (False where the values cannot be read: lazy,
+    abstract or batched arrays)."""
+    if backend.lazy or backend.abstract or backend.level or not hasattr(d, "dtype"):
+        return False
+    xp = backend.xp
+    if not xp.isdtype(d.dtype, ("real floating", "complex floating")):
+        return False
+    return bool(xp.any(xp.isnan(d)))
+
+
+def check_nans(what: str, backend: Any, results: list, inputs: list) -> None:
+    """``debug_nans``: raise if a result holds a NaN and no input did (``what`` made it)."""
+    if not any(_has_nan(backend, r) for r in results):
+        return
+    if any(_has_nan(backend, a) for a in inputs):
+        return  # passed on, not made here
+    raise FloatingPointError(
+        f"debug_nans: {what} made a NaN from inputs without one; the traceback shows the call "
+        "(the forward op, or the backward rule of the op named). Look for 0 / 0, inf - inf, "
+        "log or sqrt of a negative number, or an overflow before it"
+    )
+
+
+def _check_nans(node: Node, ops: Any, g: Any, results: Any, args: tuple, out: Any) -> None:
+    """``debug_nans`` in the backward pass: a cotangent with a NaN from a rule whose cotangent,
+    saved values and output held none names the op whose VJP made it."""
+
+    def datas(v: Any) -> list:
+        if isinstance(v, list | tuple):
+            return [d for e in v for d in datas(e)]
+        if v is None or isinstance(v, ShapeDtype):
+            return []
+        return [getattr(v, "_data", v)]
+
+    check_nans(
+        f"the VJP of {node.name}()",
+        node.ns._backend,
+        datas(results),
+        datas(g) + datas(args) + datas(out),
+    )
 
 
 # References to a cotangent that only the backward pass holds, as _owned counts them: the

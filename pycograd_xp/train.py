@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._api import no_grad, value_and_grad
+from ._api import debug_nans, no_grad, value_and_grad
 from ._exports import module_dir as _module_dir
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
@@ -122,10 +122,12 @@ def fit(
     on_epoch_end : callable, optional
         ``on_epoch_end(epoch, params, metrics)`` may return extra metrics (e.g. a test accuracy)
         to record and log.
-    nan : {"warn", "raise", "ignore"}, default "warn"
+    nan : {"warn", "raise", "debug", "ignore"}, default "warn"
         What a step whose loss is NaN or infinite does: warn once (a ``RuntimeWarning`` naming
         the epoch and the step), raise ``FloatingPointError`` there (the parameters are those
-        before the step: nothing after it ran), or nothing.
+        before the step: nothing after it ran), or nothing. ``"debug"`` runs each step inside
+        :class:`pycograd_xp.debug_nans`: the first op that makes a NaN raises, named (each op
+        then reads its output: slower).
 
     Returns
     -------
@@ -149,9 +151,12 @@ def fit(
     """
     from tqdm.auto import tqdm
 
-    if nan not in ("warn", "raise", "ignore"):
-        raise ValueError(f"fit: nan must be 'warn', 'raise' or 'ignore', got {nan!r}")
+    if nan not in ("warn", "raise", "debug", "ignore"):
+        raise ValueError(f"fit: nan must be 'warn', 'raise', 'debug' or 'ignore', got {nan!r}")
     warned = nan == "ignore"
+    if nan == "debug":
+        step = debug_nans()(step)
+        nan = "raise"
 
     for got, where in ((opt_state, "opt_state"), (batches, "batches")):
         if isinstance(got, GradientTransformation):

@@ -82,3 +82,28 @@ def test_fit_does_not_pass_a_nan_loss_in_silence():
         train.fit(step, w, tx.init(w), batches, nan="raise", **kw)
     with pytest.raises(ValueError, match=r"nan must be"):
         train.fit(step, w, tx.init(w), batches, nan="stop", **kw)
+
+
+def test_debug_nans_names_the_op_that_made_the_nan():
+    x = xp.asarray([0.0, 1.0])
+    with pg.debug_nans(), np.errstate(all="ignore"):
+        with pytest.raises(FloatingPointError, match=r"debug_nans: divide\(\) made a NaN"):
+            pg.grad(lambda x: xp.sum(x / x))(x)
+        # the forward is finite; sqrt's VJP at 0 makes 0 / 0
+        with pytest.raises(FloatingPointError, match=r"the VJP of sqrt\(\) made a NaN"):
+            pg.grad(lambda x: xp.sum(xp.sqrt(x) * 0.0 + x))(x)
+        # a NaN passed on is not blamed on the op that carries it
+        y = xp.asarray([np.nan, 1.0])
+        g = pg.grad(lambda y: xp.sum(y * 2.0))(y)
+        assert np.isnan(np.asarray(pg.unwrap(g))).sum() == 0
+    with np.errstate(all="ignore"):  # off again outside the block
+        assert np.isnan(np.asarray(pg.unwrap(pg.grad(lambda x: xp.sum(x / x))(x)))).any()
+
+
+def test_fit_nan_debug_stops_at_the_op():
+    tx = optim.sgd(0.1)
+    step = train.make_step(lambda w, x: xp.mean(xp.log(x @ w)), tx)
+    w = xp.asarray([1.0, -1.0])
+    batches = [(xp.asarray(np.array([[1.0, 2.0]])),)]  # x @ w = -1: log of a negative number
+    with np.errstate(all="ignore"), pytest.raises(FloatingPointError, match=r"log\(\) made"):
+        train.fit(step, w, tx.init(w), batches, epochs=1, progress=False, log=None, nan="debug")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._state import STACK
-from .._tape import Node, Select, ShapeDtype, mark_saved
+from .._tape import Node, Select, ShapeDtype, check_nans, mark_saved
 from ._array import PLAIN_TYPES, Array
 
 
@@ -73,6 +73,16 @@ def _constant(ns: Any, a: Any) -> Any:
     return a
 
 
+def _datas(items: Any) -> list:
+    out = []
+    for a in items:
+        if isinstance(a, Array):
+            out.append(a._data)
+        elif type(a) is list or type(a) is tuple:
+            out += _datas(a)
+    return out
+
+
 def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     """Attach a node for ``prim`` applied to ``args``/``kwargs`` to ``out`` (already wrapped).
 
@@ -99,6 +109,11 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
             parents.append((name, p))
     if not parents:
         return out
+    if STACK.debug_nans:
+        outs = list(out) if isinstance(out, tuple) else [out]
+        check_nans(
+            f"{prim.name}()", ns._backend, _datas(outs), _datas(args) + _datas(kwargs.values())
+        )
     chunked, saves, names = ns._backend.chunked, prim.saves, prim.arg_names
     last = len(names) - 1
     saved: dict = {}
@@ -167,6 +182,8 @@ def elementwise_recorder(
     def rec1(out: Any, x: Any) -> Any:
         if out._data.dtype not in floating or x._data.dtype not in floating:
             return out
+        if STACK.debug_nans:
+            check_nans(f"{prim.name}()", ns._backend, [out._data], [x._data])
         saved: dict = {}
         attach(out, (keep(x, 0, saved),), [(0, x._node)], saved)
         if STACK.jvp_hook is not None:  # running jvps: the output's tangent
@@ -187,6 +204,8 @@ def elementwise_recorder(
             parents.append((1, p))
         if not parents:
             return out
+        if STACK.debug_nans:
+            check_nans(f"{prim.name}()", ns._backend, [out._data], _datas((x1, x2)))
         saved: dict = {}
         attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
         if STACK.jvp_hook is not None:  # running jvps: the output's tangent
