@@ -387,11 +387,16 @@ def test_the_default_command_trains_to_the_end_within_its_projections(tmp_path, 
     of data in a 100 MB budget) on processes and Dask, in both modes: every step runs and every
     measured task is within its projection (it died at its first step: tasks started above
     reserved_mem as the workers' uncollected garbage grew)."""
+    # a Dask worker holds about 105 MB of its own here (warm; a processes worker 77 MB): a
+    # 100 MB budget is refused before anything runs (exit 2, naming the worker's memory), so
+    # Dask trains the same data in 150 MB
+    allowed = "100MB"
     if executor == "dask":
         pytest.importorskip("distributed")
+        allowed = "150MB"
     out = subprocess.run(
         [sys.executable, "-m", "cubed_plugin.train", "--rows", "1100000", "--features", "120",
-         "--model", "logreg", "--allowed-mem", "100MB", "--executor", executor, "--steps", "3",
+         "--model", "logreg", "--allowed-mem", allowed, "--executor", executor, "--steps", "3",
          "--mode", mode, "--quiet", "--work-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
