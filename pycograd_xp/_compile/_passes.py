@@ -218,7 +218,7 @@ def projected_peak(
                 )
             )
         current += new - frees.get(j, 0)
-    return peak + _overhead(len(steps))
+    return peak + _overhead(sum(max(1, len(c.writes)) for c in steps))
 
 
 def inplace_reuse(

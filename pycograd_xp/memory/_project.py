@@ -123,7 +123,15 @@ OVERHEAD_PER_CALL = 256
 
 
 def _overhead(calls: int) -> int:
+    """The allowance for ``calls`` backend calls; a call that returns several arrays counts once
+    more for each output beyond its first (each holds a header and a wrapper as long as it
+    lives: ``unstack``'s views; see :func:`_calls`)."""
     return OVERHEAD_FIXED + OVERHEAD_PER_CALL * calls
+
+
+def _calls(rows: Sequence[Any]) -> int:
+    """Calls to allow for (:func:`_overhead`): one per row, plus its outputs beyond the first."""
+    return sum(max(1, len(r.outputs)) for r in rows)
 
 
 class MemoryLimitError(ValueError):
@@ -727,7 +735,7 @@ def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
     )
     first = next((r.index for r in rows if r.phase == "backward"), None)
     held = rows[first - 1].live_bytes if first else plan.argument_bytes  # first: None or a row
-    overhead = _overhead(len(rows))
+    overhead = _overhead(_calls(rows))
     return Projection(
         forward_peak_bytes=plan.peak_bytes,
         peak_bytes=plan.peak_bytes,
@@ -762,8 +770,9 @@ def project(
     Not seen: arrays made by plain NumPy (or any other library) inside ``f``, from Python values
     rather than through the namespace, are not in the projection. Make them outside ``f`` and
     pass them in as arguments, or make them with the namespace (``xp.ones``). A call that needs
-    values (a NumPy function with no rule, a library that converts its argument, an
-    ``optim.lbfgs`` step) refuses, naming the function and that way out.
+    values (a NumPy function with no rule, a library that converts its argument) refuses,
+    naming the function and that way out; an ``optim.lbfgs`` step projects from one evaluation
+    and what the step holds beside it.
 
     Parameters
     ----------
@@ -827,9 +836,11 @@ def project(
     True
     """
     where = f"memory.project({_name(f)})"
-    why = getattr(f, "not_projected", None)  # a function that says why it cannot be projected
-    if why is not None:
-        raise NotImplementedError(f"{where}: {why}")
+    # a method that projects itself from what it runs (optim.lbfgs's step: its line search
+    # decides on values)
+    hook, owner = getattr(f, "projects_as", None), getattr(f, "__self__", None)
+    if hook is not None and owner is not None:
+        return hook(owner, *args, **kwargs)
     nums = _which(f, argnums)
     chunked = _chunked_backend(args, kwargs, backend)
     if chunked is not None:
@@ -849,16 +860,16 @@ def project(
     else:
         fwd = _tracked(_forward_pass(f, where), A, args, kwargs)[0]
         step, argument_bytes, boundary = _tracked(_api.value_and_grad(f, nums), A, args, kwargs)
-    overhead = _overhead(len(step.events))
+    overhead = _overhead(_calls(step.events))
     if boundary is None:
         boundary = argument_bytes if nums == () else step.live
     return Projection(
-        forward_peak_bytes=fwd.peak + _overhead(len(fwd.events)),
+        forward_peak_bytes=fwd.peak + _overhead(_calls(fwd.events)),
         peak_bytes=step.peak + overhead,
         residual_bytes=boundary - argument_bytes,
         argument_bytes=argument_bytes,
         overhead_bytes=overhead,
-        traced_forward_peak_bytes=fwd.traced_peak + _overhead(len(fwd.events)),
+        traced_forward_peak_bytes=fwd.traced_peak + _overhead(_calls(fwd.events)),
         traced_peak_bytes=step.traced_peak + overhead,
         peak_op=_peak_op(step),
         rows=_rows(step),

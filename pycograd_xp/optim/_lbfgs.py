@@ -4,11 +4,13 @@ gradient together)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._api import enable_grad, no_grad
+from ..memory._project import Spec
 from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from ._transforms import _ns
 
@@ -655,16 +657,53 @@ class LBFGS:
         return params, state
 
 
-# memory.project runs a function on arrays without values: an L-BFGS step cannot run so
-_LBFGS_NOT_PROJECTED = (
-    "an L-BFGS step decides on the loss's values (its line search, its stopping tests), which a "
-    "projection does not have. Project one evaluation, memory.project(loss, params) (its "
-    "value_and_grad step), and add what the solver holds beside it: the state's gradient and "
-    "2 * memory_size curvature vectors, the direction, and the line search's points (each a "
-    "parameter vector and its gradient, at most three held while a fourth is evaluated)"
-)
+def _leaf_bytes(leaf: Any) -> int:
+    """The bytes a parameter-like leaf owns (an array or a ``memory.spec``; 0 for numbers)."""
+    if isinstance(leaf, Spec):
+        return leaf.nbytes
+    data = getattr(leaf, "_data", leaf)
+    return int(getattr(data, "nbytes", 0))
+
+
+def _project_step(
+    solver: LBFGS,
+    params: Any,
+    state: Any = None,
+    value_and_grad_fn: Callable[..., Any] | None = None,
+    **_: Any,
+) -> Any:
+    """``memory.project(solver.step, params, state)``: an L-BFGS step decides on the loss's
+    values, which a projection does not have, so it is projected from what it runs. Its peak is
+    during an evaluation of the function (projected as it is, at parameters of these shapes)
+    while the step holds, beside its arguments: the direction and at most three of the line
+    search's points (a parameter vector and its gradient each: the bracket's two ends and the
+    last point), with the trial point the evaluation takes as its argument and two leaf-sized
+    temporaries of the vector updates. The two-loop recursion before and the new curvature pair
+    after hold less (at most three vectors and a point). ``init`` and ``minimize`` hold no more
+    than a step does."""
+    from ..memory import project
+
+    vg = solver._vg(value_and_grad_fn)
+    one = project(vg, params, argnums=())
+    leaves = tree_leaves(params)
+    vector = sum(_leaf_bytes(p) for p in leaves)
+    leaf = max((_leaf_bytes(p) for p in leaves), default=0)
+    arguments = vector + sum(_leaf_bytes(x) for x in tree_leaves(state))
+    held = arguments + 7 * vector + 2 * leaf  # the direction and three points
+    return dataclasses.replace(
+        one,
+        forward_peak_bytes=held + one.peak_bytes,
+        peak_bytes=held + one.peak_bytes,
+        traced_forward_peak_bytes=held + one.traced_peak_bytes,
+        traced_peak_bytes=held + one.traced_peak_bytes,
+        argument_bytes=arguments,
+        residual_bytes=0,
+        what="as is",
+    )
+
+
 for _method in (LBFGS.init, LBFGS.step, LBFGS.minimize):
-    setattr(_method, "not_projected", _LBFGS_NOT_PROJECTED)  # noqa: B010
+    setattr(_method, "projects_as", _project_step)  # noqa: B010
 
 
 def _eps(x: Any) -> float:

@@ -101,10 +101,27 @@ def test_our_logsumexp_projects():
     _sound(lambda a: pg.special.logsumexp(a), XP.asarray(RNG.standard_normal((300, 200))))
 
 
-def test_an_lbfgs_step_refuses_naming_the_way_out():
-    params = {"w": XP.asarray(RNG.standard_normal(50))}
-    solver = optim.lbfgs(lambda p: XP.sum(p["w"] ** 2))
+@pytest.mark.parametrize("memory_size", [3, 10])
+def test_an_lbfgs_step_projects_what_it_runs(memory_size):
+    """An L-BFGS step decides on the loss's values (its line search): it projects from one
+    evaluation and what the step holds beside it (state, direction, the line search's points);
+    steps of one and of several evaluations are measured within it, and within 2x."""
+
+    def loss(p):
+        w = p["w"]
+        return XP.sum(w**2 + 0.1 * w**4) + XP.sum((p["v"] - 1.0) ** 2)
+
+    solver = optim.lbfgs(loss, memory_size=memory_size)
+    params = {
+        "w": XP.asarray(RNG.standard_normal(100_000)),
+        "v": XP.asarray(RNG.standard_normal((300, 100))),
+    }
     state = solver.init(params)
-    for method in (solver.step, solver.minimize):
-        with pytest.raises(NotImplementedError, match=r"L-BFGS step .*memory.project\(loss"):
-            memory.project(method, params, state, argnums=())
+    evals = set()
+    for _ in range(4):
+        p = memory.project(solver.step, params, state, argnums=())
+        m = memory.measure(solver.step, params, state, argnums=())
+        assert 0.5 * p.traced_peak_bytes <= m.peak_bytes <= p.traced_peak_bytes
+        params, state = solver.step(params, state)
+        evals.add(state.last.evals)
+    assert max(evals) > 1  # a step whose line search evaluated more than once was measured
