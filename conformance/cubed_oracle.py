@@ -53,10 +53,10 @@ CHUNKINGS: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = {
 NAMES = list(CHUNKINGS)
 
 
-# At most this many blocks per input: the large cases (a 300 x 300 tanh, 40 x 1000 activations)
-# in chunks of 1 would be plans of 90,000 tasks; their chunks grow (doubling along the axis of
-# most blocks, so still not dividing it) until they fit.
-MAX_BLOCKS = 64
+# At most this many blocks per input: the large cases (a 300 x 300 tanh, 40 x 1000 activations,
+# convolutions) in chunks of 1 would be plans of 90,000 tasks; their chunks grow (doubling along
+# the axis of most blocks, so still not dividing it) until they fit.
+MAX_BLOCKS = 16
 
 
 def chunks_for(shape: tuple[int, ...], chunking: str, i: int) -> tuple[int, ...]:

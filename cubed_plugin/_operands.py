@@ -11,7 +11,8 @@ returns wrong numbers without an error:
   (in place, so that a residual a VJP rule saved has it too when the rule later combines it
   with Cubed's operators; the data and the plan are unchanged). Two different Specs of a
   user's still raise Cubed's error.
-- **Chunks.** ``stack`` takes the first array's chunks for every input (values off, or
+- **Chunks.** (And ``concat`` along a negative axis compares the wrong axes: the axis is made
+  non-negative first.) ``stack`` takes the first array's chunks for every input (values off, or
   ``IndexError`` later); ``concat`` reads the wrong blocks when operands' chunks along the axis
   differ. Before those (:data:`SAME_CHUNKS`), every operand is rechunked to one regular chunking:
   along each axis the smallest chunk size among the operands (what Cubed's own ``unify_chunks``
@@ -47,6 +48,10 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         found = _operands(array, args, kwargs)
+        axis = kwargs.get("axis", 0)
+        if concat and isinstance(axis, int) and axis < 0 and found:
+            # Cubed 0.27's concat checks the other axes' lengths wrongly for a negative axis
+            kwargs = {**kwargs, "axis": axis % max(found[0].ndim, 1)}
         if len(found) < 2:
             return fn(*args, **kwargs)
         new = _one_spec(found)

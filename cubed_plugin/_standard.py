@@ -7,8 +7,14 @@
   scan fails (an ``AssertionError``) unless the axis has at most 5 blocks or a multiple of 5
   at every level of its merge: the axis is first rechunked to the nearest such number of
   blocks (chunks at most twice as long).
-- ``conj`` of a real or integer array is the array (the standard's ``conj`` takes every numeric
-  dtype; Cubed takes only complex ones: the VJP of ``vecdot`` conjugates its real operands).
+- ``conj`` and ``real`` of a real or integer array are the array, ``imag`` its zeros (the
+  standard's take every numeric dtype; Cubed's only complex ones: the VJP of ``vecdot``
+  conjugates its real operands).
+- ``var`` and ``std`` of a 0-d array (Cubed raises ``IndexError``).
+- ``concat(..., axis=None)`` (wrong values), ``diff`` with ``prepend``/``append`` chunked
+  otherwise than ``x`` (refused), ``repeat`` with an array of repeats (refused; read as data
+  when applied, as an index array).
+- ``vecdot`` conjugates its first operand, as the standard's (Cubed 0.27's does not).
 - ``reshape``: Cubed's (Dask's algorithm) merges or splits existing axes evenly only, and needs
   regular chunks; any other reshape first rechunks the array to regular chunks, and where that
   is not enough to one chunk when that fits a task's memory (``allowed_mem``), else raises
@@ -106,6 +112,59 @@ def conj(x: Any, /) -> Any:
     return x
 
 
+def _moment(fn: Any, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
+    import cubed
+
+    if x.ndim == 0:  # Cubed 0.27's combine step indexes an axis a 0-d array lacks
+        return fn(cubed.reshape(x, (1,)), axis=0, correction=correction)
+    return fn(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+@implements("var")
+def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
+    import cubed
+
+    return _moment(cubed.var, x, axis, correction, keepdims)
+
+
+@implements("std")
+def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
+    import cubed
+
+    return _moment(cubed.std, x, axis, correction, keepdims)
+
+
+@implements("vecdot")
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """The standard's ``vecdot``, which conjugates ``x1``: Cubed 0.27's does not (complex results
+    were wrong)."""
+    import cubed
+
+    return cubed.vecdot(conj(x1), x2, axis=axis)
+
+
+@implements("real")
+def real(x: Any, /) -> Any:
+    import cubed
+
+    if cubed.isdtype(x.dtype, "complex floating"):
+        return cubed.real(x)
+    if not cubed.isdtype(x.dtype, "numeric"):
+        raise TypeError(f"real takes a numeric array, got dtype {x.dtype}")
+    return x
+
+
+@implements("imag")
+def imag(x: Any, /) -> Any:
+    import cubed
+
+    if cubed.isdtype(x.dtype, "complex floating"):
+        return cubed.imag(x)
+    if not cubed.isdtype(x.dtype, "numeric"):
+        raise TypeError(f"imag takes a numeric array, got dtype {x.dtype}")
+    return cubed.zeros_like(x)
+
+
 def _target_shape(x: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     shape = tuple(int(s) for s in shape)
     if shape.count(-1) == 1:
@@ -115,8 +174,22 @@ def _target_shape(x: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
+def _regularized(x: Any) -> Any:
+    """``x`` on regular chunks (Cubed's reshape can leave ``(2, 1, 2, 1)``, which its rechunk,
+    concat and reshape then refuse)."""
+    import cubed
+
+    if all(all(c == cs[0] for c in cs[:-1]) and cs[-1] <= cs[0] for cs in x.chunks if cs):
+        return x
+    return cubed.rechunk(x, x.chunksize)
+
+
 @implements("reshape")
 def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Any:
+    return _regularized(_reshape(x, shape, copy))
+
+
+def _reshape(x: Any, shape: tuple[int, ...], copy: bool | None) -> Any:
     import cubed
 
     from ._cubed_seam import projected_mem, rechunk_task_mem
@@ -276,3 +349,43 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...], *, chunks: Any = None) -> An
     elif x.ndim and any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in x.chunks):
         x = cubed.rechunk(x, kept)  # irregular: regular chunks of the same size
     return cubed.broadcast_to(x, shape, chunks=sizes)
+
+
+@implements("concat")
+def concat(arrays: Any, /, *, axis: int | None = 0, chunks: Any = None) -> Any:
+    """Cubed's ``concat`` (``chunks=``, Cubed's, chunks the result); ``axis=None`` joins the
+    flattened arrays (Cubed 0.27 gave wrong values)."""
+    import cubed
+
+    if axis is None:
+        return _joined([reshape(a, (-1,)) for a in arrays], 0)
+    return cubed.concat(list(arrays), axis=axis, chunks=chunks)
+
+
+@implements("diff")
+def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Any:
+    """Cubed's ``diff``, with ``prepend``/``append`` joined to ``x`` on one chunking first (Cubed
+    0.27 refuses operands of other chunk sizes along the axis)."""
+    import cubed
+
+    if prepend is not None or append is not None:
+        x = _joined([a for a in (prepend, x, append) if a is not None], axis % x.ndim)
+    return cubed.diff(x, axis=axis, n=n)
+
+
+@implements("repeat")
+def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
+    """Cubed's ``repeat``; an array of ``repeats`` (Cubed 0.27 takes a Python int only) is read
+    as data when the repeat is applied, as Cubed reads an index array, and the elements are
+    taken by index."""
+    import cubed
+    import numpy as np
+
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    if not hasattr(repeats, "shape"):
+        return cubed.repeat(x, repeats, axis=axis)
+    counts = np.asarray(repeats.compute() if hasattr(repeats, "compute") else repeats)
+    n = x.shape[axis]
+    idx = np.repeat(np.arange(n), np.broadcast_to(counts, (n,)))
+    return take(x, cubed.asarray(idx, spec=x.spec), axis=axis)
