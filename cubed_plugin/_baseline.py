@@ -15,13 +15,14 @@ at 81 MB after one step and 86 MB after forty (so ops whose tasks hold almost no
 - **Stable across processes**: the figures are kept in a file per machine, executor kind and
   package versions (:func:`cache_path`; ``PYCOGRAD_XP_BASELINE_CACHE`` names another file, or
   ``off``); a process measures again only while fewer than :data:`SAMPLES` figures are kept,
-  and uses the largest kept (with the highest start ``fit`` has seen a task of that executor
-  make: :func:`record_drift`).
-- **Stated margins**: ``reserved_mem`` is that baseline plus :data:`MARGIN` (10 %: the creep of
-  a long run, 5 MB over forty steps here); the planner (``plan_rows``) and every refusal's advice
-  leave :data:`HEADROOM` (5 % of ``reserved_mem``) of ``allowed_mem`` free, so that advice
-  checked in one process still fits in another whose measured baseline is up to that much
-  higher, and a re-plan after drift (:data:`DRIFT_PAD`) still fits.
+  and uses the largest kept (and, for the rest of a process, the highest start ``fit`` has
+  seen a task of that executor make: :func:`record_drift`).
+- **Stated margins**: ``reserved_mem`` is that baseline plus :data:`MARGIN` (10 %: a run's
+  creep, 0.6 MB over forty graph-mode steps here once tasks collect their garbage); the planner
+  (``plan_rows``) and every refusal's advice leave :data:`HEADROOM` (5 % of
+  ``reserved_mem``) of ``allowed_mem`` free, so that advice checked in one process still fits
+  in another whose measured baseline is up to that much higher, and a re-plan after drift
+  (:data:`DRIFT_PAD`) still fits.
 """
 
 from __future__ import annotations
@@ -129,19 +130,19 @@ def _load() -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _update(key: str, sample: int | None = None, drift: int | None = None) -> dict:
-    """The kept entry of ``key``, with ``sample`` added (the last 20 kept) and ``drift`` raised;
-    written back atomically (a file that cannot be written is left alone)."""
+def _update(key: str, sample: int | None = None) -> dict:
+    """The kept entry of ``key``, with ``sample`` added (the last 20 kept); written back
+    atomically (a file that cannot be written is left alone)."""
     data = _load()
     got = data.get(key)
     entry = got if isinstance(got, dict) else {}
     samples = [int(s) for s in entry.get("samples", []) if isinstance(s, int | float)]
     if sample is not None:
         samples = (samples + [int(sample)])[-20:]
-    entry = {"samples": samples, "drift": max(int(entry.get("drift", 0) or 0), int(drift or 0))}
+    entry = {"samples": samples}
     data[key] = entry
     path = cache_path()
-    if path is not None and (sample is not None or drift is not None):
+    if path is not None and sample is not None:
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
@@ -151,7 +152,7 @@ def _update(key: str, sample: int | None = None, drift: int | None = None) -> di
 
 
 def _kept(entry: dict) -> int:
-    return max([*entry.get("samples", []), int(entry.get("drift", 0) or 0)], default=0)
+    return max(entry.get("samples", []), default=0)
 
 
 # -- the measurement ------------------------------------------------------------------------------
@@ -401,9 +402,9 @@ def worker_baseline(
     The figures are kept per machine, executor kind and package versions in a file
     (``cubed_plugin._baseline.cache_path``; the environment variable
     ``PYCOGRAD_XP_BASELINE_CACHE`` names another, or ``off``): a process measures again while
-    fewer than three are kept, and otherwise uses the largest kept, or the highest start a
-    ``fit`` saw a task of that executor make, if higher. Every process on the machine then gets
-    the same ``reserved_mem`` (:func:`~cubed_plugin.make_spec`: this plus 10 %).
+    fewer than three are kept, and otherwise uses the largest kept (in a process where ``fit``
+    saw a task of that executor start higher, that). Every process on the machine then gets the
+    same ``reserved_mem`` (:func:`~cubed_plugin.make_spec`: this plus 10 %).
 
     Parameters
     ----------
@@ -443,12 +444,16 @@ def worker_baseline(
 
 def record_drift(executor: Any, compute_kwargs: dict | None, held: int) -> int:
     """Record that a worker of ``executor`` held ``held`` bytes at a task's start (above the
-    Spec's ``reserved_mem``): the baseline this process and later ones use is at least that.
-    Returns the new baseline."""
+    Spec's ``reserved_mem``): the baseline this process uses from now on is at least that.
+    Returns the new baseline.
+
+    Not kept for later processes: a start can be high for a moment (a pool thread still holding
+    the last chunk it read on a loaded machine), and a kept figure would make every later run
+    on the machine plan smaller chunks for it (one such start, kept, cut a Dask run's chunks
+    from 9,849 rows to 1,145)."""
     from ._executors import executor_of
 
     ex = executor_of(executor)
     key = _key(ex, compute_kwargs)
-    entry = _update(_disk_key(ex, compute_kwargs), drift=int(held))
-    _BASELINES[key] = max(_BASELINES.get(key, 0), _kept(entry), int(held))
+    _BASELINES[key] = max(_BASELINES.get(key, 0), int(held))
     return _BASELINES[key]

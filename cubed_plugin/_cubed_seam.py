@@ -674,8 +674,11 @@ def _measured(run: Callable[[], Any], measure: bool) -> tuple[Any, dict]:
 # threads held was 11 MB and more (28.8 MB chunks); an op's first tasks start up to 3.8 MB
 # above the last op's, the worker's own (caches), which would wait for nothing.
 _LINGERING = 4 * 2**20
-# The longest a task waits for that memory: about 64 ms, in pauses doubling from 1 ms.
-_LINGER_PAUSES = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032)
+# The longest a task waits for that memory: about 0.5 s, in pauses doubling from 1 ms (on a
+# loaded machine, 64 ms was not always enough for the pool thread to run: a Dask task of a
+# graph-mode step started 18 MB high, a 9.4 MB chunk's bytes and decoded copy, and measured
+# over allowed_mem). The wait happens only while memory lingers (about one task in 1,000).
+_LINGER_PAUSES = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256)
 # This process's resident set when its last measured task started (None before the first).
 _last_start: int | None = None
 # Whether this worker froze what it held at its first measured task (:func:`_collect_garbage`)
@@ -718,7 +721,7 @@ def _settled_start() -> int | None:
     graph-mode step (28.8 MB chunks) started 56 MB above the worker's usual start, and one
     measured 192 MB against its 186 MB projection. So when the resident set is more than
     :data:`_LINGERING` above the last task's start, the worker lets its threads run (pauses
-    of 1, 2, 4, ... ms, about 64 ms at most) and trims again;
+    of 1, 2, 4, ... ms, about 0.5 s at most) and trims again;
     a level that stays is the worker's own (imports, caches) and the next tasks' reference.
     Cyclic garbage that earlier tasks left is collected first (:func:`_collect_garbage`)."""
     global _last_start

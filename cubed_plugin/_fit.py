@@ -248,8 +248,8 @@ def fit(
     than ``reserved_mem`` when it started (the worker's own memory grew) is not an error while
     re-planning absorbs it: when that is every overrun of the step and no task went over
     ``allowed_mem``, the step stands, ``reserved_mem`` is raised to the highest start seen (in
-    the Spec given, and kept for the executor: ``worker_baseline``), ``log`` says so, and the
-    next steps are planned with it (refused before running when they no longer fit); past
+    the Spec given, and this process's ``worker_baseline`` for the executor), ``log`` says so,
+    and the next steps are planned with it (refused before running when they no longer fit); past
     ``allowed_mem``, the error says what the worker held before the task.
 
     ``optimizer`` is a gradient transformation (one pass over the batch per step), or
@@ -859,8 +859,8 @@ def _measured_within(
     op over its projection is over only because its worker held more than ``reserved_mem`` when
     the task started (what the tasks added was within their projections) and no task went over
     ``allowed_mem``, the step stands, ``reserved_mem`` of ``spec`` (and of the data's specs) is
-    raised to the highest start seen (1 % more: ``cubed_plugin._baseline.DRIFT_PAD``), the
-    baseline kept for the executor too (``record_drift``), and the next steps are planned and
+    raised to the highest start seen (1 % more: ``cubed_plugin._baseline.DRIFT_PAD``), this
+    process's baseline for the executor too (``record_drift``), and the next steps are planned and
     checked with it (refused before running, with advice, when they no longer fit)."""
     from ._baseline import DRIFT_PAD, record_drift
     from ._cubed_seam import set_reserved_mem
@@ -895,7 +895,7 @@ def _measured_within(
                     f"reserved_mem {limit}; {len(over)} op{'s' * (len(over) > 1)} measured "
                     "over their projections by that much, their data within them and every "
                     f"task within allowed_mem: reserved_mem is now {format_bytes(new)} "
-                    "(the highest start, 1% more; the baseline kept for this executor: "
+                    "(the highest start, 1% more; this process's baseline for the executor: "
                     f"{format_bytes(kept)}) and the next steps are planned with it"
                 )
             return
@@ -903,8 +903,7 @@ def _measured_within(
             f"the worker held {shown} before the task; reserved_mem is {limit}: the worker's "
             "own memory (imports, caches, thread pools) grew past what reserved_mem covers, "
             "and with it the task went over allowed_mem (what the task added was within its "
-            "projection); the baseline kept for this executor is raised to it, so a new run "
-            "plans with it: raise allowed_mem, or use smaller chunks"
+            "projection): raise allowed_mem, or use smaller chunks"
         )
         record_drift(executor, compute_kwargs, held)
     else:
