@@ -22,7 +22,7 @@ from conformance.grad_cases import cases
 cubed = pytest.importorskip("cubed")
 
 # One in SAMPLE of the (case, chunking) pairs runs by default, chosen by a hash of its id.
-SAMPLE = 60
+SAMPLE = 80
 
 # (row, case label or None for every case) -> (the exception, a fragment of its message):
 # what Cubed cannot do, refused before computing and documented in docs/guides/backends.md
