@@ -97,7 +97,7 @@ def step_peak(fn: Callable[[], object], rss_over_warmup: bool = False) -> tuple[
     thresholds the allocator keeps what the warm-up freed, so only then does it show)."""
     import tracemalloc
 
-    from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth
+    from pycograd_xp.memory._measure import _reset_resident_peak, _resident_growth
 
     rss = _reset_resident_peak() if rss_over_warmup else None
     fn()
@@ -152,7 +152,7 @@ def resident_step_peak(fn: Callable[[], object], repeats: int = 3, settle_s: flo
     step's pages when the peak is reset, and hand them to the next step unseen."""
     import gc
 
-    from pycograd_xp.memory._project import _reset_resident_peak, _resident_growth
+    from pycograd_xp.memory._measure import _reset_resident_peak, _resident_growth
 
     fn()
     grown = []

@@ -583,7 +583,7 @@ def test_the_check_sees_what_it_forbids(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
         "import cubed\nfrom cubed.core.plan import Plan\nfrom cubed import Array\n"
-        "from pycograd_xp.memory._project import _fmt\nx = d['primitive_op']\n"
+        "from pycograd_xp.memory._units import _fmt\nx = d['primitive_op']\n"
         "y = op.pipeline.config\nz = cubed.core\n"
     )
     found = _offences(bad)

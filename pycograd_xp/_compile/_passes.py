@@ -12,7 +12,7 @@ import numpy as np
 from .._abstract import CALL_SLACK
 from .._host import HostScalar
 from .._primitive import REGISTRY
-from ..memory._project import _overhead
+from ..memory._report import _overhead
 from ..namespace._backend import _zero_bits
 from ._ir import (
     SETITEM,

@@ -17,20 +17,11 @@ from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
 from .._exports import module_dir as _module_dir
-from ._project import (
-    Measurement,
-    MemoryLimitError,
-    Projection,
-    Row,
-    Spec,
-    before_backward,
-    format_byte_pair,
-    format_bytes,
-    measure,
-    parse_bytes,
-    project,
-    spec,
-)
+from ._measure import Measurement, measure
+from ._project import before_backward, project
+from ._report import MemoryLimitError, Projection, Row
+from ._spec import Spec, spec
+from ._units import format_byte_pair, format_bytes, parse_bytes
 
 __all__ = [
     "ABSTRACT",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._api import enable_grad, no_grad
-from ..memory._project import Spec
+from ..memory._spec import Spec
 from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from ._transforms import _ns
 

@@ -10,7 +10,7 @@ import array_api_compat
 
 from .._api import no_grad
 from .._host import host
-from ..memory._project import Spec
+from ..memory._spec import Spec
 from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from ._schedules import Schedule, _schedule
 

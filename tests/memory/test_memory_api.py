@@ -116,7 +116,7 @@ def test_check_refuses_a_step_over_the_limit_naming_the_op():
     ],
 )
 def test_parse_bytes(text, n):
-    from pycograd_xp.memory._project import parse_bytes
+    from pycograd_xp.memory._units import parse_bytes
 
     assert parse_bytes(text) == n
 
