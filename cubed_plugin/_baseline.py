@@ -282,8 +282,9 @@ def _warm_compute(ex: Any, spec: Any, root: str, compute_kwargs: dict | None) ->
     import cubed
     import zarr
 
-    from ._compute import compute
-    from .steps import graph_step
+    from pycograd_xp import tree_leaves, unwrap
+
+    from .steps import graph_fusion, graph_step
 
     rng = np.random.default_rng(1)
     rows, cols, chunk = 8 * 1000, 16, 1000
@@ -296,7 +297,10 @@ def _warm_compute(ex: Any, spec: Any, root: str, compute_kwargs: dict | None) ->
     y = cubed.from_zarr(os.path.join(root, "y.zarr"), spec=spec)
     for _ in range(_WARM_STEPS):
         v, g = graph_step(_warm_loss, {"w": np.zeros(cols)}, (X, y), spec)
-        compute(v, g, executor=ex, **(compute_kwargs or {}))
+        arrays = [unwrap(a) for a in tree_leaves((v, g))]
+        cubed.compute(
+            *arrays, executor=ex, optimize_function=graph_fusion(), **(compute_kwargs or {})
+        )
 
 
 def _peak_here() -> int:
@@ -384,52 +388,11 @@ def _work(work_dir: str | None) -> Iterator[str]:
         shutil.rmtree(made, ignore_errors=True)
 
 
-def worker_baseline(
-    executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
+def measured_baseline(
+    ex: Any, *, work_dir: str | None = None, compute_kwargs: dict | None = None
 ) -> int:
-    """The memory, in bytes, that a warm process running one of ``executor``'s tasks holds
-    before the task adds any data.
-
-    Measured warm: each of a few small tasks first does what a worker's first tasks bring
-    (imports, a read of compressed Zarr chunks through Zarr's thread pool, NumPy's BLAS threads,
-    a one-pass gradient on a small chunk), gives that memory back, then measures a small task;
-    the largest figure is the baseline. Executors that run tasks in worker processes and measure
-    them (processes, ``measuring_processes()``, dask, lithops, modal) are measured themselves.
-    Executors that run tasks inside this process (single-threaded, threads) measure nothing per
-    task: their baseline is that of a fresh Python process that runs the tasks itself, the least
-    any process running them holds (this process holds that plus its own data).
-
-    The figures are kept per machine, executor kind and package versions in a file
-    (``cubed_plugin._baseline.cache_path``; the environment variable
-    ``PYCOGRAD_XP_BASELINE_CACHE`` names another, or ``off``): a process measures again while
-    fewer than three are kept, and otherwise uses the largest kept (in a process where ``fit``
-    saw a task of that executor start higher, that). Every process on the machine then gets the
-    same ``reserved_mem`` (:func:`~cubed_plugin.make_spec`: this plus 10 %).
-
-    Parameters
-    ----------
-    executor : optional
-        A Cubed executor, its name, or None (Cubed's default, "threads").
-    work_dir : str, optional
-        Holds the small arrays (a temporary directory when None; a remote executor needs one its
-        workers can reach).
-    compute_kwargs : dict, optional
-        Passed to ``cubed.compute`` (a Dask cluster's address).
-
-    Returns
-    -------
-    int
-        The baseline, in bytes.
-
-    Raises
-    ------
-    RuntimeError
-        For an executor that neither measures its tasks nor runs them here (give
-        ``reserved_mem`` yourself then).
-    """
-    from ._executors import executor_of
-
-    ex = executor_of(executor)
+    """:func:`cubed_plugin.worker_baseline` of the executor object ``ex`` (names are resolved
+    there, by ``cubed_plugin._executors.executor_of``)."""
     key = _key(ex, compute_kwargs)
     if key in _BASELINES:
         return _BASELINES[key]
@@ -443,17 +406,14 @@ def worker_baseline(
 
 
 def record_drift(executor: Any, compute_kwargs: dict | None, held: int) -> int:
-    """Record that a worker of ``executor`` held ``held`` bytes at a task's start (above the
-    Spec's ``reserved_mem``): the baseline this process uses from now on is at least that.
-    Returns the new baseline.
+    """Record that a worker of ``executor`` (the executor object ``fit`` runs on) held ``held``
+    bytes at a task's start (above the Spec's ``reserved_mem``): the baseline this process uses
+    from now on is at least that. Returns the new baseline.
 
     Not kept for later processes: a start can be high for a moment (a pool thread still holding
     the last chunk it read on a loaded machine), and a kept figure would make every later run
     on the machine plan smaller chunks for it (one such start, kept, cut a Dask run's chunks
     from 9,849 rows to 1,145)."""
-    from ._executors import executor_of
-
-    ex = executor_of(executor)
-    key = _key(ex, compute_kwargs)
+    key = _key(executor, compute_kwargs)
     _BASELINES[key] = max(_BASELINES.get(key, 0), int(held))
     return _BASELINES[key]

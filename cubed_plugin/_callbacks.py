@@ -194,6 +194,11 @@ class MemoryRecorder(cubed.Callback):
     def highest_start(self, ops: Sequence[str] | None = None) -> int | None:
         """The most a worker held when a task of ``ops`` (default: all recorded) started.
 
+        Parameters
+        ----------
+        ops : sequence of str, optional
+            The ops (None: every op recorded).
+
         Returns
         -------
         int or None

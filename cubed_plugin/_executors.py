@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._baseline import MARGIN, worker_baseline
+from ._baseline import MARGIN, measured_baseline
 
 __all__ = ["MARGIN", "make_executor", "make_spec", "measuring_processes", "worker_baseline"]
 
@@ -343,6 +343,54 @@ def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = N
     if spec is not None and spec.executor is not None:
         return spec.executor
     return create_executor("threads", spec.executor_options if spec is not None else None)
+
+
+def worker_baseline(
+    executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
+) -> int:
+    """The memory, in bytes, that a warm process running one of ``executor``'s tasks holds
+    before the task adds any data.
+
+    Measured warm: each of a few small tasks first does what a worker's first tasks bring
+    (imports, a read of compressed Zarr chunks through Zarr's thread pool, NumPy's BLAS threads,
+    a one-pass gradient on a small chunk), gives that memory back, then measures a small task;
+    the largest figure is the baseline. Executors that run tasks in worker processes and measure
+    them (processes, ``measuring_processes()``, dask, lithops, modal) are measured themselves.
+    Executors that run tasks inside this process (single-threaded, threads) measure nothing per
+    task: their baseline is that of a fresh Python process that runs the tasks itself, the least
+    any process running them holds (this process holds that plus its own data).
+
+    The figures are kept per machine, executor kind and package versions in a file
+    (``cubed_plugin._baseline.cache_path``; the environment variable
+    ``PYCOGRAD_XP_BASELINE_CACHE`` names another, or ``off``): a process measures again while
+    fewer than three are kept, and otherwise uses the largest kept (in a process where ``fit``
+    saw a task of that executor start higher, that). Every process on the machine then gets the
+    same ``reserved_mem`` (:func:`~cubed_plugin.make_spec`: this plus 10 %).
+
+    Parameters
+    ----------
+    executor : optional
+        A Cubed executor, its name, or None (Cubed's default, "threads").
+    work_dir : str, optional
+        Holds the small arrays (a temporary directory when None; a remote executor needs one its
+        workers can reach).
+    compute_kwargs : dict, optional
+        Passed to ``cubed.compute`` (a Dask cluster's address).
+
+    Returns
+    -------
+    int
+        The baseline, in bytes.
+
+    Raises
+    ------
+    RuntimeError
+        For an executor that neither measures its tasks nor runs them here (give
+        ``reserved_mem`` yourself then).
+    """
+    return measured_baseline(
+        executor_of(executor), work_dir=work_dir, compute_kwargs=compute_kwargs
+    )
 
 
 def make_spec(
