@@ -36,6 +36,8 @@ class Progress(cubed.Callback):
         self.desc, self.disable, self.bar = desc, disable, None
 
     def on_compute_start(self, event: Any) -> None:
+        if self.disable:  # tqdm.auto not even imported: in a notebook without ipywidgets its
+            return  # import alone warns (TqdmWarning: IProgress not found)
         from tqdm.auto import tqdm
 
         total = sum(op.num_tasks for _, op in op_nodes(event.dag))

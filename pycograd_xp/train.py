@@ -149,8 +149,6 @@ def fit(
     FloatingPointError
         With ``nan="raise"``, at the first step whose loss is not finite.
     """
-    from tqdm.auto import tqdm
-
     if nan not in ("warn", "raise", "debug", "ignore"):
         raise ValueError(f"fit: nan must be 'warn', 'raise', 'debug' or 'ignore', got {nan!r}")
     warned = nan == "ignore"
@@ -171,7 +169,7 @@ def fit(
         sums: dict[str, float] = {}
         count = 0
         t0 = time.perf_counter()
-        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        bar = _bar(batches, f"epoch {epoch + 1}/{epochs}", progress)
         for batch in bar:
             new_params, new_state, metrics = step(params, opt_state, batch)
             count += 1
@@ -211,6 +209,29 @@ def fit(
                 + "  ".join(f"{k} {v:.4g}" for k, v in summary.items())
             )
     return params, opt_state, history
+
+
+class _NoBar:
+    """The batches, and a progress bar's ``set_postfix`` that does nothing."""
+
+    def __init__(self, batches: Iterable[tuple]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        pass
+
+
+def _bar(batches: Iterable[tuple], desc: str, progress: bool) -> Any:
+    """A tqdm bar over ``batches``, or none: without ``progress`` tqdm.auto is not imported (in a
+    notebook without ipywidgets its import alone warns)."""
+    if not progress:
+        return _NoBar(batches)
+    from tqdm.auto import tqdm
+
+    return tqdm(batches, desc=desc, leave=False)
 
 
 def plot_history(

@@ -7,6 +7,7 @@
 # when the site was built) runs in seconds on the threads executor.
 
 # %%
+import math
 import tempfile
 from pathlib import Path
 
@@ -30,7 +31,9 @@ print(zarr.open_array(str(work / "X.zarr")))
 # use, its worker's own included (`reserved_mem`: what a worker holds before any data;
 # `cubed.Spec` defaults it to 0). `make_spec` measures it on the executor (for threads, whose
 # tasks run in this process: a fresh Python process with the same libraries) and adds 10%.
-# Here each task gets 1 MB beyond that, and the whole X is five times that.
+# The planner leaves 5% of it free besides (a worker whose baseline is a little higher, in
+# another process, still fits the chunks it advises). Here each task gets 1 MB beyond that, and
+# the whole X is five times that.
 # (The chunks of 1,600 rows are what `plan_rows`, below, finds for this budget: with chunks of
 # 4,000 rows `fit` refuses the first step before running, naming the op that would need about
 # 2 MB per task, and proposes 1,600.)
@@ -39,8 +42,8 @@ print(zarr.open_array(str(work / "X.zarr")))
 from cubed_plugin import make_spec
 
 reserved = make_spec(executor="threads").reserved_mem
-spec = cubed.Spec(
-    work_dir=str(work / "work"), allowed_mem=reserved + 1_000_000, reserved_mem=reserved
+spec = make_spec(
+    reserved + math.ceil(0.05 * reserved) + 1_000_000, reserved, work_dir=str(work / "work")
 )
 X = cubed.from_zarr(str(work / "X.zarr"), spec=spec)
 y = cubed.from_zarr(str(work / "y.zarr"), spec=spec)
