@@ -8,10 +8,10 @@ baseline was 74.6 MB on the processes executor here, and the tasks of a graph-mo
 at 81 MB after one step and 86 MB after forty (so ops whose tasks hold almost no data measured
 87-90 MB against the 82-84 MB projected: the CLI's default run died at its first step). So:
 
-- **Warm**: :func:`worker_baseline`'s task first does what a first task brings (imports, a Zarr
-  read of compressed chunks through Zarr's thread pool, a BLAS product, a one-pass gradient on a
-  small chunk), lets go of it, gives the freed memory back, and only then measures a small task:
-  the figure is a warm worker's, on several tasks (the largest is kept).
+- **Warm**: :func:`cubed_plugin.worker_baseline`'s task first does what a first task brings
+  (imports, a Zarr read of compressed chunks through Zarr's thread pool, a BLAS product, a
+  one-pass gradient on a small chunk), lets go of it, gives the freed memory back, and only
+  then measures a small task: the figure is a warm worker's, on several tasks (the largest is kept).
 - **Stable across processes**: the figures are kept in a file per machine, executor kind and
   package versions (:func:`cache_path`; ``PYCOGRAD_XP_BASELINE_CACHE`` names another file, or
   ``off``); a process measures again only while fewer than :data:`SAMPLES` figures are kept,
@@ -182,9 +182,10 @@ def _per_row(p: Any, x: Any) -> Any:
 
 
 def _baseline_task(block: np.ndarray, path: str = "") -> np.ndarray:
-    """The task :func:`worker_baseline` runs: the warm-up (:func:`_warm_up`, when ``path`` names
-    its Zarr array), its memory given back, then a small task measured (a tiny one-pass
-    gradient): returns ``[process id, the warm peak (0 where it cannot be measured), 0, 0]``."""
+    """The task :func:`cubed_plugin.worker_baseline` runs: the warm-up (:func:`_warm_up`, when
+    ``path`` names its Zarr array), its memory given back, then a small task measured (a tiny
+    one-pass gradient): returns ``[process id, the warm peak (0 where it cannot be measured),
+    0, 0]``."""
     import gc
 
     from cubed_plugin.steps import chunk_sums
@@ -355,7 +356,7 @@ def _measure_fresh(work_dir: str) -> int:
 
 
 def _measure_once(ex: Any, work_dir: str, compute_kwargs: dict | None) -> int:
-    """One warm figure of ``ex`` (see :func:`worker_baseline`)."""
+    """One warm figure of ``ex`` (see :func:`cubed_plugin.worker_baseline`)."""
     in_process = getattr(ex, "name", None) in ("single-threaded", "threads")
     warm, peak, pid = (
         (None, None, os.getpid()) if in_process else _measure(ex, work_dir, compute_kwargs)
