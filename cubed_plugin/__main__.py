@@ -567,7 +567,8 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
     print(
-        f"trained {result.step} steps: loss {result.history['loss'][0]:.4f} -> "
+        f"trained {result.step} steps: loss "
+        f"{result.history.get('initial_loss', result.history['loss'])[0]:.4f} -> "
         f"{result.history['loss'][-1]:.4f}"
     )
     if measured:

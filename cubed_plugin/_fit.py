@@ -65,7 +65,10 @@ class FitResult:
     key : pycograd_xp.random.Key
         The key batches were drawn with.
     history : dict of str to list of float
-        Per step: ``"loss"``, ``"seconds"`` (and ``"passes"`` over the data for L-BFGS).
+        Per step: ``"loss"`` (the batch's loss at the step's start; for L-BFGS, the loss the
+        step ends at), ``"seconds"``; for L-BFGS also ``"passes"`` over the data so far and
+        ``"initial_loss"`` (one value: the loss at the starting parameters). A resumed run
+        returns the whole run's history (kept in the checkpoint).
     memory : MemoryRecorder, optional
         The run's measured against projected task memory per op
         (:class:`~cubed_plugin.train.MemoryRecorder`): ``result.memory.table()`` prints it,
@@ -400,12 +403,11 @@ def fit(
     )
     step = 0
     history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    if isinstance(optimizer, optim.LBFGS):
+        history.update(passes=[], initial_loss=[])
     path = _ckpt(checkpoint_dir)
-    like = {"params": p, "opt_state": state, "step": 0, "key": np.asarray(key.data)}
     if path is not None and path.exists():
-        saved = checkpoint.load(path, like)
-        p, state, step = saved["params"], saved["opt_state"], int(saved["step"])
-        key = random.Key(tuple(int(k) for k in np.asarray(saved["key"])))
+        p, state, step, key, history = _resume(path, p, state, key, history)
         if log:
             log(f"resumed from {path} at step {step}")
     per_epoch = len(_batches(data, batch_rows, key, 0))  # (checks batch_rows)
@@ -510,11 +512,70 @@ def fit(
                 f"{rows} rows)"
             )
         if path is not None and (step % checkpoint_every == 0 or step == total):
-            checkpoint.save(
-                path, {"params": p, "opt_state": state, "step": step, "key": np.asarray(key.data)}
-            )
+            checkpoint.save(path, _saved(p, state, step, key, history))
     out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
     return FitResult(out, state, step, key, history, recorder)
+
+
+def _saved(p: Any, state: Any, step: int, key: random.Key, history: dict) -> dict:
+    """What a checkpoint of :func:`fit` holds: the training state and the history so far (a
+    resumed run returns the whole run's history, as an uninterrupted one does)."""
+    return {
+        "params": p,
+        "opt_state": state,
+        "step": step,
+        "key": np.asarray(key.data),
+        "history": {k: np.asarray(v, dtype=np.float64) for k, v in history.items()},
+    }
+
+
+def _difference(e: Exception) -> str:
+    """What ``checkpoint.load``'s refusal ``e`` says differs, without its advice to the caller
+    of ``load`` (``fit``'s user passed no ``like`` tree)."""
+    said = str(e).partition("): ")[2].removesuffix("; load it with a `like` tree of the same kind")
+    return (
+        said.replace("only the file has", "only the checkpoint has")
+        .replace("only `like` has", "only this run has")
+        .replace("in `like`", "in this run")
+    )
+
+
+def _resume(path: Path, p: Any, state: Any, key: random.Key, history: dict) -> tuple:
+    """``(params, opt_state, step, key, history)`` from the checkpoint at ``path``, refused in
+    one line naming the directory when it holds another run's state (another model, optimizer
+    or dtype). A checkpoint written before histories were kept resumes with the history of the
+    new steps only."""
+    like = _saved(p, state, 0, key, history)
+    way_out = "give another checkpoint_dir, or delete that checkpoint to start afresh"
+    try:
+        saved = checkpoint.load(path, like)
+    except Exception as e:  # noqa: BLE001  (told apart below, re-raised in one line)
+        if not str(e).startswith("checkpoint.load("):
+            raise ValueError(
+                f"fit: {str(path)!r} in checkpoint_dir is not a checkpoint fit can read "
+                f"({type(e).__name__}: {e}); {way_out}"
+            ) from e
+        del like["history"]
+        try:
+            saved = checkpoint.load(path, like)  # a checkpoint without the history
+        except ValueError:
+            raise ValueError(
+                f"fit: checkpoint_dir {str(path.parent)!r} holds the state of another run "
+                f"(another model, optimizer or dtype: {_difference(e)}); "
+                f"{way_out}"
+            ) from None
+        saved["history"] = history
+    restored = {
+        k: [int(v) if k == "passes" else float(v) for v in np.asarray(a)]
+        for k, a in saved["history"].items()
+    }
+    return (
+        saved["params"],
+        saved["opt_state"],
+        int(saved["step"]),
+        random.Key(tuple(int(k) for k in np.asarray(saved["key"]))),
+        restored,
+    )
 
 
 def _fit_lbfgs(
@@ -535,7 +596,6 @@ def _fit_lbfgs(
     """:func:`fit`'s loop with ``optim.lbfgs``: every evaluation of the solver's function is
     one computation of the loss and gradient over all the data (one pass in one-pass mode)."""
     xp = pg.namespace(np)
-    history["passes"] = []
 
     def value_and_grad(x: Any) -> tuple[Any, Any]:
         host_p = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), x)
@@ -553,6 +613,7 @@ def _fit_lbfgs(
     if not resumed:
         t0 = time.perf_counter()
         state = solver.init(p, value_and_grad)
+        history["initial_loss"] = [float(state.value)]
         if log:
             log(f"initial loss {state.value:.6f}  (pass 1, {time.perf_counter() - t0:.2f} s)")
     total = steps if steps is not None else math.inf
@@ -577,9 +638,7 @@ def _fit_lbfgs(
                 f"step length {state.last.step:.3g}; {history['seconds'][-1]:.2f} s){ending}"
             )
         if path is not None and (step % checkpoint_every == 0 or state.done):
-            checkpoint.save(
-                path, {"params": p, "opt_state": state, "step": step, "key": np.asarray(key.data)}
-            )
+            checkpoint.save(path, _saved(p, state, step, key, history))
     return p, state, step
 
 

@@ -198,3 +198,18 @@ def test_a_budget_below_the_workers_baseline_says_so(temp_root, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "--allowed-mem 50.0 MB is below what a worker of --executor threads holds" in err
     assert list(temp_root.iterdir()) == []  # the work directory removed
+
+
+def test_the_lbfgs_summary_starts_from_the_initial_loss(capsys):
+    """L-BFGS' history holds the loss each iteration ends at; the summary starts from the loss
+    it printed before its first iteration (it started from step 1's)."""
+    main([*TINY, "--optimizer", "lbfgs"])
+    out = capsys.readouterr().out
+    initial = re.search(r"initial loss ([\d.]+)", out)[1]
+    first = re.search(r"step 1/2  loss ([\d.]+)", out)[1]
+    last = re.search(r"step 2/2  loss ([\d.]+)", out)[1]
+    summary = re.search(r"^trained 2 steps: loss ([\d.]+) -> ([\d.]+)$", out, flags=re.M)
+    assert (float(summary[1]), float(summary[2])) == pytest.approx(
+        (float(initial), float(last)), abs=1e-4
+    )
+    assert float(first) < float(initial)

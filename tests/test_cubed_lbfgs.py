@@ -105,6 +105,11 @@ def test_pass_budget_checkpoint_and_resume(data, tmp_path):
     straight, n3 = _fit(path, tmp_path / "again", epochs=40)
     assert n1 + n2 == n3 == straight.opt_state.evals == resumed.opt_state.evals
     np.testing.assert_array_equal(resumed.params["w"], straight.params["w"])
+    # the whole run's history, the initial loss included (the command's summary starts there)
+    assert resumed.history["loss"] == straight.history["loss"]
+    assert resumed.history["passes"] == straight.history["passes"]
+    assert resumed.history["initial_loss"] == straight.history["initial_loss"]
+    assert straight.history["initial_loss"][0] > straight.history["loss"][0]
     # steps= counts iterations (each one or more passes)
     two, n4 = _fit(path, tmp_path / "two", steps=2, epochs=None)
     assert two.step == 2 and n4 == two.opt_state.evals == 1 + sum(
