@@ -54,3 +54,26 @@ def test_license_changelog_and_citation():
     citation = (ROOT / "CITATION.cff").read_text()
     for key in ("cff-version: 1.2.0", "message:", "title:", "authors:"):
         assert re.search(rf"^{key}", citation, flags=re.M), key
+
+
+def test_each_release_is_tagged_where_the_checkout_has_tags():
+    """The scheme the changelog states: release X.Y.Z is the annotated tag vX.Y.Z on main. A
+    clone without tags (CI's checkout of main) has nothing to compare."""
+    import subprocess
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "tagged `vX.Y.Z` (an annotated tag" in changelog
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "tag", "--list", "v*"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except OSError:
+        return
+    tags = set(out.stdout.split()) if out.returncode == 0 else set()
+    if not tags:
+        return
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", changelog, flags=re.M)
+    assert tags == {f"v{v}" for v in released}, (tags, released)
