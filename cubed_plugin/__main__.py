@@ -27,7 +27,15 @@ import pycograd_xp as pg
 from pycograd_xp import optim, random
 from pycograd_xp.memory import MemoryLimitError, format_bytes, parse_bytes
 
-from ._executors import BEAM_MODES, ENGINES, MARGIN, make_executor, make_spec, worker_baseline
+from ._executors import (
+    BEAM_MODES,
+    ENGINES,
+    MARGIN,
+    _need,
+    make_executor,
+    make_spec,
+    worker_baseline,
+)
 from ._fit import FitResult, _batches, fit, step_plan
 from .memory import TaskMemoryError, part_of
 from .namespace import label_ops
@@ -346,6 +354,10 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         )
     if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
+    try:  # an engine whose extra is not installed: one line, before any data is made
+        _need(a.executor)
+    except ImportError as e:
+        ap.error(f"--executor {a.executor}: {e}")
     for name in ("allowed_mem", "reserved_mem"):
         value = getattr(a, name)
         if value is None:

@@ -98,6 +98,22 @@ def test_a_failed_run_removes_its_work_directory_and_keeps_the_users_data(
     assert (tmp_path / "d" / "X.zarr").is_dir() and (tmp_path / "d" / "y.zarr").is_dir()
 
 
+def test_an_engine_whose_extra_is_missing_is_refused_in_one_line(temp_root, capsys, monkeypatch):
+    from cubed_plugin import _executors
+
+    monkeypatch.setitem(_executors._NEEDS, "dask", "no_such_module_here")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--executor", "dask"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].endswith(
+        "error: --executor dask: the 'dask' executor needs no_such_module_here: "
+        "pip install 'pycograd-xp[dask]'"
+    )
+    assert list(temp_root.iterdir()) == []  # no work directory made
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
