@@ -317,6 +317,27 @@ class MemoryRecorder(cubed.Callback):
             lines.append(f"measured: -, {self.cannot_measure()}")
         return "\n".join(lines)
 
+    def plot(self, path: str | None = None, title: str | None = None) -> Any:
+        """The last step's plan as a picture: one bar per op, in plan order, named by the part of
+        the loss it computes, its projected task memory beside the most a task of it measured,
+        with lines at ``reserved_mem`` and ``allowed_mem`` (needs matplotlib).
+
+        Parameters
+        ----------
+        path : str, optional
+            Where to save the picture (its format from the suffix: ``.png``, ``.svg``, ...).
+        title : str, optional
+            The title (default: how many ops the step has).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
+        from ._plot import plot_task_memory
+
+        return plot_task_memory(self, path, title)
+
     def cannot_measure(self) -> str:
         """Why no task's peak of its own was measured.
 

@@ -116,3 +116,34 @@ def test_char_transformer_refuses_bad_options_before_training():
         )
         assert run.returncode == 2, (args, run.stderr)
         assert says in run.stderr, (args, run.stderr)
+
+
+def test_cubed_task_memory_example_draws_the_plan_measured_within_projection(tmp_path):
+    """examples/cubed_task_memory.py, run as a program (the processes executor's workers import
+    its main script again): every op's measured task peak within its projection and the
+    budget, and the picture drawn."""
+    import re
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("cubed")
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plan.png"
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "cubed_task_memory.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    ratios = [
+        float(r)
+        for r in re.findall(
+            r"^\S+\s+\S+\s+[\d.]+ [kMG]?B\s+[\d.]+ [kMG]?B\s+([\d.]+)", run.stdout, flags=re.M
+        )
+    ]
+    assert len(ratios) >= 10 and max(ratios) <= 1.0, run.stdout
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

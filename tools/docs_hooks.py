@@ -6,8 +6,9 @@
   the same on GitHub as on the site: ``python tools/docs_hooks.py`` rewrites every block, and
   ``tests/test_generated_docs.py`` fails while one differs from what its generator gives. The
   site's build replaces each block with a fresh output too;
-- the memory pictures are drawn by the build (``examples/memory_projection.py``) and added to
-  the site as generated files, never committed.
+- the memory pictures are drawn by the build (``examples/memory_projection.py``, and
+  ``examples/cubed_task_memory.py`` for the Cubed guide) and added to the site as generated
+  files, never committed.
 """
 
 from __future__ import annotations
@@ -47,10 +48,28 @@ def _memory_picture() -> bytes:
         return Path(out).read_bytes()
 
 
+def _cubed_picture() -> bytes:
+    """examples/cubed_task_memory.py: a graph-mode step's plan on the processes executor, each
+    op's task memory projected against measured. Run as a program: the executor's workers import
+    its main script again, which must be the example's own (guarded), not mkdocs'."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cubed_task_memory.png")
+        subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "cubed_task_memory.py"), "--out", out],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        return Path(out).read_bytes()
+
+
 def on_files(files, config):
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, "guides/memory_projection.png", content=_memory_picture()))
+    files.append(File.generated(config, "guides/cubed_task_memory.png", content=_cubed_picture()))
     return files
 
 
