@@ -9,7 +9,7 @@ intermediate per pair of axes; a real input to a complex transform is converted 
 block declares ``3 x 16 x`` that count as ``extra_projected_mem``.
 
 ``fftfreq``/``rfftfreq`` are lazy ``arange`` expressions; ``fftshift``/``ifftshift`` are
-Cubed's ``roll`` (chunk-preserving, any chunking).
+``roll`` (Cubed's, on regular chunks: :func:`cubed_plugin._standard.roll`).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None
 
 
 def _shift(fname: str, x: Any, axes: Any, sign: int) -> Any:
-    import cubed
+    from ._standard import roll
 
     if axes is None:
         axes = tuple(range(x.ndim))
@@ -219,7 +219,7 @@ def _shift(fname: str, x: Any, axes: Any, sign: int) -> Any:
     if not axes:
         return x
     shift = tuple(sign * (x.shape[a] // 2) for a in axes)
-    return cubed.roll(x, shift, axis=axes)
+    return roll(x, shift, axis=axes)
 
 
 @implements("fft.fftshift")

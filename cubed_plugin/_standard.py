@@ -15,6 +15,8 @@
   otherwise than ``x`` (refused), ``repeat`` with an array of repeats (refused; read as data
   when applied, as an index array).
 - ``vecdot`` conjugates its first operand, as the standard's (Cubed 0.27's does not).
+- ``roll``: ``axis=None`` (Cubed's flattened array had chunks its concat refused) and negative
+  axes (its concat compared the wrong axes).
 - ``reshape``: Cubed's (Dask's algorithm) merges or splits existing axes evenly only, and needs
   regular chunks; any other reshape first rechunks the array to regular chunks, and where that
   is not enough to one chunk when that fits a task's memory (``allowed_mem``), else raises
@@ -349,6 +351,28 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...], *, chunks: Any = None) -> An
     elif x.ndim and any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in x.chunks):
         x = cubed.rechunk(x, kept)  # irregular: regular chunks of the same size
     return cubed.broadcast_to(x, shape, chunks=sizes)
+
+
+@implements("roll")
+def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+    """Cubed's ``roll`` on regular chunks and non-negative axes: Cubed 0.27 rolls ``axis=None``
+    on a flattened array whose chunks its own concat then refuses ("Array must have regular
+    chunks"), and joins the two parts with a concat that compares the wrong axes for a negative
+    axis. Here ``axis=None`` flattens and restores the shape with :func:`reshape`, the axes are
+    made non-negative, and irregular chunks regular."""
+    import cubed
+
+    from ._blocks import norm_axis
+
+    if axis is None:
+        if not isinstance(shift, int):
+            raise TypeError(f"roll without an axis takes one int shift, got {shift!r}")
+        flat = reshape(x, (-1,))
+        return reshape(cubed.roll(flat, shift, axis=0), tuple(x.shape))
+    axes = tuple(
+        norm_axis(a, x.ndim, "roll") for a in (axis if isinstance(axis, tuple) else (axis,))
+    )
+    return cubed.roll(_regularized(x), shift, axis=axes if isinstance(axis, tuple) else axes[0])
 
 
 @implements("concat")

@@ -1,8 +1,9 @@
 """Gradients on Cubed through the options Cubed 0.27 lacks or gets wrong (issue 39):
 ``include_initial`` (the VJPs of take, take_along_axis, prod), ``conj`` of real arrays (vecdot),
-negative slice steps, ``axis=None`` scans of 1-D arrays, reshapes across chunks, integer
-indices as long as their axis (Cubed returned the array unchanged), constants beside a user's
-Spec: values and gradients equal NumPy's, for chunks of 1 and chunks that do not divide."""
+negative slice steps, ``axis=None`` scans of 1-D arrays, ``roll`` without an axis or along
+negative axes, reshapes across chunks, integer indices as long as their axis (Cubed returned the
+array unchanged), constants beside a user's Spec: values and gradients equal NumPy's, for chunks
+of 1 and chunks that do not divide."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ CASES = {
     "negative steps": lambda xp, a, b: xp.sum(a[::-1, ::2] * b[::-1, ::2] + a[-1:0:-2, 2]),
     "reshape across chunks": lambda xp, a, b: xp.sum(
         xp.reshape(a, (3, 4)) * xp.reshape(b, (3, 4)) ** 2
+    ),
+    "roll axis None": lambda xp, a, b: xp.sum(xp.roll(a, 5) * b) + xp.sum(xp.roll(a[1:], -2) ** 2),
+    "roll negative axes": lambda xp, a, b: xp.sum(
+        xp.roll(a, 7, axis=-1) * b + xp.roll(a, (1, -2), axis=(-2, 1)) ** 2
     ),
     "constants": lambda xp, a, b: xp.sum((a[:3] + xp.eye(3)) ** 2 * xp.asarray(np.arange(3.0))),
 }
