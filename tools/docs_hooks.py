@@ -2,10 +2,11 @@
 
 - A block ``<!-- generated: NAME -->`` ... ``<!-- end: NAME -->`` in a page holds the output of
   the generator ``NAME`` below (the NumPy functions with a rule, the benchmarks' recorded
-  results, the command's ``--help``), written into the tracked Markdown so that the pages read
-  the same on GitHub as on the site: ``python tools/docs_hooks.py`` rewrites every block, and
-  ``tests/test_generated_docs.py`` fails while one differs from what its generator gives. The
-  site's build replaces each block with a fresh output too;
+  results, the command's ``--help``, the cases the Cubed conformance run expects refused),
+  written into the tracked Markdown so that the pages read the same on GitHub as on the site:
+  ``python tools/docs_hooks.py`` rewrites every block, and ``tests/test_generated_docs.py``
+  fails while one differs from what its generator gives. The site's build replaces each block
+  with a fresh output too;
 - the memory pictures are drawn by the build (``examples/memory_projection.py``, and
   ``examples/cubed_task_memory.py`` for the Cubed guide) and added to the site as generated
   files, never committed.
@@ -27,7 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"<!-- generated: ([a-z_-]+) -->\n.*?<!-- end: \1 -->", re.S)
 # the pages that hold generated blocks (the site's and GitHub's)
-PAGES = ("docs/benchmarks.md", "docs/guides/cubed.md", "docs/guides/numpy-protocols.md")
+PAGES = (
+    "docs/benchmarks.md",
+    "docs/guides/backends.md",
+    "docs/guides/cubed.md",
+    "docs/guides/numpy-protocols.md",
+)
 
 
 def _load(relative: str, name: str):
@@ -139,11 +145,27 @@ def benchmarks() -> str:
     return "\n".join(parts)
 
 
+def cubed_refusals() -> str:
+    """The cases the Cubed conformance run expects refused (``REFUSED`` in
+    ``conformance/test_cubed_conformance.py``): each function, its cases, the error it raises."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Cubed's own numpy.core import
+        run = _load("conformance/test_cubed_conformance.py", "_docs_cubed_conformance")
+    out = ["| function | cases | raises |", "|---|---|---|"]
+    for (name, label), (error, fragment) in run.REFUSED.items():
+        case = "every case" if label is None else f"case {label!r}"
+        out.append(f'| `{name}` | {case} | `{error.__name__}`: "{fragment}" |')
+    return "\n".join(out)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "ops-matrix": ops_matrix,
     "numpy-coverage": numpy_coverage,
     "cli-help": cli_help,
     "benchmarks": benchmarks,
+    "cubed-refusals": cubed_refusals,
 }
 
 
