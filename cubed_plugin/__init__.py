@@ -23,7 +23,9 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   (``cubed-xarray``), features stacked as columns, lazily, and predictions written back to
   Zarr as a Dataset in its coordinates (:mod:`cubed_plugin._xarray`).
 - ``cubed_plugin._cubed_seam``: the one module that touches Cubed's internals (checked against
-  the Cubed versions it supports at import, and by ``tests/test_cubed_seam.py``).
+  the Cubed versions it supports at import, and by ``tests/test_cubed_seam.py``);
+  ``cubed_plugin._measuring``: the executors that measure each task's own peak (processes,
+  Dask), built on Cubed's through the seam, and their heap probes.
 - ``cubed_plugin.memory``: per-task memory of a gradient step in Cubed's own terms, before it
   runs (what ``pycograd_xp.memory.project`` gives for Cubed arrays), and :func:`plan_rows`,
   which chooses the rows per chunk so every task of ``fit``'s step (in its mode) fits

@@ -95,7 +95,7 @@ def _versions(dask: bool) -> str:
 def _kind(ex: Any, compute_kwargs: dict | None) -> str:
     """The executor's kind as the kept figures name it: the machine its workers run on and
     the class that runs them (a Dask cluster's host; not its port, new each run)."""
-    from ._cubed_seam import MeasuringProcesses, is_dask_executor
+    from ._measuring import MeasuringProcesses, is_dask_executor
 
     if isinstance(ex, MeasuringProcesses):
         return "processes (measuring_processes)"
@@ -114,7 +114,7 @@ def _kind(ex: Any, compute_kwargs: dict | None) -> str:
 
 
 def _disk_key(ex: Any, compute_kwargs: dict | None) -> str:
-    from ._cubed_seam import is_dask_executor
+    from ._measuring import is_dask_executor
 
     return f"{platform.node()} | {_kind(ex, compute_kwargs)} | {_versions(is_dask_executor(ex))}"
 
@@ -191,7 +191,7 @@ def _baseline_task(block: np.ndarray, path: str = "") -> np.ndarray:
     from cubed_plugin.steps import chunk_sums
     from pycograd_xp.tree import tree_flatten
 
-    from ._cubed_seam import current_peak, settled_peak_reset
+    from ._measuring import current_peak, settled_peak_reset
 
     # warm: what the first tasks brought let go of, the mark reset (a cold task's peak holds
     # its imports' too)
@@ -307,7 +307,7 @@ def _warm_compute(ex: Any, spec: Any, root: str, compute_kwargs: dict | None) ->
 def _peak_here() -> int:
     """This process's peak resident memory in bytes (its address space's own high-water mark:
     unlike ``ru_maxrss``, it does not carry the peak of the process that started it)."""
-    from ._cubed_seam import current_peak
+    from ._measuring import current_peak
 
     peak = current_peak()
     if peak is not None:

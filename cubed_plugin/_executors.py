@@ -115,7 +115,8 @@ def make_executor(
     ImportError
         If the engine's extra is not installed, naming it.
     """
-    from ._cubed_seam import create_executor, dask_executor
+    from ._cubed_seam import create_executor
+    from ._measuring import dask_executor
 
     if name not in ENGINES:
         raise ValueError(f"make_executor: unknown executor {name!r}; one of {', '.join(ENGINES)}")
@@ -174,7 +175,8 @@ def measures_each_task(executor: Any) -> tuple[bool, str]:
     not a task's. :func:`measuring_processes` and cubed_plugin's Dask
     executor (the peak reset per task, on workers of one thread) are; the in-process
     executors report none."""
-    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+    from ._cubed_seam import is_processes_executor
+    from ._measuring import MeasuringProcesses
 
     name = getattr(executor, "name", "")
     if is_processes_executor(executor) and not isinstance(executor, MeasuringProcesses):
@@ -206,7 +208,8 @@ def no_retry(executor: Any) -> str | None:
     """Why a worker of ``executor`` that dies mid-task fails the run (its engine retries
     nothing in this mode), or None when the engine retries (or the tasks run in this process,
     where a dead worker is a dead run)."""
-    from ._cubed_seam import MeasuringProcesses, is_processes_executor
+    from ._cubed_seam import is_processes_executor
+    from ._measuring import MeasuringProcesses
 
     name = getattr(executor, "name", "")
     kwargs = getattr(executor, "kwargs", None) or {}
@@ -261,7 +264,7 @@ def _local_dask_cluster(workers: int) -> str:
     started once per process and size, closed at exit.
 
     Its workers run without Dask's statistical profiler (:data:`DASK_WORKER_CONFIG`) and with
-    the allocator of the processes executor's workers (``_cubed_seam.WORKER_MALLOC_ENV``, set
+    the allocator of the processes executor's workers (``_measuring.WORKER_MALLOC_ENV``, set
     through the nanny's ``pre-spawn-environ``, as the process starts): the nanny's own
     ``MALLOC_TRIM_THRESHOLD_=65536`` also fixes glibc's mmap threshold at 128 kB, so that
     every chunk-sized buffer was mapped afresh and paged in 4 kB at a time (6,400 page faults
@@ -276,7 +279,7 @@ def _local_dask_cluster(workers: int) -> str:
         import dask
         import distributed
 
-        from ._cubed_seam import WORKER_MALLOC_ENV
+        from ._measuring import WORKER_MALLOC_ENV
 
         environ = {
             f"distributed.nanny.pre-spawn-environ.{name}": value
@@ -321,7 +324,8 @@ def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = N
     budget fails the run; "dask" runs on one LocalCluster per process, unless
     ``compute_kwargs`` name a cluster's address), or None (the Spec's executor, else Cubed's
     default, "threads")."""
-    from ._cubed_seam import create_executor, dask_executor
+    from ._cubed_seam import create_executor
+    from ._measuring import dask_executor
 
     if executor == "dask":
         if ((compute_kwargs or {}).get("compute_kwargs") or {}).get("address"):
@@ -520,6 +524,6 @@ def measuring_processes(
 
     _check_main_guard()
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
-    from ._cubed_seam import MeasuringProcesses
+    from ._measuring import MeasuringProcesses
 
     return MeasuringProcesses(retries=retries)

@@ -971,7 +971,8 @@ def _measured_within(
             "projections; please report it with this message, and raise allowed_mem and "
             "reserved_mem meanwhile"
         )
-    from ._cubed_seam import MeasuringProcesses, is_dask_executor, is_processes_executor
+    from ._cubed_seam import is_processes_executor
+    from ._measuring import MeasuringProcesses, is_dask_executor
 
     if is_dask_executor(executor):
         why += (

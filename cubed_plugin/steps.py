@@ -434,9 +434,9 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
     ``config.leaves``).
 
     The chunks are read and computed one after the other, each once the last one's arrays are
-    let go (:func:`._cubed_seam.reads_let_go`), so a task of several chunks holds one chunk's
+    let go (:func:`._measuring.reads_let_go`), so a task of several chunks holds one chunk's
     arrays at a time, in the heap the last chunk freed."""
-    from ._cubed_seam import heap_in_use, reads_let_go
+    from ._measuring import heap_in_use, reads_let_go
 
     size, k = config.chunk_rows, config.chunks_per_task
     rows, level = [], heap_in_use() if k > 1 else None

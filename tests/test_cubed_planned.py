@@ -249,7 +249,7 @@ def test_several_chunks_per_task_end_at_the_same_parameters_to_the_bit(
 
 def test_several_chunks_per_task_on_the_processes_executor(tmp_path):
     """Workers measured task by task read a task's later chunks into the heap its first paged
-    in (:func:`_cubed_seam.reads_let_go` between them): same parameters as the threads
+    in (:func:`_measuring.reads_let_go` between them): same parameters as the threads
     executor, every task measured within its projection."""
     from cubed_plugin.train import measuring_processes
 
@@ -306,9 +306,9 @@ def test_a_task_alone_in_its_process_waits_for_its_threads_to_let_go_of_a_read()
     import threading
     import time
 
-    from cubed_plugin import _cubed_seam
+    from cubed_plugin import _measuring
 
-    if _cubed_seam.heap_in_use() is None:
+    if _measuring.heap_in_use() is None:
         pytest.skip("no glibc mallinfo2 here")
 
     def hold_then_free(parts):
@@ -319,20 +319,20 @@ def test_a_task_alone_in_its_process_waits_for_its_threads_to_let_go_of_a_read()
         threading.Thread(target=free_later).start()
 
     for alone in (True, False):
-        level = _cubed_seam.heap_in_use()
+        level = _measuring.heap_in_use()
         parts = [np.ones(125_000) for _ in range(40)]  # 40 MB in 1 MB buffers, on the heap
         hold_then_free(parts)
-        _cubed_seam._alone = alone
+        _measuring._alone = alone
         try:
             t0 = time.perf_counter()
-            kept = _cubed_seam.reads_let_go(level)
+            kept = _measuring.reads_let_go(level)
             waited = time.perf_counter() - t0
         finally:
-            _cubed_seam._alone = False
+            _measuring._alone = False
         assert kept == level
         if alone:
             assert parts == [] and waited >= 0.015, waited
-            assert _cubed_seam.heap_in_use() <= level + 2**20
+            assert _measuring.heap_in_use() <= level + 2**20
         else:
             assert waited < 0.01 and len(parts) == 40, waited
         time.sleep(0.03)
@@ -343,21 +343,21 @@ def test_a_heap_that_stays_higher_becomes_the_next_chunks_level():
     then taken as the level: the task's later chunks do not each wait for it."""
     import time
 
-    from cubed_plugin import _cubed_seam
+    from cubed_plugin import _measuring
 
-    if _cubed_seam.heap_in_use() is None:
+    if _measuring.heap_in_use() is None:
         pytest.skip("no glibc mallinfo2 here")
-    level = _cubed_seam.heap_in_use()
+    level = _measuring.heap_in_use()
     kept = [np.ones(125_000) for _ in range(8)]  # 8 MB that stay
-    _cubed_seam._alone = True
+    _measuring._alone = True
     try:
         t0 = time.perf_counter()
-        new = _cubed_seam.reads_let_go(level)
+        new = _measuring.reads_let_go(level)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        again = _cubed_seam.reads_let_go(new)
+        again = _measuring.reads_let_go(new)
         second = time.perf_counter() - t0
     finally:
-        _cubed_seam._alone = False
+        _measuring._alone = False
     assert new >= level + 7e6 and again == new and len(kept) == 8
     assert first >= 0.05 and second < 0.01, (first, second)

@@ -226,8 +226,9 @@ def test_the_processes_executor_still_runs_a_dag_by_the_method_the_seam_override
 
 
 def test_the_dask_executor_still_runs_a_dag_by_the_method_the_seam_overrides():
-    """MeasuringDask (the seam's Dask executor) overrides DaskExecutor._async_execute_dag, and
-    its tasks return what Cubed's run_func returns: (result, stats)."""
+    """MeasuringDask (cubed_plugin._measuring's Dask executor) overrides
+    DaskExecutor._async_execute_dag, and its tasks return what Cubed's run_func returns:
+    (result, stats)."""
     mod = _import("cubed.runtime.executors.dask")
     f = mod.DaskExecutor.__dict__.get("_async_execute_dag")
     assert f is not None and inspect.iscoroutinefunction(f), changed(
@@ -241,7 +242,9 @@ def test_the_dask_executor_still_runs_a_dag_by_the_method_the_seam_overrides():
     assert result == 2 and "peak_measured_mem_end" in stats, changed(
         "cubed.runtime.executors.dask.run_func: it no longer returns (result, stats)"
     )
-    assert _seam()._dask_task(1, pipeline_func=lambda x, config=None: x + 1)[0] == 2
+    from cubed_plugin._measuring import _dask_task
+
+    assert _dask_task(1, pipeline_func=lambda x, config=None: x + 1)[0] == 2
 
 
 def _task(item, config=None):

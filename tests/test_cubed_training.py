@@ -652,7 +652,7 @@ def test_a_failed_compute_leaves_no_task_running_on_the_kept_workers(tmp_path):
 def _two_tasks_on_one_worker(tmp_path, held) -> list:
     """(measured start, measured peak) of each of the two tasks of ``map_blocks(held)`` over
     blocks [[0.0]] then [[1.0]], run in turn on one kept worker of ``measuring_processes``."""
-    from cubed_plugin._cubed_seam import can_reset_peak
+    from cubed_plugin._measuring import can_reset_peak
     from cubed_plugin.train import measuring_processes
 
     if not can_reset_peak():

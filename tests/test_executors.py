@@ -201,8 +201,8 @@ def test_dask_by_name_runs_workers_with_the_measured_workers_allocator():
     ``WORKER_MALLOC_ENV``; the nanny's own fixed the mmap threshold at 128 kB, 6,400 page
     faults a task), and leaves this process's environment as it was."""
     distributed = pytest.importorskip("distributed")
-    from cubed_plugin._cubed_seam import WORKER_MALLOC_ENV
     from cubed_plugin._executors import _local_dask_cluster
+    from cubed_plugin._measuring import WORKER_MALLOC_ENV
 
     before = dict(os.environ)
 
@@ -221,7 +221,7 @@ def test_the_dask_client_lists_the_workers_cubed_checks(cluster):
     seam's client fetches them (Cubed's executor refuses a cluster with none listed)."""
     import asyncio
 
-    from cubed_plugin._cubed_seam import _dask_classes
+    from cubed_plugin._measuring import _dask_classes
 
     client_class = _dask_classes()[1]
 
