@@ -6,7 +6,11 @@ of data-apis/array-api checked out inside it as ``array-api/`` (its ``stubs.py``
     ARRAY_API_TESTS_DIR=/tmp/array-api-tests python -m conformance.run_official numpy strict
     ... --max-examples 200 --seeds 0 1 2 3 4
 
-prints passed/failed/skipped and the wall time per backend and seed. Each backend has
+prints passed/failed/skipped and the wall time per backend and seed. The backend ``memory`` is
+``namespace(numpy)`` behind the checking namespace (``conformance/memory_checking.py``): every
+call the suite makes is projected and measured, and one measured above its projection fails
+its test; the line adds the calls checked, the overs, the calls that could not be projected
+and the tightness (measured/projected: median and 10th percentile). Each backend has
 ``conformance/xfails/<backend>.txt`` listing only the failures its backend has itself, each with
 its reason; a failure not listed there makes the exit status 1. An entry whose reason starts
 with ``[some draws]`` fails only on some hypothesis draws, so its passing is not reported as an
@@ -29,11 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 XFAILS = Path(__file__).resolve().parent / "xfails"
 BACKENDS = {
-    "numpy": "numpy",
-    "strict": "array_api_strict",
-    "cubed": "cubed",
+    "numpy": "import numpy, pycograd_xp; xp = pycograd_xp.namespace(numpy)",
+    "strict": "import array_api_strict, pycograd_xp; xp = pycograd_xp.namespace(array_api_strict)",
+    "cubed": "import cubed, pycograd_xp; xp = pycograd_xp.namespace(cubed)",
+    "memory": "import conformance.memory_checking as m; xp = m.checking_namespace()",
 }
-DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5}
+DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5, "memory": 20}
+XFAILS_OF = {"memory": "numpy"}  # the checking namespace's values are namespace(numpy)'s
+# each call is run three times and projected: hypothesis's deadline does not hold
+EXTRA = {"memory": ["--hypothesis-disable-deadline"]}
 SOME_DRAWS = "[some draws]"
 
 
@@ -47,13 +55,22 @@ class Result:
     xfailed: int = 0
     skipped: int = 0
     unexpected_pass: list[str] = field(default_factory=list)
+    memory: dict | None = None  # the checking namespace's tally (backend "memory")
 
     def line(self) -> str:
-        return (
+        text = (
             f"{self.backend:8s} seed {self.seed:<3d} passed {self.passed:5d}  "
             f"failed {len(self.failed):3d}  xfailed {self.xfailed:3d}  "
             f"skipped {self.skipped:3d}  {self.wall:7.1f}s"
         )
+        if self.memory is not None:
+            m = self.memory
+            text += (
+                f"\n         calls checked {m['checked']}  over {len(m['over'])}  "
+                f"unprojected {len(m['unprojected'])}  tightness median "
+                f"{m['median']:.2f}  10th percentile {m['p10']:.2f}"
+            )
+        return text
 
 
 def suite_dir() -> Path | None:
@@ -88,18 +105,17 @@ def run(
     where = suite_dir()
     if where is None:
         raise RuntimeError("set ARRAY_API_TESTS_DIR to a checkout of data-apis/array-api-tests")
-    module = BACKENDS[backend]
     examples = max_examples or DEFAULT_EXAMPLES[backend]
     env = dict(os.environ)
-    env["ARRAY_API_TESTS_MODULE"] = (
-        f"exec('import {module}, pycograd_xp; xp = pycograd_xp.namespace({module})')"
-    )
+    env["ARRAY_API_TESTS_MODULE"] = f"exec('{BACKENDS[backend]}')"
     env["ARRAY_API_TESTS_VERSION"] = "2025.12"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
+        tally = Path(tmp) / "memory.json"
+        env["PYCOGRAD_MEMCHECK_REPORT"] = str(tally)
         xfails = Path(tmp) / "xfails.txt"
-        xfails.write_text("\n".join(xfail_ids(backend)) + "\n")
+        xfails.write_text("\n".join(xfail_ids(XFAILS_OF.get(backend, backend))) + "\n")
         cmd = [
             sys.executable,
             "-m",
@@ -117,12 +133,15 @@ def run(
             f"--xfails-file={xfails}",
             "--json-report",
             f"--json-report-file={report}",
+            *EXTRA.get(backend, []),
             *(extra or []),
         ]
         subprocess.run(cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False)
         data = json.loads(report.read_text())
-    res = Result(backend, seed=seed, wall=time.perf_counter() - start)
-    some_draws = {i for i, why in xfail_entries(backend).items() if why.startswith(SOME_DRAWS)}
+        memory = _tightness(json.loads(tally.read_text())) if tally.exists() else None
+    res = Result(backend, seed=seed, wall=time.perf_counter() - start, memory=memory)
+    entries = xfail_entries(XFAILS_OF.get(backend, backend))
+    some_draws = {i for i, why in entries.items() if why.startswith(SOME_DRAWS)}
     for t in data.get("tests", []):
         outcome = t["outcome"]
         if outcome == "passed":
@@ -141,6 +160,23 @@ def run(
         if c.get("outcome") == "failed":
             res.failed.append(f"collection: {c['nodeid']}")
     return res
+
+
+def _tightness(tally: dict) -> dict:
+    """The checking namespace's tally summed up: calls checked, the overs and the unprojected
+    calls (their descriptions), and measured/projected at the median and 10th percentile."""
+    ratios = sorted(measured / projected for _, measured, projected, _ in tally["checked"])
+
+    def at(q: float) -> float:
+        return ratios[min(len(ratios) - 1, int(q * len(ratios)))] if ratios else float("nan")
+
+    return {
+        "checked": len(ratios),
+        "over": tally["over"],
+        "unprojected": tally["unprojected"],
+        "median": at(0.5),
+        "p10": at(0.1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    FAILED {nodeid}")
             for nodeid in res.unexpected_pass:
                 print(f"    XPASS (remove from xfails/{backend}.txt) {nodeid}")
+            for what in (res.memory or {}).get("over", []):
+                print(f"    OVER {what}")
+            for what in (res.memory or {}).get("unprojected", []):
+                print(f"    UNPROJECTED {what}")
             status |= bool(res.failed)
     return status
 

@@ -13,7 +13,7 @@ from conformance import run_official
 pytestmark = pytest.mark.official
 
 
-@pytest.mark.parametrize("backend", ["numpy", "strict", "cubed"])
+@pytest.mark.parametrize("backend", ["numpy", "strict", "cubed", "memory"])
 def test_official_suite(backend):
     if run_official.suite_dir() is None:
         pytest.skip("ARRAY_API_TESTS_DIR does not point at a checkout of array-api-tests")

@@ -52,6 +52,16 @@ def row_of(frame: Any) -> Primitive | None:
     return prim if isinstance(prim, Primitive) else None
 
 
+def _holds_array(a: list | tuple) -> bool:
+    """Whether a (nested) list or tuple holds one of our arrays (``asarray`` then unwraps a
+    copy of it; a list of Python numbers passes as it is, with no copy of its million
+    references)."""
+    return any(
+        isinstance(e, Array) or ((type(e) is list or type(e) is tuple) and _holds_array(e))
+        for e in a
+    )
+
+
 class Info:
     """``__array_namespace_info__()``: the backend's own answers, never more than it has."""
 
@@ -202,9 +212,19 @@ class _Builder(GeneralWrappers):
 
         return unwrap
 
-    def unwrap_foreign(self) -> Callable[[Any], Any]:
-        """For converters: our arrays unwrap, anything else (lists, NumPy arrays) passes."""
-        Arr, lift = self.Arr, self.backend.lift
+    def unwrap_foreign(self, name: str) -> Callable[[Any], Any]:
+        """For converters: our arrays unwrap, anything else (lists, NumPy arrays) passes; a list
+        is copied only where it holds arrays of ours. While memory projects (or compile traces
+        another namespace), ``asarray`` of Python values moves to the abstract namespace, as
+        the shape creators do (``_dispatch.bind``, case 3): its result is counted."""
+        Arr, lift, mod, abstract = self.Arr, self.backend.lift, self.mod, self.backend.abstract
+        redirects = name == "asarray" and not abstract
+
+        def convert(a: Any) -> Any:
+            if redirects and STACK.redirect is not None and STACK.redirect is not mod:
+                if not isinstance(a, Array):
+                    raise HandOver(STACK.redirect)
+            return unwrap(a)
 
         def unwrap(a: Any) -> Any:
             if type(a) is Arr:
@@ -218,11 +238,20 @@ class _Builder(GeneralWrappers):
                 if a._backend.abstract and not self.backend.abstract:
                     raise HandOver(a._ns)
                 return a._concrete("asarray")
-            if type(a) is list or type(a) is tuple:
-                return type(a)(unwrap(e) for e in a)
+            if (type(a) is list or type(a) is tuple) and _holds_array(a):
+                return type(a)(unwrap_element(e) for e in a)
             return a
 
-        return unwrap
+        def unwrap_element(e: Any) -> Any:
+            if isinstance(e, Array) and e._node is not None:
+                raise TypeError(
+                    f"{name}(): the sequence holds an array being differentiated, and "
+                    "converting it would drop its gradient; build the array with "
+                    "xp.stack([...]) (a stack of stacks for nested lists) to keep it"
+                )
+            return unwrap(e)
+
+        return convert
 
     # -- one public function per row -------------------------------------------------------------
     def function(self, prim: Primitive) -> Callable[..., Any]:

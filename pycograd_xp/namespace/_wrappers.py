@@ -287,7 +287,7 @@ class GeneralWrappers:
         """What every factory's closure reads: the row's name, its backend call, the dtypes its
         positional-only arrays accept (None: any) and the unwrapping of an argument."""
         name = prim.name
-        unwrap = self.unwrap_foreign() if name in _CONVERTERS else self.unwrap(name)
+        unwrap = self.unwrap_foreign(name) if name in _CONVERTERS else self.unwrap(name)
         allowed = self.categories[prim.dtypes] if prim.dtypes else None
         return name, prim.impl, allowed, unwrap
 

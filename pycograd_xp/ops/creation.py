@@ -21,6 +21,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
+from .._abstract import AbstractArray
 from .._primitive import primitive
 from ..namespace._array import detach
 from ._rules.batching import SHAPE_ONLY, batch_size, batched, constant_like, to_rank
@@ -148,14 +149,90 @@ def _(ns, dims, obj, /, *, dtype=None, device=None, copy=None):
     return ns.asarray(ns.stack(_stacked(ns, obj, dims[0], n), axis=1), dtype=dtype)
 
 
-@asarray.defshape
-def _(a, obj, /, *, dtype=None, device=None, copy=None):
+def _sequence_spec(obj: Any) -> tuple[tuple[int, ...], Any] | None:
+    """The shape and dtype NumPy makes of a (nested) list or tuple that holds abstract arrays
+    (no values to convert), from its structure; None for one that holds none."""
+    if not _holds_abstract(obj):
+        return None
+
+    def spec(e: Any) -> tuple[tuple[int, ...], list[Any]]:
+        if type(e) is list or type(e) is tuple:
+            if not e:
+                return (0,), []
+            parts = [spec(v) for v in e]
+            shapes = {p[0] for p in parts}
+            if len(shapes) != 1:
+                raise ValueError(
+                    f"asarray(): the sequence's elements have different shapes {sorted(shapes)}"
+                )
+            return (len(e), *parts[0][0]), [d for p in parts for d in p[1]]
+        if hasattr(e, "shape") and hasattr(e, "dtype"):
+            return tuple(e.shape), [e.dtype]
+        return (), [np.asarray(e).dtype]  # a Python number: bool, int64, float64, complex128
+
+    shape, dtypes = spec(obj)
+    return shape, np.result_type(*dtypes) if dtypes else np.dtype("float64")
+
+
+def _holds_abstract(obj: Any) -> bool:
+    return (type(obj) is list or type(obj) is tuple) and any(
+        isinstance(e, AbstractArray) or _holds_abstract(e) for e in obj
+    )
+
+
+def _holds_arrays(obj: Any) -> bool:
+    """Whether a (nested) list or tuple holds arrays (NumPy scalars are numbers here)."""
+    return (type(obj) is list or type(obj) is tuple) and any(
+        (
+            not isinstance(e, np.generic)
+            and (hasattr(e, "__array__") or hasattr(e, "__array_namespace__"))
+        )
+        or _holds_arrays(e)
+        for e in obj
+    )
+
+
+def _asarray_shape(a, obj, /, *, dtype=None, device=None, copy=None):
     if is_array(obj):
         if copy or (dtype is not None and np.dtype(dtype) != obj.dtype):  # in obj's order
             return elementwise_out(obj.shape, obj.dtype if dtype is None else dtype, obj)
         return obj
-    c = constant(npx.asarray(obj, dtype=dtype))  # Python values or an array from outside
-    return c
+    found = _sequence_spec(obj)
+    if found is not None:  # a list of traced arrays: a new array of their values
+        return new(found[0], found[1] if dtype is None else dtype)
+    return constant(npx.asarray(obj, dtype=dtype))  # Python values or an array from outside
+
+
+@measured_layouts
+def _asarray_memory(out, obj, /, *, dtype=None, device=None, copy=None):
+    # NumPy's conversion of a nested sequence holds 32 bytes for each sequence below the top
+    # (measured: 3.2 MB for 100,000 lists of 10 floats, 3.52 MB for 10,000 x 10 x 10); one
+    # that holds arrays (0-d arrays, ours unwrapped into a copy of the list) holds about 40
+    # bytes for each array in it besides (measured: 4.0 MB for 100,000 0-d arrays, 5.4 MB for
+    # 10,000 lists of 10): 64 bytes for each sequence and each leaf charged then
+    if type(obj) is not list and type(obj) is not tuple:
+        return 0
+    leaves, sequences = _count(obj)
+    if _holds_arrays(obj) or _holds_abstract(obj):
+        return 64 * (sequences + leaves)
+    return 32 * sequences
+
+
+def _count(obj: Any) -> tuple[int, int]:
+    """The leaves and the sequences below the top of a (nested) list or tuple."""
+    leaves = sequences = 0
+    stack = list(obj)
+    while stack:
+        e = stack.pop()
+        if type(e) is list or type(e) is tuple:
+            sequences += 1
+            stack.extend(e)
+        else:
+            leaves += 1
+    return leaves, sequences
+
+
+asarray.defshape(_asarray_shape, memory=_asarray_memory)
 
 
 # -- empty, ones, zeros --------------------------------------------------------------------------

@@ -180,7 +180,7 @@ def _(ns, dims, x1, x2, /, *, side="left", sorter=None):
 
 @searchsorted.defshape
 def _(a, x1, x2, /, *, side="left", sorter=None):
-    return new(x2.shape, "int64")
+    return new(x2.shape if is_array(x2) else (), "int64")  # x2 may be a Python scalar
 
 
 # -- where ---------------------------------------------------------------------------------------
