@@ -1,7 +1,6 @@
 """The picture of a run's plan: each op of the last step, in plan order, with the task memory
 projected for it (what the plan was checked with) beside the most a task of it measured, against
-``reserved_mem`` and ``allowed_mem`` (:meth:`MemoryRecorder.plot
-<cubed_plugin.train.MemoryRecorder.plot>`; needs matplotlib)."""
+``reserved_mem`` and ``allowed_mem`` (``MemoryRecorder.plot``; needs matplotlib)."""
 
 from __future__ import annotations
 

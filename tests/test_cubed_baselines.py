@@ -19,8 +19,8 @@ import pytest
 cubed = pytest.importorskip("cubed")
 
 from cubed_plugin import _baseline  # noqa: E402
-from cubed_plugin._measuring import can_reset_peak  # noqa: E402
 from cubed_plugin._fit import step_plan  # noqa: E402
+from cubed_plugin._measuring import can_reset_peak  # noqa: E402
 from cubed_plugin.memory import MemoryLimitError, plan_slice_rows  # noqa: E402
 from cubed_plugin.train import (  # noqa: E402
     fit,
