@@ -28,6 +28,9 @@ def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models:
     X = cubed.from_zarr(f"{data}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data}/y.zarr", spec=spec)
     out: dict = {
+        # what the driver holds of its own (its imports) before any step: its peak so far
+        "driver_start": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "chunk_bytes": int(X.chunkmem),
         "allowed_mem": int(spec.allowed_mem),
         "reserved_mem": int(spec.reserved_mem),
         "data_bytes": int(X.nbytes + y.nbytes),
