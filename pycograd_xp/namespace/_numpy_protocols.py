@@ -3335,6 +3335,11 @@ def _sliding_window_view(
                 "numpy.lib.stride_tricks.sliding_window_view(): must provide matching length "
                 "window_shape and axis"
             )
+    # projected with nothing differentiated, NumPy makes the windows itself (a strided view,
+    # see array_function): a view of the same shape stands for it (a slice of ``x``, broadcast
+    # along each window axis), which owns no bytes and which a reduction buffers, as NumPy's
+    view = out._backend.abstract and not out._backend.level and out._node is None
+    view = view and STACK.closed is None and STACK.recorder is None
     for ax, w in zip(axes, shape, strict=True):
         ax %= nd
         n = int(out.shape[ax])
@@ -3343,6 +3348,10 @@ def _sliding_window_view(
                 "numpy.lib.stride_tricks.sliding_window_view(): window shape cannot be larger "
                 "than input array shape"
             )
+        if view:
+            part = out[tuple(slice(0, n - w + 1) if i == ax else slice(None) for i in range(nd))]
+            out = ns.broadcast_to(part[..., None], (*part.shape, w))
+            continue
         idx = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
         t = ns.take(out, ns.asarray(idx.reshape(-1)), axis=ax)
         t = ns.reshape(t, (*out.shape[:ax], n - w + 1, w, *out.shape[ax + 1 :]))

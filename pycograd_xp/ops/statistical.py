@@ -74,9 +74,12 @@ def cast_buffer(out, x, /, **kw):
 @measured_layouts
 def deviations(out, x, /, **kw):
     """``std``/``var``: the deviations from the mean, a buffer to broadcast the mean, and one
-    more to read an input not in C order (measured: docs/calibration.md#reductions)."""
+    more to read an input not in C order (measured: docs/calibration.md#reductions); the mean
+    (kept dims) and its quotient by the count, two arrays of the result's size (NumPy's
+    ``_var``: over a short axis they are most of it; found by the sliding-window check)."""
     k = 1 + (not x.contiguous or broadcast_view(x))
-    return size_bytes(x) + k * builtins.min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+    mean = 2 * out.size * x.dtype.itemsize
+    return size_bytes(x) + mean + k * builtins.min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
 
 
 @measured_layouts
