@@ -15,6 +15,10 @@
   otherwise than ``x`` (refused), ``repeat`` with an array of repeats (refused; read as data
   when applied, as an index array).
 - ``vecdot`` conjugates its first operand, as the standard's (Cubed 0.27's does not).
+- ``argmax``/``argmin`` with ``axis=None`` (Cubed's flattening leaves chunks its reduction
+  refuses); ``repeat`` along a negative axis (a result of the wrong rank).
+- ``take`` and ``tensordot`` along negative axes (Cubed 0.27 read them as other axes: wrong
+  values).
 - ``roll``: ``axis=None`` (Cubed's flattened array had chunks its concat refused) and negative
   axes (its concat compared the wrong axes).
 - ``reshape``: Cubed's (Dask's algorithm) merges or splits existing axes evenly only, and needs
@@ -241,18 +245,26 @@ def _is_index_array(k: Any) -> bool:
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
     """Cubed's ``take``, except where the indices are as long as the axis: Cubed 0.27 takes an
     index that keeps the shape for no index at all (it returns ``x`` unchanged, whatever the
-    indices), so those are taken in two halves, joined."""
+    indices), so those are taken in two halves, joined; and along a negative axis, which Cubed
+    0.27 reads as axis 0 (wrong values, or an ``IndexError``), made non-negative first."""
     import cubed
+
+    from ._blocks import norm_axis
 
     if axis is None and x.ndim == 1:
         axis = 0
+    if axis is not None:
+        # Cubed 0.27 indexes (slice(None),) * axis: a negative axis took along axis 0
+        axis = norm_axis(axis, x.ndim, "take")
     if axis is not None and indices.ndim == 1:
-        ax = axis % max(x.ndim, 1)
         n = indices.shape[0]
-        if n > 1 and n == x.shape[ax]:
+        if n > 1 and n == x.shape[axis]:
             h = n // 2
-            halves = [cubed.take(x, indices[:h], axis=ax), cubed.take(x, indices[h:], axis=ax)]
-            return _joined(halves, ax)
+            halves = [
+                cubed.take(x, indices[:h], axis=axis),
+                cubed.take(x, indices[h:], axis=axis),
+            ]
+            return _joined(halves, axis)
     return cubed.take(x, indices, axis=axis)
 
 
@@ -353,6 +365,48 @@ def broadcast_to(x: Any, /, shape: tuple[int, ...], *, chunks: Any = None) -> An
     return cubed.broadcast_to(x, shape, chunks=sizes)
 
 
+def _arg_reduction(fn: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    """``fn`` (Cubed's argmax or argmin) with ``axis=None`` over the array flattened by
+    :func:`reshape` (Cubed 0.27 flattens with its own reshape, whose irregular chunks its
+    reduction then refuses: "Array must have regular chunks")."""
+    if axis is not None or x.ndim <= 1:
+        return fn(x, axis=axis, keepdims=keepdims)
+    out = fn(reshape(x, (-1,)), axis=0)
+    return reshape(out, (1,) * x.ndim) if keepdims else out
+
+
+@implements("argmax")
+def argmax(x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    import cubed
+
+    return _arg_reduction(cubed.argmax, x, axis, keepdims)
+
+
+@implements("argmin")
+def argmin(x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+    import cubed
+
+    return _arg_reduction(cubed.argmin, x, axis, keepdims)
+
+
+@implements("tensordot")
+def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+    """Cubed's ``tensordot`` with the contracted axes made non-negative: Cubed 0.27 sums the
+    product over the axes as given, and a negative one named the wrong axis (wrong values)."""
+    import cubed
+
+    from ._blocks import norm_axis
+
+    if isinstance(axes, int):
+        return cubed.tensordot(x1, x2, axes=axes)
+    a1, a2 = axes
+    a1 = (a1,) if isinstance(a1, int) else tuple(a1)
+    a2 = (a2,) if isinstance(a2, int) else tuple(a2)
+    a1 = tuple(norm_axis(a, x1.ndim, "tensordot") for a in a1)
+    a2 = tuple(norm_axis(a, x2.ndim, "tensordot") for a in a2)
+    return cubed.tensordot(x1, x2, axes=(a1, a2))
+
+
 @implements("roll")
 def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
     """Cubed's ``roll`` on regular chunks and non-negative axes: Cubed 0.27 rolls ``axis=None``
@@ -405,8 +459,12 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     import cubed
     import numpy as np
 
+    from ._blocks import norm_axis
+
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
+    # Cubed 0.27 builds the result's shape from x.shape[:axis]: a negative axis gave a wrong rank
+    axis = norm_axis(axis, x.ndim, "repeat")
     if not hasattr(repeats, "shape"):
         return cubed.repeat(x, repeats, axis=axis)
     counts = np.asarray(repeats.compute() if hasattr(repeats, "compute") else repeats)
