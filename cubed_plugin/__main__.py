@@ -36,7 +36,8 @@ from ._executors import (
     make_spec,
     worker_baseline,
 )
-from ._fit import FitResult, _batches, fit, step_plan
+from ._fit import FitResult, fit
+from ._fit_steps import _batches, step_plan
 from .memory import TaskMemoryError, part_of
 from .namespace import label_ops
 from .steps import row_loss

@@ -19,7 +19,7 @@ import pytest
 cubed = pytest.importorskip("cubed")
 
 from cubed_plugin import _baseline  # noqa: E402
-from cubed_plugin._fit import step_plan  # noqa: E402
+from cubed_plugin._fit_steps import step_plan  # noqa: E402
 from cubed_plugin._measuring import can_reset_peak  # noqa: E402
 from cubed_plugin.memory import MemoryLimitError, plan_slice_rows  # noqa: E402
 from cubed_plugin.train import (  # noqa: E402
@@ -217,7 +217,7 @@ def test_a_drift_over_allowed_mem_is_reported_as_what_it_is(monkeypatch):
     """A task over allowed_mem because its worker held more than reserved_mem when it started:
     the error says so, not that the projection is a bug."""
     from cubed_plugin._callbacks import MemoryRecorder
-    from cubed_plugin._fit import _measured_within
+    from cubed_plugin._fit_steps import _measured_within
     from cubed_plugin.memory import TaskMemoryError
 
     rec = MemoryRecorder()
@@ -227,7 +227,7 @@ def test_a_drift_over_allowed_mem_is_reported_as_what_it_is(monkeypatch):
     rec.measured["op-001"] = 101_000_000
     rec.started["op-001"], rec.added["op-001"] = 86_000_000, 15_000_000
     spec = cubed.Spec(allowed_mem="100MB", reserved_mem="80MB")
-    monkeypatch.setattr("cubed_plugin._fit.worker_baseline", lambda *a, **k: 72_000_000)
+    monkeypatch.setattr("cubed_plugin._fit_steps.worker_baseline", lambda *a, **k: 72_000_000)
     drifts = []
     monkeypatch.setattr(_baseline, "record_drift", lambda *a: drifts.append(a[-1]))
     with pytest.raises(TaskMemoryError) as e:

@@ -30,7 +30,7 @@ zarr = pytest.importorskip("zarr")
 
 import cubed_plugin as cp  # noqa: E402
 from cubed_plugin import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning  # noqa: E402
-from cubed_plugin import _fit as fit_module  # noqa: E402
+from cubed_plugin import _fit_steps as fit_steps  # noqa: E402
 from cubed_plugin._executors import MARGIN  # noqa: E402
 from cubed_plugin.memory import (  # noqa: E402
     part_of,
@@ -299,7 +299,7 @@ def test_every_public_compute_path_uses_the_sound_optimizer(tmp_path):
     # tasks read their chunks, projected at the largest task of the step's graph as
     # graph_fusion plans it
     _fit(mlp_loss, (X, y), spec, mode="one-pass", callbacks=[plans])
-    (step,) = [s for k, s in fit_module._PLANNED.items() if k[1] == (X.name, y.name)]
+    (step,) = [s for k, s in fit_steps._PLANNED.items() if k[1] == (X.name, y.name)]
     assert _read_once(step.reference.dag) and step.checked
     assert plans.dags[-1] is step.plan.dag
     assert step.plan.max_projected_mem == step.reference.max_projected_mem

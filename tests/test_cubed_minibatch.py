@@ -18,7 +18,7 @@ cubed = pytest.importorskip("cubed")
 zarr = pytest.importorskip("zarr")
 
 from cubed_plugin._compute import check  # noqa: E402
-from cubed_plugin._fit import _batches, _take_chunks  # noqa: E402
+from cubed_plugin._fit_steps import _batches, _take_chunks  # noqa: E402
 from cubed_plugin._row_chunks import take_row_chunks  # noqa: E402
 from cubed_plugin.steps import (  # noqa: E402
     chunk_projection,

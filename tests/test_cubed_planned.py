@@ -17,6 +17,7 @@ cubed = pytest.importorskip("cubed")
 zarr = pytest.importorskip("zarr")
 
 from cubed_plugin import _fit as fit_module  # noqa: E402
+from cubed_plugin import _fit_steps as fit_steps  # noqa: E402
 from cubed_plugin import _one_pass  # noqa: E402
 from cubed_plugin.memory import ReservedMemWarning  # noqa: E402
 from cubed_plugin.steps import one_pass_fan_in, tree_sum  # noqa: E402
@@ -115,7 +116,7 @@ def test_a_mini_batch_epoch_plans_once_runs_one_compute_per_step_and_writes_noth
             super().__init__(*args, **kwargs)
 
     real_plan = _one_pass.plan_of
-    monkeypatch.setattr(fit_module, "PlannedStep", Counted)
+    monkeypatch.setattr(fit_steps, "PlannedStep", Counted)
     monkeypatch.setattr(_one_pass, "plan_of", lambda *a, **k: plans.append(a) or real_plan(*a, **k))
     monkeypatch.setattr(
         fit_module, "plan_of", lambda *a, **k: pytest.fail("a step made a Cubed plan")
@@ -241,7 +242,7 @@ def test_several_chunks_per_task_end_at_the_same_parameters_to_the_bit(
         np.testing.assert_array_equal(a, b)
     picks = None if batch_chunks is None else list(range(batch_chunks))
     chunks = 40 if batch_chunks is None else batch_chunks
-    plan = fit_module.step_plan(
+    plan = fit_steps.step_plan(
         mlp_loss, params, (X, y), picks, spec, True, "threads", chunks_per_task=per_task
     )
     assert plan.num_tasks == -(-chunks // per_task)
