@@ -119,7 +119,7 @@ def avg_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any
 
 
 # -- the transformer layers as pycograd_xp.nn composed them before their fused rows (issue 20) --
-# Standard functions only (their rules are the standard's): the fused rows of ops/nn.py and
+# Standard functions only (their rules are the standard's): the fused rows of ops/nn/ and
 # ops/special.py are checked against these (values in float64 and float32, gradients), and
 # benchmarks/bench_transformer.py times them beside the rows.
 

@@ -880,7 +880,7 @@ def _nn_cases(out):
 
 def _transformer_cases(out):
     """The fused rows of transformers (activations, normalisations, cross-entropy, attention),
-    through pycograd_xp.nn; a case over more than ``ops.nn.PIECE_BYTES`` for each row that
+    through pycograd_xp.nn; a case over more than ``ops.nn.pieces.PIECE_BYTES`` for each row that
     works block by block."""
     from pycograd_xp import nn
 

@@ -1,4 +1,4 @@
-"""The fused transformer rows behind pycograd_xp.nn (``ops/nn.py``: activations, layer and RMS
+"""The fused transformer rows behind pycograd_xp.nn (``ops/nn/``: activations, layer and RMS
 normalisation, cross-entropy, attention; softmax, log_softmax and logsumexp are
 ``ops/special.py``'s rows): values against the composed definitions they replaced
 (``conformance/composed_nn.py``) in float64 and float32 on NumPy and array-api-strict, gradients
@@ -16,7 +16,7 @@ import pytest
 import pycograd_xp as pg
 from conformance import composed_nn
 from pycograd_xp import memory, nn
-from pycograd_xp.ops import nn as rows
+from pycograd_xp.ops.nn import attention, pieces
 
 BACKENDS = [np, array_api_strict]
 rng = np.random.default_rng(11)
@@ -38,7 +38,7 @@ def _has_erf(backend):
 # name: (fused, composed, arguments as NumPy arrays of a dtype)
 def _cases(dtype):
     x, w, b = _a(6, 7, 40, dtype=dtype), _a(40, dtype=dtype), _a(40, dtype=dtype)
-    big = _a(40, 30, 300, dtype=dtype)  # over ops.nn.PIECE_BYTES: block by block
+    big = _a(40, 30, 300, dtype=dtype)  # over ops.nn.pieces.PIECE_BYTES: block by block
     logits = _a(6, 7, 11, dtype=dtype)
     labels = rng.integers(0, 11, (6, 7))
     probs = rng.dirichlet(np.ones(11), (6, 7)).astype(dtype)
@@ -190,7 +190,8 @@ def test_gelu_exact_composes_where_the_backend_has_no_erf():
 
 @pytest.mark.parametrize("name", ["gelu", "silu", "layer_norm blocks", "rms_norm", "cross_entropy"])
 def test_blocks_give_what_one_block_gives(monkeypatch, name):
-    """Block by block (ops.nn.PIECE_BYTES) and in one piece: the same values and gradients."""
+    """Block by block (ops.nn.pieces.PIECE_BYTES) and in one piece: the same values and
+    gradients."""
     fused, _, args = _cases(np.float64)[name]
     xp = pg.namespace(np)
     arrays = [_convert(xp, a) for a in args]
@@ -205,10 +206,10 @@ def test_blocks_give_what_one_block_gives(monkeypatch, name):
 
         return pg.value_and_grad(f, argnums=tuple(range(len(nums))))(*[arrays[i] for i in nums])
 
-    monkeypatch.setattr(rows, "PIECE_BYTES", 10**12)
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 10**12)
     want = step()
-    monkeypatch.setattr(rows, "PIECE_BYTES", 512)
-    assert len(rows.pieces(args[0].shape, 8, 1)) > 1
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 512)
+    assert len(pieces.pieces(args[0].shape, 8, 1)) > 1
     got = step()
     np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
     for a, b in zip(got[1], want[1], strict=True):
@@ -240,7 +241,7 @@ def test_attention_blocks_of_queries_and_keys_give_the_same(monkeypatch, budget,
     args = [xp.asarray(a) for a in (q, k, v)] + [None if mask is None else xp.asarray(mask)]
     vg = pg.value_and_grad(step, argnums=(0, 1, 2, 3) if masked == "additive" else (0, 1, 2))
     want = vg(*args)
-    monkeypatch.setattr(rows, "ATTENTION_BLOCK_BYTES", budget)
+    monkeypatch.setattr(attention, "ATTENTION_BLOCK_BYTES", budget)
     got = vg(*args)
     np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-12)
     for a, b in zip(got[1], want[1], strict=True):

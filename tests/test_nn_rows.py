@@ -252,7 +252,7 @@ def test_conv_blocks_over_the_batch_give_the_same_values_and_gradients(
 ):
     """The forward, col2im and weight gradient loop over blocks of the batch (their columns
     within BLOCK_BYTES); blocks of one or two examples give what one block gives."""
-    from pycograd_xp.ops import nn as rows
+    from pycograd_xp.ops.nn import windows as rows
 
     xp = pg.namespace(backend)
     x, w = xp.asarray(rng.standard_normal(xs)), xp.asarray(rng.standard_normal(ws))
@@ -360,8 +360,8 @@ def test_a_shared_or_caller_held_cotangent_is_never_written(owned_flags):
 def test_relu_in_place_is_select_bit_for_bit_over_blocks(monkeypatch):
     """The owned path, over several blocks of the batch: NaN and -0 in the cotangent go
     through where relu passes it, 0 elsewhere, as the whole-array select."""
-    from pycograd_xp.ops import nn as rows
-    from pycograd_xp.ops import nn as rules
+    from pycograd_xp.ops.nn import windows as rows
+    from pycograd_xp.ops.nn import windows as rules
 
     monkeypatch.setattr(rules, "MASK_BLOCK_BYTES", 64)  # blocks of one or two examples
     xp = pg.namespace(np)
@@ -400,7 +400,7 @@ def test_max_pool_backward_over_blocks_of_the_batch_is_one_blocks(monkeypatch):
     """Max-pool's in-place cotangent, block by block of the batch (blocks of one example):
     the same bits as one block, ties (relu's zeros) and NaN windows included, tiled and
     overlapping windows."""
-    from pycograd_xp.ops import nn as rules
+    from pycograd_xp.ops.nn import windows as rules
 
     xp = pg.namespace(np)
     x = np.maximum(rng.standard_normal((5, 3, 8, 8)), 0.0)  # many tied zero windows
@@ -448,7 +448,7 @@ def test_the_convolution_paths_give_the_same_values_gradients_and_bounds(
     """The flat-grid columns (short rows, stride 1), the bias in the product (few channels)
     and the narrow columns: the same values and gradients (x, w and b), blocks of one example
     included, and each one's measured peak within its projection."""
-    from pycograd_xp.ops import nn as rows
+    from pycograd_xp.ops.nn import windows as rows
 
     xp = pg.namespace(np)
     args = [xp.asarray(rng.standard_normal(s).astype(dtype)) for s in (xs, ws, ws[:1])]
@@ -488,7 +488,7 @@ def test_an_infinite_input_reaches_only_the_weight_gradients_whose_windows_read_
     col2im's zero tail) multiplies zeros with inputs: ``0 * inf`` would make a weight
     gradient NaN where no window of its offset reads the infinity. On every path the weight
     gradient is non-finite exactly where a direct sum over the windows is."""
-    from pycograd_xp.ops import nn as rows
+    from pycograd_xp.ops.nn import windows as rows
 
     xp = pg.namespace(np)
     x = rng.standard_normal((2, 2, 6, 6))

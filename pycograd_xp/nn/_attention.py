@@ -25,10 +25,10 @@ def scaled_dot_product_attention(
     A boolean mask gives masked scores the dtype's lowest value, so a fully masked row stays
     finite (the mean of v); a float mask is added to the scaled scores, as PyTorch's (its dtype
     promotes with q, k and v's; differentiable; -inf excludes a key, and a row whose scores are
-    all -inf gives 0). One row (``xp._attention``), flash-style: blocks of queries (and keys) within
-    ``ops.nn.ATTENTION_BLOCK_BYTES``, so no Lq x Lk array is made for the whole batch; the VJP
-    keeps q, k, v, the output and each row's log-sum-exp, and recomputes the probabilities
-    block by block.
+    all -inf gives 0). One row (``xp._attention``), flash-style: blocks of queries (and keys)
+    within ``ops.nn.attention.ATTENTION_BLOCK_BYTES``, so no Lq x Lk array is made for the whole
+    batch; the VJP keeps q, k, v, the output and each row's log-sum-exp, and recomputes the
+    probabilities block by block.
 
     Parameters
     ----------

@@ -32,7 +32,7 @@ from ._rules.shapes import (
     ufunc_buffers,
 )
 
-# -- kits shared by the rows below (and by ops/nn.py) --------------------------------------------
+# -- kits shared by the rows below (and by ops/nn/) --------------------------------------------
 
 
 def select(bk: Any, condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:

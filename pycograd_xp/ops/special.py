@@ -1,6 +1,6 @@
 """Special functions (scipy.special's): the rows behind :mod:`pycograd_xp.special`.
 
-None of these is a name of the Array API standard, so, as the fused rows of ``ops/nn.py``, they
+None of these is a name of the Array API standard, so, as the fused rows of ``ops/nn/``, they
 are private attributes of each namespace (``xp._erf``): the standard surface stays exactly the
 standard's, while the abstract backend, vmap's batched backends and ``compile`` see them as
 ordinary rows. :mod:`pycograd_xp.special` is their public face, with scipy.special's signatures.

@@ -1,0 +1,284 @@
+"""The activation rows: ``_relu`` (beside the convolutions), and the transformer's ``_gelu``,
+``_gelu_tanh``, ``_silu`` and ``_softplus`` (:mod:`pycograd_xp.nn`'s activations).
+
+relu's VJP passes ``g`` where the output is positive, 0 elsewhere (0 at 0, as PyTorch's
+``threshold_backward``), read from the output alone: the tape keeps no mask beside it; its JVP
+the tangent where the output is positive. The transformer's activations keep their input and
+evaluate block by block on a raw backend that writes in place (:mod:`.pieces`), each with its
+derivative written once (``_d_gelu``, ...) for the VJP and the JVP.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..._primitive import primitive
+from .._rules.jvp import call
+from .._rules.shapes import new, ufunc_buffers
+from ..searching import select, where_memory
+from .pieces import (
+    FP,
+    _activation_jvp,
+    _activation_vjp,
+    _exp_in_place,
+    _into,
+    _pieces_memory,
+    _same_row,
+    _same_shape,
+    by_pieces,
+    in_place,
+)
+from .windows import _mask_blocks, _own, _raw, caps
+
+
+def _relu_vjp(ns, g, out, x, /, *, owned=False):
+    """``where(out > 0, g, 0)``; into ``g`` itself when the tape says only it holds ``g``
+    (``owned``) on a raw backend that writes in place, block by block of the batch so that the
+    mask (a quarter of the cotangent in bytes) never exists whole: no second array of the
+    layer's size. Measured: the small CNN's step peaked here, at its first layer's saved
+    output, cotangent, mask and result (2.8, 2.8, 0.7 and 2.8 MB). Otherwise (a shared
+    cotangent; compile's trace, whose replay writes the select into a dead buffer itself) one
+    select."""
+    if not (owned and _raw(ns) and caps(ns).views_alias and not caps(ns).chunked and g.ndim):
+        return (select(ns, out > 0, g, 0),)
+    for a, b in _mask_blocks(ns, g):
+        block = g[a:b, ...]
+        select(ns, out[a:b, ...] > 0, block, 0, out=block)
+    return (g,)
+
+
+def _relu_jvp(ns, t, out, x, /):
+    return select(ns, out > 0, t[0], 0)
+
+
+def _relu_shape(a, x, /):
+    return new(x.shape, x.dtype)
+
+
+def _relu_memory(out, x, /):
+    """The mask ``x > 0`` (one byte an element) beside the select's own transients."""
+    mask = new(x.shape, np.bool_)
+    return mask.nbytes + max(ufunc_buffers(mask, x, 0), where_memory(out, mask, x, 0))
+
+
+# -- _relu ---------------------------------------------------------------------------------------
+
+
+@primitive(FP, needs=())
+def _relu(bk: Any, x: Any, /) -> Any:
+    """``where(x > 0, x, 0)``: 0 at 0 and at NaN, +0 at -0. One comparison and one select
+    with a Python zero (on NumPy a bitwise blend: faster than ``maximum``, and exact where
+    ``maximum`` keeps NaN and -0). Its VJP reads only the output: no mask is kept."""
+    own = _own(bk, "_relu")
+    if own is not None:
+        return own(x)
+    return select(bk, x > 0, x, 0)
+
+
+_relu.defvjp(_relu_vjp, saves=("out",), takes_owned=True)
+
+
+_relu.defjvp(_relu_jvp)
+
+
+_relu.defbatch(lambda ns, dims, x, /: ns._relu(x))
+
+
+_relu.defshape(_relu_shape, memory=_relu_memory)
+
+
+# -- _gelu, _gelu_tanh ---------------------------------------------------------------------------
+
+_SQRT_2_PI = math.sqrt(2 / math.pi)
+
+
+_GELU_A = 0.044715
+
+
+_INV_SQRT2 = 1 / math.sqrt(2.0)
+
+
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+_GELU_CA = _SQRT_2_PI * _GELU_A
+
+
+# -2u, u = sqrt(2/pi) (x + 0.044715 x^3), is clipped here before its exponential: exp stays
+# finite (no overflow), and where it bites GELU is below 1e-34 |x| and its derivative smaller.
+_GELU_CLIP = 80.0
+
+
+def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None) -> Any:
+    # 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + exp(-2u)), -2u = x (-2c - 2ca x^2): an
+    # exponential is cheaper than tanh (and the sigmoid exact where 1 + tanh cancels); on a
+    # backend that writes in place, one temporary and six passes beside exp, the last one into
+    # ``dst`` (by_pieces' block of the output) where the backend takes out=
+    if not in_place(bk):
+        return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
+    u = x * x
+    u *= -2 * _GELU_CA
+    u += -2 * _SQRT_2_PI
+    u *= x
+    u = _into(bk, bk.minimum, u, _GELU_CLIP, u)
+    e = _exp_in_place(bk, u)
+    e += 1
+    return _into(bk, bk.divide, x, e, dst)
+
+
+def _d_gelu_tanh(ns: Any, x: Any) -> Any:
+    # s (1 + x 2u' (1 - s)), s = sigmoid(2u) = 1 / (1 + exp(-2u)), x 2u' = x (2c + 6ca x^2): the
+    # same operations in the same order whether in place (fresh temporaries, a backend that
+    # writes in place) or not (ours, for a higher order: remat's recompute pulls back there,
+    # and its gradients are the plain step's to the bit)
+    x2 = x * x
+    if not in_place(ns):
+        e = ns.exp(ns.minimum((x2 * (-2 * _GELU_CA) + (-2 * _SQRT_2_PI)) * x, _GELU_CLIP)) + 1
+        sg = 1.0 / e
+        w = (x2 * (6 * _GELU_CA) + 2 * _SQRT_2_PI) * x
+        w = w - w * sg
+        return (w + 1) * sg
+    u = x2 * (-2 * _GELU_CA)
+    u += -2 * _SQRT_2_PI
+    u *= x
+    u = ns.minimum(u, _GELU_CLIP)  # (new arrays, each freeing the last: what a projection
+    e = ns.exp(u)  # of this rule on abstract arrays counts, not out= it cannot see)
+    del u
+    e += 1
+    sg = 1.0 / e
+    del e
+    x2 *= 6 * _GELU_CA
+    x2 += 2 * _SQRT_2_PI
+    x2 *= x  # x 2u'
+    m = x2 * sg
+    x2 -= m  # x 2u' (1 - s)
+    del m
+    x2 += 1
+    x2 *= sg
+    return x2
+
+
+@primitive(FP, needs=())
+def _gelu_tanh(bk: Any, x: Any, /) -> Any:
+    """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
+    block, as ``x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`` (the same function; one exp, no
+    tanh) on a backend that writes in place; its VJP keeps only x."""
+    own = _own(bk, "_gelu_tanh")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _gelu_tanh_f, x)
+
+
+_gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh), saves=("x",), takes_owned=True)
+
+
+_gelu_tanh.defjvp(_activation_jvp(_d_gelu_tanh))
+
+
+_gelu_tanh.defbatch(_same_row(_gelu_tanh))
+
+
+_gelu_tanh.defshape(_same_shape, memory=_pieces_memory(3))
+
+
+def _gelu_f(bk: Any, x: Any, dst: Any = None) -> Any:
+    # 0.5 x (1 + erf(x / sqrt 2)), erf the backend's (scipy.special's on NumPy)
+    return 0.5 * x * (1 + call(bk, "_erf", x * _INV_SQRT2))
+
+
+def _d_gelu(ns: Any, x: Any) -> Any:
+    # Phi(x) + x phi(x)
+    return 0.5 * (1 + call(ns, "_erf", x * _INV_SQRT2)) + x * (_INV_SQRT_2PI * ns.exp(-0.5 * x * x))
+
+
+@primitive(FP, needs=())
+def _gelu(bk: Any, x: Any, /) -> Any:
+    """GELU ``x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`` with the backend's erf (scipy.special's
+    on NumPy); a backend without erf raises NotImplementedError (``pycograd_xp.nn.gelu`` then
+    composes its approximation). Its VJP keeps only x."""
+    own = _own(bk, "_gelu")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _gelu_f, x)
+
+
+_gelu.defvjp(_activation_vjp(_d_gelu), saves=("x",), takes_owned=True)
+
+
+_gelu.defjvp(_activation_jvp(_d_gelu))
+
+
+_gelu.defbatch(_same_row(_gelu))
+
+
+_gelu.defshape(_same_shape, memory=_pieces_memory(3))
+
+
+# -- _silu ---------------------------------------------------------------------------------------
+
+
+def _silu_f(bk: Any, x: Any, dst: Any = None) -> Any:
+    # x sigmoid(x), sigmoid(x) = (tanh(x / 2) + 1) / 2 (stable), as pycograd_xp.nn.sigmoid
+    return x * (0.5 * (bk.tanh(0.5 * x) + 1))
+
+
+def _d_silu(ns: Any, x: Any) -> Any:
+    s = 0.5 * (ns.tanh(0.5 * x) + 1)  # s (1 + x (1 - s))
+    return s * (1 + x * (1 - s))
+
+
+@primitive(FP, needs=())
+def _silu(bk: Any, x: Any, /) -> Any:
+    """SiLU (swish) ``x sigmoid(x)``, block by block; its VJP keeps only x."""
+    own = _own(bk, "_silu")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _silu_f, x)
+
+
+_silu.defvjp(_activation_vjp(_d_silu), saves=("x",), takes_owned=True)
+
+
+_silu.defjvp(_activation_jvp(_d_silu))
+
+
+_silu.defbatch(_same_row(_silu))
+
+
+_silu.defshape(_same_shape, memory=_pieces_memory(3))
+
+
+# -- _softplus -----------------------------------------------------------------------------------
+
+
+def _softplus_f(bk: Any, x: Any, dst: Any = None) -> Any:
+    # log(1 + exp(x)) as logaddexp(0, x): stable at both ends
+    return bk.logaddexp(bk.zeros_like(x), x)
+
+
+def _d_softplus(ns: Any, x: Any) -> Any:
+    return 0.5 * (ns.tanh(0.5 * x) + 1)  # sigmoid(x)
+
+
+@primitive(FP, needs=())
+def _softplus(bk: Any, x: Any, /) -> Any:
+    """softplus ``log(1 + exp(x))`` (logaddexp), block by block; its VJP keeps only x."""
+    own = _own(bk, "_softplus")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, _softplus_f, x)
+
+
+_softplus.defvjp(_activation_vjp(_d_softplus), saves=("x",), takes_owned=True)
+
+
+_softplus.defjvp(_activation_jvp(_d_softplus))
+
+
+_softplus.defbatch(_same_row(_softplus))
+
+
+_softplus.defshape(_same_shape, memory=_pieces_memory(2))

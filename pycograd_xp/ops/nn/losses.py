@@ -1,0 +1,257 @@
+"""The loss row ``_cross_entropy`` (:func:`pycograd_xp.nn.cross_entropy`): it keeps the logits,
+the labels and each row's log-sum-exp (an extra output), evaluated block by block where the
+backend writes in place (:mod:`.pieces`); labels are class indices or probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..._primitive import primitive
+from .._rules.batching import batch_size, batched, to_rank
+from .._rules.jvp import plus
+from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
+from .._rules.vjp import values_known
+from .pieces import FP, _times, in_place, piece_size, pieces
+from .windows import _like, _own, _raw, caps, itemsize
+
+# -- _cross_entropy ------------------------------------------------------------------------------
+
+
+def _is_int(bk: Any, a: Any) -> bool:
+    return bk.isdtype(a.dtype, "integral")
+
+
+def _lse_f(bk: Any, z: Any) -> Any:
+    """``logsumexp(z, axis=-1)`` (kept dims), the maximum shifted out (0 where not finite)."""
+    m = bk.max(z, axis=-1, keepdims=True)
+    m = bk.where(bk.isfinite(m), m, 0.0)
+    e = bk.exp(z - m)
+    s = bk.sum(e, axis=-1, keepdims=True)
+    del e
+    return bk.log(s) + m
+
+
+def _picked(bk: Any, z: Any, labels: Any) -> Any:
+    """``z[..., labels]`` (kept dims): a gather where the backend has one, else a masked sum."""
+    if hasattr(bk, "take_along_axis") and not (_raw(bk) and caps(bk).chunked):
+        return bk.take_along_axis(z, bk.expand_dims(labels, axis=-1), axis=-1)
+    hit = bk.expand_dims(labels, axis=-1) == bk.arange(z.shape[-1], **_like(bk, labels))
+    return bk.sum(bk.where(hit, z, 0.0), axis=-1, keepdims=True)
+
+
+def _cross_entropy_f(bk: Any, z: Any, y: Any) -> Any:
+    lse = _lse_f(bk, z)
+    if _is_int(bk, y):
+        loss = lse - _picked(bk, z, y)
+    else:  # sum(y (lse - z)) = lse sum(y) - <y, z>
+        loss = lse * bk.sum(y, axis=-1, keepdims=True) - bk.sum(y * z, axis=-1, keepdims=True)
+    return loss[..., 0], lse[..., 0]
+
+
+def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
+    """The labels broadcast to the logits' rows (indices) or to the logits (probabilities);
+    negative class indices counted from the last class, as NumPy's and JAX's gathers count
+    them. (The forward's gather took -1 as the last class while the VJP's mask matched no
+    class: a gradient that was not the loss's; the masked sum of chunked backends matched
+    none in the forward too.) ``check``: refuse indices out of range (:func:`_check_classes`);
+    the VJP and JVP pass False, the forward having refused them."""
+    integer = _is_int(bk, labels)
+    shape = _check_labels(logits, labels, integer)
+    if check and integer and logits.ndim >= 1:
+        _check_classes(bk, labels, logits.shape[-1])
+    if integer and bk.isdtype(labels.dtype, "signed integer") and logits.ndim >= 1:
+        classes = logits.shape[-1]
+        if bk.iinfo(labels.dtype).max < classes:  # int8 labels of 200 classes
+            labels = bk.astype(labels, bk.int64)
+        # only -C..-1 count from the end: an index below -C stays out of range, so that a
+        # backend's gather refuses it (it wrapped to a class the VJP's mask never matched)
+        labels = bk.where((labels < 0) & (labels >= -classes), labels + classes, labels)
+    return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
+
+
+def _check_classes(bk: Any, labels: Any, classes: int) -> None:
+    """Refuse class indices outside ``-classes .. classes - 1``, naming the first one, where
+    the values can be read as a whole (:func:`values_known`; elsewhere a gather refuses what
+    NumPy's would, or the VJP's mask matches no class)."""
+    if not values_known(bk) or math.prod(labels.shape) == 0:
+        return
+    low = -classes if bk.isdtype(labels.dtype, "signed integer") else 0
+    bad = (labels < low) | (labels >= classes)
+    if bool(bk.any(bad)):
+        first = int(bk.reshape(labels, (-1,))[bk.reshape(bad, (-1,))][0])
+        hint = (
+            "; PyTorch's padding label -100 is ignored with cross_entropy(..., ignore_index=-100)"
+            if first == -100
+            else ""
+        )
+        raise IndexError(
+            f"cross_entropy(): class index {first} is out of range for {classes} classes (valid: "
+            f"0 to {classes - 1}, or {-classes} to -1 counting from the last){hint}"
+        )
+
+
+def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
+    """The shape the labels broadcast to: the logits' rows (indices) or the logits
+    (probabilities); a clear error where they do not."""
+    want = tuple(logits.shape[:-1]) if integer else tuple(logits.shape)
+    if not integer and labels.ndim != logits.ndim:
+        # probabilities of another rank: float class indices (n,) against logits (n, C) would
+        # broadcast along the classes where n == C, a wrong loss without an error
+        hint = (
+            "; these look like class indices: give them as integers, xp.astype(labels, xp.int64)"
+            if tuple(labels.shape) == tuple(logits.shape[:-1])
+            else ""
+        )
+        raise ValueError(
+            f"cross_entropy(): labels that are not integers are class probabilities: they "
+            f"need the logits' axes, shape {tuple(logits.shape)} (or 1 along any of them); "
+            f"got shape {tuple(labels.shape)}{hint}"
+        )
+    try:
+        ok = logits.ndim >= 1 and tuple(broadcast(tuple(labels.shape), want)) == want
+    except ValueError:
+        ok = False
+    if not ok:
+        what = "class indices" if integer else "probabilities"
+        shape = tuple(logits.shape)
+        first = integer and len(shape) >= 3 and tuple(labels.shape) == shape[:1] + shape[2:]
+        hint = (  # PyTorch's layout (N, C, *spatial)
+            f"; the classes are the logits' last axis (PyTorch's are axis 1): "
+            f"xp.moveaxis(logits, 1, -1) gives {shape[:1] + shape[2:] + shape[1:2]}"
+            if first
+            else ""
+        )
+        raise ValueError(
+            f"cross_entropy(): {what} of shape {tuple(labels.shape)} do not broadcast to "
+            f"{want} (logits {shape}){hint}"
+        )
+    return want
+
+
+@primitive(FP, needs=())
+def _cross_entropy(bk: Any, logits: Any, /, labels: Any) -> Any:
+    """Softmax cross-entropy over the last axis, one value per row: ``logsumexp(z) - z[label]``
+    for integer ``labels`` (broadcast to ``logits.shape[:-1]``), ``sum(p (logsumexp(z) - z))``
+    for probabilities ``p`` (broadcast to ``logits.shape``; differentiable too). Returns the
+    losses and the normaliser ``logsumexp(z)`` (``pycograd_xp.nn.cross_entropy`` reduces the
+    first). Block by block over the rows; the VJP keeps the logits, the labels and the
+    normaliser, never the log-probabilities or a one-hot."""
+    own = _own(bk, "_cross_entropy")
+    if own is not None:
+        return own(logits, labels)
+    labels = _labels(bk, logits, labels)
+    if not in_place(bk) or logits.ndim < 2:
+        return _cross_entropy_f(bk, logits, labels)
+    dtype = bk.result_type(logits, *(() if _is_int(bk, labels) else (labels,)))
+    blocks = pieces(logits.shape, itemsize(bk, dtype), 1)
+    if len(blocks) == 1:
+        return _cross_entropy_f(bk, logits, labels)
+    loss = bk.empty(tuple(logits.shape[:-1]), dtype=dtype)
+    lse = bk.empty(tuple(logits.shape[:-1]), dtype=logits.dtype)
+    for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
+        loss[idx], lse[idx] = _cross_entropy_f(bk, logits[idx], labels[idx])
+    return loss, lse
+
+
+def _cross_entropy_grad(ns, g, z, y, lse, glse):
+    """The logits' and the probabilities' cotangents of one block: ``softmax(z) (g sum(y) +
+    glse) - g y``, ``g (lse - z)`` (None for integer labels)."""
+    p = ns.exp(z - lse[..., None])
+    g1 = g[..., None]
+    if _is_int(ns, y):
+        coef = g1 + glse[..., None]
+        dz = p * coef if not in_place(ns) else _times(p, coef)
+        hit = ns.expand_dims(y, axis=-1) == ns.arange(z.shape[-1], **_like(ns, y))
+        if in_place(ns):
+            dz -= ns.where(hit, g1, 0.0)
+        else:
+            dz = dz - ns.where(hit, g1, 0.0)
+        return dz, None
+    coef = g1 * ns.sum(y, axis=-1, keepdims=True) + glse[..., None]
+    dz = p * coef if not in_place(ns) else _times(p, coef)
+    gy = g1 * y
+    if in_place(ns) and dz.dtype == gy.dtype:
+        dz -= gy
+    else:
+        dz = dz - gy
+    del gy
+    return dz, g1 * (lse[..., None] - z)
+
+
+@_cross_entropy.defvjp(saves=("logits", "labels", "out"))
+def _(ns, g, out, logits, /, labels):
+    gl, glse = g
+    lse = out[1]
+    labels = _labels(ns, logits, labels, check=False)
+    item = itemsize(ns, ns.result_type(gl, logits))
+    blocks = pieces(logits.shape, item, 1) if in_place(ns) and logits.ndim >= 2 else [...]
+    if len(blocks) == 1:
+        return _cross_entropy_grad(ns, gl, logits, labels, lse, glse)
+    probs = not _is_int(ns, labels)
+    dz = dy = None
+    for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
+        a, b = _cross_entropy_grad(ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx])
+        if dz is None:
+            dz = ns.empty(tuple(logits.shape), dtype=a.dtype)
+            dy = ns.empty(tuple(logits.shape), dtype=b.dtype) if probs else None
+        dz[idx] = a
+        if probs:
+            dy[idx] = b
+        del a, b
+    return dz, dy
+
+
+@_cross_entropy.defjvp
+def _(ns, t, out, logits, /, labels):
+    loss, lse = out
+    labels = _labels(ns, logits, labels, check=False)
+    tz, ty = (tuple(t) + (None,))[:2]
+    tl = tlse = None
+    p = ns.exp(logits - lse[..., None])
+    if tz is not None:
+        tlse = ns.sum(p * tz, axis=-1)
+        if _is_int(ns, labels):
+            tl = tlse - _picked(ns, tz, labels)[..., 0]
+        else:
+            tl = tlse * ns.sum(labels, axis=-1) - ns.sum(labels * tz, axis=-1)
+    if ty is not None:
+        tl = plus(tl, ns.sum(ty * (lse[..., None] - logits), axis=-1))
+    return tl, tlse
+
+
+@_cross_entropy.defbatch
+def _(ns, dims, logits, /, labels):
+    n = batch_size(dims, (logits, labels))
+    r = logits.ndim - (1 if dims[0] else 0)  # an example's rank
+    if ns.isdtype(labels.dtype, "integral"):
+        r -= 1  # the labels of an example's rows
+    logits = batched(ns, logits, dims[0], n)
+    labels = to_rank(ns, batched(ns, labels, dims[1], n), r)
+    return ns._cross_entropy(logits, labels)
+
+
+def _cross_entropy_shape(a, logits, /, labels):
+    integer = labels.dtype.kind in "iu"
+    _check_labels(logits, labels, integer)
+    dtype = logits.dtype if integer else np.result_type(logits.dtype, labels.dtype)
+    rows = tuple(logits.shape[:-1])
+    return new(rows, dtype), new(rows, logits.dtype)
+
+
+def _cross_entropy_memory(out, logits, /, labels):
+    """Per block of rows (the whole where one): ``z - max`` and its exponentials, then the
+    picked logits (a gather) or the product with the probabilities; a few arrays of a row's
+    statistics."""
+    loss = out[0]
+    item = max(loss.dtype.itemsize, logits.dtype.itemsize)
+    n = piece_size(logits.shape, item, 1) if logits.ndim >= 2 else math.prod(logits.shape)
+    rows = max(1, n // max(logits.shape[-1], 1)) if logits.ndim else 1
+    cast = n * item if labels.dtype.kind == "f" and labels.dtype != logits.dtype else 0
+    return 2 * n * item + cast + 8 * rows * item + 2 * min(n, BUFFER_ELEMENTS) * item
+
+
+_cross_entropy.defshape(_cross_entropy_shape, memory=_cross_entropy_memory)

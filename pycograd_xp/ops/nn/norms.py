@@ -1,0 +1,417 @@
+"""The normalisation rows ``_layer_norm`` and ``_rms_norm`` (:func:`pycograd_xp.nn.layer_norm`,
+:func:`~pycograd_xp.nn.rms_norm`): each keeps its input, weight and per-row statistics (the
+mean and 1/std as extra outputs, so that a higher-order derivative sees them as functions of
+the input), evaluated block by block where the backend writes in place (:mod:`.pieces`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..._primitive import primitive
+from .._rules.batching import batch_size, batched, to_rank
+from .._rules.jvp import plus
+from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
+from .pieces import FP, _into, _sum_to, _times, in_place, piece_size, pieces
+from .windows import _own, itemsize
+
+# -- kits: the normalisations --------------------------------------------------------------------
+
+
+def _norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    return tuple(sorted(a % ndim for a in axes)) if ndim else ()
+
+
+def _trailing(x: Any, axes: tuple[int, ...], *params: Any) -> int:
+    """How many trailing axes a normalisation reduces, when they are all trailing and its
+    parameters span only them (block-by-block evaluation over the leading ones); else 0."""
+    k = len(axes)
+    if not k or axes != tuple(range(x.ndim - k, x.ndim)):
+        return 0
+    if any(p is not None and p.ndim > k for p in params):
+        return 0
+    return k
+
+
+def _count(x: Any, axes: tuple[int, ...]) -> int:
+    return math.prod(x.shape[a] for a in axes)
+
+
+def _lead_sum(ns: Any, a: Any, k: int) -> Any:
+    """``a`` summed over every axis but its last ``k``."""
+    return ns.sum(a, axis=tuple(range(a.ndim - k))) if a.ndim > k else a
+
+
+def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
+    """The blocks a VJP takes on ``ns``: :func:`pieces` on a raw backend that writes in place,
+    and on ours over one (a higher order, or remat's recompute pulling back: their sums then
+    go in the same order, so the gradients are the first-order ones to the bit); one block
+    elsewhere."""
+    b = getattr(ns, "_backend", None)
+    if b is None:
+        return pieces(shape, item, k) if in_place(ns) and k else [...]
+    if k and b.mutable and not b.chunked and not b.abstract and not b.level:
+        return pieces(shape, item, k)
+    return [...]
+
+
+def _block_param_grads(ns, gy, xhat, k, weight, bias, blocks):
+    """:func:`_norm_param_grads` summed block by block, in the order of ``blocks``."""
+    if len(blocks) == 1:
+        return _norm_param_grads(ns, gy, xhat, k, weight, bias)
+    gw = gb = None
+    for idx in blocks:
+        pw, pb = _norm_param_grads(ns, gy[idx], xhat[idx], k, weight, bias)
+        gw = pw if gw is None else gw + pw
+        gb = pb if gb is None else gb + pb
+    return gw, gb
+
+
+def _norm_param_grads(ns, gy, xhat, k, weight, bias):
+    """The cotangents of a normalisation's weight and bias (None where absent), the leading
+    axes summed first when the parameters span only the ``k`` trailing ones."""
+    gw = gb = None
+    if weight is not None:
+        p = gy * xhat
+        gw = _sum_to(ns, _lead_sum(ns, p, k) if k else p, tuple(weight.shape))
+        del p
+    if bias is not None:
+        gb = _sum_to(ns, _lead_sum(ns, gy, k) if k else gy, tuple(bias.shape))
+    return gw, gb
+
+
+# -- _layer_norm ---------------------------------------------------------------------------------
+
+
+def _sum_squares(bk: Any, y: Any, axes: tuple[int, ...]) -> Any:
+    """``sum(y * y)`` over ``axes`` (kept dims): one ``vecdot`` (no squares array) over a single
+    trailing axis."""
+    if axes == (y.ndim - 1,):
+        return bk.vecdot(y, y)[..., None]
+    return bk.sum(y * y, axis=axes, keepdims=True)
+
+
+def _layer_norm_f(
+    bk: Any, x: Any, w: Any, b: Any, eps: float, axes: tuple[int, ...], dst: Any = None
+) -> Any:
+    # the centred input into ``dst`` (the output's block) where the backend takes out=; its
+    # variance as numpy's, the mean of the squares
+    mean = bk.mean(x, axis=axes, keepdims=True)
+    y = _into(bk, bk.subtract, x, mean, dst)
+    s = bk.sqrt(_sum_squares(bk, y, axes) / _count(x, axes) + eps)
+    if in_place(bk) and y.dtype == bk.result_type(y, s):
+        y /= s
+    else:
+        y = y / s
+    if w is not None:
+        y = y * w if not in_place(bk) or y.dtype != bk.result_type(y, w) else _times(y, w)
+    if b is not None:
+        if in_place(bk) and y.dtype == bk.result_type(y, b):
+            y += b
+        else:
+            y = y + b
+    return y, mean, 1 / s
+
+
+@primitive(FP, needs=())
+def _layer_norm(
+    bk: Any,
+    x: Any,
+    weight: Any = None,
+    bias: Any = None,
+    /,
+    *,
+    eps: float = 1e-5,
+    axis: Any = -1,
+) -> Any:
+    """Layer normalisation over ``axis`` (an int or a tuple): ``(x - mean) / sqrt(var + eps)``,
+    times ``weight`` plus ``bias`` when given (broadcast against x). Returns the output, the
+    mean and ``rstd = 1 / sqrt(var + eps)`` (kept dims); ``pycograd_xp.nn.layer_norm`` shows
+    the first. The VJP keeps x, the weight and these statistics (the output beside them: the
+    next layer's product saves it anyway), never the centred or normalised input."""
+    own = _own(bk, "_layer_norm")
+    if own is not None:
+        return own(x, weight, bias, eps=eps, axis=axis)
+    _check_params("layer_norm", x, weight, bias)
+    axes = _norm_axes(axis, x.ndim)
+    k = _trailing(x, axes, weight, bias)
+    if not in_place(bk) or not k:
+        return _layer_norm_f(bk, x, weight, bias, eps, axes)
+    dtype = bk.result_type(x, *(p for p in (weight, bias) if p is not None))
+    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    if len(blocks) == 1:
+        return _layer_norm_f(bk, x, weight, bias, eps, axes)
+    stats = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    y = bk.empty(tuple(x.shape), dtype=dtype)
+    mean, rstd = bk.empty(stats, dtype=x.dtype), bk.empty(stats, dtype=x.dtype)
+    for idx in blocks:
+        dst = y[idx]
+        yb, mean[idx], rstd[idx] = _layer_norm_f(bk, x[idx], weight, bias, eps, axes, dst)
+        if yb is not dst:
+            y[idx] = yb
+        del yb, dst
+    return y, mean, rstd
+
+
+def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
+    """The input's cotangent: ``rstd (gx - mean(gx)) - xhat rstd mean(gx xhat)`` with
+    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add; and
+    ``xhat``."""
+    xhat = (x - mean) * rstd
+    gx = g * weight if weight is not None else g
+    c1 = rstd * ns.mean(gx, axis=axes, keepdims=True) - gm / n
+    c2 = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
+    if not in_place(ns):
+        return rstd * gx - c1 - xhat * c2, xhat
+    dx = rstd * gx  # in place on fresh temporaries
+    dx -= c1
+    t = xhat * c2
+    dx -= t
+    return dx, xhat
+
+
+def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
+    """``sum(a * b)`` over ``axes`` (kept dims): one ``vecdot`` over a single trailing axis of
+    arrays of one shape (no product array), the same call on ours as on a raw backend."""
+    if axes == (a.ndim - 1,) and tuple(a.shape) == tuple(b.shape):
+        return ns.vecdot(a, b)[..., None]
+    return ns.sum(a * b, axis=axes, keepdims=True)
+
+
+@_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
+def _(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=False):
+    gy, gm, gr = g
+    _, mean, rstd = out
+    axes = _norm_axes(axis, x.ndim)
+    n = _count(x, axes)
+    k = _trailing(x, axes, weight, bias)
+    blocks = _blocks_beneath(ns, x.shape, itemsize(ns, gy.dtype), k)
+    if len(blocks) == 1 or not in_place(ns):
+        dx, xhat = _layer_norm_grad(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
+        return (dx, *_block_param_grads(ns, gy, xhat, k, weight, bias, blocks))
+    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    gw = gb = None
+    for idx in blocks:
+        gb_ = gy[idx]
+        d, xhat = _layer_norm_grad(
+            ns, gb_, x[idx], mean[idx], rstd[idx], weight, axes, gm[idx], gr[idx], n
+        )
+        pw, pb = _norm_param_grads(ns, gb_, xhat, k, weight, bias)
+        gw = pw if gw is None else gw + pw
+        gb = pb if gb is None else gb + pb
+        del xhat, gb_
+        if dx is None:
+            dx = ns.empty(tuple(x.shape), dtype=d.dtype)
+        dx[idx] = d
+        del d
+    return dx, gw, gb
+
+
+@_layer_norm.defjvp
+def _(ns, t, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    y, mean, rstd = out
+    axes = _norm_axes(axis, x.ndim)
+    tx, tw, tb = (tuple(t) + (None, None))[:3]
+    xhat = (x - mean) * rstd
+    ty = tmean = trstd = None
+    if tx is not None:  # dxhat = rstd (tx - mean(tx)) - xhat rstd mean(xhat tx)
+        tmean = ns.mean(tx, axis=axes, keepdims=True)
+        c = ns.mean(xhat * tx, axis=axes, keepdims=True)
+        trstd = -(rstd * rstd) * c
+        dxhat = rstd * (tx - tmean) - xhat * (rstd * c)
+        ty = dxhat * weight if weight is not None else dxhat
+    if tw is not None:
+        ty = plus(ty, xhat * tw)
+    if tb is not None:
+        ty = plus(ty, ns.zeros_like(y) + tb)
+    return ty, tmean, trstd
+
+
+@_layer_norm.defbatch
+def _(ns, dims, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    nd = x.ndim - (1 if dims[0] else 0)  # an example's rank
+    axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    n = batch_size(dims, (x, weight, bias))
+    x = batched(ns, x, dims[0], n)
+    params = [
+        p if p is None or not d else to_rank(ns, p, nd)
+        for p, d in zip((weight, bias), tuple(dims[1:]) + (False, False), strict=False)
+    ]
+    return ns._layer_norm(x, *params, eps=eps, axis=tuple(a + 1 for a in axes))
+
+
+def _stats_shape(x: Any, axis: Any) -> tuple[int, ...]:
+    axes = _norm_axes(axis, x.ndim)
+    return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+
+
+def _check_params(fname: str, x: Any, *params: Any) -> None:
+    """A normalisation's weight and bias must broadcast to its input's shape."""
+    given = [tuple(p.shape) for p in params if p is not None]
+    try:
+        ok = tuple(broadcast(tuple(x.shape), *given)) == tuple(x.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{fname}(): weight/bias {given} do not broadcast to the input {tuple(x.shape)}"
+        )
+
+
+def _layer_norm_shape(a, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    params = [p for p in (weight, bias) if p is not None]
+    _check_params("layer_norm", x, weight, bias)
+    stats = _stats_shape(x, axis)
+    dtype = np.result_type(x.dtype, *(p.dtype for p in params))
+    return new(x.shape, dtype), new(stats, x.dtype), new(stats, x.dtype)
+
+
+def _norm_memory(out, x, axes, k, params, temps):
+    """A normalisation's transients: ``temps`` arrays of a block (of the whole when it is one
+    block, or not block by block), with the iterator's buffers, and a few of the statistics'
+    size."""
+    item = out.dtype.itemsize
+    if k:
+        n = piece_size(x.shape, item, k)
+    else:
+        n = math.prod(x.shape)
+    stats = math.prod(s for i, s in enumerate(x.shape) if i not in axes) or 1
+    cast = n * item if x.dtype != out.dtype else 0  # x - mean in the wider dtype
+    return (
+        temps * n * item
+        + cast
+        + 4 * stats * max(item, x.dtype.itemsize)
+        + (2 + len(params)) * min(n, BUFFER_ELEMENTS) * item
+    )
+
+
+def _layer_norm_memory(out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+    """Whole: ``x - mean``, its squares (then ``/ s``, ``* w``, ``+ b`` in place, or a new
+    array each where the dtype widens). By blocks: the same per block beside the outputs."""
+    y = out[0]
+    axes = _norm_axes(axis, x.ndim)
+    params = [p for p in (weight, bias) if p is not None]
+    k = _trailing(x, axes, weight, bias)
+    return _norm_memory(y, x, axes, k, params, 3 if k else 2)
+
+
+_layer_norm.defshape(_layer_norm_shape, memory=_layer_norm_memory)
+
+
+# -- _rms_norm -----------------------------------------------------------------------------------
+
+
+def _rms_norm_f(bk: Any, x: Any, w: Any, eps: float, axes: tuple[int, ...]) -> Any:
+    s = bk.sqrt(_sum_squares(bk, x, axes) / _count(x, axes) + eps)
+    y = x / s
+    if w is not None:
+        y = y * w if not in_place(bk) or y.dtype != bk.result_type(y, w) else _times(y, w)
+    return y, 1 / s
+
+
+@primitive(FP, needs=())
+def _rms_norm(bk: Any, x: Any, weight: Any = None, /, *, eps: float = 1e-6, axis: Any = -1) -> Any:
+    """RMS normalisation over ``axis``: ``x / sqrt(mean(x^2) + eps)``, times ``weight`` when
+    given. Returns the output and ``rstd = 1 / sqrt(mean(x^2) + eps)`` (kept dims); the VJP
+    keeps x, the weight and rstd (and the output, which the next product saves anyway)."""
+    own = _own(bk, "_rms_norm")
+    if own is not None:
+        return own(x, weight, eps=eps, axis=axis)
+    _check_params("rms_norm", x, weight)
+    axes = _norm_axes(axis, x.ndim)
+    k = _trailing(x, axes, weight)
+    if not in_place(bk) or not k:
+        return _rms_norm_f(bk, x, weight, eps, axes)
+    dtype = bk.result_type(x, *(() if weight is None else (weight,)))
+    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    if len(blocks) == 1:
+        return _rms_norm_f(bk, x, weight, eps, axes)
+    y = bk.empty(tuple(x.shape), dtype=dtype)
+    rstd = bk.empty(_stats_shape(x, axis), dtype=x.dtype)
+    for idx in blocks:
+        y[idx], rstd[idx] = _rms_norm_f(bk, x[idx], weight, eps, axes)
+    return y, rstd
+
+
+def _rms_norm_grad(ns, g, x, rstd, weight, axes, gr, n):
+    """``rstd gx - xhat (rstd mean(gx xhat) + gr rstd^2 / n)``, ``gx = g weight``."""
+    xhat = x * rstd
+    gx = g * weight if weight is not None else g
+    c = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
+    return rstd * gx - xhat * c, xhat
+
+
+@_rms_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
+def _(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
+    gy, gr = g
+    rstd = out[1]
+    axes = _norm_axes(axis, x.ndim)
+    n = _count(x, axes)
+    k = _trailing(x, axes, weight)
+    blocks = _blocks_beneath(ns, x.shape, itemsize(ns, gy.dtype), k)
+    if len(blocks) == 1 or not in_place(ns):
+        dx, xhat = _rms_norm_grad(ns, gy, x, rstd, weight, axes, gr, n)
+        return (dx, _block_param_grads(ns, gy, xhat, k, weight, None, blocks)[0])
+    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    gw = None
+    for idx in blocks:
+        gb_ = gy[idx]
+        d, xhat = _rms_norm_grad(ns, gb_, x[idx], rstd[idx], weight, axes, gr[idx], n)
+        pw = _norm_param_grads(ns, gb_, xhat, k, weight, None)[0]
+        gw = pw if gw is None else gw + pw
+        del xhat, gb_
+        if dx is None:
+            dx = ns.empty(tuple(x.shape), dtype=d.dtype)
+        dx[idx] = d
+        del d
+    return dx, gw
+
+
+@_rms_norm.defjvp
+def _(ns, t, out, x, weight=None, /, *, eps=1e-6, axis=-1):
+    rstd = out[1]
+    axes = _norm_axes(axis, x.ndim)
+    tx, tw = (tuple(t) + (None,))[:2]
+    xhat = x * rstd
+    ty = trstd = None
+    if tx is not None:  # dxhat = rstd tx - xhat rstd mean(xhat tx)
+        c = ns.mean(xhat * tx, axis=axes, keepdims=True)
+        trstd = -(rstd * rstd) * c
+        dxhat = rstd * tx - xhat * (rstd * c)
+        ty = dxhat * weight if weight is not None else dxhat
+    if tw is not None:
+        ty = plus(ty, xhat * tw)
+    return ty, trstd
+
+
+@_rms_norm.defbatch
+def _(ns, dims, x, weight=None, /, *, eps=1e-6, axis=-1):
+    nd = x.ndim - (1 if dims[0] else 0)
+    axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    n = batch_size(dims, (x, weight))
+    x = batched(ns, x, dims[0], n)
+    if weight is not None and len(dims) > 1 and dims[1]:
+        weight = to_rank(ns, weight, nd)
+    return ns._rms_norm(x, weight, eps=eps, axis=tuple(a + 1 for a in axes))
+
+
+def _rms_norm_shape(a, x, weight=None, /, *, eps=1e-6, axis=-1):
+    _check_params("rms_norm", x, weight)
+    stats = _stats_shape(x, axis)
+    dtype = x.dtype if weight is None else np.result_type(x.dtype, weight.dtype)
+    return new(x.shape, dtype), new(stats, x.dtype)
+
+
+def _rms_norm_memory(out, x, weight=None, /, *, eps=1e-6, axis=-1):
+    """The squares, then ``x / s`` (and ``* w`` in place, or new where it widens)."""
+    axes = _norm_axes(axis, x.ndim)
+    params = [] if weight is None else [weight]
+    k = _trailing(x, axes, weight)
+    return _norm_memory(out[0], x, axes, k, params, 3 if k else 2)
+
+
+_rms_norm.defshape(_rms_norm_shape, memory=_rms_norm_memory)
