@@ -5,8 +5,9 @@ VJP of a random cotangent must agree (:func:`conformance.cubed_oracle.compare`).
 Each program starts from one to three inputs (float64 or float32, 1 to 3 axes of 1 to 5) and
 applies ops to the arrays made so far: elementwise functions on their smooth domain, binaries
 with broadcasting, reductions along an axis, manipulations (permute, flip, reshape, stack,
-concat, roll, negative-step and integer-array indexing, take, broadcast_to), scans, matmul
-and where. Every input gets its own chunking: chunks of 1, chunks that do not divide the axis,
+concat, roll, negative-step and integer-array indexing, take and take_along_axis along axes
+counted from either end, broadcast_to), scans, matmul, tensordot along negative axes and
+where. Every input gets its own chunking: chunks of 1, chunks that do not divide the axis,
 one chunk, or random ones. A fixed seed; ``PROGRAMS`` in the default run, ``SLOW_PROGRAMS`` with
 ``-m slow``.
 """
@@ -156,11 +157,17 @@ def _step(rng: np.random.Generator, pool: list) -> tuple[str, Step]:  # noqa: C9
     if kind == "matmul":
         if nd == 1:
             return f"vecdot(#{i}, #{i})", lambda xp, p: xp.vecdot(p[i], xp.sin(p[i]))
-        return f"#{i} @ #{i}.mT", lambda xp, p: p[i] @ xp.matrix_transpose(xp.tanh(p[i]))
+        if nd > 3 or rng.random() < 0.5:  # tensordot's result has 2 * nd - 2 axes
+            return f"#{i} @ #{i}.mT", lambda xp, p: p[i] @ xp.matrix_transpose(xp.tanh(p[i]))
+        tax = -int(rng.integers(1, nd + 1))
+        return f"tensordot(#{i}, tanh(#{i}), axes=([{tax}], [{tax}]))", lambda xp, p: xp.tensordot(
+            p[i], xp.tanh(p[i]), axes=([tax], [tax])
+        )
     if kind == "index":
         ax = int(rng.integers(nd))
         n = x.shape[ax]
-        choice = int(rng.integers(4))
+        choice = int(rng.integers(6))
+        neg = ax - nd if rng.random() < 0.5 else ax  # the same axis, counted from the end
         if choice == 0:
             key = tuple(
                 slice(None, None, -int(rng.integers(1, 3))) if a == ax else slice(None)
@@ -169,13 +176,24 @@ def _step(rng: np.random.Generator, pool: list) -> tuple[str, Step]:  # noqa: C9
             return f"#{i}[{key}]", lambda xp, p: p[i][key]
         if choice == 1:
             idx = [int(k) for k in rng.permutation(n)]
-            return f"take(#{i}, {idx}, axis={ax})", lambda xp, p: xp.take(
-                p[i], xp.asarray(idx), axis=ax
+            return f"take(#{i}, {idx}, axis={neg})", lambda xp, p: xp.take(
+                p[i], xp.asarray(idx), axis=neg
             )
         if choice == 2:
             idx = [int(k) for k in rng.integers(0, n, size=int(rng.integers(1, 5)))]
-            return f"take(#{i}, {idx}, axis={ax})", lambda xp, p: xp.take(
-                p[i], xp.asarray(idx), axis=ax
+            return f"take(#{i}, {idx}, axis={neg})", lambda xp, p: xp.take(
+                p[i], xp.asarray(idx), axis=neg
+            )
+        if choice == 4:
+            idx = [int(k) for k in rng.integers(0, n, size=int(rng.integers(1, n + 2)))]
+            key = (slice(None),) * ax + (idx,)
+            return f"#{i}[{key}]", lambda xp, p: p[i][(slice(None),) * ax + (xp.asarray(idx),)]
+        if choice == 5:
+            return (
+                f"take_along_axis(#{i}, argsort(sin(#{i})), axis={neg})",
+                lambda xp, p: xp.take_along_axis(
+                    p[i], xp.argsort(xp.sin(p[i]), axis=neg), axis=neg
+                ),
             )
         lo = int(rng.integers(n))
         key = (slice(None),) * ax + (slice(lo, None),)
@@ -210,7 +228,8 @@ def _step(rng: np.random.Generator, pool: list) -> tuple[str, Step]:  # noqa: C9
     if choice == 5:
         ax = int(rng.integers(nd))
         shift = int(rng.integers(-3, 4))
-        return f"roll(#{i}, {shift}, axis={ax})", lambda xp, p: xp.roll(p[i], shift, axis=ax)
+        rax = None if rng.random() < 0.3 else ax - nd if rng.random() < 0.5 else ax
+        return f"roll(#{i}, {shift}, axis={rax})", lambda xp, p: xp.roll(p[i], shift, axis=rax)
     if choice == 6:
         shape = (int(rng.integers(1, 4)),) + tuple(x.shape)
         return f"broadcast_to(#{i}, {shape})", lambda xp, p: xp.broadcast_to(p[i], shape)
