@@ -97,7 +97,7 @@ arange.cannot_batch(
 
 
 @arange.defshape
-def _(a, start, /, stop=None, step=1, *, dtype=None, device=None):
+def arange_shape(a, start, /, stop=None, step=1, *, dtype=None, device=None):
     if stop is None:
         start, stop = 0, start
     n = max(0, math.ceil((stop - start) / step))
@@ -141,7 +141,7 @@ def _stacked(ns, obj, d, n):
 
 
 @asarray.defbatch
-def _(ns, dims, obj, /, *, dtype=None, device=None, copy=None):
+def asarray_batch(ns, dims, obj, /, *, dtype=None, device=None, copy=None):
     if dims[0] is True:
         return ns.asarray(obj, dtype=dtype, copy=copy)
     # a (nested) list holding batched arrays: stack the examples' values
@@ -305,7 +305,7 @@ eye.cannot_batch(SHAPE_ONLY)
 
 
 @eye.defshape
-def _(a, n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
+def eye_shape(a, n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     return new((n_rows, n_rows if n_cols is None else n_cols), _default(dtype))
 
 
@@ -322,7 +322,7 @@ from_dlpack.cannot_batch("a batched value has no single DLPack buffer; use xp.as
 
 
 @from_dlpack.defshape
-def _(a, x, /, *, device=None, copy=None):
+def from_dlpack_shape(a, x, /, *, device=None, copy=None):
     return new(x.shape, x.dtype) if copy else view(x, x.shape)
 
 
@@ -338,7 +338,7 @@ full.nondifferentiable()
 
 
 @full.defbatch
-def _(ns, dims, shape, fill_value, *, dtype=None, device=None):
+def full_batch(ns, dims, shape, fill_value, *, dtype=None, device=None):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     n = fill_value.shape[0]
     v = to_rank(ns, fill_value, len(shape))
@@ -347,7 +347,7 @@ def _(ns, dims, shape, fill_value, *, dtype=None, device=None):
 
 
 @full.defshape
-def _(a, shape, fill_value, *, dtype=None, device=None):
+def full_shape(a, shape, fill_value, *, dtype=None, device=None):
     return new(_shape(shape), _default(dtype, fill_value))
 
 
@@ -363,7 +363,7 @@ full_like.nondifferentiable()
 
 
 @full_like.defbatch
-def _(ns, dims, x, /, fill_value, *, dtype=None, device=None):
+def full_like_batch(ns, dims, x, /, fill_value, *, dtype=None, device=None):
     if not dims[1]:
         return ns.full_like(x, fill_value, dtype=dtype)
     n = fill_value.shape[0]
@@ -373,7 +373,7 @@ def _(ns, dims, x, /, fill_value, *, dtype=None, device=None):
 
 
 @full_like.defshape
-def _(a, x, /, fill_value, *, dtype=None, device=None):
+def full_like_shape(a, x, /, fill_value, *, dtype=None, device=None):
     return elementwise_out(x.shape, x.dtype if dtype is None else dtype, x)
 
 
@@ -399,7 +399,7 @@ linspace.nondifferentiable()
 
 
 @linspace.defbatch
-def _(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
+def linspace_batch(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     # num is a Python int, so each example's grid has the same length: start + (stop - start)
     # times one shared unit grid (linspace has no gradient: the ends are detached)
     n = batch_size(dims, (start, stop))
@@ -422,7 +422,7 @@ def _(ns, dims, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
 
 
 @linspace.defshape
-def _(a, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
+def linspace_shape(a, start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     cplx = isinstance(start, complex) or isinstance(stop, complex)
     return new((num,), dtype if dtype is not None else ("complex128" if cplx else "float64"))
 
@@ -454,7 +454,7 @@ meshgrid.defjvp(linear(meshgrid))
 
 
 @meshgrid.defbatch
-def _(ns, dims, *arrays, indexing="xy"):
+def meshgrid_batch(ns, dims, *arrays, indexing="xy"):
     n = next(a.shape[0] for a, d in zip(arrays, dims, strict=True) if d)
     lens = [a.shape[-1] for a in arrays]
     k = len(arrays)
@@ -474,7 +474,7 @@ def _(ns, dims, *arrays, indexing="xy"):
 
 
 @meshgrid.defshape
-def _(a, *arrays, indexing="xy"):
+def meshgrid_shape(a, *arrays, indexing="xy"):
     sizes = [x.size for x in arrays]
     if indexing == "xy" and len(sizes) >= 2:
         sizes[0], sizes[1] = sizes[1], sizes[0]

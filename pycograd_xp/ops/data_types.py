@@ -68,7 +68,7 @@ astype.defbatch(_same(astype))
 
 
 @astype.defshape
-def _(a, x, dtype, /, *, copy=True, device=None):
+def astype_shape(a, x, dtype, /, *, copy=True, device=None):
     if not copy and np.dtype(dtype) == x.dtype:
         return x
     return elementwise_out(x.shape, dtype, x)  # in the input's memory order, as NumPy's

@@ -186,13 +186,13 @@ atan2 = binary("atan2", "real floating-point")
 
 
 @atan2.defvjp(saves=("x1", "x2"))
-def _(ns, g, out, x1, x2):
+def atan2_vjp(ns, g, out, x1, x2):
     d = x1 * x1 + x2 * x2
     return g * x2 / d, -g * x1 / d
 
 
 @atan2.defjvp
-def _(ns, t, out, x1, x2):
+def atan2_jvp(ns, t, out, x1, x2):
     d = x1 * x1 + x2 * x2
     return plus(_lin(t[0], x2 / d), _lin(t[1], -x1 / d))
 
@@ -261,7 +261,7 @@ def clip(bk: Any, x: Any, /, min: Any = None, max: Any = None) -> Any:
 
 # clip: at a bound the cotangent goes to x.
 @clip.defvjp(saves=("x", "min", "max"))
-def _(ns, g, out, x, /, min=None, max=None):
+def clip_vjp(ns, g, out, x, /, min=None, max=None):
     lo = None if min is None else x >= min
     hi = None if max is None else x <= max
     if lo is None and hi is None:
@@ -277,7 +277,7 @@ clip.defjvp(TRANSPOSED)  # bounds
 
 
 @clip.defbatch
-def _(ns, dims, x, min=None, max=None):
+def clip_batch(ns, dims, x, min=None, max=None):
     x, lo, hi = align(ns, dims + (False,) * (3 - len(dims)), x, min, max)
     return ns.clip(x, lo, hi)
 
@@ -465,7 +465,7 @@ imag.defbatch(broadcast_unary(imag))
 
 
 @imag.defshape
-def _(a, x, /):
+def imag_shape(a, x, /):
     return view(x, x.shape, dtype=x.dtype.type(0).imag.dtype, contiguous=False)
 
 
@@ -607,7 +607,7 @@ multiply = binary("multiply", "numeric")
 
 # multiply/divide (and the other rules given needs=) skip the cotangents nobody needs.
 @multiply.defvjp(saves=("x1", "x2"), takes_needs=True)
-def _(ns, g, out, x1, x2, *, needs=(0, 1)):
+def multiply_vjp(ns, g, out, x1, x2, *, needs=(0, 1)):
     if x1 is x2 and needs == (0, 1):  # x * x: one term, (2 g) x, the same bits as g x + g x
         return (g + g) * x1, None
     return g * x2 if 0 in needs else None, g * x1 if 1 in needs else None
@@ -663,7 +663,7 @@ def _pow_d1(ns, x1, x2):
 
 
 @pow.defvjp(saves=("x1", "x2", "out"))
-def _(ns, g, out, x1, x2):
+def pow_vjp(ns, g, out, x1, x2):
     # d/dx1 = x2 x1^(x2-1); d/dx2 = out log(x1), taken as 0 where x1 == 0 (as in JAX)
     g1 = None if is_scalar(x1) else g * _pow_d1(ns, x1, x2)
     if is_scalar(x2):
@@ -678,7 +678,7 @@ def _(ns, g, out, x1, x2):
 
 
 @pow.defjvp
-def _(ns, t, out, x1, x2):
+def pow_jvp(ns, t, out, x1, x2):
     t1 = None if t[0] is None else t[0] * _pow_d1(ns, x1, x2)
     if t[1] is None:
         return t1
@@ -705,7 +705,7 @@ real.defbatch(broadcast_unary(real))
 
 
 @real.defshape
-def _(a, x, /):
+def real_shape(a, x, /):
     if x.dtype.kind != "c":
         return x
     return view(x, x.shape, dtype=x.dtype.type(0).real.dtype, contiguous=False)
@@ -752,7 +752,7 @@ sign = unary("sign", "numeric", _sign)
 
 
 @sign.defvjp(saves=("x", "out"))
-def _(ns, g, out, x):
+def sign_vjp(ns, g, out, x):
     # Real sign is piecewise constant: zero gradient (as in JAX). Complex sign s = z/|z| moves
     # with the phase: ct = (g - Re(g s) conj(s)) / |z|, zero at 0.
     if not is_complex(ns, x):
@@ -840,7 +840,7 @@ tanh = unary("tanh", "floating-point", _tanh)
 
 
 @tanh.defvjp(saves=("out",), takes_owned=True)
-def _(ns, g, out, x, /, *, owned=False):
+def tanh_vjp(ns, g, out, x, /, *, owned=False):
     """``g (1 - out^2)`` as ``g - out^2 g``: three passes, the last one into ``g`` itself when
     the tape says only this pass holds it (``owned``), as hand-written backprop's
     ``g *= 1 - h * h``; else a new array (which compile's replay writes into a dead buffer).

@@ -442,7 +442,7 @@ def rfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "b
 
 
 @rfftn.defvjp
-def _(ns, g, out, x, /, *, s=None, axes=None, norm="backward"):
+def rfftn_vjp(ns, g, out, x, /, *, s=None, axes=None, norm="backward"):
     axes = _axes_of(x, s, axes)
     sizes = [x.shape[a] if s is None else s[i] for i, a in enumerate(axes)]
     g = _resize(ns, g, axes[-1], sizes[-1])
@@ -468,7 +468,7 @@ def irfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "
 
 
 @irfftn.defvjp
-def _(ns, g, out, x, /, *, s=None, axes=None, norm="backward"):
+def irfftn_vjp(ns, g, out, x, /, *, s=None, axes=None, norm="backward"):
     # irfftn = irfft on the last axis after ifftn on the others
     axes = _axes_of(x, s, axes)
     last, others = axes[-1], axes[:-1]
@@ -497,7 +497,7 @@ def hfft(
 
 
 @hfft.defvjp
-def _(ns, g, out, x, /, *, n=None, axis=-1, norm="backward"):
+def hfft_vjp(ns, g, out, x, /, *, n=None, axis=-1, norm="backward"):
     # hfft(x) = irfft(conj(x)) with the dual norm
     (ct,) = _irfft_vjp(ns, g, None, x, n=n, axis=axis, norm=DUAL[norm])
     return (ns.conj(ct),)
@@ -532,7 +532,7 @@ def ihfft(
 
 
 @ihfft.defvjp
-def _(ns, g, out, x, /, *, n=None, axis=-1, norm="backward"):
+def ihfft_vjp(ns, g, out, x, /, *, n=None, axis=-1, norm="backward"):
     # ihfft(x) = conj(rfft(x)) with the dual norm
     return _rfft_vjp(ns, ns.conj(g), None, x, n=n, axis=axis, norm=DUAL[norm])
 

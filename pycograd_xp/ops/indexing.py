@@ -182,7 +182,7 @@ def _is_basic(key):
 
 
 @GETITEM.defvjp(saves=("key",))
-def _(ns, g, out, x, key):
+def GETITEM_vjp(ns, g, out, x, key):
     if _is_basic(key):  # a view: no element is picked twice
         parts = key if isinstance(key, tuple) else (key,)
         picked = tuple(k for k in parts if k is not None)  # new axes hold no elements
@@ -345,7 +345,7 @@ def _before(parts, first, nd):
 
 
 @GETITEM.defbatch
-def _(ns, T, x, key):
+def GETITEM_batch(ns, T, x, key):
     parts, plain = _plain_key(T, key)
     batched_key = [i for i, p in enumerate(parts) if type(p) is T and p.batched]
     adv = _advanced(plain)
@@ -439,7 +439,7 @@ def _gather_simple(ns, T, data, entries):
 
 
 @GETITEM.defshape
-def _(a, x, key):
+def GETITEM_shape(a, x, key):
     shape, is_view = selection(x.shape, key)
     return view(x, shape, contiguous=False) if is_view else new(shape, x.dtype)
 
@@ -459,7 +459,7 @@ def _has_array_index(ns, key):
 
 
 @SETITEM.defvjp(saves=("key",))
-def _(ns, g, out, x, key, value):
+def SETITEM_vjp(ns, g, out, x, key, value):
     gx = ns.asarray(g, copy=True)
     gx[key] = 0
     gv = g[key]
@@ -493,7 +493,7 @@ SETITEM.defjvp(TRANSPOSED)
 
 
 @SETITEM.defbatch
-def _(ns, T, x, key, value):
+def SETITEM_batch(ns, T, x, key, value):
     parts, plain = _plain_key(T, key)
     if any(type(p) is T and p.batched for p in parts):
         _setitem_batched_key(ns, T, x, parts, value)
@@ -577,7 +577,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
 
 
 @SETITEM.defshape
-def _(a, x, key, value):
+def SETITEM_shape(a, x, key, value):
     # one value written through a mask (x[mask] = 0.0) needs no count of the selected elements
     shape, _ = selection(x.shape, key, exact=is_array(value) and value.size != 1)
     if is_array(value):
@@ -593,7 +593,7 @@ def take(bk: Any, x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
 
 
 @take.defvjp(saves=("indices",))
-def _(ns, g, out, x, indices, /, *, axis=None):
+def take_vjp(ns, g, out, x, indices, /, *, axis=None):
     axis = 0 if axis is None else axis
     return _scatter(ns, x, g, ns.take(_positions(ns, x), indices, axis=axis)), None
 
@@ -602,7 +602,7 @@ take.defjvp(linear(take))
 
 
 @take.defbatch
-def _(ns, dims, x, indices, /, *, axis=None):
+def take_batch(ns, dims, x, indices, /, *, axis=None):
     bx, bi = dims
     a = 0 if axis is None else axis
     if bx and not bi:
@@ -651,7 +651,7 @@ def take_along_axis(bk: Any, x: Any, indices: Any, /, *, axis: int = -1) -> Any:
 
 
 @take_along_axis.defvjp(saves=("indices",))
-def _(ns, g, out, x, indices, /, *, axis=-1):
+def take_along_axis_vjp(ns, g, out, x, indices, /, *, axis=-1):
     where = ns.take_along_axis(_positions(ns, x), indices, axis=axis)
     return _scatter(ns, x, g, where), None
 
@@ -660,7 +660,7 @@ take_along_axis.defjvp(linear(take_along_axis))
 
 
 @take_along_axis.defbatch
-def _(ns, dims, x, indices, /, *, axis=-1):
+def take_along_axis_batch(ns, dims, x, indices, /, *, axis=-1):
     n = x.shape[0] if dims[0] else indices.shape[0]
     x, indices = batched(ns, x, dims[0], n), batched(ns, indices, dims[1], n)
     return ns.take_along_axis(x, indices, axis=shift(axis, x.ndim - 1))

@@ -197,7 +197,7 @@ def cholesky(bk: Any, x: Any, /, *, upper: bool = False) -> Any:
 
 
 @cholesky.defvjp(saves=("out",))
-def _(ns, g, out, x, /, *, upper=False):
+def cholesky_vjp(ns, g, out, x, /, *, upper=False):
     _real_only(ns, x, "cholesky")
     L = mT(ns, out) if upper else out
     # Only the triangle carries the output: project the cotangent onto it first, so that a
@@ -241,7 +241,7 @@ def cross(bk: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
 
 
 @cross.defvjp(saves=("x1", "x2"))
-def _(ns, g, out, x1, x2, /, *, axis=-1):
+def cross_vjp(ns, g, out, x1, x2, /, *, axis=-1):
     return ns.linalg.cross(x2, g, axis=axis), ns.linalg.cross(g, x1, axis=axis)
 
 
@@ -249,7 +249,7 @@ cross.defjvp(bilinear(cross))
 
 
 @cross.defbatch
-def _(ns, dims, x1, x2, /, *, axis=-1):
+def cross_batch(ns, dims, x1, x2, /, *, axis=-1):
     x1, x2 = align(ns, dims, x1, x2)
     if axis >= 0:
         axis = axis - max(x1.ndim, x2.ndim)
@@ -287,7 +287,7 @@ def det(bk: Any, x: Any, /) -> Any:
 
 
 @det.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def det_vjp(ns, g, out, x, /):
     # d det(x) = sum(cofactor(x) * dx), singular x included (where det(x) inv(x)^T has no value)
     return (g[..., None, None] * call(ns, "_cofactor", x),)
 
@@ -338,7 +338,7 @@ def _cofactor(bk: Any, x: Any, /) -> Any:
 
 
 @_cofactor.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /):
+def _cofactor_vjp(ns, g, out, x, /):
     # cofactor(x) = det(x) inv(x)^T: d cofactor = tr(inv(x) dx) cofactor - cofactor dx^T inv(x)^T.
     # At a singular x this needs inv(x) and raises: second derivatives of det stop there.
     inv_t = mT(ns, ns.linalg.inv(x))
@@ -386,7 +386,7 @@ def diagonal(bk: Any, x: Any, /, *, offset: int = 0) -> Any:
 
 
 @diagonal.defvjp
-def _(ns, g, out, x, /, *, offset=0):
+def diagonal_vjp(ns, g, out, x, /, *, offset=0):
     m, n = x.shape[-2], x.shape[-1]
     length = g.shape[-1]
     rows = eye(ns, g, length, m, k=max(-offset, 0), dtype=g.dtype)  # row l + max(-k, 0)
@@ -416,7 +416,7 @@ def eig(bk: Any, x: Any, /) -> Any:
 
 
 @eig.defvjp
-def _(ns, g, out, x, /):
+def eig_vjp(ns, g, out, x, /):
     raise NotImplementedError(
         "linalg.eig: the eigenvector gradient is not implemented (eigenvectors of a general "
         "matrix are defined only up to scale); linalg.eigvals is differentiable"
@@ -452,7 +452,7 @@ def eigh(bk: Any, x: Any, /) -> Any:
 
 
 @eigh.defvjp(saves=("out",))
-def _(ns, g, out, x, /):
+def eigh_vjp(ns, g, out, x, /):
     _real_only(ns, x, "eigh")
     gw, gV = g
     w, V = out
@@ -491,7 +491,7 @@ def eigvals(bk: Any, x: Any, /) -> Any:
 
 
 @eigvals.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def eigvals_vjp(ns, g, out, x, /):
     # dw = diag(V^-1 dx V): ct = V^-T diag(g) V^T (holomorphic, diagonalizable x)
     _, V = ns.linalg.eig(x)
     return (mT(ns, ns.linalg.inv(V)) @ (g[..., :, None] * mT(ns, V)),)
@@ -523,7 +523,7 @@ def eigvalsh(bk: Any, x: Any, /) -> Any:
 
 
 @eigvalsh.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def eigvalsh_vjp(ns, g, out, x, /):
     _real_only(ns, x, "eigvalsh")
     _, V = ns.linalg.eigh(x)
     return ((V * g[..., None, :]) @ mT(ns, V),)
@@ -554,7 +554,7 @@ def inv(bk: Any, x: Any, /) -> Any:
 
 
 @inv.defvjp(saves=("out",))
-def _(ns, g, out, x, /):
+def inv_vjp(ns, g, out, x, /):
     return (-mT(ns, out) @ g @ mT(ns, out),)
 
 
@@ -588,7 +588,7 @@ def matrix_norm(bk: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro")
 
 
 @matrix_norm.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, keepdims=False, ord="fro"):
+def matrix_norm_vjp(ns, g, out, x, /, *, keepdims=False, ord="fro"):
     ge = g if keepdims else g[..., None, None]
     oe = out if keepdims else out[..., None, None]
     if ord in _FROBENIUS:
@@ -657,7 +657,7 @@ def _eye_like(ns, x):
 
 
 @matrix_power.defvjp(saves=("x",))
-def _(ns, g, out, x, n, /):
+def matrix_power_vjp(ns, g, out, x, n, /):
     if n == 0:
         return ns.zeros_like(g), None
     a = x if n > 0 else ns.linalg.inv(x)
@@ -765,7 +765,7 @@ def outer(bk: Any, x1: Any, x2: Any, /) -> Any:
 
 
 @outer.defvjp(saves=("x1", "x2"))
-def _(ns, g, out, x1, x2, /):
+def outer_vjp(ns, g, out, x1, x2, /):
     return g @ x2, x1 @ g
 
 
@@ -773,7 +773,7 @@ outer.defjvp(bilinear(outer))
 
 
 @outer.defbatch
-def _(ns, dims, x1, x2, /):
+def outer_batch(ns, dims, x1, x2, /):
     a = x1[..., None]
     b = x2[:, None, :] if dims[1] else x2[None, :]
     return ns.multiply(a, b)
@@ -800,7 +800,7 @@ def pinv(bk: Any, x: Any, /, *, rtol: Any = None) -> Any:
 
 
 @pinv.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, rtol=None):
+def pinv_vjp(ns, g, out, x, /, *, rtol=None):
     _real_only(ns, x, "pinv")
     P = out
     m, n = x.shape[-2], x.shape[-1]
@@ -843,7 +843,7 @@ def qr(bk: Any, x: Any, /, *, mode: str = "reduced") -> Any:
 
 
 @qr.defvjp(saves=("out",))
-def _(ns, g, out, x, /, *, mode="reduced"):
+def qr_vjp(ns, g, out, x, /, *, mode="reduced"):
     _real_only(ns, x, "qr")
     m, n = x.shape[-2], x.shape[-1]
     if mode == "complete" and m > n:
@@ -913,7 +913,7 @@ def slogdet(bk: Any, x: Any, /) -> Any:
 
 
 @slogdet.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /):
+def slogdet_vjp(ns, g, out, x, /):
     g_sign, g_log = g
     sign = out[0]
     if values_known(ns) and bool(ns.any(sign == 0)):
@@ -949,7 +949,7 @@ def solve(bk: Any, x1: Any, x2: Any, /) -> Any:
 
 
 @solve.defvjp(saves=("x1", "out"))
-def _(ns, g, out, x1, x2, /):
+def solve_vjp(ns, g, out, x1, x2, /):
     vector = x2.ndim == 1
     if vector:  # g is a stack of vectors: solve it as one-column matrices
         gb = ns.linalg.solve(mT(ns, x1), g[..., None])[..., 0]
@@ -966,7 +966,7 @@ solve.defjvp(TRANSPOSED)
 
 
 @solve.defbatch
-def _(ns, dims, x1, x2, /):
+def solve_batch(ns, dims, x1, x2, /):
     b1, b2 = dims
     r2 = x2.ndim - b2
     if r2 == 1:
@@ -1038,7 +1038,7 @@ def _svd_ct(ns, x, U, s, Vh, gU, gs, gVh):
 
 
 @svd.defvjp(saves=("out",))
-def _(ns, g, out, x, /, *, full_matrices=True):
+def svd_vjp(ns, g, out, x, /, *, full_matrices=True):
     _real_only(ns, x, "svd")
     m, n = x.shape[-2], x.shape[-1]
     if full_matrices and m != n:
@@ -1082,7 +1082,7 @@ def svdvals(bk: Any, x: Any, /) -> Any:
 
 
 @svdvals.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def svdvals_vjp(ns, g, out, x, /):
     _real_only(ns, x, "svdvals")
     U, _, Vh = ns.linalg.svd(x, full_matrices=False)
     return ((U * g[..., None, :]) @ Vh,)
@@ -1112,7 +1112,7 @@ def trace(bk: Any, x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
 
 
 @trace.defvjp
-def _(ns, g, out, x, /, *, offset=0, dtype=None):
+def trace_vjp(ns, g, out, x, /, *, offset=0, dtype=None):
     eye_mn = eye(ns, g, x.shape[-2], x.shape[-1], k=offset, dtype=g.dtype)
     return (g[..., None, None] * eye_mn,)
 
@@ -1139,7 +1139,7 @@ def vector_norm(
 
 
 @vector_norm.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, axis=None, keepdims=False, ord=2):
+def vector_norm_vjp(ns, g, out, x, /, *, axis=None, keepdims=False, ord=2):
     ge = expand_to(ns, g, x, axis, keepdims)
     oe = expand_to(ns, out, x, axis, keepdims)
     a = ns.abs(x)
@@ -1161,7 +1161,7 @@ vector_norm.defjvp(TRANSPOSED)
 
 
 @vector_norm.defbatch
-def _(ns, dims, x, /, *, axis=None, keepdims=False, ord=2):
+def vector_norm_batch(ns, dims, x, /, *, axis=None, keepdims=False, ord=2):
     nd = x.ndim - 1
     axis = tuple(range(1, nd + 1)) if axis is None else shift(axis, nd)
     return ns.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)

@@ -89,7 +89,7 @@ def matmul(bk: Any, x1: Any, x2: Any, /) -> Any:
 
 
 @matmul.defvjp(saves=("x1", "x2"), takes_needs=True)
-def _(ns, g, out, x1, x2, /, *, needs=(0, 1)):
+def matmul_vjp(ns, g, out, x1, x2, /, *, needs=(0, 1)):
     # With a vector operand the cotangents are an outer product (elementwise) and a
     # vector-matrix product: no transposed copy of the matrix (on Cubed a transpose is a pass
     # over the data). Otherwise promote as matmul does; the engine sums broadcast batch axes.
@@ -120,7 +120,7 @@ matmul.defjvp(bilinear(matmul))
 
 
 @matmul.defbatch
-def _(ns, dims, x1, x2, /):
+def matmul_batch(ns, dims, x1, x2, /):
     b1, b2 = dims
     r1, r2 = x1.ndim - b1, x2.ndim - b2
     if b1 and not b2:
@@ -229,7 +229,7 @@ def _inverse(perm):
 
 
 @tensordot.defvjp(saves=("x1", "x2"), takes_needs=True)
-def _(ns, g, out, x1, x2, /, *, axes=2, needs=(0, 1)):
+def tensordot_vjp(ns, g, out, x1, x2, /, *, axes=2, needs=(0, 1)):
     a_ax, b_ax = tensordot_axes(axes, x1.ndim, x2.ndim)
     free_a = [i for i in range(x1.ndim) if i not in a_ax]
     free_b = [i for i in range(x2.ndim) if i not in b_ax]
@@ -251,7 +251,7 @@ tensordot.defjvp(bilinear(tensordot))
 
 
 @tensordot.defbatch
-def _(ns, dims, x1, x2, /, *, axes=2):
+def tensordot_batch(ns, dims, x1, x2, /, *, axes=2):
     b1, b2 = dims
     r1, r2 = x1.ndim - b1, x2.ndim - b2
     a1, a2 = tensordot_axes(axes, r1, r2)
@@ -312,7 +312,7 @@ def vecdot(bk: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
 
 
 @vecdot.defvjp(saves=("x1", "x2"))
-def _(ns, g, out, x1, x2, /, *, axis=-1):
+def vecdot_vjp(ns, g, out, x1, x2, /, *, axis=-1):
     # out = sum(conj(x1) * x2): x2 gets g conj(x1); x1 gets conj(g x2).
     ge = ns.expand_dims(g, axis=axis)
     return ns.conj(ge * x2), ge * ns.conj(x1)
@@ -322,7 +322,7 @@ vecdot.defjvp(bilinear(vecdot))
 
 
 @vecdot.defbatch
-def _(ns, dims, x1, x2, /, *, axis=-1):
+def vecdot_batch(ns, dims, x1, x2, /, *, axis=-1):
     x1, x2 = align(ns, dims, x1, x2)
     if axis >= 0:
         axis = axis - max(x1.ndim, x2.ndim)
@@ -465,7 +465,7 @@ def _einsum(bk: Any, subscripts: str, /, *operands: Any, optimize: Any = False) 
 
 
 @_einsum.defvjp(saves=("operands",), takes_needs=True)
-def _(ns, g, out, subscripts, /, *operands, optimize=False, needs=None):
+def _einsum_vjp(ns, g, out, subscripts, /, *operands, optimize=False, needs=None):
     terms, outt = einsum_terms(subscripts, [x.ndim for x in operands])
     used = set("".join(terms)) | set(outt)
     free = iter(c for c in _EINSUM_LETTERS if c not in used)
@@ -502,7 +502,7 @@ def _(ns, g, out, subscripts, /, *operands, optimize=False, needs=None):
 
 
 @_einsum.defjvp
-def _(ns, t, out, subscripts, /, *operands, optimize=False):
+def _einsum_jvp(ns, t, out, subscripts, /, *operands, optimize=False):
     terms = []
     for i, ti in enumerate(t[1:]):
         if ti is not None:
@@ -513,7 +513,7 @@ def _(ns, t, out, subscripts, /, *operands, optimize=False):
 
 
 @_einsum.defbatch
-def _(ns, dims, subscripts, /, *operands, optimize=False):
+def _einsum_batch(ns, dims, subscripts, /, *operands, optimize=False):
     ranks = [x.ndim - (1 if d else 0) for x, d in zip(operands, dims[1:], strict=True)]
     terms, outt = einsum_terms(subscripts, ranks)
     used = set("".join(terms)) | set(outt)

@@ -86,7 +86,7 @@ broadcast_arrays.defjvp(linear(broadcast_arrays))
 
 
 @broadcast_arrays.defbatch
-def _(ns, dims, *arrays):
+def broadcast_arrays_batch(ns, dims, *arrays):
     n = batch_size(dims, arrays)
     shape = ns.broadcast_shapes(
         *[tuple(a.shape[1:]) if d else tuple(a.shape) for a, d in zip(arrays, dims, strict=True)]
@@ -98,7 +98,7 @@ def _(ns, dims, *arrays):
 
 
 @broadcast_arrays.defshape
-def _(a, *arrays):
+def broadcast_arrays_shape(a, *arrays):
     shape = broadcast(*(x.shape for x in arrays))
     return tuple(view(x, shape, contiguous=x.shape == shape) for x in arrays)
 
@@ -129,13 +129,13 @@ broadcast_to.defjvp(linear(broadcast_to))
 
 
 @broadcast_to.defbatch
-def _(ns, dims, x, /, shape):
+def broadcast_to_batch(ns, dims, x, /, shape):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return ns.broadcast_to(to_rank(ns, x, len(shape)), (x.shape[0], *shape))
 
 
 @broadcast_to.defshape
-def _(a, x, /, shape):
+def broadcast_to_shape(a, x, /, shape):
     shape = tuple(shape)
     broadcast(x.shape, shape)  # raises as the backend does when they do not broadcast
     return view(x, shape, contiguous=x.shape == shape)
@@ -150,7 +150,7 @@ def concat(bk: Any, arrays: Any, /, *, axis: int | None = 0) -> Any:
 
 
 @concat.defvjp
-def _(ns, g, out, arrays, /, *, axis=0):
+def concat_vjp(ns, g, out, arrays, /, *, axis=0):
     if axis is None:
         flat = _split(ns, g, [a.size for a in arrays], 0)
         return ([ns.reshape(p, tuple(a.shape)) for p, a in zip(flat, arrays, strict=True)],)
@@ -162,7 +162,7 @@ concat.defjvp(linear(concat))
 
 
 @concat.defbatch
-def _(ns, dims, arrays, /, *, axis=0):
+def concat_batch(ns, dims, arrays, /, *, axis=0):
     n, xs = _members(ns, dims, arrays)
     if axis is None:
         return ns.concat([ns.reshape(x, (n, -1)) for x in xs], axis=1)
@@ -170,7 +170,7 @@ def _(ns, dims, arrays, /, *, axis=0):
 
 
 @concat.defshape
-def _(a, arrays, /, *, axis=0):
+def concat_shape(a, arrays, /, *, axis=0):
     dtype = np.result_type(*(x.dtype for x in arrays))
     if axis is None:
         return new((sum(x.size for x in arrays),), dtype)
@@ -193,13 +193,13 @@ expand_dims.defjvp(linear(expand_dims))
 
 
 @expand_dims.defbatch
-def _(ns, dims, x, /, axis):
+def expand_dims_batch(ns, dims, x, /, axis):
     k = len(axis) if isinstance(axis, tuple | list) else 1
     return ns.expand_dims(x, axis=shift(axis, x.ndim - 1 + k))
 
 
 @expand_dims.defshape
-def _(a, x, /, axis):
+def expand_dims_shape(a, x, /, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = x.ndim + len(axes)
     axes = {ax % ndim for ax in axes}
@@ -220,13 +220,13 @@ flip.defjvp(linear(flip))
 
 
 @flip.defbatch
-def _(ns, dims, x, /, *, axis=None):
+def flip_batch(ns, dims, x, /, *, axis=None):
     nd = x.ndim - 1
     return ns.flip(x, axis=tuple(range(1, nd + 1)) if axis is None else shift(axis, nd))
 
 
 @flip.defshape
-def _(a, x, /, *, axis=None):
+def flip_shape(a, x, /, *, axis=None):
     return view(x, x.shape, contiguous=False)
 
 
@@ -245,13 +245,13 @@ moveaxis.defjvp(linear(moveaxis))
 
 
 @moveaxis.defbatch
-def _(ns, dims, x, source, destination, /):
+def moveaxis_batch(ns, dims, x, source, destination, /):
     nd = x.ndim - 1
     return ns.moveaxis(x, shift(source, nd), shift(destination, nd))
 
 
 @moveaxis.defshape
-def _(a, x, source, destination, /):
+def moveaxis_shape(a, x, source, destination, /):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [s % x.ndim for s in src]
@@ -271,7 +271,7 @@ def permute_dims(bk: Any, x: Any, /, axes: Any) -> Any:
 
 
 @permute_dims.defvjp
-def _(ns, g, out, x, /, axes):
+def permute_dims_vjp(ns, g, out, x, /, axes):
     inverse = [0] * len(axes)
     for i, a in enumerate(axes):
         inverse[a % len(axes)] = i
@@ -282,7 +282,7 @@ permute_dims.defjvp(linear(permute_dims))
 
 
 @permute_dims.defbatch
-def _(ns, dims, x, /, axes):
+def permute_dims_batch(ns, dims, x, /, axes):
     return ns.permute_dims(x, (0, *shift(tuple(axes), x.ndim - 1)))
 
 
@@ -302,7 +302,7 @@ def repeat(bk: Any, x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
 
 
 @repeat.defvjp(saves=("repeats",))
-def _(ns, g, out, x, repeats, /, *, axis=None):
+def repeat_vjp(ns, g, out, x, repeats, /, *, axis=None):
     # Sum each run of copies: differences of the cumulative sum at the run boundaries.
     if axis is None:
         x_shape, axis = (x.size,), 0
@@ -324,7 +324,7 @@ repeat.defjvp(linear(repeat))
 
 
 @repeat.defbatch
-def _(ns, dims, x, repeats, /, *, axis=None):
+def repeat_batch(ns, dims, x, repeats, /, *, axis=None):
     if len(dims) > 1 and dims[1]:
         raise UnbatchableError(
             "vmap: repeat() cannot be batched over its repeats: each "
@@ -381,13 +381,13 @@ reshape.defjvp(linear(reshape))
 
 
 @reshape.defbatch
-def _(ns, dims, x, /, shape, *, copy=None):
+def reshape_batch(ns, dims, x, /, shape, *, copy=None):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return ns.reshape(x, (x.shape[0], *shape), copy=copy)
 
 
 @reshape.defshape
-def _(a, x, /, shape, *, copy=None):
+def reshape_shape(a, x, /, shape, *, copy=None):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
@@ -408,7 +408,7 @@ def roll(bk: Any, x: Any, /, shift: Any, *, axis: Any = None) -> Any:
 
 
 @roll.defvjp
-def _(ns, g, out, x, /, shift, *, axis=None):
+def roll_vjp(ns, g, out, x, /, shift, *, axis=None):
     back = tuple(-s for s in shift) if isinstance(shift, tuple) else -shift
     return (ns.roll(g, back, axis=axis),)
 
@@ -455,12 +455,12 @@ squeeze.defjvp(linear(squeeze))
 
 
 @squeeze.defbatch
-def _(ns, dims, x, /, axis):
+def squeeze_batch(ns, dims, x, /, axis):
     return ns.squeeze(x, axis=shift(axis, x.ndim - 1))
 
 
 @squeeze.defshape
-def _(a, x, /, axis):
+def squeeze_shape(a, x, /, axis):
     axes = norm_axes(axis, x.ndim)
     return view(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
@@ -478,13 +478,13 @@ stack.defjvp(linear(stack))
 
 
 @stack.defbatch
-def _(ns, dims, arrays, /, *, axis=0):
+def stack_batch(ns, dims, arrays, /, *, axis=0):
     n, xs = _members(ns, dims, arrays)
     return ns.stack(xs, axis=shift(axis, xs[0].ndim))
 
 
 @stack.defshape
-def _(a, arrays, /, *, axis=0):
+def stack_shape(a, arrays, /, *, axis=0):
     shape = list(arrays[0].shape)
     shape.insert(axis % (len(shape) + 1), len(arrays))
     return _in_their_order(shape, np.result_type(*(x.dtype for x in arrays)), arrays)
@@ -499,7 +499,7 @@ def tile(bk: Any, x: Any, repetitions: Any, /) -> Any:
 
 
 @tile.defvjp
-def _(ns, g, out, x, repetitions, /):
+def tile_vjp(ns, g, out, x, repetitions, /):
     d = max(x.ndim, len(repetitions))
     xs = (1,) * (d - x.ndim) + tuple(x.shape)
     rs = (1,) * (d - len(repetitions)) + tuple(repetitions)
@@ -512,7 +512,7 @@ tile.defjvp(linear(tile))
 
 
 @tile.defbatch
-def _(ns, dims, x, repetitions, /):
+def tile_batch(ns, dims, x, repetitions, /):
     reps = tuple(repetitions)
     nd = x.ndim - 1
     if len(reps) < nd:
@@ -566,7 +566,7 @@ unstack.defjvp(linear(unstack))
 
 
 @unstack.defbatch
-def _(ns, dims, x, /, *, axis=0):
+def unstack_batch(ns, dims, x, /, *, axis=0):
     return ns.unstack(x, axis=shift(axis, x.ndim - 1))
 
 

@@ -140,7 +140,7 @@ nonzero.cannot_batch(
 
 
 @nonzero.defshape
-def _(a, x, /):
+def nonzero_shape(a, x, /):
     if x.value is not None:  # a known constant: exactly its nonzero elements
         n = int(np.count_nonzero(x.value))
     else:
@@ -161,7 +161,7 @@ searchsorted.nondifferentiable()
 
 
 @searchsorted.defbatch
-def _(ns, dims, x1, x2, /, *, side="left", sorter=None):
+def searchsorted_batch(ns, dims, x1, x2, /, *, side="left", sorter=None):
     s_b = getattr(sorter, "batched", False)
     sorter = getattr(sorter, "data", sorter)
     if not dims[0] and not s_b:  # one sorted array for every example: one search
@@ -179,7 +179,7 @@ def _(ns, dims, x1, x2, /, *, side="left", sorter=None):
 
 
 @searchsorted.defshape
-def _(a, x1, x2, /, *, side="left", sorter=None):
+def searchsorted_shape(a, x1, x2, /, *, side="left", sorter=None):
     return new(x2.shape if is_array(x2) else (), "int64")  # x2 may be a Python scalar
 
 
@@ -192,7 +192,7 @@ def where(bk: Any, condition: Any, x1: Any, x2: Any, /) -> Any:
 
 
 @where.defvjp(saves=("condition",), takes_needs=True)
-def _(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
+def where_vjp(ns, g, out, condition, x1, x2, /, *, needs=(1, 2)):
     return (
         None,
         select(ns, condition, g, 0) if 1 in needs else None,
@@ -204,7 +204,7 @@ where.defjvp(linear(where))
 
 
 @where.defbatch
-def _(ns, dims, condition, x1, x2):
+def where_batch(ns, dims, condition, x1, x2):
     return ns.where(*align(ns, dims, condition, x1, x2))
 
 

@@ -85,7 +85,7 @@ isin.nondifferentiable()
 
 
 @isin.defbatch
-def _(ns, dims, x1, x2, /, *, invert=False):
+def isin_batch(ns, dims, x1, x2, /, *, invert=False):
     if not dims[1]:
         return ns.isin(x1, x2, invert=invert)
     n = x2.shape[0]
@@ -143,7 +143,7 @@ def unique_all(bk: Any, x: Any, /) -> Any:
 
 
 @unique_all.defvjp(saves=("out",))
-def _(ns, g, out, x, /):
+def unique_all_vjp(ns, g, out, x, /):
     return (_scatter(ns, x, g[0], out[1]),)
 
 
@@ -181,7 +181,7 @@ def unique_counts(bk: Any, x: Any, /) -> Any:
 
 
 @unique_counts.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def unique_counts_vjp(ns, g, out, x, /):
     return (_scatter(ns, x, g[0], ns.unique_all(x).indices),)
 
 
@@ -214,7 +214,7 @@ def unique_inverse(bk: Any, x: Any, /) -> Any:
 
 
 @unique_inverse.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def unique_inverse_vjp(ns, g, out, x, /):
     return (_scatter(ns, x, g[0], ns.unique_all(x).indices),)
 
 
@@ -246,7 +246,7 @@ def unique_values(bk: Any, x: Any, /) -> Any:
 
 
 @unique_values.defvjp(saves=("x",))
-def _(ns, g, out, x, /):
+def unique_values_vjp(ns, g, out, x, /):
     return (_scatter(ns, x, g, ns.unique_all(x).indices),)
 
 

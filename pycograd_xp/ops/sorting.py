@@ -105,7 +105,7 @@ def sort(
 
 
 @sort.defvjp(saves=("x",))
-def _(ns, g, out, x, /, *, axis=-1, descending=False, stable=True):
+def sort_vjp(ns, g, out, x, /, *, axis=-1, descending=False, stable=True):
     # out = take_along_axis(x, p); its adjoint applies the inverse permutation argsort(p).
     # Ties follow the (stable) permutation the forward pass used.
     p = ns.argsort(x, axis=axis, descending=descending, stable=True)

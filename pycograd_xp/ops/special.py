@@ -1173,14 +1173,14 @@ def _logsumexp(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) 
 
 
 @_logsumexp.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, axis=None, keepdims=False):
+def _logsumexp_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
     # d/dx_i = exp(x_i - out): the softmax, from the output
     w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
     return (_kept(ns, g, x.ndim, axis, keepdims) * w,)
 
 
 @_logsumexp.defjvp
-def _(ns, t, out, x, /, *, axis=None, keepdims=False):
+def _logsumexp_jvp(ns, t, out, x, /, *, axis=None, keepdims=False):
     w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
     return ns.sum(t[0] * w, axis=axis, keepdims=keepdims)
 

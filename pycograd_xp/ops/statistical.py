@@ -109,7 +109,7 @@ def cumulative_prod(
 
 
 @cumulative_prod.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
+def cumulative_prod_vjp(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
     # ct_i = sum_{k>=i} g_k out_k / x_i is exact while no zero precedes i. At the first zero z,
     # ct_z = sum_{k>=z} g_k out'_k with out' the cumulative product with x_z replaced by 1;
     # after it every product holds x_z = 0 and ct is 0. All branch-free. That ct is exact but
@@ -180,7 +180,7 @@ def cumulative_sum(
 
 
 @cumulative_sum.defvjp
-def _(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
+def cumulative_sum_vjp(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
     axis = 0 if axis is None else axis % x.ndim
     ct = _reverse_cumsum(ns, g, axis)
     return (_along(ns, ct, axis, 1) if include_initial else ct,)
@@ -227,7 +227,7 @@ def mean(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any
 
 
 @mean.defvjp
-def _(ns, g, out, x, /, *, axis=None, keepdims=False):
+def mean_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
     n = count(tuple(x.shape), norm_axes(axis, x.ndim))
     # scale the reduced cotangent, then broadcast it (a view on NumPy): the same values as
     # scaling the broadcast, without an op (and, on NumPy, an array) the size of x
@@ -248,7 +248,7 @@ def prod(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: b
 
 
 @prod.defvjp(saves=("x",))
-def _(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
+def prod_vjp(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
     # The product of all the other elements, as exclusive cumulative products from the left and
     # from the right: exact with zeros, O(n), no division.
     axes = norm_axes(axis, x.ndim)
@@ -300,7 +300,7 @@ def _var_vjp(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 @std.defvjp(saves=("x", "out"))
-def _(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
+def std_vjp(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
     # std = sqrt(var); where std is 0 (constant data) the gradient is taken as 0
     gv = ns.where(out == 0, 0.0, g / (2 * ns.where(out == 0, 1.0, out)))
     return _var_vjp(ns, gv, None, x, axis=axis, correction=correction, keepdims=keepdims)
@@ -323,7 +323,7 @@ def sum(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bo
 
 
 @sum.defvjp
-def _(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
+def sum_vjp(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
     return (expand_to(ns, g, x, axis, keepdims),)
 
 

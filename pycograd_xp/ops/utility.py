@@ -54,7 +54,7 @@ def diff(
 
 
 @diff.defvjp(diff_kwargs=("prepend", "append"))
-def _(ns, g, out, x, /, *, axis=-1, n=1, prepend=None, append=None):
+def diff_vjp(ns, g, out, x, /, *, axis=-1, n=1, prepend=None, append=None):
     # diff is linear: out = D^n (prepend ++ x ++ append). The adjoint of one first difference
     # y_i = z_{i+1} - z_i is  z_j = y_{j-1} - y_j (zero outside), applied n times.
     axis = axis % x.ndim
@@ -88,7 +88,7 @@ diff.defjvp(linear(diff))
 
 
 @diff.defbatch
-def _(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
+def diff_batch(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
     b = x.shape[0] if dims[0] else None
     parts = {}
     for k, v in (("prepend", prepend), ("append", append)):

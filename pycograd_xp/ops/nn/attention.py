@@ -327,7 +327,9 @@ def _attention_grad_whole(ns, g, glse, q, k, v, mask, maskf, out, lse, is_causal
 
 
 @_attention.defvjp(saves=("query", "key", "value", "mask", "out"), takes_needs=True)
-def _(ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None, needs=(0, 1, 2, 3)):
+def _attention_vjp(
+    ns, g, out, q, k, v, /, mask=None, *, is_causal=False, scale=None, needs=(0, 1, 2, 3)
+):
     go, glse = g
     o, lse = out
     batch, lq, lk, h = _attention_shapes(q, k, v)
@@ -398,7 +400,7 @@ _attention.defjvp(TRANSPOSED)
 
 
 @_attention.defbatch
-def _(ns, dims, q, k, v, /, mask=None, *, is_causal=False, scale=None):
+def _attention_batch(ns, dims, q, k, v, /, mask=None, *, is_causal=False, scale=None):
     n = batch_size(dims, (q, k, v, mask))
     r = max(a.ndim - (1 if d else 0) for a, d in zip((q, k, v), dims, strict=False))
     q, k, v = (to_rank(ns, batched(ns, a, d, n), r) for a, d in zip((q, k, v), dims, strict=False))

@@ -183,7 +183,7 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse):
 
 
 @_cross_entropy.defvjp(saves=("logits", "labels", "out"))
-def _(ns, g, out, logits, /, labels):
+def _cross_entropy_vjp(ns, g, out, logits, /, labels):
     gl, glse = g
     lse = out[1]
     labels = _labels(ns, logits, labels, check=False)
@@ -206,7 +206,7 @@ def _(ns, g, out, logits, /, labels):
 
 
 @_cross_entropy.defjvp
-def _(ns, t, out, logits, /, labels):
+def _cross_entropy_jvp(ns, t, out, logits, /, labels):
     loss, lse = out
     labels = _labels(ns, logits, labels, check=False)
     tz, ty = (tuple(t) + (None,))[:2]
@@ -224,7 +224,7 @@ def _(ns, t, out, logits, /, labels):
 
 
 @_cross_entropy.defbatch
-def _(ns, dims, logits, /, labels):
+def _cross_entropy_batch(ns, dims, logits, /, labels):
     n = batch_size(dims, (logits, labels))
     r = logits.ndim - (1 if dims[0] else 0)  # an example's rank
     if ns.isdtype(labels.dtype, "integral"):

@@ -183,7 +183,7 @@ def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
 
 
 @_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
-def _(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=False):
+def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=False):
     gy, gm, gr = g
     _, mean, rstd = out
     axes = _norm_axes(axis, x.ndim)
@@ -212,7 +212,7 @@ def _(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=Fals
 
 
 @_layer_norm.defjvp
-def _(ns, t, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+def _layer_norm_jvp(ns, t, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     y, mean, rstd = out
     axes = _norm_axes(axis, x.ndim)
     tx, tw, tb = (tuple(t) + (None, None))[:3]
@@ -232,7 +232,7 @@ def _(ns, t, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
 
 
 @_layer_norm.defbatch
-def _(ns, dims, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
+def _layer_norm_batch(ns, dims, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     nd = x.ndim - (1 if dims[0] else 0)  # an example's rank
     axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     n = batch_size(dims, (x, weight, bias))
@@ -346,7 +346,7 @@ def _rms_norm_grad(ns, g, x, rstd, weight, axes, gr, n):
 
 
 @_rms_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
-def _(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
+def _rms_norm_vjp(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
     gy, gr = g
     rstd = out[1]
     axes = _norm_axes(axis, x.ndim)
@@ -372,7 +372,7 @@ def _(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
 
 
 @_rms_norm.defjvp
-def _(ns, t, out, x, weight=None, /, *, eps=1e-6, axis=-1):
+def _rms_norm_jvp(ns, t, out, x, weight=None, /, *, eps=1e-6, axis=-1):
     rstd = out[1]
     axes = _norm_axes(axis, x.ndim)
     tx, tw = (tuple(t) + (None,))[:2]
@@ -389,7 +389,7 @@ def _(ns, t, out, x, weight=None, /, *, eps=1e-6, axis=-1):
 
 
 @_rms_norm.defbatch
-def _(ns, dims, x, weight=None, /, *, eps=1e-6, axis=-1):
+def _rms_norm_batch(ns, dims, x, weight=None, /, *, eps=1e-6, axis=-1):
     nd = x.ndim - (1 if dims[0] else 0)
     axes = tuple(a % nd for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     n = batch_size(dims, (x, weight))
