@@ -15,6 +15,7 @@ import sys
 
 from . import (
     _modules,
+    numpy_api,  # noqa: F401  (NumPy's protocols for namespaces over NumPy, before any is built)
     ops,  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
     special,  # noqa: F401  (pycograd_xp.special: scipy.special's functions as rows)
 )

@@ -1,5 +1,5 @@
 """NumPy's own functions on arrays of ``namespace(numpy)`` (issue 19): ``__array_ufunc__`` and
-``__array_function__`` (``pycograd_xp/namespace/_numpy_protocols.py``).
+``__array_function__`` (``pycograd_xp/numpy_api/``).
 
 Every mapped ufunc and function is swept here: on arrays being differentiated its value equals
 NumPy's own on the raw arrays (float64 and float32, dtype included) and, where it is
@@ -22,7 +22,7 @@ import pytest
 
 import pycograd_xp as pg
 from conformance.gradcheck import check_vjp
-from pycograd_xp.namespace import _numpy_protocols as protocols
+from pycograd_xp import numpy_api as protocols
 
 XP = pg.namespace(np)
 rng = np.random.default_rng(19)

@@ -120,7 +120,7 @@ class Array(ArrayProtocol):
     _views: list[weakref.ref[Array]]
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        # A namespace over NumPy answers with its functions (namespace/_numpy_protocols.py).
+        # A namespace over NumPy answers with its functions (pycograd_xp/numpy_api/).
         # Elsewhere NumPy must not turn our arrays into ndarrays (that would drop gradients):
         # refuse, and say what to call instead (a function the namespace has).
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"

@@ -107,7 +107,7 @@ class Backend:
     # ``ops/special.py`` then compose what the standard allows and refuse the rest).
     special: Callable[[str], Callable[..., Any] | None] | None = None
     # NumPy's own ufuncs and functions given our arrays dispatch to the namespace's functions
-    # (``__array_ufunc__``/``__array_function__``, namespace/_numpy_protocols.py): NumPy's
+    # (``__array_ufunc__``/``__array_function__``, pycograd_xp/numpy_api/): NumPy's
     # arrays, and the levels built over them (vmap's, compile's tracing namespace).
     numpy_functions: bool = False
     # ``compute(*arrays)``: the values of a lazy backend's arrays (its own, not ours) as NumPy

@@ -32,8 +32,7 @@ from ._array import (
 )
 from ._backend import Backend
 from ._dispatch import HandOver, bind
-from ._numpy_protocols import NUMPY_CONSTANTS, index_constants, numpy_names
-from ._numpy_protocols import install as install_numpy_protocols
+from ._frontend import NUMPY_CONSTANTS, index_constants, numpy_frontend
 from ._record import elementwise_recorder, record
 from ._wrappers import GeneralWrappers, _dtype_error, _explain
 
@@ -517,6 +516,7 @@ def build(backend: Backend) -> ModuleType:
     # on NumPy, x * ndarray takes the ndarray as a constant, as ndarray * x does (the protocols)
     install_operators(b.Arr, mod, NUMPY_CONSTANTS if backend.numpy_functions else ())
     if backend.numpy_functions:  # np.exp(x), np.einsum(...): the rows, with gradients
+        install_numpy_protocols, numpy_names = numpy_frontend()  # pycograd_xp.numpy_api
         install_numpy_protocols(b.Arr)
         mod.__getattr__ = numpy_names(mod)  # type: ignore[method-assign]  # xp.pad, xp.quantile
     info = Info(backend)

@@ -11,7 +11,7 @@ or a backend's label, repeatable); ``--missing`` keeps the rows lacking a rule o
 
 ``--numpy`` lists what NumPy code reaches on arrays of ``namespace(numpy)`` with gradients
 (``numpy.exp -> xp.exp``; a NumPy name alone is a composition of our functions), generated from
-the tables of ``namespace/_numpy_protocols.py``."""
+the tables of ``numpy_api/_dispatch.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import argparse
 
 from .._primitive import IMPLEMENTATIONS, REGISTRY, Primitive, implemented_backends
 from ..namespace._backend import load_adapters
-from ..namespace._numpy_protocols import covered
+from ..numpy_api import covered
 from ._rules.jvp import TRANSPOSED
 
 KINDS = ("row", "vjp", "jvp", "batch", "shape")

@@ -350,7 +350,7 @@ vecdot.defshape(_vecdot_shape, memory=_vecdot_memory)
 # -- _einsum -------------------------------------------------------------------------------------
 # Not a function of the standard (so a private attribute of each namespace, as the rows behind
 # pycograd_xp.nn): NumPy's einsum, which ``numpy.einsum`` on our arrays reaches
-# (namespace/_numpy_protocols.py). Its VJP is einsum again: the cotangent of operand i contracts
+# (numpy_api/linalg.py). Its VJP is einsum again: the cotangent of operand i contracts
 # the output's cotangent with the other operands onto operand i's subscripts (a repeated
 # subscript, a diagonal, ties its copies with an identity matrix; a subscript no other term has
 # is summed in the forward, so the cotangent is constant along it). Its JVP is the product

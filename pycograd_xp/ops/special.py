@@ -44,7 +44,7 @@ ufunc's iterator buffers on NumPy (scipy's functions are ufuncs), and each compo
 temporaries.
 
 ``UFUNCS`` maps the name of each scipy.special ufunc to its row; it is registered with the
-NumPy protocols (``namespace/_numpy_protocols.py``), so ``scipy.special.erf(x)`` on an array of
+NumPy protocols (``pycograd_xp/numpy_api/``), so ``scipy.special.erf(x)`` on an array of
 ``namespace(numpy)`` being differentiated runs the row (scipy's ufuncs, as without
 ``SCIPY_ARRAY_API=1``; with it scipy's Python wrappers take the call first).
 """
@@ -59,7 +59,7 @@ import numpy as np
 
 from .._primitive import primitive
 from ..namespace._backend import Backend, capabilities, numpy_special, resolve
-from ..namespace._numpy_protocols import register_ufuncs
+from ..namespace._frontend import register_ufuncs
 from ._rules.batching import align, all_axes, fn, shift
 from ._rules.jvp import call, plus
 from ._rules.shapes import (
