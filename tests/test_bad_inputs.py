@@ -95,12 +95,12 @@ def _cases():
 
     @case("raw-operator", TypeError, r"__add__: " + raw)
     def _(xp, o, w):
-        # over NumPy, NumPy's arrays are constants in operators: see test_numpy_protocols
+        # over NumPy, NumPy's arrays are constants in operators: see tests/numpy_api
         return _not_numpy(xp, o).ones(2) + np.ones(2)
 
     @case("raw-reflected-operator", TypeError, r"numpy\.add\(\).*xp\.add.*xp\.asarray")
     def _(xp, o, w):
-        return np.ones(2) + _not_numpy(xp, o).ones(2)  # over NumPy: see test_numpy_protocols
+        return np.ones(2) + _not_numpy(xp, o).ones(2)  # over NumPy: see tests/numpy_api
 
     @case("raw-general", TypeError, r"sum\(\): " + raw)
     def _(xp, o, w):
@@ -120,7 +120,7 @@ def _cases():
 
     # -- NumPy functions and ufuncs on our arrays --------------------------------------------------
     # A namespace over another backend refuses them; namespace(numpy) runs the rows
-    # (tests/test_numpy_protocols.py), and refuses a function with no rule on an array being
+    # (tests/numpy_api/), and refuses a function with no rule on an array being
     # differentiated, naming it and the way out.
     @case("numpy-sum", TypeError, r"numpy\.add\.reduce\(\).*xp\.sum")
     def _(xp, o, w):
