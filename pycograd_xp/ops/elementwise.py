@@ -108,6 +108,27 @@ def buffers(out, *xs, **kw):
     return ufunc_buffers(out, *xs, *kw.values())
 
 
+def broadcasting(row: Any) -> Any:
+    """Attach an elementwise row's batching (broadcast the batched operands, for its arity) and
+    shape rules (the broadcast shape in NumPy's dtype, with the iterator's buffers)."""
+    row.defbatch((broadcast_unary if row.kind == "unary" else broadcast_binary)(row))
+    row.defshape(broadcast_shape(row), memory=buffers)
+    return row
+
+
+def smooth_unary(name: str, dtypes: str, times_derivative: Any, saves: tuple = ("x",)) -> Any:
+    """A unary row whose derivative is written once (JAX's ``standard_unop``):
+    ``times_derivative(ns, v, out, x)`` applies it to ``v``, the VJP with ``v`` the cotangent
+    and the JVP with ``v`` the tangent: ``v * f'(x)`` for a holomorphic f (the same expression
+    for complex arguments in JAX's convention above), and so for any row whose map is its own
+    transpose under ``Re(ct * t)`` (``conj``); ``saves`` is what it reads. Batched and shaped
+    by :func:`broadcasting`."""
+    row = unary(name, dtypes)
+    row.defvjp(lambda ns, g, out, x: (times_derivative(ns, g, out, x),), saves=saves)
+    row.defjvp(lambda ns, t, out, x: times_derivative(ns, t[0], out, x))
+    return broadcasting(row)
+
+
 # -- abs -----------------------------------------------------------------------------------------
 
 abs = unary("abs", "numeric")
@@ -122,26 +143,19 @@ def _abs_jvp(ns, t, out, x):
 
 
 abs.defjvp(_abs_jvp)
-abs.defbatch(broadcast_unary(abs))
-abs.defshape(broadcast_shape(abs), memory=buffers)
+broadcasting(abs)
 
 
 # -- acos ----------------------------------------------------------------------------------------
 
-acos = unary("acos", "floating-point")
-acos.defvjp(lambda ns, g, out, x: (-g / ns.sqrt(1 - x * x),), saves=("x",))
-acos.defjvp(on_tangent(lambda ns, t, out, x: -t / ns.sqrt(1 - x * x)))
-acos.defbatch(broadcast_unary(acos))
-acos.defshape(broadcast_shape(acos), memory=buffers)
+acos = smooth_unary("acos", "floating-point", lambda ns, v, out, x: -v / ns.sqrt(1 - x * x))
 
 
 # -- acosh ---------------------------------------------------------------------------------------
 
-acosh = unary("acosh", "floating-point")
-acosh.defvjp(lambda ns, g, out, x: (g / (ns.sqrt(x - 1) * ns.sqrt(x + 1)),), saves=("x",))
-acosh.defjvp(on_tangent(lambda ns, t, out, x: t / (ns.sqrt(x - 1) * ns.sqrt(x + 1))))
-acosh.defbatch(broadcast_unary(acosh))
-acosh.defshape(broadcast_shape(acosh), memory=buffers)
+acosh = smooth_unary(
+    "acosh", "floating-point", lambda ns, v, out, x: v / (ns.sqrt(x - 1) * ns.sqrt(x + 1))
+)
 
 
 # -- add -----------------------------------------------------------------------------------------
@@ -149,35 +163,22 @@ acosh.defshape(broadcast_shape(acosh), memory=buffers)
 add = binary("add", "numeric")
 add.defvjp(lambda ns, g, out, x1, x2: (g, g))
 add.defjvp(lambda ns, t, out, x1, x2: plus(t[0], t[1]))
-add.defbatch(broadcast_binary(add))
-add.defshape(broadcast_shape(add), memory=buffers)
+broadcasting(add)
 
 
 # -- asin ----------------------------------------------------------------------------------------
 
-asin = unary("asin", "floating-point")
-asin.defvjp(lambda ns, g, out, x: (g / ns.sqrt(1 - x * x),), saves=("x",))
-asin.defjvp(on_tangent(lambda ns, t, out, x: t / ns.sqrt(1 - x * x)))
-asin.defbatch(broadcast_unary(asin))
-asin.defshape(broadcast_shape(asin), memory=buffers)
+asin = smooth_unary("asin", "floating-point", lambda ns, v, out, x: v / ns.sqrt(1 - x * x))
 
 
 # -- asinh ---------------------------------------------------------------------------------------
 
-asinh = unary("asinh", "floating-point")
-asinh.defvjp(lambda ns, g, out, x: (g / ns.sqrt(x * x + 1),), saves=("x",))
-asinh.defjvp(on_tangent(lambda ns, t, out, x: t / ns.sqrt(x * x + 1)))
-asinh.defbatch(broadcast_unary(asinh))
-asinh.defshape(broadcast_shape(asinh), memory=buffers)
+asinh = smooth_unary("asinh", "floating-point", lambda ns, v, out, x: v / ns.sqrt(x * x + 1))
 
 
 # -- atan ----------------------------------------------------------------------------------------
 
-atan = unary("atan", "floating-point")
-atan.defvjp(lambda ns, g, out, x: (g / (1 + x * x),), saves=("x",))
-atan.defjvp(on_tangent(lambda ns, t, out, x: t / (1 + x * x)))
-atan.defbatch(broadcast_unary(atan))
-atan.defshape(broadcast_shape(atan), memory=buffers)
+atan = smooth_unary("atan", "floating-point", lambda ns, v, out, x: v / (1 + x * x))
 
 
 # -- atan2 ---------------------------------------------------------------------------------------
@@ -197,17 +198,12 @@ def atan2_jvp(ns, t, out, x1, x2):
     return plus(_lin(t[0], x2 / d), _lin(t[1], -x1 / d))
 
 
-atan2.defbatch(broadcast_binary(atan2))
-atan2.defshape(broadcast_shape(atan2), memory=buffers)
+broadcasting(atan2)
 
 
 # -- atanh ---------------------------------------------------------------------------------------
 
-atanh = unary("atanh", "floating-point")
-atanh.defvjp(lambda ns, g, out, x: (g / (1 - x * x),), saves=("x",))
-atanh.defjvp(on_tangent(lambda ns, t, out, x: t / (1 - x * x)))
-atanh.defbatch(broadcast_unary(atanh))
-atanh.defshape(broadcast_shape(atanh), memory=buffers)
+atanh = smooth_unary("atanh", "floating-point", lambda ns, v, out, x: v / (1 - x * x))
 
 
 # -- bitwise_and, bitwise_invert, bitwise_left_shift, bitwise_or, bitwise_right_shift,
@@ -225,8 +221,7 @@ for _row in (bitwise_and, bitwise_left_shift, bitwise_or, bitwise_right_shift, b
     _row.defbatch(broadcast_binary(_row))
     _row.defshape(broadcast_shape(_row), memory=buffers)
 bitwise_invert.nondifferentiable()
-bitwise_invert.defbatch(broadcast_unary(bitwise_invert))
-bitwise_invert.defshape(broadcast_shape(bitwise_invert), memory=buffers)
+broadcasting(bitwise_invert)
 
 
 # -- ceil, floor, round, trunc: piecewise constant (zero gradient almost everywhere, as in JAX) --
@@ -301,11 +296,7 @@ clip.defshape(_clip_shape, memory=_clip_memory)
 
 # -- conj ----------------------------------------------------------------------------------------
 
-conj = unary("conj", "numeric")
-conj.defvjp(lambda ns, g, out, x: (ns.conj(g),), saves=())
-conj.defjvp(on_tangent(lambda ns, t, out, x: ns.conj(t)))
-conj.defbatch(broadcast_unary(conj))
-conj.defshape(broadcast_shape(conj), memory=buffers)
+conj = smooth_unary("conj", "numeric", lambda ns, v, out, x: ns.conj(v), saves=())
 
 
 # -- copysign ------------------------------------------------------------------------------------
@@ -324,26 +315,17 @@ copysign.defjvp(
         None if t[0] is None else ns.where(ns.signbit(x1) == ns.signbit(out), t[0], -t[0])
     )
 )
-copysign.defbatch(broadcast_binary(copysign))
-copysign.defshape(broadcast_shape(copysign), memory=buffers)
+broadcasting(copysign)
 
 
 # -- cos -----------------------------------------------------------------------------------------
 
-cos = unary("cos", "floating-point")
-cos.defvjp(lambda ns, g, out, x: (-g * ns.sin(x),), saves=("x",))
-cos.defjvp(on_tangent(lambda ns, t, out, x: -t * ns.sin(x)))
-cos.defbatch(broadcast_unary(cos))
-cos.defshape(broadcast_shape(cos), memory=buffers)
+cos = smooth_unary("cos", "floating-point", lambda ns, v, out, x: -v * ns.sin(x))
 
 
 # -- cosh ----------------------------------------------------------------------------------------
 
-cosh = unary("cosh", "floating-point")
-cosh.defvjp(lambda ns, g, out, x: (g * ns.sinh(x),), saves=("x",))
-cosh.defjvp(on_tangent(lambda ns, t, out, x: t * ns.sinh(x)))
-cosh.defbatch(broadcast_unary(cosh))
-cosh.defshape(broadcast_shape(cosh), memory=buffers)
+cosh = smooth_unary("cosh", "floating-point", lambda ns, v, out, x: v * ns.sinh(x))
 
 
 # -- divide --------------------------------------------------------------------------------------
@@ -363,8 +345,7 @@ divide.defjvp(
         None if t[0] is None else t[0] / x2, None if t[1] is None else -t[1] * out / x2
     )
 )
-divide.defbatch(broadcast_binary(divide))
-divide.defshape(broadcast_shape(divide), memory=buffers)
+broadcasting(divide)
 
 
 # -- equal, greater, greater_equal, less, less_equal, not_equal: boolean results, no derivative --
@@ -384,11 +365,7 @@ for _row in (equal, greater, greater_equal, less, less_equal, not_equal):
 
 # -- exp -----------------------------------------------------------------------------------------
 
-exp = unary("exp", "floating-point")
-exp.defvjp(lambda ns, g, out, x: (g * out,), saves=("out",))
-exp.defjvp(on_tangent(lambda ns, t, out, x: t * out))
-exp.defbatch(broadcast_unary(exp))
-exp.defshape(broadcast_shape(exp), memory=buffers)
+exp = smooth_unary("exp", "floating-point", lambda ns, v, out, x: v * out, saves=("out",))
 
 
 # -- expm1 ---------------------------------------------------------------------------------------
@@ -406,8 +383,7 @@ def _expm1(bk: Any, x: Any) -> Any:
 expm1 = unary("expm1", "floating-point", _expm1)
 expm1.defvjp(lambda ns, g, out, x: (g * (out + 1),), saves=("out",))
 expm1.defjvp(on_tangent(lambda ns, t, out, x: t * (out + 1)))
-expm1.defbatch(broadcast_unary(expm1))
-expm1.defshape(broadcast_shape(expm1), memory=buffers)
+broadcasting(expm1)
 
 
 # -- floor_divide: piecewise constant, no derivative ---------------------------------------------
@@ -426,8 +402,7 @@ def _floor_divide(bk: Any, x1: Any, x2: Any) -> Any:
 
 floor_divide = binary("floor_divide", "real numeric", _floor_divide)
 floor_divide.nondifferentiable()
-floor_divide.defbatch(broadcast_binary(floor_divide))
-floor_divide.defshape(broadcast_shape(floor_divide), memory=buffers)
+broadcasting(floor_divide)
 
 
 # -- hypot ---------------------------------------------------------------------------------------
@@ -451,8 +426,7 @@ hypot.defjvp(
         _lin(t[0], _hypot_partial(ns, x1, out)), _lin(t[1], _hypot_partial(ns, x2, out))
     )
 )
-hypot.defbatch(broadcast_binary(hypot))
-hypot.defshape(broadcast_shape(hypot), memory=buffers)
+broadcasting(hypot)
 
 
 # -- imag ----------------------------------------------------------------------------------------
@@ -484,38 +458,22 @@ for _row in (isfinite, isinf, isnan, signbit):
 
 # -- log -----------------------------------------------------------------------------------------
 
-log = unary("log", "floating-point")
-log.defvjp(lambda ns, g, out, x: (g / x,), saves=("x",))
-log.defjvp(on_tangent(lambda ns, t, out, x: t / x))
-log.defbatch(broadcast_unary(log))
-log.defshape(broadcast_shape(log), memory=buffers)
+log = smooth_unary("log", "floating-point", lambda ns, v, out, x: v / x)
 
 
 # -- log10 ---------------------------------------------------------------------------------------
 
-log10 = unary("log10", "floating-point")
-log10.defvjp(lambda ns, g, out, x: (g / (x * math.log(10.0)),), saves=("x",))
-log10.defjvp(on_tangent(lambda ns, t, out, x: t / (x * math.log(10.0))))
-log10.defbatch(broadcast_unary(log10))
-log10.defshape(broadcast_shape(log10), memory=buffers)
+log10 = smooth_unary("log10", "floating-point", lambda ns, v, out, x: v / (x * math.log(10.0)))
 
 
 # -- log1p ---------------------------------------------------------------------------------------
 
-log1p = unary("log1p", "floating-point")
-log1p.defvjp(lambda ns, g, out, x: (g / (x + 1),), saves=("x",))
-log1p.defjvp(on_tangent(lambda ns, t, out, x: t / (x + 1)))
-log1p.defbatch(broadcast_unary(log1p))
-log1p.defshape(broadcast_shape(log1p), memory=buffers)
+log1p = smooth_unary("log1p", "floating-point", lambda ns, v, out, x: v / (x + 1))
 
 
 # -- log2 ----------------------------------------------------------------------------------------
 
-log2 = unary("log2", "floating-point")
-log2.defvjp(lambda ns, g, out, x: (g / (x * math.log(2.0)),), saves=("x",))
-log2.defjvp(on_tangent(lambda ns, t, out, x: t / (x * math.log(2.0))))
-log2.defbatch(broadcast_unary(log2))
-log2.defshape(broadcast_shape(log2), memory=buffers)
+log2 = smooth_unary("log2", "floating-point", lambda ns, v, out, x: v / (x * math.log(2.0)))
 
 
 # -- logaddexp -----------------------------------------------------------------------------------
@@ -528,8 +486,7 @@ logaddexp.defvjp(
 logaddexp.defjvp(
     lambda ns, t, out, x1, x2: plus(_lin(t[0], ns.exp(x1 - out)), _lin(t[1], ns.exp(x2 - out)))
 )
-logaddexp.defbatch(broadcast_binary(logaddexp))
-logaddexp.defshape(broadcast_shape(logaddexp), memory=buffers)
+broadcasting(logaddexp)
 
 
 # -- logical_and, logical_not, logical_or, logical_xor: boolean results, no derivative -----------
@@ -544,8 +501,7 @@ for _row in (logical_and, logical_or, logical_xor):
     _row.defbatch(broadcast_binary(_row))
     _row.defshape(broadcast_shape(_row), memory=buffers)
 logical_not.nondifferentiable()
-logical_not.defbatch(broadcast_unary(logical_not))
-logical_not.defshape(broadcast_shape(logical_not), memory=buffers)
+broadcasting(logical_not)
 
 
 # -- maximum, minimum ----------------------------------------------------------------------------
@@ -578,8 +534,7 @@ maximum.defjvp(
         None if t[1] is None else t[1] * _weight(ns, t[1], x2 > x1, x1 == x2),
     )
 )
-maximum.defbatch(broadcast_binary(maximum))
-maximum.defshape(broadcast_shape(maximum), memory=buffers)
+broadcasting(maximum)
 
 minimum = binary("minimum", "real numeric")
 minimum.defvjp(
@@ -596,8 +551,7 @@ minimum.defjvp(
         None if t[1] is None else t[1] * _weight(ns, t[1], x2 < x1, x1 == x2),
     )
 )
-minimum.defbatch(broadcast_binary(minimum))
-minimum.defshape(broadcast_shape(minimum), memory=buffers)
+broadcasting(minimum)
 
 
 # -- multiply ------------------------------------------------------------------------------------
@@ -614,17 +568,12 @@ def multiply_vjp(ns, g, out, x1, x2, *, needs=(0, 1)):
 
 
 multiply.defjvp(lambda ns, t, out, x1, x2: plus(_lin(t[0], x2), _lin(t[1], x1)))
-multiply.defbatch(broadcast_binary(multiply))
-multiply.defshape(broadcast_shape(multiply), memory=buffers)
+broadcasting(multiply)
 
 
 # -- negative ------------------------------------------------------------------------------------
 
-negative = unary("negative", "numeric")
-negative.defvjp(lambda ns, g, out, x: (-g,), saves=())
-negative.defjvp(on_tangent(lambda ns, t, out, x: -t))
-negative.defbatch(broadcast_unary(negative))
-negative.defshape(broadcast_shape(negative), memory=buffers)
+negative = smooth_unary("negative", "numeric", lambda ns, v, out, x: -v, saves=())
 
 
 # -- nextafter -----------------------------------------------------------------------------------
@@ -633,17 +582,12 @@ nextafter = binary("nextafter", "real floating-point")
 # nextafter(x1, x2) moves x1 by one ulp: slope 1 in x1, 0 in x2.
 nextafter.defvjp(lambda ns, g, out, x1, x2: (g, None))
 nextafter.defjvp(lambda ns, t, out, x1, x2: t[0])
-nextafter.defbatch(broadcast_binary(nextafter))
-nextafter.defshape(broadcast_shape(nextafter), memory=buffers)
+broadcasting(nextafter)
 
 
 # -- positive ------------------------------------------------------------------------------------
 
-positive = unary("positive", "numeric")
-positive.defvjp(lambda ns, g, out, x: (g,), saves=())
-positive.defjvp(on_tangent(lambda ns, t, out, x: t))
-positive.defbatch(broadcast_unary(positive))
-positive.defshape(broadcast_shape(positive), memory=buffers)
+positive = smooth_unary("positive", "numeric", lambda ns, v, out, x: v, saves=())
 
 
 # -- pow -----------------------------------------------------------------------------------------
@@ -691,8 +635,7 @@ def pow_jvp(ns, t, out, x1, x2):
     return plus(t1, ns.where(x1 == 0, 0.0, t[1] * out * ns.log(safe)))
 
 
-pow.defbatch(broadcast_binary(pow))
-pow.defshape(broadcast_shape(pow), memory=buffers)
+broadcasting(pow)
 
 
 # -- real ----------------------------------------------------------------------------------------
@@ -713,11 +656,9 @@ def real_shape(a, x, /):
 
 # -- reciprocal ----------------------------------------------------------------------------------
 
-reciprocal = unary("reciprocal", "floating-point")
-reciprocal.defvjp(lambda ns, g, out, x: (-g * out * out,), saves=("out",))
-reciprocal.defjvp(on_tangent(lambda ns, t, out, x: -t * out * out))
-reciprocal.defbatch(broadcast_unary(reciprocal))
-reciprocal.defshape(broadcast_shape(reciprocal), memory=buffers)
+reciprocal = smooth_unary(
+    "reciprocal", "floating-point", lambda ns, v, out, x: -v * out * out, saves=("out",)
+)
 
 
 # -- remainder -----------------------------------------------------------------------------------
@@ -731,8 +672,7 @@ remainder.defvjp(
 remainder.defjvp(
     lambda ns, t, out, x1, x2: plus(t[0], None if t[1] is None else -t[1] * ns.floor(x1 / x2))
 )
-remainder.defbatch(broadcast_binary(remainder))
-remainder.defshape(broadcast_shape(remainder), memory=buffers)
+broadcasting(remainder)
 
 
 # -- sign ----------------------------------------------------------------------------------------
@@ -763,44 +703,27 @@ def sign_vjp(ns, g, out, x):
 
 
 sign.defjvp(TRANSPOSED)  # piecewise (real sign: zero; complex: the phase)
-sign.defbatch(broadcast_unary(sign))
-sign.defshape(broadcast_shape(sign), memory=buffers)
+broadcasting(sign)
 
 
 # -- sin -----------------------------------------------------------------------------------------
 
-sin = unary("sin", "floating-point")
-sin.defvjp(lambda ns, g, out, x: (g * ns.cos(x),), saves=("x",))
-sin.defjvp(on_tangent(lambda ns, t, out, x: t * ns.cos(x)))
-sin.defbatch(broadcast_unary(sin))
-sin.defshape(broadcast_shape(sin), memory=buffers)
+sin = smooth_unary("sin", "floating-point", lambda ns, v, out, x: v * ns.cos(x))
 
 
 # -- sinh ----------------------------------------------------------------------------------------
 
-sinh = unary("sinh", "floating-point")
-sinh.defvjp(lambda ns, g, out, x: (g * ns.cosh(x),), saves=("x",))
-sinh.defjvp(on_tangent(lambda ns, t, out, x: t * ns.cosh(x)))
-sinh.defbatch(broadcast_unary(sinh))
-sinh.defshape(broadcast_shape(sinh), memory=buffers)
+sinh = smooth_unary("sinh", "floating-point", lambda ns, v, out, x: v * ns.cosh(x))
 
 
 # -- sqrt ----------------------------------------------------------------------------------------
 
-sqrt = unary("sqrt", "floating-point")
-sqrt.defvjp(lambda ns, g, out, x: (g / (2 * out),), saves=("out",))
-sqrt.defjvp(on_tangent(lambda ns, t, out, x: t / (2 * out)))
-sqrt.defbatch(broadcast_unary(sqrt))
-sqrt.defshape(broadcast_shape(sqrt), memory=buffers)
+sqrt = smooth_unary("sqrt", "floating-point", lambda ns, v, out, x: v / (2 * out), saves=("out",))
 
 
 # -- square --------------------------------------------------------------------------------------
 
-square = unary("square", "numeric")
-square.defvjp(lambda ns, g, out, x: (2 * g * x,), saves=("x",))
-square.defjvp(on_tangent(lambda ns, t, out, x: 2 * t * x))
-square.defbatch(broadcast_unary(square))
-square.defshape(broadcast_shape(square), memory=buffers)
+square = smooth_unary("square", "numeric", lambda ns, v, out, x: 2 * v * x)
 
 
 # -- subtract ------------------------------------------------------------------------------------
@@ -808,17 +731,14 @@ square.defshape(broadcast_shape(square), memory=buffers)
 subtract = binary("subtract", "numeric")
 subtract.defvjp(lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g))
 subtract.defjvp(lambda ns, t, out, x1, x2: plus(t[0], None if t[1] is None else -t[1]))
-subtract.defbatch(broadcast_binary(subtract))
-subtract.defshape(broadcast_shape(subtract), memory=buffers)
+broadcasting(subtract)
 
 
 # -- tan -----------------------------------------------------------------------------------------
 
-tan = unary("tan", "floating-point")
-tan.defvjp(lambda ns, g, out, x: (g * (1 + out * out),), saves=("out",))
-tan.defjvp(on_tangent(lambda ns, t, out, x: t * (1 + out * out)))
-tan.defbatch(broadcast_unary(tan))
-tan.defshape(broadcast_shape(tan), memory=buffers)
+tan = smooth_unary(
+    "tan", "floating-point", lambda ns, v, out, x: v * (1 + out * out), saves=("out",)
+)
 
 
 # -- tanh ----------------------------------------------------------------------------------------
@@ -855,5 +775,4 @@ def tanh_vjp(ns, g, out, x, /, *, owned=False):
 
 
 tanh.defjvp(on_tangent(lambda ns, t, out, x: t * (1 - out * out)))
-tanh.defbatch(broadcast_unary(tanh))
-tanh.defshape(broadcast_shape(tanh), memory=buffers)
+broadcasting(tanh)
