@@ -24,3 +24,36 @@ def test_generated_sections_are_current(page):
     assert hooks.generate(text, page) == text, (
         f"{page}: a generated section is stale; run python tools/docs_hooks.py"
     )
+
+
+def test_a_benchmarks_report_becomes_tables_with_bars():
+    """Each printed table (a ``contender``/``case`` header, a row per contender ending in a
+    number) becomes a Markdown table whose last column is also drawn as a bar, ours in bold;
+    a far outlier is drawn to the end with a mark, so it does not flatten the others."""
+    report = "\n".join(
+        [
+            "step, batch 8",
+            "  contender            ms    ratio",
+            "  numpy by hand     1.000     1.00",
+            "  pycograd_xp (numpy)  2.000     2.00",
+            "  JAX eager       100.000   100.00",
+            "  pycograd_xp / numpy: 2.00",
+        ]
+    )
+    md = hooks.benchmark_tables(report).splitlines()
+    assert md[0] == "**step, batch 8**"
+    assert md[2] == "| contender | ms | ratio | ratio, as a bar |"
+    assert md[4] == "| numpy by hand | 1.000 | 1.00 | `███` |"
+    assert md[5] == "| **pycograd_xp (numpy)** | 2.000 | 2.00 | `██████` |"
+    assert md[6] == "| JAX eager | 100.000 | 100.00 | `████████████████████████▸` |"
+    assert md[8] == "- pycograd_xp / numpy: 2.00"
+
+
+def test_each_recorded_benchmark_says_its_load():
+    import json
+
+    for path in sorted((ROOT / "docs" / "benchmarks").glob("*.json")):
+        r = json.loads(path.read_text())
+        assert {"date", "commit", "machine", "output"} <= set(r), path
+        if "load" in r:
+            assert {"before", "after", "quiet"} <= set(r["load"]), path

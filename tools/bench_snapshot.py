@@ -1,7 +1,10 @@
 """Run cheap benchmark configurations and keep what they print, with the date and the machine,
 as ``docs/benchmarks/<name>.json`` (the docs build renders them: tools/docs_hooks.py).
 
-    python tools/bench_snapshot.py bench_chain bench_mlp ...
+    python tools/bench_snapshot.py bench_chain bench_mlp ...   [--allow-busy]
+
+It refuses to record on a busy machine (1-minute load average at or above ``QUIET_LOAD``) unless
+given ``--allow-busy``, and keeps the load before and after each run with its results.
 
 Each benchmark runs in its own process, as ``python benchmarks/<name>.py [args]``; its contenders
 (ours and the peers installed: PyTorch, HIPS autograd, JAX) run interleaved in that process, so
@@ -60,8 +63,22 @@ def commit() -> str:
     return out.stdout.strip()
 
 
+# a machine is quiet for a snapshot when its 1-minute load average is below this (nothing else
+# running: a load of 1 on 2 cores halves a benchmark's CPU and skews the peers' ratios unevenly)
+QUIET_LOAD = 0.5
+
+
+def load() -> float:
+    """The 1-minute load average (0 where the system does not report one)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
 def run(name: str) -> dict:
     args, config = CONFIGS[name]
+    before = load()
     t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
@@ -78,15 +95,28 @@ def run(name: str) -> dict:
         "commit": commit(),
         "machine": machine(),
         "seconds": round(time.perf_counter() - t0, 1),
+        # the benchmark's own processes add about one to the load it ends with
+        "load": {
+            "before": round(before, 2),
+            "after": round(load(), 2),
+            "quiet": before < QUIET_LOAD,
+        },
         "output": out.stdout.rstrip(),
     }
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(CONFIGS)
+    busy_ok = "--allow-busy" in sys.argv
+    names = [a for a in sys.argv[1:] if a != "--allow-busy"] or list(CONFIGS)
     dest = ROOT / "docs" / "benchmarks"
     dest.mkdir(parents=True, exist_ok=True)
     for name in names:
+        if load() >= QUIET_LOAD and not busy_ok:
+            sys.exit(
+                f"bench_snapshot: the load average is {load():.2f} (quiet: below {QUIET_LOAD}); "
+                "stop what else runs and wait a minute, or record anyway with --allow-busy "
+                "(the page then says the machine was busy)"
+            )
         result = run(name)
         (dest / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
         print(f"{name}: {result['seconds']} s")

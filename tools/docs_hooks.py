@@ -128,17 +128,90 @@ def cli_help() -> str:
     return "```text\n" + out.getvalue().rstrip() + "\n```"
 
 
+def _columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def _bar(value: float, scale: float, width: int = 24) -> str:
+    """A bar of ``value`` against ``scale`` (a chart readable in plain Markdown, on GitHub as on
+    the site); a value past the scale is drawn to the end with a ``▸``."""
+    if not scale or value != value or value <= 0:  # nothing to compare, NaN, or none
+        return ""
+    n = max(1, round(width * min(value, scale) / scale))
+    return "`" + "█" * n + ("▸" if value > scale else "") + "`"
+
+
+def _scale(values: list[float]) -> float:
+    """The value a table's full bar stands for: its largest, or four times its median where
+    an outlier (JAX eager's 200x) would flatten every other bar."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    return min(ordered[-1], 4 * median) if median > 0 else ordered[-1]
+
+
+def benchmark_tables(output: str) -> str:
+    """A benchmark's printed report as Markdown: each of its tables (a header line starting
+    with ``contender`` or ``case``, then a row per contender whose last column is a number) as a
+    table with a bar per row (its last column, against the table's largest), the other lines as
+    text beside them."""
+    lines = output.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        head = _columns(line) if line.strip() else []
+        if head and head[0] in ("contender", "case"):
+            rows = []
+            i += 1
+            while i < len(lines):
+                cells = _columns(lines[i])
+                if len(cells) != len(head) or not re.fullmatch(r"-?[\d.]+", cells[-1]):
+                    break
+                rows.append(cells)
+                i += 1
+            scale = _scale([float(r[-1]) for r in rows])
+            out.append("| " + " | ".join([*head, f"{head[-1]}, as a bar"]) + " |")
+            out.append("|" + "---|" + "---:|" * (len(head) - 1) + "---|")
+            for r in rows:
+                name = f"**{r[0]}**" if r[0].startswith("pycograd_xp") else r[0]
+                out.append("| " + " | ".join([name, *r[1:], _bar(float(r[-1]), scale)]) + " |")
+            out.append("")
+            continue
+        if line.strip():
+            title = (
+                not line.startswith(" ")
+                and i + 1 < len(lines)
+                and (_columns(lines[i + 1]) or [""])[0] in ("contender", "case")
+            )
+            if title and out and out[-1]:
+                out.append("")
+            out.append(f"**{line.strip()}**\n" if title else f"- {line.strip()}")
+            if not title and (i + 1 == len(lines) or not lines[i + 1].strip()):
+                out.append("")
+        i += 1
+    return "\n".join(out).rstrip() + "\n"
+
+
 def benchmarks() -> str:
     parts = []
     for path in sorted((ROOT / "docs" / "benchmarks").glob("*.json")):
         r = json.loads(path.read_text())
         m = r["machine"]
+        load = r.get("load")
+        busy = (
+            f"; load average {load['before']:.2f} before the run and {load['after']:.2f} after"
+            f"{'' if load['quiet'] else ' (not a quiet machine: read the ratios with care)'}"
+            if load
+            else "; load not recorded"
+        )
         parts.append(
             f"## {r['benchmark']}\n\n"
             f"`{r['command']}` ({r['configuration']}), run {r['date']} at commit "
-            f"`{r['commit']}` on {m['cpu']}, {m['cores']} cores (shared), Python "
-            f"{m['python']}, NumPy {m['numpy']}; {r['seconds']} s.\n\n"
-            f"```text\n{r['output']}\n```\n"
+            f"`{r['commit']}` on {m['cpu']}, {m['cores']} cores, Python "
+            f"{m['python']}, NumPy {m['numpy']}{busy}; {r['seconds']} s.\n\n"
+            + benchmark_tables(r["output"])
         )
     if not parts:
         raise RuntimeError("docs/benchmarks/ holds no results: run tools/bench_snapshot.py")
