@@ -155,6 +155,17 @@ def _fn_name(f: Any) -> str:
     return name or type(f).__name__
 
 
+@functools.cache
+def _plugin_code(name: str) -> Any:
+    """The code object of the plugin's function ``name`` whose frames label the ops made under
+    them (compared by identity: a move of the function does not silently stop the labels)."""
+    from . import _fit_steps, steps
+
+    return {"one_pass_step": steps.one_pass_step, "_take_chunks": _fit_steps._take_chunks}[
+        name
+    ].__code__
+
+
 def _origin(frame: Any, func: str) -> str:
     """The label of an op Cubed's function ``func`` is making, from the stack at ``frame``."""
     func = func.strip("_") or func
@@ -171,10 +182,10 @@ def _origin(frame: Any, func: str) -> str:
         elif module == "pycograd_xp._api" and code.co_name in ("wrapped", "vjp"):
             loss = _fn_name(f.f_locals.get("f"))
             break
-        elif module == "cubed_plugin.steps" and code.co_name == "one_pass_step":
+        elif code is _plugin_code("one_pass_step"):
             one_pass, loss = True, _fn_name(f.f_locals.get("loss"))
             break
-        elif module == "cubed_plugin._fit" and code.co_name == "_take_chunks":
+        elif code is _plugin_code("_take_chunks"):
             batch = True
         elif rule is None and not seed:
             row = row_of(f)  # a public function of one of our namespaces

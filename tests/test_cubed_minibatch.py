@@ -437,3 +437,20 @@ def test_measured_task_peaks_stay_within_projections_at_every_batch_size(tmp_pat
             log=None,
         ).memory
         assert rec.over() == {} and all(m is not None for _, _, m in rec.report()), model
+
+
+def test_the_ops_taking_a_batch_of_computed_data_are_labelled_as_fits_mini_batch(tmp_path):
+    """The ops that take a mini-batch's row chunks out of data Cubed computes say so in the
+    plan (the label follows the function by its code object, not its module's name: it was
+    lost when the function moved)."""
+    from cubed_plugin._cubed_seam import op_nodes
+    from cubed_plugin.memory import part_of
+    from cubed_plugin.namespace import label_ops
+
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="400MB", reserved_mem="100MB")
+    label_ops()
+    X = cubed.from_array(np.ones((40, 3)), chunks=(10, 3), spec=spec) * 1.0
+    (batch,) = _take_chunks((X,), [0, 2])
+    plan = cubed.plan(batch, optimize_graph=False)
+    parts = {part_of(plan.dag, n) for n, _ in op_nodes(plan.dag)}
+    assert "map_selection of fit's mini-batch of row chunks" in parts, parts
