@@ -23,6 +23,7 @@ selects a data-dependent number of elements: the rule gives the upper bound, all
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -517,6 +518,11 @@ def SETITEM_batch(ns, T, x, key, value):
     x.data[bkey] = v
 
 
+def _arange(d: int, bk: Any, kw: dict) -> Any:
+    """``bk.arange(d)``: positions along an axis of ``d``, made beside an array (its kwargs)."""
+    return bk.arange(d, **kw)
+
+
 def _setitem_batched_key(ns, T, x, parts, value):
     """``x[key] = value`` with a key that differs per example, as one ``where`` over a mask of
     the positions written (standard functions only; no scatter): a batched boolean mask as the
@@ -552,7 +558,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
             continue
         d = data.shape[1 + axis]
         view = (*(1,) * (1 + axis), d, *(1,) * (nd - axis - 1))
-        pos = ns.reshape(constant_like(data, lambda bk, kw, d=d: bk.arange(d, **kw)), view)
+        pos = ns.reshape(constant_like(data, functools.partial(_arange, d)), view)
         if type(p) is int:
             eq = pos == (p + d if p < 0 else p)
         else:

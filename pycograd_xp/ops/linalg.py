@@ -1168,6 +1168,7 @@ def vector_norm_batch(ns, dims, x, /, *, axis=None, keepdims=False, ord=2):
 
 
 def _vector_norm_shape(a, x, /, *, axis=None, keepdims=False, ord=2):
+    shape: tuple[int, ...]
     if axis is None and not keepdims:
         shape = ()
     else:

@@ -202,9 +202,9 @@ def expand_dims_batch(ns, dims, x, /, axis):
 def expand_dims_shape(a, x, /, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = x.ndim + len(axes)
-    axes = {ax % ndim for ax in axes}
+    new_axes = {ax % ndim for ax in axes}
     it = iter(x.shape)
-    return view(x, tuple(1 if i in axes else next(it) for i in range(ndim)))
+    return view(x, tuple(1 if i in new_axes else next(it) for i in range(ndim)))
 
 
 # -- flip ----------------------------------------------------------------------------------------

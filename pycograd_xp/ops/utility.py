@@ -99,6 +99,7 @@ def diff_batch(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
         if b is None and vb:
             b = data.shape[0]
         parts[k] = (data, vb)
+    assert b is not None  # a batching rule has a batched operand
     nd = (x.ndim - 1) if dims[0] else x.ndim
     x = batched(ns, x, dims[0], b)
     kw = {k: batched(ns, d, vb, b) for k, (d, vb) in parts.items()}

@@ -231,8 +231,9 @@ def weight_grad_by_offsets(
 def _call(ns, name, *args, **kwargs):
     """Row ``name`` on ``ns``: the row's impl on a raw namespace, our recorded function on
     ours (higher order, vmap of a pullback)."""
-    if getattr(ns, "_backend", None) is None:
-        return REGISTRY[name].impl(ns, *args, **kwargs)
+    impl = REGISTRY[name].impl
+    if getattr(ns, "_backend", None) is None and impl is not None:
+        return impl(ns, *args, **kwargs)
     return getattr(ns, name)(*args, **kwargs)
 
 

@@ -192,7 +192,8 @@ def _cross_entropy_vjp(ns, g, out, logits, /, labels):
     if len(blocks) == 1:
         return _cross_entropy_grad(ns, gl, logits, labels, lse, glse)
     probs = not _is_int(ns, labels)
-    dz = dy = None
+    dz: Any = None
+    dy: Any = None
     for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
         a, b = _cross_entropy_grad(ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx])
         if dz is None:
