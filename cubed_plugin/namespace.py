@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import sysconfig
 from types import FunctionType, ModuleType
 from typing import Any
@@ -155,15 +156,20 @@ def _fn_name(f: Any) -> str:
     return name or type(f).__name__
 
 
-@functools.cache
-def _plugin_code(name: str) -> Any:
-    """The code object of the plugin's function ``name`` whose frames label the ops made under
-    them (compared by identity: a move of the function does not silently stop the labels)."""
-    from . import _fit_steps, steps
+# the plugin's functions whose frames label the ops made under them: (module, name), looked up
+# among the modules already imported (a frame of one is on the stack only once it is), and
+# compared by code object (tests/test_cubed_minibatch.py imports each where it is named here)
+_FRAMES = {
+    "one_pass_step": ("cubed_plugin.steps", "one_pass_step"),
+    "_take_chunks": ("cubed_plugin._fit_steps", "_take_chunks"),
+}
 
-    return {"one_pass_step": steps.one_pass_step, "_take_chunks": _fit_steps._take_chunks}[
-        name
-    ].__code__
+
+def _plugin_code(name: str) -> Any:
+    """The code object of the plugin's function ``name`` (None while its module is not
+    imported)."""
+    module, attribute = _FRAMES[name]
+    return getattr(getattr(sys.modules.get(module), attribute, None), "__code__", None)
 
 
 def _origin(frame: Any, func: str) -> str:
