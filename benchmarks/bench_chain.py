@@ -9,7 +9,7 @@ PyTorch eager, JAX eager and jit (CPU), pycograd_xp over NumPy, uncompiled and t
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import numpy as np
 
 import pycograd_xp as pg

@@ -22,15 +22,15 @@ import json
 import os
 import sys
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import pycograd_xp as pg  # noqa: E402
-from conformance import composed_nn  # noqa: E402
-from pycograd_xp import memory, nn  # noqa: E402
+import pycograd_xp as pg
+from conformance import composed_nn
+from pycograd_xp import memory, nn
 
 N = 64
 LR = 0.01
@@ -278,7 +278,7 @@ def main() -> None:
             f"  pycograd_xp (rows) / PyTorch eager: "
             f"{med['pycograd_xp (rows)'] / med['PyTorch eager']:.2f}"
         )
-    f = lambda p: loss_fn(nn, p, x_x, y_x)  # noqa: E731
+    f = lambda p: loss_fn(nn, p, x_x, y_x)
     proj = memory.project(f, p_x)
     meas = memory.measure(f, p_x)
     print(
@@ -287,7 +287,7 @@ def main() -> None:
         f"(traced part {proj.traced_peak_bytes / 2**20:.2f} MiB); "
         f"measured / projected {meas.peak_bytes / proj.peak_bytes:.2f}"
     )
-    g = lambda p: loss_fn(composed_nn, p, x_x, y_x)  # noqa: E731
+    g = lambda p: loss_fn(composed_nn, p, x_x, y_x)
     meas_c = memory.measure(g, p_x)
     print(f"Step peak memory (composed, old): measured {meas_c.peak_bytes / 2**20:.2f} MiB")
     memory_table()

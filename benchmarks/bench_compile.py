@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import _mlp
 import bench_chain
 import numpy as np

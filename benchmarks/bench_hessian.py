@@ -17,7 +17,7 @@ closed-form Hessian written in NumPy (``A^T (diag(p) - p p^T) A + Q`` with ``p =
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import numpy as np
 
 import pycograd_xp as pg

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import _mlp
 import numpy as np
 

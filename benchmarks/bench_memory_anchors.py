@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 
-import _common  # noqa: F401  (pins threads and malloc before the contenders load)
+import _common  # pins threads and malloc before the contenders load
 import numpy as np
 
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -10,7 +10,7 @@ For the fastest NumPy kernels run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import _mlp
 import numpy as np
 

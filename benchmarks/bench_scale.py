@@ -46,12 +46,12 @@ from typing import Any
 # step timings; here they would hold freed chunks in every worker's heap)
 os.environ.setdefault("PYCOGRAD_BENCH_KEEP_MALLOC", "1")
 
-import _common  # noqa: E402, F401  (thread pinning)
-import numpy as np  # noqa: E402
-from bench_epoch import ZarrRead  # noqa: E402
-from bench_lbfgs import make_data  # noqa: E402
+import _common  # noqa: F401  (thread pinning)
+import numpy as np
+from bench_epoch import ZarrRead
+from bench_lbfgs import make_data
 
-from cubed_plugin.__main__ import _du as dir_bytes  # noqa: E402  (the bytes under a directory)
+from cubed_plugin.__main__ import _du as dir_bytes  # the bytes under a directory
 
 
 class StorageWatch:

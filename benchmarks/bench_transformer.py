@@ -60,9 +60,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import pycograd_xp as pg  # noqa: E402
-from conformance import composed_nn  # noqa: E402
-from pycograd_xp import memory, nn  # noqa: E402
+import pycograd_xp as pg
+from conformance import composed_nn
+from pycograd_xp import memory, nn
 
 B, L, D, HEADS, HIDDEN = 8, 256, 256, 4, 1024
 LIVE = ("pycograd_xp", "pycograd_xp compiled", "PyTorch eager", "PyTorch eager, scores")
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     live = [n for n in LIVE if n in cs] + ["pycograd_xp composed"]
     peaks = live_peaks(live)
     step, args = ours("pycograd_xp")
-    loss = lambda p, x: block_loss(nn, p, x)  # noqa: E731
+    loss = lambda p, x: block_loss(nn, p, x)
     proj, meas = memory.project(loss, *args), memory.measure(loss, *args)
     lines = report(
         f"Transformer block step, x ({B}, {L}, {D}) float32, causal, pre-LN, {HEADS} heads, "

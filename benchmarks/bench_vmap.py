@@ -15,7 +15,7 @@ The issue's goal: vmap(grad) at most 1.2x hand-written NumPy.
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins threads before the contenders load)
+import _common  # pins threads before the contenders load
 import _mlp
 import numpy as np
 

@@ -111,7 +111,7 @@ def check_call(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> 
     try:
         with np.errstate(all="ignore"):
             p = memory.project(call, *args, argnums=(), **kwargs)
-    except Exception as e:  # noqa: BLE001 - any refusal is tallied with its message
+    except Exception as e:  # any refusal is tallied with its message
         why = str(e) if len(str(e)) <= 300 else str(e)[:297] + "..."
         TALLY.unprojected.append(f"{name}({describe(args, kwargs)}): {type(e).__name__}: {why}")
         return result

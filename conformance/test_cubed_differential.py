@@ -134,7 +134,7 @@ def _pick(rng: np.random.Generator, pool: list) -> int:
     return len(pool) - 1 - int(min(rng.geometric(0.5) - 1, len(pool) - 1))
 
 
-def _step(rng: np.random.Generator, pool: list) -> tuple[str, Step]:  # noqa: C901 (a table)
+def _step(rng: np.random.Generator, pool: list) -> tuple[str, Step]:  # a table
     i = _pick(rng, pool)
     x = pool[i]
     nd = x.ndim

@@ -591,7 +591,7 @@ def _resume(path: Path, p: Any, state: Any, key: random.Key, history: dict) -> t
     way_out = "give another checkpoint_dir, or delete that checkpoint to start afresh"
     try:
         saved = checkpoint.load(path, like)
-    except Exception as e:  # noqa: BLE001  (told apart below, re-raised in one line)
+    except Exception as e:  # told apart below, re-raised in one line
         if not str(e).startswith("checkpoint.load("):
             raise ValueError(
                 f"fit: {str(path)!r} in checkpoint_dir is not a checkpoint fit can read "

@@ -30,7 +30,7 @@ from ._api import (
     vjp,
 )
 from ._compile import TracingError
-from ._compile import compile as compile  # noqa: A004  (public, not in __all__: see below)
+from ._compile import compile as compile  # public, not in __all__: see below
 from ._custom import custom_jvp, custom_vjp
 from ._forward import hessian, jacfwd, jacrev, jvp, linearize
 from ._remat import remat

@@ -242,12 +242,12 @@ class AbstractArray(NoValue):
         return "cpu"
 
     @property
-    def T(self) -> AbstractArray:  # noqa: N802
+    def T(self) -> AbstractArray:
         """The transpose (an abstract view)."""
         return ABSTRACT.permute_dims(self, tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> AbstractArray:  # noqa: N802
+    def mT(self) -> AbstractArray:
         """The transpose of the last two dimensions."""
         return ABSTRACT.matrix_transpose(self)
 

@@ -43,7 +43,7 @@ INPUT = Primitive(
 )
 
 
-class no_grad:  # noqa: N801 - the name PyTorch users know
+class no_grad:  # the name PyTorch users know
     """Record nothing inside this block (a context manager, also a decorator).
 
     Under it ``x[idx] = v`` writes a mutable backend array in place, and in-place operators keep
@@ -90,13 +90,13 @@ class no_grad:  # noqa: N801 - the name PyTorch users know
         return cast(F, wrapped)  # functools.wraps keeps f's signature
 
 
-class enable_grad(no_grad):  # noqa: N801
+class enable_grad(no_grad):
     """Record again inside a :class:`no_grad` block (a context manager, also a decorator)."""
 
     _enabled = True
 
 
-class debug_nans:  # noqa: N801 - JAX's name (its jax_debug_nans option)
+class debug_nans:  # JAX's name (its jax_debug_nans option)
     """Stop at the first NaN a differentiated computation makes, naming the op (a context
     manager, also a decorator).
 

@@ -74,7 +74,7 @@ def _check_out(out: Any, where: str) -> Any:
     return out
 
 
-class custom_vjp:  # noqa: N801 - JAX's name
+class custom_vjp:  # JAX's name
     """``fun`` with a user-given VJP: ``f.defvjp(fwd, bwd)`` (JAX's decorator shape).
 
     The decorated function becomes a row of its own: it runs untraced, and one node is recorded
@@ -159,7 +159,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         return record(prim, ns, out, args, {})
 
 
-class custom_jvp:  # noqa: N801 - JAX's name
+class custom_jvp:  # JAX's name
     """``fun`` with a user-given JVP: ``f.defjvp(rule)`` (JAX's decorator shape).
 
     Reverse mode (``grad``/``vjp``) transposes the rule (it must be linear in the tangents, as JAX

@@ -73,11 +73,11 @@ class BatchedArray:
         return self.data.device
 
     @property
-    def T(self) -> BatchedArray:  # noqa: N802
+    def T(self) -> BatchedArray:
         return self._mod.permute_dims(self, tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> BatchedArray:  # noqa: N802
+    def mT(self) -> BatchedArray:
         return self._mod.matrix_transpose(self)
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> ModuleType:

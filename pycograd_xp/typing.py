@@ -87,9 +87,9 @@ class Array(Protocol):
     @property
     def size(self) -> int: ...
     @property
-    def T(self) -> Array: ...  # noqa: N802 - the standard's name
+    def T(self) -> Array: ...  # the standard's name
     @property
-    def mT(self) -> Array: ...  # noqa: N802 - the standard's name
+    def mT(self) -> Array: ...  # the standard's name
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Namespace: ...
     def to_device(self, device: Any, /, *, stream: Any = None) -> Array: ...

@@ -104,7 +104,7 @@ def test_errors(xp):
 
 
 def test_higher_order_and_hvp(xp):
-    f = lambda x: xp.sum(xp.sin(x) * x**2)  # noqa: E731
+    f = lambda x: xp.sum(xp.sin(x) * x**2)
     x = xp.asarray([0.3, -1.2, 2.0])
     a = to_numpy(x)
     d2 = pg.grad(lambda x: xp.sum(pg.grad(f)(x)))(x)

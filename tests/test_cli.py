@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("cubed")
 pytest.importorskip("zarr")
 
-from cubed_plugin.__main__ import _parser  # noqa: E402
-from cubed_plugin.train import main  # noqa: E402
+from cubed_plugin.__main__ import _parser
+from cubed_plugin.train import main
 
 TINY = ["--rows", "4000", "--features", "5", "--steps", "2", "--quiet"]
 TINY += ["--allowed-mem", "150MB", "--reserved-mem", "100MB"]  # no ReservedMemWarning on threads

@@ -20,7 +20,7 @@ def _np(a):
 
 def test_cross_entropy_hessian_is_jaxs():
     labels = xp.asarray(np.array([0]))
-    f = lambda z: nn.cross_entropy(xp.reshape(z, (1, 2)), labels)  # noqa: E731
+    f = lambda z: nn.cross_entropy(xp.reshape(z, (1, 2)), labels)
     want = [[0.25, -0.25], [-0.25, 0.25]]  # softmax's Jacobian at z = 0 (JAX's)
     z = xp.asarray(np.zeros(2))
     for h in (pg.hessian(f)(z), pg.jacfwd(pg.grad(f))(z), pg.jacrev(pg.grad(f))(z)):

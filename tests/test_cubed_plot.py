@@ -8,11 +8,11 @@ import pytest
 pytest.importorskip("cubed")
 pytest.importorskip("matplotlib")
 
-import cubed  # noqa: E402
+import cubed
 
-from cubed_plugin import fit  # noqa: E402
-from cubed_plugin.train import MemoryRecorder, init_params, logreg_loss, synthetic  # noqa: E402
-from pycograd_xp import optim  # noqa: E402
+from cubed_plugin import fit
+from cubed_plugin.train import MemoryRecorder, init_params, logreg_loss, synthetic
+from pycograd_xp import optim
 
 
 def test_plot_draws_each_op_of_the_last_step_at_its_projection(tmp_path):

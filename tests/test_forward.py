@@ -324,7 +324,7 @@ def test_linearize_matches_jvp_and_jacobian(xp):
         for a, b in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
             np.testing.assert_allclose(_np(a), _np(b), atol=1e-14)
     # a batch of tangents in one pass: the Jacobian's columns
-    g = lambda x: xp.sin(x) * xp.sum(x**2)  # noqa: E731
+    g = lambda x: xp.sin(x) * xp.sum(x**2)
     x0 = xp.asarray([0.3, -0.2, 0.9])
     _, g_jvp = pg.linearize(g, x0)
     cols = pg.vmap(g_jvp)(xp.asarray(np.eye(3)))

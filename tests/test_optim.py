@@ -160,7 +160,7 @@ def test_weight_decay_mask(xp):
 def test_stateful_optimizer_trains(xp):
     params = {"w": xp.asarray([3.0, -1.0])}
     opt = optim.Optimizer(optim.adam(0.1), params)
-    loss = lambda p: xp.sum((p["w"] - xp.asarray([1.0, 2.0])) ** 2)  # noqa: E731
+    loss = lambda p: xp.sum((p["w"] - xp.asarray([1.0, 2.0])) ** 2)
     for _ in range(300):
         params = opt.step(params, pg.grad(loss)(params))
     np.testing.assert_allclose(np.asarray(pg.unwrap(params["w"])), [1.0, 2.0], atol=1e-3)

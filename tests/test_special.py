@@ -297,7 +297,7 @@ def test_second_derivatives_match_finite_differences(name):
         "xlog1py": lambda x: special.xlog1py(x, x * x),
     }.get(name, getattr(special, name))
     x = np.array([-2.5, -0.7, 0.3, 1.9])
-    first = lambda v: _np(pg.grad(lambda y: XN.sum(f(y)))(XN.asarray(v)))  # noqa: E731
+    first = lambda v: _np(pg.grad(lambda y: XN.sum(f(y)))(XN.asarray(v)))
     h = 1e-5
     fd = (first(x + h) - first(x - h)) / (2 * h)
     np.testing.assert_allclose(_np(_second(f, XN.asarray(x))), fd, rtol=1e-6, atol=1e-8)
@@ -316,7 +316,7 @@ def test_hessians_forward_over_reverse():
 
 
 def test_derivatives_at_zero_and_in_the_tails():
-    grad = lambda f, v: _np(pg.grad(lambda x: XN.sum(f(x)))(XN.asarray(v)))  # noqa: E731
+    grad = lambda f, v: _np(pg.grad(lambda x: XN.sum(f(x)))(XN.asarray(v)))
     assert grad(special.i1, [0.0])[0] == 0.5 and grad(special.i1e, [0.0])[0] == 0.5
     x = np.array([-40.0, -1e3])  # log_ndtr' = pdf / ndtr, both underflowing: ~ -x
     np.testing.assert_allclose(grad(special.log_ndtr, x), -x, rtol=1e-3)
@@ -518,7 +518,7 @@ def test_cubed_values_match_numpy_for_any_chunking(cxp, chunks):
     cubed = pytest.importorskip("cubed")
     a = rng.uniform(0.05, 0.95, (6, 10))
     b = rng.uniform(-3, 3, (6, 10))
-    lazy = lambda v, c=chunks: cxp.asarray(cubed.from_array(v, chunks=c))  # noqa: E731
+    lazy = lambda v, c=chunks: cxp.asarray(cubed.from_array(v, chunks=c))
     x, y = lazy(a), lazy(b)
     with cubed.raise_if_computes():
         got = {

@@ -97,7 +97,7 @@ def test_transformer_block():
     xp = pg.namespace(np)
     d, L = 8, 4
     ks = random.split(random.key(3), 8)
-    g = lambda k, s: nn.glorot_uniform(k, s, xp=xp)  # noqa: E731
+    g = lambda k, s: nn.glorot_uniform(k, s, xp=xp)
     p = {
         "ln1_g": xp.ones(d),
         "ln1_b": xp.zeros(d),

@@ -372,7 +372,7 @@ def _trace(
 def compile(
     f: Callable[..., Any],
     *,
-    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     max_traces: int = 64,
     on_trace: Callable[[Trace], None] | None = None,
@@ -381,7 +381,7 @@ def compile(
 def compile(
     f: None = None,
     *,
-    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     max_traces: int = 64,
     on_trace: Callable[[Trace], None] | None = None,
@@ -389,7 +389,7 @@ def compile(
 def compile(
     f: Callable[..., Any] | None = None,
     *,
-    static_argnums: int | Sequence[int] = (),  # noqa: A001
+    static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     max_traces: int = 64,
     on_trace: Callable[[Trace], None] | None = None,

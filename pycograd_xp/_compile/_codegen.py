@@ -22,7 +22,7 @@ def _probe_refcount() -> int:
     # What sys.getrefcount reports for an object held by one local variable only (it differs
     # between Python versions), measured the way generated code asks.
     ns: dict[str, Any] = {"rc": sys.getrefcount}
-    exec("def probe():\n    t = [0]\n    return rc(t)\n", ns)  # noqa: S102
+    exec("def probe():\n    t = [0]\n    return rc(t)\n", ns)
     return ns["probe"]()
 
 
@@ -118,7 +118,7 @@ def generate(
     glb = src.globals
     filename = f"<pycograd_xp.compile replay {next(_FILES)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(builtins.compile(source, filename, "exec"), glb)  # noqa: S102
+    exec(builtins.compile(source, filename, "exec"), glb)
     replay = glb["replay"]
     weakref.finalize(replay, linecache.cache.pop, filename, None)  # evicted: source goes too
     return replay, source
@@ -184,5 +184,5 @@ def rebuilder(td: Any) -> Callable[[list], Any]:
         fields = ", ".join(f"{n}={v}" for n, v in zip(names, kids, strict=True))
         return f"{bind(cls)}({fields}{''.join(f', {n}={bind(v)}' for n, v in statics)})"
 
-    exec(f"def rebuild(L):\n    return {expr(td)}\n", glb)  # noqa: S102
+    exec(f"def rebuild(L):\n    return {expr(td)}\n", glb)
     return glb["rebuild"]

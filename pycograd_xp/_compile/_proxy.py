@@ -43,11 +43,11 @@ class Proxy(NoValue):
     spec = property(lambda self: self.real.spec)
 
     @property
-    def T(self) -> Proxy:  # noqa: N802
+    def T(self) -> Proxy:
         return self.ns.permute_dims(self, tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> Proxy:  # noqa: N802
+    def mT(self) -> Proxy:
         return self.ns.matrix_transpose(self)
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> ModuleType:
@@ -93,7 +93,7 @@ def real(v: Any) -> Any:
 
 def _function(prim: Any, target: Backend, mod: ModuleType) -> Callable[..., Any]:
     if prim is GETITEM:
-        fn: Callable[..., Any] = lambda x, key: x[key]  # noqa: E731
+        fn: Callable[..., Any] = lambda x, key: x[key]
     elif prim is SETITEM:
 
         def fn(x: Any, key: Any, value: Any) -> None:

@@ -195,7 +195,7 @@ class Array(ArrayProtocol):
         return device(self._data)
 
     @property
-    def T(self) -> Array:  # noqa: N802 - the standard's name
+    def T(self) -> Array:  # the standard's name
         """The transpose of a 2-D array (for others: ``xp.matrix_transpose``,
         ``xp.permute_dims``)."""
         if self.ndim != 2:
@@ -206,7 +206,7 @@ class Array(ArrayProtocol):
         return self._ns.permute_dims(self, (1, 0))
 
     @property
-    def mT(self) -> Array:  # noqa: N802 - the standard's name
+    def mT(self) -> Array:  # the standard's name
         """The transpose of the last two dimensions (``xp.matrix_transpose``)."""
         return self._ns.matrix_transpose(self)
 

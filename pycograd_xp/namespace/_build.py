@@ -402,7 +402,7 @@ class _Builder(GeneralWrappers):
     # -- indexing -------------------------------------------------------------------------------
     def getitem(self) -> Callable[[Array, Any], Array]:
         unwrap, wrap, mod = self.unwrap("__getitem__"), self.wrap(), self.mod
-        GETITEM = REGISTRY["__getitem__"]  # noqa: N806
+        GETITEM = REGISTRY["__getitem__"]
         mutable = self.backend.mutable
         numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
         index = self.backend.getitem
@@ -449,7 +449,7 @@ class _Builder(GeneralWrappers):
             a._node = x._node
             return a
 
-        SETITEM = REGISTRY["__setitem__"]  # noqa: N806
+        SETITEM = REGISTRY["__setitem__"]
         numpy_keys = index_constants(mod) if backend.numpy_functions else None
 
         def setitem(x: Array, key: Any, value: Any) -> None:

@@ -25,8 +25,8 @@ def _clip(
     a_max: Any = _NV,
     out: Any = None,
     *,
-    min: Any = _NV,  # noqa: A002
-    max: Any = _NV,  # noqa: A002
+    min: Any = _NV,
+    max: Any = _NV,
     **kwargs: Any,
 ) -> Any:
     if kwargs:

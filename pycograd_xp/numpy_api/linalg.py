@@ -225,12 +225,12 @@ def _lower(ns: Any, x: Any, uplo: str) -> Any:
 
 
 @_implements("linalg.eigh")
-def _eigh(ns: Any, a: Any, UPLO: str = "L") -> Any:  # noqa: N803
+def _eigh(ns: Any, a: Any, UPLO: str = "L") -> Any:
     return ns.linalg.eigh(_lower(ns, _array(ns, a), UPLO))
 
 
 @_implements("linalg.eigvalsh")
-def _eigvalsh(ns: Any, a: Any, UPLO: str = "L") -> Any:  # noqa: N803
+def _eigvalsh(ns: Any, a: Any, UPLO: str = "L") -> Any:
     return ns.linalg.eigvalsh(_lower(ns, _array(ns, a), UPLO))
 
 
@@ -314,7 +314,7 @@ def _linalg_diagonal(ns: Any, x: Any, /, *, offset: int = 0) -> Any:
 
 
 @_implements("linalg.matrix_norm")
-def _linalg_matrix_norm(ns: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+def _linalg_matrix_norm(ns: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     return ns.linalg.matrix_norm(_array(ns, x), keepdims=keepdims, ord=ord)
 
 
@@ -326,13 +326,13 @@ def _linalg_vector_norm(
     *,
     axis: Any = None,
     keepdims: bool = False,
-    ord: Any = 2,  # noqa: A002
+    ord: Any = 2,
 ) -> Any:
     return ns.linalg.vector_norm(_array(ns, x), axis=_norm_axis(axis), keepdims=keepdims, ord=ord)
 
 
 @_implements("linalg.norm")
-def _norm(ns: Any, x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
+def _norm(ns: Any, x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     """NumPy's rules: no axis and no ord, the 2-norm of the flattened array; an int axis (or a
     1-D array), a vector norm; two axes (or a 2-D array), a matrix norm."""
     a = _array(ns, x)

@@ -51,7 +51,7 @@ def _unique(
     axis: Any = None,
     *,
     equal_nan: bool = True,
-    sorted: bool = True,  # noqa: A002
+    sorted: bool = True,
 ) -> Any:
     if return_index or return_inverse or return_counts or axis is not None:
         raise _unsupported(

@@ -24,7 +24,7 @@ from ._rules.shapes import elementwise_out, is_array
 
 
 @dataclass(frozen=True)
-class finfo_object:  # noqa: N801 - the standard's name
+class finfo_object:  # the standard's name
     """``finfo`` with Python floats, as the standard asks (NumPy returns NumPy scalars)."""
 
     bits: int
@@ -36,7 +36,7 @@ class finfo_object:  # noqa: N801 - the standard's name
 
 
 @dataclass(frozen=True)
-class iinfo_object:  # noqa: N801 - the standard's name
+class iinfo_object:  # the standard's name
     bits: int
     max: int
     min: int

@@ -446,7 +446,7 @@ def test_jvp_through_scipy_stats_matches_the_gradient(name):
     f = getattr(stats, name)
     w = xp.asarray(W)
     v = np.random.default_rng(2).standard_normal(V.shape)
-    stat = lambda x: f(x, w).statistic  # noqa: E731
+    stat = lambda x: f(x, w).statistic
     _, t = pg.jvp(stat, (xp.asarray(V),), (xp.asarray(v),))
     g = pg.grad(stat)(xp.asarray(V))
     np.testing.assert_allclose(float(t), float(xp.sum(g * xp.asarray(v))), rtol=1e-12)

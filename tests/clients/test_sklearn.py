@@ -144,7 +144,7 @@ def returns_float(name: str) -> XF:
     return XF(PY_FLOAT.format(name), raises=TypeError)
 
 
-def LBFGS(name: str) -> XF:  # noqa: N802
+def LBFGS(name: str) -> XF:
     return XF(
         f"sklearn.linear_model.{name}(solver='lbfgs') fits with scipy.optimize.minimize "
         "(L-BFGS-B), which runs in NumPy and takes float() of the loss: pycograd_xp "

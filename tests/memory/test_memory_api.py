@@ -220,7 +220,7 @@ def test_values_cannot_be_branched_on_while_projecting():
 def test_plot_draws_projected_beside_measured(tmp_path):
     pytest.importorskip("matplotlib")
     w = XP.ones((50, 50))
-    f = lambda w, x: XP.sum(XP.tanh(x @ w) ** 2)  # noqa: E731
+    f = lambda w, x: XP.sum(XP.tanh(x @ w) ** 2)
     x = XP.ones((20, 50))
     p, m = memory.project(f, w, x), memory.measure(f, w, x)
     fig = p.plot(str(tmp_path / "p.png"), measured=m)

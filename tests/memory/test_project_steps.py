@@ -216,7 +216,7 @@ def test_any_function_projects_as_it_is_with_argnums_empty():
     m = memory.measure(_user_step, *_real((w, x)), argnums=())
     assert 0.8 * p.peak_bytes <= m.peak_bytes <= p.peak_bytes
     # a computation with no gradient at all, returning a pytree
-    f = lambda a: {"square": a @ a.T, "t": a.T}  # noqa: E731
+    f = lambda a: {"square": a @ a.T, "t": a.T}
     q = memory.project(f, x, argnums=())
     assert q.peak_bytes >= x.nbytes + 500 * 500 * 8 and q.residual_bytes == 0
     assert memory.measure(f, *_real((x,)), argnums=()).peak_bytes <= q.peak_bytes
@@ -224,7 +224,7 @@ def test_any_function_projects_as_it_is_with_argnums_empty():
 
 def test_a_gradient_step_is_projected_and_measured_as_before():
     w, x = memory.spec((400, 300)), memory.spec((500, 400))
-    loss = lambda w, x: xp.sum(xp.tanh(x @ w) ** 2)  # noqa: E731
+    loss = lambda w, x: xp.sum(xp.tanh(x @ w) ** 2)
     p = memory.project(loss, w, x)
     assert p.what == "value_and_grad" and p.forward_peak_bytes < p.peak_bytes
     m = memory.measure(loss, *_real((w, x)))

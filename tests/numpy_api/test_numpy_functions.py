@@ -86,7 +86,7 @@ def _fcases():
     case("angle", lambda a: np.angle(a, deg=True), x23, grad=False)
     case("nan_to_num", lambda a: np.nan_to_num(np.log(a)), x23)
     # (forward only: the division's own gradient at the infinities is 0 / 0, as in JAX)
-    f = lambda a: np.nan_to_num(np.divide(a, a > 0), posinf=9.0, neginf=-9.0)  # noqa: E731
+    f = lambda a: np.nan_to_num(np.divide(a, a > 0), posinf=9.0, neginf=-9.0)
     case("nan_to_num", f, x23, grad=False)
     case("isposinf", lambda a: np.isposinf(np.divide(a, a > 0)), x23, grad=False)
     case("isneginf", lambda a: np.isneginf(np.divide(a, a > 0)), x23, grad=False)

@@ -29,13 +29,13 @@ def real_loss(xp, y, seed=0):
 
 
 # (label, f(xp) -> function, input maker(rng) -> numpy array)
-CPLX = lambda rng: rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))  # noqa: E731
-REAL = lambda rng: rng.standard_normal((4, 6))  # noqa: E731
-TIES = lambda rng: rng.permutation(24).reshape(4, 6) / 7.0  # noqa: E731
-SPD = lambda rng: spd(rng, (3, 4, 4))  # noqa: E731
+CPLX = lambda rng: rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))
+REAL = lambda rng: rng.standard_normal((4, 6))
+TIES = lambda rng: rng.permutation(24).reshape(4, 6) / 7.0
+SPD = lambda rng: spd(rng, (3, 4, 4))
 
 
-def SINGULAR(rng):  # noqa: N802 (an input maker, like the others)
+def SINGULAR(rng):  # an input maker, like the others
     """A stack of a rank-3, a rank-2 and a regular 4 x 4 matrix."""
     a = rng.standard_normal((3, 4, 4))
     a[0, 3] = a[0, 0] - 2.0 * a[0, 1]
@@ -135,7 +135,7 @@ def test_second_order_through_basic_indexing(cxp, chunks):
     nxp = pg.namespace(np)
 
     def hess_diag(xp, x):
-        inner = lambda y: xp.sum(y[0:2] ** 3) + xp.sum(y[3:17:4] ** 3)  # noqa: E731
+        inner = lambda y: xp.sum(y[0:2] ** 3) + xp.sum(y[3:17:4] ** 3)
         return pg.grad(lambda x: xp.sum(pg.grad(inner)(x) * x))(x)
 
     x = cxp.asarray(cubed.from_array(a, chunks=chunks))

@@ -70,7 +70,7 @@ def linear(row: Any) -> Any:
     return rule
 
 
-def TRANSPOSED(ns: Any, tangents: tuple, out: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def TRANSPOSED(ns: Any, tangents: tuple, out: Any, *args: Any, **kwargs: Any) -> Any:
     """The JVP rule of a row whose JVP is derived from its VJP rule by transposing it,
     ``J t = (g -> J^T g)^T t`` (exact; two rule evaluations): a marker the JVP engine replaces
     with that derived rule (``pycograd_xp._forward.transposed_rule``)."""
