@@ -12,11 +12,11 @@ at 81 MB after one step and 86 MB after forty (so ops whose tasks hold almost no
   (imports, a Zarr read of compressed chunks through Zarr's thread pool, a BLAS product, a
   one-pass gradient on a small chunk), lets go of it, gives the freed memory back, and only
   then measures a small task: the figure is a warm worker's, on several tasks (the largest is kept).
-- **Stable across processes**: the figures are kept in a file per machine, executor kind and
-  package versions (:func:`cache_path`; ``PYCOGRAD_XP_BASELINE_CACHE`` names another file, or
-  ``off``); a process measures again only while fewer than :data:`SAMPLES` figures are kept,
-  and uses the largest kept (and, for the rest of a process, the highest start ``fit`` has
-  seen a task of that executor make: :func:`record_drift`).
+- **Stable across processes**: the figures are kept in a file per machine, executor kind, Python
+  environment and package versions (:func:`cache_path`; ``PYCOGRAD_XP_BASELINE_CACHE`` names
+  another file, or ``off``); a process measures again only while fewer than :data:`SAMPLES`
+  figures are kept, and uses the largest kept (and, for the rest of a process, the highest
+  start ``fit`` has seen a task of that executor make: :func:`record_drift`).
 - **Stated margins**: ``reserved_mem`` is that baseline plus :data:`MARGIN` (10 %: a run's
   creep, 0.6 MB over forty graph-mode steps here once tasks collect their garbage); the planner
   (``plan_rows``) and every refusal's advice leave :data:`HEADROOM` (5 % of
@@ -83,7 +83,9 @@ def _versions(dask: bool) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     names = ["numpy", "zarr", "numcodecs", "cubed", "pycograd-xp"] + (["distributed"] * dask)
-    out = [f"python {platform.python_version()}"]
+    # the environment too: two virtual environments of one machine hold different packages,
+    # and a worker imports what its environment has (a docs build's venv held 8 MB more)
+    out = [f"python {platform.python_version()} in {sys.prefix}"]
     for name in names:
         try:
             out.append(f"{name} {version(name)}")

@@ -364,8 +364,8 @@ def worker_baseline(
     task: their baseline is that of a fresh Python process that runs the tasks itself, the least
     any process running them holds (this process holds that plus its own data).
 
-    The figures are kept per machine, executor kind and package versions in a file
-    (``cubed_plugin._baseline.cache_path``; the environment variable
+    The figures are kept per machine, executor kind, Python environment and package versions
+    in a file (``cubed_plugin._baseline.cache_path``; the environment variable
     ``PYCOGRAD_XP_BASELINE_CACHE`` names another, or ``off``): a process measures again while
     fewer than three are kept, and otherwise uses the largest kept (in a process where ``fit``
     saw a task of that executor start higher, that). Every process on the machine then gets the

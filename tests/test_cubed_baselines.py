@@ -405,3 +405,12 @@ def test_the_default_command_trains_to_the_end_within_its_projections(tmp_path, 
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "trained 3 steps" in out.stdout
     assert "every measured task within its projection and allowed_mem" in out.stdout, out.stdout
+
+
+def test_the_kept_figures_are_per_python_environment():
+    """Two virtual environments of one machine import different packages into a worker (a docs
+    build's held 8 MB more than the test venv's figure, and its tasks went over): the kept
+    figures' key names the environment."""
+    import sys
+
+    assert f"in {sys.prefix}" in _baseline._versions(False)

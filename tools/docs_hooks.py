@@ -62,12 +62,14 @@ def _cubed_picture() -> bytes:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cubed_task_memory.png")
-        subprocess.run(
+        run = subprocess.run(
             [sys.executable, str(ROOT / "examples" / "cubed_task_memory.py"), "--out", out],
-            check=True,
             capture_output=True,
+            text=True,
             timeout=600,
         )
+        if run.returncode:
+            raise RuntimeError(f"examples/cubed_task_memory.py failed:\n{run.stderr[-4000:]}")
         return Path(out).read_bytes()
 
 
