@@ -50,6 +50,7 @@ from ._fit_steps import (
     _work_snapshot,
 )
 from .namespace import label_ops
+from .penalties import smooth
 from .steps import RowLoss
 
 __all__ = ["FitResult", "fit"]
@@ -342,6 +343,15 @@ def _check_arguments(
         raise TypeError(
             "fit(mode='one-pass'): the loss must be declared row-separable with "
             "cubed_plugin.row_loss (a per-row loss), or use mode='graph'"
+        )
+    penalty = getattr(loss, "penalty", None)
+    if isinstance(optimizer, optim.LBFGS) and penalty is not None and not smooth(penalty):
+        raise ValueError(
+            f"fit: optim.lbfgs needs a smooth loss, and the row loss's penalty "
+            f"{getattr(penalty, 'name', penalty)!r} is not differentiable at 0 (its line search "
+            "and curvature pairs assume a differentiable function); train an L1 penalty with a "
+            "gradient transformation (optim.sgd, optim.adam: its subgradient), or use "
+            "penalties.l2"
         )
     if isinstance(optimizer, optim.LBFGS) and batch_rows is not None:
         raise ValueError(

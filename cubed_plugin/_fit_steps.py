@@ -28,7 +28,7 @@ from ._compute import refuse
 from ._executors import executor_of, returns_task_results, worker_baseline
 from ._one_pass import PlannedStep, stored_arrays
 from .memory import TaskMemoryError, TaskMemoryWarning, part_of
-from .steps import RowLoss, graph_step, one_pass_step, unflatten_sums
+from .steps import RowLoss, finish_sums, graph_step, one_pass_step
 
 
 def _cubed_data(data: Sequence[Any]) -> None:
@@ -255,7 +255,7 @@ def _step(
         )
         return (
             [total_sums],
-            lambda sums: unflatten_sums(np.asarray(sums), td, shapes, rows, loss.reduction),
+            lambda sums: finish_sums(np.asarray(sums), td, shapes, rows, loss, host_p),
             rows,
         )
     v, g = graph_step(loss, host_p, batch, spec)

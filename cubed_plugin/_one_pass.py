@@ -43,11 +43,11 @@ from .namespace import LABEL, _fn_name
 from .steps import (
     RowLoss,
     TaskConfig,
+    finish_sums,
     one_pass_fan_in,
     one_pass_step,
     one_pass_task,
     tree_sum,
-    unflatten_sums,
 )
 
 __all__ = ["PlannedStep", "stored_arrays"]
@@ -97,7 +97,7 @@ class PlannedStep:
         self.chunks = tuple(int(c) for c in data[0].chunks[0])
         self.picked = len(batch[0].chunks[0])  # chunks in a batch
         self.tasks = -(-self.picked // chunks_per_task)
-        self.reduction = loss.reduction
+        self.loss = loss
         self.config = TaskConfig(
             loss.per_row,
             arrays,
@@ -157,5 +157,5 @@ class PlannedStep:
         chunk_rows = [row for b in range(self.tasks) for row in results[b]]  # in chunk order
         total = tree_sum(chunk_rows, one_pass_fan_in(self.picked))
         rows = sum(self.chunks[i] for i in picks)
-        value, grads = unflatten_sums(total, self.config.treedef, self.shapes, rows, self.reduction)
+        value, grads = finish_sums(total, self.config.treedef, self.shapes, rows, self.loss, host_p)
         return value, grads, rows

@@ -44,16 +44,21 @@ class RowLoss:
         ``per_row(params, *rows) -> losses of shape (rows,)``.
     reduction : {"mean", "sum"}, default "mean"
         How the rows' losses are reduced.
+    penalty : callable, optional
+        ``penalty(params) -> scalar`` added to the reduced loss (once, not per row:
+        :mod:`cubed_plugin.penalties`).
     """
 
     per_row: Callable[..., Any]
     reduction: str = "mean"
+    penalty: Callable[[Any], Any] | None = None
 
     def __call__(self, params: Any, *data: Any) -> Any:
         losses = self.per_row(params, *data)
         check_per_row(losses, data, self.per_row)
         xp = losses.__array_namespace__()
-        return xp.mean(losses) if self.reduction == "mean" else xp.sum(losses)
+        total = xp.mean(losses) if self.reduction == "mean" else xp.sum(losses)
+        return total if self.penalty is None else total + self.penalty(params)
 
 
 def check_per_row(losses: Any, rows: Sequence[Any], per_row: Callable[..., Any]) -> None:
@@ -77,8 +82,14 @@ def check_per_row(losses: Any, rows: Sequence[Any], per_row: Callable[..., Any])
         )
 
 
-def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mean") -> Any:
-    """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable.
+def row_loss(
+    per_row: Callable[..., Any] | None = None,
+    *,
+    reduction: str = "mean",
+    penalty: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable, plus an
+    optional ``penalty(params)`` on the parameters.
 
     A decorator, with or without arguments: the training driver (``fit``) may then use the
     one-pass mode. Calling the loss, and ``fit`` before anything runs, check that ``per_row``
@@ -86,12 +97,24 @@ def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mea
     shape ``(rows, 1)`` against predictions of shape ``(rows,)`` broadcast to a
     ``(rows, rows)`` matrix, whose mean is a wrong loss.
 
+    The loss is ``reduction(per_row(params, *data)) + penalty(params)``. In one-pass mode the
+    tasks compute the rows' sums only and ``fit``'s driver adds the penalty's value and
+    gradient once per step, eagerly on the parameters (one pass over the data per step still);
+    graph mode and a direct call compute the whole expression.
+
     Parameters
     ----------
     per_row : callable, optional
         The per-row loss (None: ``row_loss(reduction=...)`` returns the decorator).
     reduction : {"mean", "sum"}, default "mean"
         How the rows' losses are reduced.
+    penalty : callable, optional
+        ``penalty(params) -> scalar``, Array API code on the parameters, e.g.
+        ``cubed_plugin.penalties.l2(1.0, on=lambda p: p["w"])``; a
+        :class:`~cubed_plugin.penalties.Penalty` marked non-smooth (``penalties.l1``) is
+        refused by ``optim.lbfgs``. scikit-learn's ``LogisticRegression(C=C)`` objective is
+        ``row_loss(lambda p, X, y: C * logloss(p, X, y), reduction="sum",
+        penalty=l2(1.0, on=lambda p: p["w"]))``.
 
     Returns
     -------
@@ -102,6 +125,8 @@ def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mea
     ------
     ValueError
         If ``reduction`` is not "mean" or "sum".
+    TypeError
+        If ``penalty`` is not callable.
 
     Examples
     --------
@@ -114,9 +139,14 @@ def row_loss(per_row: Callable[..., Any] | None = None, *, reduction: str = "mea
     """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"row_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
+    if penalty is not None and not callable(penalty):
+        raise TypeError(
+            f"row_loss: penalty must be a function of the parameters (penalty(params) -> "
+            f"scalar, e.g. cubed_plugin.penalties.l2(1.0)), got {penalty!r}"
+        )
     if per_row is None:
-        return lambda f: RowLoss(f, reduction)
-    return RowLoss(per_row, reduction)
+        return lambda f: RowLoss(f, reduction, penalty)
+    return RowLoss(per_row, reduction, penalty)
 
 
 def _host(tree: Any) -> Any:
@@ -488,6 +518,28 @@ def _check_finite(rows: list, where: str) -> None:
     raise FloatingPointError(
         f"{where}: the loss or its gradient is not finite although the "
         "data is; lower the learning rate or check the loss"
+    )
+
+
+def finish_sums(
+    total: np.ndarray,
+    td: Any,
+    shapes: list[tuple[int, ...]],
+    count: int,
+    loss: RowLoss,
+    host_p: Any,
+) -> tuple[float, Any]:
+    """(loss, grads) of a one-pass step from its tasks' sums (:func:`unflatten_sums`), with
+    ``loss.penalty``'s value and gradient at the parameters ``host_p`` added once: computed
+    here, eagerly, with pycograd_xp's NumPy namespace (the parameters are small)."""
+    value, grads = unflatten_sums(total, td, shapes, count, loss.reduction)
+    if loss.penalty is None:
+        return value, grads
+    p = pg.tree_map(lambda a: _NP.asarray(np.asarray(pg.unwrap(a))), host_p)
+    pv, pgrads = pg.value_and_grad(loss.penalty)(p)
+    pvalue = float(np.asarray(pg.unwrap(pv)))
+    return value + pvalue, pg.tree_map(
+        lambda g, h: g + np.asarray(pg.unwrap(h), dtype=np.float64), grads, pgrads
     )
 
 
