@@ -10,6 +10,7 @@ concatenates a zero slice to the result (one output-sized temporary, in array-ap
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import array_api_compat.numpy as npx
@@ -296,7 +297,11 @@ def var(
 def _var_vjp(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
     n = count(tuple(x.shape), norm_axes(axis, x.ndim))
     centered = x - ns.mean(x, axis=axis, keepdims=True)
-    return (expand_to(ns, g, x, axis, keepdims) * centered * (2.0 / (n - correction)),)
+    # no degrees of freedom left (an empty axis, or correction as large as it): the value is
+    # NumPy's 0/0, nan, and so is its gradient (an empty one where the axis is empty), not a
+    # ZeroDivisionError
+    dof = n - correction
+    return (expand_to(ns, g, x, axis, keepdims) * centered * (2.0 / dof if dof else math.inf),)
 
 
 @std.defvjp(saves=("x", "out"))

@@ -142,3 +142,17 @@ def test_in_place_floor_divide_honours_the_special_cases(xp):
     v = base[:3]
     v //= 2.0
     np.testing.assert_array_equal(np.asarray(pycograd_xp.unwrap(base)), [float("inf"), 2, 2, 6])
+
+
+@pytest.mark.parametrize("name", ["std", "var"])
+@pytest.mark.parametrize(
+    ("shape", "kwargs"), [((0,), {}), ((2, 0), {"axis": 1}), ((1,), {"correction": 1})]
+)
+def test_std_and_var_gradients_with_no_degrees_of_freedom_are_nan(xp, name, shape, kwargs):
+    """No degrees of freedom (an empty axis, or correction as large as it): the value is nan,
+    and so is the gradient, of the argument's shape; 2 / (n - correction) raised
+    ZeroDivisionError (found by the memory check's gradient mode, issue 33)."""
+    x = xp.asarray(np.full(shape, 3.0))
+    value, g = pycograd_xp.value_and_grad(lambda x: xp.sum(getattr(xp, name)(x, **kwargs)))(x)
+    assert tuple(g.shape) == shape
+    assert np.isnan(to_np(g)).all() and (math.prod(shape) == 0 or np.isnan(to_np(value)))
