@@ -17,6 +17,7 @@ import numpy as np
 from .._primitive import REGISTRY
 from ..namespace._array import Array
 from ..namespace._frontend import FOREIGN_UFUNCS
+from . import traced_values
 from ._convert import (
     _NV,
     _PY_SCALARS,
@@ -228,6 +229,10 @@ def array_ufunc(self: Array, ufunc: Any, method: str, *inputs: Any, **kwargs: An
         return _reduce(ns, ufunc.__name__, inputs, dict(kwargs))
     if method == "accumulate" and ufunc.__name__ in ACCUMULATIONS and fn is not None:
         return _accumulate(ns, ufunc.__name__, inputs, dict(kwargs))
+    if method == "accumulate":  # no gradient: projected while traced (memory.project)
+        r = traced_values.accumulate(ns, ufunc, inputs, dict(kwargs), arrays)
+        if r is not NotImplemented:
+            return r
     if method == "outer" and fn is not None:
         return _outer(ns, ufunc, fn, inputs, dict(kwargs))
     if method == "at" and fn is not None:

@@ -76,11 +76,52 @@ def test_lstsq_under_compile_names_the_data_dependent_shape():
         pg.compile(lambda a, y: np.linalg.lstsq(a, y)[1])(a, y)
 
 
+@pytest.mark.parametrize(
+    ("ufunc", "layout", "kwargs"),
+    [
+        (np.maximum, "C", {}),
+        (np.maximum, "T", {"axis": 1}),
+        (np.minimum, "reversed", {}),
+        (np.maximum, "C", {"dtype": np.float32}),
+        (np.logical_or, "C", {"axis": -1}),
+        (np.bitwise_xor, "rows", {}),
+    ],
+)
+def test_a_ufunc_accumulation_without_a_gradient_projects(ufunc, layout, kwargs):
+    """``np.maximum.accumulate(x)`` with nothing differentiated: NumPy's own, projected from its
+    output and a full copy of its operand (its buffers are at most that), within 2x."""
+    a = RNG.standard_normal((300, 200))
+    a = {"C": a, "T": a.T.copy().T, "reversed": a[::-1], "rows": np.repeat(a, 2, 0)[::2]}[layout]
+    if ufunc is np.logical_or:
+        a = a > 0
+    elif ufunc is np.bitwise_xor:
+        a = (a * 100).astype(np.int64)
+    x = XP.asarray(a)
+    r = _sound(lambda x: ufunc.accumulate(x, **kwargs), x)
+    assert r > 0.5
+    p = memory.project(lambda x: ufunc.accumulate(x, **kwargs), x, argnums=())
+    want = ufunc.accumulate(a, **kwargs)
+    assert p.rows[0].op == f"numpy.{ufunc.__name__}.accumulate"
+    assert p.rows[0].outputs == [(want.shape, want.dtype.name, want.nbytes)]
+
+
+def test_a_ufunc_accumulation_with_a_gradient_refuses_naming_it_and_the_way_out():
+    a = XP.asarray(RNG.standard_normal((30, 20)))
+    with pytest.raises(TypeError, match=r"numpy.maximum.accumulate\(\) .* being differentiated"):
+        memory.project(lambda a: XP.sum(np.maximum.accumulate(a)), a)
+    with pytest.raises(TypeError, match=r"stop_gradient"):
+        pg.grad(lambda a: XP.sum(np.maximum.accumulate(a)))(a)
+    with pytest.raises(TypeError, match=r"cannot accumulate on a scalar"):
+        memory.project(lambda a: np.maximum.accumulate(a), XP.asarray(1.0), argnums=())
+
+
 def test_a_ufunc_method_without_a_rule_refuses_naming_it_and_the_way_out():
     a = XP.asarray(RNG.standard_normal((30, 20)))
-    with pytest.raises(TypeError, match=r"numpy.maximum.accumulate\(\) cannot be traced") as e:
-        memory.project(lambda a: np.maximum.accumulate(a), a, argnums=())
+    with pytest.raises(TypeError, match=r"numpy.maximum.reduceat\(\) cannot be traced") as e:
+        memory.project(lambda a: np.maximum.reduceat(a, [0, 3]), a, argnums=())
     assert "pass its result in as an argument" in str(e.value)
+    with pytest.raises(TypeError, match=r"numpy.maximum.accumulate\(\) cannot be traced"):
+        pg.compile(lambda a: np.maximum.accumulate(a))(a)  # the replay needs a recorded call
 
 
 def test_a_library_that_converts_its_arguments_refuses_naming_the_way_out():
