@@ -15,7 +15,10 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   ``check`` also warns when ``reserved_mem`` is below what the executor's workers measurably
   hold (:func:`worker_baseline`; ``cubed.Spec`` defaults to 0).
 - ``cubed_plugin.fit`` (``cubed_plugin.train`` gathers its names): bounded-memory training on
-  chunked data, one-pass or graph mode (``cubed_plugin.steps``, ``row_loss``), and
+  chunked data, one-pass or graph mode (``cubed_plugin.steps``, ``row_loss``), with
+  validation figures and :class:`EarlyStopping` (``cubed_plugin._validation``), and
+  :func:`predict`, a model applied to chunked data within the budget (``cubed_plugin._evaluate``);
+  and
   ``python -m cubed_plugin`` (or ``python -m cubed_plugin.train``);
   ``make_spec`` makes a Spec whose ``reserved_mem`` is measured. A task measured over its
   projection or ``allowed_mem`` raises :class:`TaskMemoryError`.
@@ -38,12 +41,15 @@ import dataclasses
 from typing import Any
 
 from ._compute import check, compute, plan, visualize
+from ._evaluate import predict
 from ._executors import NoRetryWarning, make_executor, make_spec, worker_baseline
+from ._validation import EarlyStopping
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .namespace import augmented  # its import registers Cubed's implementations of rows
 from .steps import row_loss
 
 __all__ = [
+    "EarlyStopping",
     "NoRetryWarning",
     "ReservedMemWarning",
     "TaskMemoryError",
@@ -58,6 +64,7 @@ __all__ = [
     "make_spec",
     "plan",
     "plan_rows",
+    "predict",
     "row_loss",
     "visualize",
     "worker_baseline",

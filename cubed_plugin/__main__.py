@@ -134,6 +134,32 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     return _softplus_minus(xp, z, y)
 
 
+def accuracy(p: Any, X: Any, y: Any) -> Any:
+    """Whether each row's label is predicted (the logit's sign against the label in {0, 1}),
+    for both CLI models: the command's validation metric (``fit(metrics=...)``).
+
+    Parameters
+    ----------
+    p : dict
+        Either model's parameters (:func:`init_params`).
+    X : Array
+        Rows of features, (rows, features).
+    y : Array
+        Labels in {0, 1}, (rows,): bool, integer or real.
+
+    Returns
+    -------
+    Array
+        One bool per row, (rows,).
+    """
+    xp = X.__array_namespace__()
+    if "W1" in p:
+        z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
+    else:
+        z = X @ p["w"] + p["b"]
+    return (z > 0) == (y > 0.5) if y.dtype != xp.bool else (z > 0) == y
+
+
 def _softplus_minus(xp: Any, z: Any, y: Any) -> Any:
     """``softplus(z) - y z``, the logistic loss of the logit ``z`` at the label ``y`` (bool,
     integer or real labels in {0, 1}: the standard multiplies no bool, so bool labels take
@@ -324,6 +350,21 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         help="save the training state there every step, and resume from it when it holds one "
         "(default: no checkpoints)",
     )
+    ap.add_argument(
+        "--validation",
+        default=None,
+        metavar="DIR",
+        help="a directory with X.zarr and y.zarr to validate on: the loss and the accuracy "
+        "there after every epoch and the last step, without gradients, each task within "
+        "--allowed-mem (default: no validation)",
+    )
+    ap.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="with --validation: stop when the validation loss has not improved for this "
+        "many evaluations, and keep the best parameters (default: no early stopping)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
 
@@ -385,6 +426,18 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
                     f"--data {a.data}: no {part} there (the data is a directory holding X.zarr, "
                     "the rows, and y.zarr, the labels; cubed_plugin.train.synthetic writes one)"
                 )
+    if a.validation is not None and "://" not in a.validation:
+        for part in ("X.zarr", "y.zarr"):
+            if not os.path.isdir(os.path.join(a.validation, part)):
+                ap.error(
+                    f"--validation {a.validation}: no {part} there (validation data is a "
+                    "directory like --data's, holding X.zarr and y.zarr)"
+                )
+    if a.patience is not None:
+        if a.validation is None:
+            ap.error("--patience needs --validation: it watches the validation loss")
+        if a.patience < 1:
+            ap.error(f"--patience must be at least 1, got {a.patience}")
     if a.data is None and a.batch_rows is not None:
         chunks = -(-a.rows // a.batch_rows)
         if chunks > MAX_SYNTHETIC_CHUNKS:
@@ -558,12 +611,22 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"  largest task {format_bytes(plan.max_projected_mem)} of allowed "
         f"{format_bytes(spec.allowed_mem)}; {plan.num_tasks} tasks"
     )
+    validation, metrics = None, None
+    if a.validation is not None:
+        validation = (
+            cubed.from_zarr(f"{a.validation}/X.zarr", spec=spec),
+            cubed.from_zarr(f"{a.validation}/y.zarr", spec=spec),
+        )
+        metrics = {"accuracy": accuracy}
     try:
         result = fit(
             loss,
             params,
             (X, y),
             _optimizer(a),
+            validation=validation,
+            metrics=metrics,
+            early_stopping=a.patience,
             steps=a.steps,
             batch_rows=a.batch_rows,
             spec=spec,
@@ -584,6 +647,18 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"{result.history.get('initial_loss', result.history['loss'])[0]:.4f} -> "
         f"{result.history['loss'][-1]:.4f}"
     )
+    if result.history.get("val_loss"):
+        val = result.history["val_loss"]
+        acc = result.history.get("val_accuracy")
+        print(
+            f"validation loss {val[0]:.4f} -> {val[-1]:.4f}"
+            + (f", accuracy {acc[0]:.3f} -> {acc[-1]:.3f}" if acc else "")
+            + (
+                f"; stopped early, parameters of step {result.best_step} (best validation loss)"
+                if result.stopped_early
+                else ""
+            )
+        )
     if measured:
         print("task memory per op, measured (each task's own peak) against projected:")
         print("  " + rec.table(int(spec.allowed_mem)).replace("\n", "\n  "))

@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 import pycograd_xp as pg
-from pycograd_xp import checkpoint, optim, random
+from pycograd_xp import optim, random
 
 from ._callbacks import MemoryRecorder, Progress
 from ._compute import SOUND, compute, refuse, warn_reserved
@@ -35,6 +35,7 @@ from ._executors import (
     measures_each_task,
     no_retry,
 )
+from ._fit_state import _ckpt, _RunState, _start
 from ._fit_steps import (
     _PLANNING,
     _advice,
@@ -48,6 +49,14 @@ from ._fit_steps import (
     _slices,
     _step,
     _work_snapshot,
+)
+from ._validation import (
+    EarlyStopping,
+    Validation,
+    after_evaluation,
+    check_validation,
+    early_stopping_of,
+    returned,
 )
 from .namespace import label_ops
 from .penalties import smooth
@@ -73,12 +82,19 @@ class FitResult:
     history : dict of str to list of float
         Per step: ``"loss"`` (the batch's loss at the step's start; for L-BFGS, the loss the
         step ends at), ``"seconds"``; for L-BFGS also ``"passes"`` over the data so far and
-        ``"initial_loss"`` (one value: the loss at the starting parameters). A resumed run
-        returns the whole run's history (kept in the checkpoint).
+        ``"initial_loss"`` (one value: the loss at the starting parameters). With validation
+        data, per evaluation (each epoch's end and the last step): ``"val_step"`` (the step it
+        followed), ``"val_loss"`` and ``"val_<metric>"``. A resumed run returns the whole run's
+        history (kept in the checkpoint).
     memory : MemoryRecorder, optional
         The run's measured against projected task memory per op
         (:class:`~cubed_plugin.train.MemoryRecorder`): ``result.memory.table()`` prints it,
         ``result.memory.overruns()`` lists the ops over.
+    best_step : int, optional
+        With ``early_stopping``: the step after which the monitored figure was best (the
+        parameters returned are that step's when ``restore_best``).
+    stopped_early : bool
+        Whether ``early_stopping`` ended the run.
     """
 
     params: Any  # NumPy arrays
@@ -87,6 +103,8 @@ class FitResult:
     key: random.Key
     history: dict[str, list[float]] = field(default_factory=dict)
     memory: Any = None  # the MemoryRecorder of the run
+    best_step: int | None = None
+    stopped_early: bool = False
 
     def __repr__(self) -> str:
         # a summary: the parameters' shapes and dtypes, the loss's first and last values (the
@@ -103,13 +121,6 @@ class FitResult:
             f"FitResult(step={self.step}, loss {losses} over {len(loss)} steps, "
             f"params={tree_map(leaf, self.params)!r}, memory={self.memory!r})"
         )
-
-
-def _ckpt(directory: str | None) -> Path | None:
-    if directory is None:
-        return None
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return Path(directory) / "checkpoint.npz"
 
 
 def fit(
@@ -133,6 +144,9 @@ def fit(
     compute_kwargs: dict | None = None,
     memory_overrun: str = "raise",
     chunks_per_task: int = 1,
+    validation: Sequence[Any] | None = None,
+    metrics: dict[str, Callable[..., Any]] | None = None,
+    early_stopping: EarlyStopping | int | None = None,
 ) -> FitResult:
     """Train ``params`` on chunked ``data`` to minimize ``loss(params, *data)``, every task's
     memory checked before it runs.
@@ -236,6 +250,23 @@ def fit(
         A task may then measure a few megabytes above a one-chunk task when the allocator
         fits a later chunk's arrays less well (up to two of an MLP's 6.4 MB activations in a
         measured loop); each task is still measured against its projection.
+    validation : sequence of cubed arrays, optional
+        Validation data, the same arguments of the loss as ``data`` (e.g. ``(X_val, y_val)``).
+        At the end of every epoch and after the last step (after every step with L-BFGS), the
+        loss and the ``metrics`` are computed there at the current parameters, without
+        gradients and in one read of the validation data (one task per row chunk computes
+        every figure's sum; a loss that is not a ``row_loss`` is its own graph), each task
+        within ``allowed_mem`` as a step's: planned and checked before it runs, measured after.
+        The figures go into ``history`` and the log.
+    metrics : dict of str to callable, optional
+        Per-row functions ``metric(params, *rows) -> one value per row``; the figure is their
+        mean over the validation rows (a ``row_loss(reduction="sum")`` gives the sum), e.g.
+        ``{"accuracy": lambda p, X, y: xp.argmax(X @ p["w"], axis=1) == y}``. History key:
+        ``"val_<name>"``.
+    early_stopping : EarlyStopping or int, optional
+        End the run when the monitored figure (default ``"val_loss"``) has not improved for
+        ``patience`` evaluations (an int: the patience), returning the best parameters seen
+        (``restore_best``); they are kept in the checkpoint, so a resumed run goes on counting.
 
     Returns
     -------
@@ -284,11 +315,17 @@ def fit(
     data = tuple(pg.unwrap(x) for x in data)
     _cubed_data(data)
     _rows(data)
+    early = early_stopping_of(early_stopping)
+    val_data = check_validation(loss, validation, metrics, early, len(data))
+    if val_data is not None:
+        _cubed_data(val_data, "validation")
+        _rows(val_data)
+    validate = Validation(loss, metrics, val_data, early) if val_data is not None else None
     spec = spec if spec is not None else data[0].spec
     host = _host_params(params, data, log)
     # resume: the run so far from its checkpoint, or its start
     path = _ckpt(checkpoint_dir)
-    run = _start(optimizer, host, key if key is not None else random.key(0), path, log)
+    run = _start(optimizer, host, key if key is not None else random.key(0), path, log, validate)
     # plan: how each step is computed (and checked before it runs)
     stepper = _Stepper.plan(
         loss,
@@ -306,14 +343,38 @@ def fit(
         memory_overrun,
     )
     # train: epochs of mini-batches (or L-BFGS' full-batch iterations), checkpointed
+    after = functools.partial(after_evaluation, stepper, validate, log) if validate else None
     if isinstance(optimizer, optim.LBFGS):
-        _fit_lbfgs(optimizer, run, steps, epochs, stepper.evaluate, path, log, checkpoint_every)
+        _fit_lbfgs(
+            optimizer, run, steps, epochs, stepper.evaluate, path, log, checkpoint_every, after
+        )
     else:
         per_epoch = max(len(_batches(data, batch_rows, run.key, 0)), 1)  # (checks batch_rows)
         total = steps if steps is not None else cast(int, epochs) * per_epoch
-        _epochs(optimizer, run, total, per_epoch, stepper, batch_rows, path, log, checkpoint_every)
-    out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), run.params)
-    return FitResult(out, run.opt_state, run.step, run.key, run.history, stepper.recorder)
+        _epochs(
+            optimizer,
+            run,
+            total,
+            per_epoch,
+            stepper,
+            batch_rows,
+            path,
+            log,
+            checkpoint_every,
+            after,
+        )
+    final, best_step = returned(run, early, log)
+    out = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), final)
+    return FitResult(
+        out,
+        run.opt_state,
+        run.step,
+        run.key,
+        run.history,
+        stepper.recorder,
+        best_step,
+        run.stopped,
+    )
 
 
 def _check_arguments(
@@ -360,53 +421,6 @@ def _check_arguments(
             "gradient transformation (optim.sgd, optim.adam) for mini-batches"
         )
     return one_pass
-
-
-@dataclass
-class _RunState:
-    """What a run of :func:`fit` has so far: what a checkpoint holds (:func:`_saved`)."""
-
-    params: Any  # our NumPy-backed arrays
-    opt_state: Any
-    step: int
-    key: random.Key
-    history: dict[str, list[float]]
-    resumed: bool = False
-
-    def save(self, path: Path | None) -> None:
-        if path is not None:
-            checkpoint.save(
-                path, _saved(self.params, self.opt_state, self.step, self.key, self.history)
-            )
-
-
-def _start(
-    optimizer: Any,
-    host: Any,
-    key: random.Key,
-    path: Path | None,
-    log: Callable[[str], None] | None,
-) -> _RunState:
-    """The run's start: the parameters ``host`` on our NumPy namespace, the optimizer's state
-    and an empty history; or, when ``path`` holds a checkpoint, the run it saved."""
-    xp = pg.namespace(np)
-    p = pg.tree_map(xp.asarray, host)
-    lbfgs = isinstance(optimizer, optim.LBFGS)
-    # L-BFGS: a state of the right structure, computed from nothing (its first pass comes later)
-    state = (
-        optimizer.init(p, value=0.0, grad=pg.tree_map(xp.zeros_like, p))
-        if lbfgs
-        else optimizer.init(p)
-    )
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
-    if lbfgs:
-        history.update(passes=[], initial_loss=[])
-    if path is None or not path.exists():
-        return _RunState(p, state, 0, key, history)
-    p, state, step, key, history = _resume(path, p, state, key, history)
-    if log:
-        log(f"resumed from {path} at step {step}")
-    return _RunState(p, state, step, key, history, resumed=True)
 
 
 @dataclass
@@ -525,6 +539,30 @@ class _Stepper:
         # gradients in the parameters' dtypes (one-pass mode sums the chunks' in float64)
         return value, pg.tree_map(lambda g, a: np.asarray(g, dtype=a.dtype), grads, host_p), rows
 
+    def validate(self, validation: Validation, host_p: Any, step: int) -> dict[str, float]:
+        """The validation figures at ``host_p``: one computation (one read of the validation
+        data), its plan checked against the budget first, its measured task memory after."""
+        where = f"fit: the validation after step {step} is refused before running"
+        kw = {"optimize_function": SOUND, **(self.compute_kwargs or {})}
+        desc = f"validation after step {step}"
+        callbacks = [*self.callbacks, self.recorder, Progress(desc, disable=not self.progress)]
+        work = _work_snapshot(self.spec)
+        targets, finish = validation.targets(host_p, self.spec)
+        refuse(plan_of(*targets, optimize_function=kw["optimize_function"]), where)
+        values = compute(*targets, executor=self.executor, callbacks=callbacks, **kw)
+        _clean_work(self.spec, work)
+        _measured_within(
+            self.recorder,
+            step,
+            self.memory_overrun,
+            self.executor,
+            self.spec,
+            validation.data,
+            self.log,
+            self.compute_kwargs,
+        )
+        return finish(list(values) if len(targets) > 1 else [values])
+
 
 def _epochs(
     optimizer: Any,
@@ -536,12 +574,14 @@ def _epochs(
     path: Path | None,
     log: Callable[[str], None] | None,
     checkpoint_every: int,
+    after_epoch: Callable[[_RunState], None] | None = None,
 ) -> None:
     """:func:`fit`'s loop with a gradient transformation: ``total`` steps, each on the next
     batch of its epoch (drawn by the run's key), the parameters updated on NumPy, the history
-    extended, a checkpoint every ``checkpoint_every`` steps and at the end."""
+    extended, ``after_epoch`` (the validation) at each epoch's end and the last step, a
+    checkpoint every ``checkpoint_every`` steps and at the end."""
     xp = pg.namespace(np)
-    while run.step < total:
+    while run.step < total and not run.stopped:
         epoch, within = divmod(run.step, per_epoch)
         picks = _batches(stepper.data, batch_rows, run.key, epoch)[within]
         t0 = time.perf_counter()
@@ -565,69 +605,10 @@ def _epochs(
                 f"step {run.step}/{total}  loss {value:.6f}  "
                 f"({run.history['seconds'][-1]:.2f} s, {rows} rows)"
             )
-        if run.step % checkpoint_every == 0 or run.step == total:
+        if after_epoch is not None and (run.step % per_epoch == 0 or run.step == total):
+            after_epoch(run)
+        if run.step % checkpoint_every == 0 or run.step == total or run.stopped:
             run.save(path)
-
-
-def _saved(p: Any, state: Any, step: int, key: random.Key, history: dict) -> dict:
-    """What a checkpoint of :func:`fit` holds: the training state and the history so far (a
-    resumed run returns the whole run's history, as an uninterrupted one does)."""
-    return {
-        "params": p,
-        "opt_state": state,
-        "step": step,
-        "key": np.asarray(key.data),
-        "history": {k: np.asarray(v, dtype=np.float64) for k, v in history.items()},
-    }
-
-
-def _difference(e: Exception) -> str:
-    """What ``checkpoint.load``'s refusal ``e`` says differs, without its advice to the caller
-    of ``load`` (``fit``'s user passed no ``like`` tree)."""
-    said = str(e).partition("): ")[2].removesuffix("; load it with a `like` tree of the same kind")
-    return (
-        said.replace("only the file has", "only the checkpoint has")
-        .replace("only `like` has", "only this run has")
-        .replace("in `like`", "in this run")
-    )
-
-
-def _resume(path: Path, p: Any, state: Any, key: random.Key, history: dict) -> tuple:
-    """``(params, opt_state, step, key, history)`` from the checkpoint at ``path``, refused in
-    one line naming the directory when it holds another run's state (another model, optimizer
-    or dtype). A checkpoint written before histories were kept resumes with the history of the
-    new steps only."""
-    like = _saved(p, state, 0, key, history)
-    way_out = "give another checkpoint_dir, or delete that checkpoint to start afresh"
-    try:
-        saved = checkpoint.load(path, like)
-    except Exception as e:  # told apart below, re-raised in one line
-        if not str(e).startswith("checkpoint.load("):
-            raise ValueError(
-                f"fit: {str(path)!r} in checkpoint_dir is not a checkpoint fit can read "
-                f"({type(e).__name__}: {e}); {way_out}"
-            ) from e
-        del like["history"]
-        try:
-            saved = checkpoint.load(path, like)  # a checkpoint without the history
-        except ValueError:
-            raise ValueError(
-                f"fit: checkpoint_dir {str(path.parent)!r} holds the state of another run "
-                f"(another model, optimizer or dtype: {_difference(e)}); "
-                f"{way_out}"
-            ) from None
-        saved["history"] = history
-    restored = {
-        k: [int(v) if k == "passes" else float(v) for v in np.asarray(a)]
-        for k, a in saved["history"].items()
-    }
-    return (
-        saved["params"],
-        saved["opt_state"],
-        int(saved["step"]),
-        random.Key(tuple(int(k) for k in np.asarray(saved["key"]))),
-        restored,
-    )
 
 
 def _fit_lbfgs(
@@ -639,9 +620,11 @@ def _fit_lbfgs(
     path: Path | None,
     log: Callable[[str], None] | None,
     checkpoint_every: int,
+    after_step: Callable[[_RunState], None] | None = None,
 ) -> None:
     """:func:`fit`'s loop with ``optim.lbfgs``: every evaluation of the solver's function is
-    one computation of the loss and gradient over all the data (one pass in one-pass mode)."""
+    one computation of the loss and gradient over all the data (one pass in one-pass mode);
+    ``after_step`` (the validation) after every step."""
     xp = pg.namespace(np)
     history = run.history
 
@@ -669,7 +652,7 @@ def _fit_lbfgs(
                 f"(pass 1, {time.perf_counter() - t0:.2f} s)"
             )
     total = steps if steps is not None else math.inf
-    while run.step < total and not run.opt_state.done:
+    while run.step < total and not run.opt_state.done and not run.stopped:
         left = None if passes is None else passes - run.opt_state.evals
         if left is not None and left <= 0:
             break
@@ -692,5 +675,7 @@ def _fit_lbfgs(
                 f"{state.value:.6f}  ({took}, {state.evals}{budget} in all, "
                 f"step length {state.last.step:.3g}; {history['seconds'][-1]:.2f} s){ending}"
             )
-        if run.step % checkpoint_every == 0 or state.done:
+        if after_step is not None:
+            after_step(run)
+        if run.step % checkpoint_every == 0 or state.done or run.stopped:
             run.save(path)

@@ -31,18 +31,18 @@ from .memory import TaskMemoryError, TaskMemoryWarning, part_of
 from .steps import RowLoss, finish_sums, graph_step, one_pass_step
 
 
-def _cubed_data(data: Sequence[Any]) -> None:
+def _cubed_data(data: Sequence[Any], what: str = "data") -> None:
     """Refuse data that is not Cubed arrays (chunked, with a Spec), saying how to make them."""
     import cubed
 
     if not data:
-        raise ValueError("fit: no data; give the data arrays, e.g. (X, y)")
+        raise ValueError(f"fit: no {what}; give the data arrays, e.g. (X, y)")
     for i, x in enumerate(data):
         if not isinstance(x, cubed.Array):
             shape = getattr(x, "shape", None)
             rows = f"({shape[0]} rows)" if shape else ""
             raise TypeError(
-                f"fit: data argument {i} is a {type(x).__module__}.{type(x).__qualname__}"
+                f"fit: {what} argument {i} is a {type(x).__module__}.{type(x).__qualname__}"
                 f"{' ' + rows if rows else ''}, not a Cubed array: fit reads its data chunk by "
                 "chunk; give cubed.from_zarr(path, spec=spec) for stored data, or "
                 "cubed.from_array(x, chunks=(rows_per_chunk, ...), spec=spec) for an array in "

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 import pycograd_xp as pg
-from pycograd_xp import memory
 from pycograd_xp.memory import format_bytes
 
 __all__ = ["XarrayData", "from_xarray"]
@@ -112,11 +111,9 @@ class XarrayData:
         )
 
     def predict(self, model: Callable[..., Any], params: Any) -> Any:
-        """``model(params, X_rows)`` applied to every row chunk of ``X``, lazily.
-
-        ``model`` is called on NumPy (our eager namespace) with one chunk of rows at a time,
-        as ``fit``'s one-pass tasks call a loss; each task's memory is projected from
-        ``model`` (``pycograd_xp.memory.project``) and counted in Cubed's plan.
+        """``model(params, X_rows)`` applied to every row chunk of ``X``, lazily
+        (:func:`cubed_plugin.predict`: each task's memory projected from ``model`` and checked
+        against ``allowed_mem`` before anything runs; a chunk too large evaluated in row slices).
 
         Parameters
         ----------
@@ -132,36 +129,9 @@ class XarrayData:
             The rows by whatever a row of the model's output is (for :meth:`write`: shaped
             as ``y``).
         """
-        from ._cubed_seam import blockwise
+        from ._evaluate import predict
 
-        X = self.X
-        host = pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), params)
-        np_xp = pg.namespace(np)
-        p = pg.tree_map(np_xp.asarray, host)
-        probe = np.asarray(pg.unwrap(model(p, np_xp.zeros((0, *X.shape[1:]), dtype=X.dtype))))
-        if probe.ndim < 1 or probe.shape[0] != 0:
-            raise ValueError(
-                f"XarrayData.predict: the model gives shape {probe.shape} for 0 rows; it must "
-                "give one output per row (its first axis the rows)"
-            )
-        chunk = memory.spec((max(X.chunks[0]), *X.shape[1:]), str(X.dtype))
-        specs = pg.tree_map(lambda a: memory.spec(a.shape, str(a.dtype)), host)
-        extra = memory.project(model, specs, chunk, argnums=()).peak_bytes
-
-        def block(x: np.ndarray) -> np.ndarray:
-            return np.asarray(pg.unwrap(model(p, np_xp.asarray(x))), dtype=probe.dtype)
-
-        index = "i" + "jklmnopq"[: X.ndim - 1]
-        out = "i" + "rstuvw"[: probe.ndim - 1]
-        return blockwise(
-            block,
-            out,
-            X,
-            index,
-            dtype=probe.dtype,
-            new_axes={c: int(n) for c, n in zip(out[1:], probe.shape[1:], strict=True)},
-            extra_projected_mem=extra,
-        )
+        return predict(model, params, self.X)
 
     def to_dataset(self, **values: Any) -> Any:
         """Values of the rows as a lazy ``xarray.Dataset`` in the target's dims and coordinates.

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from .__main__ import init_params, logreg_loss, main, mlp_loss, run, synthetic
 from ._callbacks import MemoryRecorder, Overrun, Progress
+from ._evaluate import predict
 from ._executors import make_executor, make_spec, measuring_processes, worker_baseline
 from ._fit import FitResult, fit
+from ._validation import EarlyStopping
 from .steps import row_loss
 
 __all__ = [
+    "EarlyStopping",
     "FitResult",
     "MemoryRecorder",
     "Overrun",
@@ -32,6 +35,7 @@ __all__ = [
     "make_spec",
     "measuring_processes",
     "mlp_loss",
+    "predict",
     "row_loss",
     "run",
     "synthetic",
