@@ -22,6 +22,9 @@ needs it lives here and is loaded only when a Cubed namespace is made (through t
   ``python -m cubed_plugin`` (or ``python -m cubed_plugin.train``);
   ``make_spec`` makes a Spec whose ``reserved_mem`` is measured. A task measured over its
   projection or ``allowed_mem`` raises :class:`TaskMemoryError`.
+- ``cubed_plugin.open_zarr``: stored data at a local path or an fsspec URL (``s3://``,
+  ``gs://``) with storage options; ``fit``'s checkpoints and Cubed's ``work_dir`` take URLs too
+  (:mod:`cubed_plugin._storage`).
 - ``cubed_plugin.from_xarray``: training data from an ``xarray.Dataset`` of Cubed arrays
   (``cubed-xarray``), features stacked as columns, lazily, and predictions written back to
   Zarr as a Dataset in its coordinates (:mod:`cubed_plugin._xarray`).
@@ -43,6 +46,7 @@ from typing import Any
 from ._compute import check, compute, plan, visualize
 from ._evaluate import predict
 from ._executors import NoRetryWarning, make_executor, make_spec, worker_baseline
+from ._storage import open_zarr
 from ._validation import EarlyStopping
 from .memory import ReservedMemWarning, TaskMemoryError, TaskMemoryWarning, plan_rows
 from .namespace import augmented  # its import registers Cubed's implementations of rows
@@ -62,6 +66,7 @@ __all__ = [
     "from_xarray",
     "make_executor",
     "make_spec",
+    "open_zarr",
     "plan",
     "plan_rows",
     "predict",

@@ -236,6 +236,8 @@ def _measure(
     import cubed
     import zarr
 
+    from ._storage import remove
+
     root = os.path.join(work_dir, f"pycograd-baseline-{uuid.uuid4().hex}")
     spec = cubed.Spec(work_dir=root, allowed_mem="500MB", reserved_mem=0)
     path = os.path.join(root, "input.zarr")
@@ -257,7 +259,7 @@ def _measure(
         out = cubed.map_blocks(task, cubed.from_zarr(path, spec=spec), dtype=np.int64)
         res = cubed.compute(out, executor=ex, callbacks=[Peaks()], **(compute_kwargs or {}))[0]
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove(root)  # a local directory or a URL (a work_dir on an object store)
     rows = np.asarray(res).reshape(_TASKS, 4)
     warm_peaks = [int(r[1]) for r in rows if r[1] > 0]
     measured = [p for p in peaks if p is not None]

@@ -72,6 +72,7 @@ __all__ = [
     "is_blockwise",
     "is_op",
     "is_processes_executor",
+    "intermediate_locations",
     "is_stored",
     "key_to_slices",
     "map_selection",
@@ -276,6 +277,17 @@ def is_stored(dag: Any, name: str) -> bool:
     """Whether the array node ``name`` is read from storage (Zarr), lazily opened or not."""
     t = node_target(dag, name)
     return isinstance(t, LazyZarrArray) or is_storage_array(t)
+
+
+def intermediate_locations(dag: Any) -> list[str]:
+    """Where the plan ``dag`` writes its intermediate arrays (Cubed's lazily created Zarr
+    arrays in the Spec's work_dir: a local path or a URL each), to delete them after it ran."""
+    out = []
+    for name in dag.nodes:
+        t = dag.nodes[name].get(_TARGET)
+        if isinstance(t, LazyZarrArray) and isinstance(t.store, str) and t.path:
+            out.append(f"{t.store.rstrip('/')}/{t.path}")
+    return out
 
 
 def node_mark(dag: Any, name: str, key: str, default: Any = None) -> Any:

@@ -403,6 +403,7 @@ def make_spec(
     work_dir: str | None = None,
     executor: Any = None,
     compute_kwargs: dict | None = None,
+    storage_options: dict | None = None,
 ) -> Any:
     """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds before any
     data.
@@ -416,13 +417,17 @@ def make_spec(
         once per executor) and 10% added, as Cubed's own tests do (tasks' imports and buffers
         vary a little).
     work_dir : str, optional
-        Cubed's intermediate storage. None: a new temporary directory, removed when the spec
-        is no longer used (the arrays made with it hold it) or when Python exits.
+        Cubed's intermediate storage: a local directory or an fsspec URL
+        (``"s3://bucket/work"``). None: a new temporary directory, removed when the spec is no
+        longer used (the arrays made with it hold it) or when Python exits.
     executor : optional
         The one the spec will compute with (an executor, its name, or None: Cubed's default,
         "threads", whose tasks run in this process and get a fresh worker's baseline).
     compute_kwargs : dict, optional
         Passed to ``cubed.compute`` when measuring (a Dask cluster's address).
+    storage_options : dict, optional
+        fsspec's options for the stores the plugin opens (``cubed_plugin.open_zarr``'s data,
+        ``fit``'s checkpoints): the Spec's ``storage_options``.
 
     Returns
     -------
@@ -442,7 +447,12 @@ def make_spec(
         if reserved_mem is None:
             base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
             reserved_mem = math.ceil(base * MARGIN)
-        spec = cubed.Spec(work_dir=work_dir, allowed_mem=allowed_mem, reserved_mem=reserved_mem)
+        spec = cubed.Spec(
+            work_dir=work_dir,
+            allowed_mem=allowed_mem,
+            reserved_mem=reserved_mem,
+            storage_options=storage_options,
+        )
     except BaseException:
         if temporary:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -18,7 +18,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -50,6 +49,7 @@ from ._fit_steps import (
     _step,
     _work_snapshot,
 )
+from ._storage import Checkpoints
 from ._validation import (
     EarlyStopping,
     Validation,
@@ -225,6 +225,9 @@ def fit(
     checkpoint_dir : str, optional
         Save the state (parameters, optimizer state, step, key) there every
         ``checkpoint_every`` steps, atomically; a run that finds a checkpoint resumes from it.
+        A local directory or an fsspec URL (``"s3://bucket/run"``, opened with
+        ``spec.storage_options``): on an object store each checkpoint is written under a key
+        of its own and a pointer to it last, so a reader never sees half of one.
     checkpoint_every : int, default 1
         Steps between checkpoints.
     mode : {"auto", "one-pass", "graph"}, default "auto"
@@ -324,7 +327,7 @@ def fit(
     spec = spec if spec is not None else data[0].spec
     host = _host_params(params, data, log)
     # resume: the run so far from its checkpoint, or its start
-    path = _ckpt(checkpoint_dir)
+    path = _ckpt(checkpoint_dir, spec)
     run = _start(optimizer, host, key if key is not None else random.key(0), path, log, validate)
     # plan: how each step is computed (and checked before it runs)
     stepper = _Stepper.plan(
@@ -521,11 +524,12 @@ class _Stepper:
             targets, finish, rows = _step(
                 self.loss, host_p, data, picks, spec, self.one_pass, self.slice_rows
             )
-            refuse(plan_of(*targets, optimize_function=kw["optimize_function"]), where, advice)
+            p = plan_of(*targets, optimize_function=kw["optimize_function"])
+            refuse(p, where, advice)
             value, grads = finish(
                 compute(*targets, executor=self.executor, callbacks=callbacks, **kw)
             )
-            _clean_work(spec, work)
+            _clean_work(spec, work, p)
         _measured_within(
             self.recorder,
             step,
@@ -571,7 +575,7 @@ def _epochs(
     per_epoch: int,
     stepper: _Stepper,
     batch_rows: int | None,
-    path: Path | None,
+    path: Checkpoints | None,
     log: Callable[[str], None] | None,
     checkpoint_every: int,
     after_epoch: Callable[[_RunState], None] | None = None,
@@ -617,7 +621,7 @@ def _fit_lbfgs(
     steps: int | None,
     passes: int | None,
     evaluate: Callable[..., tuple],
-    path: Path | None,
+    path: Checkpoints | None,
     log: Callable[[str], None] | None,
     checkpoint_every: int,
     after_step: Callable[[_RunState], None] | None = None,

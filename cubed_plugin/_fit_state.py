@@ -1,29 +1,31 @@
 """The state of a :func:`~cubed_plugin._fit.fit` run and its checkpoint: the run's start (or
 its resumption from a checkpoint, refused in one line when the checkpoint holds another run),
 and what a checkpoint holds (the parameters, the optimizer's state, the step, the key, the
-history, early stopping's best parameters). ``pycograd_xp.checkpoint`` writes it atomically.
+history, early stopping's best parameters). :class:`cubed_plugin._storage.Checkpoints` writes it
+atomically, in a local directory or at a URL (``pycograd_xp.checkpoint``'s format).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import pycograd_xp as pg
-from pycograd_xp import checkpoint, optim, random
+from pycograd_xp import optim, random
 
+from ._storage import Checkpoints
 from ._validation import Validation
 
 
-def _ckpt(directory: str | None) -> Path | None:
+def _ckpt(directory: str | None, spec: Any = None) -> Checkpoints | None:
+    """``checkpoint_dir``'s checkpoints (a local directory or a URL, opened with the spec's
+    ``storage_options``), None without one."""
     if directory is None:
         return None
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return Path(directory) / "checkpoint.npz"
+    return Checkpoints(directory, getattr(spec, "storage_options", None))
 
 
 @dataclass
@@ -40,11 +42,10 @@ class _RunState:
     best: Any = None  # early stopping's best parameters so far (None: not kept)
     stopped: bool = False  # early stopping ended the run
 
-    def save(self, path: Path | None) -> None:
+    def save(self, path: Checkpoints | None) -> None:
         if path is not None:
-            checkpoint.save(
-                path,
-                _saved(self.params, self.opt_state, self.step, self.key, self.history, self.best),
+            path.save(
+                _saved(self.params, self.opt_state, self.step, self.key, self.history, self.best)
             )
 
 
@@ -52,7 +53,7 @@ def _start(
     optimizer: Any,
     host: Any,
     key: random.Key,
-    path: Path | None,
+    path: Checkpoints | None,
     log: Callable[[str], None] | None,
     validate: Validation | None = None,
 ) -> _RunState:
@@ -115,7 +116,7 @@ def _difference(e: Exception) -> str:
 
 
 def _resume(
-    path: Path, p: Any, state: Any, key: random.Key, history: dict, best: Any = None
+    path: Checkpoints, p: Any, state: Any, key: random.Key, history: dict, best: Any = None
 ) -> tuple:
     """``(params, opt_state, step, key, history, best)`` from the checkpoint at ``path``,
     refused in one line naming the directory when it holds another run's state (another model,
@@ -124,7 +125,7 @@ def _resume(
     like = _saved(p, state, 0, key, history, best)
     way_out = "give another checkpoint_dir, or delete that checkpoint to start afresh"
     try:
-        saved = checkpoint.load(path, like)
+        saved = path.load(like)
     except Exception as e:  # told apart below, re-raised in one line
         if not str(e).startswith("checkpoint.load("):
             raise ValueError(
@@ -133,10 +134,10 @@ def _resume(
             ) from e
         del like["history"]
         try:
-            saved = checkpoint.load(path, like)  # a checkpoint without the history
+            saved = path.load(like)  # a checkpoint without the history
         except ValueError:
             raise ValueError(
-                f"fit: checkpoint_dir {str(path.parent)!r} holds the state of another run "
+                f"fit: checkpoint_dir {path.directory!r} holds the state of another run "
                 f"(another model, optimizer or dtype: {_difference(e)}); "
                 f"{way_out}"
             ) from None

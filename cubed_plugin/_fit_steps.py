@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import math
 import os
-import shutil
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -480,14 +479,35 @@ def _measured_within(
 
 
 def _work_snapshot(spec: Any) -> set[str]:
+    """The parameter stores (``steps.ParameterStore``) under the Spec's work_dir, a local path
+    or a URL."""
+    from ._storage import filesystem, is_url
+
     root = spec.work_dir
-    if root is None or not os.path.isdir(root):
+    if root is None:
         return set()
-    return {str(q) for q in Path(root).rglob("*.zarr") if q.is_dir()}
+    if not is_url(root):
+        return (
+            {str(q) for q in Path(root).glob("pycograd-params-*.zarr")}
+            if os.path.isdir(root)
+            else set()
+        )
+    fs, p = filesystem(root, spec.storage_options)
+    return set(fs.glob(f"{p.rstrip('/')}/pycograd-params-*.zarr"))
 
 
-def _clean_work(spec: Any, before: set[str]) -> None:
+def _clean_work(spec: Any, before: set[str], plan: Any = None) -> None:
     """Delete the intermediate storage a step wrote (Cubed deletes it only at process exit: a
-    long run would fill the disk)."""
-    for q in _work_snapshot(spec) - before:
-        shutil.rmtree(q, ignore_errors=True)
+    long run would fill the disk): the parameter stores it made and the intermediate arrays of
+    its ``plan``, in a local work_dir or on an object store."""
+    from ._cubed_seam import intermediate_locations, plan_dag
+    from ._storage import filesystem, is_url, remove
+
+    made = sorted(_work_snapshot(spec) - before)
+    if spec.work_dir is not None and is_url(spec.work_dir):
+        fs, _ = filesystem(spec.work_dir, spec.storage_options)
+        made = [fs.unstrip_protocol(q) for q in made]
+    if plan is not None:
+        made += intermediate_locations(plan_dag(plan))
+    for q in made:
+        remove(q, spec.storage_options if is_url(q) else None)

@@ -18,6 +18,7 @@ from ._callbacks import MemoryRecorder, Overrun, Progress
 from ._evaluate import predict
 from ._executors import make_executor, make_spec, measuring_processes, worker_baseline
 from ._fit import FitResult, fit
+from ._storage import open_zarr
 from ._validation import EarlyStopping
 from .steps import row_loss
 
@@ -36,6 +37,7 @@ __all__ = [
     "measuring_processes",
     "mlp_loss",
     "predict",
+    "open_zarr",
     "row_loss",
     "run",
     "synthetic",

