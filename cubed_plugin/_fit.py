@@ -325,7 +325,7 @@ def fit(
         _rows(val_data)
     validate = Validation(loss, metrics, val_data, early) if val_data is not None else None
     spec = spec if spec is not None else data[0].spec
-    host = _host_params(params, data, log)
+    host = _host_params(params, data, log, loss)
     # resume: the run so far from its checkpoint, or its start
     path = _ckpt(checkpoint_dir, spec)
     run = _start(optimizer, host, key if key is not None else random.key(0), path, log, validate)

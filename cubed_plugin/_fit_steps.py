@@ -22,6 +22,7 @@ import pycograd_xp as pg
 from pycograd_xp import random
 from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 
+from ._casting import casts, compute_dtype, stored_spec
 from ._compute import plan as plan_of
 from ._compute import refuse
 from ._executors import executor_of, returns_task_results, worker_baseline
@@ -81,11 +82,15 @@ def _batches(
     ]
 
 
-def _host_params(params: Any, data: Sequence[Any], log: Callable[[str], None] | None) -> Any:
+def _host_params(
+    params: Any, data: Sequence[Any], log: Callable[[str], None] | None, loss: Any = None
+) -> Any:
     """``params`` as NumPy arrays (copies) of the dtype each was given in; Python numbers
     become float64. Refuses a parameter that is not real floating point, and logs the dtype
     each task computes in when parameters and data differ (NumPy's promotion: float64
-    parameters make a float64 copy of a float32 chunk in matmul, projected with the task)."""
+    parameters make a float64 copy of a float32 chunk in matmul, projected with the task),
+    and which data arguments each task casts to it after reading (float16 data, and those
+    ``loss`` declares: ``cubed_plugin._casting``)."""
     leaves, td = pg.tree_flatten(params)
     host = []
     for i, a in enumerate(leaves):
@@ -102,7 +107,15 @@ def _host_params(params: Any, data: Sequence[Any], log: Callable[[str], None] | 
         host.append(h)
     dtypes = sorted({str(h.dtype) for h in host})
     data_dtypes = sorted({str(np.dtype(x.dtype)) for x in data})
-    if log and len({*dtypes, *data_dtypes}) > 1:
+    targets = casts(loss, host, [x.dtype for x in data])
+    cast = [f"data argument {i} ({np.dtype(x.dtype)})" for i, x in enumerate(data) if targets[i]]
+    if log and cast:
+        log(
+            f"fit: parameters {'/'.join(dtypes)}: {', '.join(cast)} cast to "
+            f"{compute_dtype(host)} in each task, one chunk at a time after its read (the "
+            "copy is in the projected task memory)"
+        )
+    elif log and len({*dtypes, *data_dtypes}) > 1:
         common = np.result_type(*dtypes, *data_dtypes)
         log(
             f"fit: parameters {'/'.join(dtypes)}, data {'/'.join(data_dtypes)}: each task "
@@ -224,7 +237,7 @@ def step_plan(
     their task memory and tasks; in one-pass mode on stored data, the plan ``fit`` will run
     with ``chunks_per_task``)."""
     data = tuple(pg.unwrap(x) for x in data)
-    host = _host_params(params, data, None)
+    host = _host_params(params, data, None, loss)
     slices = _slices(loss, host, data, spec, None) if one_pass else None
     ex = executor_of(executor, spec)
     planned = _planner(loss, data, ex, one_pass, chunks_per_task, slices)
@@ -310,7 +323,7 @@ def _rechunk_advice(
 
     mode = "one-pass" if one_pass else "graph"
     rows, have = int(data[0].shape[0]), int(data[0].chunks[0][0])
-    specs = [pg.memory.spec(tuple(x.shape), str(x.dtype)) for x in data]
+    specs = [stored_spec(tuple(x.shape), x.dtype) for x in data]
     batch = f", batch_rows={batch_rows}" if batch_rows is not None else ""
     call = (
         f"cubed_plugin.memory.plan_rows(loss, params, *data_specs, rows={rows}, "

@@ -37,6 +37,7 @@ import numpy as np
 
 from pycograd_xp.tree import tree_flatten
 
+from ._casting import casts
 from ._compute import plan as plan_of
 from ._row_chunks import _stored, take_row_chunks
 from .namespace import LABEL, _fn_name
@@ -105,6 +106,7 @@ class PlannedStep:
             treedef,
             chunks_per_task=chunks_per_task,
             slice_rows=slice_rows,
+            casts=casts(loss, host_p, [x.dtype for x in data]),
         )
         self.lock = threading.Lock()  # one run at a time: the runs share the configuration
         self.checked = False  # whether ``reference`` was checked against the budget

@@ -297,6 +297,7 @@ def from_xarray(
     rows: int | None = None,
     store: str | None = None,
     executor: Any = None,
+    dtype: Any = None,
 ) -> XarrayData:
     """Training data from a Dataset of Cubed arrays, without loading it.
 
@@ -306,8 +307,15 @@ def from_xarray(
     ``(time, lat, lon)`` variables, ``sample_dims=("time",)`` gives ``X`` of shape
     ``(time, lat, lon, features)`` and ``y`` ``(time, lat, lon)`` (a per-gridpoint model);
     ``("time", "lat", "lon")`` gives ``(time*lat*lon, features)`` and ``(time*lat*lon,)``.
-    ``X``'s dtype is the features' common one (NumPy's promotion); ``y`` keeps its own. How the
-    variables are rechunked is in the module's docstring (:mod:`cubed_plugin._xarray`).
+    ``X``'s dtype is the features' common one (NumPy's promotion), or ``dtype``; ``y`` keeps its
+    own, or ``dtype`` too when it is floating. How the variables are rechunked is in the
+    module's docstring (:mod:`cubed_plugin._xarray`).
+
+    CF-packed variables (integers with ``scale_factor``/``add_offset``, which xarray decodes
+    lazily, chunk by chunk, usually to float64): give ``dtype`` the parameters' dtype (e.g.
+    ``"float32"``) and each task that stacks the rows reads the packed chunks, decodes and casts
+    them to it (its copies in the task's projection, checked before anything runs); ``X``
+    (and ``store``'s copy) is then in the dtype ``fit`` computes in, not float64.
 
     Parameters
     ----------
@@ -328,6 +336,9 @@ def from_xarray(
         afterwards (each pass of ``fit`` then reads them rather than stacking again).
     executor : executor or str, optional
         Where ``store`` is written.
+    dtype : dtype or str, optional
+        A floating dtype for ``X`` (and a floating ``y``), cast chunk by chunk in the tasks
+        that stack them (None: the variables' own, as decoded).
 
     Returns
     -------
@@ -389,7 +400,20 @@ def from_xarray(
     chunks = (first, *shape[1:])
     arrays = [a if a.chunksize == chunks else a.rechunk(chunks) for a in arrays]
 
-    dtype = np.result_type(*(np.dtype(a.dtype) for a in arrays[:-1]))
+    if dtype is not None:
+        wanted = np.dtype(str(dtype))
+        if wanted.kind != "f":
+            raise TypeError(
+                f"from_xarray: dtype must be a floating dtype (the parameters', e.g. "
+                f"'float32'), got {dtype!r}"
+            )
+        if np.dtype(arrays[-1].dtype).kind == "f" and arrays[-1].dtype != wanted:
+            arrays[-1] = cubed.astype(arrays[-1], wanted)  # decoded and cast per chunk
+    dtype = (
+        np.result_type(*(np.dtype(a.dtype) for a in arrays[:-1]))
+        if dtype is None
+        else np.dtype(str(dtype))
+    )
     letters = "abcdefghijklmnop"[: len(shape)]
     pairs: list[Any] = []
     for a in arrays[:-1]:

@@ -43,6 +43,7 @@ from pycograd_xp.memory import (
 )
 from pycograd_xp.tree import tree_flatten, tree_map
 
+from ._casting import stored_spec
 from .namespace import LABEL
 
 __all__ = [
@@ -439,13 +440,20 @@ def step_projection(
 
     label_ops()
     if mode == "graph":
+        from ._casting import StoredSpec, cast_lazily, casts
+
         xp = pg.namespace(cubed)
-        call = [
-            (a if isinstance(a, Spec | Array) else xp.asarray(a))
-            if i in data
-            else _graph_params(a, spec)
-            for i, a in enumerate(args)
-        ]
+        # data stored as float16 (or declared cast) enters the plan cast, as fit's graph step
+        params = [a for i, a in enumerate(args) if i not in data]
+        targets = dict(zip(data, casts(f, params, [args[i].dtype for i in data]), strict=True))
+
+        def datum(i: int, a: Any) -> Any:
+            if isinstance(a, Array) or (isinstance(a, Spec) and targets[i] is None):
+                return a
+            raw = stand_in(a, spec) if isinstance(a, StoredSpec | Spec) else a
+            return xp.asarray(cast_lazily(raw, targets[i]))
+
+        call = [datum(i, a) if i in data else _graph_params(a, spec) for i, a in enumerate(args)]
         return project(f, *call, argnums=argnums, backend=spec, **kwargs)
     from .steps import RowLoss, one_pass_step
 
@@ -560,7 +568,7 @@ def plan_rows(
         call = list(args)
         for i in data:
             s = args[i]
-            call[i] = Spec(s.shape, s.dtype, (n, *s.shape[1:]))
+            call[i] = stored_spec(s.shape, s.dtype, (n, *s.shape[1:]))
         return step_projection(f, call, data=data, mode=mode, spec=spec, argnums=argnums, **kwargs)
 
     def fits(p: ChunkedProjection) -> bool:  # with room for the baseline's variation
@@ -648,9 +656,8 @@ def plan_slice_rows(
         shape = tuple(int(n) for n in x.shape)
         chunks: Any = getattr(x, "chunks", None) or shape
         rows = int(chunks[0][0]) if isinstance(chunks[0], tuple) else int(chunks[0])
-        dtype = x.dtype if isinstance(x, Spec) else np.dtype(str(x.dtype)).name
         one = (rows, *shape[1:])
-        return Spec(one, dtype, one)
+        return stored_spec(one, x.dtype, one)  # float16 data: the tasks cast it
 
     one = [one_chunk(x) for x in data]
     rows = int(one[0].shape[0])

@@ -47,18 +47,34 @@ class RowLoss:
     penalty : callable, optional
         ``penalty(params) -> scalar`` added to the reduced loss (once, not per row:
         :mod:`cubed_plugin.penalties`).
+    cast : tuple of int, default ()
+        The data arguments computed in the parameters' floating dtype whatever their stored
+        dtype (``cubed_plugin._casting``; float16 data always is).
     """
 
     per_row: Callable[..., Any]
     reduction: str = "mean"
     penalty: Callable[[Any], Any] | None = None
+    cast: tuple[int, ...] = ()
 
     def __call__(self, params: Any, *data: Any) -> Any:
+        from ._casting import casts
+
+        targets = casts(self, params, [getattr(x, "dtype", "float64") for x in data])
+        data = tuple(
+            x if dt is None else _astype(x, dt) for x, dt in zip(data, targets, strict=True)
+        )
         losses = self.per_row(params, *data)
         check_per_row(losses, data, self.per_row)
         xp = losses.__array_namespace__()
         total = xp.mean(losses) if self.reduction == "mean" else xp.sum(losses)
         return total if self.penalty is None else total + self.penalty(params)
+
+
+def _astype(x: Any, dtype: np.dtype) -> Any:
+    """``x`` (an array of any namespace) as ``dtype``, through its namespace."""
+    xp = x.__array_namespace__()
+    return xp.astype(x, getattr(xp, dtype.name))
 
 
 def check_per_row(losses: Any, rows: Sequence[Any], per_row: Callable[..., Any]) -> None:
@@ -87,6 +103,7 @@ def row_loss(
     *,
     reduction: str = "mean",
     penalty: Callable[[Any], Any] | None = None,
+    cast: Sequence[int] = (),
 ) -> Any:
     """Declare ``per_row(params, *rows) -> losses of shape (rows,)`` row-separable, plus an
     optional ``penalty(params)`` on the parameters.
@@ -115,6 +132,12 @@ def row_loss(
         refused by ``optim.lbfgs``. scikit-learn's ``LogisticRegression(C=C)`` objective is
         ``row_loss(lambda p, X, y: C * logloss(p, X, y), reduction="sum",
         penalty=l2(1.0, on=lambda p: p["w"]))``.
+    cast : sequence of int, default ()
+        The positions among the data arguments (0: the first after the parameters) of those
+        computed in the parameters' floating dtype whatever they are stored as: each task casts
+        its chunk after reading it, and its projection counts the copy (integer-coded features
+        such as uint8 images; labels and token ids stay integers unless named). Data stored as
+        float16 is always cast so (the standard has no float16).
 
     Returns
     -------
@@ -139,14 +162,19 @@ def row_loss(
     """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"row_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in cast):
+        raise TypeError(
+            f"row_loss: cast must be the positions of data arguments (ints), got {cast!r}"
+        )
     if penalty is not None and not callable(penalty):
         raise TypeError(
             f"row_loss: penalty must be a function of the parameters (penalty(params) -> "
             f"scalar, e.g. cubed_plugin.penalties.l2(1.0)), got {penalty!r}"
         )
+    kept = tuple(cast)
     if per_row is None:
-        return lambda f: RowLoss(f, reduction, penalty)
-    return RowLoss(per_row, reduction, penalty)
+        return lambda f: RowLoss(f, reduction, penalty, kept)
+    return RowLoss(per_row, reduction, penalty, kept)
 
 
 def _host(tree: Any) -> Any:
@@ -243,10 +271,17 @@ def graph_step(loss: Callable[..., Any], params: Any, data: tuple, spec: Any) ->
     in as Cubed arrays with ``spec`` (through the parameter store when over 1 MB)."""
     import cubed
 
+    from ._casting import cast_lazily, casts
+
     xp = pg.namespace(cubed)
     store = ParameterStore(spec)
-    p = pg.tree_map(lambda a: xp.asarray(store.put(a)), _host(params))
-    d = tuple(xp.asarray(x) if not isinstance(x, pg.Array) else x for x in data)
+    host = _host(params)
+    p = pg.tree_map(lambda a: xp.asarray(store.put(a)), host)
+    targets = casts(loss, host, [x.dtype for x in data])  # float16 data: cast in the plan
+    d = tuple(
+        xp.asarray(cast_lazily(x, dt)) if not isinstance(x, pg.Array) else x
+        for x, dt in zip(data, targets, strict=True)
+    )
     return pg.value_and_grad(loss)(p, *d)
 
 
@@ -288,7 +323,14 @@ def chunk_projection(loss: RowLoss, params: Any, data: tuple, slice_rows: int | 
         n = max(c[0]) if c else 1
         return n if slice_rows is None else min(n, slice_rows)
 
-    specs = [memory.spec((rows(x.chunks), *x.shape[1:]), x.dtype) for x in data]
+    from ._casting import casts
+
+    # each task computes its chunk (or slice) cast to the compute dtype: the copy is an input
+    targets = casts(loss, _host(params), [x.dtype for x in data])
+    specs = [
+        memory.spec((rows(x.chunks), *x.shape[1:]), x.dtype if dt is None else dt)
+        for x, dt in zip(data, targets, strict=True)
+    ]
     param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
 
     def f(p: Any, *rows: Any) -> Any:
@@ -340,7 +382,11 @@ def one_pass_step(
                 f"one-pass step: data argument {i} has several chunks along an axis "
                 f"other than the rows ({x.chunks}); rechunk it whole there"
             )
+    from ._casting import casts, held_while_cast
+
+    targets = casts(loss, host, [x.dtype for x in data])
     extra = chunk_projection(loss, params, data, slice_rows).peak_bytes
+    extra += held_while_cast(data, targets)
     per_row = loss.per_row
 
     starts = list(np.cumsum((0,) + tuple(rows)))
@@ -354,7 +400,7 @@ def one_pass_step(
     def block(*chunks: np.ndarray) -> np.ndarray:
         *data_chunks, row_numbers = chunks
         n = numbers[starts.index(int(row_numbers[0]))]
-        out = sliced_sums(per_row, td, leaves, data_chunks, n, rows[0], slice_rows)
+        out = sliced_sums(per_row, td, leaves, data_chunks, n, rows[0], slice_rows, targets)
         return out.reshape(1, width)
 
     import cubed
@@ -389,18 +435,20 @@ def sliced_sums(
     number: int,
     chunk_rows: int,
     slice_rows: int | None,
+    casts: Sequence[Any] = (),
 ) -> np.ndarray:
     """:func:`chunk_sums` of a chunk computed in row slices of ``slice_rows`` rows (None: whole):
     each slice a view of the chunk, its forward and backward let go before the next, the sums
     added in float64. A stored chunk too large for a task's budget then needs its read and one
-    slice's activations, not the whole chunk's."""
+    slice's activations, not the whole chunk's. ``casts``: the compute dtype of each data
+    argument or None (``cubed_plugin._casting``), each slice cast on its own."""
     n = int(chunks[0].shape[0]) if chunks and np.ndim(chunks[0]) else 0
     if slice_rows is None or slice_rows >= n:
-        return chunk_sums(per_row, td, leaves, chunks, number, chunk_rows)
+        return chunk_sums(per_row, td, leaves, chunks, number, chunk_rows, 0, casts)
     total = None
     for start in range(0, n, slice_rows):
         part = [c[start : start + slice_rows] for c in chunks]
-        out = chunk_sums(per_row, td, leaves, part, number, chunk_rows, start)
+        out = chunk_sums(per_row, td, leaves, part, number, chunk_rows, start, casts)
         total = out.astype(np.float64) if total is None else total + out
         del part, out
     assert total is not None
@@ -415,17 +463,22 @@ def chunk_sums(
     number: int,
     chunk_rows: int,
     offset: int = 0,
+    casts: Sequence[Any] = (),
 ) -> np.ndarray:
     """One task of one-pass mode: [loss sum, flat gradient sums] of ``per_row`` at the
     parameters ``leaves`` (of the tree ``td``) over one row chunk of every data argument
     (``chunks``: chunk ``number`` of the data, whose chunks have ``chunk_rows`` rows but the
     last), computed eagerly in the dtypes of the parameters and the data. An error names the
-    chunk and its rows (``chunks`` being the rows from ``offset`` on of the chunk)."""
+    chunk and its rows (``chunks`` being the rows from ``offset`` on of the chunk). ``casts``:
+    each data argument's compute dtype (cast here, after the read) or None."""
     np_xp = _NP
     first = number * chunk_rows + offset
     where = f"chunk {number} (rows {first} to {first + int(chunks[0].shape[0]) - 1})"
     p = tree_unflatten(td, [np_xp.asarray(leaf) for leaf in leaves])
-    rows_in = [np_xp.asarray(c) for c in chunks]
+    from ._casting import cast_chunk
+
+    kinds = list(casts) + [None] * (len(chunks) - len(casts))
+    rows_in = [np_xp.asarray(cast_chunk(c, dt)) for c, dt in zip(chunks, kinds, strict=True)]
     for i, r in enumerate(rows_in):
         if not np_xp.isdtype(r.dtype, ("real floating", "integral", "bool")):
             raise TypeError(
@@ -455,6 +508,7 @@ class TaskConfig:
     picks: list = field(default_factory=list)
     chunks_per_task: int = 1
     slice_rows: int | None = None  # rows each chunk is computed in at a time (None: whole)
+    casts: tuple = ()  # each data argument's compute dtype, or None (cubed_plugin._casting)
 
 
 def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
@@ -476,7 +530,14 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
         chunks = [z[n * size : (n + 1) * size] for z in config.arrays]
         rows.append(
             sliced_sums(
-                config.per_row, config.treedef, config.leaves, chunks, n, size, config.slice_rows
+                config.per_row,
+                config.treedef,
+                config.leaves,
+                chunks,
+                n,
+                size,
+                config.slice_rows,
+                config.casts,
             )
         )
         del chunks
