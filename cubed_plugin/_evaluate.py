@@ -40,8 +40,11 @@ def _chunk_rows(x: Any) -> int:
     return int(max(x.chunks[0])) if x.chunks[0] else 0
 
 
-def _chunk_spec(x: Any, rows: int) -> Any:
-    return memory.spec((rows, *(int(s) for s in x.shape[1:])), np.dtype(str(x.dtype)).name)
+def _chunk_spec(x: Any, rows: int, cast: np.dtype | None = None) -> Any:
+    """A chunk of ``rows`` rows of ``x`` as the task computes with it: in ``cast`` when the task
+    casts it (``cubed_plugin._casting``)."""
+    dtype = np.dtype(str(x.dtype)) if cast is None else cast
+    return memory.spec((rows, *(int(s) for s in x.shape[1:])), dtype.name)
 
 
 def _check_rows(data: Sequence[Any], where: str) -> tuple[int, ...]:
@@ -134,7 +137,11 @@ def _refuse(need: int, allowed: int, spec: Any, rows: int, where: str) -> None:
 
 
 def row_sums(
-    fns: Sequence[Callable[..., Any]], params: Any, data: Sequence[Any], where: str = "row_sums"
+    fns: Sequence[Callable[..., Any]],
+    params: Any,
+    data: Sequence[Any],
+    where: str = "row_sums",
+    loss: Any = None,
 ) -> Any:
     """The lazy float64 vector of ``sum over rows of f(params, *rows)`` for each ``f`` of
     ``fns`` (each giving one value per row: a per-row loss, a metric), over the row chunks of
@@ -142,13 +149,19 @@ def row_sums(
     row slices when the chunk does not fit whole, see the module), then a tree sum.
 
     The values of each function are summed in float64 (booleans and integers too: a per-row
-    "correct" flag sums to the count). Forward only: nothing is differentiated."""
+    "correct" flag sums to the count). Forward only: nothing is differentiated.
+
+    Data stored as float16, and the arguments ``loss`` (a ``row_loss``) declares cast, are cast
+    to the parameters' dtype in each task after the read, as in training
+    (``cubed_plugin._casting``); the projection counts the copy."""
     import cubed
 
+    from ._casting import casts, held_while_cast
     from ._cubed_seam import blockwise
 
     rows = _check_rows(data, where)
     host = _host(params)
+    targets = casts(loss, host, [x.dtype for x in data])
     leaves, td = tree_flatten(host)
     width = len(fns)
     param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype.name), host)
@@ -162,9 +175,11 @@ def row_sums(
             out.append(xp.sum(xp.astype(v, xp.float64)))
         return out
 
+    held = held_while_cast([pg.unwrap(x) for x in data], targets)  # the stored chunks cast
+
     def project(k: int) -> int:
-        specs = [_chunk_spec(x, k) for x in data]
-        return memory.project(sums, param_specs, *specs, argnums=()).peak_bytes
+        specs = [_chunk_spec(x, k, dt) for x, dt in zip(data, targets, strict=True)]
+        return memory.project(sums, param_specs, *specs, argnums=()).peak_bytes + held
 
     # each task also reads its chunk of row numbers (int64)
     slice_rows, extra = _fitting_rows(project, data, lambda n: 8 * width, where, [8 * rows[0]])
@@ -173,7 +188,8 @@ def row_sums(
     def block(*chunks: np.ndarray) -> np.ndarray:
         *data_chunks, row_numbers = chunks
         n = starts.index(int(row_numbers[0]))
-        return _chunk_sums(fns, td, leaves, data_chunks, n, rows[0], slice_rows).reshape(1, width)
+        out = _chunk_sums(fns, td, leaves, data_chunks, n, rows[0], slice_rows, targets)
+        return out.reshape(1, width)
 
     args: list[Any] = []
     for x in data:
@@ -201,16 +217,24 @@ def _chunk_sums(
     number: int,
     chunk_rows: int,
     slice_rows: int | None,
+    targets: Sequence[Any] = (),
 ) -> np.ndarray:
     """One task of :func:`row_sums`: each function's sum over the chunk, in float64, computed
-    in slices of ``slice_rows`` rows (None: whole). An error names the chunk and its rows."""
+    in slices of ``slice_rows`` rows (None: whole), each slice cast to ``targets`` (each data
+    argument's compute dtype or None). An error names the chunk and its rows."""
+    from ._casting import cast_chunk
+
+    kinds = list(targets) + [None] * (len(chunks) - len(targets))
     p = tree_unflatten(td, [_NP.asarray(leaf) for leaf in leaves])
     n = int(chunks[0].shape[0]) if chunks and np.ndim(chunks[0]) else 0
     step = n if slice_rows is None else max(1, slice_rows)
     total = np.zeros(len(fns), dtype=np.float64)
     first = number * chunk_rows
     for start in range(0, max(n, 1), max(step, 1)):
-        part = [_NP.asarray(c[start : start + step]) for c in chunks]
+        part = [
+            _NP.asarray(cast_chunk(c[start : start + step], dt))
+            for c, dt in zip(chunks, kinds, strict=True)
+        ]
         try:
             for j, f in enumerate(fns):
                 v = f(p, *part)
@@ -247,6 +271,9 @@ def predict(model: Callable[..., Any], params: Any, X: Any, *, dtype: Any = None
     dtype : dtype, optional
         The output's dtype (None: the model's, found by running it on zero rows).
 
+    ``X`` stored as float16 is cast to the parameters' dtype in each task after the read (the
+    copy projected), as in training (``cubed_plugin._casting``).
+
     Returns
     -------
     cubed.Array
@@ -280,7 +307,12 @@ def predict(model: Callable[..., Any], params: Any, X: Any, *, dtype: Any = None
     rows = _check_rows((X,), where)
     host = _host(params)
     p = pg.tree_map(_NP.asarray, host)
-    probe = _NP.zeros((0, *X.shape[1:]), dtype=getattr(_NP, np.dtype(str(X.dtype)).name))
+    from ._casting import cast_chunk, casts, held_while_cast
+
+    (target,) = casts(None, host, [X.dtype])  # float16 inputs: computed in the parameters'
+    held = held_while_cast([X], [target])
+    computed = np.dtype(str(X.dtype)) if target is None else target
+    probe = _NP.zeros((0, *X.shape[1:]), dtype=getattr(_NP, computed.name))
     out0 = np.asarray(pg.unwrap(model(p, probe)))
     if out0.ndim < 1 or out0.shape[0] != 0:
         raise ValueError(
@@ -294,18 +326,19 @@ def predict(model: Callable[..., Any], params: Any, X: Any, *, dtype: Any = None
     def project(k: int) -> int:
         # the output chunk is counted by Cubed; a sliced task also holds the output it fills
         filled = rows[0] * out_row if k < rows[0] else 0
-        return memory.project(model, param_specs, _chunk_spec(X, k), argnums=()).peak_bytes + filled
+        chunk = _chunk_spec(X, k, target)
+        return memory.project(model, param_specs, chunk, argnums=()).peak_bytes + filled + held
 
     slice_rows, extra = _fitting_rows(project, (X,), lambda n: n * out_row, where)
 
     def block(x: np.ndarray) -> np.ndarray:
         n = int(x.shape[0])
         if slice_rows is None or slice_rows >= n:
-            return np.asarray(pg.unwrap(model(p, _NP.asarray(x))), dtype=out_dtype)
+            return np.asarray(pg.unwrap(model(p, _NP.asarray(cast_chunk(x, target)))), out_dtype)
         out = np.empty((n, *out0.shape[1:]), dtype=out_dtype)
         for start in range(0, n, slice_rows):
             out[start : start + slice_rows] = np.asarray(
-                pg.unwrap(model(p, _NP.asarray(x[start : start + slice_rows])))
+                pg.unwrap(model(p, _NP.asarray(cast_chunk(x[start : start + slice_rows], target))))
             )
         return out
 

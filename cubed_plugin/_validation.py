@@ -211,7 +211,9 @@ class Validation:
         targets: list[Any] = []
         if self.row_fns:
             fns = [f for _, f, _ in self.row_fns]
-            targets.append(row_sums(fns, host_p, self.data, where="fit(validation=...)"))
+            targets.append(
+                row_sums(fns, host_p, self.data, where="fit(validation=...)", loss=self.loss)
+            )
         graph = not isinstance(self.loss, RowLoss)
         if graph:  # a loss that is not per row: its own graph on namespace(cubed)
             targets.append(graph_value(self.loss, host_p, self.data, spec))

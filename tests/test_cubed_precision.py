@@ -300,3 +300,27 @@ def test_cf_packed_integers_through_xarray_in_the_compute_dtype(tmp_path, stored
     assert unpacked.X.dtype == np.float64  # the decoded dtype, as before
     with pytest.raises(TypeError, match=r"from_xarray: dtype must be a floating dtype"):
         cubed_plugin.from_xarray(ds, ["tas", "hus", "ps"], "pr", dtype="int16")
+
+
+def test_validation_and_predict_on_float16_data(stored, tmp_path):
+    """fit(validation=...) and predict on float16 storage: each task casts its chunk as the
+    training tasks do, the figures and the predictions those of float32 storage of the same
+    values; uint8 validation data declared cast by the loss is cast too."""
+    from cubed_plugin import predict
+
+    spec = _spec(tmp_path)
+    runs = []
+    for names in (("X16", "y16"), ("X32", "y")):
+        data = _open(stored, spec, *names)
+        runs.append(_fit(LOGISTIC, data, validation=data))
+        model = lambda p, X: X @ p["w"] + p["b"]
+        runs.append(np.asarray(predict(model, runs[-1].params, data[0]).compute()))
+    _same(runs[0], runs[2])
+    assert runs[0].history["val_loss"] == runs[2].history["val_loss"]
+    assert runs[1].dtype == np.float32
+    np.testing.assert_array_equal(runs[1], runs[3])
+    images = [
+        _fit(IMAGES, d, validation=d) for d in (_open(stored, spec, n, "y") for n in ("U8", "U8f"))
+    ]
+    _same(*images)
+    assert images[0].history["val_loss"] == images[1].history["val_loss"]
