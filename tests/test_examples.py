@@ -5,6 +5,8 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -147,3 +149,43 @@ def test_cubed_task_memory_example_draws_the_plan_measured_within_projection(tmp
     ]
     assert len(ratios) >= 10 and max(ratios) <= 1.0, run.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _example(name: str):
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return module
+
+
+def test_cubed_images_example_trains_a_cnn_on_zarr_chunks_validates_and_predicts(tmp_path):
+    """examples/cubed_images.py at a small size: a CNN on (rows, 1, 16, 16) image chunks in
+    Zarr trained one-pass with mini-batches, the validation accuracy each epoch, early stopping
+    on it (the best parameters returned), predictions written to Zarr that score the best
+    validation accuracy; every task projected within allowed_mem."""
+    pytest.importorskip("cubed")
+    ex = _example("cubed_images")
+    out = ex.main(rows=6_000, chunk=250, epochs=3, workdir=str(tmp_path), quiet=True)
+    assert out["steps"] <= 72
+    assert max(out["val_accuracy"]) > 0.8, out["val_accuracy"]
+    assert out["predicted_accuracy"] == pytest.approx(max(out["val_accuracy"]), abs=1e-12)
+    assert out["max_projected"] <= out["allowed_mem"]
+
+
+def test_cubed_tokens_example_trains_the_transformer_on_token_chunks(tmp_path):
+    """examples/cubed_tokens.py at a small size: the character transformer trained one-pass on
+    windows of token ids in Zarr, the held-out loss below the unigram baseline."""
+    pytest.importorskip("cubed")
+    ex = _example("cubed_tokens")
+    out = ex.main(chars=100_000, chunk=64, epochs=2, workdir=str(tmp_path), quiet=True)
+    assert out["steps"] >= 80
+    assert out["val_loss"][-1] < out["unigram"] - 0.3, (out["val_loss"], out["unigram"])
+    assert 0 < out["val_accuracy"][-1] < 1
+    assert out["max_projected"] <= out["allowed_mem"]
