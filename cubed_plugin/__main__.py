@@ -134,6 +134,22 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     return _softplus_minus(xp, z, y)
 
 
+# the weights of each model (its other parameters are biases)
+WEIGHTS = {"logreg": ("w",), "mlp": ("W1", "w2")}
+
+
+def penalised(loss: Any, model: str, alpha: float) -> Any:
+    """``loss`` with ``--l2``'s penalty on the model's weights (``loss`` itself at 0)."""
+    if alpha == 0:
+        return loss
+    import dataclasses
+
+    from .penalties import l2
+
+    names = WEIGHTS[model]
+    return dataclasses.replace(loss, penalty=l2(alpha, on=lambda p: [p[k] for k in names]))
+
+
 def accuracy(p: Any, X: Any, y: Any) -> Any:
     """Whether each row's label is predicted (the logit's sign against the label in {0, 1}),
     for both CLI models: the command's validation metric (``fit(metrics=...)``).
@@ -319,6 +335,15 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     )
     ap.add_argument("--lr", type=float, default=0.5, help="the learning rate of sgd and adam")
     ap.add_argument(
+        "--l2",
+        type=float,
+        default=0.0,
+        metavar="ALPHA",
+        help="an L2 penalty ALPHA/2 * ||weights||^2 (biases not penalised) added to the mean "
+        "loss once per step by the driver (one-pass mode still); 1/(C * rows) is "
+        "scikit-learn's LogisticRegression(C)",
+    )
+    ap.add_argument(
         "--chunks-per-task",
         type=int,
         default=1,
@@ -396,6 +421,8 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         )
     if a.optimizer != "lbfgs" and not a.lr > 0:  # L-BFGS takes no learning rate
         ap.error(f"--lr must be positive, got {a.lr}")
+    if not a.l2 >= 0:
+        ap.error(f"--l2 must be at least 0, got {a.l2}")
     try:  # an engine whose extra is not installed: one line, before any data is made
         _need(a.executor)
     except ImportError as e:
@@ -554,7 +581,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
             f"{format_bytes(2 * spec.reserved_mem)}\n"
         )
         raise SystemExit(2)
-    loss = logreg_loss if a.model == "logreg" else mlp_loss
+    loss = penalised(logreg_loss if a.model == "logreg" else mlp_loss, a.model, a.l2)
     one_pass = a.mode != "graph"  # both models are row losses
     mode = "one-pass" if one_pass else "graph"
     data_dir = a.data

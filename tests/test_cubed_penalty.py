@@ -254,3 +254,27 @@ def test_penalty_in_a_direct_call():
     got = float(np.asarray(pg.unwrap(L2(p, xp.asarray(X), xp.asarray(y)))))
     assert got == pytest.approx(_objective(X, y, theta), rel=1e-12)
     assert Penalty(lambda p: 0.0).smooth
+
+
+def test_the_command_takes_an_l2_penalty(tmp_path, capsys):
+    """``--l2 ALPHA`` trains the mean loss plus ALPHA/2 * ||weights||^2 (biases not penalised):
+    the parameters of ``fit`` with that row loss on the same data; a negative one is refused."""
+    from cubed_plugin.train import init_params, logreg_loss, main
+
+    common = ["--rows", "20000", "--features", "10", "--allowed-mem", "20MB"]
+    common += ["--reserved-mem", "5MB", "--quiet", "--work-dir", str(tmp_path)]
+    result = main([*common, "--optimizer", "lbfgs", "--steps", "4", "--l2", "0.5"])
+    spec = cubed.Spec(work_dir=str(tmp_path / "again"), allowed_mem="20MB", reserved_mem="5MB")
+    X = cubed.from_zarr(str(tmp_path / "data" / "X.zarr"), spec=spec)
+    y = cubed.from_zarr(str(tmp_path / "data" / "y.zarr"), spec=spec)
+    loss = row_loss(logreg_loss.per_row, penalty=l2(0.5, on=lambda p: p["w"]))
+    want = fit(loss, init_params("logreg", 10), (X, y), optim.lbfgs(), steps=4, spec=spec,
+               progress=False, log=None)  # fmt: skip
+    for k in want.params:
+        np.testing.assert_array_equal(result.params[k], want.params[k])
+    plain = fit(logreg_loss, init_params("logreg", 10), (X, y), optim.lbfgs(), steps=4,
+                spec=spec, progress=False, log=None)  # fmt: skip
+    assert np.linalg.norm(want.params["w"]) < np.linalg.norm(plain.params["w"])
+    with pytest.raises(SystemExit):
+        main([*common, "--l2", "-1"])
+    assert "--l2 must be at least 0, got -1.0" in capsys.readouterr().err
