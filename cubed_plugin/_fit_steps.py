@@ -104,6 +104,13 @@ def _host_params(
                 "parameters must be real floating point: give them as float32 "
                 "or float64 arrays, e.g. np.zeros(n, dtype=np.float32)"
             )
+        if h.dtype.name not in ("float32", "float64"):
+            raise TypeError(
+                f"fit: parameter {i} (shape {h.shape}) has dtype {h.dtype}; the tasks compute "
+                "in the parameters' dtype, float32 or float64 (the standard's floating "
+                "dtypes): give them as float32 (data stored as float16 is cast to it in each "
+                "task after the read)"
+            )
         host.append(h)
     dtypes = sorted({str(h.dtype) for h in host})
     data_dtypes = sorted({str(np.dtype(x.dtype)) for x in data})

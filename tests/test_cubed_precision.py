@@ -101,7 +101,8 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize(
-    "how", ["planned", "graph of tasks", "graph mode", "mini-batch", "sliced", "lbfgs"]
+    "how",
+    ["planned", "graph of tasks", "graph mode", "mini-batch", "sliced", "lbfgs", "2 chunks a task"],
 )
 def test_float16_storage_trains_as_float32_storage_of_the_same_values(stored, tmp_path, how):
     """Once was: ``spec: dtype('<f2') is not one of the standard's data types``."""
@@ -111,6 +112,8 @@ def test_float16_storage_trains_as_float32_storage_of_the_same_values(stored, tm
         kw["mode"] = "graph"
     if how == "mini-batch":
         kw["batch_rows"] = 2 * CHUNK
+    if how == "2 chunks a task":
+        kw["chunks_per_task"] = 2
     if how == "lbfgs":
         kw.update(optimizer=optim.lbfgs(), steps=None, epochs=6)
     runs = []
@@ -184,6 +187,11 @@ def test_a_cast_position_out_of_range_is_refused(stored, tmp_path):
         _fit(loss, _open(stored, _spec(tmp_path), "U8", "y"), steps=1)
     with pytest.raises(TypeError, match=r"row_loss: cast must be the positions"):
         row_loss(_logistic, cast=("X",))
+
+
+def test_float16_parameters_are_refused_saying_the_way_out(stored, tmp_path):
+    with pytest.raises(TypeError, match=r"fit: parameter 0 .* has dtype float16; the tasks "):
+        _fit(LOGISTIC, _open(stored, _spec(tmp_path), "X16", "y"), params=_params(np.float16))
 
 
 def test_a_direct_call_casts_the_declared_arguments(stored):
