@@ -226,9 +226,9 @@ class Validation:
                     out[name] = float(s) / self.rows if reduction == "mean" else float(s)
             if graph:
                 out["val_loss"] = float(np.asarray(values[-1]))
-            elif getattr(self.loss, "penalty", None) is not None:  # the loss's whole value
+            elif (penalty := getattr(self.loss, "penalty", None)) is not None:  # the whole value
                 p = pg.tree_map(lambda a: pg.namespace(np).asarray(np.asarray(a)), host_p)
-                out["val_loss"] += float(np.asarray(pg.unwrap(self.loss.penalty(p))))
+                out["val_loss"] += float(np.asarray(pg.unwrap(penalty(p))))
             return {k: out[k] for k in self.keys()}
 
         return targets, finish
