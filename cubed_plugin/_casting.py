@@ -68,13 +68,13 @@ def casts(loss: Any, params: Any, dtypes: Sequence[Any]) -> tuple[np.dtype | Non
 
 
 def held_while_cast(data: Sequence[Any], targets: Sequence[np.dtype | None]) -> int:
-    """The bytes a one-pass task holds beyond Cubed's count of its inputs and the step's
-    projection (which counts the cast copy as its input) when it casts: the stored chunk of each
-    cast argument, kept while its copy is computed with. Without a cast the chunk is the step's
-    input; with one, the task holds the read's copies of the stored chunk (Cubed's two and the
-    step's input slot, ``steps.READ_COPIES``: freed read buffers stay in a worker's heap) and the
-    copy (measured: float16 chunks of 20 MB, 95 MB over the worker's start, projected 84 MB
-    before this was counted)."""
+    """The bytes a task that casts holds beyond what its projection counted before casts: one
+    stored chunk of each cast argument. A task's projection counts Cubed's two copies of each
+    input chunk plus the step's projection, whose input is the chunk itself, three in all, as
+    reading a stored chunk takes (``steps.READ_COPIES``: compressed bytes, decoded buffer,
+    chunk; the freed buffers stay in the worker's heap). With a cast, the step's input is the
+    copy in the compute dtype, so the chunk it is made from is held besides (measured: float16
+    chunks of 20 MB held 95 MB over the worker's start, projected 84 MB without this)."""
     total = 0
     for x, dt in zip(data, targets, strict=True):
         if dt is not None:
