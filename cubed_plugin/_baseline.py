@@ -115,10 +115,45 @@ def _kind(ex: Any, compute_kwargs: dict | None) -> str:
     return f"{type(ex).__module__}.{type(ex).__qualname__}"
 
 
-def _disk_key(ex: Any, compute_kwargs: dict | None) -> str:
+def _store(work_dir: str | None, reads: tuple = ()) -> str:
+    """The object stores a baseline measured in ``work_dir``, reading ``reads``, warmed its
+    workers with (their protocols: ``"s3"``), "" for local disk only: a worker that reads or
+    writes there has loaded the store's client (s3fs, aiobotocore, botocore's service model, a
+    connection pool), tens of MB more than one that touched local files only holds
+    (docs/calibration.md#remote-read-copies), so the figures are kept apart."""
+    from ._storage import is_url, protocol_of
+
+    stores = {protocol_of(z) for z in reads}
+    if work_dir is not None and is_url(work_dir):
+        stores.add(str(work_dir).split("://", 1)[0])
+    return "+".join(sorted(stores))
+
+
+def remote_reads(data: Any) -> tuple:
+    """The Zarr arrays behind ``data`` (Cubed or Zarr arrays) that are read from an object
+    store: what a measured baseline task reads a chunk of (:func:`_baseline_task`)."""
+    from ._cubed_seam import zarr_array_of
+    from ._storage import is_remote_array, is_url
+
+    out = []
+    for x in data or ():
+        if isinstance(x, str):  # a URL
+            if not is_url(x):
+                continue
+            import zarr
+
+            x = zarr.open_array(x, mode="r")
+        z = x if hasattr(x, "store") and hasattr(x, "chunks") else zarr_array_of(x)
+        if z is not None and hasattr(z, "store") and is_remote_array(z):
+            out.append(z)
+    return tuple(out)
+
+
+def _disk_key(ex: Any, compute_kwargs: dict | None, store: str = "") -> str:
     from ._measuring import is_dask_executor
 
-    return f"{platform.node()} | {_kind(ex, compute_kwargs)} | {_versions(is_dask_executor(ex))}"
+    kind = _kind(ex, compute_kwargs) + (f" with {store}:// storage" if store else "")
+    return f"{platform.node()} | {kind} | {_versions(is_dask_executor(ex))}"
 
 
 def _load() -> dict:
@@ -183,7 +218,7 @@ def _per_row(p: Any, x: Any) -> Any:
     return xp.log(1.0 + xp.exp(-(x @ p["w"])))
 
 
-def _baseline_task(block: np.ndarray, path: str = "") -> np.ndarray:
+def _baseline_task(block: np.ndarray, path: str = "", reads: tuple = ()) -> np.ndarray:
     """The task :func:`cubed_plugin.worker_baseline` runs: the warm-up (:func:`_warm_up`, when
     ``path`` names its Zarr array), its memory given back, then a small task measured (a tiny
     one-pass gradient): returns ``[process id, the warm peak (0 where it cannot be measured),
@@ -200,6 +235,8 @@ def _baseline_task(block: np.ndarray, path: str = "") -> np.ndarray:
     start = None
     if path:
         _warm_up(path)
+        for z in reads:  # an object store's client loaded as reading the data loads it
+            np.asarray(z[tuple(slice(0, c) for c in z.chunks)])
         gc.collect()
         start = settled_peak_reset()
     x = np.asarray(block, dtype=np.float64).reshape(-1, 1)
@@ -210,7 +247,7 @@ def _baseline_task(block: np.ndarray, path: str = "") -> np.ndarray:
     return np.array([os.getpid(), peak or 0, 0, 0][: block.size], dtype=np.int64)
 
 
-def _key(ex: Any, compute_kwargs: dict | None) -> tuple:
+def _key(ex: Any, compute_kwargs: dict | None, store: str = "") -> tuple:
     kind = type(ex)
     options = sorted((k, repr(v)) for k, v in (getattr(ex, "kwargs", None) or {}).items())
     return (
@@ -218,6 +255,7 @@ def _key(ex: Any, compute_kwargs: dict | None) -> tuple:
         kind.__qualname__,
         repr(options),
         repr(sorted((compute_kwargs or {}).items())),
+        store,
     )
 
 
@@ -226,7 +264,7 @@ _TASKS = 4
 
 
 def _measure(
-    ex: Any, work_dir: str, compute_kwargs: dict | None, warm: bool = True
+    ex: Any, work_dir: str, compute_kwargs: dict | None, warm: bool = True, reads: tuple = ()
 ) -> tuple[int | None, int | None, int]:
     """(the largest warm figure the tasks measured themselves, or None; the largest peak the
     executor reported, or None when it reports none; a task's process id) of the small
@@ -255,7 +293,9 @@ def _measure(
     try:
         if warm:
             _warm_compute(ex, spec, root, compute_kwargs)
-        task = functools.partial(_baseline_task, path=warm_path if warm else "")
+        task = functools.partial(
+            _baseline_task, path=warm_path if warm else "", reads=reads if warm else ()
+        )
         out = cubed.map_blocks(task, cubed.from_zarr(path, spec=spec), dtype=np.int64)
         res = cubed.compute(out, executor=ex, callbacks=[Peaks()], **(compute_kwargs or {}))[0]
     finally:
@@ -359,11 +399,13 @@ def _measure_fresh(work_dir: str) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def _measure_once(ex: Any, work_dir: str, compute_kwargs: dict | None) -> int:
+def _measure_once(ex: Any, work_dir: str, compute_kwargs: dict | None, reads: tuple = ()) -> int:
     """One warm figure of ``ex`` (see :func:`cubed_plugin.worker_baseline`)."""
     in_process = getattr(ex, "name", None) in ("single-threaded", "threads")
     warm, peak, pid = (
-        (None, None, os.getpid()) if in_process else _measure(ex, work_dir, compute_kwargs)
+        (None, None, os.getpid())
+        if in_process
+        else _measure(ex, work_dir, compute_kwargs, reads=reads)
     )
     if pid == os.getpid():  # tasks run in this process: a fresh one's figure
         if _IN_PROCESS not in _BASELINES:
@@ -394,23 +436,31 @@ def _work(work_dir: str | None) -> Iterator[str]:
 
 
 def measured_baseline(
-    ex: Any, *, work_dir: str | None = None, compute_kwargs: dict | None = None
+    ex: Any, *, work_dir: str | None = None, compute_kwargs: dict | None = None, reads: Any = ()
 ) -> int:
     """:func:`cubed_plugin.worker_baseline` of the executor object ``ex`` (names are resolved
     there, by ``cubed_plugin._executors.executor_of``)."""
-    key = _key(ex, compute_kwargs)
+    reads = remote_reads(reads)
+    store = _store(work_dir, reads)
+    key = _key(ex, compute_kwargs, store)
     if key in _BASELINES:
         return _BASELINES[key]
-    disk = _disk_key(ex, compute_kwargs)
+    disk = _disk_key(ex, compute_kwargs, store)
     entry = _load().get(disk)
     if not (isinstance(entry, dict) and len(entry.get("samples", [])) >= SAMPLES):
         with _work(work_dir) as where:
-            entry = _update(disk, sample=_measure_once(ex, where, compute_kwargs))
+            entry = _update(disk, sample=_measure_once(ex, where, compute_kwargs, reads))
     _BASELINES[key] = _kept(entry)
     return _BASELINES[key]
 
 
-def record_drift(executor: Any, compute_kwargs: dict | None, held: int) -> int:
+def record_drift(
+    executor: Any,
+    compute_kwargs: dict | None,
+    held: int,
+    work_dir: str | None = None,
+    reads: Any = (),
+) -> int:
     """Record that a worker of ``executor`` (the executor object ``fit`` runs on) held ``held``
     bytes at a task's start (above the Spec's ``reserved_mem``): the baseline this process uses
     from now on is at least that. Returns the new baseline.
@@ -419,6 +469,6 @@ def record_drift(executor: Any, compute_kwargs: dict | None, held: int) -> int:
     the last chunk it read on a loaded machine), and a kept figure would make every later run
     on the machine plan smaller chunks for it (one such start, kept, cut a Dask run's chunks
     from 9,849 rows to 1,145)."""
-    key = _key(executor, compute_kwargs)
+    key = _key(executor, compute_kwargs, _store(work_dir, remote_reads(reads)))
     _BASELINES[key] = max(_BASELINES.get(key, 0), int(held))
     return _BASELINES[key]

@@ -106,19 +106,22 @@ def refuse(p: Any, where: str, advice: str | Callable[[], str] | None = None) ->
 
 
 def warn_reserved(
-    spec: Any, executor: Any, where: str, *, compute_kwargs: dict | None = None
+    spec: Any, executor: Any, where: str, *, compute_kwargs: dict | None = None, reads: Any = ()
 ) -> int | None:
     """Warn (:class:`~cubed_plugin.memory.ReservedMemWarning`) when ``spec.reserved_mem`` is
     below what a worker of ``executor`` measurably holds before any data
-    (``cubed_plugin.worker_baseline``), or is 0 for an executor that cannot be measured.
-    Returns the baseline (None when it cannot be measured)."""
+    (``cubed_plugin.worker_baseline``; with the client of the object store of ``reads``, the
+    data its tasks read, loaded), or is 0 for an executor that cannot be measured. Returns
+    the baseline (None when it cannot be measured)."""
     from ._executors import executor_of, worker_baseline
 
     ex = executor_of(executor, spec)
     name = getattr(ex, "name", type(ex).__name__)
     reserved = int(spec.reserved_mem or 0)
     try:
-        base = worker_baseline(ex, work_dir=spec.work_dir, compute_kwargs=compute_kwargs)
+        base = worker_baseline(
+            ex, work_dir=spec.work_dir, compute_kwargs=compute_kwargs, reads=reads
+        )
     except RuntimeError as e:
         if reserved == 0:
             warnings.warn(

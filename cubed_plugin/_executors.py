@@ -350,7 +350,11 @@ def executor_of(executor: Any, spec: Any = None, compute_kwargs: dict | None = N
 
 
 def worker_baseline(
-    executor: Any = None, *, work_dir: str | None = None, compute_kwargs: dict | None = None
+    executor: Any = None,
+    *,
+    work_dir: str | None = None,
+    compute_kwargs: dict | None = None,
+    reads: Any = None,
 ) -> int:
     """The memory, in bytes, that a warm process running one of ``executor``'s tasks holds
     before the task adds any data.
@@ -380,6 +384,10 @@ def worker_baseline(
         workers can reach).
     compute_kwargs : dict, optional
         Passed to ``cubed.compute`` (a Dask cluster's address).
+    reads : sequence, optional
+        The stored data the tasks will read (Cubed arrays, Zarr arrays or their URLs): a chunk
+        of each one on an object store is read in the warm-up, so the baseline holds the
+        store's client (as a work_dir on the store does); the figures are kept per store.
 
     Returns
     -------
@@ -393,7 +401,7 @@ def worker_baseline(
         ``reserved_mem`` yourself then).
     """
     return measured_baseline(
-        executor_of(executor), work_dir=work_dir, compute_kwargs=compute_kwargs
+        executor_of(executor), work_dir=work_dir, compute_kwargs=compute_kwargs, reads=reads
     )
 
 
@@ -404,6 +412,7 @@ def make_spec(
     executor: Any = None,
     compute_kwargs: dict | None = None,
     storage_options: dict | None = None,
+    reads: Any = None,
 ) -> Any:
     """A ``cubed.Spec`` whose ``reserved_mem`` covers what a worker of ``executor`` holds before any
     data.
@@ -428,6 +437,9 @@ def make_spec(
     storage_options : dict, optional
         fsspec's options for the stores the plugin opens (``cubed_plugin.open_zarr``'s data,
         ``fit``'s checkpoints): the Spec's ``storage_options``.
+    reads : sequence, optional
+        The stored data the tasks will read (Zarr arrays or URLs), measured with
+        (:func:`worker_baseline`): data on an object store loads its client in every worker.
 
     Returns
     -------
@@ -445,7 +457,9 @@ def make_spec(
     work_dir = work_dir or tempfile.mkdtemp(prefix="pycograd-cubed-")
     try:
         if reserved_mem is None:
-            base = worker_baseline(executor, work_dir=work_dir, compute_kwargs=compute_kwargs)
+            base = worker_baseline(
+                executor, work_dir=work_dir, compute_kwargs=compute_kwargs, reads=reads
+            )
             reserved_mem = math.ceil(base * MARGIN)
         spec = cubed.Spec(
             work_dir=work_dir,

@@ -472,7 +472,7 @@ class _Stepper:
         why = no_retry(ex)
         if why is not None:
             warnings.warn(f"fit: {why}", NoRetryWarning, stacklevel=3)
-        warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs)
+        warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs, reads=data)
         slice_rows = _slices(loss, host, data, spec, log) if one_pass else None
         planned = _planner(loss, data, ex, one_pass, chunks_per_task, slice_rows)
         if planned is None and chunks_per_task != 1:

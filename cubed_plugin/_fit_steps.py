@@ -431,7 +431,9 @@ def _measured_within(
     if not over:
         return
     try:
-        base = worker_baseline(executor, work_dir=spec.work_dir, compute_kwargs=compute_kwargs)
+        base = worker_baseline(
+            executor, work_dir=spec.work_dir, compute_kwargs=compute_kwargs, reads=data
+        )
     except RuntimeError:
         base = None
     reserved = over[0].reserved
@@ -447,7 +449,7 @@ def _measured_within(
         shown, limit = format_byte_pair(held, reserved)
         if all(o.measured <= o.allowed for o in over):
             new = max(reserved, math.ceil(held * DRIFT_PAD))
-            kept = record_drift(executor, compute_kwargs, held)
+            kept = record_drift(executor, compute_kwargs, held, spec.work_dir, data)
             for s in {id(s): s for s in (spec, *(x.spec for x in data))}.values():
                 set_reserved_mem(s, new)
             if log:
@@ -466,7 +468,7 @@ def _measured_within(
             "and with it the task went over allowed_mem (what the task added was within its "
             "projection): raise allowed_mem, or use smaller chunks"
         )
-        record_drift(executor, compute_kwargs, held)
+        record_drift(executor, compute_kwargs, held, spec.work_dir, data)
     else:
         why = (
             "the projection is a promise this task broke: a bug of cubed_plugin's "

@@ -29,6 +29,13 @@ from typing import Any
 
 from pycograd_xp import checkpoint
 
+# Reading a chunk from an object store (over HTTP) holds, beside Zarr's compressed bytes, the
+# HTTP client's buffers of the body: the pieces as received and the bytes they are joined into,
+# each the compressed chunk (at most the chunk, for data that does not compress), and the
+# pieces, small blocks of the heap, are not returned to the system when freed
+# (docs/calibration.md#remote-read-copies). Added to READ_COPIES for a chunk read so.
+REMOTE_READ_COPIES = 2
+
 POINTER = "checkpoint.json"  # an object store's pointer to its latest checkpoint
 LOCAL_NAME = "checkpoint.npz"  # a local directory's checkpoint (replaced by a rename)
 
@@ -103,6 +110,35 @@ def size(path: str, storage_options: dict | None = None) -> int:
         return int(fs.du(p, total=True))
     except FileNotFoundError:
         return 0
+
+
+def is_remote_array(target: Any) -> bool:
+    """Whether a stored array (a ``zarr.Array``, or Cubed's lazily created intermediate array
+    at a path or URL) is read from a store other than the local disk or memory: an fsspec
+    store over a remote filesystem, an object store (obstore), a URL."""
+    store = getattr(target, "store", None)
+    if isinstance(store, str | os.PathLike):
+        return is_url(store)
+    while store is not None and hasattr(store, "_store") and not hasattr(store, "fs"):
+        store = store._store  # a wrapper (cubed_plugin._row_chunks' view): the store it reads
+    fs = getattr(store, "fs", None)
+    if fs is not None:  # zarr's FsspecStore
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        return protocol not in ("file", "local", "memory")
+    return type(store).__name__ == "ObjectStore"  # zarr's obstore store: S3, GCS, Azure
+
+
+def protocol_of(target: Any) -> str:
+    """The protocol of a remote stored array's store (``"s3"``; see :func:`is_remote_array`)."""
+    store = getattr(target, "store", None)
+    if isinstance(store, str | os.PathLike):
+        return str(store).split("://", 1)[0]
+    while store is not None and hasattr(store, "_store") and not hasattr(store, "fs"):
+        store = store._store
+    fs = getattr(store, "fs", None)
+    if fs is not None:
+        return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return type(store).__name__
 
 
 def open_zarr(url: str, *, spec: Any = None, storage_options: dict | None = None) -> Any:

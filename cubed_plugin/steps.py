@@ -249,7 +249,20 @@ def read_peak(dag: Any, op: str) -> int:
     if not stored:
         return 0
     held = sum(_nbytes(dag, a) * blocks[a] for a in stored)
-    return po.reserved_mem + held + (READ_COPIES - 1) * max(_nbytes(dag, a) for a in stored)
+    return po.reserved_mem + held + max(_read_buffers(dag, a) for a in stored)
+
+
+def _read_buffers(dag: Any, array: str) -> int:
+    """The buffers beside the chunk that reading one chunk of the stored ``array`` holds: the
+    READ_COPIES' two, and an object store's HTTP client's (``_storage.REMOTE_READ_COPIES``)."""
+    from ._cubed_seam import node_target
+    from ._fusion import _nbytes
+    from ._storage import REMOTE_READ_COPIES, is_remote_array
+
+    copies = READ_COPIES - 1
+    if is_remote_array(node_target(dag, array)):
+        copies += REMOTE_READ_COPIES
+    return copies * _nbytes(dag, array)
 
 
 def count_reads(dag: Any) -> Any:

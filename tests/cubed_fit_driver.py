@@ -7,8 +7,9 @@ starts from a fork, so its ``ru_maxrss`` is not its parent's.
 ``python cubed_fit_driver.py DATA_DIR WORK_DIR ALLOWED RESERVED STEPS MODEL[:MODE] ...`` trains
 each model (logreg, mlp; in ``fit``'s mode MODE, "auto" when not given: one-pass for these
 row losses) from ``init_params`` for STEPS full-batch SGD steps on DATA_DIR's
-X.zarr and y.zarr and prints, as JSON, the final parameters and the MemoryRecorder's projected
-and measured task memory of every op.
+X.zarr and y.zarr (DATA_DIR and WORK_DIR may be URLs: ``s3://...``; RESERVED ``measured``:
+``make_spec`` measures it on the executor, in WORK_DIR, reading the data) and prints, as JSON,
+the final parameters and the MemoryRecorder's projected and measured task memory of every op.
 """
 
 from __future__ import annotations
@@ -21,10 +22,21 @@ import sys
 def main(data: str, work: str, allowed: str, reserved: str, steps: str, *models: str) -> None:
     import cubed
 
-    from cubed_plugin.train import fit, init_params, logreg_loss, measuring_processes, mlp_loss
+    from cubed_plugin.train import (
+        fit,
+        init_params,
+        logreg_loss,
+        make_spec,
+        measuring_processes,
+        mlp_loss,
+    )
     from pycograd_xp import optim
 
-    spec = cubed.Spec(work_dir=work, allowed_mem=allowed, reserved_mem=reserved)
+    if reserved == "measured":
+        reads = [f"{data}/X.zarr", f"{data}/y.zarr"]  # on an object store: its client counted
+        spec = make_spec(allowed, work_dir=work, executor=measuring_processes(), reads=reads)
+    else:
+        spec = cubed.Spec(work_dir=work, allowed_mem=allowed, reserved_mem=reserved)
     X = cubed.from_zarr(f"{data}/X.zarr", spec=spec)
     y = cubed.from_zarr(f"{data}/y.zarr", spec=spec)
     out: dict = {

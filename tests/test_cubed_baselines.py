@@ -109,7 +109,7 @@ def test_kept_baselines_are_measured_then_reused_then_raised(tmp_path, monkeypat
     figures = iter([70_000_000, 72_000_000, 71_000_000])
     calls = []
 
-    def fake(ex, work_dir, compute_kwargs):
+    def fake(ex, work_dir, compute_kwargs, reads=()):
         calls.append(1)
         return next(figures)
 
@@ -229,7 +229,7 @@ def test_a_drift_over_allowed_mem_is_reported_as_what_it_is(monkeypatch):
     spec = cubed.Spec(allowed_mem="100MB", reserved_mem="80MB")
     monkeypatch.setattr("cubed_plugin._fit_steps.worker_baseline", lambda *a, **k: 72_000_000)
     drifts = []
-    monkeypatch.setattr(_baseline, "record_drift", lambda *a: drifts.append(a[-1]))
+    monkeypatch.setattr(_baseline, "record_drift", lambda *a: drifts.append(a[2]))
     with pytest.raises(TaskMemoryError) as e:
         _measured_within(rec, 1, "raise", "threads", spec)
     text = str(e.value)

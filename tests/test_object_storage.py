@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,83 @@ def test_graph_mode_with_its_work_dir_on_the_store_resumes_from_a_checkpoint_the
     assert len(resumed.history["loss"]) == 2
     for a, b in zip(pg.tree_leaves(resumed.params), pg.tree_leaves(p), strict=True):
         np.testing.assert_allclose(a, np.asarray(pg.unwrap(b)), rtol=1e-10, atol=1e-14)
+
+
+FIT_DRIVER = Path(__file__).with_name("cubed_fit_driver.py")
+
+
+def _measured_over_http(data, work, runs, allowed="400MB"):
+    """Run ``cubed_fit_driver.py`` (fit on the processes executor, each task in a fresh forked
+    worker measuring its own peak; reserved_mem measured by make_spec, reading the data) and
+    return its JSON report."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, str(FIT_DRIVER), data, work, allowed, "measured", "1", *runs],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _check_within(report, runs):
+    for run in runs:
+        rows = report[run]["report"]
+        measured = [(op, p, m) for op, p, m in rows if m is not None]
+        assert measured, run
+        for op, projected, peak in measured:
+            # each task's own peak, read over HTTP, within its projection and allowed_mem
+            assert peak <= projected <= report["allowed_mem"], (run, op, peak, projected)
+
+
+def test_tasks_reading_over_http_stay_within_their_projections(bucket, tmp_path):
+    """One-pass tasks on the processes executor reading 4 MB chunks from the S3 server: each
+    task's measured peak (its HTTP client's buffers of the chunk, the client itself in the
+    worker's reserved_mem) within its projection."""
+    synthetic(f"{bucket}/data", 100_000, 20, 25_000, "logreg")
+    report = _measured_over_http(f"{bucket}/data", str(tmp_path / "work"), ["logreg"])
+    _check_within(report, ["logreg"])
+    assert report["chunk_bytes"] == 4_000_000
+
+
+@pytest.mark.slow
+def test_graph_mode_on_the_store_stays_within_its_projections(bucket):
+    """Graph mode with the data and Cubed's work_dir on the S3 server (intermediate arrays
+    written and read over HTTP), and one-pass mode beside it, 16 MB chunks, on the processes
+    executor: every op's measured task peak within its projection."""
+    synthetic(f"{bucket}/data", 400_000, 20, 100_000, "logreg")
+    runs = ["logreg", "mlp", "logreg:graph", "mlp:graph"]
+    report = _measured_over_http(f"{bucket}/data", f"{bucket}/work", runs, allowed="600MB")
+    _check_within(report, runs)
+
+
+def test_a_chunk_read_from_the_store_is_projected_with_the_http_clients_buffers(bucket, tmp_path):
+    """The same one-pass step on the same data, stored on local disk and on the S3 server: the
+    task reading over HTTP is projected with ``REMOTE_READ_COPIES`` copies more of the chunk it
+    reads (the HTTP client's buffers: docs/calibration.md#remote-read-copies)."""
+    import cubed_plugin as cp
+    from cubed_plugin._storage import REMOTE_READ_COPIES
+    from cubed_plugin.steps import READ_COPIES, one_pass_step
+
+    rows, features, chunk = 40_000, 10, 20_000
+    synthetic(f"{bucket}/data", rows, features, chunk, "logreg")
+    synthetic(str(tmp_path), rows, features, chunk, "logreg")
+    spec = cubed.Spec(allowed_mem="2GB", reserved_mem="100MB")
+
+    def projected(where):
+        X = cubed.from_zarr(f"{where}/X.zarr", spec=spec)
+        y = cubed.from_zarr(f"{where}/y.zarr", spec=spec)
+        total, _, _ = one_pass_step(logreg_loss, init_params("logreg", features), (X, y))
+        return cp.plan(total).max_projected_mem
+
+    remote, local = projected(f"{bucket}/data"), projected(str(tmp_path))
+    x, y = chunk * features * 8, chunk * 8
+    # the task holds reserved_mem, both chunks, and while reading X's: Zarr's two buffers of it
+    # (READ_COPIES) and the HTTP client's (locally Cubed's own projection was the larger)
+    assert remote == 100_000_000 + x + y + (READ_COPIES - 1 + REMOTE_READ_COPIES) * x
+    assert local < remote
