@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import shutil
 import sys
@@ -38,6 +37,8 @@ from ._executors import (
 )
 from ._fit import FitResult, fit
 from ._fit_steps import _batches, step_plan
+from ._storage import configure, is_url, is_zarr, join, open_zarr, parse_option
+from ._storage import size as stored_bytes
 from .memory import TaskMemoryError, part_of
 from .namespace import label_ops
 from .steps import row_loss
@@ -355,14 +356,15 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     ap.add_argument(
         "--data",
         default=None,
-        help="a directory with X.zarr and y.zarr to train on, never removed (default: "
-        "synthetic data made in the work directory)",
+        help="a directory or fsspec URL (s3://bucket/data) with X.zarr and y.zarr to train "
+        "on, never removed (default: synthetic data made in the work directory)",
     )
     ap.add_argument(
         "--work-dir",
         default=None,
-        help="where the synthetic data and Cubed's intermediate arrays go, never removed "
-        "(default: a new temporary directory, removed at the end unless --keep)",
+        help="where the synthetic data and Cubed's intermediate arrays go, a directory or an "
+        "fsspec URL (s3://bucket/work), never removed (default: a new temporary directory, "
+        "removed at the end unless --keep)",
     )
     ap.add_argument(
         "--keep",
@@ -372,7 +374,8 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
     ap.add_argument(
         "--checkpoint-dir",
         default=None,
-        help="save the training state there every step, and resume from it when it holds one "
+        help="save the training state there every step, and resume from it when it holds one: "
+        "a directory or an fsspec URL (s3://bucket/run; written atomically on both) "
         "(default: no checkpoints)",
     )
     ap.add_argument(
@@ -389,6 +392,17 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         default=None,
         help="with --validation: stop when the validation loss has not improved for this "
         "many evaluations, and keep the best parameters (default: no early stopping)",
+    )
+    ap.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec storage option for the URLs of --data, --validation, --work-dir and "
+        "--checkpoint-dir (repeat it: --storage-option endpoint_url=http://127.0.0.1:9000 "
+        "--storage-option anon=true; a VALUE that is JSON is read as JSON); set in fsspec's "
+        "configuration of the protocol, as FSSPEC_S3='{...}' would, so Cubed's workers get "
+        "them too. Credentials come from the store's usual environment (AWS_*, ...)",
     )
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
@@ -446,16 +460,28 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
                 file=sys.stderr,
             )
         setattr(a, name, n)
-    if a.data is not None and "://" not in a.data:  # a local directory: what it must hold
+    try:
+        a.storage_options = dict(parse_option(o) for o in a.storage_option)
+    except ValueError as e:
+        ap.error(str(e))
+    urls = [u for u in (a.data, a.validation, a.work_dir, a.checkpoint_dir) if u and is_url(u)]
+    if a.storage_options:
+        if not urls:
+            ap.error(
+                "--storage-option is for URLs (s3://...): no --data, --validation, "
+                "--work-dir or --checkpoint-dir is one"
+            )
+        configure(urls, a.storage_options)
+    if a.data is not None:  # a directory or a URL: what it must hold
         for part in ("X.zarr", "y.zarr"):
-            if not os.path.isdir(os.path.join(a.data, part)):
+            if not is_zarr(join(a.data, part)):
                 ap.error(
                     f"--data {a.data}: no {part} there (the data is a directory holding X.zarr, "
                     "the rows, and y.zarr, the labels; cubed_plugin.train.synthetic writes one)"
                 )
-    if a.validation is not None and "://" not in a.validation:
+    if a.validation is not None:
         for part in ("X.zarr", "y.zarr"):
-            if not os.path.isdir(os.path.join(a.validation, part)):
+            if not is_zarr(join(a.validation, part)):
                 ap.error(
                     f"--validation {a.validation}: no {part} there (validation data is a "
                     "directory like --data's, holding X.zarr and y.zarr)"
@@ -481,18 +507,6 @@ def _optimizer(a: argparse.Namespace) -> Any:
     if a.optimizer == "lbfgs":
         return optim.lbfgs()
     return optim.sgd(a.lr) if a.optimizer == "sgd" else optim.adam(a.lr)
-
-
-def _du(path: str) -> int:
-    """The bytes of the files under ``path``."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # removed meanwhile
-                pass
-    return total
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin") -> FitResult:
@@ -533,7 +547,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
     try:
         return _main(a, work_dir)
     finally:
-        size = format_bytes(_du(work_dir))
+        size = format_bytes(stored_bytes(work_dir))
         if a.keep:
             print(f"kept the work directory {work_dir} ({size})")
         else:
@@ -542,7 +556,6 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
 
 
 def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
-    import cubed
 
     from ._cubed_seam import node_kind, op_nodes, plan_dag
     from .memory import plan_rows
@@ -556,20 +569,26 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         beam_mode=a.beam_mode,
         retries=a.retries,
     )
+    # the stores the run reads or writes: their storage options in the spec (for the data and
+    # the checkpoints), the data on an object store read in the workers' measured warm-up (its
+    # client loaded: cubed_plugin.worker_baseline's reads)
+    reads = [join(d, f"{n}.zarr") for d in (a.data, a.validation) if d for n in ("X", "y")]
+    stores = {"storage_options": a.storage_options or None, "reads": reads}
     try:
-        spec = make_spec(a.allowed_mem, a.reserved_mem, work_dir, executor=executor)
+        spec = make_spec(a.allowed_mem, a.reserved_mem, work_dir, executor=executor, **stores)
     except RuntimeError as e:  # an executor that reports no task memory (beam, spark)
         print(f"{e}: reserving a local processes worker's memory instead")
         reserved = math.ceil(worker_baseline("processes") * MARGIN)
-        spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor)
+        spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor, **stores)
     else:
         if a.reserved_mem is None:
             from ._baseline import cache_path
 
             kept = cache_path()
+            base = worker_baseline(executor, work_dir=work_dir, reads=reads)
             print(
                 f"reserved_mem {format_bytes(spec.reserved_mem)}: a warm worker of --executor "
-                f"{a.executor} holds {format_bytes(worker_baseline(executor))} before any data "
+                f"{a.executor} holds {format_bytes(base)} before any data "
                 f"(cubed_plugin.worker_baseline, kept in {kept or 'no file'}), and 10% more"
             )
     if spec.allowed_mem <= spec.reserved_mem:  # no room for any data: the budget, not the model
@@ -588,7 +607,7 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
     if data_dir is None:
         features = 50 if a.features is None else a.features
         params = init_params(a.model, features)
-        data_dir = os.path.join(spec.work_dir, "data")
+        data_dir = join(spec.work_dir, "data")
         specs = pg.memory.spec((a.rows, features)), pg.memory.spec((a.rows,))
         chunk, _ = plan_rows(
             loss,
@@ -607,8 +626,8 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
             "cubed_plugin.memory.plan_rows)"
         )
         synthetic(data_dir, a.rows, features, chunk, a.model)
-    X = cubed.from_zarr(f"{data_dir}/X.zarr", spec=spec)
-    y = cubed.from_zarr(f"{data_dir}/y.zarr", spec=spec)
+    X = open_zarr(join(data_dir, "X.zarr"), spec=spec)
+    y = open_zarr(join(data_dir, "y.zarr"), spec=spec)
     if a.data is not None:  # the model fits the data: its columns, its floating dtype
         if X.ndim != 2 or a.features not in (None, X.shape[1]):
             raise ValueError(
@@ -641,8 +660,8 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
     validation, metrics = None, None
     if a.validation is not None:
         validation = (
-            cubed.from_zarr(f"{a.validation}/X.zarr", spec=spec),
-            cubed.from_zarr(f"{a.validation}/y.zarr", spec=spec),
+            open_zarr(join(a.validation, "X.zarr"), spec=spec),
+            open_zarr(join(a.validation, "y.zarr"), spec=spec),
         )
         metrics = {"accuracy": accuracy}
     try:

@@ -332,7 +332,8 @@ def from_xarray(
         Rows per chunk: a multiple of the rows one entry of the first sample dim makes
         (None: the target's chunks, or chunks of about their bytes when they must change).
     store : str, optional
-        A directory to write ``X.zarr`` and ``y.zarr`` to, once, and read them from
+        A directory or an fsspec URL (``"s3://bucket/design"``, opened with the Spec's
+        ``storage_options``) to write ``X.zarr`` and ``y.zarr`` to, once, and read them from
         afterwards (each pass of ``fit`` then reads them rather than stacking again).
     executor : executor or str, optional
         Where ``store`` is written.
@@ -436,14 +437,18 @@ def from_xarray(
         ),
     )
     if store is not None:
-        os.makedirs(store, exist_ok=True)
-        xs, ys = os.path.join(store, "X.zarr"), os.path.join(store, "y.zarr")
+        from ._storage import is_url, join, open_zarr
+
+        if not is_url(store):
+            os.makedirs(store, exist_ok=True)
+        xs, ys = join(store, "X.zarr"), join(store, "y.zarr")
+        options = spec.storage_options if is_url(store) else None
         cubed.store(
             [X, y],
-            [_zarr_like(xs, X), _zarr_like(ys, y)],
+            [_zarr_like(xs, X, options), _zarr_like(ys, y, options)],
             **_store_kwargs(executor),
         )
-        X, y = cubed.from_zarr(xs, spec=spec), cubed.from_zarr(ys, spec=spec)
+        X, y = open_zarr(xs, spec=spec), open_zarr(ys, spec=spec)
     return XarrayData(X, y, features, target, sample, kept, template, int(p.max_projected_mem))
 
 
@@ -459,7 +464,8 @@ def _store_kwargs(executor: Any) -> dict:
     return kwargs
 
 
-def _zarr_like(path: str, a: Any) -> Any:
+def _zarr_like(path: str, a: Any, storage_options: dict | None = None) -> Any:
     import zarr
 
-    return zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype, chunks=a.chunksize)
+    kw = {"storage_options": storage_options} if storage_options else {}
+    return zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype, chunks=a.chunksize, **kw)

@@ -176,10 +176,16 @@ def test_chunks_per_task_makes_fewer_tasks_and_the_same_losses(tmp_path, temp_ro
 
 
 def test_a_data_directory_without_labels_is_refused(tmp_path, temp_root, capsys):
-    (tmp_path / "X.zarr").mkdir()
+    import zarr
+
+    zarr.open_array(str(tmp_path / "X.zarr"), mode="w", shape=(4, 2), dtype="f8")
     with pytest.raises(SystemExit) as exit_:
         main(["--data", str(tmp_path)])
     assert exit_.value.code == 2
+    assert f"--data {tmp_path}: no y.zarr there" in " ".join(capsys.readouterr().err.split())
+    (tmp_path / "y.zarr").mkdir()  # a directory that holds no Zarr array is none either
+    with pytest.raises(SystemExit):
+        main(["--data", str(tmp_path)])
     assert f"--data {tmp_path}: no y.zarr there" in " ".join(capsys.readouterr().err.split())
 
 

@@ -281,3 +281,150 @@ def test_a_chunk_read_from_the_store_is_projected_with_the_http_clients_buffers(
     # (READ_COPIES) and the HTTP client's (locally Cubed's own projection was the larger)
     assert remote == 100_000_000 + x + y + (READ_COPIES - 1 + REMOTE_READ_COPIES) * x
     assert local < remote
+
+
+def _saved(fs, directory):
+    """The checkpoint the pointer in ``directory`` (a path in ``fs``) names, as NumPy's npz."""
+    import io
+    import json
+
+    pointer = json.loads(fs.cat_file(f"{directory}/checkpoint.json"))
+    return np.load(io.BytesIO(fs.cat_file(f"{directory}/{pointer['payload']}")))
+
+
+def _saved_step(npz):
+    import json
+
+    kinds = json.loads(str(npz["__meta__"]))["kinds"]
+    return int(npz[f"leaf_{kinds.index('int')}"])  # the step: the checkpoint's one int
+
+
+def test_the_command_line_killed_resumes_from_its_checkpoint_on_the_store(bucket, s3):
+    """``python -m cubed_plugin.train`` with ``--data``, ``--work-dir`` and ``--checkpoint-dir``
+    on the store (the endpoint given as ``--storage-option``), killed (SIGKILL) once it has
+    checkpointed step 2, run again: it resumes from the checkpoint on the store and ends with
+    an uninterrupted run's checkpoint, to the bit (but the steps' wall times)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import fsspec
+
+    synthetic(f"{bucket}/data", 20_000, 10, 2_000, "mlp")
+    steps = 12
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:1",  # unreachable: the option must carry it
+    }
+
+    def command(ckpt):
+        return [
+            sys.executable,
+            "-m",
+            "cubed_plugin.train",
+            *("--data", f"{bucket}/data", "--model", "mlp", "--steps", str(steps)),
+            *("--batch-rows", "4000", "--work-dir", f"{bucket}/work"),
+            *("--checkpoint-dir", f"{bucket}/{ckpt}", "--executor", "threads"),
+            *("--allowed-mem", "600MB", "--storage-option", f"endpoint_url={s3}", "--quiet"),
+        ]
+
+    subprocess.run(command("whole"), check=True, capture_output=True, timeout=300, env=env)
+    proc = subprocess.Popen(
+        command("killed"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    where = f"{bucket[5:]}/killed"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        fs.invalidate_cache()
+        if fs.exists(f"{where}/checkpoint.json") and _saved_step(_saved(fs, where)) >= 2:
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    fs.invalidate_cache()
+    step_at_kill = _saved_step(_saved(fs, where))
+    assert 2 <= step_at_kill < steps
+    out = subprocess.run(
+        command("killed"), check=True, capture_output=True, text=True, timeout=300, env=env
+    ).stdout
+    assert f"resumed from {bucket}/killed/checkpoint.json at step {step_at_kill}" in out
+    fs.invalidate_cache()
+    a, b = _saved(fs, f"{bucket[5:]}/whole"), _saved(fs, where)
+    paths = json.loads(str(a["__meta__"]))["paths"]
+    assert paths == json.loads(str(b["__meta__"]))["paths"]
+    for i, name in enumerate(paths):
+        x, y = a[f"leaf_{i}"], b[f"leaf_{i}"]
+        if name == "['history']['seconds']":
+            assert x.shape == y.shape == (steps,)
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    # no payload left behind but the latest and the one before it
+    assert len(fs.glob(f"{where}/checkpoint-*.npz")) <= 2
+
+
+def test_from_xarray_on_a_store_there(bucket):
+    """A Dataset in Zarr on the store, opened with Cubed chunks, stacked by ``from_xarray``
+    into a design matrix written back to the store (``store=`` a URL), trained on, and the
+    predictions written to the store in the Dataset's coordinates: as NumPy computes them."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("cubed_xarray")
+    import cubed_plugin
+
+    rng = np.random.default_rng(3)
+    shape = (8, 3, 4)
+    values = {v: rng.standard_normal(shape) for v in ("tas", "hus", "pr")}
+    values["pr"] = (values["pr"] > 0).astype("f8")
+    ds = xr.Dataset(
+        {v: (("time", "lat", "lon"), a) for v, a in values.items()},
+        coords={"time": np.arange(8), "lat": np.arange(3.0), "lon": np.arange(4.0)},
+    )
+    enc = {v: {"chunks": (4, 3, 4)} for v in values}
+    ds.to_zarr(f"{bucket}/ds.zarr", mode="w", encoding=enc, consolidated=False)
+    spec = make_spec("500MB", work_dir=f"{bucket}/work", executor="threads")
+    opened = xr.open_zarr(
+        f"{bucket}/ds.zarr",
+        chunked_array_type="cubed",
+        from_array_kwargs={"spec": spec},
+        consolidated=False,
+    )
+    data = cubed_plugin.from_xarray(
+        opened, ["tas", "hus"], "pr", store=f"{bucket}/design", executor="threads"
+    )
+    assert Checkpoints(f"{bucket}/design").fs.exists(f"{bucket[5:]}/design/X.zarr/zarr.json")
+    params = {"w": np.zeros(2), "b": np.zeros(())}
+    got = fit(
+        logreg_loss,
+        params,
+        data.arrays,
+        optim.sgd(0.5),
+        steps=2,
+        executor="threads",
+        progress=False,
+        log=None,
+    ).params
+    Xn = np.stack([values["tas"], values["hus"]], axis=-1).reshape(-1, 2)
+    yn = values["pr"].reshape(-1)
+    want = _numpy_sgd(logreg_loss, params, Xn, yn, 0.5, 2)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-12)
+
+    def linear(p, X):
+        return X @ p["w"] + p["b"]
+
+    data.write(f"{bucket}/pred.zarr", executor="threads", pr_hat=data.predict(linear, got))
+    back = xr.open_zarr(f"{bucket}/pred.zarr")
+    assert back["pr_hat"].dims == ("time", "lat", "lon")
+    np.testing.assert_allclose(
+        back["pr_hat"].values.reshape(-1), Xn @ got["w"] + got["b"], rtol=1e-12
+    )
