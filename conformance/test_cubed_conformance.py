@@ -26,13 +26,10 @@ SAMPLE = 80
 
 # (row, case label or None for every case) -> (the exception, a fragment of its message):
 # what Cubed cannot do, refused before computing and documented in docs/guides/backends.md
-# ("On Cubed"): immutable arrays, no data-dependent shapes, one integer-array index at most.
-_IMMUTABLE = (NotImplementedError, "immutable arrays; build the new array with xp.where")
-_ONE_INDEX = (NotImplementedError, "Only one integer array index is allowed")
+# ("On Cubed"): no data-dependent shapes.
+_MASK = (NotImplementedError, "boolean mask: the result's shape depends on the data")
 REFUSED: dict[tuple[str, str | None], tuple[type[BaseException], str]] = {
-    ("__setitem__", None): _IMMUTABLE,
-    ("__getitem__", "two int arrays"): _ONE_INDEX,
-    ("__getitem__", "mask"): _ONE_INDEX,
+    ("__getitem__", "mask"): _MASK,
     **{
         (f"unique_{kind}", None): (NotImplementedError, f"does not implement unique_{kind}")
         for kind in ("all", "counts", "inverse", "values")

@@ -229,6 +229,59 @@ def _reshape(x: Any, shape: tuple[int, ...], copy: bool | None) -> Any:
 # -- indexing --------------------------------------------------------------------------------
 
 
+def _advanced(x: Any, parts: list) -> Any:
+    """``x[parts]`` where several integer arrays (or an integer array and integers) index
+    ``x``, as NumPy indexes: the index arrays (the integers as 0-d ones) broadcast together
+    and pick one element each across the axes they index; Cubed 0.27 takes one integer array
+    at most. The axes sliced are sliced first; the indexed axes are moved to the front and
+    flattened, and the elements taken with one flat integer index (a row-major offset); the
+    broadcast shape takes the place of the indexed axes when they are adjacent in the key, else
+    the front, as in NumPy."""
+    import cubed
+
+    if any(k is None for k in parts):
+        raise NotImplementedError(
+            "__getitem__: a new axis (None) beside several integer-array indices is not "
+            "supported on Cubed; index first, then add the axis with xp.expand_dims"
+        )
+    parts = parts + [slice(None)] * (x.ndim - len(parts))
+    # the slices first (each keeps its axis): the rest is integers and arrays over whole axes
+    if any(isinstance(k, slice) and k != slice(None) for k in parts):
+        x = index(x, tuple(k if isinstance(k, slice) else slice(None) for k in parts))
+    adv = [j for j, k in enumerate(parts) if not isinstance(k, slice)]
+    rest = [j for j in range(x.ndim) if j not in adv]
+    sizes = [int(x.shape[j]) for j in adv]
+    indices = []
+    for j, n in zip(adv, sizes, strict=True):
+        k = parts[j]
+        if isinstance(k, int):
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {j} with size {n}")
+            k = cubed.asarray(k % n, dtype=cubed.int64, spec=x.spec)
+        else:
+            k = cubed.astype(k, cubed.int64)
+            k = cubed.where(k < 0, k + n, k)
+        indices.append(k)
+    shape = cubed.broadcast_shapes(*(k.shape for k in indices)) if indices else ()
+    flat, stride = None, 1
+    for k, n in zip(reversed(indices), reversed(sizes), strict=True):
+        term = k * stride if stride != 1 else k
+        flat = term if flat is None else flat + term
+        stride *= n
+    assert flat is not None
+    moved = cubed.permute_dims(x, tuple(adv + rest)) if adv != list(range(len(adv))) else x
+    stacked = reshape(moved, (stride, *(int(x.shape[j]) for j in rest)))
+    flat = reshape(cubed.broadcast_to(flat, shape), (-1,))
+    out = take(stacked, flat, axis=0) if flat.shape[0] else stacked[:0]
+    out = reshape(out, (*shape, *(int(x.shape[j]) for j in rest)))
+    first, adjacent = adv[0], adv == list(range(adv[0], adv[0] + len(adv)))
+    if adjacent and first > 0 and len(shape):  # the broadcast axes where the indexed axes were
+        b = len(shape)
+        order = list(range(b, b + first)) + list(range(b)) + list(range(b + first, out.ndim))
+        out = cubed.permute_dims(out, tuple(order))
+    return out
+
+
 def _joined(parts: list, axis: int) -> Any:
     import cubed
 
@@ -272,7 +325,9 @@ def index(x: Any, key: Any) -> Any:
     """``x[key]`` for a Cubed array, with what Cubed 0.27's indexing lacks or gets wrong: a
     negative slice step (Cubed raises) reads ``x`` flipped along that axis with the positive
     step; an integer-array index as long as its axis (Cubed returns ``x`` unchanged) is read in
-    two halves, joined. The Backend's ``getitem`` capability on Cubed."""
+    two halves, joined; several integer-array indices (Cubed takes one) are one flat index
+    (:func:`_advanced`); a boolean mask (a shape that depends on the data) is refused with the
+    way out. The Backend's ``getitem`` capability on Cubed."""
     import cubed
 
     parts = list(key) if isinstance(key, tuple) else [key]
@@ -280,6 +335,16 @@ def index(x: Any, key: Any) -> Any:
     if Ellipsis in [k for k in parts if not _is_index_array(k)]:
         i = next(j for j, k in enumerate(parts) if k is Ellipsis and not _is_index_array(k))
         parts[i : i + 1] = [slice(None)] * (x.ndim - used)
+    if any(_is_index_array(k) and k.dtype == cubed.bool for k in parts):
+        raise NotImplementedError(
+            "__getitem__ with a boolean mask: the result's shape depends on the data, which a "
+            "lazy Cubed plan cannot have; use xp.where(mask, x, fill) to keep the shape, or "
+            "compute the array first (cubed_plugin.compute, or np.asarray) and index it eagerly"
+        )
+    arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
+    ints_at = [j for j, k in enumerate(parts) if isinstance(k, int) and not isinstance(k, bool)]
+    if len(arrays_at) > 1 or (arrays_at and ints_at):
+        return _advanced(x, parts)
     ax, out_ax, arrays = 0, 0, []
     for j, k in enumerate(parts):
         if k is None:
@@ -297,6 +362,11 @@ def index(x: Any, key: Any) -> Any:
         if isinstance(k, slice) or _is_index_array(k):
             out_ax += 1
         ax += 1
+    if arrays and any(isinstance(k, slice) and k != slice(None) for k in parts):
+        # Cubed 0.27 fails an integer array beside a sliced axis ("Chunks ... must be a
+        # multiple of array's chunks"): the slices (and new axes) first, then the array
+        x = x[tuple(slice(None) if _is_index_array(k) else k for k in parts)]
+        parts = [k if _is_index_array(k) else slice(None) for k in parts]
     if len(arrays) == 1:
         j, pos, ax = arrays[0]
         k = parts[j]
@@ -471,3 +541,34 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     n = x.shape[axis]
     idx = np.repeat(np.arange(n), np.broadcast_to(counts, (n,)))
     return take(x, cubed.asarray(idx, spec=x.spec), axis=axis)
+
+
+@implements("isin")
+def isin(x1: Any, x2: Any, /, *, invert: bool = False) -> Any:
+    """Cubed's ``isin``, with a Python scalar as either argument (the standard allows one; Cubed
+    0.27 reads its ``ndim``): the scalar becomes a 0-d array of its own kind's default dtype
+    (comparing values, not a cast of 3.5 to the integers' 3), on the other's Spec."""
+    import cubed
+
+    spec = getattr(x2, "spec", None) or getattr(x1, "spec", None)
+    if not hasattr(x1, "ndim"):
+        x1 = cubed.asarray(x1, spec=spec)
+    if not hasattr(x2, "ndim"):
+        x2 = cubed.asarray(x2, spec=spec)
+    if x2.ndim == 0:  # Cubed 0.27 compares against no elements: one element, then
+        x2 = cubed.reshape(x2, (1,))
+    return cubed.isin(x1, x2, invert=invert)
+
+
+@implements("from_dlpack")
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """A Cubed array of the values of an object with ``__dlpack__`` (Cubed 0.27 has no
+    ``from_dlpack``): read through NumPy's, on the host (Cubed's device), as one array in
+    memory that Cubed's default Spec chunks."""
+    import cubed
+    import numpy as np
+
+    if device is not None and device != "cpu":
+        raise ValueError(f"from_dlpack: Cubed arrays live on the CPU, not on {device!r}")
+    values = np.from_dlpack(x, copy=copy) if copy is not None else np.from_dlpack(x)
+    return cubed.asarray(values)

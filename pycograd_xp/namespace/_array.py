@@ -426,6 +426,10 @@ class Array(ArrayProtocol):
         copy: bool | None = None,
     ) -> Any:
         data = self._concrete("__dlpack__")
+        if not hasattr(data, "__dlpack__") and self._backend.lazy:
+            import numpy as np
+
+            data = np.asarray(data)  # a lazy backend's (Cubed's) values: computed, on the host
         kwargs = {
             k: v
             for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
@@ -434,6 +438,8 @@ class Array(ArrayProtocol):
         return data.__dlpack__(stream=stream, **kwargs)
 
     def __dlpack_device__(self, /) -> tuple[Any, int]:
+        if not hasattr(self._data, "__dlpack_device__") and self._backend.lazy:
+            return (1, 0)  # DLPack's CPU: where a lazy backend's computed values land
         return self._data.__dlpack_device__()
 
     def __repr__(self) -> str:

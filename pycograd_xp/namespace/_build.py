@@ -33,6 +33,7 @@ from ._array import (
 from ._backend import Backend
 from ._dispatch import HandOver, bind
 from ._frontend import NUMPY_CONSTANTS, index_constants, numpy_frontend
+from ._immutable import functional_setitem
 from ._record import elementwise_recorder, record
 from ._wrappers import GeneralWrappers, _dtype_error, _explain
 
@@ -83,14 +84,37 @@ class Info:
         return tuple(self._info.devices())
 
 
+# the standard's functions whose output shape depends on the data: a backend that reports
+# "data-dependent shapes": False (a lazy one: Cubed) cannot have them
+_DATA_DEPENDENT = frozenset(
+    {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+)
+
+
 def _missing(fname: str, backend: Backend, missing: str) -> Callable[..., Any]:
+    why = "use a backend that does (e.g. numpy) for this function"
+    if fname in _DATA_DEPENDENT and not _data_dependent_shapes(backend):
+        why = (
+            "its result's shape depends on the data, which this backend cannot have (its "
+            "capabilities: 'data-dependent shapes': False); compute the array first and call "
+            f"it eagerly, e.g. pycograd_xp.namespace(numpy).{fname}(numpy.asarray(x))"
+        )
+
     def unavailable(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"{fname}(): the {backend.name} backend does not implement {missing}; "
-            "use a backend that does (e.g. numpy) for this function"
+            f"{fname}(): the {backend.name} backend does not implement {missing}; {why}"
         )
 
     return unavailable
+
+
+def _data_dependent_shapes(backend: Backend) -> bool:
+    """The backend's ``capabilities()["data-dependent shapes"]`` (True when it reports none)."""
+    try:
+        info = backend.xp.__array_namespace_info__()
+        return bool(info.capabilities().get("data-dependent shapes", True))
+    except Exception:  # a namespace without the inspection API
+        return True
 
 
 def _has(xp: Any, dotted: str) -> bool:
@@ -455,13 +479,11 @@ class _Builder(GeneralWrappers):
         def setitem(x: Array, key: Any, value: Any) -> None:
             if numpy_keys is not None and type(key) not in _BASIC_KEYS:
                 key = numpy_keys(key)
-            if not backend.mutable:
-                raise NotImplementedError(
-                    f"__setitem__: the {backend.name} backend has immutable arrays; "
-                    "build the new array with xp.where(mask, value, x) instead"
-                )
             if STACK.closed is mod:
                 raise closed_write_error("__setitem__", x)
+            if not backend.mutable:  # a new array made of recorded functions, x rebound to it
+                x._rebind(functional_setitem(mod, x, key, value), "__setitem__")
+                return
             try:
                 k, v = unwrap(key), unwrap(value)
             except HandOver as over:  # a batched value or key (vmap): x becomes batched
