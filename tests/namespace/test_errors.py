@@ -87,7 +87,11 @@ def test_bad_api_version(xp):
         xp.asarray(1.0).__array_namespace__(api_version="1999.01")
 
 
-def test_cubed_setitem_points_to_where(cxp):
-    x = cxp.zeros((3,))
-    with pytest.raises(NotImplementedError, match="immutable.*xp.where"):
-        x[0] = 1.0
+def test_cubed_setitem_of_a_data_dependent_key_points_to_where(cxp):
+    """Writes on Cubed's immutable arrays are functional (tests/test_cubed_setitem.py); a key
+    they cannot take (two integer arrays, a mask with an array value) says what to use."""
+    x = cxp.zeros((3, 3))
+    with pytest.raises(IndexError, match="xp.where"):
+        x[cxp.asarray([0, 1]), cxp.asarray([0, 1])] = 1.0
+    with pytest.raises(ValueError, match="xp.where"):
+        x[x > 0] = cxp.asarray([1.0])
