@@ -573,13 +573,27 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
     # the checkpoints), the data on an object store read in the workers' measured warm-up (its
     # client loaded: cubed_plugin.worker_baseline's reads)
     reads = [join(d, f"{n}.zarr") for d in (a.data, a.validation) if d for n in ("X", "y")]
-    stores = {"storage_options": a.storage_options or None, "reads": reads}
+    options = a.storage_options or None
     try:
-        spec = make_spec(a.allowed_mem, a.reserved_mem, work_dir, executor=executor, **stores)
+        spec = make_spec(
+            a.allowed_mem,
+            a.reserved_mem,
+            work_dir,
+            executor=executor,
+            storage_options=options,
+            reads=reads,
+        )
     except RuntimeError as e:  # an executor that reports no task memory (beam, spark)
         print(f"{e}: reserving a local processes worker's memory instead")
         reserved = math.ceil(worker_baseline("processes") * MARGIN)
-        spec = make_spec(a.allowed_mem, reserved, work_dir, executor=executor, **stores)
+        spec = make_spec(
+            a.allowed_mem,
+            reserved,
+            work_dir,
+            executor=executor,
+            storage_options=options,
+            reads=reads,
+        )
     else:
         if a.reserved_mem is None:
             from ._baseline import cache_path

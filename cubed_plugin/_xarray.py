@@ -467,5 +467,11 @@ def _store_kwargs(executor: Any) -> dict:
 def _zarr_like(path: str, a: Any, storage_options: dict | None = None) -> Any:
     import zarr
 
-    kw = {"storage_options": storage_options} if storage_options else {}
-    return zarr.open_array(path, mode="w", shape=a.shape, dtype=a.dtype, chunks=a.chunksize, **kw)
+    return zarr.open_array(
+        path,
+        mode="w",
+        shape=a.shape,
+        dtype=a.dtype,
+        chunks=a.chunksize,
+        storage_options=storage_options or None,
+    )
