@@ -146,6 +146,85 @@ def _noop(*a: Any, **k: Any) -> None:
     return None
 
 
+def summed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` made a loss: the sum of its floating outputs (their real parts where complex),
+    None where it has none."""
+
+    def loss(*args: Any, **kwargs: Any) -> Any:
+        total = None
+        for leaf in tree_flatten(fn(*args, **kwargs))[0]:
+            if not isinstance(leaf, Array):
+                continue
+            ns = leaf.__array_namespace__()
+            if not ns.isdtype(leaf.dtype, ("real floating", "complex floating")):
+                continue
+            part = ns.real(leaf) if ns.isdtype(leaf.dtype, "complex floating") else leaf
+            total = ns.sum(part) if total is None else total + ns.sum(part)
+        return total
+
+    loss.__name__ = f"sum({getattr(fn, '__name__', 'f')})"
+    return loss
+
+
+def differentiable_args(args: tuple) -> tuple[int, ...]:
+    """The positions of the arguments that hold a floating array (a list of them included)."""
+
+    def floating(a: Any) -> bool:
+        return isinstance(a, Array) and np.dtype(a.dtype).kind in "fc"
+
+    return tuple(
+        i for i, a in enumerate(args) if any(floating(leaf) for leaf in tree_flatten(a)[0])
+    )
+
+
+def check_step(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """The ``value_and_grad`` step of ``sum(fn(*args, **kwargs))`` with respect to every
+    argument holding a floating array, checked as :func:`check_call` checks a call (its forward
+    pass and its whole step, each against its projection, and the step's own bytes against the
+    projection less its fixed allowance). False (nothing checked) where no argument or no output
+    is floating; errors of the step propagate unchecked."""
+    nums = differentiable_args(args)
+    loss = summed(fn)
+    if not nums or loss(*args, **kwargs) is None:
+        return False
+    pg.value_and_grad(loss, nums)(*args, **kwargs)  # the warm-up; errors propagate
+    label = f"value_and_grad(sum({name}))"
+    try:
+        with np.errstate(all="ignore"):
+            p = memory.project(loss, *args, argnums=nums, **kwargs)
+    except Exception as e:
+        why = str(e) if len(str(e)) <= 300 else str(e)[:297] + "..."
+        TALLY.unprojected.append(f"{label}({describe(args, kwargs)}): {type(e).__name__}: {why}")
+        return False
+    with np.errstate(all="ignore"):
+        m = memory.measure(loss, *args, argnums=nums, **kwargs)
+        harness = memory.measure(_noop, *args, argnums=(), **kwargs).peak_bytes
+    excess = (m.peak_bytes - harness) - (p.traced_peak_bytes - p.argument_bytes - OVERHEAD_FIXED)
+    TALLY.checked.append((label, m.peak_bytes, p.traced_peak_bytes, excess))
+    what = None
+    for part, measured, projected in (
+        ("forward pass", m.forward_peak_bytes, p.traced_forward_peak_bytes),
+        ("step", m.peak_bytes, p.traced_peak_bytes),
+    ):
+        if measured > projected and what is None:
+            what = (
+                f"{label}({describe(args, kwargs)}), its {part}: measured {measured} bytes > "
+                f"projected {projected} ({measured / projected:.2f}x)"
+            )
+    if what is None and excess > SHARP_SLACK:
+        what = (
+            f"{label}({describe(args, kwargs)}): its own bytes, {m.peak_bytes - harness}, "
+            f"exceed the projection without its fixed allowance for Python's objects by "
+            f"{excess} (more than {SHARP_SLACK}) (measured {m.peak_bytes}, projected "
+            f"{p.traced_peak_bytes})"
+        )
+    if what is not None:
+        TALLY.over.append(what)
+        if os.environ.get("PYCOGRAD_MEMCHECK_RAISE", "1") != "0":
+            raise OverProjectionError(f"{what}\n{p}")
+    return True
+
+
 def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)  # the signature (inspect follows __wrapped__) and the docstring
     def f(*args: Any, **kwargs: Any) -> Any:
