@@ -9,6 +9,7 @@ dtypes differ, saying where.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -51,10 +52,13 @@ def save(path: str | os.PathLike | BinaryIO, tree: Any) -> None:
     ----------
     path : str, os.PathLike or binary file
         The file, written in NumPy's ``.npz`` format at exactly this path (no suffix added,
-        unlike ``numpy.savez``): ``load(path)`` reads it back. An open binary file (an
-        ``io.BytesIO``, a file of an object store) is written as it is: making that atomic is
-        the caller's part (``cubed_plugin``'s checkpoints on object storage write it under a
-        key of its own, then a pointer to it).
+        unlike ``numpy.savez``): ``load(path)`` reads it back. A local file is written beside
+        and renamed into place; an fsspec URL (``"s3://bucket/run/ckpt.npz"``; fsspec's
+        configuration and the store's environment give the credentials) is written in one
+        put of the whole file, which an object store shows whole or not at all. An open binary
+        file (an ``io.BytesIO``) is written as it is: making that atomic is the caller's part
+        (``cubed_plugin``'s checkpoints on object storage write it under a key of its own,
+        then a pointer to it).
     tree : pytree
         Parameters, optimizer state, step, random key, ...: every leaf is stored as an array
         and the structure as text (no pickle).
@@ -68,6 +72,12 @@ def save(path: str | os.PathLike | BinaryIO, tree: Any) -> None:
     meta = json.dumps({"structure": repr(td), "paths": _paths(td), "kinds": kinds})
     if hasattr(path, "write"):
         np.savez(path, __meta__=np.asarray(meta), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as savez's own flags
+        return
+    if _is_url(path):  # one PUT of the whole file: an object store shows all of it or none
+        buf = io.BytesIO()
+        np.savez(buf, __meta__=np.asarray(meta), **arrays)  # type: ignore[arg-type]  # as above
+        fs, key = _filesystem(str(path), "save")
+        fs.pipe_file(key, buf.getvalue())
         return
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -86,7 +96,7 @@ def load(path: str | os.PathLike | BinaryIO, like: Any) -> Any:
     Parameters
     ----------
     path : str, os.PathLike or binary file
-        A file :func:`save` wrote (or that file open for reading).
+        A file :func:`save` wrote: a path, an fsspec URL, or the file open for reading.
     like : pytree
         A freshly initialized tree of the same kind: its structure, namespaces and types are the
         result's.
@@ -102,6 +112,9 @@ def load(path: str | os.PathLike | BinaryIO, like: Any) -> Any:
         If the file's structure, shapes or dtypes differ from ``like``'s, saying where.
     """
     like_leaves, td = tree_flatten(like)
+    if _is_url(path):
+        fs, key = _filesystem(str(path), "load")
+        path = io.BytesIO(fs.cat_file(key))
     with np.load(path, allow_pickle=False) as f:
         meta = json.loads(str(f["__meta__"]))
         want = _paths(td)
@@ -118,6 +131,22 @@ def load(path: str | os.PathLike | BinaryIO, like: Any) -> Any:
             arr = f[f"leaf_{i}"]
             leaves.append(_decode(kind, arr, ref, f"leaf {i} ({want[i]})", path))
     return tree_unflatten(td, leaves)
+
+
+def _is_url(path: Any) -> bool:
+    """Whether ``path`` is an fsspec URL of a store other than the local disk."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def _filesystem(url: str, caller: str) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError as e:
+        raise ImportError(
+            f"checkpoint.{caller}({url!r}): a URL needs fsspec and the store's filesystem "
+            "(s3fs for s3://, gcsfs for gs://): pip install 'pycograd-xp[s3]'"
+        ) from e
+    return fsspec.core.url_to_fs(url)
 
 
 def _decode(kind: str, arr: np.ndarray, ref: Any, leaf: str, path: Any) -> Any:

@@ -428,3 +428,16 @@ def test_from_xarray_on_a_store_there(bucket):
     np.testing.assert_allclose(
         back["pr_hat"].values.reshape(-1), Xn @ got["w"] + got["b"], rtol=1e-12
     )
+
+
+def test_checkpoint_save_and_load_take_a_url(bucket):
+    """``pycograd_xp.checkpoint`` on an ``s3://`` URL: the file written in one put, read back
+    in the shape of ``like``; a mismatched tree refused as for a local file."""
+    from pycograd_xp import checkpoint
+
+    url = f"{bucket}/single/ckpt.npz"
+    checkpoint.save(url, {"w": NP.ones(3), "step": 5})
+    got = checkpoint.load(url, {"w": NP.zeros(3), "step": 0})
+    assert got["step"] == 5 and np.asarray(pg.unwrap(got["w"])).tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match=r"shape \(3,\) .* in the file, but \(4,\)"):
+        checkpoint.load(url, {"w": NP.zeros(4), "step": 0})
