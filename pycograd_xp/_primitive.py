@@ -13,7 +13,10 @@ The ops modules declare rows with the decorators below:
   ``(x, /)`` and ``(x1, x2, /)``; they get a hand-tuned fast path because they are the hot ones.
 * :func:`primitive` for everything else. The decorated ``impl(bk, ...)`` takes the backend
   namespace first and then exactly the spec signature; the public function has that signature
-  minus ``bk``, and receives the backend arrays unwrapped.
+  minus ``bk``, and receives the backend arrays unwrapped. The impl's annotations say which
+  parameters hold arrays: :data:`Array` (an array, or a plain value the backend takes in its
+  place: a Python scalar, a dtype) and :data:`Arrays` (a list or tuple of arrays); the namespace
+  unwraps, checks and tracks those, and passes every other argument to the backend as given.
 
 A backend adapter may supply its own function for the backend call of a row (Cubed's block-wise
 ``sort``, which Cubed lacks): ``row.implement(backend, fn)`` registers it in
@@ -32,7 +35,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -70,6 +73,11 @@ CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The annotations of an impl's parameters that hold arrays (see the module docstring): to a type
+# checker they are Any; :func:`primitive` reads them into ``Primitive.arrays``.
+Array = Annotated[Any, "array"]
+Arrays = Annotated[Any, "a list or tuple of arrays"]
+
 
 @dataclass(eq=False)
 class Primitive:
@@ -82,6 +90,9 @@ class Primitive:
     satisfy (None: no check). ``needs`` are the backend attributes (dotted for extensions) the
     row calls; a backend missing one gets a function that raises NotImplementedError.
     ``axis_check`` validates an ``axis`` argument against the first argument's rank.
+    ``arrays`` names the parameters that hold arrays (annotated :data:`Array` or :data:`Arrays`
+    in the impl; the ``*args`` parameter's name stands for each of them), ``lists`` those of
+    them that hold a list of arrays; the namespace unwraps, checks and tracks only those.
     """
 
     name: str
@@ -91,6 +102,8 @@ class Primitive:
     needs: tuple[str, ...]
     axis_check: bool = False
     signature: inspect.Signature | None = None
+    arrays: frozenset[str] = frozenset()
+    lists: frozenset[str] = frozenset()
     # Every rule below is attached by the row's block in pycograd_xp.ops.
     # Autodiff: the VJP rule, the arguments it saves for backward (parameter names, or "out"),
     # keyword arguments that are differentiable, and whether the function is declared
@@ -364,12 +377,13 @@ def _register(prim: Primitive) -> Primitive:
 
 def unary(name: str, dtypes: str, impl: Callable[..., Any] | None = None) -> Primitive:
     """Declare the elementwise function ``name(x, /)``."""
-    return _register(Primitive(name, "unary", impl, dtypes, (name,)))
+    return _register(Primitive(name, "unary", impl, dtypes, (name,), arrays=frozenset({"x"})))
 
 
 def binary(name: str, dtypes: str, impl: Callable[..., Any] | None = None) -> Primitive:
     """Declare the elementwise function ``name(x1, x2, /)``; either side may be a Python scalar."""
-    return _register(Primitive(name, "binary", impl, dtypes, (name,)))
+    arrays = frozenset({"x1", "x2"})
+    return _register(Primitive(name, "binary", impl, dtypes, (name,), arrays=arrays))
 
 
 def primitive(
@@ -385,6 +399,10 @@ def primitive(
         name = f"{scope}.{impl.__name__}" if scope else impl.__name__
         sig = inspect.signature(impl)
         params = list(sig.parameters.values())[1:]  # drop ``bk``
+        held = {  # the annotations, evaluated: Array, Arrays or another type
+            p.name: p.annotation
+            for p in list(inspect.signature(impl, eval_str=True).parameters.values())[1:]
+        }
         return _register(
             Primitive(
                 name,
@@ -394,6 +412,8 @@ def primitive(
                 needs if needs is not None else (name,),
                 axis_check=axis_check,
                 signature=sig.replace(parameters=params, return_annotation=sig.empty),
+                arrays=frozenset(n for n, a in held.items() if a is Array or a is Arrays),
+                lists=frozenset(n for n, a in held.items() if a is Arrays),
             )
         )
 

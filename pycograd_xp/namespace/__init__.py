@@ -15,7 +15,7 @@ from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only 
 from ._array import Array
 from ._backend import Backend, capabilities, numpy_special, resolve
 from ._build import build, row_of
-from ._wrappers import AxisError
+from ._signature import AxisError
 
 __all__ = [
     "Array",

@@ -4,8 +4,9 @@
 one public function per row of :data:`~pycograd_xp.ops.REGISTRY`. Each public function unwraps our
 arrays to backend arrays, checks dtypes (and axes where the row asks), calls the row's ``impl`` on
 the backend, wraps the result and records a tape node when an argument is differentiated; every
-other case leaves through ``_dispatch.bind``. The hot elementwise rows and indexing are written
-here; the general rows' functions come from the factories of ``namespace/_wrappers.py``.
+other case leaves through ``_dispatch.bind``. Those functions are the eager interpreter's
+families (``namespace/_eager.py``); the moving of arrays between ours and the backend's, and
+indexing, are written here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from .._state import STACK
 from .._tape import is_leaf, is_saved, note_write
 from ._array import (
     PLAIN_TYPES,
-    SCALARS,
     Array,
     closed_write_error,
     install_operators,
@@ -32,14 +32,16 @@ from ._array import (
 )
 from ._backend import Backend
 from ._dispatch import HandOver, bind
+from ._eager import Eager
 from ._frontend import NUMPY_CONSTANTS, index_constants, numpy_frontend
 from ._immutable import functional_setitem
-from ._record import elementwise_recorder, record
-from ._wrappers import GeneralWrappers, _dtype_error, _explain
+from ._record import record
+from ._signature import explain
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
-# The code of every public function the factories make (one code serves every row of its
-# signature shape; the row is the closure's ``prim``). See :func:`row_of`.
+# The code of every public function the eager families make, fast lanes and generic functions
+# (one code serves every row of its family; the row is the closure's ``prim``). See
+# :func:`row_of`.
 _WRAPPER_CODES: set[Any] = set()
 
 
@@ -127,7 +129,7 @@ def _has(xp: Any, dotted: str) -> bool:
     return True
 
 
-class _Builder(GeneralWrappers):
+class _Builder(Eager):
     """Everything one namespace's functions close over: its backend and its Array class."""
 
     def __init__(self, backend: Backend, mod: ModuleType) -> None:
@@ -143,29 +145,6 @@ class _Builder(GeneralWrappers):
         }
 
     # -- moving between our arrays and the backend's --------------------------------------------
-    def new(self) -> Callable[[Any], Array]:
-        """The fastest way to wrap one backend array (no checks)."""
-        Arr, obj_new = self.Arr, object.__new__
-
-        def new(data: Any) -> Array:
-            a: Array = obj_new(Arr)
-            a._data = data
-            a._node = None
-            return a
-
-        if not self.backend.abstract:
-            return new
-
-        def new_traced(data: Any) -> Array:
-            # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
-            # into 0-d arrays), as distinct from the raw results inside a first-order rule
-            recorder = STACK.recorder
-            if recorder is not None:
-                recorder.wrapped(data)
-            return new(data)
-
-        return new_traced
-
     def wrap(self) -> Callable[[Any], Any]:
         """Wrap a backend result: an array, a (named) tuple or list of them, or a plain value."""
         T, bk, new = self.backend.array_type, self.bk, self.new()
@@ -207,7 +186,7 @@ class _Builder(GeneralWrappers):
             if t in PLAIN_TYPES:
                 return a
             if t is tuple or t is list:
-                return t(unwrap(e) for e in a)
+                return t(map(unwrap, a))
             if isinstance(a, Array):
                 if a._backend.level != level:  # vmap: the higher level takes the call
                     if a._backend.level > level:
@@ -283,12 +262,9 @@ class _Builder(GeneralWrappers):
             f = _missing(prim.name, self.backend, ", ".join(missing))
             if prim.signature is not None:
                 f.__signature__ = prim.signature  # type: ignore[attr-defined]
-        elif prim.kind == "unary":
-            f = self.unary(prim)
-        elif prim.kind == "binary":
-            f = self.binary(prim)
         else:
-            f = self.general(prim)
+            f, generic = self.eager(prim)
+            _WRAPPER_CODES.add(generic.__code__)
         f.__name__ = f.__qualname__ = prim.short_name
         f.__module__ = self.mod.__name__
         _WRAPPER_CODES.add(f.__code__)
@@ -301,127 +277,6 @@ class _Builder(GeneralWrappers):
     def lifted(self, x: Any) -> bool:
         """Whether ``x`` is an array of a lower vmap level, which this namespace takes in."""
         return self.backend.lift is not None and isinstance(x, Array)
-
-    def recorder(self, prim: Primitive) -> Callable[..., Any]:
-        floating = self.categories["floating-point"]
-        return elementwise_recorder(
-            prim, self.mod, floating, self.backend.chunked, self.backend.abstract
-        )
-
-    def _backend_fn(self, prim: Primitive) -> Callable[..., Any]:
-        if prim.impl is None:
-            return getattr(self.bk, prim.name)
-        return functools.partial(prim.impl, self.bk)
-
-    def unary(self, prim: Primitive) -> Callable[[Any], Array]:
-        assert prim.dtypes is not None  # an elementwise row always names its dtypes
-        name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
-        Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
-        lifted, mod = self.lifted, self.mod
-
-        def f(x: Array, /) -> Array:
-            if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
-                return bind(prim, mod, (x,), {})
-            if type(x) is not Arr:
-                try:
-                    d = unwrap(x)  # raises a clear TypeError for foreign arrays
-                except HandOver as over:
-                    return bind(prim, mod, (x,), {}, over.ns)
-                if lifted(x):
-                    return wrap(fn(d))
-                if isinstance(x, SCALARS):  # a Python number: a 0-d array, as NumPy's ufuncs
-                    return f(mod.asarray(x))  # (code that passes one: scipy.special's chdtrc)
-                raise TypeError(f"{name}(): expected an array, got {type(x).__name__}")
-            d = x._data
-            if d.dtype not in allowed:
-                raise _dtype_error(name, d.dtype, prim.dtypes)
-            try:
-                r = fn(d)
-            except (ValueError, TypeError, IndexError) as e:
-                raise _explain(name, e, (d,)) from e
-            out = new(r) if type(r) is T else wrap(r)
-            if x._node is not None and diff and STACK.grad_enabled:
-                return rec(out, x)
-            return out
-
-        return f
-
-    def binary(self, prim: Primitive) -> Callable[[Any, Any], Array]:
-        assert prim.dtypes is not None  # an elementwise row always names its dtypes
-        name, fn, allowed = prim.name, self._backend_fn(prim), self.categories[prim.dtypes]
-        Arr, T, new, wrap = self.Arr, self.backend.array_type, self.new(), self.wrap()
-        unwrap, diff, rec = self.unwrap(name), prim.vjp is not None, self.recorder(prim)
-
-        lifted, abstract, mod = self.lifted, self.backend.abstract, self.mod
-
-        def operand(x: Any) -> Any:
-            if isinstance(x, SCALARS):
-                return x
-            d = unwrap(x)
-            if lifted(x) or (abstract and isinstance(x, Array)):  # a constant from outside
-                return d
-            raise TypeError(
-                f"{name}(): expected an array or a Python scalar, got {type(x).__name__}"
-            )
-
-        def f(x1: Any, x2: Any, /) -> Array:
-            if STACK.closed is mod:  # compile is tracing: recorded (see _dispatch.bind)
-                return bind(prim, mod, (x1, x2), {})
-            try:
-                if type(x1) is Arr:
-                    d1 = x1._data
-                    if d1.dtype not in allowed:
-                        raise _dtype_error(name, d1.dtype, prim.dtypes)
-                    if type(x2) is Arr:
-                        d2 = x2._data
-                        if d2.dtype not in allowed:
-                            raise _dtype_error(name, d2.dtype, prim.dtypes)
-                    elif isinstance(x2, SCALARS):
-                        d2 = x2
-                    else:
-                        d2 = operand(x2)
-                elif type(x2) is Arr:
-                    d1, d2 = operand(x1), x2._data
-                    if d2.dtype not in allowed:
-                        raise _dtype_error(name, d2.dtype, prim.dtypes)
-                else:
-                    d1, d2 = operand(x1), operand(x2)
-                    if lifted(x1) or lifted(x2):
-                        return wrap(fn(d1, d2))
-                    raise TypeError(
-                        f"{name}(): at least one argument must be an array, got two scalars"
-                    )
-                try:
-                    r = fn(d1, d2)
-                except (ValueError, TypeError, IndexError) as e:
-                    raise _explain(name, e, (d1, d2)) from e
-                out = new(r) if type(r) is T else wrap(r)
-                if (
-                    diff
-                    and STACK.grad_enabled
-                    and (
-                        (type(x1) is Arr and x1._node is not None)
-                        or (type(x2) is Arr and x2._node is not None)
-                    )
-                ):
-                    return rec(out, x1, x2)
-                return out
-            except HandOver as over:  # an abstract operand: the call moves to its namespace
-                return bind(prim, mod, (x1, x2), {}, over.ns)
-
-        return f
-
-    # -- the general rows: a closure factory per signature shape --------------------------------
-    # A general row's function binds a call as its spec signature does (Python's TypeErrors for
-    # a wrong one), unwraps the arguments that may hold arrays, checks their dtypes (and the
-    # axis, where the row asks), calls ``impl(bk, ...)``, wraps the result, and records a node
-    # when an input is tracked. The common shapes get a closure with a fixed positional arity
-    # that passes the keywords given straight on (the backend call's own defaults fill in the
-    # others; a keyword the signature lacks is caught when that call refuses it); every other
-    # row takes the plain path, :meth:`any_shape`. Python itself refuses a wrong number of
-    # arrays; its message names the closure's parameters (``x``, ``x1``, ``arrays``), which
-    # are the spec's names for all but a few rows (``asarray(obj, /)`` is told ``'x'``).
 
     # -- indexing -------------------------------------------------------------------------------
     def getitem(self) -> Callable[[Array, Any], Array]:
@@ -443,7 +298,7 @@ class _Builder(GeneralWrappers):
             try:
                 out = wrap(x._data[k] if index is None else index(x._data, k))
             except (ValueError, TypeError, IndexError) as e:
-                raise _explain("__getitem__", e, (x._data, k)) from e
+                raise explain("__getitem__", e, (x._data, k)) from e
             if mutable and _is_basic(key):  # NumPy returns a view: keep the aliasing
                 note_view(out, x, key)
             if x._node is not None and STACK.grad_enabled:

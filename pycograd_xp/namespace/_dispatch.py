@@ -1,7 +1,7 @@
 """The one choke point: where a call goes when its namespace does not evaluate it itself.
 
-Every public function of a namespace is a wrapper around its row (``_build``, ``_wrappers``).
-The wrapper is the eager interpreter, inlined for speed: it evaluates the call on its backend
+Every public function of a namespace is a wrapper around its row, made by one of the eager
+interpreter's families (``_eager``): it evaluates the call on its backend
 and, when an argument is being differentiated, records a tape node (``_record.record``), which
 the running ``jvp`` frames then process. Every other case leaves the wrapper through
 :func:`bind`, which asks the interpreter stack (``_state.STACK``) and the arguments which

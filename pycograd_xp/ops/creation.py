@@ -22,7 +22,7 @@ import array_api_compat.numpy as npx
 import numpy as np
 
 from .._abstract import AbstractArray
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ..namespace._array import detach
 from ._rules.batching import SHAPE_ONLY, batch_size, batched, constant_like, to_rank
 from ._rules.jvp import linear
@@ -78,10 +78,10 @@ def _like_shape(a, x, /, *, dtype=None, device=None):
 @primitive()
 def arange(
     bk: Any,
-    start: Any,
+    start: Array,
     /,
-    stop: Any = None,
-    step: Any = 1,
+    stop: Array = None,
+    step: Array = 1,
     *,
     dtype: Any = None,
     device: Any = None,
@@ -110,7 +110,7 @@ def arange_shape(a, start, /, stop=None, step=1, *, dtype=None, device=None):
 
 @primitive()
 def asarray(
-    bk: Any, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None
+    bk: Any, obj: Array, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None
 ) -> Any:
     return bk.asarray(obj, dtype=dtype, device=device, copy=copy)
 
@@ -263,17 +263,17 @@ for _row in (empty, ones, zeros):
 
 
 @primitive()
-def empty_like(bk: Any, x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+def empty_like(bk: Any, x: Array, /, *, dtype: Any = None, device: Any = None) -> Any:
     return bk.empty_like(x, dtype=dtype, device=device)
 
 
 @primitive()
-def ones_like(bk: Any, x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+def ones_like(bk: Any, x: Array, /, *, dtype: Any = None, device: Any = None) -> Any:
     return bk.ones_like(x, dtype=dtype, device=device)
 
 
 @primitive()
-def zeros_like(bk: Any, x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+def zeros_like(bk: Any, x: Array, /, *, dtype: Any = None, device: Any = None) -> Any:
     return bk.zeros_like(x, dtype=dtype, device=device)
 
 
@@ -313,7 +313,7 @@ def eye_shape(a, n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 
 @primitive()
-def from_dlpack(bk: Any, x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+def from_dlpack(bk: Any, x: Array, /, *, device: Any = None, copy: bool | None = None) -> Any:
     return bk.from_dlpack(x, device=device, copy=copy)
 
 
@@ -330,7 +330,7 @@ def from_dlpack_shape(a, x, /, *, device=None, copy=None):
 
 
 @primitive()
-def full(bk: Any, shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+def full(bk: Any, shape: Any, fill_value: Array, *, dtype: Any = None, device: Any = None) -> Any:
     return bk.full(shape, fill_value, dtype=dtype, device=device)
 
 
@@ -355,7 +355,9 @@ def full_shape(a, shape, fill_value, *, dtype=None, device=None):
 
 
 @primitive()
-def full_like(bk: Any, x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+def full_like(
+    bk: Any, x: Array, /, fill_value: Array, *, dtype: Any = None, device: Any = None
+) -> Any:
     return bk.full_like(x, fill_value, dtype=dtype, device=device)
 
 
@@ -383,8 +385,8 @@ def full_like_shape(a, x, /, fill_value, *, dtype=None, device=None):
 @primitive()
 def linspace(
     bk: Any,
-    start: Any,
-    stop: Any,
+    start: Array,
+    stop: Array,
     /,
     num: int,
     *,
@@ -431,7 +433,7 @@ def linspace_shape(a, start, stop, /, num, *, dtype=None, device=None, endpoint=
 
 
 @primitive()
-def meshgrid(bk: Any, *arrays: Any, indexing: str = "xy") -> Any:
+def meshgrid(bk: Any, *arrays: Array, indexing: str = "xy") -> Any:
     return tuple(bk.meshgrid(*arrays, indexing=indexing))
 
 
@@ -486,12 +488,12 @@ def meshgrid_shape(a, *arrays, indexing="xy"):
 
 
 @primitive()
-def tril(bk: Any, x: Any, /, *, k: int = 0) -> Any:
+def tril(bk: Any, x: Array, /, *, k: int = 0) -> Any:
     return bk.tril(x, k=k)
 
 
 @primitive()
-def triu(bk: Any, x: Any, /, *, k: int = 0) -> Any:
+def triu(bk: Any, x: Array, /, *, k: int = 0) -> Any:
     return bk.triu(x, k=k)
 
 

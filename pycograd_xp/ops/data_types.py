@@ -15,7 +15,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.batching import fn
 from ._rules.jvp import linear
 from ._rules.shapes import elementwise_out, is_array
@@ -58,7 +58,7 @@ def _dtype_of(v):
 
 
 @primitive()
-def astype(bk: Any, x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+def astype(bk: Any, x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     return bk.astype(x, dtype, copy=copy, device=device)
 
 
@@ -78,7 +78,7 @@ def astype_shape(a, x, dtype, /, *, copy=True, device=None):
 
 
 @primitive()
-def can_cast(bk: Any, from_: Any, to: Any, /) -> bool:
+def can_cast(bk: Any, from_: Array, to: Any, /) -> bool:
     return bool(bk.can_cast(from_, to))
 
 
@@ -91,7 +91,7 @@ can_cast.defshape(lambda a, from_, to, /: npx.can_cast(_dtype_of(from_), to))
 
 
 @primitive()
-def finfo(bk: Any, type: Any, /) -> finfo_object:
+def finfo(bk: Any, type: Array, /) -> finfo_object:
     fi = bk.finfo(type)
     return finfo_object(
         int(fi.bits),
@@ -112,7 +112,7 @@ finfo.defshape(lambda a, type, /: npx.finfo(_dtype_of(type)))
 
 
 @primitive()
-def iinfo(bk: Any, type: Any, /) -> iinfo_object:
+def iinfo(bk: Any, type: Array, /) -> iinfo_object:
     ii = bk.iinfo(type)
     return iinfo_object(int(ii.bits), int(ii.max), int(ii.min), ii.dtype)
 
@@ -139,7 +139,7 @@ isdtype.defshape(lambda a, dtype, kind: npx.isdtype(np.dtype(dtype), kind))
 
 
 @primitive()
-def result_type(bk: Any, *arrays_and_dtypes: Any) -> Any:
+def result_type(bk: Any, *arrays_and_dtypes: Array) -> Any:
     return bk.result_type(*arrays_and_dtypes)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import array_api_compat.numpy as npx
 
-from .._primitive import binary, primitive, unary
+from .._primitive import Array, binary, primitive, unary
 from ._rules.batching import align, fn
 from ._rules.jvp import TRANSPOSED, plus
 from ._rules.shapes import (
@@ -250,7 +250,7 @@ for _row in (ceil, floor, round, trunc):
 
 
 @primitive("real numeric")
-def clip(bk: Any, x: Any, /, min: Any = None, max: Any = None) -> Any:
+def clip(bk: Any, x: Array, /, min: Array = None, max: Array = None) -> Any:
     return bk.clip(x, min=min, max=max)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.batching import SHAPE_ONLY, fn, shift
 from ._rules.jvp import linear
 from ._rules.shapes import native, new
@@ -341,13 +341,15 @@ def _many_shape(name):
 
 
 @primitive(CFP, scope="fft")
-def fft(bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def fft(
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+) -> Any:
     return bk.fft.fft(x, n=n, axis=axis, norm=norm)
 
 
 @primitive(CFP, scope="fft")
 def ifft(
-    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
 ) -> Any:
     return bk.fft.ifft(x, n=n, axis=axis, norm=norm)
 
@@ -364,12 +366,12 @@ for _row in (fft, ifft):
 
 
 @primitive(CFP, scope="fft")
-def fftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def fftn(bk: Any, x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return bk.fft.fftn(x, s=s, axes=axes, norm=norm)
 
 
 @primitive(CFP, scope="fft")
-def ifftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def ifftn(bk: Any, x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return bk.fft.ifftn(x, s=s, axes=axes, norm=norm)
 
 
@@ -386,7 +388,7 @@ for _row in (fftn, ifftn):
 
 @primitive(RFP, scope="fft")
 def rfft(
-    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
 ) -> Any:
     return bk.fft.rfft(x, n=n, axis=axis, norm=norm)
 
@@ -410,7 +412,7 @@ rfft.defshape(_rule, memory=_memory)
 
 @primitive(CFP, scope="fft")
 def irfft(
-    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
 ) -> Any:
     return bk.fft.irfft(x, n=n, axis=axis, norm=norm)
 
@@ -437,7 +439,7 @@ irfft.defshape(_rule, memory=_memory)
 
 
 @primitive(RFP, scope="fft")
-def rfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def rfftn(bk: Any, x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return bk.fft.rfftn(x, s=s, axes=axes, norm=norm)
 
 
@@ -463,7 +465,7 @@ rfftn.defshape(_rule, memory=_memory)
 
 
 @primitive(CFP, scope="fft")
-def irfftn(bk: Any, x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def irfftn(bk: Any, x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     return bk.fft.irfftn(x, s=s, axes=axes, norm=norm)
 
 
@@ -491,7 +493,7 @@ irfftn.defshape(_rule, memory=_memory)
 
 @primitive(CFP, scope="fft")
 def hfft(
-    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
 ) -> Any:
     return bk.fft.hfft(x, n=n, axis=axis, norm=norm)
 
@@ -526,7 +528,7 @@ hfft.defshape(_hfft_shape, memory=_hfft_memory)
 
 @primitive(RFP, scope="fft")
 def ihfft(
-    bk: Any, x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
+    bk: Any, x: Array, /, *, n: int | None = None, axis: int = -1, norm: str = "backward"
 ) -> Any:
     return bk.fft.ihfft(x, n=n, axis=axis, norm=norm)
 
@@ -595,12 +597,12 @@ for _row in (fftfreq, rfftfreq):
 
 
 @primitive(scope="fft")
-def fftshift(bk: Any, x: Any, /, *, axes: Any = None) -> Any:
+def fftshift(bk: Any, x: Array, /, *, axes: Any = None) -> Any:
     return bk.fft.fftshift(x, axes=axes)
 
 
 @primitive(scope="fft")
-def ifftshift(bk: Any, x: Any, /, *, axes: Any = None) -> Any:
+def ifftshift(bk: Any, x: Array, /, *, axes: Any = None) -> Any:
     return bk.fft.ifftshift(x, axes=axes)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._primitive import Primitive, UnbatchableError, _register, primitive
+from .._primitive import Array, Primitive, UnbatchableError, _register, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import batched, constant_like, norm_axis, rank, shift, to_rank
 from ._rules.jvp import TRANSPOSED, linear
@@ -594,7 +594,7 @@ def SETITEM_shape(a, x, key, value):
 
 
 @primitive()
-def take(bk: Any, x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
+def take(bk: Any, x: Array, indices: Array, /, *, axis: int | None = None) -> Any:
     return bk.take(x, indices, axis=axis)
 
 
@@ -652,7 +652,7 @@ take.defshape(_take_shape, memory=_take_memory)
 
 
 @primitive()
-def take_along_axis(bk: Any, x: Any, indices: Any, /, *, axis: int = -1) -> Any:
+def take_along_axis(bk: Any, x: Array, indices: Array, /, *, axis: int = -1) -> Any:
     return bk.take_along_axis(x, indices, axis=axis)
 
 

@@ -49,7 +49,7 @@ from array_api_compat.common._linalg import (
     SVDResult,
 )
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import align, fn, shift, to_rank
 from ._rules.jvp import TRANSPOSED, call, linear
@@ -192,7 +192,7 @@ def _getrf_memory(out, x, /):
 
 
 @primitive(FP, scope="linalg")
-def cholesky(bk: Any, x: Any, /, *, upper: bool = False) -> Any:
+def cholesky(bk: Any, x: Array, /, *, upper: bool = False) -> Any:
     return bk.linalg.cholesky(x, upper=upper)
 
 
@@ -236,7 +236,7 @@ cholesky.defshape(_cholesky_shape, memory=_cholesky_memory)
 
 
 @primitive("numeric", scope="linalg")
-def cross(bk: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+def cross(bk: Any, x1: Array, x2: Array, /, *, axis: int = -1) -> Any:
     return bk.linalg.cross(x1, x2, axis=axis)
 
 
@@ -290,7 +290,7 @@ cross.defshape(_cross_shape, memory=_cross_memory)
 
 
 @primitive(FP, scope="linalg")
-def det(bk: Any, x: Any, /) -> Any:
+def det(bk: Any, x: Array, /) -> Any:
     return bk.linalg.det(x)
 
 
@@ -315,7 +315,7 @@ det.defshape(_det_shape, memory=_getrf_memory)
 
 
 @primitive(FP, needs=("linalg.det", "linalg.inv", "linalg.svd"))
-def _cofactor(bk: Any, x: Any, /) -> Any:
+def _cofactor(bk: Any, x: Array, /) -> Any:
     """The matrix of cofactors of each matrix of ``x`` (its adjugate, transposed): the derivative
     of ``det`` (``d det(x) = sum(cofactor(x) * dx)``), singular matrices included.
 
@@ -389,7 +389,7 @@ _cofactor.defshape(_cofactor_shape, memory=_cofactor_memory)
 
 
 @primitive(scope="linalg")
-def diagonal(bk: Any, x: Any, /, *, offset: int = 0) -> Any:
+def diagonal(bk: Any, x: Array, /, *, offset: int = 0) -> Any:
     return bk.linalg.diagonal(x, offset=offset)
 
 
@@ -419,7 +419,7 @@ diagonal.defshape(_diagonal_shape)
 
 
 @primitive(FP, scope="linalg")
-def eig(bk: Any, x: Any, /) -> Any:
+def eig(bk: Any, x: Array, /) -> Any:
     return bk.linalg.eig(x)
 
 
@@ -455,7 +455,7 @@ eig.defshape(_eig_shape, memory=_eig_memory)
 
 
 @primitive(FP, scope="linalg")
-def eigh(bk: Any, x: Any, /) -> Any:
+def eigh(bk: Any, x: Array, /) -> Any:
     return bk.linalg.eigh(x)
 
 
@@ -494,7 +494,7 @@ eigh.defshape(_eigh_shape, memory=_eigh_memory)
 
 
 @primitive(FP, scope="linalg")
-def eigvals(bk: Any, x: Any, /) -> Any:
+def eigvals(bk: Any, x: Array, /) -> Any:
     return bk.linalg.eigvals(x)
 
 
@@ -526,7 +526,7 @@ eigvals.defshape(_eigvals_shape, memory=_eigvals_memory)
 
 
 @primitive(FP, scope="linalg")
-def eigvalsh(bk: Any, x: Any, /) -> Any:
+def eigvalsh(bk: Any, x: Array, /) -> Any:
     return bk.linalg.eigvalsh(x)
 
 
@@ -557,7 +557,7 @@ eigvalsh.defshape(_eigvalsh_shape, memory=_eigvalsh_memory)
 
 
 @primitive(FP, scope="linalg")
-def inv(bk: Any, x: Any, /) -> Any:
+def inv(bk: Any, x: Array, /) -> Any:
     return bk.linalg.inv(x)
 
 
@@ -591,7 +591,7 @@ _FROBENIUS = ("fro", "f", None)
 
 
 @primitive(FP, scope="linalg")
-def matrix_norm(bk: Any, x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
+def matrix_norm(bk: Any, x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     return bk.linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
 
 
@@ -656,7 +656,7 @@ matrix_norm.defshape(_matrix_norm_shape, memory=_matrix_norm_memory)
 
 
 @primitive(FP, scope="linalg")
-def matrix_power(bk: Any, x: Any, n: int, /) -> Any:
+def matrix_power(bk: Any, x: Array, n: int, /) -> Any:
     return bk.linalg.matrix_power(x, n)
 
 
@@ -738,7 +738,7 @@ matrix_power.defshape(_matrix_power_shape, memory=_matrix_power_memory)
 
 
 @primitive(FP, scope="linalg")
-def matrix_rank(bk: Any, x: Any, /, *, rtol: Any = None) -> Any:
+def matrix_rank(bk: Any, x: Array, /, *, rtol: Array = None) -> Any:
     return bk.linalg.matrix_rank(x, rtol=rtol)
 
 
@@ -768,7 +768,7 @@ matrix_rank.defshape(_matrix_rank_shape, memory=_matrix_rank_memory)
 
 
 @primitive("numeric", scope="linalg")
-def outer(bk: Any, x1: Any, x2: Any, /) -> Any:
+def outer(bk: Any, x1: Array, x2: Array, /) -> Any:
     return bk.linalg.outer(x1, x2)
 
 
@@ -803,7 +803,7 @@ outer.defshape(_outer_shape, memory=_outer_memory)
 
 
 @primitive(FP, scope="linalg")
-def pinv(bk: Any, x: Any, /, *, rtol: Any = None) -> Any:
+def pinv(bk: Any, x: Array, /, *, rtol: Array = None) -> Any:
     return bk.linalg.pinv(x, rtol=rtol)
 
 
@@ -846,7 +846,7 @@ pinv.defshape(_pinv_shape, memory=_pinv_memory)
 
 
 @primitive(FP, scope="linalg")
-def qr(bk: Any, x: Any, /, *, mode: str = "reduced") -> Any:
+def qr(bk: Any, x: Array, /, *, mode: str = "reduced") -> Any:
     return bk.linalg.qr(x, mode=mode)
 
 
@@ -916,7 +916,7 @@ qr.defshape(_qr_shape, memory=_qr_memory)
 
 
 @primitive(FP, scope="linalg")
-def slogdet(bk: Any, x: Any, /) -> Any:
+def slogdet(bk: Any, x: Array, /) -> Any:
     return bk.linalg.slogdet(x)
 
 
@@ -952,7 +952,7 @@ slogdet.defshape(_slogdet_shape, memory=_getrf_memory)
 
 
 @primitive(FP, scope="linalg")
-def solve(bk: Any, x1: Any, x2: Any, /) -> Any:
+def solve(bk: Any, x1: Array, x2: Array, /) -> Any:
     return bk.linalg.solve(x1, x2)
 
 
@@ -1013,7 +1013,7 @@ solve.defshape(_solve_shape, memory=_solve_memory)
 
 
 @primitive(FP, scope="linalg")
-def svd(bk: Any, x: Any, /, *, full_matrices: bool = True) -> Any:
+def svd(bk: Any, x: Array, /, *, full_matrices: bool = True) -> Any:
     return bk.linalg.svd(x, full_matrices=full_matrices)
 
 
@@ -1085,7 +1085,7 @@ svd.defshape(_svd_shape, memory=_svd_memory)
 
 
 @primitive(FP, scope="linalg")
-def svdvals(bk: Any, x: Any, /) -> Any:
+def svdvals(bk: Any, x: Array, /) -> Any:
     return bk.linalg.svdvals(x)
 
 
@@ -1115,7 +1115,7 @@ svdvals.defshape(_svdvals_shape, memory=_svdvals_memory)
 
 
 @primitive("numeric", scope="linalg")
-def trace(bk: Any, x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+def trace(bk: Any, x: Array, /, *, offset: int = 0, dtype: Any = None) -> Any:
     return bk.linalg.trace(x, offset=offset, dtype=dtype)
 
 
@@ -1141,7 +1141,7 @@ trace.defshape(_trace_shape)
 
 @primitive(FP, scope="linalg")
 def vector_norm(
-    bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2
+    bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2
 ) -> Any:
     return bk.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 

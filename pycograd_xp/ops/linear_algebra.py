@@ -33,7 +33,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import align, to_rank
 from ._rules.jvp import call, linear, plus
@@ -84,7 +84,7 @@ def stack_product(bk: Any, x1: Any, x2: Any) -> Any:
 
 
 @primitive("numeric")
-def matmul(bk: Any, x1: Any, x2: Any, /) -> Any:
+def matmul(bk: Any, x1: Array, x2: Array, /) -> Any:
     return stack_product(bk, x1, x2)
 
 
@@ -197,7 +197,7 @@ matmul.defshape(_matmul_shape, memory=_matmul_memory)
 
 
 @primitive()
-def matrix_transpose(bk: Any, x: Any, /) -> Any:
+def matrix_transpose(bk: Any, x: Array, /) -> Any:
     return bk.matrix_transpose(x)
 
 
@@ -217,7 +217,7 @@ matrix_transpose.defshape(_matrix_transpose_shape)
 
 
 @primitive("numeric")
-def tensordot(bk: Any, x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+def tensordot(bk: Any, x1: Array, x2: Array, /, *, axes: Any = 2) -> Any:
     return bk.tensordot(x1, x2, axes=axes)
 
 
@@ -307,7 +307,7 @@ tensordot.defshape(_tensordot_shape, memory=_tensordot_memory)
 
 
 @primitive("numeric")
-def vecdot(bk: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+def vecdot(bk: Any, x1: Array, x2: Array, /, *, axis: int = -1) -> Any:
     return bk.vecdot(x1, x2, axis=axis)
 
 
@@ -452,7 +452,7 @@ def _einsum_composed(bk: Any, terms: Any, out: str, operands: Any) -> Any:
 
 
 @primitive("numeric", needs=())
-def _einsum(bk: Any, subscripts: str, /, *operands: Any, optimize: Any = False) -> Any:
+def _einsum(bk: Any, subscripts: str, /, *operands: Array, optimize: Any = False) -> Any:
     """NumPy's ``einsum(subscripts, *operands)``: sums of products over the subscripts the
     output leaves out (``"ij,jk->ik"`` is a matrix product, ``"ii->"`` a trace)."""
     own = getattr(bk, "_einsum", None)  # a backend built from the table (abstract, batched)

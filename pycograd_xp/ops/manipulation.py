@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._abstract import AbstractArray
-from .._primitive import UnbatchableError, primitive
+from .._primitive import Array, Arrays, UnbatchableError, primitive
 from ._rules.batching import SHAPE_ONLY, batch_size, batched, shift, to_rank
 from ._rules.jvp import linear
 from ._rules.shapes import (
@@ -77,7 +77,7 @@ def _in_their_order(shape, dtype, arrays):
 
 
 @primitive()
-def broadcast_arrays(bk: Any, *arrays: Any) -> tuple[Any, ...]:
+def broadcast_arrays(bk: Any, *arrays: Array) -> tuple[Any, ...]:
     return tuple(bk.broadcast_arrays(*arrays))
 
 
@@ -120,7 +120,7 @@ broadcast_shapes.defshape(lambda a, *shapes: broadcast(*shapes))
 
 
 @primitive()
-def broadcast_to(bk: Any, x: Any, /, shape: Any) -> Any:
+def broadcast_to(bk: Any, x: Array, /, shape: Any) -> Any:
     return bk.broadcast_to(x, shape)
 
 
@@ -145,7 +145,7 @@ def broadcast_to_shape(a, x, /, shape):
 
 
 @primitive()
-def concat(bk: Any, arrays: Any, /, *, axis: int | None = 0) -> Any:
+def concat(bk: Any, arrays: Arrays, /, *, axis: int | None = 0) -> Any:
     return bk.concat(arrays, axis=axis)
 
 
@@ -184,7 +184,7 @@ def concat_shape(a, arrays, /, *, axis=0):
 
 
 @primitive()
-def expand_dims(bk: Any, x: Any, /, axis: Any) -> Any:
+def expand_dims(bk: Any, x: Array, /, axis: Any) -> Any:
     return bk.expand_dims(x, axis=axis)
 
 
@@ -211,7 +211,7 @@ def expand_dims_shape(a, x, /, axis):
 
 
 @primitive(axis_check=True)
-def flip(bk: Any, x: Any, /, *, axis: Any = None) -> Any:
+def flip(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     return bk.flip(x, axis=axis)
 
 
@@ -234,7 +234,7 @@ def flip_shape(a, x, /, *, axis=None):
 
 
 @primitive()
-def moveaxis(bk: Any, x: Any, source: Any, destination: Any, /) -> Any:
+def moveaxis(bk: Any, x: Array, source: Any, destination: Any, /) -> Any:
     return bk.moveaxis(x, source, destination)
 
 
@@ -266,7 +266,7 @@ def moveaxis_shape(a, x, source, destination, /):
 
 
 @primitive()
-def permute_dims(bk: Any, x: Any, /, axes: Any) -> Any:
+def permute_dims(bk: Any, x: Array, /, axes: Any) -> Any:
     return bk.permute_dims(x, axes)
 
 
@@ -297,7 +297,7 @@ def _permute_dims_shape(a, x, /, axes):
 
 
 @primitive()
-def repeat(bk: Any, x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
+def repeat(bk: Any, x: Array, repeats: Array, /, *, axis: int | None = None) -> Any:
     return bk.repeat(x, repeats, axis=axis)
 
 
@@ -372,7 +372,7 @@ repeat.defshape(_repeat_shape, memory=_repeat_memory)
 
 
 @primitive()
-def reshape(bk: Any, x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+def reshape(bk: Any, x: Array, /, shape: Any, *, copy: bool | None = None) -> Any:
     return bk.reshape(x, shape, copy=copy)
 
 
@@ -403,7 +403,7 @@ def reshape_shape(a, x, /, shape, *, copy=None):
 
 
 @primitive(axis_check=True)
-def roll(bk: Any, x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+def roll(bk: Any, x: Array, /, shift: Any, *, axis: Any = None) -> Any:
     return bk.roll(x, shift, axis=axis)
 
 
@@ -446,7 +446,7 @@ roll.defshape(_roll_shape, memory=_roll_memory)
 
 
 @primitive()
-def squeeze(bk: Any, x: Any, /, axis: Any) -> Any:
+def squeeze(bk: Any, x: Array, /, axis: Any) -> Any:
     return bk.squeeze(x, axis=axis)
 
 
@@ -469,7 +469,7 @@ def squeeze_shape(a, x, /, axis):
 
 
 @primitive()
-def stack(bk: Any, arrays: Any, /, *, axis: int = 0) -> Any:
+def stack(bk: Any, arrays: Arrays, /, *, axis: int = 0) -> Any:
     return bk.stack(arrays, axis=axis)
 
 
@@ -494,7 +494,7 @@ def stack_shape(a, arrays, /, *, axis=0):
 
 
 @primitive()
-def tile(bk: Any, x: Any, repetitions: Any, /) -> Any:
+def tile(bk: Any, x: Array, repetitions: Array, /) -> Any:
     return bk.tile(x, repetitions)
 
 
@@ -557,7 +557,7 @@ tile.defshape(_tile_shape, memory=_tile_stages)
 
 
 @primitive(axis_check=True)
-def unstack(bk: Any, x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+def unstack(bk: Any, x: Array, /, *, axis: int = 0) -> tuple[Any, ...]:
     return tuple(bk.unstack(x, axis=axis))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ..namespace._backend import _BY_XP, SELECT_MIN
 from ._rules.batching import align, batch_size, batched, flat_reduction, reduction
 from ._rules.jvp import linear
@@ -75,12 +75,12 @@ def _arg_shape(a, x, /, *, axis=None, keepdims=False):
 
 
 @primitive("real numeric", axis_check=True)
-def argmax(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+def argmax(bk: Any, x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
     return bk.argmax(x, axis=axis, keepdims=keepdims)
 
 
 @primitive("real numeric", axis_check=True)
-def argmin(bk: Any, x: Any, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
+def argmin(bk: Any, x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Any:
     return bk.argmin(x, axis=axis, keepdims=keepdims)
 
 
@@ -104,7 +104,7 @@ for _row in (argmax, argmin):
 
 
 @primitive(axis_check=True)
-def count_nonzero(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def count_nonzero(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.count_nonzero(x, axis=axis, keepdims=keepdims)
 
 
@@ -128,7 +128,7 @@ count_nonzero.defshape(_arg_shape, memory=_count_nonzero_memory)
 
 
 @primitive()
-def nonzero(bk: Any, x: Any, /) -> tuple[Any, ...]:
+def nonzero(bk: Any, x: Array, /) -> tuple[Any, ...]:
     return tuple(bk.nonzero(x))
 
 
@@ -153,7 +153,9 @@ def nonzero_shape(a, x, /):
 
 
 @primitive("real numeric")
-def searchsorted(bk: Any, x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+def searchsorted(
+    bk: Any, x1: Array, x2: Array, /, *, side: str = "left", sorter: Array = None
+) -> Any:
     return bk.searchsorted(x1, x2, side=side, sorter=sorter)
 
 
@@ -187,7 +189,7 @@ def searchsorted_shape(a, x1, x2, /, *, side="left", sorter=None):
 
 
 @primitive()
-def where(bk: Any, condition: Any, x1: Any, x2: Any, /) -> Any:
+def where(bk: Any, condition: Array, x1: Array, x2: Array, /) -> Any:
     return select(bk, condition, x1, x2)
 
 

@@ -45,7 +45,7 @@ from array_api_compat.common._aliases import (
     UniqueInverseResult,
 )
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.jvp import TRANSPOSED
 from ._rules.shapes import as_abstract, data_dependent, is_array, native, new
 from .indexing import _scatter
@@ -77,7 +77,7 @@ def _owned(out):
 
 
 @primitive()
-def isin(bk: Any, x1: Any, x2: Any, /, *, invert: bool = False) -> Any:
+def isin(bk: Any, x1: Array, x2: Array, /, *, invert: bool = False) -> Any:
     return bk.isin(x1, x2, invert=invert)
 
 
@@ -138,7 +138,7 @@ isin.defshape(_isin_shape, memory=_isin_memory)
 
 
 @primitive()
-def unique_all(bk: Any, x: Any, /) -> Any:
+def unique_all(bk: Any, x: Array, /) -> Any:
     return bk.unique_all(x)
 
 
@@ -176,7 +176,7 @@ unique_all.defshape(_unique_all_shape, memory=_unique_all_memory)
 
 
 @primitive()
-def unique_counts(bk: Any, x: Any, /) -> Any:
+def unique_counts(bk: Any, x: Array, /) -> Any:
     return bk.unique_counts(x)
 
 
@@ -209,7 +209,7 @@ unique_counts.defshape(_unique_counts_shape, memory=_unique_counts_memory)
 
 
 @primitive()
-def unique_inverse(bk: Any, x: Any, /) -> Any:
+def unique_inverse(bk: Any, x: Array, /) -> Any:
     return bk.unique_inverse(x)
 
 
@@ -241,7 +241,7 @@ unique_inverse.defshape(_unique_inverse_shape, memory=_unique_inverse_memory)
 
 
 @primitive()
-def unique_values(bk: Any, x: Any, /) -> Any:
+def unique_values(bk: Any, x: Array, /) -> Any:
     return bk.unique_values(x)
 
 

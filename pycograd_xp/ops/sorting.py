@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.batching import fn, shift
 from ._rules.jvp import TRANSPOSED
 from ._rules.shapes import BUFFER_ELEMENTS, elementwise_out, measured_layouts, native, new, view
@@ -63,7 +63,7 @@ def _radix(x):
 
 @primitive("real numeric", axis_check=True)
 def argsort(
-    bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+    bk: Any, x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True
 ) -> Any:
     return bk.argsort(x, axis=axis, descending=descending, stable=stable)
 
@@ -99,7 +99,7 @@ argsort.defshape(_argsort_shape, memory=_argsort_memory)
 
 @primitive("real numeric", axis_check=True)
 def sort(
-    bk: Any, x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True
+    bk: Any, x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True
 ) -> Any:
     return bk.sort(x, axis=axis, descending=descending, stable=stable)
 

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ..namespace._backend import Backend, capabilities, numpy_special, resolve
 from ..namespace._frontend import register_ufuncs
 from ._rules.batching import align, all_axes, fn, shift
@@ -282,7 +282,7 @@ def _safe(ns: Any, x: Any, at_zero: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _betaln(bk: Any, a: Any, b: Any, /) -> Any:
+def _betaln(bk: Any, a: Array, b: Array, /) -> Any:
     """scipy.special.betaln: ``log |B(a, b)|``, the logarithm of the beta function's magnitude
     (``gammaln(a) + gammaln(b) - gammaln(a + b)``, without their cancellation)."""
     return _nary(bk, "betaln", a, b)
@@ -326,14 +326,14 @@ def _boxcox_composed(log: str) -> Any:
 
 
 @primitive(FP, needs=())
-def _boxcox(bk: Any, x: Any, lmbda: Any, /) -> Any:
+def _boxcox(bk: Any, x: Array, lmbda: Array, /) -> Any:
     """scipy.special.boxcox: the Box-Cox transform ``(x**lmbda - 1) / lmbda``, ``log(x)`` at
     ``lmbda == 0``."""
     return _nary(bk, "boxcox", x, lmbda, composed=_boxcox_composed("log"))
 
 
 @primitive(FP, needs=())
-def _boxcox1p(bk: Any, x: Any, lmbda: Any, /) -> Any:
+def _boxcox1p(bk: Any, x: Array, lmbda: Array, /) -> Any:
     """scipy.special.boxcox1p: the Box-Cox transform of ``1 + x``, accurate for small ``x``."""
     return _nary(bk, "boxcox1p", x, lmbda, composed=_boxcox_composed("log1p"))
 
@@ -385,7 +385,7 @@ _boxcox1p.defshape(_nary_shape, memory=transients(_boxcox1p))
 
 
 @primitive(FP, needs=())
-def _digamma(bk: Any, x: Any, /) -> Any:
+def _digamma(bk: Any, x: Array, /) -> Any:
     """scipy.special.digamma (psi): the logarithmic derivative of the gamma function."""
     return _unary(bk, "digamma", x)
 
@@ -411,7 +411,7 @@ def _entr_composed(bk: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _entr(bk: Any, x: Any, /) -> Any:
+def _entr(bk: Any, x: Array, /) -> Any:
     """scipy.special.entr: ``-x log x`` for ``x > 0``, 0 at 0, ``-inf`` below."""
     return _unary(bk, "entr", x, _entr_composed)
 
@@ -434,13 +434,13 @@ _entr.defshape(unary_shape, memory=transients(_entr))
 
 
 @primitive(FP, needs=())
-def _erf(bk: Any, x: Any, /) -> Any:
+def _erf(bk: Any, x: Array, /) -> Any:
     """scipy.special.erf: the error function."""
     return _unary(bk, "erf", x)
 
 
 @primitive(FP, needs=())
-def _erfc(bk: Any, x: Any, /) -> Any:
+def _erfc(bk: Any, x: Array, /) -> Any:
     """scipy.special.erfc: ``1 - erf(x)``, accurate where erf is near 1."""
     return _unary(bk, "erfc", x)
 
@@ -469,7 +469,7 @@ _erfc.defshape(unary_shape, memory=transients(_erfc))
 
 
 @primitive(FP, needs=())
-def _erfinv(bk: Any, x: Any, /) -> Any:
+def _erfinv(bk: Any, x: Array, /) -> Any:
     """scipy.special.erfinv: the inverse of erf on (-1, 1)."""
     return _unary(bk, "erfinv", x)
 
@@ -494,7 +494,7 @@ def _expit_composed(bk: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _expit(bk: Any, x: Any, /) -> Any:
+def _expit(bk: Any, x: Array, /) -> Any:
     """scipy.special.expit: the logistic sigmoid ``1 / (1 + exp(-x))``."""
     return _unary(bk, "expit", x, _expit_composed)
 
@@ -514,7 +514,7 @@ _expit.defshape(unary_shape, memory=transients(_expit))
 
 
 @primitive(FP, needs=())
-def _gammaln(bk: Any, x: Any, /) -> Any:
+def _gammaln(bk: Any, x: Array, /) -> Any:
     """scipy.special.gammaln: ``log |gamma(x)|``."""
     return _unary(bk, "gammaln", x)
 
@@ -575,14 +575,14 @@ def _outside(ns: Any, beyond: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _gammainc(bk: Any, a: Any, x: Any, /) -> Any:
+def _gammainc(bk: Any, a: Array, x: Array, /) -> Any:
     """scipy.special.gammainc: the regularized lower incomplete gamma function
     ``P(a, x) = gamma(a, x) / Gamma(a)``."""
     return _nary(bk, "gammainc", a, x)
 
 
 @primitive(FP, needs=())
-def _gammaincc(bk: Any, a: Any, x: Any, /) -> Any:
+def _gammaincc(bk: Any, a: Array, x: Array, /) -> Any:
     """scipy.special.gammaincc: the regularized upper incomplete gamma function
     ``Q(a, x) = 1 - P(a, x)``."""
     return _nary(bk, "gammaincc", a, x)
@@ -618,7 +618,7 @@ _gammaincc.defshape(_nary_shape, memory=transients(_gammaincc))
 
 
 @primitive(FP, needs=())
-def _betainc(bk: Any, a: Any, b: Any, x: Any, /) -> Any:
+def _betainc(bk: Any, a: Array, b: Array, x: Array, /) -> Any:
     """scipy.special.betainc: the regularized incomplete beta function ``I_x(a, b)``."""
     return _nary(bk, "betainc", a, b, x)
 
@@ -641,14 +641,14 @@ _betainc.defshape(_nary_shape, memory=transients(_betainc))
 
 
 @primitive(FP, needs=())
-def _fdtr(bk: Any, dfn: Any, dfd: Any, x: Any, /) -> Any:
+def _fdtr(bk: Any, dfn: Array, dfd: Array, x: Array, /) -> Any:
     """scipy.special.fdtr: the F distribution's cumulative distribution function, ``dfn`` and
     ``dfd`` degrees of freedom."""
     return _nary(bk, "fdtr", dfn, dfd, x)
 
 
 @primitive(FP, needs=())
-def _fdtrc(bk: Any, dfn: Any, dfd: Any, x: Any, /) -> Any:
+def _fdtrc(bk: Any, dfn: Array, dfd: Array, x: Array, /) -> Any:
     """scipy.special.fdtrc: the F distribution's survival function, ``1 - fdtr``."""
     return _nary(bk, "fdtrc", dfn, dfd, x)
 
@@ -700,7 +700,7 @@ def _huber_composed(bk: Any, delta: Any, r: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _huber(bk: Any, delta: Any, r: Any, /) -> Any:
+def _huber(bk: Any, delta: Array, r: Array, /) -> Any:
     """scipy.special.huber: Huber's loss of ``r``, ``r**2 / 2`` where ``|r| <= delta`` and
     ``delta (|r| - delta / 2)`` beyond (``inf`` for ``delta < 0``)."""
     return _nary(bk, "huber", delta, r, composed=_huber_composed)
@@ -727,25 +727,25 @@ _huber.defshape(_nary_shape, memory=transients(_huber))
 
 
 @primitive(FP, needs=())
-def _i0(bk: Any, x: Any, /) -> Any:
+def _i0(bk: Any, x: Array, /) -> Any:
     """scipy.special.i0: the modified Bessel function of the first kind, order 0."""
     return _unary(bk, "i0", x)
 
 
 @primitive(FP, needs=())
-def _i0e(bk: Any, x: Any, /) -> Any:
+def _i0e(bk: Any, x: Array, /) -> Any:
     """scipy.special.i0e: ``exp(-|x|) i0(x)``."""
     return _unary(bk, "i0e", x)
 
 
 @primitive(FP, needs=())
-def _i1(bk: Any, x: Any, /) -> Any:
+def _i1(bk: Any, x: Array, /) -> Any:
     """scipy.special.i1: the modified Bessel function of the first kind, order 1."""
     return _unary(bk, "i1", x)
 
 
 @primitive(FP, needs=())
-def _i1e(bk: Any, x: Any, /) -> Any:
+def _i1e(bk: Any, x: Array, /) -> Any:
     """scipy.special.i1e: ``exp(-|x|) i1(x)``."""
     return _unary(bk, "i1e", x)
 
@@ -806,7 +806,7 @@ def _kl_div_composed(bk: Any, x: Any, y: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _kl_div(bk: Any, x: Any, y: Any, /) -> Any:
+def _kl_div(bk: Any, x: Array, y: Array, /) -> Any:
     """scipy.special.kl_div: ``x log(x / y) - x + y`` where ``x > 0`` and ``y > 0``, ``y``
     where ``x == 0`` and ``y >= 0``, ``inf`` elsewhere (the terms of a Kullback-Leibler
     divergence between unnormalised measures)."""
@@ -841,7 +841,7 @@ def _log_expit_composed(bk: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _log_expit(bk: Any, x: Any, /) -> Any:
+def _log_expit(bk: Any, x: Array, /) -> Any:
     """scipy.special.log_expit: ``log(expit(x))``, accurate for large ``|x|``."""
     return _unary(bk, "log_expit", x, _log_expit_composed)
 
@@ -860,7 +860,7 @@ _log_expit.defshape(unary_shape, memory=transients(_log_expit))
 
 
 @primitive(FP, needs=())
-def _log_ndtr(bk: Any, x: Any, /) -> Any:
+def _log_ndtr(bk: Any, x: Array, /) -> Any:
     """scipy.special.log_ndtr: the log of the standard normal CDF, accurate far in the left
     tail."""
     return _unary(bk, "log_ndtr", x)
@@ -890,7 +890,7 @@ def _logit_composed(bk: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _logit(bk: Any, x: Any, /) -> Any:
+def _logit(bk: Any, x: Array, /) -> Any:
     """scipy.special.logit: ``log(x / (1 - x))``, the inverse of expit."""
     return _unary(bk, "logit", x, _logit_composed)
 
@@ -909,7 +909,7 @@ _logit.defshape(unary_shape, memory=transients(_logit))
 
 
 @primitive(FP, needs=())
-def _ndtr(bk: Any, x: Any, /) -> Any:
+def _ndtr(bk: Any, x: Array, /) -> Any:
     """scipy.special.ndtr: the standard normal CDF."""
     return _unary(bk, "ndtr", x)
 
@@ -928,7 +928,7 @@ _ndtr.defshape(unary_shape, memory=transients(_ndtr))
 
 
 @primitive(FP, needs=())
-def _ndtri(bk: Any, x: Any, /) -> Any:
+def _ndtri(bk: Any, x: Array, /) -> Any:
     """scipy.special.ndtri: the inverse of ndtr on (0, 1)."""
     return _unary(bk, "ndtri", x)
 
@@ -947,7 +947,7 @@ _ndtri.defshape(unary_shape, memory=transients(_ndtri))
 
 
 @primitive(FP, needs=())
-def _polygamma(bk: Any, x: Any, /, *, n: int = 0) -> Any:
+def _polygamma(bk: Any, x: Array, /, *, n: int = 0) -> Any:
     """scipy.special.polygamma(n, x): the n-th derivative of digamma (a Python int ``n``)."""
     own = _own(bk, "_polygamma")
     if own is not None:
@@ -979,7 +979,7 @@ def _rel_entr_composed(bk: Any, x: Any, y: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _rel_entr(bk: Any, x: Any, y: Any, /) -> Any:
+def _rel_entr(bk: Any, x: Array, y: Array, /) -> Any:
     """scipy.special.rel_entr: ``x log(x / y)`` where ``x > 0`` and ``y > 0``, 0 where
     ``x == 0`` and ``y >= 0``, ``inf`` elsewhere (the relative entropy's terms)."""
     return _nary(bk, "rel_entr", x, y, composed=_rel_entr_composed)
@@ -1018,13 +1018,13 @@ def _xlog1py_composed(bk: Any, x: Any, y: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _xlogy(bk: Any, x: Any, y: Any, /) -> Any:
+def _xlogy(bk: Any, x: Array, y: Array, /) -> Any:
     """scipy.special.xlogy: ``x log(y)``, 0 where ``x == 0`` (unless y is NaN)."""
     return _nary(bk, "xlogy", x, y, composed=_xlogy_composed)
 
 
 @primitive(FP, needs=())
-def _xlog1py(bk: Any, x: Any, y: Any, /) -> Any:
+def _xlog1py(bk: Any, x: Array, y: Array, /) -> Any:
     """scipy.special.xlog1py: ``x log1p(y)``, 0 where ``x == 0`` (unless y is NaN)."""
     return _nary(bk, "xlog1py", x, y, composed=_xlog1py_composed)
 
@@ -1123,7 +1123,7 @@ def _softmax_memory(out: Any, x: Any, /, *, axis: Any = None) -> int:
 
 
 @primitive(FP, axis_check=True, needs=())
-def _log_softmax(bk: Any, x: Any, /, *, axis: Any = None) -> Any:
+def _log_softmax(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     """scipy.special.log_softmax: ``x - logsumexp(x, axis)``, the maximum shifted out first,
     as scipy's (``axis=None``: over every element)."""
     own = _own(bk, "_log_softmax")
@@ -1151,7 +1151,7 @@ _log_softmax.defshape(_softmax_shape, memory=_softmax_memory)
 
 
 @primitive(FP, axis_check=True, needs=())
-def _logsumexp(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def _logsumexp(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     """scipy.special.logsumexp: ``log(sum(exp(x), axis))``, the maximum shifted out and the
     maximal terms summed apart (``log1p`` of the rest), as scipy's."""
     own = _own(bk, "_logsumexp")
@@ -1206,7 +1206,7 @@ _logsumexp.defshape(_logsumexp_shape, memory=_logsumexp_memory)
 
 
 @primitive(FP, axis_check=True, needs=())
-def _softmax(bk: Any, x: Any, /, *, axis: Any = None) -> Any:
+def _softmax(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     """scipy.special.softmax: ``exp(x) / sum(exp(x), axis)``, the maximum shifted out first, as
     scipy's (``axis=None``: over every element)."""
     own = _own(bk, "_softmax")

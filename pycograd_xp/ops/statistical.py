@@ -15,7 +15,7 @@ from typing import Any
 
 import array_api_compat.numpy as npx
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.batching import flat_reduction, reduction
 from ._rules.jvp import TRANSPOSED, linear
 from ._rules.shapes import (
@@ -117,7 +117,13 @@ def _reverse_cumsum(ns, g, axis):
 
 @primitive("numeric", axis_check=True)
 def cumulative_prod(
-    bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+    bk: Any,
+    x: Array,
+    /,
+    *,
+    axis: int | None = None,
+    dtype: Any = None,
+    include_initial: bool = False,
 ) -> Any:
     return bk.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
@@ -188,7 +194,13 @@ cumulative_prod.defshape(cumulative_shape(cumulative_prod), memory=initial_slice
 
 @primitive("numeric", axis_check=True)
 def cumulative_sum(
-    bk: Any, x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False
+    bk: Any,
+    x: Array,
+    /,
+    *,
+    axis: int | None = None,
+    dtype: Any = None,
+    include_initial: bool = False,
 ) -> Any:
     return bk.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
@@ -209,12 +221,12 @@ cumulative_sum.defshape(cumulative_shape(cumulative_sum), memory=initial_slice)
 
 
 @primitive("real numeric", axis_check=True)
-def max(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def max(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.max(x, axis=axis, keepdims=keepdims)
 
 
 @primitive("real numeric", axis_check=True)
-def min(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def min(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.min(x, axis=axis, keepdims=keepdims)
 
 
@@ -236,7 +248,7 @@ for _row in (max, min):
 
 
 @primitive("floating-point", axis_check=True)
-def mean(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def mean(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.mean(x, axis=axis, keepdims=keepdims)
 
 
@@ -257,7 +269,9 @@ mean.defshape(reduced_shape(mean), memory=cast_buffer)
 
 
 @primitive("numeric", axis_check=True)
-def prod(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def prod(
+    bk: Any, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False
+) -> Any:
     return bk.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -294,14 +308,14 @@ prod.defshape(reduced_shape(prod), memory=cast_buffer)
 
 @primitive("real floating-point", axis_check=True)
 def std(
-    bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+    bk: Any, x: Array, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
 ) -> Any:
     return bk.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
 @primitive("real floating-point", axis_check=True)
 def var(
-    bk: Any, x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+    bk: Any, x: Array, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
 ) -> Any:
     return bk.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
@@ -336,7 +350,9 @@ for _row in (std, var):
 # A boolean array too, as NumPy, JAX and PyTorch: it counts (the default integer dtype; the
 # standard leaves it unspecified, and xarray's rolling mean counts valid entries so).
 @primitive("all", axis_check=True)
-def sum(bk: Any, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def sum(
+    bk: Any, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False
+) -> Any:
     return bk.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._primitive import primitive
+from .._primitive import Array, primitive
 from ._rules.batching import batched, reduction, shift
 from ._rules.jvp import linear
 from ._rules.shapes import BUFFER_ELEMENTS, is_array, measured_layouts, new, reduced
@@ -22,12 +22,12 @@ from ._rules.vjp import is_scalar
 
 
 @primitive(axis_check=True)
-def all(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def all(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.all(x, axis=axis, keepdims=keepdims)
 
 
 @primitive(axis_check=True)
-def any(bk: Any, x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+def any(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return bk.any(x, axis=axis, keepdims=keepdims)
 
 
@@ -46,7 +46,7 @@ for _row in (all, any):
 
 @primitive(axis_check=True)
 def diff(
-    bk: Any, x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None
+    bk: Any, x: Array, /, *, axis: int = -1, n: int = 1, prepend: Array = None, append: Array = None
 ) -> Any:
     # array-api-compat's NumPy diff rejects an explicit None for prepend/append
     ends = {k: v for k, v in (("prepend", prepend), ("append", append)) if v is not None}

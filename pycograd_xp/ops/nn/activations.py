@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._primitive import primitive
+from ..._primitive import Array, primitive
 from .._rules.jvp import call
 from .._rules.shapes import new, ufunc_buffers
 from ..searching import select, where_memory
@@ -68,7 +68,7 @@ def _relu_memory(out, x, /):
 
 
 @primitive(FP, needs=())
-def _relu(bk: Any, x: Any, /) -> Any:
+def _relu(bk: Any, x: Array, /) -> Any:
     """``where(x > 0, x, 0)``: 0 at 0 and at NaN, +0 at -0. One comparison and one select
     with a Python zero (on NumPy a bitwise blend: faster than ``maximum``, and exact where
     ``maximum`` keeps NaN and -0). Its VJP reads only the output: no mask is kept."""
@@ -162,7 +162,7 @@ def _d_gelu_tanh(ns: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _gelu_tanh(bk: Any, x: Any, /) -> Any:
+def _gelu_tanh(bk: Any, x: Array, /) -> Any:
     """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
     block, as ``x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`` (the same function; one exp, no
     tanh) on a backend that writes in place; its VJP keeps only x."""
@@ -195,7 +195,7 @@ def _d_gelu(ns: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _gelu(bk: Any, x: Any, /) -> Any:
+def _gelu(bk: Any, x: Array, /) -> Any:
     """GELU ``x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`` with the backend's erf (scipy.special's
     on NumPy); a backend without erf raises NotImplementedError (``pycograd_xp.nn.gelu`` then
     composes its approximation). Its VJP keeps only x."""
@@ -231,7 +231,7 @@ def _d_silu(ns: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _silu(bk: Any, x: Any, /) -> Any:
+def _silu(bk: Any, x: Array, /) -> Any:
     """SiLU (swish) ``x sigmoid(x)``, block by block; its VJP keeps only x."""
     own = _own(bk, "_silu")
     if own is not None:
@@ -264,7 +264,7 @@ def _d_softplus(ns: Any, x: Any) -> Any:
 
 
 @primitive(FP, needs=())
-def _softplus(bk: Any, x: Any, /) -> Any:
+def _softplus(bk: Any, x: Array, /) -> Any:
     """softplus ``log(1 + exp(x))`` (logaddexp), block by block; its VJP keeps only x."""
     own = _own(bk, "_softplus")
     if own is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._primitive import primitive
+from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import TRANSPOSED
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
@@ -208,14 +208,14 @@ def _same(bk, a, dtype, shape):
 @primitive(FP, needs=())
 def _attention(
     bk: Any,
-    query: Any,
-    key: Any,
-    value: Any,
+    query: Array,
+    key: Array,
+    value: Array,
     /,
-    mask: Any = None,
+    mask: Array = None,
     *,
     is_causal: bool = False,
-    scale: Any = None,
+    scale: Array = None,
 ) -> Any:
     """Scaled dot-product attention, heads beside the features: q (*B, Lq, H, d),
     k (*B, Lk, H, d), v (*B, Lk, H, dv) (batch axes broadcast) -> (*B, Lq, H, dv), and the

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._primitive import REGISTRY, primitive
+from ..._primitive import REGISTRY, Array, primitive
 from .._rules.jvp import call, plus
 from .._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
 from .pieces import FP
@@ -618,9 +618,9 @@ def _bias_row_memory(out, x, w, padding):
 @primitive(FP, needs=())
 def _conv1d(
     bk: Any,
-    x: Any,
-    w: Any,
-    b: Any = None,
+    x: Array,
+    w: Array,
+    b: Array = None,
     /,
     *,
     stride: Any = (1,),
@@ -639,9 +639,9 @@ def _conv1d(
 @primitive(FP, needs=())
 def _conv2d(
     bk: Any,
-    x: Any,
-    w: Any,
-    b: Any = None,
+    x: Array,
+    w: Array,
+    b: Array = None,
     /,
     *,
     stride: Any = (1, 1),

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._primitive import primitive
+from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
@@ -133,7 +133,7 @@ def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
 
 
 @primitive(FP, needs=())
-def _cross_entropy(bk: Any, logits: Any, /, labels: Any) -> Any:
+def _cross_entropy(bk: Any, logits: Array, /, labels: Array) -> Any:
     """Softmax cross-entropy over the last axis, one value per row: ``logsumexp(z) - z[label]``
     for integer ``labels`` (broadcast to ``logits.shape[:-1]``), ``sum(p (logsumexp(z) - z))``
     for probabilities ``p`` (broadcast to ``logits.shape``; differentiable too). Returns the

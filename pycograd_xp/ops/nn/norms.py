@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._primitive import primitive
+from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
@@ -120,9 +120,9 @@ def _layer_norm_f(
 @primitive(FP, needs=())
 def _layer_norm(
     bk: Any,
-    x: Any,
-    weight: Any = None,
-    bias: Any = None,
+    x: Array,
+    weight: Array = None,
+    bias: Array = None,
     /,
     *,
     eps: float = 1e-5,
@@ -314,7 +314,9 @@ def _rms_norm_f(bk: Any, x: Any, w: Any, eps: float, axes: tuple[int, ...]) -> A
 
 
 @primitive(FP, needs=())
-def _rms_norm(bk: Any, x: Any, weight: Any = None, /, *, eps: float = 1e-6, axis: Any = -1) -> Any:
+def _rms_norm(
+    bk: Any, x: Array, weight: Array = None, /, *, eps: float = 1e-6, axis: Any = -1
+) -> Any:
     """RMS normalisation over ``axis``: ``x / sqrt(mean(x^2) + eps)``, times ``weight`` when
     given. Returns the output and ``rstd = 1 / sqrt(mean(x^2) + eps)`` (kept dims); the VJP
     keeps x, the weight and rstd (and the output, which the next product saves anyway)."""

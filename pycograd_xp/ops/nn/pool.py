@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..._primitive import primitive
+from ..._primitive import Array, primitive
 from .._rules.jvp import linear
 from .._rules.shapes import BUFFER_ELEMENTS, new
 from ..searching import select
@@ -213,7 +213,7 @@ def _pool_shape(fname):
 @primitive(FP, needs=())
 def _max_pool2d(
     bk: Any,
-    x: Any,
+    x: Array,
     /,
     *,
     kernel: Any = (2, 2),
@@ -248,7 +248,7 @@ _max_pool2d.defshape(_s, memory=_m)
 @primitive(FP, needs=())
 def _avg_pool2d(
     bk: Any,
-    x: Any,
+    x: Array,
     /,
     *,
     kernel: Any = (2, 2),

@@ -1,0 +1,434 @@
+"""The eager interpreter: the body of every public function of a namespace, written once.
+
+The interpreter is :meth:`Eager.generic`, one closure per row, ``f(*args, **kw)``. It binds the
+call by the row's signature (Python's TypeErrors for a wrong one), asks the interpreter stack
+once (compile tracing this namespace, or memory projecting a creation call: the call leaves
+through the choke point :func:`~pycograd_xp.namespace._dispatch.bind`), then passes each
+argument that holds arrays (the row says which: ``Primitive.arrays``, from the impl's
+annotations) through the row's per-argument step, :meth:`Eager.operand`: ``operand(x) -> (data,
+tracked)``, which checks the dtype, unwraps, refuses a foreign array with a clear error, and
+raises :class:`HandOver` for an array of a namespace above this one (abstract or batched: the
+call moves there, through ``bind``). Then it calls the backend (its error restated with the
+function's name, :func:`~pycograd_xp.namespace._signature.explain`), wraps the result, and
+records a tape node when an argument is tracked and grad mode is on.
+
+Four families of rows get a fast lane in front of it, by their signature (:func:`family`):
+
+* **unary** ``f(x, /)``: the elementwise unary rows (``tanh``) and the general rows of one array
+  and nothing else (``linalg.inv``);
+* **binary** ``f(x1, x2, /)``: the elementwise binary rows (``add``, the operators; one side
+  may be a Python scalar) and the general rows of two arrays and nothing else (``matmul``);
+* **ternary** ``f(condition, x1, x2, /)``: the general rows of three arrays and nothing else
+  (``where``);
+* **one array and keywords** ``f(x, /, **kw)`` or ``f(x, a, /, **kw)``: a general row whose
+  first parameter is its one array, then at most one plain positional value and keywords
+  (``sum``, ``sort``, ``fft.fft``, ``reshape``, ``astype``).
+
+A lane evaluates the commonest call, and only it, inline: this namespace's arrays of accepted
+dtypes, no transform on the stack that takes calls (``STACK.redirect`` unset), the arguments
+given as the signature binds them; it hands every other call, unchanged, to the row's generic
+function. So the rows' functions cost no Python call beyond the backend's and the recording's,
+and everything but the fast case (unwrapping, foreign arrays, lifting, handing over, binding,
+errors) is written once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, cast
+
+from .._primitive import Primitive
+from .._state import STACK
+from ._array import PLAIN_TYPES, SCALARS, Array
+from ._dispatch import SHAPE_CREATORS, HandOver, bind
+from ._record import elementwise_recorder, record
+from ._signature import Params, check_axis, dtype_error, explain
+
+# Functions whose job is to take data from outside (foreign arrays are welcome there).
+_CONVERTERS = frozenset({"asarray", "from_dlpack"})
+
+
+def _any_tracked(a: Any) -> bool:
+    """Whether a list/tuple argument holds an array that is being differentiated."""
+    if isinstance(a, list | tuple):
+        return any(map(_any_tracked, a))
+    return isinstance(a, Array) and a._node is not None
+
+
+def _taken(ns: ModuleType, creates: bool) -> bool:
+    """Whether another interpreter takes a call of ``ns`` now (asked only while a Trace or an
+    Abstract frame runs, ``STACK.redirect`` set): compile tracing ``ns``, or memory projecting
+    a creation call (cases 2 and 3 of ``_dispatch.bind``)."""
+    return STACK.closed is ns or (creates and STACK.redirect is not ns)
+
+
+# The default of the one-array lane's plain parameter: left out of the call (given by keyword,
+# or missing), which the generic function then binds by the signature.
+_ABSENT: Any = object()
+
+
+def _named(name: str) -> Callable[..., Any]:
+    """The impl of an elementwise row that has none: the backend's function of its name."""
+
+    def impl(bk: Any, *args: Any) -> Any:
+        return getattr(bk, name)(*args)
+
+    return impl
+
+
+def family(prim: Primitive, params: Params) -> str:
+    """The family whose fast lane makes the row's function (a method name of :class:`Eager`):
+    ``unary``, ``binary``, ``one_array``, or ``generic`` (no lane)."""
+    if prim.kind in ("unary", "binary"):
+        return prim.kind
+    names, arrays = params.names, prim.arrays
+    plain_after = (
+        not params.var
+        and not (arrays & params.keywords)
+        and all(d is not params.empty for d in params.kwdefaults.values())
+    )
+    alone = plain_after and not params.keywords and not prim.axis_check and not prim.lists
+    if alone and len(names) in (1, 2, 3) and set(names) == arrays == params.posonly:
+        return ("unary", "binary", "ternary")[len(names) - 1]
+    if (
+        plain_after
+        and len(names) in (1, 2)
+        and names[0] in arrays
+        and names[0] in params.posonly
+        and not (arrays - {names[0]})
+        and not prim.lists
+        and (not prim.axis_check or "axis" in params.keywords)
+    ):
+        return "one_array"
+    return "generic"
+
+
+class Eager:
+    """The families of public functions, a part of the namespace builder
+    (``namespace._build._Builder``), which provides the attributes below."""
+
+    Arr: Any
+    bk: Any
+    backend: Any
+    mod: ModuleType
+    categories: dict[str, Any]
+    wrap: Any
+    unwrap: Any
+    unwrap_foreign: Any
+    lifted: Any
+
+    def eager(self, prim: Primitive) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """The public function of the row ``prim`` (its family's fast lane in front of its
+        generic function, or the generic function alone), and the generic function."""
+        params = Params(prim)
+        slow = self.generic(prim, params)
+        lane = family(prim, params)
+        f: Any = slow if lane == "generic" else getattr(self, lane)(prim, params, slow)
+        f._generic = slow  # (the tests call both)
+        if prim.signature is not None:
+            f.__signature__ = prim.signature  # read by inspect
+        return f, slow
+
+    # -- the pieces every family closes over ---------------------------------------------------
+    def new(self) -> Callable[[Any], Array]:
+        """The fastest way to wrap one backend array (no checks)."""
+        Arr, obj_new = self.Arr, object.__new__
+
+        def new(data: Any) -> Array:
+            a: Array = obj_new(Arr)
+            a._data = data
+            a._node = None
+            return a
+
+        if not self.backend.abstract:
+            return new
+
+        def new_traced(data: Any) -> Array:
+            # compile's trace: what our namespace hands out (NumPy's 0-d results wrapped back
+            # into 0-d arrays), as distinct from the raw results inside a first-order rule
+            recorder = STACK.recorder
+            if recorder is not None:
+                recorder.wrapped(data)
+            return new(data)
+
+        return new_traced
+
+    def accepted(self, prim: Primitive) -> frozenset:
+        """The dtypes of the row's arrays that the families' inlined first step lets through
+        (every dtype of the backend where the row checks none; the others go through
+        :meth:`operand`, which checks them)."""
+        return self.categories[prim.dtypes or "all"]
+
+    def operand(self, prim: Primitive, checked: bool = True, many: bool = False) -> Any:
+        """The per-argument step of the row's function: ``operand(x) -> (data, tracked)``, the
+        backend data of an argument that may hold arrays, and whether it holds one being
+        differentiated. ``checked``: the argument's dtype must be one the row accepts (its
+        positional-only arrays); ``many``: it may be a list of arrays (tracked when one is).
+
+        Raises the row's dtype error, :class:`HandOver` for an array of a namespace above this
+        one, and a TypeError for a foreign array. An elementwise row takes a Python scalar
+        (``x * 2.0``; a unary row makes it a 0-d array, as NumPy's ufuncs) and refuses any
+        other non-array.
+        """
+        name, Arr, kind, dtypes, mod = prim.name, self.Arr, prim.kind, prim.dtypes, self.mod
+        allowed = self.categories[dtypes] if dtypes and checked else None
+        unwrap = self.unwrap_foreign(name) if name in _CONVERTERS else self.unwrap(name)
+        lifted, abstract = self.lifted, self.backend.abstract
+
+        def ours(x: Any) -> tuple[Any, bool]:  # an array of this namespace
+            d = x._data
+            if allowed is not None and d.dtype not in allowed:
+                raise dtype_error(name, d.dtype, dtypes)
+            return d, x._node is not None
+
+        def general(x: Any) -> tuple[Any, bool]:  # a general row's
+            if type(x) is Arr:
+                return ours(x)
+            # HandOver, or a clear TypeError for another namespace's or library's array
+            return unwrap(x), many and _any_tracked(x)
+
+        if kind == "general":
+            return general
+
+        def operand(x: Any) -> tuple[Any, bool]:  # an elementwise row's
+            if type(x) is Arr:
+                return ours(x)
+            if kind == "binary" and isinstance(x, SCALARS):
+                return x, False
+            d = unwrap(x)  # HandOver, or a clear TypeError for another namespace's array
+            if lifted(x) or (kind == "binary" and abstract and isinstance(x, Array)):
+                return d, False  # an array of a lower vmap level, or a constant from outside
+            if kind == "unary" and isinstance(x, SCALARS):  # scipy.special's chdtrc passes one
+                return operand(mod.asarray(x))
+            what = "an array" if kind == "unary" else "an array or a Python scalar"
+            raise TypeError(f"{name}(): expected {what}, got {type(x).__name__}")
+
+        return operand
+
+    def call(self, prim: Primitive) -> Callable[..., Any]:
+        """The row's backend call: its impl with the backend bound, or (an elementwise row
+        without one) the backend's function of the row's name."""
+        if prim.impl is None:
+            return cast(Callable[..., Any], getattr(self.bk, prim.name))
+        return functools.partial(prim.impl, self.bk)
+
+    def recorder(self, prim: Primitive) -> Callable[..., Any]:
+        """``rec(out, *args)``: the node for the row applied to ``args`` (no keywords)."""
+        if prim.kind != "general":
+            floating = self.categories["floating-point"]
+            chunked, abstract = self.backend.chunked, self.backend.abstract
+            return elementwise_recorder(prim, self.mod, floating, chunked, abstract)
+        ns = self.mod
+
+        def rec(out: Any, *args: Any) -> Any:
+            return record(prim, ns, out, args, {})
+
+        return rec
+
+    # -- the generic function and the fast lanes --------------------------------------------------
+    def generic(self, prim: Primitive, params: Params) -> Callable[..., Any]:
+        """The row's generic function ``f(*args, **kw)``: the eager interpreter (see the module
+        docstring); every row's function is it, or a fast lane in front of it."""
+        name, Arr, ns, bk, accepted = prim.name, self.Arr, self.mod, self.bk, self.accepted(prim)
+        impl = prim.impl or _named(prim.name)
+        T, new, wrap, lifted = self.backend.array_type, self.new(), self.wrap(), self.lifted
+        kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
+        axis_default, names, npos = kwdefaults.get("axis"), params.names, len(params.names)
+        creates, pair = name in SHAPE_CREATORS, prim.kind == "binary"
+        # the operand of each positional parameter that holds arrays, by position (its dtype
+        # checked where it is positional-only), then of each keyword-only one, by name
+        operands = {
+            i: self.operand(prim, checked=n in params.posonly, many=n in prim.lists)
+            for i, n in enumerate(names)
+            if n in prim.arrays
+        }
+        held_at = tuple(operands)
+        var = params.var_name in prim.arrays  # each of the *args holds arrays
+        var_operand = self.operand(prim, checked=False, many=True)
+        keywords = tuple(
+            (k, self.operand(prim, checked=False, many=k in prim.lists))
+            for k in kwdefaults
+            if k in prim.arrays
+        )
+        axis_at = None if "axis" in kwdefaults or not axis_check else names.index("axis")
+
+        def f(*args: Any, **kw: Any) -> Any:
+            if len(args) != npos:  # a positional parameter left out or given by keyword, *args
+                args, kw = params.bind(args, kw)  # or Python's TypeError
+            if STACK.redirect is not None and _taken(ns, creates):
+                return bind(prim, ns, args, {**kwdefaults, **kw})
+            tracked, pos, kwd = False, list(args), kw  # what the backend call gets
+            try:
+                for i in held_at:
+                    a = args[i]
+                    if type(a) is Arr and (d := a._data).dtype in accepted:
+                        pos[i] = d  # (the first line of operand, inlined)
+                        if a._node is not None:
+                            tracked = True
+                    elif type(a) not in PLAIN_TYPES:  # a Python number or None: as it is
+                        pos[i], held = operands[i](a)
+                        tracked = tracked or held
+                if var:
+                    for i in range(npos, len(args)):
+                        pos[i], held = var_operand(args[i])
+                        tracked = tracked or held
+                if keywords:
+                    kwd = {**kwdefaults, **kw}
+                    for k, operand in keywords:
+                        kwd[k], held = operand(kwd[k])
+                        tracked = tracked or held
+            except HandOver as over:  # an abstract or batched argument: the call moves there
+                return bind(prim, ns, args, {**kwdefaults, **kw}, over.ns)
+            if pair and type(args[0]) is not Arr and type(args[1]) is not Arr:
+                if not (lifted(args[0]) or lifted(args[1])):
+                    raise TypeError(
+                        f"{name}(): at least one argument must be an array, got two scalars"
+                    )
+            if axis_check:
+                axis = kw.get("axis", axis_default) if axis_at is None else args[axis_at]
+                if axis is not None and (
+                    type(axis) is not int or not -pos[0].ndim <= axis < pos[0].ndim
+                ):
+                    check_axis(name, axis, pos[0].ndim)  # a tuple, or an axis to refuse
+            try:
+                r = impl(bk, *pos, **kwd) if kwd else impl(bk, *pos)
+                out = new(r) if type(r) is T else wrap(r)
+            except (ValueError, TypeError, IndexError) as e:
+                params.refuse(args, kw)
+                raise explain(name, e, tuple(pos), {**kwdefaults, **kwd}) from e
+            if tracked and diff and STACK.grad_enabled:
+                return record(prim, ns, out, args, {**kwdefaults, **kw})
+            return out
+
+        return f
+
+    def unary(self, prim: Primitive, params: Params, slow: Callable[..., Any]) -> Any:
+        """The fast lane of ``f(x, /)``: ``tanh``, ``linalg.inv``, ``nonzero``, ..."""
+        Arr, accepted, fn, rec = self.Arr, self.accepted(prim), self.call(prim), self.recorder(prim)
+        T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
+
+        def f(x: Any, /) -> Any:
+            if (
+                type(x) is not Arr
+                or STACK.redirect is not None
+                or ((d := x._data).dtype not in accepted)
+            ):
+                return slow(x)  # any other argument, or a transform that may take the call
+            try:
+                r = fn(d)
+            except (ValueError, TypeError, IndexError) as e:
+                raise explain(prim.name, e, (d,)) from e
+            out = new(r) if type(r) is T else wrap(r)
+            if x._node is not None and diff and STACK.grad_enabled:
+                return rec(out, x)
+            return out
+
+        return f
+
+    def binary(self, prim: Primitive, params: Params, slow: Callable[..., Any]) -> Any:
+        """The fast lane of ``f(x1, x2, /)``: ``add``, ``multiply``, ``matmul``, ..."""
+        Arr, accepted, fn, rec = self.Arr, self.accepted(prim), self.call(prim), self.recorder(prim)
+        T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
+        scalars = SCALARS if prim.kind == "binary" else ()  # an elementwise row's x * 2.0
+
+        def f(x1: Any, x2: Any, /) -> Any:
+            if type(x1) is Arr and STACK.redirect is None and (d1 := x1._data).dtype in accepted:
+                if type(x2) is Arr and (d2 := x2._data).dtype in accepted:
+                    tracked = x1._node is not None or x2._node is not None
+                elif isinstance(x2, scalars):
+                    d2, tracked = x2, x1._node is not None
+                else:
+                    return slow(x1, x2)
+            elif isinstance(x1, scalars) and type(x2) is Arr and STACK.redirect is None:
+                if (d2 := x2._data).dtype not in accepted:
+                    return slow(x1, x2)
+                d1, tracked = x1, x2._node is not None
+            else:  # any other argument, or a transform that may take the call
+                return slow(x1, x2)
+            try:
+                r = fn(d1, d2)
+            except (ValueError, TypeError, IndexError) as e:
+                raise explain(prim.name, e, (d1, d2)) from e
+            out = new(r) if type(r) is T else wrap(r)
+            if tracked and diff and STACK.grad_enabled:
+                return rec(out, x1, x2)
+            return out
+
+        return f
+
+    def ternary(self, prim: Primitive, params: Params, slow: Callable[..., Any]) -> Any:
+        """The fast lane of ``f(condition, x1, x2, /)``: ``where``, ``special.betainc``, ... (three
+        arrays of this namespace; anything else goes the generic way)."""
+        Arr, accepted, impl, bk = self.Arr, self.accepted(prim), prim.impl, self.bk
+        T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
+        rec = self.recorder(prim)
+        assert impl is not None
+
+        # (named as the spec names where's: Python's own error for a missing one names them)
+        def f(condition: Any, x1: Any, x2: Any, /) -> Any:
+            if not (type(condition) is type(x1) is type(x2) is Arr) or STACK.redirect is not None:
+                return slow(condition, x1, x2)
+            d0, d1, d2 = condition._data, x1._data, x2._data
+            if not (d0.dtype in accepted and d1.dtype in accepted and d2.dtype in accepted):
+                return slow(condition, x1, x2)
+            try:
+                r = impl(bk, d0, d1, d2)
+            except (ValueError, TypeError, IndexError) as e:
+                raise explain(prim.name, e, (d0, d1, d2), {}) from e
+            out = new(r) if type(r) is T else wrap(r)
+            if (
+                diff
+                and STACK.grad_enabled
+                and (condition._node is not None or x1._node is not None or x2._node is not None)
+            ):
+                return rec(out, condition, x1, x2)
+            return out
+
+        return f
+
+    def one_array(self, prim: Primitive, params: Params, slow: Callable[..., Any]) -> Any:
+        """The fast lane of ``f(x, /, **kw)`` and ``f(x, a, /, **kw)``, where only ``x`` holds an
+        array (``a``, a plain value): ``sum``, ``sort``, ``fft.fft``, ``reshape``, ``astype``,
+        ``expand_dims``, ..."""
+        Arr, ns, accepted, impl, bk = self.Arr, self.mod, self.accepted(prim), prim.impl, self.bk
+        T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
+        scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
+        kwdefaults, axis_check, bare = params.kwdefaults, prim.axis_check, len(params.names) == 1
+        axis_default = kwdefaults.get("axis")
+        assert impl is not None
+
+        def f(x: Any, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
+            if (
+                type(x) is not Arr
+                or STACK.redirect is not None
+                or (a is _ABSENT) is not bare  # a parameter by keyword, left out, or too many
+                or more
+                or (d := x._data).dtype not in accepted
+            ):
+                return slow(*(x, a, *more)[: 1 if a is _ABSENT else None], **kw)
+            if axis_check:  # the default axis too (sort's -1 on a 0-d array)
+                axis = kw["axis"] if "axis" in kw else axis_default
+                if axis is not None and (type(axis) is not int or not -d.ndim <= axis < d.ndim):
+                    check_axis(prim.name, axis, d.ndim)  # a tuple, or an axis to refuse
+            try:
+                if bare:  # (a call without keywords is the cheaper call)
+                    r = impl(bk, d, **kw) if kw else impl(bk, d)
+                else:
+                    r = impl(bk, d, a, **kw) if kw else impl(bk, d, a)
+                if type(r) is T:
+                    out = new(r)
+                elif isinstance(r, scalar):  # a reduction's NumPy scalar: a 0-d array
+                    out = new(to_array(r))
+                else:
+                    out = wrap(r)
+            except (ValueError, TypeError, IndexError) as e:
+                given = (x,) if bare else (x, a)
+                params.refuse(given, kw)
+                raise explain(prim.name, e, (d, *given[1:]), {**kwdefaults, **kw}) from e
+            if x._node is not None and diff and STACK.grad_enabled:
+                return record(prim, ns, out, (x,) if bare else (x, a), {**kwdefaults, **kw})
+            return out
+
+        return f
