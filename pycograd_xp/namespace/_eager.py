@@ -50,13 +50,6 @@ from ._signature import Params, check_axis, dtype_error, explain
 _CONVERTERS = frozenset({"asarray", "from_dlpack"})
 
 
-def _any_tracked(a: Any) -> bool:
-    """Whether a list/tuple argument holds an array that is being differentiated."""
-    if isinstance(a, list | tuple):
-        return any(map(_any_tracked, a))
-    return isinstance(a, Array) and a._node is not None
-
-
 def _taken(ns: ModuleType, creates: bool) -> bool:
     """Whether another interpreter takes a call of ``ns`` now (asked only while a Trace or an
     Abstract frame runs, ``STACK.redirect`` set): compile tracing ``ns``, or memory projecting
@@ -83,6 +76,8 @@ def family(prim: Primitive, params: Params) -> str:
     ``unary``, ``binary``, ``one_array``, or ``generic`` (no lane)."""
     if prim.kind in ("unary", "binary"):
         return prim.kind
+    if prim.name in _CONVERTERS:  # their argument is seldom our array: no lane
+        return "generic"
     names, arrays = params.names, prim.arrays
     plain_after = (
         not params.var
@@ -187,10 +182,27 @@ class Eager:
             if type(x) is Arr:
                 return ours(x)
             # HandOver, or a clear TypeError for another namespace's or library's array
-            return unwrap(x), many and _any_tracked(x)
+            return unwrap(x), False
+
+        def listed(x: Any) -> tuple[Any, bool]:  # a list or tuple of arrays (concat's), or one
+            t = type(x)
+            if t is not list and t is not tuple:
+                if t is Arr:
+                    return ours(x)
+                return unwrap(x), isinstance(x, Array) and x._node is not None  # (a lower level's)
+            data, held = [], False
+            for e in x:
+                if type(e) is Arr:  # (unwrap's first case, inlined: one pass, no call)
+                    data.append(e._data)
+                    held = held or e._node is not None
+                else:
+                    d, h = listed(e)
+                    data.append(d)
+                    held = held or h
+            return (data if t is list else tuple(data)), held
 
         if kind == "general":
-            return general
+            return listed if many else general
 
         def operand(x: Any) -> tuple[Any, bool]:  # an elementwise row's
             if type(x) is Arr:
@@ -237,6 +249,7 @@ class Eager:
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default, names, npos = kwdefaults.get("axis"), params.names, len(params.names)
         creates, pair = name in SHAPE_CREATORS, prim.kind == "binary"
+        plain = PLAIN_TYPES if prim.kind == "general" else ()  # (elementwise: see operand)
         # the operand of each positional parameter that holds arrays, by position (its dtype
         # checked where it is positional-only), then of each keyword-only one, by name
         operands = {
@@ -267,7 +280,7 @@ class Eager:
                         pos[i] = d  # (the first line of operand, inlined)
                         if a._node is not None:
                             tracked = True
-                    elif type(a) not in PLAIN_TYPES:  # a Python number or None: as it is
+                    elif type(a) not in plain:  # a general row's Python number or None: as it is
                         pos[i], held = operands[i](a)
                         tracked = tracked or held
                 if var:

@@ -327,3 +327,19 @@ def test_a_fast_lane_records_as_its_generic_function(name):
     ]
     np.testing.assert_array_equal(grads[0], grads[1])
     assert np.abs(grads[0]).sum() > 0
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: xp.sin(1), TypeError, r"sin\(\): got an array of dtype int64"),
+        (lambda: xp.tanh("a"), TypeError, r"tanh\(\): expected an array, got str"),
+        (lambda: xp.add(B, "a"), TypeError, r"add\(\): expected an array or a Python scalar"),
+        (lambda: xp.add(1.0, 2.0), TypeError, r"add\(\): at least one argument must be an array"),
+        (lambda: xp.matmul(B, np.ones((3, 2))), TypeError, r"matmul\(\): got a numpy.ndarray"),
+        (lambda: xp.where(B > 0, B, np.ones(3)), TypeError, r"where\(\): got a numpy.ndarray"),
+    ],
+)
+def test_the_generic_function_keeps_each_kind_of_rows_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
