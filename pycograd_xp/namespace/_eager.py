@@ -376,7 +376,7 @@ class Eager:
         arrays of this namespace; anything else goes the generic way)."""
         Arr, accepted, impl, bk = self.Arr, self.accepted(prim), prim.impl, self.bk
         T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
-        rec = self.recorder(prim)
+        rec, checked = self.recorder(prim), prim.dtypes is not None
         assert impl is not None
 
         # (named as the spec names where's: Python's own error for a missing one names them)
@@ -384,7 +384,7 @@ class Eager:
             if not (type(condition) is type(x1) is type(x2) is Arr) or STACK.redirect is not None:
                 return slow(condition, x1, x2)
             d0, d1, d2 = condition._data, x1._data, x2._data
-            if not (d0.dtype in accepted and d1.dtype in accepted and d2.dtype in accepted):
+            if checked and not accepted.issuperset((d0.dtype, d1.dtype, d2.dtype)):
                 return slow(condition, x1, x2)
             try:
                 r = impl(bk, d0, d1, d2)
@@ -409,6 +409,7 @@ class Eager:
         T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
         scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
         kwdefaults, axis_check, bare = params.kwdefaults, prim.axis_check, len(params.names) == 1
+        checked = prim.dtypes is not None  # (a row that checks none: no dtype looked up)
         axis_default = kwdefaults.get("axis")
         assert impl is not None
 
@@ -418,9 +419,11 @@ class Eager:
                 or STACK.redirect is not None
                 or (a is _ABSENT) is not bare  # a parameter by keyword, left out, or too many
                 or more
-                or (d := x._data).dtype not in accepted
+                or (checked and (d := x._data).dtype not in accepted)
             ):
                 return slow(*(x, a, *more)[: 1 if a is _ABSENT else None], **kw)
+            if not checked:
+                d = x._data
             if axis_check:  # the default axis too (sort's -1 on a 0-d array)
                 axis = kw["axis"] if "axis" in kw else axis_default
                 if axis is not None and (type(axis) is not int or not -d.ndim <= axis < d.ndim):
