@@ -272,15 +272,19 @@ class Eager:
                 args, kw = params.bind(args, kw)  # or Python's TypeError
             if STACK.redirect is not None and _taken(ns, creates):
                 return bind(prim, ns, args, {**kwdefaults, **kw})
-            tracked, pos, kwd = False, list(args), kw  # what the backend call gets
+            # what the backend call gets: the arguments, as a list once one of them changes
+            pos: Any = list(args) if var else args
+            tracked, kwd = False, kw
             try:
                 for i in held_at:
                     a = args[i]
                     if type(a) is Arr and (d := a._data).dtype in accepted:
+                        pos = pos if pos is not args else list(args)
                         pos[i] = d  # (the first line of operand, inlined)
                         if a._node is not None:
                             tracked = True
                     elif type(a) not in plain:  # a general row's Python number or None: as it is
+                        pos = pos if pos is not args else list(args)
                         pos[i], held = operands[i](a)
                         tracked = tracked or held
                 if var:
