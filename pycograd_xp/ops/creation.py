@@ -511,7 +511,14 @@ def _triangle_mask(out, x, /, *, k=0):
     # buffers ``x`` when it is not in C order (measured: 35 kB over the mask on a transposed
     # 142 x 213 float64), and the mask broadcast over a stack
     k = (not x.contiguous or broadcast_view(x)) + (x.ndim > 2)
-    return x.shape[-2] * x.shape[-1] + k * min(out.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+    rows, cols = x.shape[-2], x.shape[-1]
+    # the mask is np.tri's greater_equal.outer of two aranges (the smallest integer dtypes that
+    # hold them, cast to a common one through the ufunc's buffers): the aranges, and two
+    # buffers of at most BUFFER_ELEMENTS 4-byte integers (measured: 34.8 kB beside a 128 x 96
+    # mask, 41.6 kB beside a 2000 x 2000 one; found over on bool and int8 matrices, whose
+    # results leave the call slack too little, by the memory check by hypothesis, issue 33)
+    tri = (rows + cols) * 8 + 2 * min(rows * cols, BUFFER_ELEMENTS) * 4
+    return rows * cols + tri + k * min(out.size, BUFFER_ELEMENTS) * x.dtype.itemsize
 
 
 for _row in (tril, triu):

@@ -180,9 +180,24 @@ def searchsorted_batch(ns, dims, x1, x2, /, *, side="left", sorter=None):
     return ns.astype(ns.sum(ns.astype(before, ns.int64), axis=-1), ns.int64)
 
 
-@searchsorted.defshape
+def _searchsorted_memory(out, x1, x2, /, *, side="left", sorter=None):
+    """NumPy's search takes the sorted array and the values as C-ordered arrays of their common
+    dtype and the sorter as a C-ordered intp array (PyArray_SearchSorted): a full copy of each
+    that is not one already (values in Fortran order measured at 1.07x a projection without
+    it; found by the memory check by hypothesis, issue 33)."""
+    common = np.result_type(x1.dtype, x2.dtype) if is_array(x2) else x1.dtype
+    total = 0
+    for a, dtype in ((x1, common), (x2, common), (sorter, np.dtype(np.intp))):
+        if is_array(a) and (not a.contiguous or broadcast_view(a) or a.dtype != dtype):
+            total += a.size * dtype.itemsize
+    return total
+
+
 def searchsorted_shape(a, x1, x2, /, *, side="left", sorter=None):
     return new(x2.shape if is_array(x2) else (), "int64")  # x2 may be a Python scalar
+
+
+searchsorted.defshape(searchsorted_shape, memory=_searchsorted_memory)
 
 
 # -- where ---------------------------------------------------------------------------------------

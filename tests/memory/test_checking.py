@@ -142,6 +142,12 @@ FOUND = [
     ("linalg.cross", ((64, 64, 3, 2), "float64"), ((3, 2), "float64"), {"axis": -2}),
     ("linalg.cross", ((1, 3, 2), "complex128"), ((20, 20, 3, 2), "complex128"), {"axis": -2}),
     ("linalg.cross", ((64, 64, 3, 2), "int32", "T"), ((3, 2), "int32"), {"axis": -2}),
+    # NumPy's search copies values not in C order (Fortran order: 1.07x)
+    ("searchsorted", ((16,), "float64"), ((16, 48, 20), "float64", "T"), {}),
+    ("searchsorted", ((16,), "float64"), ((160, 48), "float32"), {}),
+    # np.tri's mask is an outer comparison of two aranges through cast buffers (34.8 kB)
+    ("tril", ((128, 96), "bool"), None, {"k": -3}),
+    ("triu", ((128, 96), "int8"), None, {"k": -3}),
 ]
 
 
