@@ -123,7 +123,7 @@ def test_a_sample_of_functions_is_never_over_its_projection(name, mode):
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "mode"), COMBOS)
 def test_every_function_is_never_over_its_projection(name, mode):
-    _run(name, examples=15, mode=mode)
+    _run(name, examples=25, mode=mode)
 
 
 def _found(shape: tuple[int, ...], dtype: str, layout: str = "C") -> Any:
