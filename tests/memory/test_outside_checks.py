@@ -105,6 +105,12 @@ def test_a_ufunc_accumulation_without_a_gradient_projects(ufunc, layout, kwargs)
     assert p.rows[0].outputs == [(want.shape, want.dtype.name, want.nbytes)]
 
 
+def test_a_ufunc_accumulation_of_a_constant_projects_in_a_gradient_step():
+    """In a step, of an argument that is not differentiated: its output is a constant."""
+    w, x = (XP.asarray(RNG.standard_normal((300, 200))) for _ in range(2))
+    assert _sound(lambda w, x: XP.sum(w * np.maximum.accumulate(x)), w, x, argnums=0) > 0.5
+
+
 def test_a_ufunc_accumulation_with_a_gradient_refuses_naming_it_and_the_way_out():
     a = XP.asarray(RNG.standard_normal((30, 20)))
     with pytest.raises(TypeError, match=r"numpy.maximum.accumulate\(\) .* being differentiated"):
