@@ -33,7 +33,10 @@ Each is registered against its row with :func:`cubed_plugin._blocks.implements`.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
+
+import numpy as np
 
 from ._blocks import _limits, _mb, _nbytes, implements
 
@@ -290,6 +293,11 @@ def _joined(parts: list, axis: int) -> Any:
     return cubed.concat(_one_chunking(parts, axis), axis=axis)
 
 
+def _is_int(k: Any) -> bool:
+    """An integer index (Python's or NumPy's; not a bool)."""
+    return isinstance(k, numbers.Integral) and not isinstance(k, bool | np.bool_)
+
+
 def _is_index_array(k: Any) -> bool:
     return hasattr(k, "shape") and hasattr(k, "dtype") and k.ndim >= 1
 
@@ -342,9 +350,13 @@ def index(x: Any, key: Any) -> Any:
             "compute the array first (cubed_plugin.compute, or np.asarray) and index it eagerly"
         )
     arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
-    ints_at = [j for j, k in enumerate(parts) if isinstance(k, int) and not isinstance(k, bool)]
+    ints_at = [j for j, k in enumerate(parts) if _is_int(k)]
     if len(arrays_at) > 1 or (arrays_at and ints_at):
-        return _advanced(x, parts)
+        return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
+    if x.size == 0 and not arrays_at:  # Cubed 0.27 fails on empty arrays ("Chunks and shape
+        # must be of the same length"): the result holds no element either, only its shape
+        shape = np.empty(tuple(int(n) for n in x.shape), dtype=bool)[tuple(parts)].shape
+        return cubed.zeros(shape, dtype=x.dtype, spec=x.spec)
     ax, out_ax, arrays = 0, 0, []
     for j, k in enumerate(parts):
         if k is None:
@@ -570,5 +582,27 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
 
     if device is not None and device != "cpu":
         raise ValueError(f"from_dlpack: Cubed arrays live on the CPU, not on {device!r}")
+    if isinstance(x, cubed.Array):  # already a Cubed array (immutable: no copy needed)
+        return x
     values = np.from_dlpack(x, copy=copy) if copy is not None else np.from_dlpack(x)
     return cubed.asarray(values)
+
+
+@implements("linspace")
+def linspace(
+    start: Any,
+    stop: Any,
+    /,
+    num: int,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    endpoint: bool = True,
+) -> Any:
+    """Cubed's ``linspace``, except ``num=0``: Cubed 0.27 gives a 0-d array, the standard an
+    empty vector."""
+    import cubed
+
+    if num == 0:
+        return cubed.empty((0,), dtype=dtype or cubed.float64, device=device)
+    return cubed.linspace(start, stop, num, dtype=dtype, device=device, endpoint=endpoint)

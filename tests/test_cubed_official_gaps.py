@@ -94,3 +94,16 @@ def test_data_dependent_shapes_are_refused_with_the_way_out(call):
     with pytest.raises(NotImplementedError, match=r"shape depends on the data") as e:
         call(x)
     assert "eager" in str(e.value)
+
+
+def test_empty_arrays_linspace_of_none_and_numpy_integer_keys():
+    """Cubed 0.27 fails indexing an empty array and gives linspace(num=0) a 0-d result; a
+    NumPy integer beside an index array is an integer index."""
+    x = CX.asarray(np.zeros((0, 0, 1), dtype=bool))
+    assert x[:, :, 0].shape == (0, 0)
+    assert [u.shape for u in CX.unstack(x, axis=2)] == [(0, 0)]
+    assert CX.linspace(0.0, 0.0, 0).shape == (0,)
+    a = np.arange(8).reshape(2, 4)
+    got = CX.asarray(a)[np.int64(1), CX.asarray([3, 0])]
+    np.testing.assert_array_equal(np.asarray(got), a[1, [3, 0]])
+    np.testing.assert_array_equal(np.asarray(CX.from_dlpack(CX.asarray(a))), a)
