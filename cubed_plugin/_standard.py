@@ -298,6 +298,12 @@ def _is_int(k: Any) -> bool:
     return isinstance(k, numbers.Integral) and not isinstance(k, bool | np.bool_)
 
 
+def _is_scalar_index(k: Any) -> bool:
+    """A 0-d integer array used as an index (an integer index NumPy reads from the array;
+    taken lazily here, as a 0-d index array)."""
+    return hasattr(k, "shape") and hasattr(k, "dtype") and k.ndim == 0 and k.dtype.kind in "iu"
+
+
 def _is_index_array(k: Any) -> bool:
     return hasattr(k, "shape") and hasattr(k, "dtype") and k.ndim >= 1
 
@@ -351,7 +357,8 @@ def index(x: Any, key: Any) -> Any:
         )
     arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
     ints_at = [j for j, k in enumerate(parts) if _is_int(k)]
-    if len(arrays_at) > 1 or (arrays_at and ints_at):
+    scalars_at = [j for j, k in enumerate(parts) if _is_scalar_index(k)]  # 0-d integer arrays
+    if len(arrays_at) > 1 or (arrays_at and ints_at) or scalars_at:
         return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
     if x.size == 0 and not arrays_at:  # Cubed 0.27 fails on empty arrays ("Chunks and shape
         # must be of the same length"): the result holds no element either, only its shape

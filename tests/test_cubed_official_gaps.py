@@ -107,3 +107,19 @@ def test_empty_arrays_linspace_of_none_and_numpy_integer_keys():
     got = CX.asarray(a)[np.int64(1), CX.asarray([3, 0])]
     np.testing.assert_array_equal(np.asarray(got), a[1, [3, 0]])
     np.testing.assert_array_equal(np.asarray(CX.from_dlpack(CX.asarray(a))), a)
+
+
+def test_zero_d_integer_arrays_index_as_integers():
+    """A 0-d integer array as an index (the official suite indexes element by element so) is an
+    integer index, alone or beside slices and index arrays; the gradient is NumPy's."""
+    b = np.arange(24.0).reshape(2, 4, 3)
+    x = CX.asarray(b)
+    i, j = CX.asarray(1), CX.asarray(2)
+    np.testing.assert_array_equal(np.asarray(x[i, j]), b[1, 2])
+    np.testing.assert_array_equal(np.asarray(x[i]), b[1])
+    np.testing.assert_array_equal(np.asarray(x[i, :, j]), b[1, :, 2])
+    np.testing.assert_array_equal(np.asarray(x[i, CX.asarray([0, 3]), j]), b[1, [0, 3], 2])
+    g = pg.grad(lambda a: CX.sum(a[i, j] * 2.0))(x)
+    want = np.zeros_like(b)
+    want[1, 2] = 2.0
+    np.testing.assert_array_equal(np.asarray(g), want)
