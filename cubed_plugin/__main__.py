@@ -107,9 +107,7 @@ def logreg_loss(p: Any, X: Any, y: Any) -> Any:
     Array
         One loss per row, (rows,).
     """
-    xp = X.__array_namespace__()
-    z = X @ p["w"] + p["b"]
-    return _softplus_minus(xp, z, y)
+    return _softplus_minus(X.__array_namespace__(), _logreg_logit(p, X), y)
 
 
 @row_loss
@@ -130,9 +128,7 @@ def mlp_loss(p: Any, X: Any, y: Any) -> Any:
     Array
         One loss per row, (rows,).
     """
-    xp = X.__array_namespace__()
-    z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
-    return _softplus_minus(xp, z, y)
+    return _softplus_minus(X.__array_namespace__(), _mlp_logit(p, X), y)
 
 
 # the weights of each model (its other parameters are biases)
@@ -169,12 +165,16 @@ def accuracy(p: Any, X: Any, y: Any) -> Any:
     Array
         One bool per row, (rows,).
     """
-    xp = X.__array_namespace__()
-    if "W1" in p:
-        z = xp.tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
-    else:
-        z = X @ p["w"] + p["b"]
-    return (z > 0) == (y > 0.5) if y.dtype != xp.bool else (z > 0) == y
+    z = _mlp_logit(p, X) if "W1" in p else _logreg_logit(p, X)
+    return (z > 0) == (y > 0.5) if y.dtype != X.__array_namespace__().bool else (z > 0) == y
+
+
+def _logreg_logit(p: Any, X: Any) -> Any:
+    return X @ p["w"] + p["b"]
+
+
+def _mlp_logit(p: Any, X: Any) -> Any:
+    return X.__array_namespace__().tanh(X @ p["W1"] + p["b1"]) @ p["w2"] + p["b2"]
 
 
 def _softplus_minus(xp: Any, z: Any, y: Any) -> Any:

@@ -24,7 +24,7 @@ from pycograd_xp import memory
 from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 from pycograd_xp.tree import tree_flatten, tree_unflatten
 
-from .steps import check_per_row, one_pass_fan_in
+from .steps import check_per_row, check_row_chunks, one_pass_fan_in
 
 __all__ = ["predict", "row_sums"]
 
@@ -61,19 +61,7 @@ def _check_rows(data: Sequence[Any], where: str) -> tuple[int, ...]:
                 "give cubed.from_zarr(path, spec=spec), or cubed.from_array(x, chunks=..., "
                 "spec=spec) for an array in memory"
             )
-    rows = data[0].chunks[0]
-    for i, x in enumerate(data):
-        if x.chunks[0] != rows:
-            raise ValueError(
-                f"{where}: data argument {i} is chunked {x.chunks[0]} along its rows, "
-                f"argument 0 {rows}; chunk them alike"
-            )
-        if any(len(c) != 1 for c in x.chunks[1:]):
-            raise ValueError(
-                f"{where}: data argument {i} has several chunks along an axis other than the "
-                f"rows ({x.chunks}); rechunk it whole there"
-            )
-    return tuple(int(r) for r in rows)
+    return check_row_chunks(data, where)
 
 
 def _fitting_rows(

@@ -383,18 +383,7 @@ def one_pass_step(
     host = _host(params)
     leaves, td = tree_flatten(host)
     width = 1 + sum(leaf.size for leaf in leaves)
-    rows = data[0].chunks[0]
-    for i, x in enumerate(data):
-        if x.chunks[0] != rows:
-            raise ValueError(
-                f"one-pass step: data argument {i} is chunked {x.chunks[0]} along "
-                f"its rows, argument 0 {rows}; chunk them alike"
-            )
-        if any(len(c) != 1 for c in x.chunks[1:]):
-            raise ValueError(
-                f"one-pass step: data argument {i} has several chunks along an axis "
-                f"other than the rows ({x.chunks}); rechunk it whole there"
-            )
+    rows = check_row_chunks(data, "one-pass step")
     from ._casting import casts, held_while_cast
 
     targets = casts(loss, host, [x.dtype for x in data])
@@ -438,6 +427,25 @@ def one_pass_step(
     # fan-in sums 20 chunks' partials in one task instead of three rounds (5, 2, 1 tasks)
     fan_in = one_pass_fan_in(len(rows))
     return cubed.sum(parts, axis=0, split_every=fan_in), td, [leaf.shape for leaf in leaves]
+
+
+def check_row_chunks(data: Sequence[Any], where: str) -> tuple[int, ...]:
+    """The row chunks of ``data`` (Cubed arrays chunked alike along their rows and whole along
+    the other axes, as a task per row chunk reads them), or a ValueError naming the argument
+    that is not, after ``where``."""
+    rows = data[0].chunks[0]
+    for i, x in enumerate(data):
+        if x.chunks[0] != rows:
+            raise ValueError(
+                f"{where}: data argument {i} is chunked {x.chunks[0]} along its rows, "
+                f"argument 0 {rows}; chunk them alike"
+            )
+        if any(len(c) != 1 for c in x.chunks[1:]):
+            raise ValueError(
+                f"{where}: data argument {i} has several chunks along an axis other than the "
+                f"rows ({x.chunks}); rechunk it whole there"
+            )
+    return tuple(int(r) for r in rows)
 
 
 def sliced_sums(
