@@ -14,7 +14,6 @@ import statistics
 import time
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 import pycograd_xp as pg
 from pycograd_xp import nn, optim, random
@@ -25,6 +24,8 @@ HIDDEN, LR, BATCH = 128, 3e-3, 64
 
 
 def load(seed: int = 0):
+    from sklearn.datasets import load_digits  # (here: the benchmarks import this module)
+
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)

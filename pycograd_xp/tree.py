@@ -10,6 +10,7 @@ structure, not a leaf.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +44,8 @@ class TreeDef:
     meta: Any = None  # the NamedTuple/dataclass type, the dict keys
     children: tuple[TreeDef, ...] = ()
 
-    @property
-    def num_leaves(self) -> int:
+    @functools.cached_property
+    def num_leaves(self) -> int:  # (computed once per structure: unflattening asks each time)
         """The number of leaves a tree of this structure has."""
         if self.kind == "leaf":
             return 1
@@ -87,32 +88,63 @@ def _dataclass_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return cached
 
 
+# The node kind of each type met, decided once per type (a type's kind never changes): the
+# flattening of a step's parameter, gradient and state trees asks it for every node and leaf.
+_KINDS: dict[type, str] = {}
+
+
+def _kind_of(t: type) -> str:
+    """The node kind of values of type ``t``: ``"leaf"``, ``"none"``, ``"tuple"``,
+    ``"namedtuple"``, ``"list"``, ``"dict"`` or ``"dataclass"`` (subclasses of the builtins are
+    their base's kind; a dataclass *type* itself is a leaf)."""
+    if t is type(None):
+        kind = "none"
+    elif issubclass(t, tuple):
+        kind = "namedtuple" if hasattr(t, "_fields") else "tuple"
+    elif issubclass(t, list):
+        kind = "list"
+    elif issubclass(t, dict):
+        kind = "dict"
+    elif dataclasses.is_dataclass(t) and not issubclass(t, type):
+        kind = "dataclass"
+    else:
+        kind = "leaf"
+    if len(_KINDS) > 4096:  # types made on the fly: keep the table small
+        _KINDS.clear()
+    _KINDS[t] = kind
+    return kind
+
+
 def _children(x: Any) -> tuple[str, Any, list] | None:
     t = type(x)
-    if t is dict:
+    kind = _KINDS.get(t) or _kind_of(t)
+    if kind == "leaf":
+        return None
+    if kind == "dict":
         keys = _dict_keys(x)
         return "dict", tuple(keys), [x[k] for k in keys]
-    if t is list:
-        return "list", None, list(x)
-    if t is tuple:
-        return "tuple", None, list(x)
-    if x is None:
+    if kind == "list" or kind == "tuple":
+        return kind, None, list(x)
+    if kind == "none":
         return "none", None, []
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
+    if kind == "namedtuple":
         return "namedtuple", t, list(x)
-    if isinstance(x, tuple):
-        return "tuple", None, list(x)
-    if isinstance(x, list):
-        return "list", None, list(x)
-    if isinstance(x, dict):
-        keys = _dict_keys(x)
-        return "dict", tuple(keys), [x[k] for k in keys]
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        # fields marked static (metadata {"static": True}) are structure, not leaves
-        names, static_names = _dataclass_fields(t)
-        statics = tuple((n, getattr(x, n)) for n in static_names)
-        return "dataclass", (t, names, statics), [getattr(x, n) for n in names]
-    return None
+    # fields marked static (metadata {"static": True}) are structure, not leaves
+    names, static_names = _dataclass_fields(t)
+    statics = tuple([(n, getattr(x, n)) for n in static_names]) if static_names else ()
+    return "dataclass", (t, names, statics), [getattr(x, n) for n in names]
+
+
+_LEAF = TreeDef("leaf")  # one for every leaf (equal structures then compare by identity)
+_new = object.__new__
+
+
+def _node(kind: str, meta: Any, children: tuple[TreeDef, ...]) -> TreeDef:
+    """``TreeDef(kind, meta, children)`` without the frozen dataclass's ``__init__`` (a
+    ``object.__setattr__`` per field): flattening makes one per inner node of every tree."""
+    td = _new(TreeDef)
+    td.__dict__.update(kind=kind, meta=meta, children=children)
+    return td
 
 
 # The recursions below are module-level functions, not closures: a nested function that calls
@@ -122,12 +154,22 @@ def _children(x: Any) -> tuple[str, Any, list] | None:
 
 
 def _walk(x: Any, leaves: list[Any]) -> TreeDef:
-    parts = _children(x)
-    if parts is None:
+    t = type(x)
+    if (_KINDS.get(t) or _kind_of(t)) == "leaf":
         leaves.append(x)
-        return TreeDef("leaf")
+        return _LEAF
+    parts = _children(x)
+    assert parts is not None
     kind, meta, kids = parts
-    return TreeDef(kind, meta, tuple(_walk(k, leaves) for k in kids))
+    children = []
+    for k in kids:  # (a leaf child here, not by a call: most children are leaves)
+        t = type(k)
+        if (_KINDS.get(t) or _kind_of(t)) == "leaf":
+            leaves.append(k)
+            children.append(_LEAF)
+        else:
+            children.append(_walk(k, leaves))
+    return _node(kind, meta, tuple(children))
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
@@ -151,21 +193,24 @@ def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
 
 
 def _build(td: TreeDef, it: Any) -> Any:
-    if td.kind == "leaf":
+    kind = td.kind
+    if kind == "leaf":
         return next(it)
-    kids = [_build(c, it) for c in td.children]
-    if td.kind == "none":
-        return None
-    if td.kind == "tuple":
-        return tuple(kids)
-    if td.kind == "list":
-        return kids
-    if td.kind == "namedtuple":
-        return td.meta(*kids)
-    if td.kind == "dict":
+    kids = [next(it) if c is _LEAF else _build(c, it) for c in td.children]
+    if kind == "dict":
         return dict(zip(td.meta, kids, strict=True))
+    if kind == "none":
+        return None
+    if kind == "tuple":
+        return tuple(kids)
+    if kind == "list":
+        return kids
+    if kind == "namedtuple":
+        return td.meta(*kids)
     cls, names, statics = td.meta
-    return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
+    if statics:
+        return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
+    return cls(**dict(zip(names, kids, strict=True)))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any:

@@ -12,6 +12,7 @@ from .._api import no_grad
 from .._host import host
 from ..memory._spec import Spec
 from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
+from . import _foreach
 from ._schedules import Schedule, _schedule
 
 
@@ -92,6 +93,9 @@ def apply_updates(params: Any, updates: Any) -> Any:
     pytree of Array
         The new parameters.
     """
+    grp = _foreach.group(params, updates)
+    if grp is not None:
+        return grp.wrap(_foreach.add(grp))
     return tree_map(lambda p, u: p + u, params, updates)
 
 
@@ -121,6 +125,15 @@ def _masked(mask: Any, params: Any) -> Any:
     if mask is None:
         return tree_map(lambda p: True, params)
     return mask(params) if callable(mask) else mask
+
+
+def _mask_leaves(mask: Any, params: Any, n: int) -> list[bool] | None:
+    """:func:`_masked`'s booleans in leaf order, for the ``n`` parameters of a multi-tensor
+    update; None where they are not ``n`` Python booleans (the per-parameter code then runs)."""
+    if mask is None:
+        return [True] * n
+    on = tree_leaves(mask(params) if callable(mask) else mask)
+    return on if len(on) == n and all(type(m) is bool for m in on) else None
 
 
 # -- transformations ----------------------------------------------------------------------------
@@ -245,6 +258,9 @@ def sgd(
         return {"count": 0, "velocity": _zeros_like(params) if momentum else None}
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
+        fast = _sgd_foreach(grads, state, params)
+        if fast is not None:
+            return fast
         if weight_decay:
             on = _masked(mask, params)
             grads = tree_map(lambda g, p, m: g + weight_decay * p if m else g, grads, params, on)
@@ -260,6 +276,28 @@ def sgd(
         return tree_map(lambda s: -rate * s, step), {
             "count": state["count"] + 1,
             "velocity": velocity,
+        }
+
+    def _sgd_foreach(grads: Any, state: dict, params: Any) -> tuple[Any, dict] | None:
+        """The multi-tensor update (optim/_foreach.py), or None where it does not apply."""
+        rate = host(schedule, state["count"])
+        if not _foreach.numbers(rate, momentum, weight_decay) or (weight_decay and params is None):
+            return None
+        trees = [
+            grads,
+            *([params] if weight_decay else []),
+            *([state["velocity"]] * bool(momentum)),
+        ]
+        grp = _foreach.group(*trees)
+        if grp is None:
+            return None
+        on = _mask_leaves(mask, params, len(grp.data[0])) if weight_decay else []
+        if on is None:
+            return None
+        updates, velocity = _foreach.sgd(grp, rate, momentum, nesterov, weight_decay, on)
+        return grp.wrap(updates), {
+            "count": state["count"] + 1,
+            "velocity": grp.wrap(velocity) if velocity is not None else None,
         }
 
     return GradientTransformation(init, update)
@@ -337,13 +375,25 @@ def rmsprop(
         }
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
+        rate = host(schedule, state["count"])
+        grp = (
+            _foreach.group(grads, state["nu"], *([state["mom"]] if momentum else []))
+            if _foreach.numbers(rate, decay, eps, momentum)
+            else None
+        )
+        if grp is not None:  # the multi-tensor update (optim/_foreach.py)
+            updates, nu, mom = _foreach.rmsprop(grp, rate, decay, eps, momentum)
+            return grp.wrap(updates), {
+                "count": state["count"] + 1,
+                "nu": grp.wrap(nu),
+                "mom": grp.wrap(mom) if mom is not None else None,
+            }
         nu = tree_map(lambda s, g: decay * s + (1 - decay) * g * g, state["nu"], grads)
         scaled = tree_map(lambda g, s: g / (_ns(s).sqrt(s) + eps), grads, nu)
         mom = state["mom"]
         if momentum:
             mom = tree_map(lambda m, u: momentum * m + u, mom, scaled)
             scaled = mom
-        rate = host(schedule, state["count"])
         return tree_map(lambda u: -rate * u, scaled), {
             "count": state["count"] + 1,
             "nu": nu,
@@ -382,8 +432,12 @@ def adagrad(
         }
 
     def update(grads: Any, state: dict, params: Any = None) -> tuple[Any, dict]:
-        acc = tree_map(lambda a, g: a + g * g, state["sum_sq"], grads)
         rate = host(schedule, state["count"])
+        grp = _foreach.group(grads, state["sum_sq"]) if _foreach.numbers(rate, eps) else None
+        if grp is not None:  # the multi-tensor update (optim/_foreach.py)
+            updates, acc = _foreach.adagrad(grp, rate, eps)
+            return grp.wrap(updates), {"count": state["count"] + 1, "sum_sq": grp.wrap(acc)}
+        acc = tree_map(lambda a, g: a + g * g, state["sum_sq"], grads)
         updates = tree_map(lambda g, a: -rate * g / (_ns(a).sqrt(a) + eps), grads, acc)
         return updates, {"count": state["count"] + 1, "sum_sq": acc}
 
@@ -451,6 +505,18 @@ def adam(
         rate = host(schedule, state["count"])
         if weight_decay and params is None:
             raise ValueError("adamw: update() needs params for the weight decay")
+        fast = (
+            _foreach.group(grads, state["mu"], state["nu"], *([params] if weight_decay else []))
+            if _foreach.numbers(rate, b1, b2, eps, c1, c2, weight_decay)
+            else None
+        )
+        on = None
+        if fast is not None:
+            n = len(fast.data[0])
+            on = _mask_leaves(mask, params, n) if weight_decay else [False] * n
+        if fast is not None and on is not None:  # the multi-tensor update (optim/_foreach.py)
+            updates, mu, nu = _foreach.adam(fast, rate, b1, b2, eps, c1, c2, weight_decay, on)
+            return fast.wrap(updates), {"count": t, "mu": fast.wrap(mu), "nu": fast.wrap(nu)}
         decay = _masked(mask, params) if weight_decay else tree_map(lambda g: False, grads)
         ps = params if params is not None else grads
 
