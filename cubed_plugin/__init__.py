@@ -103,8 +103,10 @@ def adapt(backend: Any) -> Any:
     -------
     Backend
         Lazy, chunked, immutable, block sampling, Cubed's projector and scipy.special's functions
-        per block, over Cubed's namespace completed with what it lacks.
+        per block, over Cubed's namespace completed with what it lacks; its ops named by the part
+        of the program that built them.
     """
+    from ._labels import OpLabeller
     from ._special import lookup
     from ._standard import index, index_add
     from .memory import project
@@ -124,6 +126,7 @@ def adapt(backend: Any) -> Any:
         compute=_compute_values,
         getitem=index,
         index_add=index_add,
+        labeller=OpLabeller,  # its ops named by the part of the program that built them
     )
 
 

@@ -16,7 +16,6 @@ Importing this module imports Cubed and checks its version (:data:`SUPPORTED`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,7 +24,7 @@ import cubed
 from cubed.core import plan as _plan_module
 from cubed.core.ops import blockwise, general_blockwise, map_selection
 from cubed.core.optimization import multiple_inputs_optimize_dag
-from cubed.core.plan import FinalizedPlan, Plan, arrays_to_plan, gensym
+from cubed.core.plan import FinalizedPlan, arrays_to_plan, gensym
 from cubed.primitive.blockwise import ChunkKey, FunctionArgs, apply_blockwise, key_to_slices
 from cubed.primitive.memory import calculate_projected_mem, get_buffer_copies
 from cubed.primitive.types import PrimitiveOperation
@@ -68,7 +67,6 @@ __all__ = [
     "first_task_keys",
     "FunctionArgs",
     "general_blockwise",
-    "install_op_hook",
     "is_blockwise",
     "is_op",
     "is_processes_executor",
@@ -77,7 +75,9 @@ __all__ = [
     "key_to_slices",
     "map_selection",
     "multiple_inputs_optimize_dag",
+    "array_dag",
     "node_func",
+    "node_stack",
     "node_kind",
     "node_label",
     "node_mark",
@@ -86,6 +86,7 @@ __all__ = [
     "normalize_chunks",
     "op_counter",
     "op_nodes",
+    "ops_since",
     "plan_dag",
     "projected_mem",
     "reads_of",
@@ -176,14 +177,15 @@ def rechunk_task_mem(spec: Any, chunk_bytes: int) -> int:
 # -- the plan's graph ---------------------------------------------------------------------------
 
 # the fields of a plan's nodes read here: an op's PrimitiveOperation, an array's target, what
-# made an op (Cubed's function and op names), the kind of node
-_OP, _TARGET, _TYPE, _FUNC, _OP_NAME, _PIPELINE = (
+# made an op (Cubed's function and op names, where it was called from), the kind of node
+_OP, _TARGET, _TYPE, _FUNC, _OP_NAME, _PIPELINE, _STACK = (
     "primitive_op",
     "target",
     "type",
     "func_name",
     "op_name",
     "pipeline",
+    "stack_summaries",
 )
 
 
@@ -434,36 +436,32 @@ def run_tasks(
     return results
 
 
-# -- labels: every op made --------------------------------------------------------------------
+# -- labels: the ops a call made --------------------------------------------------------------
 
 
-def install_op_hook(hook: Callable[[Any, str, Any], None]) -> None:
-    """Call ``hook(dag, op name, frame)`` for each op node Cubed makes (its op constructor,
-    the classmethod ``Plan._new``, through which every op is created), ``frame`` being the
-    caller of the constructor. Installed once; later calls replace the hook."""
-    import sys
-
-    _HOOK[0] = hook
-    if getattr(Plan, "_pycograd_xp_hooked", False):
-        return
-    new = Plan.__dict__["_new"].__func__
-
-    @functools.wraps(new)
-    def _new(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
-        plan = new(cls, name, *args, **kwargs)
-        first = name[0] if isinstance(name, list) and name else name
-        if not isinstance(first, str) or first not in plan.dag:  # labels never stop a plan
-            return plan
-        for op in plan.dag.predecessors(first):
-            if is_op(plan.dag, op):
-                _HOOK[0](plan.dag, op, sys._getframe(1))
-        return plan
-
-    Plan._new = classmethod(_new)
-    Plan._pycograd_xp_hooked = True
+def array_dag(x: Any) -> Any:
+    """The networkx graph of the plan that computes the Cubed array ``x`` (None for anything
+    else): the graph a later op on ``x`` is built from, so a mark set on one of its op nodes
+    now is in every plan made from ``x`` later."""
+    plan = getattr(x, "_plan", None) if isinstance(x, cubed.Array) else None
+    return getattr(plan, "dag", None)
 
 
-_HOOK: list[Any] = [None]
+def ops_since(dag: Any, counter: int) -> list[str]:
+    """The op nodes of ``dag`` made after :func:`op_counter` read ``counter`` (Cubed numbers
+    its nodes from that counter as it makes them: ``op-013``, its ``gensym``)."""
+    now = _plan_module.sym_counter
+    return [
+        name
+        for name in (f"op-{i:03}" for i in range(counter + 1, now + 1))
+        if name in dag and dag.nodes[name].get(_TYPE) == "op"
+    ]
+
+
+def node_stack(dag: Any, name: str) -> list[tuple[str, int, str, str]]:
+    """Where Cubed's function that made the op ``name`` was called from, as Cubed recorded it
+    (its innermost ten frames): ``(filename, line, function, module)`` each, innermost first."""
+    return [(s.filename, s.lineno, s.name, s.module) for s in dag.nodes[name].get(_STACK) or ()]
 
 
 # -- executors ----------------------------------------------------------------------------------

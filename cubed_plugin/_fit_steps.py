@@ -138,9 +138,14 @@ def _take_chunks(data: Sequence[Any], picks: list[int] | None) -> tuple[Any, ...
     chunk of every piece per task, projections in proportion to the batch)."""
     if picks is None:
         return tuple(data)
+    from ._cubed_seam import op_counter
+    from ._labels import label_new
     from ._row_chunks import take_row_chunks
 
-    return tuple(take_row_chunks(x, picks) for x in data)
+    since = op_counter()
+    batch = tuple(take_row_chunks(x, picks) for x in data)
+    label_new(since, batch, lambda func: f"{func} of fit's mini-batch of row chunks")
+    return batch
 
 
 # the arguments of cubed.compute that make the plan (the rest go to the executor)

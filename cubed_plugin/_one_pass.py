@@ -39,8 +39,8 @@ from pycograd_xp.tree import tree_flatten
 
 from ._casting import casts
 from ._compute import plan as plan_of
+from ._labels import LABEL, fn_name
 from ._row_chunks import _stored, take_row_chunks
-from .namespace import LABEL, _fn_name
 from .steps import (
     RowLoss,
     TaskConfig,
@@ -119,7 +119,7 @@ class PlannedStep:
             reserved_mem=top.reserved_mem,
             kind="one-pass",
             marks={
-                LABEL: f"tasks in the one-pass step of {_fn_name(loss)} (forward and backward "
+                LABEL: f"tasks in the one-pass step of {fn_name(loss)} (forward and backward "
                 "of each row chunk, read from Zarr, sums added by the driver)"
             },
         )

@@ -44,7 +44,7 @@ from pycograd_xp.memory import (
 from pycograd_xp.tree import tree_flatten, tree_map
 
 from ._casting import stored_spec
-from .namespace import LABEL
+from ._labels import label_of
 
 __all__ = [
     "ChunkedProjection",
@@ -101,11 +101,11 @@ _COPY = "-copy"  # cubed_plugin._fusion's copies: the original's name and this s
 
 def part_of(dag: Any, op: str) -> str:
     """What part of the user's program Cubed's op ``op`` of ``dag`` computes: the label the op
-    got when it was made (``cubed_plugin.namespace.label_ops``), and those of the ops fused
-    into it (plans made by ``cubed_plugin.plan``/``check``/``compute`` record them)."""
-    from ._cubed_seam import node_label, node_mark
+    got when it was made (:mod:`cubed_plugin._labels`), and those of the ops fused into it
+    (plans made by ``cubed_plugin.plan``/``check``/``compute`` record them)."""
+    from ._cubed_seam import node_mark
 
-    own = node_mark(dag, op, LABEL) or node_label(dag, op)
+    own = label_of(dag, op)
     fused = [m for m in node_mark(dag, op, FUSED, ()) if m != own]
     if not fused:
         return own
@@ -122,7 +122,7 @@ def annotate_fused(before: Any, after: Any) -> Any:
     """``after`` (``before`` optimized) with each fused op's node listing the labels of the ops
     fused into it (attribute ``FUSED``): the ops of ``before`` whose output the fused task
     computes instead of reading it from storage."""
-    from ._cubed_seam import node_label, node_mark, node_op, op_nodes, set_node_mark
+    from ._cubed_seam import node_op, op_nodes, set_node_mark
 
     for name, po in list(op_nodes(after)):
         original = name.split(_COPY)[0]
@@ -140,10 +140,7 @@ def annotate_fused(before: Any, after: Any) -> Any:
                     members.add(producer)
                     todo.extend(before.predecessors(producer))
         if members:
-            labels = [
-                node_mark(before, m, LABEL) or node_label(before, m)
-                for m in sorted(members, key=_number)
-            ]
+            labels = [label_of(before, m) for m in sorted(members, key=_number)]
             set_node_mark(after, name, FUSED, list(dict.fromkeys(labels)))
     return after
 

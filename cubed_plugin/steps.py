@@ -57,6 +57,10 @@ class RowLoss:
     penalty: Callable[[Any], Any] | None = None
     cast: tuple[int, ...] = ()
 
+    @property
+    def __name__(self) -> str:  # what grad's errors and the ops' labels call the loss
+        return str(getattr(self.per_row, "__name__", "row_loss"))
+
     def __call__(self, params: Any, *data: Any) -> Any:
         from ._casting import casts
 
@@ -378,8 +382,10 @@ def one_pass_step(
     ``slice_rows``: each task computes its chunk in slices of that many rows, one slice's
     step at a time, and adds their sums (:func:`sliced_sums`); its projection counts the whole
     chunk read and one slice's step."""
-    from ._cubed_seam import blockwise
+    from ._cubed_seam import blockwise, op_counter
+    from ._labels import fn_name, label_new
 
+    since = op_counter()
     host = _host(params)
     leaves, td = tree_flatten(host)
     width = 1 + sum(leaf.size for leaf in leaves)
@@ -426,7 +432,18 @@ def one_pass_step(
     # the partial rows are small and Cubed's reduction reads its blocks one at a time: a wide
     # fan-in sums 20 chunks' partials in one task instead of three rounds (5, 2, 1 tasks)
     fan_in = one_pass_fan_in(len(rows))
-    return cubed.sum(parts, axis=0, split_every=fan_in), td, [leaf.shape for leaf in leaves]
+    sums = cubed.sum(parts, axis=0, split_every=fan_in)
+    loss_name = fn_name(loss)
+
+    def label(func: str) -> str:
+        part = {
+            "blockwise": "forward and backward of each row chunk",
+            "arange": "the row numbers of each chunk",
+        }.get(func, "the sum of the chunks' partial loss and gradients")
+        return f"{func} in the one-pass step of {loss_name} ({part})"
+
+    label_new(since, sums, label)
+    return sums, td, [leaf.shape for leaf in leaves]
 
 
 def check_row_chunks(data: Sequence[Any], where: str) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from . import _tape
+from ._parts import WATCHED, enter, leave
 from ._primitive import Primitive
 from ._state import STACK, DebugNans, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
@@ -385,8 +386,10 @@ def _value_and_grad(
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, Any]:
-        where = f"{transform}({getattr(f, '__name__', 'f')})"
+        name = getattr(f, "__name__", "f")
+        where = f"{transform}({name})"
         nums = _argnums(argnums, len(args), where)
+        parts = enter("loss", name) if WATCHED[0] else None  # (a lazy backend's op labels)
         prev = push(Grad())
         try:
             res, inputs, structures = _trace(f, args, kwargs, nums, where)
@@ -408,6 +411,8 @@ def _value_and_grad(
                 STACK.after_backward()
         finally:
             restore(prev)
+            if parts is not None:
+                leave(parts)
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _finish(out, nested)
         if has_aux:
@@ -524,13 +529,17 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     >>> pull(xp.ones(2))
     (pycograd_xp.numpy.Array([1.        , 0.54030231], dtype=float64),)
     """
-    where = f"vjp({getattr(f, '__name__', 'f')})"
+    name = getattr(f, "__name__", "f")
+    where = f"vjp({name})"
+    parts = enter("loss", name) if WATCHED[0] else None  # (a lazy backend's op labels)
     prev = push(Grad())
     try:
         res, inputs, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
         nested = _nested(inputs)
     finally:
         restore(prev)
+        if parts is not None:
+            leave(parts)
     out, aux = res if has_aux else (res, None)
     _check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)
@@ -550,6 +559,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
                 raise ValueError(
                     f"{where}: a cotangent has shape {c.shape}, but the output has shape {o.shape}"
                 )
+        parts = enter("loss", name) if WATCHED[0] else None
         prev = push(Grad())
         try:
             # a cotangent batched by vmap: the rules run on the namespace, which hands each
@@ -567,6 +577,8 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
             )
         finally:
             restore(prev)
+            if parts is not None:
+                leave(parts)
 
     value = _finish(out, nested)
     return (value, vjp_fn, _finish(aux, nested)) if has_aux else (value, vjp_fn)

@@ -28,6 +28,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from ._parts import WATCHED, enter, leave, within
 from ._state import STACK, GradMode, push, restore
 
 _seq = itertools.count()
@@ -299,6 +300,8 @@ def backward(
     for node, g in roots:
         cts[id(node)] = _add(cts.get(id(node)), g)
     results: dict[int, Any] = {}
+    # a lazy backend's op labels: which rule made each op (pycograd_xp._parts)
+    was = enter("backward", "") if WATCHED[0] else None
     prev = push(GradMode(create_graph))
     try:
         for node in _toposort([n for n, _ in roots], stop_below):
@@ -316,12 +319,33 @@ def backward(
             elif kind is LEAF:
                 node.grad = _add(node.grad, g)
             else:
-                _run_rule(node, g, cts, create_graph)
+                if was is None or node.ns._backend.labeller is None:
+                    _run_rule(node, g, cts, create_graph)
+                else:  # the backend names the work the rule plans (pycograd_xp._parts)
+                    _run_rule_within(node, g, cts, create_graph)
                 if not retain_graph:
                     node.args = node.kwargs = node.out = None
     finally:
         restore(prev)
+        if was is not None:
+            leave(was)
     return results
+
+
+def _run_rule_within(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> None:
+    """:func:`_run_rule` inside the part ``("rule", node's row)``, the backend's labeller given
+    the cotangents it made (pycograd_xp._parts)."""
+
+    def made(_: Any) -> list:
+        return [getattr(c, "_data", c) for c in (cts.get(id(p)) for _, p in node.parents)]
+
+    within(
+        node.ns._backend.labeller,
+        "rule",
+        node.name,
+        lambda: _run_rule(node, g, cts, create_graph),
+        made,
+    )
 
 
 def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> None:

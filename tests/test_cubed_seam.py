@@ -299,17 +299,44 @@ def test_a_plan_of_the_plugins_own_tasks_runs_and_sends_their_results_back(tmp_p
         s.run_tasks(over, ex, [], spec)
 
 
-def test_plans_still_make_every_op_through_plan_new():
+def test_the_ops_a_call_made_are_found_from_the_counter_and_the_arrays_plan():
+    """What cubed_plugin._labels reads to label the ops a call made: the plan's graph of the
+    array it returned (a mark set there stays in the plans made from the array later), the op
+    nodes numbered after the counter, and Cubed's record of where each was called from."""
+    s = _seam()
+    x = cubed.ones((4,), chunks=2)
+    since = s.op_counter()
+    y = cubed.exp(x) * x  # two ops
+    dag = s.array_dag(y)
+    assert dag is not None and s.array_dag(np.ones(2)) is None
+    made = s.ops_since(dag, since)
+    assert len(made) == 2 and all(s.is_op(dag, op) for op in made), changed(
+        f"Cubed's op names: {sorted(dag.nodes)} (the seam expects op-NNN from its counter)"
+    )
+    assert {s.node_func(dag, op) for op in made} == {"exp", "__mul__"}
+    stack = s.node_stack(dag, made[0])
+    assert stack and all(isinstance(line, int) for _, line, _, _ in stack), changed(
+        "op nodes: no 'stack_summaries' (filename, lineno, name, module)"
+    )
+    assert any(f == __file__ for f, *_ in stack), stack  # this test's line is in the record
+    s.set_node_mark(dag, made[0], "mark", 1)
+    later = s.array_dag(y * 2)
+    assert s.node_mark(later, made[0], "mark") == 1, changed("a plan made later copies marks")
+
+
+def test_no_cubed_class_is_patched_and_no_frame_is_read():
+    """Labelling ops changes nothing of Cubed (its op constructor is its own after a gradient
+    on Cubed) and reads no Python frames (no module of the plugin calls for one)."""
     from cubed.core.plan import Plan
 
-    f = Plan.__dict__.get("_new")
-    assert isinstance(f, classmethod), changed(
-        "Plan._new: no longer a classmethod (the seam wraps it to label every op)"
-    )
-    params = list(inspect.signature(f.__func__).parameters)[:4]
-    assert params == ["cls", "name", "op_name", "target"], changed(
-        f"Plan._new's parameters: {params}"
-    )
+    import pycograd_xp as pg
+
+    xp = pg.namespace(cubed)
+    pg.grad(lambda v: xp.sum(xp.tanh(v)))(xp.asarray(np.ones(3)))
+    assert Plan.__dict__["_new"].__func__.__module__ == "cubed.core.plan"
+    frames = re.compile(r"_getframe|f_locals|f_back|currentframe|inspect\.stack|walk_stack")
+    readers = [p.name for p in PLUGIN.rglob("*.py") if frames.search(p.read_text())]
+    assert readers == [], readers
 
 
 # -- the objects in a plan ----------------------------------------------------------------------

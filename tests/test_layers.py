@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = (
     (
         "the table and the tape",
-        ("typing", "_exports", "_host", "tree", "_tape", "_primitive", "_state"),
+        ("typing", "_exports", "_host", "tree", "_tape", "_primitive", "_state", "_parts"),
     ),
     ("arrays and namespaces", ("namespace",)),
     ("the ops and abstract values", ("_abstract", "ops")),

@@ -2,6 +2,11 @@
 
 One module per category of the standard declares its rows (``_elementwise``, ``_statistical``,
 ...); ``_build`` turns the rows into a namespace module for one backend.
+
+For a backend's adapter: :class:`Backend` (what the backend can do), and, for an adapter that
+names the work its backend plans by the part of the program that built it (``Backend.
+labeller``), :func:`watch_parts` (keep the parts from now on) and :func:`parts_running` (the
+parts running now, outermost first; see ``pycograd_xp/_parts.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from .._parts import current as parts_running
+from .._parts import watch as watch_parts
 from .._primitive import REGISTRY, Primitive, implementations
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, numpy_special, resolve
-from ._build import build, row_of
+from ._build import build
 from ._signature import AxisError
 
 __all__ = [
@@ -27,7 +34,8 @@ __all__ = [
     "namespace",
     "numpy_special",
     "of",
-    "row_of",
+    "parts_running",
+    "watch_parts",
 ]
 
 _CACHE: dict[str, ModuleType] = {}

@@ -118,6 +118,12 @@ class Backend:
     # lacks part of the standard's (Cubed: negative slice steps; an integer-array index as
     # long as its axis). None: ``x[key]``.
     getitem: Callable[[Any, Any], Any] | None = None
+    # ``labeller``: the backend's adapter names the work it plans by the part of the program
+    # that built it (:mod:`pycograd_xp._parts`): ``labeller.mark()`` before a row's forward
+    # call or a VJP rule, ``labeller.label(mark, outputs)`` after it, with the part on the stack
+    # (cubed_plugin._labels: Cubed's op counter, then a label on each op made since). None:
+    # nothing is named (the functions' fast paths).
+    labeller: Any = None
 
 
 # Adapters by backend short name: ``adapt(backend) -> Backend`` refines the probed capabilities.

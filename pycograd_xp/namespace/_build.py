@@ -39,19 +39,6 @@ from ._record import record
 from ._signature import explain
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
-# The code of every public function the eager families make, fast lanes and generic functions
-# (one code serves every row of its family; the row is the closure's ``prim``). See
-# :func:`row_of`.
-_WRAPPER_CODES: set[Any] = set()
-
-
-def row_of(frame: Any) -> Primitive | None:
-    """The row a stack frame is running, if it is a public function of one of our namespaces
-    (how ``cubed_plugin`` names the op a call of ``xp.sum`` makes); else None."""
-    if frame.f_code not in _WRAPPER_CODES:
-        return None
-    prim = frame.f_locals.get("prim")
-    return prim if isinstance(prim, Primitive) else None
 
 
 def _holds_array(a: list | tuple) -> bool:
@@ -263,11 +250,9 @@ class _Builder(Eager):
             if prim.signature is not None:
                 f.__signature__ = prim.signature  # type: ignore[attr-defined]
         else:
-            f, generic = self.eager(prim)
-            _WRAPPER_CODES.add(generic.__code__)
+            f = self.eager(prim)[0]
         f.__name__ = f.__qualname__ = prim.short_name
         f.__module__ = self.mod.__name__
-        _WRAPPER_CODES.add(f.__code__)
         f.__doc__ = (prim.impl.__doc__ if prim.impl is not None else None) or (
             f"``{prim.name}`` of the Array API standard, differentiable, on the "
             f"{self.backend.name} backend."

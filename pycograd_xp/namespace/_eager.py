@@ -39,6 +39,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, cast
 
+from .._parts import enter, leave
 from .._primitive import Primitive
 from .._state import STACK
 from ._array import PLAIN_TYPES, SCALARS, Array
@@ -219,12 +220,36 @@ class Eager:
 
         return operand
 
+    def impl(self, prim: Primitive) -> Callable[..., Any]:
+        """The row's ``impl(bk, *args, **kw)`` (an elementwise row without one: the backend's
+        function of its name); on a backend that names the work it plans (``Backend.labeller``),
+        run :func:`~pycograd_xp._parts.within` the part ``("row", name)``."""
+        impl = prim.impl or _named(prim.name)
+        labeller = self.backend.labeller
+        if labeller is None:
+            return impl
+        name = prim.name
+
+        # (pycograd_xp._parts.within, written out: one frame between the user's call and the
+        # backend's, so that a backend's own record of its caller's stack reaches the user)
+        def in_part(bk: Any, *args: Any, **kw: Any) -> Any:
+            prev = enter("row", name)
+            try:
+                mark = labeller.mark()
+                value = impl(bk, *args, **kw)
+                labeller.label(mark, value)
+                return value
+            finally:
+                leave(prev)
+
+        return in_part
+
     def call(self, prim: Primitive) -> Callable[..., Any]:
         """The row's backend call: its impl with the backend bound, or (an elementwise row
-        without one) the backend's function of the row's name."""
-        if prim.impl is None:
+        without one, on a backend that names no parts) the backend's function of its name."""
+        if prim.impl is None and self.backend.labeller is None:
             return cast(Callable[..., Any], getattr(self.bk, prim.name))
-        return functools.partial(prim.impl, self.bk)
+        return functools.partial(self.impl(prim), self.bk)
 
     def recorder(self, prim: Primitive) -> Callable[..., Any]:
         """``rec(out, *args)``: the node for the row applied to ``args`` (no keywords)."""
@@ -244,7 +269,7 @@ class Eager:
         """The row's generic function ``f(*args, **kw)``: the eager interpreter (see the module
         docstring); every row's function is it, or a fast lane in front of it."""
         name, Arr, ns, bk, accepted = prim.name, self.Arr, self.mod, self.bk, self.accepted(prim)
-        impl = prim.impl or _named(prim.name)
+        impl = self.impl(prim)
         T, new, wrap, lifted = self.backend.array_type, self.new(), self.wrap(), self.lifted
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default, names, npos = kwdefaults.get("axis"), params.names, len(params.names)
@@ -378,10 +403,9 @@ class Eager:
     def ternary(self, prim: Primitive, params: Params, slow: Callable[..., Any]) -> Any:
         """The fast lane of ``f(condition, x1, x2, /)``: ``where``, ``special.betainc``, ... (three
         arrays of this namespace; anything else goes the generic way)."""
-        Arr, accepted, impl, bk = self.Arr, self.accepted(prim), prim.impl, self.bk
+        Arr, accepted, impl, bk = self.Arr, self.accepted(prim), self.impl(prim), self.bk
         T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
         rec, checked = self.recorder(prim), prim.dtypes is not None
-        assert impl is not None
 
         # (named as the spec names where's: Python's own error for a missing one names them)
         def f(condition: Any, x1: Any, x2: Any, /) -> Any:
@@ -409,13 +433,13 @@ class Eager:
         """The fast lane of ``f(x, /, **kw)`` and ``f(x, a, /, **kw)``, where only ``x`` holds an
         array (``a``, a plain value): ``sum``, ``sort``, ``fft.fft``, ``reshape``, ``astype``,
         ``expand_dims``, ..."""
-        Arr, ns, accepted, impl, bk = self.Arr, self.mod, self.accepted(prim), prim.impl, self.bk
+        Arr, ns, accepted, bk = self.Arr, self.mod, self.accepted(prim), self.bk
+        impl = self.impl(prim)
         T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
         scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
         kwdefaults, axis_check, bare = params.kwdefaults, prim.axis_check, len(params.names) == 1
         checked = prim.dtypes is not None  # (a row that checks none: no dtype looked up)
         axis_default = kwdefaults.get("axis")
-        assert impl is not None
 
         def f(x: Any, a: Any = _ABSENT, /, *more: Any, **kw: Any) -> Any:
             if (

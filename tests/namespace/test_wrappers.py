@@ -207,29 +207,85 @@ def test_a_parameter_by_position_or_by_name_is_the_same_call(pair):
     assert float(xp.sum(grads[0] * grads[0])) > 0
 
 
-def test_row_of_names_the_row_a_public_function_runs():
-    """``namespace.row_of(frame)``, what cubed_plugin labels an op with, finds the row in the
-    frames of every wrapper kind (an elementwise row, a general one, an extension's): the fast
-    lanes and the generic functions."""
-    import sys
+@pytest.fixture
+def parts_watched():
+    """:mod:`pycograd_xp._parts` keeping the parts for one test (as cubed_plugin asks it)."""
+    from pycograd_xp import _parts
 
-    from pycograd_xp.namespace import row_of
+    was = _parts.WATCHED[0]
+    _parts.WATCHED[0] = True
+    yield
+    _parts.WATCHED[0] = was
 
-    def rows_in_traceback(call):
-        with pytest.raises(Exception) as e:
-            call()
-        tb, rows = e.value.__traceback__, []
-        while tb is not None:
-            row = row_of(tb.tb_frame)
-            if row is not None and rows[-1:] != [row.name]:  # a fast lane hands the call to
-                rows.append(row.name)  # its row's generic function: both frames name the row
-            tb = tb.tb_next
-        return rows
 
-    assert rows_in_traceback(lambda: xp.sin(xp.asarray([True]))) == ["sin"]
-    assert rows_in_traceback(lambda: xp.sum(xp.asarray([1.0]), axis=3)) == ["sum"]
-    assert rows_in_traceback(lambda: xp.linalg.inv(xp.asarray([[1.0, 2.0]]))) == ["linalg.inv"]
-    assert row_of(sys._getframe()) is None
+def test_a_backends_labeller_is_told_each_row_and_rule_with_the_part_running(parts_watched):
+    """A backend with a ``labeller`` (cubed_plugin's names Cubed's ops so) gets ``mark()``
+    before each row's forward call and each VJP rule, and ``label(mark, arrays)`` after it with
+    the backend arrays the call made, while :mod:`pycograd_xp._parts` says which loss, row or
+    rule is running; without a labeller nothing of it runs."""
+    import dataclasses
+
+    from pycograd_xp import _parts
+    from pycograd_xp.namespace import build
+
+    calls = []
+
+    class Recorder:
+        @staticmethod
+        def mark():
+            calls.append(("mark", _parts.current()))
+            return len(calls)
+
+        @staticmethod
+        def label(mark, made):
+            made = made if isinstance(made, list | tuple) else [made]  # (slogdet's: a tuple)
+            assert all(isinstance(m, np.ndarray | np.generic) or m is None for m in made), made
+            calls.append(("label", _parts.current(), mark))
+
+    backend = dataclasses.replace(xp._backend, name="numpy_labelled", labeller=Recorder)
+    ns = build(backend)
+
+    def loss(v):
+        return ns.sum(ns.tanh(v))
+
+    g = pycograd_xp.grad(loss)(ns.asarray([0.5, -1.0]))
+    np.testing.assert_allclose(np.asarray(g), 1 - np.tanh([0.5, -1.0]) ** 2)
+    parts = [p for kind, p, *_ in calls if kind == "label"]
+    assert parts == [
+        (("row", "asarray"),),  # the argument, made before grad's call
+        (("loss", "loss"), ("row", "tanh")),
+        (("loss", "loss"), ("row", "sum")),
+        (("loss", "loss"), ("backward", ""), ("rule", "sum")),
+        (("loss", "loss"), ("backward", ""), ("rule", "tanh")),
+    ], parts
+    marks = [c for c in calls if c[0] == "mark"]
+    assert [m[1] for m in marks] == parts  # each mark in the same part as its label
+    assert _parts.current() == ()  # left as it was found
+    # a backward through a multi-output row (its outputs' parts gathered between rules)
+    a = ns.asarray([[2.0, 0.5], [0.5, 1.0]])
+    calls.clear()
+
+    def logdet(m):
+        return ns.linalg.slogdet(m)[1]
+
+    pycograd_xp.grad(logdet)(a)
+    backward = (("loss", "logdet"), ("backward", ""))
+    assert (*backward, ("rule", "linalg.slogdet")) in [c[1] for c in calls], calls
+    assert all(c[1][:2] == backward for c in calls if len(c[1]) > 2), calls
+    assert _parts.current() == ()
+    leaf = ns.asarray([[2.0, 0.5], [0.5, 1.0]])
+    leaf.requires_grad_()
+    logdet(leaf).backward()  # PyTorch's way: the tape's backward pass alone
+    assert _parts.current() == ()
+    # an error inside grad leaves the stack as it was
+    calls.clear()
+    with pytest.raises(TypeError):
+        pycograd_xp.grad(lambda v: ns.sum(ns.tanh(v)))(ns.asarray([1, 2]))
+    assert _parts.current() == ()
+    # a namespace without a labeller tells nothing
+    calls.clear()
+    pycograd_xp.grad(lambda v: xp.sum(xp.tanh(v)))(xp.asarray([0.5]))
+    assert calls == []
 
 
 def test_the_row_says_which_arguments_hold_arrays():
