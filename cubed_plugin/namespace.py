@@ -31,9 +31,9 @@ memory that would work (see :mod:`cubed_plugin._blocks`). Everything stays lazy.
 ``xp``, so pycograd_xp's namespace rows and first-order VJP rules reach these functions.
 
 Making it also starts :func:`label_ops`: every Cubed op a row or a VJP rule makes says which part
-of the user's program built it ("matmul in mlp_loss (backward of tanh)", :mod:`cubed_plugin.
-_labels`), so that a refusal or a measured overrun can name it; Cubed's own names (``op-007``)
-change from one build to the next.
+of the user's program built it ("matmul in mlp_loss (backward of tanh)",
+:mod:`cubed_plugin._labels`), so that a refusal or a measured overrun can name it; Cubed's own
+names (``op-007``) change from one build to the next.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from ._parts import WATCHED, enter, leave
 from ._primitive import Primitive
 from ._state import STACK, DebugNans, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
-from .tree import same_structure, tree_flatten, tree_map, tree_unflatten
+from .tree import LEAF, same_structure, tree_flatten, tree_map, tree_unflatten
 
 __all__ = [
     "debug_nans",
@@ -169,7 +169,7 @@ def stop_gradient(x: T) -> T:
     Array or pytree of Array
         New array objects sharing ``x``'s buffers, of the same structure, recorded nowhere.
     """
-    return tree_map(detach, x)
+    return detach(x) if isinstance(x, Array) else tree_map(detach, x)
 
 
 def unwrap(x: Any) -> Any:
@@ -243,6 +243,16 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
     return t, _Input(node, a._data, type(a))
 
 
+def _flatten(x: Any) -> tuple[list, Any]:
+    """:func:`tree_flatten`, the common case (one array) without a call into the tree module."""
+    return ([x], LEAF) if isinstance(x, Array) else tree_flatten(x)
+
+
+def _unflatten(td: Any, leaves: list) -> Any:
+    """:func:`tree_unflatten`, one leaf without a call into the tree module."""
+    return leaves[0] if td is LEAF else tree_unflatten(td, leaves)
+
+
 def _trace(
     f: Callable[..., Any], args: tuple, kwargs: dict, argnums: tuple[int, ...], where: str
 ) -> tuple[Any, list, list]:
@@ -254,7 +264,7 @@ def _trace(
     call_args = list(args)
     inputs, structures = [], []
     for i in argnums:
-        leaves, td = tree_flatten(args[i])
+        leaves, td = _flatten(args[i])
         tracked, captured = [], []
         for j, lf in enumerate(leaves):
             t, c = _track(lf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf" else ""))
@@ -262,7 +272,7 @@ def _trace(
             captured.append(c)
         inputs.append(captured)
         structures.append(td)
-        call_args[i] = tree_unflatten(td, tracked)
+        call_args[i] = _unflatten(td, tracked)
     with enable_grad():
         out = f(*call_args, **kwargs)
     return out, inputs, structures
@@ -301,7 +311,7 @@ def _pull(
             if g is None:  # the output does not depend on this input
                 g = c.cls._backend.xp.zeros_like(c.data)
             leaves.append(g if isinstance(g, Array) else make(c.cls, g))
-        grads.append(tree_unflatten(td, leaves))
+        grads.append(_unflatten(td, leaves))
     return grads
 
 
@@ -311,7 +321,7 @@ def _finish(tree: Any, nested: bool) -> Any:
 
 
 def _check_out(out: Any, where: str, scalar: bool) -> None:
-    leaves = tree_flatten(out)[0]
+    leaves = _flatten(out)[0]
     for o in leaves:
         if not isinstance(o, Array):
             raise TypeError(

@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Annotated, Any, ClassVar, TypeVar
 
 # Dtype categories of the standard, as ``isdtype`` kinds.
@@ -214,7 +214,11 @@ class Primitive:
             )
         if self.vjp is not None or self.nondiff:
             raise RuntimeError(f"{self.name}: derivative declared twice")
-        self.vjp, self.saves, self.diff_kwargs = rule, frozenset(saves), diff_kwargs
+        self.vjp, self.saves, self.diff_kwargs = (
+            _named(rule, self.name, "vjp"),
+            frozenset(saves),
+            diff_kwargs,
+        )
         self.takes_needs, self.takes_owned = takes_needs, takes_owned
         self.sites["vjp"] = _site()
         return rule
@@ -230,7 +234,7 @@ class Primitive:
         """
         if self.jvp is not None:
             raise RuntimeError(f"{self.name}: JVP rule declared twice")
-        self.jvp = rule
+        self.jvp = _named(rule, self.name, "jvp")
         self.sites["jvp"] = _site()
         return rule
 
@@ -248,7 +252,7 @@ class Primitive:
         of its transients, ``memory(out, <arguments>)``)."""
         if self.shape is not None:
             raise RuntimeError(f"{self.name}: shape rule declared twice")
-        self.shape, self.memory = rule, memory
+        self.shape, self.memory = _named(rule, self.name, "shape"), memory
         self.sites["shape"] = _site()
         return rule
 
@@ -257,7 +261,7 @@ class Primitive:
         docstring; pycograd_xp.vmap calls it when an argument is batched)."""
         if self.batch is not None or self.unbatchable is not None:
             raise RuntimeError(f"{self.name}: batching rule declared twice")
-        self.batch = rule
+        self.batch = _named(rule, self.name, "batch")
         self.sites["batch"] = _site()
         return rule
 
@@ -339,6 +343,22 @@ def implemented_backends() -> tuple[str, ...]:
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+# the names a rule written inline or made by a kit has: a traceback through one says which row's
+_ANONYMOUS = frozenset({"<lambda>", "_", "rule", "vjp", "jvp", "batch", "shape"})
+
+
+def _named(rule: Any, row: str, kind: str) -> Any:
+    """``rule``, named ``<row>.<kind>`` (``tan.vjp``) where it has no name of its own (a lambda,
+    a kit's ``rule``): a traceback through it then reads ``in tan.vjp``. A function attached
+    to several rows keeps the first row's name."""
+    code = getattr(rule, "__code__", None)
+    if code is None or code.co_name not in _ANONYMOUS or not isinstance(rule, FunctionType):
+        return rule
+    name = f"{row}.{kind}"
+    rule.__code__ = code.replace(co_name=name, co_qualname=name)
+    rule.__name__ = rule.__qualname__ = name
+    return rule
 
 
 def _site() -> str:

@@ -136,6 +136,7 @@ def _children(x: Any) -> tuple[str, Any, list] | None:
 
 
 _LEAF = TreeDef("leaf")  # one for every leaf (equal structures then compare by identity)
+LEAF = _LEAF  # the structure of a tree that is one leaf (``tree_flatten(a)[1] is LEAF``)
 _new = object.__new__
 
 

@@ -214,3 +214,26 @@ def test_nothing_imports_an_entry_point():
         if d.rpartition(".")[2] == ENTRY_POINT
     ]
     assert found == []
+
+
+def test_every_rule_is_named_after_its_row():
+    """A traceback through a rule names the row: a lambda or a kit's ``rule`` attached to a row
+    is renamed ``<row>.<kind>`` (``tan.vjp``); no rule keeps an anonymous name."""
+    import traceback
+
+    anonymous = {"<lambda>", "_", "rule", "vjp", "jvp", "batch", "shape"}
+    found = [
+        f"{row.name}.{kind}"
+        for row in REGISTRY.values()
+        for kind in ("vjp", "jvp", "batch", "shape")
+        if getattr(getattr(row, kind), "__code__", None) is not None
+        and getattr(row, kind).__code__.co_name in anonymous
+    ]
+    assert found == [], found
+    rule = REGISTRY["tan"].vjp
+    assert rule.__name__ == "tan.vjp"
+    try:
+        rule(None, None, None, None)  # (no namespace, no values: the rule's body fails at once)
+    except TypeError as e:
+        frames = [f.name for f in traceback.extract_tb(e.__traceback__)]
+    assert "tan.vjp" in frames, frames

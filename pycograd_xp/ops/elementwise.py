@@ -129,6 +129,27 @@ def smooth_unary(name: str, dtypes: str, times_derivative: Any, saves: tuple = (
     return broadcasting(row)
 
 
+def smooth_binary(name: str, dtypes: str, partials: Any, saves: tuple) -> Any:
+    """A two-argument row whose partial derivatives are written once: ``partials(ns, out, x1,
+    x2)`` gives ``(d1, d2)``, the derivative in each argument, which the VJP multiplies by the
+    cotangent and the JVP by the tangents (a Python-scalar operand gets no cotangent; a None
+    tangent no term); ``saves`` is what ``partials`` reads. Batched and shaped by
+    :func:`broadcasting`."""
+    row = binary(name, dtypes)
+
+    @row.defvjp(saves=saves)
+    def vjp(ns, g, out, x1, x2):
+        d1, d2 = partials(ns, out, x1, x2)
+        return (None if is_scalar(x1) else g * d1, None if is_scalar(x2) else g * d2)
+
+    @row.defjvp
+    def jvp(ns, t, out, x1, x2):
+        d1, d2 = partials(ns, out, x1, x2)
+        return plus(_lin(t[0], d1), _lin(t[1], d2))
+
+    return broadcasting(row)
+
+
 # -- abs -----------------------------------------------------------------------------------------
 
 abs = unary("abs", "numeric")
@@ -183,22 +204,13 @@ atan = smooth_unary("atan", "floating-point", lambda ns, v, out, x: v / (1 + x *
 
 # -- atan2 ---------------------------------------------------------------------------------------
 
-atan2 = binary("atan2", "real floating-point")
 
-
-@atan2.defvjp(saves=("x1", "x2"))
-def atan2_vjp(ns, g, out, x1, x2):
+def _atan2_partials(ns, out, x1, x2):
     d = x1 * x1 + x2 * x2
-    return g * x2 / d, -g * x1 / d
+    return x2 / d, -x1 / d
 
 
-@atan2.defjvp
-def atan2_jvp(ns, t, out, x1, x2):
-    d = x1 * x1 + x2 * x2
-    return plus(_lin(t[0], x2 / d), _lin(t[1], -x1 / d))
-
-
-broadcasting(atan2)
+atan2 = smooth_binary("atan2", "real floating-point", _atan2_partials, saves=("x1", "x2"))
 
 
 # -- atanh ---------------------------------------------------------------------------------------
@@ -407,8 +419,6 @@ broadcasting(floor_divide)
 
 # -- hypot ---------------------------------------------------------------------------------------
 
-hypot = binary("hypot", "real floating-point")
-
 
 def _hypot_partial(ns, x, out):
     """``x / hypot``, 0 at the origin (not differentiable there: the smallest subgradient, as
@@ -417,16 +427,12 @@ def _hypot_partial(ns, x, out):
     return ns.where(at_origin, 0.0, x / ns.where(at_origin, 1.0, out))
 
 
-hypot.defvjp(
-    lambda ns, g, out, x1, x2: (g * _hypot_partial(ns, x1, out), g * _hypot_partial(ns, x2, out)),
+hypot = smooth_binary(
+    "hypot",
+    "real floating-point",
+    lambda ns, out, x1, x2: (_hypot_partial(ns, x1, out), _hypot_partial(ns, x2, out)),
     saves=("x1", "x2", "out"),
 )
-hypot.defjvp(
-    lambda ns, t, out, x1, x2: plus(
-        _lin(t[0], _hypot_partial(ns, x1, out)), _lin(t[1], _hypot_partial(ns, x2, out))
-    )
-)
-broadcasting(hypot)
 
 
 # -- imag ----------------------------------------------------------------------------------------
@@ -478,15 +484,12 @@ log2 = smooth_unary("log2", "floating-point", lambda ns, v, out, x: v / (x * mat
 
 # -- logaddexp -----------------------------------------------------------------------------------
 
-logaddexp = binary("logaddexp", "real floating-point")
-logaddexp.defvjp(
-    lambda ns, g, out, x1, x2: (g * ns.exp(x1 - out), g * ns.exp(x2 - out)),
+logaddexp = smooth_binary(
+    "logaddexp",
+    "real floating-point",
+    lambda ns, out, x1, x2: (ns.exp(x1 - out), ns.exp(x2 - out)),
     saves=("x1", "x2", "out"),
 )
-logaddexp.defjvp(
-    lambda ns, t, out, x1, x2: plus(_lin(t[0], ns.exp(x1 - out)), _lin(t[1], ns.exp(x2 - out)))
-)
-broadcasting(logaddexp)
 
 
 # -- logical_and, logical_not, logical_or, logical_xor: boolean results, no derivative -----------
