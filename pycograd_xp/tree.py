@@ -10,8 +10,8 @@ structure, not a leaf.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from ._exports import module_dir as _module_dir
@@ -44,12 +44,14 @@ class TreeDef:
     meta: Any = None  # the NamedTuple/dataclass type, the dict keys
     children: tuple[TreeDef, ...] = ()
 
-    @functools.cached_property
-    def num_leaves(self) -> int:  # (computed once per structure: unflattening asks each time)
+    @property
+    def num_leaves(self) -> int:
         """The number of leaves a tree of this structure has."""
-        if self.kind == "leaf":
-            return 1
-        return sum(c.num_leaves for c in self.children)
+        n = self.__dict__.get("_num_leaves")  # (flattening stores it: unflattening asks)
+        if n is None:
+            n = 1 if self.kind == "leaf" else sum(c.num_leaves for c in self.children)
+            self.__dict__["_num_leaves"] = n
+        return n
 
     def __repr__(self) -> str:
         if self.kind == "leaf":
@@ -140,11 +142,12 @@ LEAF = _LEAF  # the structure of a tree that is one leaf (``tree_flatten(a)[1] i
 _new = object.__new__
 
 
-def _node(kind: str, meta: Any, children: tuple[TreeDef, ...]) -> TreeDef:
-    """``TreeDef(kind, meta, children)`` without the frozen dataclass's ``__init__`` (a
-    ``object.__setattr__`` per field): flattening makes one per inner node of every tree."""
+def _node(kind: str, meta: Any, children: tuple[TreeDef, ...], n: int, flat: bool) -> TreeDef:
+    """``TreeDef(kind, meta, children)`` of ``n`` leaves (``flat``: its children are all
+    leaves) without the frozen dataclass's ``__init__`` (a ``object.__setattr__`` per field):
+    flattening makes one per inner node."""
     td = _new(TreeDef)
-    td.__dict__.update(kind=kind, meta=meta, children=children)
+    td.__dict__.update(kind=kind, meta=meta, children=children, _num_leaves=n, _flat=flat)
     return td
 
 
@@ -156,13 +159,25 @@ def _node(kind: str, meta: Any, children: tuple[TreeDef, ...]) -> TreeDef:
 
 def _walk(x: Any, leaves: list[Any]) -> TreeDef:
     t = type(x)
-    if (_KINDS.get(t) or _kind_of(t)) == "leaf":
+    kind = _KINDS.get(t) or _kind_of(t)
+    if kind == "leaf":
         leaves.append(x)
         return _LEAF
-    parts = _children(x)
-    assert parts is not None
-    kind, meta, kids = parts
+    start = len(leaves)
+    if kind == "dict":  # (the common inner nodes inline: _children's cases)
+        keys = _dict_keys(x)
+        meta: Any = tuple(keys)
+        kids = [x[k] for k in keys]
+    elif kind == "dataclass":
+        names, static_names = _DATACLASS_FIELDS.get(t) or _dataclass_fields(t)
+        statics = tuple([(n, getattr(x, n)) for n in static_names]) if static_names else ()
+        meta, kids = (t, names, statics), [getattr(x, n) for n in names]
+    else:
+        parts = _children(x)
+        assert parts is not None
+        kind, meta, kids = parts
     children = []
+    flat = True
     for k in kids:  # (a leaf child here, not by a call: most children are leaves)
         t = type(k)
         if (_KINDS.get(t) or _kind_of(t)) == "leaf":
@@ -170,7 +185,8 @@ def _walk(x: Any, leaves: list[Any]) -> TreeDef:
             children.append(_LEAF)
         else:
             children.append(_walk(k, leaves))
-    return _node(kind, meta, tuple(children))
+            flat = False
+    return _node(kind, meta, tuple(children), len(leaves) - start, flat)
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
@@ -197,7 +213,11 @@ def _build(td: TreeDef, it: Any) -> Any:
     kind = td.kind
     if kind == "leaf":
         return next(it)
-    kids = [next(it) if c is _LEAF else _build(c, it) for c in td.children]
+    children = td.children
+    if td.__dict__.get("_flat"):  # leaves only (a layer's parameters): no recursion
+        kids = list(islice(it, len(children)))
+    else:
+        kids = [next(it) if c is _LEAF else _build(c, it) for c in children]
     if kind == "dict":
         return dict(zip(td.meta, kids, strict=True))
     if kind == "none":

@@ -41,3 +41,44 @@ def test_tree_map_over_several_trees():
         tree_map(lambda x, y: x, {"a": 1}, {"b": 1})
     with pytest.raises(ValueError, match="has 5 leaves, got 2"):
         tree_unflatten(tree_structure(TREE), [1, 2])
+
+
+class Sub(dict):
+    pass
+
+
+class Pair(tuple):  # a tuple subclass without _fields: a plain tuple's node
+    pass
+
+
+@dataclasses.dataclass
+class Layer:
+    w: object
+    b: object = None
+    nested: object = None
+
+
+def test_every_node_kind_round_trips_through_the_per_type_table():
+    """Each kind is decided once per type (tree._KINDS): subclasses of the builtins, a
+    dataclass whose children mix leaves, None and subtrees, a dataclass *type* as a leaf."""
+    tree = [
+        Sub(b=1, a=2),
+        Pair((3, 4)),
+        Layer(5, None, {"k": (6,)}),
+        Layer(7, 8),
+        D,  # a dataclass type is a leaf, not a node
+        P(9, [10]),
+    ]
+    for _ in range(2):  # the second time from the table
+        leaves, td = tree_flatten(tree)
+        assert leaves == [2, 1, 3, 4, 5, 6, 7, 8, D, 9, 10]
+        rebuilt = tree_unflatten(td, leaves)
+        assert rebuilt[0] == {"a": 2, "b": 1} and type(rebuilt[1]) is tuple
+        assert rebuilt[2] == Layer(5, None, {"k": (6,)}) and rebuilt[3] == Layer(7, 8)
+        assert rebuilt[4] is D and rebuilt[5] == P(9, [10])
+        assert td.num_leaves == 11 == tree_structure(tree).num_leaves
+        assert td == tree_structure(tree) and hash(td) == hash(tree_structure(tree))
+    # a structure made by hand counts its leaves as one from flattening
+    leaf = type(td.children[0].children[0])("leaf")
+    made = type(td)("list", None, (leaf, type(td)("none"), leaf))
+    assert made.num_leaves == 2 and tree_unflatten(made, ["x", "y"]) == ["x", None, "y"]

@@ -108,6 +108,7 @@ def group(*trees: Any) -> Group | None:
         return None
     tracked = STACK.grad_enabled
     data: list[list[Any]] = []
+    dtypes = None
     for i, tree in enumerate(trees):
         if i:
             leaves, td = tree_flatten(tree)
@@ -115,16 +116,18 @@ def group(*trees: Any) -> Group | None:
                 return None
         else:
             leaves = first
-        column = []
-        for a in leaves:
-            if type(a) is not cls or (tracked and a._node is not None):
-                return None
-            column.append(a._data)
-        data.append(column)
-    for same in zip(*data, strict=True):  # one floating dtype per parameter across the trees
-        dtype = same[0].dtype
-        if getattr(dtype, "kind", None) != "f" or any(d.dtype != dtype for d in same[1:]):
+        if {type(a) for a in leaves} != {cls}:
             return None
+        if tracked and [a for a in leaves if a._node is not None]:  # on a tape: its ops
+            return None
+        column = [a._data for a in leaves]
+        if dtypes is None:  # one floating dtype per parameter across the trees
+            dtypes = [d.dtype for d in column]
+            if {getattr(t, "kind", None) for t in dtypes} != {"f"}:
+                return None
+        elif [d.dtype for d in column] != dtypes:
+            return None
+        data.append(column)
     return Group(cls, backend, treedef, data)
 
 
