@@ -14,7 +14,8 @@ import numpy as np
 
 from . import random
 from ._exports import module_dir as _module_dir
-from .namespace._array import Array
+from ._state import STACK
+from .namespace._array import Array, make
 
 __all__ = ["Batches"]
 
@@ -120,6 +121,16 @@ class Batches:
             xp = pycograd_xp.namespace(np)
         self.xp = xp
         self.epoch = 0
+        # the Array class of a namespace of ours over NumPy (None: any other namespace)
+        cls = getattr(xp, "Array", None)
+        backend = getattr(cls, "_backend", None)
+        self._ours = (
+            cls
+            if backend is not None
+            and backend.array_type is np.ndarray
+            and not (backend.lazy or backend.abstract or backend.level)
+            else None
+        )
 
     def __len__(self) -> int:
         full, rest = divmod(self.n, self.batch_size)
@@ -141,7 +152,18 @@ class Batches:
                         np.concatenate([p, np.zeros((pad, *p.shape[1:]), p.dtype)]) for p in parts
                     ]
                 parts.append(np.concatenate([np.ones(real), np.zeros(pad)]))
-            yield tuple(self.xp.asarray(p) for p in parts)
+            yield self._wrap(parts)
+
+    def _wrap(self, parts: list[np.ndarray]) -> tuple[Any, ...]:
+        """The batch's host arrays as arrays of ``xp``: NumPy's wrapped as they are where
+        ``xp`` is a namespace of ours over NumPy and no transform takes creation calls (what
+        ``xp.asarray`` would do, without its call); else ``xp.asarray`` of each."""
+        cls = self._ours
+        if cls is not None and STACK.redirect is None:
+            return tuple(
+                [make(cls, p) if type(p) is np.ndarray else cls._ns.asarray(p) for p in parts]
+            )
+        return tuple([self.xp.asarray(p) for p in parts])
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         epoch, self.epoch = self.epoch, self.epoch + 1

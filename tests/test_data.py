@@ -100,3 +100,24 @@ def test_pandas_sources_are_taken_by_position():
         np.testing.assert_array_equal(pg.unwrap(xg), pg.unwrap(xw))
         np.testing.assert_array_equal(pg.unwrap(yg), pg.unwrap(yw))
         np.testing.assert_array_equal(pg.unwrap(xg)[:, 0] * 5, pg.unwrap(yg))  # rows together
+
+
+def test_batches_of_a_numpy_namespace_are_its_arrays_as_asarray_makes_them():
+    """Over NumPy the batch's rows are wrapped as they are (no asarray call): the same class,
+    dtype and values as ``xp.asarray`` gives, a view for unshuffled rows as before; another
+    namespace's batches still come from its asarray."""
+    xp = pg.namespace(np)
+    X = np.arange(24, dtype=np.float32).reshape(8, 3)
+    y = np.arange(8)
+    for key in (None, random.key(0)):
+        for xb, yb in Batches([X, y], 4, key=key, prefetch=0):
+            want = xp.asarray(pg.unwrap(xb))
+            assert type(xb) is type(want) and xb.dtype == want.dtype == xp.float32
+            assert yb.dtype == xp.int64 and xb._node is None
+            rows = np.asarray(pg.unwrap(yb))
+            assert np.array_equal(np.asarray(pg.unwrap(xb)), X[rows])
+            assert np.shares_memory(pg.unwrap(xb), X) == (key is None)
+    strict = pytest.importorskip("array_api_strict")
+    sx = pg.namespace(strict)
+    (xb, yb), *_ = Batches([X, y], 4, xp=sx, prefetch=0)
+    assert type(xb) is type(sx.asarray([1.0]))

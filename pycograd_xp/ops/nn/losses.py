@@ -62,8 +62,8 @@ def _lse_f(bk: Any, z: Any) -> Any:
 def _picked(bk: Any, z: Any, labels: Any) -> Any:
     """``z[..., labels]`` (kept dims): a gather where the backend has one, else a masked sum."""
     if hasattr(bk, "take_along_axis") and not (_raw(bk) and caps(bk).chunked):
-        return bk.take_along_axis(z, bk.expand_dims(labels, axis=-1), axis=-1)
-    hit = bk.expand_dims(labels, axis=-1) == bk.arange(z.shape[-1], **_like(bk, labels))
+        return bk.take_along_axis(z, labels[..., None], axis=-1)
+    hit = labels[..., None] == bk.arange(z.shape[-1], **_like(bk, labels))
     return bk.sum(bk.where(hit, z, 0.0), axis=-1, keepdims=True)
 
 
@@ -192,24 +192,24 @@ def _cross_entropy(bk: Any, logits: Array, /, labels: Array) -> Any:
     return loss, lse
 
 
-def _cross_entropy_grad(ns, g, z, y, lse, glse):
+def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
     """The logits' and the probabilities' cotangents of one block: ``softmax(z) (g sum(y) +
-    glse) - g y``, ``g (lse - z)`` (None for integer labels)."""
+    glse) - g y``, ``g (lse - z)`` (None for integer labels). ``inplace``: ``in_place(ns)``."""
     p = ns.exp(z - lse[..., None])
     g1 = g[..., None]
     if _is_int(ns, y):
         coef = g1 + glse[..., None]
-        dz = p * coef if not in_place(ns) else _times(p, coef)
-        hit = ns.expand_dims(y, axis=-1) == ns.arange(z.shape[-1], **_like(ns, y))
-        if in_place(ns):
+        dz = p * coef if not inplace else _times(p, coef)
+        hit = y[..., None] == ns.arange(z.shape[-1], **_like(ns, y))
+        if inplace:
             dz -= ns.where(hit, g1, 0.0)
         else:
             dz = dz - ns.where(hit, g1, 0.0)
         return dz, None
     coef = g1 * ns.sum(y, axis=-1, keepdims=True) + glse[..., None]
-    dz = p * coef if not in_place(ns) else _times(p, coef)
+    dz = p * coef if not inplace else _times(p, coef)
     gy = g1 * y
-    if in_place(ns) and dz.dtype == gy.dtype:
+    if inplace and dz.dtype == gy.dtype:
         dz -= gy
     else:
         dz = dz - gy
@@ -223,14 +223,17 @@ def _cross_entropy_vjp(ns, g, out, logits, /, labels):
     lse = out[1]
     labels = _labels(ns, logits, labels, check=False)
     item = _item(ns, ns.result_type(gl, logits))
-    blocks = pieces(logits.shape, item, 1) if in_place(ns) and logits.ndim >= 2 else [...]
+    inplace = in_place(ns)
+    blocks = pieces(logits.shape, item, 1) if inplace and logits.ndim >= 2 else [...]
     if len(blocks) == 1:
-        return _cross_entropy_grad(ns, gl, logits, labels, lse, glse)
+        return _cross_entropy_grad(ns, gl, logits, labels, lse, glse, inplace)
     probs = not _is_int(ns, labels)
     dz: Any = None
     dy: Any = None
     for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
-        a, b = _cross_entropy_grad(ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx])
+        a, b = _cross_entropy_grad(
+            ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx], inplace
+        )
         if dz is None:
             dz = ns.empty(tuple(logits.shape), dtype=a.dtype)
             dy = ns.empty(tuple(logits.shape), dtype=b.dtype) if probs else None
