@@ -148,3 +148,53 @@ def test_projection_bounds_measurement_tightly(which):
     assert m.forward_peak_bytes <= fwd <= p.forward_peak_bytes, (which, m, fwd)
     assert m.peak_bytes / step >= 0.8, (which, m.peak_bytes / step)
     assert m.forward_peak_bytes / fwd >= 0.8, (which, m.forward_peak_bytes / fwd)
+
+
+def _small_cnn(batch):
+    """Issue 35's small CNN, float32: (batch, 1, 28, 28), conv 8 - relu - max-pool 2, conv 16 -
+    relu - max-pool 2, linear 10, cross-entropy; its loss, arguments and the layers' outputs."""
+    rng = np.random.default_rng(1)
+
+    def a(*shape, scale=1.0):
+        return XP.asarray((rng.standard_normal(shape) * scale).astype("float32"))
+
+    p = {
+        "c1": a(8, 1, 3, 3, scale=0.3),
+        "b1": a(8, scale=0.1),
+        "c2": a(16, 8, 3, 3, scale=0.1),
+        "b2": a(16, scale=0.1),
+        "w": a(16 * 5 * 5, 10, scale=0.05),
+    }
+
+    def layers(p, x):
+        z1 = nn.conv2d(x, p["c1"], p["b1"])
+        a1 = nn.relu(z1)
+        m1 = nn.max_pool2d(a1, 2)
+        z2 = nn.conv2d(m1, p["c2"], p["b2"])
+        a2 = nn.relu(z2)
+        m2 = nn.max_pool2d(a2, 2)
+        return [z1, a1, m1, z2, a2, m2, XP.reshape(m2, (m2.shape[0], -1)) @ p["w"]]
+
+    def loss(p, x, labels):  # as layers, holding no output beyond its use
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["c1"], p["b1"])), 2)
+        h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["c2"], p["b2"])), 2)
+        return nn.cross_entropy(XP.reshape(h, (h.shape[0], -1)) @ p["w"], labels)
+
+    args = (p, a(batch, 1, 28, 28), XP.asarray(rng.integers(0, 10, batch)))
+    return loss, args, layers
+
+
+@pytest.mark.parametrize("batch", [64, 128])
+def test_small_cnn_step_peak_below_its_parameters_and_activations(batch):
+    """Issue 35: the small CNN's step (tracemalloc) peaks below 0.95 x the bytes of its
+    arguments (parameters, input, labels) and of every layer's output, the scale of PyTorch's
+    own step (0.99 x at batch 64 by its allocation events; ours was 1.08 x before the
+    convolution's and pooling's backward kept their temporaries to blocks). The projection
+    still bounds it."""
+    loss, args, layers = _small_cnn(batch)
+    with pg.no_grad():
+        outputs = layers(args[0], args[1])
+    scale = sum(int(pg.unwrap(t).nbytes) for t in [*pg.tree_leaves(args), *outputs])
+    measured = memory.measure(loss, *args).peak_bytes
+    assert measured <= 0.95 * scale, (batch, measured, scale, measured / scale)
+    assert measured <= memory.project(loss, *args).traced_peak_bytes

@@ -138,6 +138,7 @@ def _conv_bias_row(
     wa = bk.reshape(wa, (out_c, C * (kk + 1)))
     blocks = blocks_of(N, C * (kk + 1) * p * itemsize(bk, x.dtype))
     y = None if len(blocks) == 1 else bk.empty((N, out_c, p), dtype=wa.dtype)
+    into = caps(bk).matmul_into  # each block's product straight into its rows of y
     for start, stop in blocks:
         xb = xp_[start:stop, ...]
         ones = bk.ones((stop - start, C, *out), dtype=x.dtype)
@@ -145,13 +146,14 @@ def _conv_bias_row(
             window_slices(xb, tuple(w.shape[2:]), stride, dilation, out) + [ones], axis=2
         )  # (n, C, prod(K) + 1, *out)
         del ones
-        prod = bk.matmul(wa, bk.reshape(cols, (stop - start, C * (kk + 1), p)))
-        del cols
+        cols = bk.reshape(cols, (stop - start, C * (kk + 1), p))
         if y is None:
-            y = prod
+            y = bk.matmul(wa, cols)
+        elif into is not None:
+            into(wa, cols, y[start:stop, ...])
         else:
-            y[start:stop, ...] = prod
-        del prod  # before the next block's
+            y[start:stop, ...] = bk.matmul(wa, cols)  # the block's product, then its copy
+        del cols  # before the next block's
     return bk.reshape(y, (N, out_c, *out))
 
 
@@ -354,17 +356,27 @@ def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
         grid_pad = ((0, 0),) + grid_pad[1:]
     dtype = ns.result_type(w.dtype, g.dtype)
     dxf = ns.reshape(dx, (N, groups, c * size))
-    for a, b in batch_blocks(ns, N, groups * kk * c * size * itemsize(ns, g.dtype)):
+    rows = kk // kernel[0] if n > 1 else kk  # offsets per product: a kernel row's
+    # a block's working set, an example's share: the columns of one kernel row, the cotangent
+    # read and laid on the grid, the input gradient written
+    per = groups * (rows * c * size + og * (length + math.prod(out)) + c * size)
+    per *= itemsize(ns, g.dtype)
+    for a, b in batch_blocks(ns, N, per):
         gb = ns.reshape(pad(ns, g[a:b, ...], grid_pad), (b - a, groups, og, length))
-        if into is None:
-            cols = ns.matmul(wk, gb)
-        else:
-            cols = ns.empty((b - a, groups, kk * c, size), dtype=dtype)
-            cols[..., length:] = 0
-            into(wk, gb, cols[..., :length])
-        cols = ns.reshape(cols, (b - a, groups, kk, c * size))
-        for k, start in enumerate(starts):
-            dxf[a:b, :, start:] += cols[:, :, k, : c * size - start]
+        cols = None
+        for r0 in range(0, kk, rows):
+            wr = wk[:, r0 * c : (r0 + rows) * c, :]
+            if into is None:
+                cols = ns.matmul(wr, gb)
+            else:  # one buffer for every row's product, its zero tail filled once
+                if cols is None:
+                    cols = ns.empty((b - a, groups, rows * c, size), dtype=dtype)
+                    cols[..., length:] = 0
+                into(wr, gb, cols[..., :length])
+            part = ns.reshape(cols, (b - a, groups, rows, c * size))
+            for k, start in enumerate(starts[r0 : r0 + rows]):
+                dxf[a:b, :, start:] += part[:, :, k, : c * size - start]
+            del part
         del cols, gb  # before the next block's: one block's columns alive at a time
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 

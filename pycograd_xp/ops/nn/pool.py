@@ -106,8 +106,9 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
     """Max-pool's cotangent written offset by offset into one array, block by block of the
     batch (each offset's window-sized temporaries a block's, never all of them: measured, the
     small CNN's step peaked in this rule's first layer, 4.5 MiB over the saved values with one
-    block). ``taken``: windows whose maximum an earlier offset held; offset ``k`` takes
-    ``eq_k and not taken``, the last one every window left (a NaN maximum equals nothing).
+    block). ``free``: windows whose maximum no earlier offset held; offset ``k`` takes
+    ``eq_k and free``, the last one every window left (a NaN maximum equals nothing). Two
+    window-sized masks and one window-sized cotangent, reused by every offset.
     Where the windows tile the padded input exactly, every element is written once and no
     zero fill is needed."""
     n = len(kernel)
@@ -135,26 +136,25 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
     for blk in blocks:
         rows = () if blk is None else (slice(*blk),)
         gb, ob = g[rows + (...,)], out[rows + (...,)]
-        taken = None
+        free = ct = None  # free: windows whose maximum no earlier offset held
         for k, (spot, part) in enumerate(zip(spots, parts, strict=True)):
             if k == len(parts) - 1:
-                ct = gb if taken is None else select(ns, taken, 0, gb)
+                ct = gb if free is None else select(ns, free, gb, 0, out=ct)
             else:
-                eq = part[rows + (...,)] == ob
-                if taken is None:
-                    hit = taken = eq  # fresh: updated in place below once hit is used
-                else:  # the standard's in-place operators: two window-sized masks, not five
-                    hit = ns.logical_not(taken)
-                    hit &= eq
-                    taken |= eq
-                ct = select(ns, hit, gb, 0)
-                del eq, hit
+                hit = part[rows + (...,)] == ob
+                if free is None:
+                    free = ns.logical_not(hit)
+                else:  # the first maximum: equal, and no earlier offset's (in place: two
+                    hit &= free  # window-sized masks in all)
+                    free ^= hit  # hit is within free
+                ct = select(ns, hit, gb, 0, out=ct)  # one cotangent buffer for every offset
+                del hit
             idx = rows + spot
             if overlap:
                 dx[idx] += ct
             else:
                 dx[idx] = ct
-            del ct
+        del ct, free
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
 
 

@@ -228,8 +228,8 @@ def bias_row(channels: int, groups: int, b: Any) -> bool:
 
 # Loops over the batch keep each step's columns within this many bytes on a backend that
 # writes in place: the peak stays a fraction of one layer's activations (PyTorch's level), at
-# a few Python calls per block.
-BLOCK_BYTES = 2 * 2**20
+# a few Python calls per block (measured: docs/calibration.md#block-bytes).
+BLOCK_BYTES = 2**20
 
 
 def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int]]:
@@ -241,9 +241,10 @@ def batch_blocks(bk: Any, n: int, bytes_per_example: int) -> list[tuple[int, int
     return blocks_of(n, bytes_per_example)
 
 
-# An elementwise rule that writes its result block by block (relu's VJP) keeps each block's
-# cotangent-sized work within this many bytes: its mask then stays a fraction of a layer.
-MASK_BLOCK_BYTES = 2 * 2**20
+# An elementwise rule that writes its result block by block (relu's and max-pool's VJPs) keeps
+# each block's cotangent-sized work within this many bytes: its masks then stay a fraction of a
+# layer (docs/calibration.md#block-bytes).
+MASK_BLOCK_BYTES = 2**20
 
 
 def blocks_of(
