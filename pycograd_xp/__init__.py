@@ -19,23 +19,16 @@ from . import (
     ops,  # noqa: F401  (the rows and their rules, first: namespaces are built from them)
     special,  # noqa: F401  (pycograd_xp.special: scipy.special's functions as rows)
 )
-from ._api import (
-    debug_nans,
-    enable_grad,
-    grad,
-    no_grad,
-    stop_gradient,
-    unwrap,
-    value_and_grad,
-    vjp,
-)
+from ._api import enable_grad, grad, no_grad, stop_gradient, value_and_grad
 from ._compile import TracingError
 from ._compile import compile as compile  # public, not in __all__: see below
 from ._custom import custom_jvp, custom_vjp
 from ._forward import hessian, jacfwd, jacrev, jvp, linearize
+from ._nans import debug_nans
 from ._remat import remat
+from ._vjp import vjp
 from ._vmap import vmap
-from .namespace import Array, AxisError, namespace
+from .namespace import Array, AxisError, namespace, unwrap
 from .tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 __all__ = [

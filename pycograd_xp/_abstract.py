@@ -29,7 +29,7 @@ import numpy as np
 from ._host import NoValue
 from ._primitive import DTYPE_NAMES, REGISTRY, namespace_module
 from ._state import STACK
-from .namespace._array import BINARY_OPERATORS, COMPARISONS, install_backend_operators
+from .namespace._operators import BINARY_OPERATORS, COMPARISONS, install_backend_operators
 
 # Every backend call allocates a little beside its outputs and its declared transients (the
 # ufunc iterator, NumPy's small shape and stride arrays, compat wrappers' bookkeeping), freed

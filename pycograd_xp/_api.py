@@ -1,30 +1,26 @@
-"""The transforms: ``grad``, ``value_and_grad``, ``vjp`` (JAX's names and semantics), grad mode
-(``no_grad``, ``enable_grad``) and ``stop_gradient``. The imperative face (``x.backward()``)
-lives on the Array class; both run :func:`pycograd_xp._tape.backward`.
-"""
+"""``grad`` and ``value_and_grad`` (JAX's names and semantics), grad mode (``no_grad``,
+``enable_grad``) and ``stop_gradient``, all running :func:`pycograd_xp._tape.backward`; ``vjp``
+is ``_vjp.py``'s, ``debug_nans`` ``_nans.py``'s, ``x.backward()`` ``namespace/_imperative.py``'s."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, cast
 
 from . import _tape
 from ._parts import WATCHED, enter, leave
 from ._primitive import Primitive
-from ._state import STACK, DebugNans, Grad, GradMode, push, restore
+from ._state import STACK, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
-from .tree import LEAF, same_structure, tree_flatten, tree_map, tree_unflatten
+from .tree import LEAF, tree_flatten, tree_map, tree_unflatten
 
 __all__ = [
-    "debug_nans",
     "enable_grad",
     "grad",
     "no_grad",
     "stop_gradient",
-    "unwrap",
     "value_and_grad",
-    "vjp",
 ]
 
 P = ParamSpec("P")
@@ -97,65 +93,6 @@ class enable_grad(no_grad):
     _enabled = True
 
 
-class debug_nans:  # JAX's name (its jax_debug_nans option)
-    """Stop at the first NaN a differentiated computation makes, naming the op (a context
-    manager, also a decorator).
-
-    Inside the block, every op recorded on the tape (a computation with an array being
-    differentiated) and every VJP rule of a backward pass checks its results, and raises
-    :class:`FloatingPointError` where one holds a NaN that none of its inputs held: the
-    traceback ends at the call that made it, and the message names the op (or the op whose
-    VJP made it). Values are read, so each recorded op costs a pass over its output; nothing is
-    checked on lazy, abstract or batched arrays (Cubed, ``memory.project``, inside ``vmap``).
-    ``train.fit(..., nan="debug")`` runs its steps inside it.
-
-    Parameters
-    ----------
-    enabled : bool, default True
-        Check (False: a block that turns an outer one off).
-
-    Examples
-    --------
-    >>> import numpy, pycograd_xp as pg
-    >>> xp = pg.namespace(numpy)
-    >>> x = xp.asarray([0.0, 1.0])
-    >>> with pg.debug_nans():
-    ...     pg.grad(lambda x: xp.sum(x / x))(x)
-    Traceback (most recent call last):
-    FloatingPointError: debug_nans: divide() made a NaN from inputs without one; ...
-    """
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        self._prev = push(DebugNans(self.enabled))
-
-    def __exit__(self, *exc: Any) -> None:
-        restore(self._prev)
-
-    def __call__(self, f: F) -> F:
-        """``f`` run inside this block at each call (the decorator form).
-
-        Parameters
-        ----------
-        f : callable
-            The function to wrap.
-
-        Returns
-        -------
-        callable
-            ``f``, each call checked.
-        """
-
-        @functools.wraps(f)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with debug_nans(self.enabled):
-                return f(*args, **kwargs)
-
-        return cast(F, wrapped)
-
-
 def stop_gradient(x: T) -> T:
     """The same values, with no gradient flowing through them (JAX's name; ``x.detach()``).
 
@@ -170,27 +107,6 @@ def stop_gradient(x: T) -> T:
         New array objects sharing ``x``'s buffers, of the same structure, recorded nowhere.
     """
     return detach(x) if isinstance(x, Array) else tree_map(detach, x)
-
-
-def unwrap(x: Any) -> Any:
-    """The backend arrays behind ``x``, detached.
-
-    The public way to hand our arrays to the backend's own functions (``cubed.compute``,
-    ``numpy.savez``, ...).
-
-    Parameters
-    ----------
-    x : Array or pytree of Array
-        An array of a pycograd_xp namespace, or a pytree of them. Anything that is not one of
-        our arrays passes unchanged.
-
-    Returns
-    -------
-    backend array or pytree
-        The same structure, each of our arrays replaced by the backend array it holds (for
-        ``namespace(numpy)``, a ``numpy.ndarray``).
-    """
-    return tree_map(lambda a: a._data if isinstance(a, Array) else a, x)
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, where: str) -> tuple[int, ...]:
@@ -486,109 +402,3 @@ def grad(
         return (g, value[1]) if has_aux else g
 
     return wrapped
-
-
-@overload
-def vjp(
-    f: Callable[..., Any], *primals: Any, has_aux: Literal[False] = False
-) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]: ...
-@overload
-def vjp(
-    f: Callable[..., Any], *primals: Any, has_aux: Literal[True]
-) -> tuple[Any, Callable[[Any], tuple[Any, ...]], Any]: ...
-@overload
-def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
-def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
-    """``f(*primals)`` and its pullback: the map from an output cotangent to input cotangents.
-
-    Parameters
-    ----------
-    f : callable
-        The function, of ``len(primals)`` positional arguments; its output may have any shape
-        and be a pytree of arrays, real or complex (``(output, aux)`` with ``has_aux``).
-    *primals : Array or pytree of Array
-        The point to differentiate at: floating-point arrays, or pytrees of them.
-    has_aux : bool, default False
-        Whether ``f`` returns a pair ``(output, aux)``.
-
-    Returns
-    -------
-    out : Array or pytree of Array
-        ``f(*primals)``.
-    vjp_fn : callable
-        ``vjp_fn(cotangent)``, with a cotangent of ``out``'s structure and shapes (arrays of
-        its namespace), returns the tuple of input cotangents, one per primal (zeros where
-        ``out`` does not depend on it). It may be called several times: the graph is kept while
-        it lives.
-    aux : object
-        With ``has_aux`` only: the ``aux`` ``f`` returned.
-
-    Raises
-    ------
-    TypeError
-        If a primal is not a floating-point array of a pycograd_xp namespace, ``f`` returns
-        something else than arrays, or a cotangent is not an array of the output's namespace.
-    ValueError
-        If a cotangent's structure or shape differs from the output's.
-
-    Examples
-    --------
-    >>> import numpy, pycograd_xp as pg
-    >>> xp = pg.namespace(numpy)
-    >>> out, pull = pg.vjp(xp.sin, xp.asarray([0.0, 1.0]))
-    >>> pull(xp.ones(2))
-    (pycograd_xp.numpy.Array([1.        , 0.54030231], dtype=float64),)
-    """
-    name = getattr(f, "__name__", "f")
-    where = f"vjp({name})"
-    parts = enter("loss", name) if WATCHED[0] else None  # (a lazy backend's op labels)
-    prev = push(Grad())
-    try:
-        res, inputs, structures = _trace(f, primals, {}, tuple(range(len(primals))), where)
-        nested = _nested(inputs)
-    finally:
-        restore(prev)
-        if parts is not None:
-            leave(parts)
-    out, aux = res if has_aux else (res, None)
-    _check_out(out, where, scalar=False)
-    out_leaves, out_td = tree_flatten(out)
-
-    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
-        ct_leaves, ct_td = tree_flatten(cotangent)
-        if not same_structure(ct_td, out_td):
-            raise ValueError(
-                f"{where}: the cotangent's structure {ct_td!r} differs from the output's {out_td!r}"
-            )
-        for o, c in zip(out_leaves, ct_leaves, strict=True):
-            if not isinstance(c, Array) or (
-                type(c) is not type(o) and c._backend.level <= o._backend.level
-            ):
-                raise TypeError(f"{where}: each cotangent must be an array of {o._ns.__name__}")
-            if c.shape != o.shape:
-                raise ValueError(
-                    f"{where}: a cotangent has shape {c.shape}, but the output has shape {o.shape}"
-                )
-        parts = enter("loss", name) if WATCHED[0] else None
-        prev = push(Grad())
-        try:
-            # a cotangent batched by vmap: the rules run on the namespace, which hands each
-            # call to the batched level
-            create = (
-                nested
-                or STACK.grad_depth > 1
-                or any(
-                    c._node is not None or c._backend.level > o._backend.level
-                    for c, o in zip(ct_leaves, out_leaves, strict=True)
-                )
-            )
-            return tuple(
-                _pull(out_leaves, ct_leaves, inputs, structures, retain=True, create=create)
-            )
-        finally:
-            restore(prev)
-            if parts is not None:
-                leave(parts)
-
-    value = _finish(out, nested)
-    return (value, vjp_fn, _finish(aux, nested)) if has_aux else (value, vjp_fn)

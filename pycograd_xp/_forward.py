@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec
 
-from . import _api, _tape, _vmap
+from . import _api, _buffers, _tape, _vjp, _vmap
 from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
 from .namespace import of as namespace_of
 from .namespace._array import Array, make, ours
@@ -310,7 +310,7 @@ def jvp(
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    with interpreting(Jvp(ctx, _propagate), GradMode(True)):
+    with interpreting(Jvp(ctx, _propagate, each_jvp), GradMode(True)):
         res = f(*tree_unflatten(p_td, tracked))
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
@@ -377,7 +377,7 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tu
     fixed = tree_unflatten(td, [make(type(a), a._data, a._node) for a in leaves])
     for a in leaves:
         _tape.mark_saved(a._backend, a._data)
-    seq = next(_tape._seq)
+    seq = next(_buffers.SEQ)
     res = f(*fixed)
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
@@ -388,7 +388,7 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tu
                 f"{where}: f_jvp takes one tangent per primal ({len(fixed)}), got {len(tangents)}"
             )
         for i, a in enumerate(leaves):
-            if _tape._written_since(a._backend, a._data, seq):
+            if _buffers.written_since(a._backend, a._data, seq):
                 raise RuntimeError(
                     f"{where}: primal leaf {i} was modified in place after "
                     "linearize (e.g. under no_grad()), so f_jvp would use the "
@@ -557,7 +557,7 @@ def jacrev(
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:
         nums = _api._argnums(argnums, len(args), f"jacrev({getattr(f, '__name__', 'f')})")
         g = _diff_call(f, args, nums, kwargs)
-        res = _api.vjp(g, *[args[i] for i in nums], has_aux=has_aux)
+        res = _vjp.vjp(g, *[args[i] for i in nums], has_aux=has_aux)
         out, pull = res[0], res[1]
         out_leaves, out_td = tree_flatten(out)
         in_flat = [tree_flatten(args[i]) for i in nums]
@@ -719,3 +719,26 @@ def hessian(
            [ 0., 12.]])
     """
     return jacfwd(jacrev(f, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+
+
+def each_jvp(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
+    """The hook the tape calls on every node recorded while a ``jvp`` runs
+    (``STACK.jvp_hook``): each running jvp, outermost first, computes the output's tangent
+    (its frame's ``propagate``) with only the jvp frames outside it on the stack, so that the
+    calls its rule makes are seen by the outer jvps alone, as JAX processes a primitive at each
+    level. The hot path of forward mode: of the derived view only ``jvp`` and ``jvp_hook``
+    change, and each frame keeps its view for the stack it was made for."""
+    d = STACK.__dict__
+    frames, jvps = d["frames"], d["jvp"]
+    try:
+        for k, frame in enumerate(jvps):
+            seen, view = frame.outside
+            if seen is not frames:  # the same stack for every node of a jvp but nested ones
+                inner = jvps[k:]
+                outside = tuple(f for f in frames if f not in inner)
+                view = outside, jvps[:k], each_jvp if k else None
+                frame.outside = frames, view
+            d["frames"], d["jvp"], d["jvp_hook"] = view
+            frame.propagate(frame.context, node, out, args, kwargs)
+    finally:
+        d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, each_jvp

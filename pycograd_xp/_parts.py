@@ -4,7 +4,7 @@ A lazy backend plans now and runs later, and when a task of its plan fails or ov
 memory it can only name the op by its own counter (Cubed's ``op-042``). Its adapter can name
 the op by the part of the program that built it ("``mul in mlp (backward of tanh)``") if the
 engine says which part is running. The engine says it here, as a stack of ``(kind, name)``
-pairs, innermost last:
+pairs, innermost last (:class:`~pycograd_xp._state.Part` frames on the interpreter stack):
 
 - ``("loss", name)``: ``grad``/``value_and_grad``/``vjp`` (and a ``vjp``'s pullback) of the
   function ``name``;
@@ -17,14 +17,15 @@ The last two run through :func:`within`, which also hands the backend's ``labell
 so the backend can name what it planned in between by the parts running. Nothing is kept until a
 backend asks (:func:`watch`; ``cubed_plugin`` does when it builds its namespace): until then the
 engine's only cost is one read of :data:`WATCHED` per ``grad`` call and per backward pass, and
-namespaces of backends without a labeller make no call here at all. The stack is per thread.
+namespaces of backends without a labeller make no call here at all.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from ._state import STACK, Frame, Part, push, restore
 
 __all__ = ["WATCHED", "current", "enter", "leave", "watch", "within"]
 
@@ -32,33 +33,25 @@ __all__ = ["WATCHED", "current", "enter", "leave", "watch", "within"]
 WATCHED = [False]
 
 
-class _Parts(threading.local):
-    stack: tuple[tuple[str, str], ...] = ()
-
-
-_PARTS = _Parts()
-
-
 def watch() -> None:
     """Keep the parts from now on, in every thread (for the rest of the process)."""
     WATCHED[0] = True
 
 
-def enter(kind: str, name: str) -> tuple[tuple[str, str], ...]:
-    """Push the part ``(kind, name)``; returns the stack as it was, for :func:`leave`."""
-    prev = _PARTS.stack
-    _PARTS.stack = (*prev, (kind, name))
-    return prev
+def enter(kind: str, name: str) -> tuple[Frame, ...]:
+    """Push the part ``(kind, name)`` (a :class:`~pycograd_xp._state.Part` frame on the
+    interpreter stack); returns the stack as it was, for :func:`leave`."""
+    return push(Part(kind, name))
 
 
-def leave(prev: tuple[tuple[str, str], ...]) -> None:
+def leave(prev: tuple[Frame, ...]) -> None:
     """Restore the stack :func:`enter` returned (in a ``finally``: an error leaves it too)."""
-    _PARTS.stack = prev
+    restore(prev)
 
 
 def current() -> tuple[tuple[str, str], ...]:
-    """The parts running now in this thread, outermost first."""
-    return _PARTS.stack
+    """The parts running now in this thread, outermost first, as ``(kind, name)`` pairs."""
+    return tuple([(f.part, f.name) for f in STACK.frames if type(f) is Part])
 
 
 def within(

@@ -129,8 +129,9 @@ class Primitive:
     # batched along axis 0. ``unbatchable``: why vmap cannot batch it.
     batch: Callable[..., Any] | None = None
     unbatchable: str | None = None
-    # Where the row and each of its rules were declared ("ops/statistical.py:97", by kind:
-    # "row", "vjp", "jvp", "batch", "shape"): ``python -m pycograd_xp.ops --matrix`` prints them.
+    # Where the row and each of its rules were declared ("ops/statistical/cumulative.py:97", by
+    # kind: "row", "vjp", "jvp", "batch", "shape"): ``python -m pycograd_xp.ops --matrix`` prints
+    # them.
     sites: dict[str, str] = field(default_factory=dict, repr=False)
     _frozen: ClassVar[bool] = False  # set per row by freeze()
 
@@ -362,9 +363,10 @@ def _named(rule: Any, row: str, kind: str) -> Any:
 
 
 def _site() -> str:
-    """``file:line`` of the first caller outside this module, relative to the package."""
+    """``file:line`` of the first caller outside this module and the ops' kits (a ``_kits.py``
+    that attaches rules for the rows that call it), relative to the package: the row's line."""
     frame = sys._getframe(1)
-    while frame.f_code.co_filename == __file__:
+    while frame.f_code.co_filename == __file__ or frame.f_code.co_filename.endswith("_kits.py"):
         frame = frame.f_back  # type: ignore[assignment]
     path = os.path.relpath(frame.f_code.co_filename, _PACKAGE)
     return f"{path}:{frame.f_lineno}"

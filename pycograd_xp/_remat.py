@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from . import _api
+from . import _api, _vjp
 from ._forward import transposed_rule
 from ._primitive import Primitive
 from ._state import STACK
@@ -81,7 +81,7 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
             return tuple(out) if isinstance(out, tuple | list) else out
 
         with _api.enable_grad():
-            _, pull = _api.vjp(segment, *[arrays[i] for i in picks])
+            _, pull = _vjp.vjp(segment, *[arrays[i] for i in picks])
             ct = ours(ns, g) if raw else g
             grads = pull(tuple(ct) if isinstance(ct, list) else ct)
         cts: list[Any] = [None] * len(args)

@@ -27,6 +27,8 @@ The frames (one class per kind of interpreter):
   memory projection and the planners tell the forward pass from the backward pass so).
 * :class:`DebugNans`: ``debug_nans``, the ops on the tape and the VJP rules check their results
   for NaN.
+* :class:`Part`: the part of the user's program running (a loss, a rule, a row), kept only
+  for a backend that labels its work by it (``pycograd_xp._parts``).
 
 What the hot path reads is derived from the frames on every push and pop, and kept as plain
 attributes of :data:`STACK` (one attribute read per question, as cheap as a flag): see
@@ -75,16 +77,19 @@ class Grad(Frame):
 
 class Jvp(Frame):
     """A running ``jvp``: ``context`` holds the tangents; ``propagate(context, node, out, args,
-    kwargs)``, called (by :func:`each_jvp`) on every node recorded while it runs, computes the
-    output's tangent."""
+    kwargs)``, called (by ``hook``, ``_forward.each_jvp``, which the tape calls on every node
+    recorded while a jvp runs) computes the output's tangent."""
 
-    __slots__ = ("context", "propagate", "outside")
+    __slots__ = ("context", "propagate", "hook", "outside")
     kind = "jvp"
 
     def __init__(
-        self, context: Any, propagate: Callable[[Any, Any, Any, tuple, dict], None]
+        self,
+        context: Any,
+        propagate: Callable[[Any, Any, Any, tuple, dict], None],
+        hook: Callable[[Any, Any, tuple, dict], None],
     ) -> None:
-        self.context, self.propagate = context, propagate
+        self.context, self.propagate, self.hook = context, propagate, hook
         # (a stack, the view of it without this jvp and the ones inside it): see each_jvp
         self.outside: tuple = ((), ())
 
@@ -159,13 +164,28 @@ class DebugNans(Frame):
         self.enabled = enabled
 
 
+class Part(Frame):
+    """Which part of the user's program is running (``part`` ``"loss"``, ``"backward"``,
+    ``"rule"`` or ``"row"``, and its ``name``), pushed only for a backend that labels the work it
+    plans by it (:mod:`pycograd_xp._parts`). No view of the stack depends on it."""
+
+    __slots__ = ("part", "name")
+    kind = "part"
+
+    def __init__(self, part: str, name: str) -> None:
+        self.part, self.name = part, name
+
+    def __repr__(self) -> str:
+        return f"{self.part}({self.name})" if self.name else self.part
+
+
 class _Stack(threading.local):
     """The frames of this thread, and what the hot path reads, derived from them.
 
     * ``grad_enabled``: the innermost :class:`GradMode`'s (True without one);
     * ``grad_depth``: how many :class:`Grad` frames there are;
-    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: :func:`each_jvp`
-      (None without a jvp), called by the tape on every node it records;
+    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: their ``hook``
+      (``_forward.each_jvp``; None without a jvp), called by the tape on every node it records;
     * ``batch``: the innermost :class:`Vmap`'s namespace (None: outside any vmap);
     * ``redirect``: the abstract namespace of the innermost :class:`Abstract` or :class:`Trace`
       frame that has one (where creation calls go); ``tracker``: that frame's tracker (a
@@ -235,7 +255,7 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
         elif type(f) is DebugNans:
             view["debug_nans"] = f.enabled
     view["jvp"] = tuple(jvps)
-    view["jvp_hook"] = each_jvp if jvps else None
+    view["jvp_hook"] = jvps[0].hook if jvps else None
     view["custom"] = frozenset(custom)
     return view
 
@@ -295,41 +315,7 @@ def interpreting(*frames: Frame) -> Iterator[None]:
         restore(prev)
 
 
-@contextlib.contextmanager
-def only(frames: tuple[Frame, ...]) -> Iterator[None]:
-    """Run the block with the stack replaced by ``frames`` (a rule running at a lower level:
-    a JVP rule sees only the jvp frames outside its own); the stack as it was after it."""
-    prev = STACK.frames
-    _set(frames)
-    try:
-        yield
-    finally:
-        _set(prev)
-
-
-def each_jvp(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
-    """The hook the tape calls on every node recorded while a ``jvp`` runs
-    (``STACK.jvp_hook``): each running jvp, outermost first, computes the output's tangent
-    (its frame's ``propagate``) with only the jvp frames outside it on the stack, so that the
-    calls its rule makes are seen by the outer jvps alone, as JAX processes a primitive at each
-    level. The hot path of forward mode: of the derived view only ``jvp`` and ``jvp_hook``
-    change, and each frame keeps its view for the stack it was made for."""
-    d = STACK.__dict__
-    frames, jvps = d["frames"], d["jvp"]
-    try:
-        for k, frame in enumerate(jvps):
-            seen, view = frame.outside
-            if seen is not frames:  # the same stack for every node of a jvp but nested ones
-                inner = jvps[k:]
-                outside = tuple(f for f in frames if f not in inner)
-                view = outside, jvps[:k], each_jvp if k else None
-                frame.outside = frames, view
-            d["frames"], d["jvp"], d["jvp_hook"] = view
-            frame.propagate(frame.context, node, out, args, kwargs)
-    finally:
-        d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, each_jvp
-
-
 def describe() -> str:
-    """The running transforms, outermost first (``"jvp > vmap(level 1) > grad"``)."""
-    return " > ".join(map(repr, STACK.frames)) or "none"
+    """The running transforms, outermost first (``"jvp > vmap(level 1) > grad"``; the
+    :class:`Part` frames, which are no transform, left out)."""
+    return " > ".join([repr(f) for f in STACK.frames if type(f) is not Part]) or "none"

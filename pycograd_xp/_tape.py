@@ -15,23 +15,26 @@ is the engine only: recording (which needs the Array class) lives in
 ``pycograd_xp.namespace._record``, and the engine reaches arrays only through a node's namespace.
 
 In-place writes are tracked per buffer (PyTorch's version counters, keyed by the memory's owner
-so views are covered): a residual whose buffer was written after its node was recorded is
-refused when the rule would read it, never silently used.
+so views are covered, ``_buffers.py``): a residual whose buffer was written after its node was
+recorded is refused when the rule would read it, never silently used. ``debug_nans``'s checks
+are ``_nans.py``'s.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
 import sys
-import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from ._buffers import _WRITES, SEQ, check_unchanged, is_saved, mark_saved, note_write
+from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
 from ._state import STACK, GradMode, push, restore
 
-_seq = itertools.count()
+# (re-exported: what the namespace's recording and writes use)
+__all__ = ["backward", "is_saved", "leaf", "mark_saved", "note_write"]
+
 
 # Node kinds.
 LEAF = "leaf"  # an array marked with requires_grad_: backward accumulates into its .grad
@@ -105,7 +108,7 @@ class Node:
     ) -> None:
         self.kind, self.prim, self.ns, self.args, self.kwargs = kind, prim, ns, args, kwargs
         self.out, self.parents, self.saved = out, parents, saved
-        self.seq = next(_seq)
+        self.seq = next(SEQ)
         self.grad = None
 
     @property
@@ -127,7 +130,7 @@ class Select:
 
     def __init__(self, node: Node, index: int, count: int) -> None:
         self.node, self.index, self.count = node, index, count
-        self.seq = next(_seq)
+        self.seq = next(SEQ)
 
     @property
     def name(self) -> str:
@@ -140,74 +143,6 @@ def leaf(ns: Any) -> Node:
 
 def is_leaf(node: Any) -> bool:
     return node is not None and node.kind == LEAF
-
-
-# -- buffers: what the tape saved, and what was written in place since ----------------------------
-
-# Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
-# into one while recording (x[idx] = v on an untracked array) would change a saved value, so
-# setitem copies such a buffer first. Keyed by the buffer that owns the memory: views are covered.
-_SAVED_BUFFERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-# id(buffer) -> (weak reference to it, sequence number of its last in-place write).
-_WRITES: dict[int, tuple[Any, int]] = {}
-
-
-def mark_saved(backend: Any, d: Any) -> None:
-    b = backend.buffer(d)
-    try:
-        _SAVED_BUFFERS[id(b)] = b
-    except TypeError:  # not weak-referenceable: nothing to protect it with
-        pass
-
-
-def is_saved(backend: Any, d: Any) -> bool:
-    b = backend.buffer(d)
-    return _SAVED_BUFFERS.get(id(b)) is b
-
-
-def note_write(backend: Any, d: Any) -> None:
-    """Record that ``d``'s memory was just written in place (its version moves on)."""
-    b = backend.buffer(d)
-    key = id(b)
-
-    def forget(_: Any) -> None:
-        _WRITES.pop(key, None)
-
-    try:
-        ref = weakref.ref(b, forget)
-    except TypeError:  # not weak-referenceable: cannot be told apart from a later buffer
-        return
-    _WRITES[key] = (ref, next(_seq))
-
-
-def _written_since(backend: Any, d: Any, seq: int) -> bool:
-    b = backend.buffer(d)
-    entry = _WRITES.get(id(b))
-    return entry is not None and entry[0]() is b and entry[1] > seq
-
-
-def _check_unchanged(node: Node) -> None:
-    """Refuse to run ``node``'s rule on a residual written in place after it was saved."""
-    backend = node.ns._backend
-    array_type = backend.array_type
-    found = None
-    for i, a in enumerate(node.args):
-        for e in a if type(a) is list or type(a) is tuple else (a,):
-            if isinstance(e, array_type) and _written_since(backend, e, node.seq):
-                found = node.prim.arg_names[min(i, len(node.prim.arg_names) - 1)]
-    for k, v in node.kwargs.items():
-        if isinstance(v, array_type) and _written_since(backend, v, node.seq):
-            found = k
-    outs = node.out if isinstance(node.out, list) else [node.out]
-    if any(isinstance(o, array_type) and _written_since(backend, o, node.seq) for o in outs):
-        found = "its output"
-    if found is not None:
-        raise RuntimeError(
-            f"backward through {node.name}: {found!r}, which {node.name} saved for the backward "
-            "pass, was modified in place afterwards (e.g. under no_grad()), so the gradient would "
-            "use the new value. Modify a copy instead (xp.asarray(x, copy=True)), or run the "
-            "in-place update after backward"
-        )
 
 
 # -- the backward pass ----------------------------------------------------------------------------
@@ -357,7 +292,7 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
     if _WRITES:
-        _check_unchanged(node)
+        check_unchanged(node)
     kwargs, out = node.kwargs, node.out
     if create_graph:  # the rule runs on the namespace: saved values become tracked arrays
         ops = node.ns
@@ -380,7 +315,7 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         kwargs = {**kwargs, "owned": owned} if kwargs else {"owned": owned}
     results = prim.vjp(ops, g, out, *args, **kwargs)
     if STACK.debug_nans:
-        _check_nans(node, ops, g, results, args, out)
+        _check_rule_nans(node, g, results, args, out)
     for position, parent in node.parents:
         if type(position) is int:
             ct, like = results[position], args[position]
@@ -395,31 +330,7 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         cts[key] = ct if old is None else _add(old, ct)
 
 
-def _has_nan(backend: Any, d: Any) -> bool:
-    """Whether backend array ``d`` holds a NaN (False where the values cannot be read: lazy,
-    abstract or batched arrays)."""
-    if backend.lazy or backend.abstract or backend.level or not hasattr(d, "dtype"):
-        return False
-    xp = backend.xp
-    if not xp.isdtype(d.dtype, ("real floating", "complex floating")):
-        return False
-    return bool(xp.any(xp.isnan(d)))
-
-
-def check_nans(what: str, backend: Any, results: list, inputs: list) -> None:
-    """``debug_nans``: raise if a result holds a NaN and no input did (``what`` made it)."""
-    if not any(_has_nan(backend, r) for r in results):
-        return
-    if any(_has_nan(backend, a) for a in inputs):
-        return  # passed on, not made here
-    raise FloatingPointError(
-        f"debug_nans: {what} made a NaN from inputs without one; the traceback shows the call "
-        "(the forward op, or the backward rule of the op named). Look for 0 / 0, inf - inf, "
-        "log or sqrt of a negative number, or an overflow before it"
-    )
-
-
-def _check_nans(node: Node, ops: Any, g: Any, results: Any, args: tuple, out: Any) -> None:
+def _check_rule_nans(node: Any, g: Any, results: Any, args: tuple, out: Any) -> None:
     """``debug_nans`` in the backward pass: a cotangent with a NaN from a rule whose cotangent,
     saved values and output held none names the op whose VJP made it."""
 

@@ -34,8 +34,9 @@ from typing import Any
 from ._primitive import CONSTANTS, DTYPE_NAMES, UnbatchableError, namespace_module
 from ._state import STACK, Vmap, interpreting
 from .namespace import namespace
-from .namespace._array import Array, install_backend_operators, make
+from .namespace._array import Array, make
 from .namespace._backend import register_adapter
+from .namespace._operators import install_backend_operators
 from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
 

@@ -13,8 +13,9 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._api import debug_nans, no_grad, value_and_grad
+from ._api import no_grad, value_and_grad
 from ._exports import module_dir as _module_dir
+from ._nans import debug_nans
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
 

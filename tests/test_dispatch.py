@@ -23,7 +23,7 @@ xp = pg.namespace(np)
 
 
 def _kinds() -> list[str]:
-    return [f.kind for f in STACK.frames if f.kind != "grad_mode"]
+    return [f.kind for f in STACK.frames if f.kind not in ("grad_mode", "part")]
 
 
 def test_nested_transforms_push_one_frame_each_outermost_first():
@@ -43,6 +43,19 @@ def test_nested_transforms_push_one_frame_each_outermost_first():
     assert text.startswith("jvp > ") and "vmap(level 1)" in text and text.endswith("enable_grad")
     assert depth == 1 and batched
     assert STACK.frames == () and describe() == "none"
+
+
+def test_nested_transforms_with_parts_kept():
+    """With a backend asking for the running parts (cubed_plugin), the same nesting: the Part
+    frames are on the stack between the transforms' and change no view of it."""
+    from pycograd_xp import _parts
+
+    was = _parts.WATCHED[0]
+    _parts.WATCHED[0] = True
+    try:
+        test_nested_transforms_push_one_frame_each_outermost_first()
+    finally:
+        _parts.WATCHED[0] = was
 
 
 def test_grad_mode_is_the_innermost_grad_mode_frame():
@@ -100,7 +113,7 @@ def test_the_view_kept_by_push_and_restore_is_the_derived_one():
     seq = [
         (Grad(), GradMode(True)),
         (GradMode(False),),
-        (Jvp(None, lambda *a: None),),
+        (Jvp(None, lambda *a: None, lambda *a: None),),
         (Grad(),),
         (Vmap(xp),),
         (GradMode(True), Grad()),

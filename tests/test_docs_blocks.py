@@ -74,7 +74,7 @@ def test_the_collector_finds_the_blocks():
         for _, lang, src in blocks(ROOT / "docs" / "architecture.md")
         if lang in PYTHON and src.startswith(NOT_RUN)
     ]
-    assert excerpt, "docs/architecture.md's excerpt of ops/statistical.py is marked '# not run'"
+    assert excerpt, "docs/architecture.md's excerpt of a row's block is marked '# not run'"
 
 
 def _cases() -> list:

@@ -20,11 +20,34 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = (
     (
         "the table and the tape",
-        ("typing", "_exports", "_host", "tree", "_tape", "_primitive", "_state", "_parts"),
+        (
+            "typing",
+            "_exports",
+            "_host",
+            "tree",
+            "_tape",
+            "_primitive",
+            "_state",
+            "_parts",
+            "_buffers",
+            "_nans",
+        ),
     ),
     ("arrays and namespaces", ("namespace",)),
     ("the ops and abstract values", ("_abstract", "ops")),
-    ("the transforms", ("_api", "_forward", "_vmap", "_custom", "_remat", "_compile", "memory")),
+    (
+        "the transforms",
+        (
+            "_api",
+            "_vjp",
+            "_forward",
+            "_vmap",
+            "_custom",
+            "_remat",
+            "_compile",
+            "memory",
+        ),
+    ),
     (
         "the toolkit",
         (

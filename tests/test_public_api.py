@@ -73,7 +73,12 @@ def _public() -> dict[str, object]:
             seen.add(id(obj))
             found[f"{modname}.{name}"] = obj
             if inspect.isclass(obj) and not getattr(obj, "_is_protocol", False):
-                for attr, member in vars(obj).items():
+                # its own members and those of our classes it inherits (Array's Imperative)
+                members: dict[str, object] = {}
+                for klass in reversed(obj.__mro__):
+                    if _ours(klass) and not getattr(klass, "_is_protocol", False):
+                        members.update(vars(klass))
+                for attr, member in members.items():
                     if attr.startswith("_"):
                         continue
                     if isinstance(member, property | staticmethod | classmethod):

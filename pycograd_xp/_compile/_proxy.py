@@ -20,8 +20,8 @@ from typing import Any
 from .._host import HostScalar, NoValue
 from .._primitive import CONSTANTS, DTYPE_NAMES, namespace_module
 from .._state import STACK
-from ..namespace._array import install_backend_operators
 from ..namespace._backend import _BY_XP, Backend
+from ..namespace._operators import install_backend_operators
 from ._ir import GETITEM, SETITEM, row_function
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from .._parts import current as parts_running
 from .._parts import watch as watch_parts
 from .._primitive import REGISTRY, Primitive, implementations
+from ..tree import tree_map
 from . import _cupy  # noqa: F401  (registers CuPy's adapter; imports CuPy only when used)
 from ._array import Array
 from ._backend import Backend, capabilities, numpy_special, resolve
@@ -34,6 +35,7 @@ __all__ = [
     "namespace",
     "numpy_special",
     "of",
+    "unwrap",
     "parts_running",
     "watch_parts",
 ]
@@ -95,3 +97,24 @@ def of(ns: Any) -> ModuleType:
     if getattr(ns, "_backend", None) is not None:
         return ns
     return _CACHE[capabilities(ns).name]
+
+
+def unwrap(x: Any) -> Any:
+    """The backend arrays behind ``x``, detached.
+
+    The public way to hand our arrays to the backend's own functions (``cubed.compute``,
+    ``numpy.savez``, ...).
+
+    Parameters
+    ----------
+    x : Array or pytree of Array
+        An array of a pycograd_xp namespace, or a pytree of them. Anything that is not one of
+        our arrays passes unchanged.
+
+    Returns
+    -------
+    backend array or pytree
+        The same structure, each of our arrays replaced by the backend array it holds (for
+        ``namespace(numpy)``, a ``numpy.ndarray``).
+    """
+    return tree_map(lambda a: a._data if isinstance(a, Array) else a, x)

@@ -21,22 +21,16 @@ from typing import Any
 from .._primitive import CATEGORIES, CONSTANTS, DTYPE_NAMES, REGISTRY, Primitive, namespace_module
 from .._state import STACK
 from .._tape import is_leaf, is_saved, note_write
-from ._array import (
-    PLAIN_TYPES,
-    Array,
-    closed_write_error,
-    install_operators,
-    make,
-    note_view,
-    rebind,
-)
+from ._array import PLAIN_TYPES, Array, make
 from ._backend import Backend
 from ._dispatch import HandOver, bind
 from ._eager import Eager
 from ._frontend import NUMPY_CONSTANTS, index_constants, numpy_frontend
 from ._immutable import functional_setitem
+from ._operators import install_operators
 from ._record import record
 from ._signature import explain
+from ._writes import closed_write_error, note_view, rebind
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 

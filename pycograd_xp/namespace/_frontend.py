@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 # NumPy's own arrays and scalars: an operand of these in an operator of ours is a constant
-# (namespace._array.install_operators), as NumPy's operators make ours an operand of a ufunc.
+# (namespace._operators.install_operators), as NumPy's operators make ours an operand of a ufunc.
 NUMPY_CONSTANTS = (np.ndarray, np.generic)
 
 # Ufuncs of other libraries (scipy.special's), by ``ufunc.__name__`` -> the name of the row that

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._nans import check_nans
 from .._state import STACK
-from .._tape import Node, Select, ShapeDtype, check_nans, mark_saved
+from .._tape import Node, Select, ShapeDtype, mark_saved
 from ._array import PLAIN_TYPES, Array
 
 

@@ -1,7 +1,7 @@
 """Special cases of the standard the wrapper honours where the backend (NumPy) does not.
 
 Each was found by the official suite (data-apis/array-api-tests) on some hypothesis seeds; the
-fixes live in pycograd_xp/ops/elementwise.py.
+fixes live in pycograd_xp/ops/elementwise/ (beside their rows).
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+"""The kits the statistical rows share: shape rules of reductions and cumulative reductions,
+the buffers they allocate, scans along an axis."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import array_api_compat.numpy as npx
+
+from .._rules.shapes import (
+    BUFFER_ELEMENTS,
+    broadcast_view,
+    elementwise_out,
+    measured_layouts,
+    new,
+    probe_dtype,
+    reduced,
+    size_bytes,
+)
+
+
+def reduced_shape(row: Any) -> Any:
+    """The shape rule of a reduction: the reduced shape, in NumPy's dtype for it."""
+    ref = getattr(npx, row.name)
+
+    def rule(a, x, /, *, axis=None, keepdims=False, **kw):
+        kw = {k: v for k, v in kw.items() if k in ("dtype", "correction")}
+        return new(reduced(x.shape, axis, keepdims), probe_dtype(ref, x, axis=axis, **kw))
+
+    return rule
+
+
+def cumulative_shape(row: Any) -> Any:
+    """The shape rule of a cumulative reduction (``include_initial`` adds one along ``axis``)."""
+    ref = getattr(npx, row.name)
+
+    def rule(a, x, /, *, axis=None, dtype=None, include_initial=False):
+        shape = list(x.shape) if x.ndim else [1]
+        ax = 0 if axis is None else axis % len(shape)
+        shape[ax] += 1 if include_initial else 0
+        dt = probe_dtype(ref, x, axis=axis, dtype=dtype)
+        if include_initial or x.ndim == 0:
+            return new(shape, dt)
+        return elementwise_out(shape, dt, x)  # NumPy's cumsum keeps the input's memory order
+
+    return rule
+
+
+@measured_layouts
+def cast_buffer(out, x, /, **kw):
+    """A reduction buffers its input a block at a time when it casts it (into another dtype)
+    and when it cannot read it in memory order (a reversed, row-strided or broadcast view
+    reduced over every axis; measured in docs/calibration.md#reductions). The abstract arrays
+    know C order or not: every input not in C order counts a buffer, never less than NumPy
+    takes."""
+    k = (out.dtype != x.dtype) + (not x.contiguous or broadcast_view(x))
+    item = builtins.max(out.dtype.itemsize, x.dtype.itemsize)
+    return k * builtins.min(x.size, BUFFER_ELEMENTS) * item
+
+
+@measured_layouts
+def deviations(out, x, /, **kw):
+    """``std``/``var``: the deviations from the mean, a buffer to broadcast the mean, and one
+    more to read an input not in C order (measured: docs/calibration.md#reductions); the mean
+    (kept dims) and its quotient by the count, two arrays of the result's size (NumPy's
+    ``_var``: over a short axis they are most of it; found by the sliding-window check)."""
+    k = 1 + (not x.contiguous or broadcast_view(x))
+    mean = 2 * out.size * x.dtype.itemsize
+    return size_bytes(x) + mean + k * builtins.min(x.size, BUFFER_ELEMENTS) * x.dtype.itemsize
+
+
+@measured_layouts
+def initial_slice(out, x, /, *, include_initial=False, **kw):
+    """``include_initial`` concatenates a zero slice to the result: one output-sized copy; and
+    what the accumulation itself takes (:func:`accumulation_buffers`)."""
+    return (size_bytes(out) if include_initial else 0) + accumulation_buffers(out, x)
+
+
+def accumulation_buffers(out, x):
+    """NumPy's ``ufunc.accumulate`` (``cumsum``, ``cumprod``) that casts its input (into the
+    result's dtype: int8 to the default integer, float32 to a float64 ``dtype=``) casts all of
+    it first, not a block at a time as a reduction does: a full copy of the input, counted in
+    the larger of the two dtypes (measured: int8 -> int64, float32 <-> float64, on any axis and
+    layout; the memory check by hypothesis found it at 1.46x, issue 33). Without a cast, an
+    input not in C order is buffered a block at a time (:func:`cast_buffer`)."""
+    if out.dtype != x.dtype:
+        return x.size * builtins.max(out.dtype.itemsize, x.dtype.itemsize)
+    return cast_buffer(out, x)
+
+
+def _along(ns, x, axis, start=None, stop=None):
+    idx = [slice(None)] * x.ndim
+    idx[axis] = slice(start, stop)
+    return x[tuple(idx)]
+
+
+def _reverse_cumsum(ns, g, axis):
+    return ns.flip(ns.cumulative_sum(ns.flip(g, axis=axis), axis=axis), axis=axis)
