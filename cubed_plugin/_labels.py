@@ -32,16 +32,8 @@ from typing import Any
 
 from pycograd_xp.namespace import parts_running, watch_parts
 
-from ._cubed_seam import (
-    array_dag,
-    node_func,
-    node_label,
-    node_mark,
-    node_stack,
-    op_counter,
-    ops_since,
-)
-from ._cubed_seam import set_node_mark as _set_node_mark
+# (Cubed's internals are imported by each function: importing this module, as the plugin's
+# namespace does, imports no Cubed: ``python -m pycograd_xp.ops --matrix`` loads the plugin so)
 
 __all__ = ["LABEL", "OpLabeller", "fn_name", "label_new", "label_of", "watch", "where_called"]
 
@@ -76,6 +68,8 @@ class OpLabeller:
     @staticmethod
     def mark() -> int:
         """Cubed's op counter now."""
+        from ._cubed_seam import op_counter
+
         return op_counter()
 
     @staticmethod
@@ -89,6 +83,8 @@ def label_new(since: int, out: Any, label: Callable[[str], str] | None = None) -
     arrays ``out`` (an array or a tuple or list of them; anything else is passed over): with
     ``label(func)`` (``func``: the Cubed function that made the op) when given, else from the
     part of the program running. An op labelled already (by an inner call) keeps its label."""
+    from ._cubed_seam import array_dag, node_func, node_mark, ops_since, set_node_mark
+
     outs = out if isinstance(out, tuple | list) else (out,)
     for x in outs:
         dag = array_dag(x)
@@ -106,7 +102,7 @@ def label_new(since: int, out: Any, label: Callable[[str], str] | None = None) -
                 text = label(func)
             else:
                 text = describe(func, parts_running(), wheres[op] or line)
-            _set_node_mark(dag, op, LABEL, text)
+            set_node_mark(dag, op, LABEL, text)
 
 
 def describe(func: str, parts: tuple[tuple[str, str], ...], where: str | None = None) -> str:
@@ -138,6 +134,8 @@ def describe(func: str, parts: tuple[tuple[str, str], ...], where: str | None = 
 def label_of(dag: Any, op: str) -> str:
     """The op's label, or for an op without one Cubed's name for it (the function that made it)
     and the user's line that called it where Cubed's record reaches it."""
+    from ._cubed_seam import node_label, node_mark
+
     own = node_mark(dag, op, LABEL)
     if own is not None:
         return str(own)
@@ -148,6 +146,8 @@ def label_of(dag: Any, op: str) -> str:
 def where_called(dag: Any, op: str) -> str | None:
     """The innermost line of the user's code among the frames Cubed recorded when it made the
     op ``op`` (``"model.py:12 in layer"``), or None when the record does not reach it."""
+    from ._cubed_seam import node_stack
+
     for filename, line, function, module in node_stack(dag, op):
         library = (
             module.split(".")[0] in _LIBRARY
