@@ -1250,14 +1250,26 @@ def cases() -> dict[str, list[Case]]:
     return out
 
 
+# More backends for every case that runs on NumPy, named in this variable (comma-separated,
+# e.g. "cupy": tools/gpu_check.py runs the suites so on a GPU; their tests skip cleanly where a
+# backend is not installed or, for CuPy, where no CUDA device answers)
+EXTRA_BACKENDS = "PYCOGRAD_CONFORMANCE_BACKENDS"
+
+
 def params() -> list:
     """``pytest.param(backend, name, case)`` for every case on every backend it runs on: what
-    the gradient, JVP and batching suites parametrize over."""
+    the gradient, JVP and batching suites parametrize over (with ``EXTRA_BACKENDS``' too)."""
+    import os
+
     import pytest
 
+    extra = [b for b in os.environ.get(EXTRA_BACKENDS, "").split(",") if b.strip()]
     return [
         pytest.param(backend, name, case, id=f"{backend}-{name}-{case.label}")
         for name, cs in cases().items()
         for case in cs
-        for backend in case.backends
+        for backend in (
+            *case.backends,
+            *(b.strip() for b in extra if "numpy" in case.backends and b not in case.backends),
+        )
     ]

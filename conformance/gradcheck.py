@@ -22,7 +22,26 @@ from pycograd_xp.tree import tree_flatten
 
 
 def to_numpy(x: Any) -> np.ndarray:
-    return np.asarray(pycograd_xp.unwrap(x) if isinstance(x, pycograd_xp.Array) else x)
+    """A NumPy copy of ``x`` (ours or a backend's array), a device array (CuPy) copied to the
+    host."""
+    x = pycograd_xp.unwrap(x) if isinstance(x, pycograd_xp.Array) else x
+    get = getattr(x, "get", None)  # CuPy's device-to-host copy (np.asarray refuses one)
+    return np.asarray(get() if callable(get) and not isinstance(x, np.ndarray) else x)
+
+
+def backend_or_skip(name: str) -> Any:
+    """The backend module ``name`` (``numpy``, ``array_api_strict``, ``cupy``, ...): the test
+    skips where it is not installed, and CuPy's where no CUDA device answers."""
+    import pytest
+
+    module = pytest.importorskip(name)
+    if name == "cupy":
+        try:
+            if module.cuda.runtime.getDeviceCount() < 1:
+                pytest.skip("no CUDA device")
+        except Exception:  # CuPy installed without a usable driver or device
+            pytest.skip("no CUDA device")
+    return module
 
 
 def _like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:

@@ -36,12 +36,14 @@ BACKENDS = {
     "numpy": "import numpy, pycograd_xp; xp = pycograd_xp.namespace(numpy)",
     "strict": "import array_api_strict, pycograd_xp; xp = pycograd_xp.namespace(array_api_strict)",
     "cubed": "import cubed, pycograd_xp; xp = pycograd_xp.namespace(cubed)",
+    "cupy": "import cupy, pycograd_xp; xp = pycograd_xp.namespace(cupy)",
     "memory": "import conformance.memory_checking as m; xp = m.checking_namespace()",
 }
-DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5, "memory": 20}
+DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5, "cupy": 5, "memory": 20}
 XFAILS_OF = {"memory": "numpy"}  # the checking namespace's values are namespace(numpy)'s
-# each call is run three times and projected: hypothesis's deadline does not hold
-EXTRA = {"memory": ["--hypothesis-disable-deadline"]}
+# each call is run three times and projected: hypothesis's deadline does not hold; on CuPy each
+# new kernel is compiled at its first call (tools/gpu_check.py runs the suite on a GPU)
+EXTRA = {"memory": ["--hypothesis-disable-deadline"], "cupy": ["--hypothesis-disable-deadline"]}
 SOME_DRAWS = "[some draws]"
 
 
@@ -98,9 +100,15 @@ def xfail_ids(backend: str) -> list[str]:
 
 
 def run(
-    backend: str, *, max_examples: int | None = None, seed: int = 0, extra: list[str] | None = None
+    backend: str,
+    *,
+    max_examples: int | None = None,
+    seed: int = 0,
+    extra: list[str] | None = None,
+    timeout: float | None = None,
 ) -> Result:
-    """Run the suite on ``namespace(<backend>)`` and count the outcomes."""
+    """Run the suite on ``namespace(<backend>)`` and count the outcomes (``timeout``: seconds
+    before the suite is stopped, ``subprocess.TimeoutExpired`` then)."""
     start = time.perf_counter()
     where = suite_dir()
     if where is None:
@@ -136,7 +144,9 @@ def run(
             *EXTRA.get(backend, []),
             *(extra or []),
         ]
-        subprocess.run(cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False)
+        subprocess.run(
+            cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False, timeout=timeout
+        )
         data = json.loads(report.read_text())
         memory = _tightness(json.loads(tally.read_text())) if tally.exists() else None
     res = Result(backend, seed=seed, wall=time.perf_counter() - start, memory=memory)
@@ -181,7 +191,9 @@ def _tightness(tally: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("backends", nargs="*", default=list(BACKENDS), choices=list(BACKENDS))
+    p.add_argument(  # CuPy only when asked for (a GPU machine: tools/gpu_check.py)
+        "backends", nargs="*", default=[b for b in BACKENDS if b != "cupy"], choices=list(BACKENDS)
+    )
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument(
         "--seed",

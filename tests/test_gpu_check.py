@@ -1,0 +1,68 @@
+"""tools/gpu_check.py, the GPU run (issue 35): its dry run (NumPy in place of CuPy, the CPU for
+CUDA) takes every part's code path here, and its arguments are checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tools" / "gpu_check.py"
+
+
+def _run(tmp_path, *args):
+    out = tmp_path / "summary.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    return done, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_dry_run_takes_every_part(tmp_path, monkeypatch):
+    monkeypatch.delenv("ARRAY_API_TESTS_DIR", raising=False)
+    done, summary = _run(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    parts = summary["parts"]
+    assert summary["dry_run"] and list(parts) == [
+        "environment",
+        "official",
+        "gradients",
+        "memory",
+        "steps",
+    ]
+    assert parts["official"]["status"] == "skipped"  # no checkout of the suite given
+    assert "array-api-tests" in parts["official"]["why"]
+    grads = parts["gradients"]
+    assert grads["status"] == "ok", grads
+    # the CuPy cases skip cleanly here (no CuPy, or no device); their NumPy twins pass
+    assert grads["cupy"]["skipped"] > 0 and grads["cupy"]["failed"] == 0
+    assert grads["numpy_twins"]["passed"] > 0 and grads["numpy_twins"]["failed"] == 0
+    assert all(v["bounded"] for k, v in parts["memory"].items() if isinstance(v, dict))
+    assert {"mlp", "cnn", "transformer"} <= set(parts["steps"])
+    assert all(
+        row["pycograd_xp ms"] > 0 for row in parts["steps"].values() if isinstance(row, dict)
+    )
+
+
+def test_a_suite_path_without_the_suite_fails_that_part_saying_why(tmp_path):
+    done, summary = _run(tmp_path, "--parts", "official", "--suite", str(tmp_path))
+    assert done.returncode == 1
+    part = summary["parts"]["official"]
+    assert part["status"] == "failed" and "array_api_tests is missing" in part["why"]
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    done, _ = _run(tmp_path, "--parts", "official,warp")
+    assert done.returncode == 2 and "unknown part 'warp'" in done.stderr
+    done, _ = _run(tmp_path, "--examples", "0")
+    assert done.returncode == 2 and "--examples must be >= 1" in done.stderr
+
+
+def test_the_shell_wrapper_parses():
+    assert subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu_check.sh")]).returncode == 0
