@@ -12,6 +12,16 @@ a pytree of ``memory.spec`` objects and returns the state as specs (and Python n
 whole training step projects before anything is allocated (``memory.project``). Learning rates
 may be numbers or schedules (functions of the step count). ``Optimizer`` wraps a transformation
 and its state for PyTorch-style use: ``params = opt.step(params, grads)``.
+
+On NumPy and CuPy, outside any transform, ``sgd`` (momentum, Nesterov, weight decay),
+``rmsprop``, ``adagrad``, ``adam``/``adamw`` and ``apply_updates`` are multi-tensor updates (as
+PyTorch's ``foreach`` optimizers): the trees are flattened once and each state kind of all
+parameters is updated in one pass over the backend's arrays, temporaries written in place. The
+values are the per-parameter code's bit for bit, the memory at most its. The per-parameter code
+(Array API calls leaf by leaf) runs everywhere else: on Cubed and array-api-strict, under
+``compile``, ``vmap``, ``jvp``, ``debug_nans`` and ``memory.project`` (so the projection of a
+step is that code's, an upper bound of the multi-tensor step), where the update itself is being
+differentiated, and where a learning rate or hyperparameter is not a Python number.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import Any
 
 from .._state import STACK
@@ -35,6 +36,7 @@ from ..namespace._array import Array, make
 from ..tree import tree_flatten, tree_unflatten
 
 _OFF: list[bool] = [False]
+_data, _node, _dtype = attrgetter("_data"), attrgetter("_node"), attrgetter("dtype")
 
 
 @contextmanager
@@ -116,16 +118,16 @@ def group(*trees: Any) -> Group | None:
                 return None
         else:
             leaves = first
-        if {type(a) for a in leaves} != {cls}:
+        if set(map(type, leaves)) != {cls}:
             return None
-        if tracked and [a for a in leaves if a._node is not None]:  # on a tape: its ops
+        if tracked and set(map(_node, leaves)) != {None}:  # on a tape: its ops record
             return None
-        column = [a._data for a in leaves]
+        column = list(map(_data, leaves))
         if dtypes is None:  # one floating dtype per parameter across the trees
-            dtypes = [d.dtype for d in column]
+            dtypes = list(map(_dtype, column))
             if {getattr(t, "kind", None) for t in dtypes} != {"f"}:
                 return None
-        elif [d.dtype for d in column] != dtypes:
+        elif list(map(_dtype, column)) != dtypes:
             return None
         data.append(column)
     return Group(cls, backend, treedef, data)
