@@ -34,14 +34,19 @@ def backend_or_skip(name: str) -> Any:
     skips where it is not installed, and CuPy's where no CUDA device answers."""
     import pytest
 
-    module = pytest.importorskip(name)
-    if name == "cupy":
-        try:
-            if module.cuda.runtime.getDeviceCount() < 1:
-                pytest.skip("no CUDA device")
-        except Exception:  # CuPy installed without a usable driver or device
+    if name != "cupy":
+        return pytest.importorskip(name)
+    try:
+        import cupy
+    except ImportError as e:  # absent, or installed without the CUDA libraries it loads
+        said = [line for line in str(e).splitlines() if any(c.isalpha() for c in line)]
+        pytest.skip(f"CuPy does not import: {said[0] if said else repr(e)}")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
             pytest.skip("no CUDA device")
-    return module
+    except Exception:  # CuPy installed without a usable driver or device
+        pytest.skip("no CUDA device")
+    return cupy
 
 
 def _like(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:

@@ -8,7 +8,10 @@ import pytest
 
 import pycograd_xp as pg
 
-cupy = pytest.importorskip("cupy")
+try:
+    import cupy
+except ImportError as e:  # absent, or installed without the CUDA libraries it loads
+    pytest.skip(f"CuPy does not import: {e}", allow_module_level=True)
 try:
     cupy.cuda.runtime.getDeviceCount()
 except Exception:  # CuPy installed without a usable GPU
