@@ -43,7 +43,8 @@ The package, in the order a trace goes through it:
 - :mod:`._ir`: the calls as typed records, each knowing its backend function, and the
   :class:`._ir.Schedule` the passes make of them (``compiled.schedule(*args)`` prints it);
 - :mod:`._passes`: dead code elimination, constant folding, liveness, the projected peak,
-  in-place reuse, each a plain function;
+  in-place reuse, elementwise results written into the views they are copied to
+  (``out=``), each a plain function;
 - :mod:`._codegen`: the replay function's source, and its ``exec`` (the package's only one);
 - this module: ``compile``, :class:`Compiled` and its cache of plans.
 """

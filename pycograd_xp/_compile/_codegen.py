@@ -97,7 +97,24 @@ def generate(
     to_array = (
         src.bind(backend.scalar_to_array, "a") if backend.scalar_to_array is not None else None
     )
+    skipped = sched.skipped()
     for j, c in enumerate(sched.steps):
+        if j in skipped:  # its value's step wrote it (into_views)
+            dead = sched.freed(j)
+            if dead:
+                lines.append("    del " + ", ".join(f"t{n}" for n in dead))
+            continue
+        if j in sched.views:
+            fv, k, idx = sched.views[j]
+            target = src.const(sched.steps[k].args[0])
+            args = ", ".join(src.const(a) for a in c.args)
+            lines.append(
+                f"    {_lhs(c.outs)} = {src.bind(fv, 'f')}({args}, out={target}[{src.const(idx)}])"
+            )
+            dead = sched.freed(j)
+            if dead:
+                lines.append("    del " + ", ".join(f"t{n}" for n in dead))
+            continue
         f = src.bind(c.function(backend), "f")
         args = ", ".join(src.const(a) for a in c.args)
         kw = "".join(f", {k}={src.const(v)}" for k, v in c.kwargs.items())

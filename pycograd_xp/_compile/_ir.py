@@ -270,6 +270,13 @@ class Schedule:
     protected: set[int]  # never freed, never written in place: inputs, outputs, folded
     reuse: dict[int, Reuse]  # step -> the dead operand's buffer it may be written into
     outputs: list[Any]  # templates of the results
+    # step -> (its function, the step copying its result into a view, that view's index): the
+    # result written into the view directly, the copy skipped (_passes.into_views)
+    views: dict[int, tuple[Any, int, Any]] = field(default_factory=dict)
+
+    def skipped(self) -> set[int]:
+        """The copies a step's ``out=`` made unnecessary."""
+        return {k for _, k, _ in self.views.values()}
 
     def freed(self, j: int) -> list[int]:
         """The symbols whose last use is step ``j`` (the replay's ``del`` after it)."""
@@ -293,6 +300,11 @@ class Schedule:
             r = self.reuse.get(j)
             if r is not None:
                 line += f"  [into t{r.into} if free]"
+            if j in self.views:
+                k = self.views[j][1]
+                line += f"  [into {show(self.steps[k].args[0])}[{show(self.steps[k].args[1])}]]"
+            elif j in self.skipped():
+                line += "  [written by its value's step]"
             dead = self.freed(j)
             if dead:
                 line += "  free " + ", ".join(f"t{n}" for n in dead)

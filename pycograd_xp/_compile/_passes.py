@@ -1,6 +1,7 @@
 """The passes over a recorded trace, each a plain function of the IR (:mod:`._ir`): dead code
 elimination, constant folding, liveness, the projected peak (the memory model over the
-schedule) and in-place reuse. :func:`schedule` runs them in order."""
+schedule), in-place reuse and results written straight into the views they are copied to.
+:func:`schedule` runs them in order."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ._ir import (
     Schedule,
     Sym,
     collect_hosts,
+    row_function,
     size,
 )
 
@@ -281,6 +283,84 @@ def _reuse(
     return None
 
 
+def into_views(
+    meta: list[Meta], steps: list[Call], last: dict[int, int], protected: set[int], backend: Any
+) -> dict[int, tuple[Any, int, Any]]:
+    """The elementwise steps whose result is only copied into a view of another buffer
+    (``t = f(a, b); ...; buf[idx] = t``): written there directly (``f(a, b, out=buf[idx])``,
+    the copy's step skipped), on backends whose functions take ``out=``. Step -> (the
+    function, the copy's step, its index template). Only where the index is basic (the
+    view is the buffer's memory, never a copy), the result fills the view exactly (its shape
+    and dtype), no operand lives in the buffer written (no overlap, whatever the backend), and
+    no step between the two touches that buffer (nothing reads the region early)."""
+    if backend.takes_out is None:
+        return {}
+
+    def owner(n: int) -> int:
+        m = meta[n]
+        return n if m.holds or m.base is None else m.base
+
+    born: dict[int, int] = {}  # symbol -> the step that makes it
+    for j, c in enumerate(steps):
+        for n in c.writes:
+            born.setdefault(n, j)
+    found: dict[int, tuple[Any, int, Any]] = {}
+    for j, c in enumerate(steps):
+        if (
+            type(c) is not RowCall
+            or c.mutates is not None
+            or c.kwargs
+            or type(c.outs) is not Sym
+            or c.prim.kind not in ("unary", "binary")
+        ):
+            continue
+        v = c.outs.n
+        out = meta[v]
+        k = last.get(v)
+        if v in protected or not out.owns or not out.shape or k is None or k <= j:
+            continue
+        s = steps[k]
+        if not (isinstance(s, RowCall) and s.prim is SETITEM and len(s.args) == 3):
+            continue
+        target, idx, value = s.args
+        if type(target) is not Sym or type(value) is not Sym or value.n != v:
+            continue
+        buf = owner(target.n)
+        if born.get(target.n, -1) >= j or meta[target.n].dtype != out.dtype:
+            continue
+        if _view_shape(meta[target.n].shape, idx) != tuple(out.shape):
+            continue
+        if any(owner(n) == buf for n in c.reads):
+            continue
+        if any(
+            owner(n) == buf or n == v
+            for i in range(j + 1, k)
+            for n in (*steps[i].reads, *steps[i].writes)
+        ):
+            continue
+        f = row_function(c.prim, backend)
+        if backend.takes_out(f):
+            found[j] = (f, k, idx)
+    return found
+
+
+def _view_shape(shape: tuple[int, ...], idx: Any) -> tuple[int, ...] | None:
+    """The shape of ``a[idx]`` for an array ``a`` of ``shape`` where ``idx`` is a basic index of
+    constants (integers, slices of integers, ``...``, None): a view; else None."""
+    parts = idx if type(idx) is tuple else (idx,)
+    for p in parts:
+        t = type(p)
+        if t is slice:
+            if any(q is not None and type(q) is not int for q in (p.start, p.stop, p.step)):
+                return None
+        elif not (t is int or p is Ellipsis or p is None):
+            return None
+    try:
+        return tuple(np.broadcast_to(np.empty((), np.int8), shape)[idx].shape)
+    except (IndexError, TypeError, ValueError):
+        return None
+
+
 def schedule(
     calls: list[Call],
     meta: list[Meta],
@@ -301,5 +381,10 @@ def schedule(
     # the folded constants live as long as the replay: never freed, never written in place
     protected = set(inputs) | protected_outs | set(folded)
     peak = projected_peak(meta, live, last, [*inputs, *folded], protected, events)
+    views = into_views(meta, live, last, protected, backend)  # before reuse: it wins
     reuse = inplace_reuse(meta, live, last, protected, backend)
-    return Schedule(meta, inputs, live, needed_hosts, folded, last, protected, reuse, outputs), peak
+    for j in views:
+        reuse.pop(j, None)
+    return Schedule(
+        meta, inputs, live, needed_hosts, folded, last, protected, reuse, outputs, views
+    ), peak
