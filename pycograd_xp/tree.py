@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 from ._exports import module_dir as _module_dir
@@ -87,7 +88,38 @@ def _dataclass_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
             tuple(f.name for f in fields if f.metadata.get("static")),
         )
         _DATACLASS_FIELDS[cls] = cached
+        names, statics = cached
+        # without static fields: the leaves' getter, the structure's meta (one object per
+        # type) and whether __init__ takes the leaves positionally, in field order
+        if not statics:
+            getter = attrgetter(*names) if len(names) > 1 else lambda x: (getattr(x, names[0]),)
+            positional = _takes_positionally(cls, names)
+            _DATACLASS_PLAIN[cls] = (
+                getter if names else lambda x: (),
+                (cls, names, ()),
+                positional,
+            )
     return cached
+
+
+def _takes_positionally(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls(*values)`` passes ``values`` as ``names``: its ``__init__``'s parameters
+    are exactly those, in that order, each positional (no keyword-only field, no ``InitVar``
+    between them, no ``__init__`` of its own taking others)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return tuple(p.name for p in params) == names and all(
+        p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params
+    )
+
+
+# dataclass type -> (its leaves' getter, its TreeDef meta, __init__ takes them positionally),
+# for dataclasses without static fields (a layer: Linear's w and b)
+_DATACLASS_PLAIN: dict[type, tuple[Callable[[Any], Any], tuple, bool]] = {}
 
 
 # The node kind of each type met, decided once per type (a type's kind never changes): the
@@ -170,8 +202,12 @@ def _walk(x: Any, leaves: list[Any]) -> TreeDef:
         kids = [x[k] for k in keys]
     elif kind == "dataclass":
         names, static_names = _DATACLASS_FIELDS.get(t) or _dataclass_fields(t)
-        statics = tuple([(n, getattr(x, n)) for n in static_names]) if static_names else ()
-        meta, kids = (t, names, statics), [getattr(x, n) for n in names]
+        if static_names:
+            statics = tuple([(n, getattr(x, n)) for n in static_names])
+            meta, kids = (t, names, statics), [getattr(x, n) for n in names]
+        else:
+            getter, meta, _ = _DATACLASS_PLAIN[t]
+            kids = getter(x)
     else:
         parts = _children(x)
         assert parts is not None
@@ -231,6 +267,9 @@ def _build(td: TreeDef, it: Any) -> Any:
     cls, names, statics = td.meta
     if statics:
         return cls(**dict(zip(names, kids, strict=True)), **dict(statics))
+    plain = _DATACLASS_PLAIN.get(cls)
+    if plain is not None and plain[2] and len(kids) == len(names):
+        return cls(*kids)
     return cls(**dict(zip(names, kids, strict=True)))
 
 

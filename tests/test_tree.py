@@ -82,3 +82,26 @@ def test_every_node_kind_round_trips_through_the_per_type_table():
     leaf = type(td.children[0].children[0])("leaf")
     made = type(td)("list", None, (leaf, type(td)("none"), leaf))
     assert made.num_leaves == 2 and tree_unflatten(made, ["x", "y"]) == ["x", None, "y"]
+
+
+@dataclasses.dataclass
+class WithInitVar:
+    a: object
+    scale: dataclasses.InitVar[float] = 1.0
+    b: object = None
+
+
+@dataclasses.dataclass
+class KeywordOnly:
+    a: object
+    b: object = dataclasses.field(default=None, kw_only=True)
+
+
+def test_dataclasses_are_rebuilt_by_their_fields_names_where_positions_would_misplace_them():
+    """A layer (fields in order) is rebuilt positionally; an InitVar between the fields or a
+    keyword-only field takes the keyword way (a position would land in the InitVar)."""
+    for tree in (Layer(1, 2, 3), WithInitVar(1, 2.0, 3), KeywordOnly(1, b=2)):
+        leaves, td = tree_flatten(tree)
+        assert tree_unflatten(td, leaves) == tree
+    leaves, td = tree_flatten(WithInitVar(1, 5.0, 3))
+    assert leaves == [1, 3] and tree_unflatten(td, ["x", "y"]) == WithInitVar("x", 1.0, "y")
