@@ -13,8 +13,9 @@ and the ratios of the counts.
 Workloads: the chain of 50 elementwise ops of ``bench_chain.py`` (forward and backward, µs per op,
 uncompiled and compiled, shapes (8,) and (100,); its jvp; per-example gradients of it under vmap);
 single calls of a few general rows; the MLP step of ``bench_mlp.py`` (784-128-10, batch 64,
-float32); the small CNN step of ``bench_cnn.py``; a Cubed gradient step of logistic regression (when
-Cubed is installed).
+float32); the small CNN step of ``bench_cnn.py``; an epoch of ``examples/digits.py`` (its model,
+Adam, ``make_step`` and ``Batches``, on random data of its shapes); a Cubed gradient step of
+logistic regression (when Cubed is installed).
 """
 
 from __future__ import annotations
@@ -104,6 +105,28 @@ WORKER = textwrap.dedent("""
 
     cnn = pg.value_and_grad(cnn_loss)
     W["CNN step (small), ms"] = (lambda: cnn(p), 5, 1e3)
+
+    from pycograd_xp import optim, random  # the digits example's epoch (examples/digits.py)
+    from pycograd_xp.data import Batches
+    from pycograd_xp.train import make_step
+
+    dx = (rng.integers(0, 17, (1437, 64)) / 16.0).astype(np.float32)
+    dy = rng.integers(0, 10, 1437)
+    k1, k2 = random.split(random.key(1))
+    dparams = {"l1": nn.Linear.init(k1, 64, 128, xp=xp, dtype=xp.float32),
+               "l2": nn.Linear.init(k2, 128, 10, xp=xp, dtype=xp.float32)}
+    dtx = optim.adam(3e-3)
+    dstep = make_step(lambda p, x, y: nn.cross_entropy(p["l2"](nn.relu(p["l1"](x))), y), dtx)
+    dbatches = Batches((dx, dy), 64, key=random.key(2), prefetch=0)
+    dstate = [dparams, dtx.init(dparams)]
+
+    def digits_epoch():
+        p, s = dstate
+        for batch in dbatches:
+            p, s, _ = dstep(p, s, batch)
+        dstate[:] = p, s
+
+    W["digits epoch (64-128-10, Adam, 22 batches), ms"] = (digits_epoch, 1, 1e3)
 
     try:
         import cubed
