@@ -85,3 +85,22 @@ def test_layer_norm_and_gelu_backward_write_their_blocks():
     # two blocks of each cotangent
     assert str(f.schedule(x, w)).count("[written by its value's step]") == 4
     assert memory.measure(loss, x, w).peak_bytes <= memory.project(loss, x, w).traced_peak_bytes
+
+
+def test_binary_rows_write_into_a_dead_operand():
+    """A binary row with no in-place operator (minimum), or whose dead operand is the second
+    (``1 / e``), writes into that operand's buffer through the function's out= when nothing
+    else holds it: the same values."""
+
+    def f(x, y):
+        u = x * 3.0
+        m = xp.minimum(u, y)  # u dead after
+        e = xp.exp(y) + 1.0
+        return 1.0 / e + m  # e dead after
+
+    x, y = (xp.asarray(rng.standard_normal((64, 40))) for _ in range(2))  # over ELIDE_MIN_BYTES
+    g = pg.compile(f)
+    _same(g(x, y), f(x, y))
+    src = g.source(x, y)
+    assert "minimum" in str(g.schedule(x, y))
+    assert src.count(", out=t") >= 2, src

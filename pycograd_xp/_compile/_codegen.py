@@ -157,8 +157,9 @@ def _guarded(r: Reuse, src: _Source, backend: Any) -> str:
             f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
             f"{_SOLE} and {src.bind(backend.owns_buffer, 'own')}(t{n})"
         )
+    args = ", ".join(src.const(a) for a in r.others) if r.others else f"t{n}"
     return (
-        f"{src.bind(r.f, 'f')}(t{n}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
+        f"{src.bind(r.f, 'f')}({args}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
         f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
     )
 

@@ -249,7 +249,7 @@ class Reuse:
     """Step ``j`` of a schedule written into the buffer of its dead operand ``into`` when
     nothing else holds it (the replay checks), by ``how``: ``"operator"`` (``op(t, other)``,
     an in-place operator), ``"select"`` (``select(cond, t, other, out=t)``) or ``"out"``
-    (``f(t, out=t)``)."""
+    (``f(t, out=t)``; with ``others``, the call's operands: ``f(a, b, out=t)``)."""
 
     how: str
     into: int

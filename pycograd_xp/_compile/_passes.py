@@ -261,9 +261,18 @@ def _reuse(
         if n is None and prim in _COMMUTATIVE:
             n = dead_operand(x2)
             x1, x2 = x2, x1
+        if n is not None:
+            return Reuse("operator", n, _INPLACE[prim], (x2,))
+    if prim.kind == "binary" and backend.takes_out is not None and len(c.args) == 2:
+        # any other binary row, or the second operand dead (1 / e, minimum(u, bound)): the
+        # backend's function with out= either operand's buffer
+        f = row_function(prim, backend)
+        n = dead_operand(c.args[0])
         if n is None:
+            n = dead_operand(c.args[1])
+        if n is None or not backend.takes_out(f):
             return None
-        return Reuse("operator", n, _INPLACE[prim], (x2,))
+        return Reuse("out", n, f, tuple(c.args))
     if prim is WHERE and backend.select is not None and len(c.args) == 3 and not c.kwargs:
         # where(c, x, 0) into x's dead buffer (a VJP's mask: relu's), as the eager rule writes
         # an owned cotangent; the select capability takes out= (NumPy's blend, in place)
