@@ -145,8 +145,14 @@ def _kind_of(t: type) -> str:
         kind = "leaf"
     if len(_KINDS) > 4096:  # types made on the fly: keep the table small
         _KINDS.clear()
+        _LEAF_TYPES.clear()
     _KINDS[t] = kind
+    if kind == "leaf":
+        _LEAF_TYPES.add(t)
     return kind
+
+
+_LEAF_TYPES: set[type] = set()  # the types of _KINDS whose kind is "leaf"
 
 
 def _children(x: Any) -> tuple[str, Any, list] | None:
@@ -212,6 +218,9 @@ def _walk(x: Any, leaves: list[Any]) -> TreeDef:
         parts = _children(x)
         assert parts is not None
         kind, meta, kids = parts
+    if _LEAF_TYPES.issuperset(map(type, kids)):  # leaves only (a layer's w and b): at once
+        leaves.extend(kids)
+        return _node(kind, meta, (_LEAF,) * len(kids), len(kids), True)
     children = []
     flat = True
     for k in kids:  # (a leaf child here, not by a call: most children are leaves)
