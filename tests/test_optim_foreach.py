@@ -5,6 +5,7 @@ without ``out=``, an update being differentiated, a traced or projected step).""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -236,3 +237,25 @@ def test_the_projection_bounds_a_multi_tensor_step(name, monkeypatch):
     m = memory.measure(step, params, state, (x, y))
     assert ran["n"] > 0
     assert m.peak_bytes <= p.peak_bytes, (m.peak_bytes, p.peak_bytes)
+
+
+def test_a_backend_returning_arrays_from_0d_operations_takes_the_multi_tensor_updates(
+    monkeypatch,
+):
+    """CuPy's backend has no scalar type (its 0-d operations give arrays): the multi-tensor
+    updates need no scalar conversion there. Modelled on NumPy's backend without its scalar
+    entries, over leaves of one dimension or more (NumPy's 0-d results are scalars)."""
+    ran = _counting(monkeypatch)
+    rng = np.random.default_rng(5)
+    params = {"w": xp.asarray(rng.standard_normal((3, 2))), "b": xp.asarray(rng.standard_normal(2))}
+    grads = _grads(rng, params)
+    backend = params["w"]._backend
+    tx = optim.adam(1e-2)
+    with _foreach.per_parameter():
+        want = tx.update(grads, tx.init(params), params)
+    arrays = dataclasses.replace(backend, scalar_type=None, scalar_to_array=None)
+    monkeypatch.setattr(type(params["w"]), "_backend", arrays)
+    with pg.no_grad():
+        got = tx.update(grads, tx.init(params), params)
+    assert ran["n"] == 1
+    _same(got, want)

@@ -74,7 +74,8 @@ class Group:
 
     def wrap(self, results: list[Any]) -> Any:
         """A tree of the group's structure holding ``results`` (backend arrays, or a NumPy
-        scalar from a 0-d operation) as arrays of the namespace."""
+        scalar from a 0-d operation: only a backend with ``scalar_type`` makes those, and
+        it has ``scalar_to_array``) as arrays of the namespace."""
         cls, T, to_array = self.cls, self.array_type, self.to_array
         return tree_unflatten(
             self.treedef, [make(cls, r if type(r) is T else to_array(r)) for r in results]
@@ -104,7 +105,7 @@ def group(*trees: Any) -> Group | None:
         or backend.abstract
         or backend.level
         or backend.takes_out is None
-        or backend.scalar_to_array is None
+        or (backend.scalar_type is not None and backend.scalar_to_array is None)
         or not backend.takes_out(backend.xp.sqrt)
     ):
         return None
