@@ -275,7 +275,8 @@ def push(*frames: Frame) -> tuple[Frame, ...]:
 
     The hot path of every ``grad`` call (a ``Grad`` and ``GradMode`` frames on the way in, the
     stack as it was on the way out): the view being replaced is kept for :func:`restore`, and
-    pushing only ``GradMode`` and ``Grad`` frames changes just the two fields they decide."""
+    pushing only ``GradMode``, ``Grad`` and ``Part`` frames changes just the two fields the first
+    two decide."""
     d = STACK.__dict__
     prev: tuple[Frame, ...] = STACK.frames
     if d:  # (a thread's first push has no view to keep: its stack is the class's defaults)
@@ -283,11 +284,11 @@ def push(*frames: Frame) -> tuple[Frame, ...]:
         if len(saved) >= _SAVED_VIEWS:
             saved.clear()
         saved[id(prev)] = dict(d)
-    if all(type(f) is GradMode or type(f) is Grad for f in frames) and d:
-        for f in frames:
+    if all(type(f) is GradMode or type(f) is Grad or type(f) is Part for f in frames) and d:
+        for f in frames:  # (a Part changes no field)
             if type(f) is GradMode:
                 d["grad_enabled"] = f.enabled
-            else:
+            elif type(f) is Grad:
                 d["grad_depth"] += 1
         d["frames"] = prev + frames
     else:
