@@ -235,10 +235,20 @@ class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
-    """The command line's options, with their defaults in ``--help``."""
+    """The command line's options, by group, with their defaults in ``--help``."""
     ap = argparse.ArgumentParser(
         prog=prog, description=__doc__.splitlines()[0], formatter_class=_DefaultsHelp
     )
+    _data_options(ap.add_argument_group("the data"))
+    _model_options(ap.add_argument_group("the model and its training"))
+    _memory_options(ap.add_argument_group("memory"))
+    _engine_options(ap.add_argument_group("where the tasks run"))
+    _storage_options(ap.add_argument_group("where files go"))
+    return ap
+
+
+def _data_options(ap: Any) -> None:
+    """The options of the data."""
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the synthetic data")
     ap.add_argument(
         "--features",
@@ -247,11 +257,87 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         help="columns of the synthetic data (default: 50; with --data: the data's)",
     )
     ap.add_argument(
+        "--data",
+        default=None,
+        help="a directory or fsspec URL (s3://bucket/data) with X.zarr and y.zarr to train "
+        "on, never removed (default: synthetic data made in the work directory)",
+    )
+    ap.add_argument(
+        "--validation",
+        default=None,
+        metavar="DIR",
+        help="a directory with X.zarr and y.zarr to validate on: the loss and the accuracy "
+        "there after every epoch and the last step, without gradients, each task within "
+        "--allowed-mem (default: no validation)",
+    )
+
+
+def _model_options(ap: Any) -> None:
+    """The options of the model and its training."""
+    ap.add_argument(
         "--model",
         choices=("logreg", "mlp"),
         default="logreg",
         help="logistic regression, or an MLP with one tanh layer of 32 units",
     )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=10,
+        help="optimizer steps (L-BFGS: iterations, each one or more passes over the data)",
+    )
+    ap.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam", "lbfgs"),
+        default="sgd",
+        help="sgd and adam take --lr; lbfgs (full batch only) takes none: its line search "
+        "picks each step (strong Wolfe conditions)",
+    )
+    ap.add_argument("--lr", type=float, default=0.5, help="the learning rate of sgd and adam")
+    ap.add_argument(
+        "--l2",
+        type=float,
+        default=0.0,
+        metavar="ALPHA",
+        help="an L2 penalty ALPHA/2 * ||weights||^2 (biases not penalised) added to the mean "
+        "loss once per step by the driver (one-pass mode still); 1/(C * rows) is "
+        "scikit-learn's LogisticRegression(C)",
+    )
+    ap.add_argument(
+        "--batch-rows",
+        type=int,
+        default=None,
+        help="rows per mini-batch, a multiple of the data's row chunks (default: full batch)",
+    )
+    ap.add_argument(
+        "--mode",
+        choices=("auto", "one-pass", "graph"),
+        default="auto",
+        help="one-pass: the loss and the gradients in one pass over the data; graph: one "
+        "Cubed graph of the whole step; auto: one-pass for a row-separable loss (both "
+        "models are)",
+    )
+    ap.add_argument(
+        "--chunks-per-task",
+        type=int,
+        default=1,
+        help="one-pass mode: row chunks each task reads and computes in turn (fewer tasks; on "
+        "processes and dask later chunks reuse the heap the first paged in: 8 made a 10 GB "
+        "epoch 1.4-1.7 times faster there, a task then peaking up to a few MB higher, still "
+        "measured against its projection)",
+    )
+    ap.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="with --validation: stop when the validation loss has not improved for this "
+        "many evaluations, and keep the best parameters (default: no early stopping)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _memory_options(ap: Any) -> None:
+    """The options of memory."""
     ap.add_argument(
         "--allowed-mem",
         default="150MB",
@@ -267,6 +353,10 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         "run starts, plus 10%%, and printed before the plan; on an executor that reports no "
         "task memory, beam and spark: a local processes worker's)",
     )
+
+
+def _engine_options(ap: Any) -> None:
+    """The options of where the tasks run."""
     ap.add_argument(
         "--executor",
         default="threads",
@@ -307,58 +397,10 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         help="retries of a failed task, a dead worker's included (processes, dask, ray, "
         "lithops; spark: local[N, retries + 1]; beam's DirectRunner retries nothing)",
     )
-    ap.add_argument(
-        "--steps",
-        type=int,
-        default=10,
-        help="optimizer steps (L-BFGS: iterations, each one or more passes over the data)",
-    )
-    ap.add_argument(
-        "--optimizer",
-        choices=("sgd", "adam", "lbfgs"),
-        default="sgd",
-        help="sgd and adam take --lr; lbfgs (full batch only) takes none: its line search "
-        "picks each step (strong Wolfe conditions)",
-    )
-    ap.add_argument(
-        "--batch-rows",
-        type=int,
-        default=None,
-        help="rows per mini-batch, a multiple of the data's row chunks (default: full batch)",
-    )
-    ap.add_argument(
-        "--mode",
-        choices=("auto", "one-pass", "graph"),
-        default="auto",
-        help="one-pass: the loss and the gradients in one pass over the data; graph: one "
-        "Cubed graph of the whole step; auto: one-pass for a row-separable loss (both "
-        "models are)",
-    )
-    ap.add_argument("--lr", type=float, default=0.5, help="the learning rate of sgd and adam")
-    ap.add_argument(
-        "--l2",
-        type=float,
-        default=0.0,
-        metavar="ALPHA",
-        help="an L2 penalty ALPHA/2 * ||weights||^2 (biases not penalised) added to the mean "
-        "loss once per step by the driver (one-pass mode still); 1/(C * rows) is "
-        "scikit-learn's LogisticRegression(C)",
-    )
-    ap.add_argument(
-        "--chunks-per-task",
-        type=int,
-        default=1,
-        help="one-pass mode: row chunks each task reads and computes in turn (fewer tasks; on "
-        "processes and dask later chunks reuse the heap the first paged in: 8 made a 10 GB "
-        "epoch 1.4-1.7 times faster there, a task then peaking up to a few MB higher, still "
-        "measured against its projection)",
-    )
-    ap.add_argument(
-        "--data",
-        default=None,
-        help="a directory or fsspec URL (s3://bucket/data) with X.zarr and y.zarr to train "
-        "on, never removed (default: synthetic data made in the work directory)",
-    )
+
+
+def _storage_options(ap: Any) -> None:
+    """The options of where files go."""
     ap.add_argument(
         "--work-dir",
         default=None,
@@ -379,21 +421,6 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         "(default: no checkpoints)",
     )
     ap.add_argument(
-        "--validation",
-        default=None,
-        metavar="DIR",
-        help="a directory with X.zarr and y.zarr to validate on: the loss and the accuracy "
-        "there after every epoch and the last step, without gradients, each task within "
-        "--allowed-mem (default: no validation)",
-    )
-    ap.add_argument(
-        "--patience",
-        type=int,
-        default=None,
-        help="with --validation: stop when the validation loss has not improved for this "
-        "many evaluations, and keep the best parameters (default: no early stopping)",
-    )
-    ap.add_argument(
         "--storage-option",
         action="append",
         default=[],
@@ -404,8 +431,6 @@ def _parser(prog: str = "python -m cubed_plugin") -> argparse.ArgumentParser:
         "configuration of the protocol, as FSSPEC_S3='{...}' would, so Cubed's workers get "
         "them too. Credentials come from the store's usual environment (AWS_*, ...)",
     )
-    ap.add_argument("--quiet", action="store_true", help="no progress bars")
-    return ap
 
 
 # the most row chunks the command makes its synthetic data in (a Zarr file and, each epoch, a
@@ -556,10 +581,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m cubed_plugin"
 
 
 def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
-
-    from ._cubed_seam import node_kind, op_nodes, plan_dag
-    from .memory import plan_rows
-
+    """The command's run, phase by phase: the spec, the data, the plan of one step, the
+    training, the report."""
     label_ops()  # the plan printed below names each op's part of the loss
     executor = make_executor(
         a.executor,
@@ -569,6 +592,47 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         beam_mode=a.beam_mode,
         retries=a.retries,
     )
+    spec = _spec(a, executor, work_dir)
+    loss = penalised(logreg_loss if a.model == "logreg" else mlp_loss, a.model, a.l2)
+    one_pass = a.mode != "graph"  # both models are row losses
+    X, y, params = _data(a, spec, loss, "one-pass" if one_pass else "graph")
+    _print_plan(a, loss, params, (X, y), spec, one_pass, executor)
+    validation, metrics = None, None
+    if a.validation is not None:
+        validation = (
+            open_zarr(join(a.validation, "X.zarr"), spec=spec),
+            open_zarr(join(a.validation, "y.zarr"), spec=spec),
+        )
+        metrics = {"accuracy": accuracy}
+    try:
+        result = fit(
+            loss,
+            params,
+            (X, y),
+            _optimizer(a),
+            validation=validation,
+            metrics=metrics,
+            early_stopping=a.patience,
+            steps=a.steps,
+            batch_rows=a.batch_rows,
+            spec=spec,
+            executor=executor,
+            checkpoint_dir=a.checkpoint_dir,
+            mode=a.mode,
+            progress=not a.quiet,
+            chunks_per_task=a.chunks_per_task,
+        )
+    except TaskMemoryError as e:
+        print("task memory per op, measured (each task's own peak) against projected:")
+        print("  " + e.recorder.table(int(spec.allowed_mem)).replace("\n", "\n  "))
+        raise
+    _report(result, spec)
+    return result
+
+
+def _spec(a: argparse.Namespace, executor: Any, work_dir: str) -> Any:
+    """The run's Spec: ``--allowed-mem``, and ``--reserved-mem`` or the executor's worker
+    measured; exit 2 when the budget leaves no room for any data."""
     # the stores the run reads or writes: their storage options in the spec (for the data and
     # the checkpoints), the data on an object store read in the workers' measured warm-up (its
     # client loaded: cubed_plugin.worker_baseline's reads)
@@ -614,9 +678,14 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
             f"{format_bytes(2 * spec.reserved_mem)}\n"
         )
         raise SystemExit(2)
-    loss = penalised(logreg_loss if a.model == "logreg" else mlp_loss, a.model, a.l2)
-    one_pass = a.mode != "graph"  # both models are row losses
-    mode = "one-pass" if one_pass else "graph"
+    return spec
+
+
+def _data(a: argparse.Namespace, spec: Any, loss: Any, mode: str) -> tuple[Any, Any, Any]:
+    """``(X, y, params)``: ``--data`` opened (the model fitted to its columns and floating
+    dtype), or synthetic rows made in chunks as large as a ``mode`` step's tasks allow."""
+    from .memory import plan_rows
+
     data_dir = a.data
     if data_dir is None:
         features = 50 if a.features is None else a.features
@@ -656,9 +725,27 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"allowed_mem {format_bytes(spec.allowed_mem)} (reserved_mem "
         f"{format_bytes(spec.reserved_mem)})"
     )
-    picks = _batches((X, y), a.batch_rows, random.key(0), 0)[0]
-    plan = step_plan(loss, params, (X, y), picks, spec, one_pass, executor, a.chunks_per_task)
-    print(f"memory plan of one step ({mode} mode; per task, as it will run):")
+    return X, y, params
+
+
+def _print_plan(
+    a: argparse.Namespace,
+    loss: Any,
+    params: Any,
+    data: tuple,
+    spec: Any,
+    one_pass: bool,
+    executor: Any,
+) -> None:
+    """The memory plan of one step, per op, as it will run."""
+    from ._cubed_seam import node_kind, op_nodes, plan_dag
+
+    picks = _batches(data, a.batch_rows, random.key(0), 0)[0]
+    plan = step_plan(loss, params, data, picks, spec, one_pass, executor, a.chunks_per_task)
+    print(
+        f"memory plan of one step ({'one-pass' if one_pass else 'graph'} mode; per task, "
+        "as it will run):"
+    )
     print(f"  {'op':10} {'kind':14} {'task memory':>12} {'tasks':>6}  part")
     dag = plan_dag(plan)
     for name, op in op_nodes(dag):
@@ -671,35 +758,11 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         f"  largest task {format_bytes(plan.max_projected_mem)} of allowed "
         f"{format_bytes(spec.allowed_mem)}; {plan.num_tasks} tasks"
     )
-    validation, metrics = None, None
-    if a.validation is not None:
-        validation = (
-            open_zarr(join(a.validation, "X.zarr"), spec=spec),
-            open_zarr(join(a.validation, "y.zarr"), spec=spec),
-        )
-        metrics = {"accuracy": accuracy}
-    try:
-        result = fit(
-            loss,
-            params,
-            (X, y),
-            _optimizer(a),
-            validation=validation,
-            metrics=metrics,
-            early_stopping=a.patience,
-            steps=a.steps,
-            batch_rows=a.batch_rows,
-            spec=spec,
-            executor=executor,
-            checkpoint_dir=a.checkpoint_dir,
-            mode=a.mode,
-            progress=not a.quiet,
-            chunks_per_task=a.chunks_per_task,
-        )
-    except TaskMemoryError as e:
-        print("task memory per op, measured (each task's own peak) against projected:")
-        print("  " + e.recorder.table(int(spec.allowed_mem)).replace("\n", "\n  "))
-        raise
+
+
+def _report(result: FitResult, spec: Any) -> None:
+    """What the run did: the loss, the validation figures, each op's task memory measured
+    against projected."""
     rec = result.memory
     measured = [m for _, _, m in rec.report() if m is not None]
     print(
@@ -733,7 +796,6 @@ def _main(a: argparse.Namespace, work_dir: str) -> FitResult:
         )
         + f"; allowed {format_bytes(spec.allowed_mem)}"
     )
-    return result
 
 
 def run(prog: str = "python -m cubed_plugin") -> None:

@@ -104,110 +104,175 @@ def core_apply(
     outs)`` bounds the bytes ``func`` allocates besides its outputs, given the (shape, dtype) of
     one block of each input and output. Several outputs need their core axes trailing; they come
     back as a tuple of lazy arrays computed by one task per block. ``what`` names the core axes
-    in error messages ("axis 1", "the two matrix axes")."""
+    in error messages ("axis 1", "the two matrix axes").
+
+    The phases: an empty input or output made at once (:func:`_empty_result`); the batch
+    axes' layout (:class:`_Layout`); their chunks halved until a task fits ``allowed_mem``
+    (:func:`_fitted_chunks`); the inputs rechunked to them; one task per block
+    (:func:`_blockwise`)."""
     import cubed
 
-    from ._cubed_seam import (
-        ChunkKey,
-        FunctionArgs,
-        general_blockwise,
-        projected_mem,
-        rechunk_task_mem,
-    )
+    if any(math.prod(x.shape) == 0 for x in inputs) or any(math.prod(o.shape) == 0 for o in outs):
+        return _empty_result(func, inputs, outs)
+    layout = _Layout.of(inputs, cores, outs, temps)
+    chunk = _fitted_chunks(fname, what, layout)
+    arrays = []
+    for i, x in enumerate(inputs):
+        target = layout.in_block(i, chunk)
+        arrays.append(x if x.chunksize == target else cubed.rechunk(x, target))
+    return _blockwise(func, layout, chunk, arrays)
+
+
+def _empty_result(func: Callable[..., Any], inputs: Sequence[Any], outs: Sequence[Out]) -> Any:
+    """Nothing to compute or nothing to read: the (empty, or from empty inputs) result made now,
+    as Cubed makes constants."""
+    import cubed
 
     spec = inputs[0].spec
-    if any(math.prod(x.shape) == 0 for x in inputs) or any(math.prod(o.shape) == 0 for o in outs):
-        # nothing to compute or nothing to read: make the (empty, or from empty inputs) result
-        # now, as Cubed does for constants
-        if any(math.prod(x.shape) == 0 for x in inputs):
-            r = func(*(np.empty(x.shape, dtype=x.dtype) for x in inputs))
-            rs = r if len(outs) > 1 else (r,)
-        else:
-            rs = [np.empty(o.shape, dtype=o.dtype) for o in outs]
-        arrs = tuple(
-            cubed.asarray(np.asarray(a, dtype=o.dtype).reshape(o.shape), spec=spec)
-            for a, o in zip(rs, outs, strict=True)
-        )
-        return arrs if len(outs) > 1 else arrs[0]
-    batches = []  # per input: its batch axes
-    for x, core in zip(inputs, cores, strict=True):
-        batches.append([a for a in range(x.ndim) if a not in core])
-    bshapes = [tuple(x.shape[a] for a in b) for x, b in zip(inputs, batches, strict=True)]
-    bshape = tuple(np.broadcast_shapes(*bshapes))
-    nb = len(bshape)
-    # which batch dimension each input batch axis is (right-aligned), and whether it broadcasts
-    dims = [[nb - len(b) + j for j in range(len(b))] for b in batches]
+    if any(math.prod(x.shape) == 0 for x in inputs):
+        r = func(*(np.empty(x.shape, dtype=x.dtype) for x in inputs))
+        rs = r if len(outs) > 1 else (r,)
+    else:
+        rs = [np.empty(o.shape, dtype=o.dtype) for o in outs]
+    arrs = tuple(
+        cubed.asarray(np.asarray(a, dtype=o.dtype).reshape(o.shape), spec=spec)
+        for a, o in zip(rs, outs, strict=True)
+    )
+    return arrs if len(outs) > 1 else arrs[0]
 
-    chunk = []
-    for d in range(nb):
-        c = bshape[d] or 1
-        for x, b, ds in zip(inputs, batches, dims, strict=True):
-            if d in ds:
-                a = b[ds.index(d)]
-                if x.shape[a] == bshape[d] and bshape[d] > 1:
-                    c = x.chunksize[a]
-                    break
-        chunk.append(max(1, c))
 
-    def in_block(i: int, chunk: list[int]) -> Shape:
-        x, b, ds = inputs[i], batches[i], dims[i]
+@dataclass
+class _Layout:
+    """The batch axes of :func:`core_apply`'s inputs and outputs: ``batches[i]``, the batch axes
+    of input ``i``; ``bshape``, their broadcast shape; ``dims[i]``, which broadcast dimension
+    each batch axis of input ``i`` is (right-aligned). A ``chunk`` gives the block size along
+    each broadcast dimension."""
+
+    inputs: Sequence[Any]
+    cores: Sequence[tuple[int, ...]]
+    outs: Sequence[Out]
+    temps: Callable[[list[tuple[Shape, Any]], list[tuple[Shape, Any]]], int] | None
+    batches: list[list[int]]
+    bshape: Shape
+    dims: list[list[int]]
+
+    @classmethod
+    def of(
+        cls,
+        inputs: Sequence[Any],
+        cores: Sequence[tuple[int, ...]],
+        outs: Sequence[Out],
+        temps: Any,
+    ) -> _Layout:
+        batches = [
+            [a for a in range(x.ndim) if a not in core]
+            for x, core in zip(inputs, cores, strict=True)
+        ]
+        bshapes = [tuple(x.shape[a] for a in b) for x, b in zip(inputs, batches, strict=True)]
+        bshape = tuple(np.broadcast_shapes(*bshapes))
+        nb = len(bshape)
+        dims = [[nb - len(b) + j for j in range(len(b))] for b in batches]
+        return cls(inputs, cores, outs, temps, batches, bshape, dims)
+
+    @property
+    def nb(self) -> int:
+        return len(self.bshape)
+
+    def first_chunk(self) -> list[int]:
+        """The block sizes of the inputs as they are chunked (the first input that spans a
+        broadcast dimension gives its chunk there)."""
+        chunk = []
+        for d in range(self.nb):
+            c = self.bshape[d] or 1
+            for x, b, ds in zip(self.inputs, self.batches, self.dims, strict=True):
+                if d in ds:
+                    a = b[ds.index(d)]
+                    if x.shape[a] == self.bshape[d] and self.bshape[d] > 1:
+                        c = x.chunksize[a]
+                        break
+            chunk.append(max(1, c))
+        return chunk
+
+    def in_block(self, i: int, chunk: list[int]) -> Shape:
+        x, b, ds = self.inputs[i], self.batches[i], self.dims[i]
         return tuple(
             x.shape[a]
             if a not in b
             else (
                 min(chunk[ds[b.index(a)]], x.shape[a])
-                if x.shape[a] == bshape[ds[b.index(a)]]
+                if x.shape[a] == self.bshape[ds[b.index(a)]]
                 else x.shape[a]
             )
             for a in range(x.ndim)
         )
 
-    def out_block(o: Out, chunk: list[int]) -> Shape:
+    def out_block(self, o: Out, chunk: list[int]) -> Shape:
         bax = [a for a in range(len(o.shape)) if a not in o.core]
         return tuple(
             o.shape[a] if a in o.core else min(chunk[bax.index(a)], o.shape[a])
             for a in range(len(o.shape))
         )
 
-    def needs_rechunk(i: int, chunk: list[int]) -> bool:
-        return inputs[i].chunksize != in_block(i, chunk)
-
-    allowed, reserved = _limits(spec)
-
-    def projected(chunk: list[int]) -> tuple[int, int]:
-        """(projected task memory, the largest rechunked input block times the rechunk's
-        buffer count): both must fit allowed_mem."""
-        ins = [(in_block(i, chunk), x.dtype) for i, x in enumerate(inputs)]
-        os_ = [(out_block(o, chunk), o.dtype) for o in outs]
+    def extra(self, chunk: list[int]) -> tuple[list[tuple[Shape, Any]], int, int]:
+        """``(input blocks, extra bytes, largest output block)``: the blocks of one task as
+        (shape, dtype), what ``func`` allocates besides its largest output (``temps``, the
+        other outputs)."""
+        ins = [(self.in_block(i, chunk), x.dtype) for i, x in enumerate(self.inputs)]
+        os_ = [(self.out_block(o, chunk), o.dtype) for o in self.outs]
         out_sizes = [_nbytes(s, d) for s, d in os_]
-        extra = (temps(ins, os_) if temps else 0) + sum(out_sizes) - max(out_sizes)
-        mem = projected_mem(spec, [_nbytes(s, d) for s, d in ins], extra, max(out_sizes))
-        rech = max(
-            (_nbytes(s, d) for i, (s, d) in enumerate(ins) if needs_rechunk(i, chunk)), default=0
+        extra = (self.temps(ins, os_) if self.temps else 0) + sum(out_sizes) - max(out_sizes)
+        return ins, extra, max(out_sizes)
+
+
+def _fitted_chunks(fname: str, what: str, layout: _Layout) -> list[int]:
+    """The inputs' chunks along the broadcast dimensions, the largest halved until a task's
+    projected memory and the rechunk's (the largest rechunked input block times its buffer
+    count) fit ``allowed_mem``; NotImplementedError naming what would fit when none does."""
+    from ._cubed_seam import projected_mem, rechunk_task_mem
+
+    inputs = layout.inputs
+    spec = inputs[0].spec
+    chunk = layout.first_chunk()
+    allowed, reserved = _limits(spec)
+    while allowed:
+        ins, extra, largest = layout.extra(chunk)
+        mem = projected_mem(spec, [_nbytes(s, d) for s, d in ins], extra, largest)
+        rech = rechunk_task_mem(
+            spec,
+            max(
+                (_nbytes(s, d) for (s, d), x in zip(ins, inputs, strict=True) if x.chunksize != s),
+                default=0,
+            ),
         )
-        return mem, rechunk_task_mem(spec, rech)
+        if mem <= allowed and rech <= allowed:
+            break
+        big = max(range(layout.nb), key=lambda d: chunk[d], default=None)
+        if big is None or chunk[big] == 1:
+            raise NotImplementedError(
+                _too_big(fname, what, inputs, layout.cores, mem, rech, allowed, reserved)
+            )
+        chunk[big] = (chunk[big] + 1) // 2
+    return chunk
 
-    if allowed:
-        while True:
-            mem, rech = projected(chunk)
-            if mem <= allowed and rech <= allowed:
-                break
-            big = max(range(nb), key=lambda d: chunk[d], default=None)
-            if big is None or chunk[big] == 1:
-                raise NotImplementedError(
-                    _too_big(fname, what, inputs, cores, mem, rech, allowed, reserved)
-                )
-            chunk[big] = (chunk[big] + 1) // 2
 
-    arrays = []
-    for i, x in enumerate(inputs):
-        target = in_block(i, chunk)
-        if x.chunksize != target:
-            x = cubed.rechunk(x, target)
-        arrays.append(x)
+def _blockwise(
+    func: Callable[..., Any], layout: _Layout, chunk: list[int], arrays: list[Any]
+) -> Any:
+    """One task per block of ``chunk``: Cubed's ``general_blockwise`` over the rechunked
+    ``arrays``, each task reading the block of every input its output block broadcasts from."""
+    import cubed
 
+    from ._cubed_seam import ChunkKey, FunctionArgs, general_blockwise
+
+    outs, nb, batches, dims, bshape = (
+        layout.outs,
+        layout.nb,
+        layout.batches,
+        layout.dims,
+        layout.bshape,
+    )
     out_chunks = [
-        tuple(_regular(n, c) for n, c in zip(o.shape, out_block(o, chunk), strict=True))
+        tuple(_regular(n, c) for n, c in zip(o.shape, layout.out_block(o, chunk), strict=True))
         for o in outs
     ]
     multi = len(outs) > 1
@@ -242,10 +307,7 @@ def core_apply(
             keys.append(ChunkKey(names[i], c))
         return FunctionArgs(*keys, output_name=out_key.name)
 
-    ins = [(in_block(i, chunk), x.dtype) for i, x in enumerate(inputs)]
-    os_ = [(out_block(o, chunk), o.dtype) for o in outs]
-    out_sizes = [_nbytes(s, d) for s, d in os_]
-    extra = (temps(ins, os_) if temps else 0) + sum(out_sizes) - max(out_sizes)
+    _, extra, _ = layout.extra(chunk)
     block_func = functools.partial(
         _run, func, tuple(pads), nb, multi, tuple(np.dtype(o.dtype) for o in outs)
     )
