@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from . import _tape
 from ._parts import WATCHED, enter, leave
 from ._primitive import Primitive
-from ._state import STACK, Grad, GradMode, push, restore
+from ._state import STACK, Block, Grad, GradMode, push, restore
 from .namespace._array import Array, detach, make
 from .tree import LEAF, tree_flatten, tree_map, tree_unflatten
 
@@ -40,7 +40,7 @@ INPUT = Primitive(
 )
 
 
-class no_grad:  # the name PyTorch users know
+class no_grad(Block):  # the name PyTorch users know
     """Record nothing inside this block (a context manager, also a decorator).
 
     Under it ``x[idx] = v`` writes a mutable backend array in place, and in-place operators keep
@@ -59,32 +59,8 @@ class no_grad:  # the name PyTorch users know
 
     _enabled = False
 
-    def __enter__(self) -> None:
-        self._prev = push(GradMode(self._enabled))
-
-    def __exit__(self, *exc: Any) -> None:
-        restore(self._prev)
-
-    def __call__(self, f: F) -> F:
-        """``f`` run inside this block at each call (the decorator form).
-
-        Parameters
-        ----------
-        f : callable
-            The function to wrap.
-
-        Returns
-        -------
-        callable
-            ``f``, each call run with recording off (on, for :class:`enable_grad`).
-        """
-
-        @functools.wraps(f)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with type(self)():
-                return f(*args, **kwargs)
-
-        return cast(F, wrapped)  # functools.wraps keeps f's signature
+    def _frame(self) -> GradMode:
+        return GradMode(self._enabled)
 
 
 class enable_grad(no_grad):

@@ -5,11 +5,10 @@ recording of each op (``namespace/_record.py``) and each VJP rule of a backward 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from ._state import DebugNans, push, restore
+from ._state import Block, DebugNans
 
 __all__ = ["check_nans", "debug_nans"]
 
@@ -40,7 +39,7 @@ def check_nans(what: str, backend: Any, results: list, inputs: list) -> None:
     )
 
 
-class debug_nans:  # JAX's name (its jax_debug_nans option)
+class debug_nans(Block):  # JAX's name (its jax_debug_nans option)
     """Stop at the first NaN a differentiated computation makes, naming the op (a context
     manager, also a decorator).
 
@@ -71,29 +70,5 @@ class debug_nans:  # JAX's name (its jax_debug_nans option)
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
 
-    def __enter__(self) -> None:
-        self._prev = push(DebugNans(self.enabled))
-
-    def __exit__(self, *exc: Any) -> None:
-        restore(self._prev)
-
-    def __call__(self, f: F) -> F:
-        """``f`` run inside this block at each call (the decorator form).
-
-        Parameters
-        ----------
-        f : callable
-            The function to wrap.
-
-        Returns
-        -------
-        callable
-            ``f``, each call checked.
-        """
-
-        @functools.wraps(f)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with debug_nans(self.enabled):
-                return f(*args, **kwargs)
-
-        return cast(F, wrapped)
+    def _frame(self) -> DebugNans:
+        return DebugNans(self.enabled)

@@ -38,10 +38,11 @@ attributes of :data:`STACK` (one attribute read per question, as cheap as a flag
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 
 class Frame:
@@ -314,6 +315,48 @@ def interpreting(*frames: Frame) -> Iterator[None]:
         yield
     finally:
         restore(prev)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class Block:
+    """A context manager that runs its block with one frame pushed (:meth:`_frame`), also a
+    decorator (``no_grad``, ``enable_grad``, ``debug_nans``). A fresh frame per entry, so the
+    same object may be entered again inside itself."""
+
+    def _frame(self) -> Frame:
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        self._prev = push(self._frame())
+
+    def __exit__(self, *exc: Any) -> None:
+        restore(self._prev)
+
+    def __call__(self, f: _F) -> _F:
+        """``f`` run inside this block at each call (the decorator form).
+
+        Parameters
+        ----------
+        f : callable
+            The function to wrap.
+
+        Returns
+        -------
+        callable
+            ``f``, each call run inside the block.
+        """
+
+        @functools.wraps(f)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            prev = push(self._frame())
+            try:
+                return f(*args, **kwargs)
+            finally:
+                restore(prev)
+
+        return cast(_F, wrapped)  # functools.wraps keeps f's signature
 
 
 def describe() -> str:
