@@ -6,7 +6,7 @@ In one run: the cost of the first call (the trace) against a replay; the per-op 
 elementwise ops, forward + backward, shapes (8,) and (100,)); the MLP step 784-512-512-10 (batch
 256, float32, SGD in place); and the step peak memory of a 20-layer tanh MLP (batch 512,
 float32) by tracemalloc and by resident-set growth, compiled against uncompiled. PyTorch joins
-the memory comparison when it is installed. (bench_chain.py, bench_mlp.py and
+the memory comparison when it is installed. (bench_chain.py, bench_mlp.py, bench_digits.py and
 examples/digits.py report the same contenders in their own workloads.)
 """
 
