@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from itertools import islice
-from operator import attrgetter
-from typing import Any
+from itertools import chain, islice
+from operator import attrgetter, call
+from typing import Any, Literal
 
 from ._exports import module_dir as _module_dir
 
@@ -250,8 +250,151 @@ def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     treedef : TreeDef
         The structure, for :func:`tree_unflatten`.
     """
+    t = type(tree)
+    if t is dict or t is list or t is tuple or t in _DATACLASS_PLAIN:
+        plan = _shallow(tree, t)
+        if plan is not None:
+            return plan
     leaves: list[Any] = []
     return leaves, _walk(tree, leaves)
+
+
+# -- shallow trees: a model's parameters ----------------------------------------------------------
+# A dict, list, tuple or plain dataclass (no static field) whose children are leaves, None,
+# NamedTuples or plain dataclasses of leaves (a dict of layers, a layer, a model of layers) is
+# flattened by a plan made once per signature (the container's type, its keys, its children's
+# types): its children's fields read by their getters into one list, then one check that all of
+# them are leaves; the structure is the plan's, one object for all such trees (a comparison of
+# two is then ``is``). Unflattening such a structure builds the children directly (a builder kept
+# on the structure). Anything else (a child dict, a field holding a subtree) takes the walk.
+
+# (container type, keys or None, children's types) -> (structure, one getter per child: a
+# function of the child returning its leaves; None where every child is a leaf), or False: a
+# signature whose trees are walked
+_PLANS: dict[tuple, tuple[TreeDef, tuple | None] | Literal[False]] = {}
+
+
+def _shallow(tree: Any, t: type) -> tuple[list[Any], TreeDef] | None:
+    """``tree_flatten(tree)`` by the plan of its signature (``t``: its type, a dict, list,
+    tuple or plain dataclass), or None where it has none (a walk then flattens it)."""
+    if t is dict:
+        try:
+            keys: Any = tuple(sorted(tree))
+        except TypeError:
+            return None
+        kids = list(map(tree.__getitem__, keys))
+    elif t is list or t is tuple:
+        keys, kids = None, tree
+    else:
+        keys, kids = None, _DATACLASS_PLAIN[t][0](tree)
+    sig = (t, keys, tuple(map(type, kids)))
+    plan = _PLANS.get(sig)
+    if plan is None:
+        return _first(tree, sig)
+    if plan is False:
+        return None
+    td, getters = plan
+    if getters is None:  # leaves only (the signature says so)
+        return list(kids), td
+    # (the getters called from C: one per child, the signature holding one type per child)
+    leaves = list(chain.from_iterable(map(call, getters, kids)))
+    if not _LEAF_TYPES.issuperset(map(type, leaves)):  # a field holding a subtree: walk it
+        return None
+    return leaves, td
+
+
+def _none(_: Any) -> tuple:
+    return ()
+
+
+def _one(x: Any) -> tuple:
+    return (x,)
+
+
+def _first(tree: Any, sig: tuple) -> tuple[list[Any], TreeDef] | None:
+    """The first tree of signature ``sig``: its plan made (see :data:`_PLANS`) and ``tree``
+    flattened by a walk; None (the plan False) where its children are not all leaves, None,
+    NamedTuples or plain dataclasses. A tree whose fields hold subtrees is walked and makes
+    no plan (its structure is not its signature's)."""
+    getters: list[Any] = []
+    for kt in sig[2]:
+        kind = _KINDS.get(kt) or _kind_of(kt)
+        if kind == "leaf":
+            getters.append(_one)
+        elif kind == "none":
+            getters.append(_none)
+        elif kind == "namedtuple":
+            getters.append(tuple)
+        elif kind == "dataclass" and not _dataclass_fields(kt)[1]:
+            getters.append(_DATACLASS_PLAIN[kt][0])
+        else:  # a list, a dict, a dataclass with static fields: a walk
+            break
+    if len(_PLANS) > 1024:  # signatures made on the fly: keep the table small
+        _PLANS.clear()
+    if len(getters) < len(sig[2]):
+        _PLANS[sig] = False
+        return None
+    leaves: list[Any] = []
+    td = _walk(tree, leaves)
+    if _LEAF_TYPES.issuperset(map(type, leaves)):
+        _PLANS[sig] = (td, None if all(g is _one for g in getters) else tuple(getters))
+    return leaves, td
+
+
+def _builder(td: TreeDef) -> Any:
+    """A function of a list of leaves that builds a tree of structure ``td``, where ``td`` is
+    a dict, list, tuple or plain dataclass whose children are leaves, None, NamedTuples of
+    leaves or plain dataclasses of leaves taking them positionally; else False. Kept on
+    ``td``."""
+    steps: list[tuple[Any, int, int]] = []  # per child: (what makes it, its leaves' slice)
+    if td.kind == "dataclass":
+        cls, names, statics = td.meta
+        plain = _DATACLASS_PLAIN.get(cls)
+        ok = not statics and plain is not None and plain[2] and len(names) == len(td.children)
+    else:
+        ok = td.kind in ("dict", "list", "tuple")
+    i = 0
+    for c in td.children if ok else ():
+        if c.kind == "leaf":
+            steps.append((_same, i, i + 1))
+        elif c.kind == "none":
+            steps.append((_nothing, i, i))
+        elif c.kind not in ("namedtuple", "dataclass") or not c.__dict__.get("_flat"):
+            ok = False
+        elif c.kind == "namedtuple":
+            steps.append((c.meta, i, i + len(c.children)))
+        else:
+            cls, names, statics = c.meta
+            plain = _DATACLASS_PLAIN.get(cls)
+            if statics or plain is None or not plain[2] or len(names) != len(c.children):
+                ok = False
+            steps.append((cls, i, i + len(names)))
+        i = steps[-1][2] if steps else i
+    if not ok:
+        td.__dict__["_builder"] = False
+        return False
+    kind, meta = td.kind, td.meta
+    leaves_only = all(m is _same for m, _, _ in steps)
+    make = {"dict": dict, "list": list, "tuple": tuple}.get(kind)
+
+    def build(leaves: list[Any]) -> Any:
+        kids = leaves if leaves_only else [m(*leaves[a:b]) for m, a, b in steps]
+        if make is dict:
+            return dict(zip(meta, kids, strict=True))
+        if make is not None:
+            return make(kids)
+        return meta[0](*kids)
+
+    td.__dict__["_builder"] = build
+    return build
+
+
+def _same(x: Any) -> Any:
+    return x
+
+
+def _nothing() -> None:
+    return None
 
 
 def _build(td: TreeDef, it: Any) -> Any:
@@ -298,11 +441,17 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any
         The tree.
     """
     leaves = list(leaves)
-    if len(leaves) != treedef.num_leaves:
+    known = treedef.__dict__  # (flattening stores the count: no property call)
+    if len(leaves) != (known.get("_num_leaves") or treedef.num_leaves):
         raise ValueError(
             f"tree_unflatten: the structure {treedef!r} has {treedef.num_leaves} leaves, "
             f"got {len(leaves)}"
         )
+    build = known.get("_builder")
+    if build is None:
+        build = _builder(treedef)
+    if build is not False:
+        return build(leaves)
     return _build(treedef, iter(leaves))
 
 

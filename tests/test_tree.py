@@ -105,3 +105,54 @@ def test_dataclasses_are_rebuilt_by_their_fields_names_where_positions_would_mis
         assert tree_unflatten(td, leaves) == tree
     leaves, td = tree_flatten(WithInitVar(1, 5.0, 3))
     assert leaves == [1, 3] and tree_unflatten(td, ["x", "y"]) == WithInitVar("x", 1.0, "y")
+
+
+@dataclasses.dataclass
+class Two:
+    w: object
+    b: object
+
+
+def _walked(tree):
+    """tree_flatten by the general walk (no plan)."""
+    from pycograd_xp import tree as tree_module
+
+    leaves = []
+    return leaves, tree_module._walk(tree, leaves)
+
+
+def test_shallow_trees_flatten_by_plan_as_the_walk_does_and_fall_back_where_it_differs():
+    """A model's parameters (a dict, list, tuple or dataclass of layers, leaves, None and
+    NamedTuples) take a plan per signature (tree._PLANS); the same leaves and an equal
+    structure as the walk, one structure object per signature, and the walk again where a
+    field of the same types holds a subtree or None."""
+    shallow = [
+        {"l2": Two(3, 4), "l1": Two(1, 2)},
+        {"w": 1, "b": 2.0},
+        [Two(1, 2), None, 3, P(4, 5)],
+        (Two(1, 2),),
+        Two(Two.__name__, 7),  # a dataclass of leaves at the top
+        Layer(1, 2, 3),
+        [],
+    ]
+    for tree in shallow:
+        want_leaves, want_td = _walked(tree)
+        first = tree_flatten(tree)
+        second = tree_flatten(tree)  # by the plan
+        assert first[0] == second[0] == want_leaves
+        assert first[1] == want_td and second[1] is first[1]
+        assert tree_unflatten(second[1], second[0]) == tree
+        assert tree_unflatten(second[1], list(range(len(want_leaves)))) == tree_unflatten(
+            want_td, list(range(len(want_leaves)))
+        )
+    # the same signature with a field that is not a leaf: walked, its own structure
+    for tree in ({"l1": Two(1, {"k": 2}), "l2": Two(3, 4)}, {"l1": Two(1, None), "l2": Two(3, 4)}):
+        leaves, td = tree_flatten(tree)
+        assert (leaves, td) == _walked(tree) and tree_unflatten(td, leaves) == tree
+    # keys differ: another signature, another structure
+    assert tree_structure({"a": Two(1, 2)}) != tree_structure({"b": Two(1, 2)})
+    # children a plan does not take (a dict, a list, static fields): the walk, every time
+    for tree in ({"a": {"b": 1}}, [[1, 2]], {"d": D(1, "cfg")}, Sub(a=Two(1, 2))):
+        for _ in range(2):
+            leaves, td = tree_flatten(tree)
+            assert (leaves, td) == _walked(tree) and tree_unflatten(td, leaves) == tree
