@@ -67,19 +67,30 @@ def stack_product(bk: Any, x1: Any, x2: Any) -> Any:
     folds it. NumPy's matmul calls BLAS once per matrix of a stack; one GEMM over all the
     rows is 5-12 % faster on the transformer block's layers (``benchmarks/bench_transformer.py
     --gemms``). Anything else, and a stack that only a copy could flatten, is the backend's
-    matmul: the same values and the same allocations (the result alone)."""
+    matmul: the same values and the same allocations (the result alone).
+
+    Where the backend writes a product into a given array (``matmul_into``) and the operands
+    share a dtype, the folded product goes into a 2-D view of the stacked result, allocated
+    first: the result owns its memory as the backend's matmul's would (a reshape of the 2-D
+    product is a view), so a VJP handed it as its cotangent may write into it (``owned``;
+    GELU's), and a compiled replay may reuse its buffer. The same values, bit for bit."""
     if x1.ndim > 2 and x2.ndim == 2 and raw(bk):
         try:
             c = capabilities(bk)
         except TypeError:  # a namespace no namespace() call has met
             return bk.matmul(x1, x2)
         if c.mutable and not c.chunked and not c.lazy:
-            rows = math.prod(x1.shape[:-1])
+            rows, m = math.prod(x1.shape[:-1]), x2.shape[-1]
             try:  # the standard's reshape without a copy raises where a copy is needed
                 flat = bk.reshape(x1, (rows, x1.shape[-1]), copy=False)
             except (AttributeError, ValueError):
                 return bk.matmul(x1, x2)
-            return bk.reshape(bk.matmul(flat, x2), (*x1.shape[:-1], x2.shape[-1]))
+            if c.matmul_into is None or x1.dtype != x2.dtype:
+                return bk.reshape(bk.matmul(flat, x2), (*x1.shape[:-1], m))
+            like = c.like_kwargs(x1) if c.like_kwargs is not None else {}
+            out = bk.empty((*x1.shape[:-1], m), dtype=x1.dtype, **like)
+            c.matmul_into(flat, x2, bk.reshape(out, (rows, m)))
+            return out
     return bk.matmul(x1, x2)
 
 

@@ -6,6 +6,7 @@ conformance suites (``conformance/grad_cases.py``, ``_nn_cases``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import array_api_strict
@@ -563,13 +564,16 @@ def test_a_stack_times_a_matrix_is_one_product_where_its_rows_are_one_matrix(bac
     """A linear layer's ``x @ w`` (x a stack, w a matrix) and its input cotangent: one 2-D
     product over all the rows where they are one strided matrix (a view), the backend's own
     matmul per matrix where only a copy could flatten them; the same values either way, and
-    the gradients of the composition."""
+    the gradients of the composition. Where the backend writes a product into an array
+    (``matmul_into``), the folded product goes into a 2-D view of the result, which then owns
+    its memory (a VJP may write into it) as a per-matrix product's does."""
     from pycograd_xp.namespace import _backend
     from pycograd_xp.ops import linear_algebra
 
     xp = pg.namespace(backend)
     raw = xp._backend.xp
     calls = []
+    caps = _backend.capabilities(raw)
 
     class Spy:
         def __getattr__(self, name):
@@ -578,6 +582,10 @@ def test_a_stack_times_a_matrix_is_one_product_where_its_rows_are_one_matrix(bac
         def matmul(self, a, b):
             calls.append((tuple(a.shape), tuple(b.shape)))
             return raw.matmul(a, b)
+
+    def into(a, b, out):
+        calls.append((tuple(a.shape), tuple(b.shape)))
+        return caps.matmul_into(a, b, out)
 
     base = rng.standard_normal((3, 4, 6))
     w = raw.asarray(rng.standard_normal((6, 5)))
@@ -590,7 +598,9 @@ def test_a_stack_times_a_matrix_is_one_product_where_its_rows_are_one_matrix(bac
         "empty": (raw.zeros((0, 4, 6), dtype=raw.float64), None),  # either (strict: no view)
     }
     spy = Spy()
-    _backend._BY_XP[id(spy)] = _backend.capabilities(raw)  # the spy has the backend's caps
+    # the spy has the backend's capabilities, its matmul_into spied on too
+    spied = dataclasses.replace(caps, matmul_into=into if caps.matmul_into else None)
+    _backend._BY_XP[id(spy)] = spied
     try:
         for name, (x, folds) in cases.items():
             wk = w[: x.shape[-1], ...]
@@ -601,6 +611,8 @@ def test_a_stack_times_a_matrix_is_one_product_where_its_rows_are_one_matrix(bac
             rows = int(np.prod(x.shape[:-1]))
             expected = (rows, x.shape[-1]) if folds else tuple(x.shape)
             assert folds is None or calls == [(expected, tuple(wk.shape))], name
+            if folds and caps.matmul_into is not None and caps.owns_buffer is not None:
+                assert caps.owns_buffer(got), name  # no view of a 2-D product
     finally:
         del _backend._BY_XP[id(spy)]
 
