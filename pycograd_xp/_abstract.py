@@ -125,6 +125,7 @@ class Tracker:
     peak: int = 0
     traced_peak: int = 0  # the peak without native transients (what tracemalloc can see)
     phase: str = "forward"
+    prefix: str = ""  # before each op's name: "recompute " while a schedule makes one again
     events: list[Event] = field(default_factory=list)
     peak_event: int = -1  # index into events of the call at the peak (-1: before any call)
 
@@ -151,7 +152,7 @@ class Tracker:
         self.traced_peak = max(self.traced_peak, seen)
         self.events.append(
             Event(
-                op,
+                self.prefix + op,
                 self.phase,
                 [(o.shape, o.dtype.name, o.nbytes) for o in outs],
                 transient,

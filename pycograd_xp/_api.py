@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from . import _tape
 from ._parts import WATCHED, enter, leave
@@ -235,7 +235,11 @@ def _check_out(out: Any, where: str, scalar: bool) -> None:
 
 
 def value_and_grad(
-    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+    f: Callable[P, Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    budget: int | float | str | None = None,
 ) -> Callable[P, tuple[Any, Any]]:
     """``f``'s value and its gradient with respect to the ``argnums`` arguments.
 
@@ -251,6 +255,9 @@ def value_and_grad(
     has_aux : bool, default False
         Whether ``f`` returns a pair ``(output, aux)``; ``aux`` is returned beside the value,
         not differentiated.
+    budget : int, float or str, optional
+        Bytes (or ``"200 MB"``) the step's projected peak must fit: what the backward pass
+        recomputes is chosen so, before it runs (``memory.within``); the same values.
 
     Returns
     -------
@@ -277,7 +284,20 @@ def value_and_grad(
     >>> float(value), g
     (5.0, pycograd_xp.numpy.Array([2., 4.], dtype=float64))
     """
-    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+    return _value_and_grad(_within(f, budget, argnums, has_aux), argnums, has_aux, "value_and_grad")
+
+
+# memory.within's function, set by pycograd_xp.memory (it builds on this module) on import
+BUDGETED: list[Any] = [None]
+
+
+def _within(
+    f: Callable[P, Any], budget: Any, argnums: int | Sequence[int], has_aux: bool
+) -> Callable[P, Any]:
+    """``f`` under a memory schedule that fits ``budget`` (None: ``f`` itself)."""
+    if budget is None:
+        return f
+    return cast(Callable[P, Any], BUDGETED[0](f, budget, argnums, has_aux=has_aux))
 
 
 def _value_and_grad(
@@ -325,7 +345,11 @@ def _value_and_grad(
 
 
 def grad(
-    f: Callable[P, Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+    f: Callable[P, Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    budget: int | float | str | None = None,
 ) -> Callable[P, Any]:
     """The gradient of the real scalar function ``f`` (JAX's ``grad``).
 
@@ -339,6 +363,8 @@ def grad(
         The positional arguments to differentiate with respect to.
     has_aux : bool, default False
         Whether ``f`` returns a pair ``(output, aux)``.
+    budget : int, float or str, optional
+        As :func:`value_and_grad`'s.
 
     Returns
     -------
@@ -370,7 +396,7 @@ def grad(
     >>> gx.shape
     (4, 3)
     """
-    vg = _value_and_grad(f, argnums, has_aux, "grad")
+    vg = _value_and_grad(_within(f, budget, argnums, has_aux), argnums, has_aux, "grad")
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:

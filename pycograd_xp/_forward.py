@@ -729,7 +729,7 @@ def each_jvp(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
     level. The hot path of forward mode: of the derived view only ``jvp`` and ``jvp_hook``
     change, and each frame keeps its view for the stack it was made for."""
     d = STACK.__dict__
-    frames, jvps = d["frames"], d["jvp"]
+    frames, jvps, hook = d["frames"], d["jvp"], d["jvp_hook"]  # (hook: a schedule's, chained)
     try:
         for k, frame in enumerate(jvps):
             seen, view = frame.outside
@@ -741,4 +741,4 @@ def each_jvp(node: Any, out: Any, args: tuple, kwargs: dict) -> None:
             d["frames"], d["jvp"], d["jvp_hook"] = view
             frame.propagate(frame.context, node, out, args, kwargs)
     finally:
-        d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, each_jvp
+        d["frames"], d["jvp"], d["jvp_hook"] = frames, jvps, hook

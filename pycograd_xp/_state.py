@@ -27,6 +27,8 @@ The frames (one class per kind of interpreter):
   memory projection and the planners tell the forward pass from the backward pass so).
 * :class:`DebugNans`: ``debug_nans``, the ops on the tape and the VJP rules check their results
   for NaN.
+* :class:`Remat`: a memory schedule running (``pycograd_xp._schedule``): its plan's hook sees
+  each node the tape records, and drops the outputs the schedule recomputes.
 * :class:`Part`: the part of the user's program running (a loss, a rule, a row), kept only
   for a backend that labels its work by it (``pycograd_xp._parts``).
 
@@ -165,6 +167,17 @@ class DebugNans(Frame):
         self.enabled = enabled
 
 
+class Remat(Frame):
+    """A memory schedule running: ``plan.hook`` (``_schedule.Plan``) is called by the tape on
+    every node it records (before a running jvp's hook)."""
+
+    __slots__ = ("plan",)
+    kind = "remat"
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+
 class Part(Frame):
     """Which part of the user's program is running (``part`` ``"loss"``, ``"backward"``,
     ``"rule"`` or ``"row"``, and its ``name``), pushed only for a backend that labels the work it
@@ -185,8 +198,9 @@ class _Stack(threading.local):
 
     * ``grad_enabled``: the innermost :class:`GradMode`'s (True without one);
     * ``grad_depth``: how many :class:`Grad` frames there are;
-    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: their ``hook``
-      (``_forward.each_jvp``; None without a jvp), called by the tape on every node it records;
+    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: the function the tape
+      calls on every node it records: the jvps' ``hook`` (``_forward.each_jvp``), after the
+      innermost :class:`Remat`'s plan's hook when one runs (None without either);
     * ``batch``: the innermost :class:`Vmap`'s namespace (None: outside any vmap);
     * ``redirect``: the abstract namespace of the innermost :class:`Abstract` or :class:`Trace`
       frame that has one (where creation calls go); ``tracker``: that frame's tracker (a
@@ -232,6 +246,7 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
     view.update(frames=frames, grad_enabled=True, grad_depth=0, tracing=0, debug_nans=False)
     jvps: list[Jvp] = []
     custom: set[int] = set()
+    remat: Remat | None = None
     for f in frames:
         if type(f) is GradMode:
             view["grad_enabled"] = f.enabled
@@ -255,8 +270,12 @@ def _derive(frames: tuple[Frame, ...]) -> dict[str, Any]:
             view["after_backward"] = f.after
         elif type(f) is DebugNans:
             view["debug_nans"] = f.enabled
+        elif type(f) is Remat:
+            remat = f
     view["jvp"] = tuple(jvps)
     view["jvp_hook"] = jvps[0].hook if jvps else None
+    if remat is not None:  # the schedule's hook first, then the jvps'
+        remat.plan.then, view["jvp_hook"] = view["jvp_hook"], remat.plan.hook
     view["custom"] = frozenset(custom)
     return view
 

@@ -30,6 +30,7 @@ from typing import Any
 from ._buffers import _WRITES, SEQ, check_unchanged, is_saved, mark_saved, note_write
 from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
+from ._recompute import DROPPED, pass_began, pass_ended, passed, resolved
 from ._state import STACK, GradMode, push, restore
 
 # (re-exported: what the namespace's recording and writes use)
@@ -238,11 +239,14 @@ def backward(
     # a lazy backend's op labels: which rule made each op (pycograd_xp._parts)
     was = enter("backward", "") if WATCHED[0] else None
     prev = push(GradMode(create_graph))
+    made_again = pass_began() if DROPPED else -1  # a memory schedule's recomputed values
     try:
         for node in _toposort([n for n, _ in roots], stop_below):
             key = id(node)
             g = cts.pop(key, None)
             if g is None:
+                if DROPPED and not retain_graph:
+                    passed(node)
                 continue
             kind = node.kind
             if key in target_ids:
@@ -260,7 +264,11 @@ def backward(
                     _run_rule_within(node, g, cts, create_graph)
                 if not retain_graph:
                     node.args = node.kwargs = node.out = None
+                    if DROPPED:
+                        passed(node)
     finally:
+        if made_again >= 0:
+            pass_ended(made_again)
         restore(prev)
         if was is not None:
             leave(was)
@@ -294,9 +302,11 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
     if _WRITES:
         check_unchanged(node)
     kwargs, out = node.kwargs, node.out
+    if DROPPED:  # residuals a memory schedule dropped are made again (pycograd_xp._recompute)
+        args, kwargs, out = resolved(node)
     if create_graph:  # the rule runs on the namespace: saved values become tracked arrays
         ops = node.ns
-        args, kwargs, out = _rebuild(node)
+        args, kwargs, out = _rebuild(node, args, kwargs, out)
     else:
         ops = node.ns._backend.xp
     if type(g) is list:  # multi-output: missing parts are zeros, made like a present part
@@ -385,13 +395,13 @@ def _wrap_saved(a: Any, position: Any, make: Any, array_type: type, saved: dict)
     return a
 
 
-def _rebuild(node: Node) -> tuple[tuple, dict, Any]:
-    """``node``'s saved values as arrays of its namespace carrying the nodes they had."""
+def _rebuild(node: Node, args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]:
+    """``node``'s saved values (``args``, ``kwargs``, ``out``) as arrays of its namespace carrying
+    the nodes they had."""
     make, array_type = node.ns._make, node.ns._backend.array_type
     saved = node.saved or {}
-    args = tuple(_wrap_saved(a, i, make, array_type, saved) for i, a in enumerate(node.args))
-    kwargs = {k: _wrap_saved(v, k, make, array_type, saved) for k, v in node.kwargs.items()}
-    out = node.out
+    args = tuple(_wrap_saved(a, i, make, array_type, saved) for i, a in enumerate(args))
+    kwargs = {k: _wrap_saved(v, k, make, array_type, saved) for k, v in kwargs.items()}
     if isinstance(out, list):  # a fresh Select of each output that carries a gradient
         flags = saved.get("out") or [False] * len(out)
         n = len(out)

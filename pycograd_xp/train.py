@@ -11,11 +11,12 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ._api import no_grad, value_and_grad
 from ._exports import module_dir as _module_dir
 from ._nans import debug_nans
+from .memory._budget import Budgeted
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
 
@@ -29,7 +30,11 @@ Step = Callable[[Any, Any, tuple], tuple[Any, Any, dict[str, Any]]]
 
 
 def make_step(
-    loss_fn: Callable[..., Any], tx: GradientTransformation, has_aux: bool = False
+    loss_fn: Callable[..., Any],
+    tx: GradientTransformation,
+    has_aux: bool = False,
+    *,
+    budget: int | float | str | None = None,
 ) -> Step:
     """``step(params, opt_state, batch) -> (params, opt_state, metrics)`` for ``loss_fn(params,
     *batch)``.
@@ -47,6 +52,12 @@ def make_step(
         The optimizer (``optim.adam(1e-3)``, ...).
     has_aux : bool, default False
         Whether ``loss_fn`` returns ``(loss, metrics)``.
+    budget : int, float or str, optional
+        Bytes (or ``"200 MB"``) the whole step may take at its peak, the optimizer's update and
+        state included: what the tape keeps and the backward pass recomputes is chosen to fit,
+        for each new signature of arguments, before the step runs (``memory.within``); the
+        values are the same bit for bit. ``step.schedule(params, opt_state, batch)`` shows the
+        choice.
 
     Returns
     -------
@@ -68,6 +79,8 @@ def make_step(
         return params, opt_state, {"loss": loss, **aux}
 
     setattr(step, AS_IS, True)  # it differentiates inside: memory.project takes it as it is
+    if budget is not None:
+        return cast(Step, Budgeted(step, budget, argnums=()))
     return step
 
 

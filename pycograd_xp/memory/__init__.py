@@ -11,12 +11,16 @@ With ``argnums=()`` both take ``f`` as it is, with no gradient added: a whole tr
 (``train.make_step``'s steps and compiled functions are taken so by default), its optimizer's
 update and state included, from specs too (``tx.init(param_specs)`` gives the state's specs);
 a compiled function projects as the replay ``compile`` generates.
+
+``within(f, budget, *args)`` returns ``f`` with what its step keeps and what its backward pass
+recomputes chosen so that the step's projected peak fits ``budget`` (same values and gradients).
 """
 
 from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
 from .._exports import module_dir as _module_dir
+from ._budget import Budgeted, Schedule, within
 from ._measure import Measurement, measure
 from ._project import before_backward, project
 from ._report import MemoryLimitError, Projection, Row
@@ -26,10 +30,12 @@ from ._units import format_byte_pair, format_bytes, parse_bytes
 __all__ = [
     "ABSTRACT",
     "AbstractArray",
+    "Budgeted",
     "Measurement",
     "MemoryLimitError",
     "Projection",
     "Row",
+    "Schedule",
     "Spec",
     "before_backward",
     "format_byte_pair",
@@ -38,6 +44,7 @@ __all__ = [
     "parse_bytes",
     "project",
     "spec",
+    "within",
 ]
 
 

@@ -39,6 +39,16 @@ def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: i
         if end > start:  # the phases come in this order, each a run of rows
             ax.axvspan(first + start - 0.5, first + end - 0.5, color=color, alpha=0.08, label=phase)
         start = end
+    again = [r for r in rows if r.op.startswith("recompute ")]
+    if again:  # a memory schedule's outputs made again in the backward pass (memory.within)
+        ax.plot(
+            [r.index for r in again],
+            [r.live_bytes * mb for r in again],
+            "|",
+            color="tab:purple",
+            markersize=8,
+            label=f"recomputed ({len(again)} calls)",
+        )
     ax.axhline(peak * mb, color="tab:red", lw=1, label=f"projected peak of {what} {_fmt(peak)}")
     if measured_peak is not None:
         ax.axhline(

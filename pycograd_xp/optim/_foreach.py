@@ -91,7 +91,7 @@ def group(*trees: Any) -> Group | None:
         or STACK.redirect is not None
         or STACK.tracing
         or STACK.batch is not None
-        or STACK.jvp_hook is not None
+        or STACK.jvp
         or STACK.debug_nans
     ):
         return None

@@ -1,0 +1,459 @@
+"""``within``: the step that fits a memory budget, its schedule chosen and proven by projection.
+
+A schedule says which outputs of the forward pass the tape keeps for the backward pass and which
+the backward pass makes again (``pycograd_xp._recompute``). The projection runs the step with a
+schedule on abstract arrays through the very engine that will run it, so a schedule's projected
+peak is the bound the real step is held to; choosing one is a search over schedules, each tried
+by projecting it:
+
+1. A probe: the step projected with nothing dropped lists every node the step records (its row,
+   its output's bytes, the work of making it again). If it fits, nothing is recomputed.
+2. Checkpoints, as Chen et al. 2016's greedy: walk the nodes in order, drop each while the bytes
+   dropped since the last checkpoint stay under a segment size ``B``, and keep the node that
+   would pass it (a checkpoint). A small ``B`` keeps nearly everything (little recompute, much
+   memory), a large one keeps few checkpoints but makes long segments again at once. The
+   segment sizes are tried from small to large, and the smallest that fits is narrowed by
+   bisection: the fewest outputs dropped.
+3. Refinement: the dropped outputs that cost the most to make again (matrix products first) are
+   kept again one by one, each kept only if the schedule still fits.
+
+Every schedule returned was projected at or under the budget; when none is found, the error
+names the smallest peak any schedule reached, and the op that set it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from .. import _api
+from .._schedule import Plan, Recorded, outside, recomputed
+from .._state import STACK, Remat, interpreting
+from ..tree import tree_flatten
+from ._project import AS_IS, _name, _which, project
+from ._report import MemoryLimitError, Projection
+from ._spec import _dtype_name
+from ._units import format_bytes, parse_bytes
+
+# Schedules tried at most while keeping dropped outputs again (step 3): each is one projection.
+REFINE_TRIES = 24
+# Segment sizes tried (step 2): a geometric grid over the dropped bytes, then bisection.
+GRID = 16
+BISECT = 6
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a budgeted step keeps and recomputes, and what it was proven to cost.
+
+    Attributes
+    ----------
+    budget_bytes : int
+        The budget asked for.
+    peak_bytes : int
+        The projected peak of the step under this schedule (at most the budget).
+    unconstrained_bytes : int
+        The projected peak of the step with nothing recomputed.
+    nodes : tuple of Recorded
+        Every node the step records, in order: ``index``, ``name`` (its row), ``nbytes`` (its
+        output), ``cost`` (the work of making it again, in element operations), ``droppable``.
+    drop : frozenset of int
+        The indices of the nodes whose outputs the backward pass makes again.
+    recompute_cost, forward_cost : int
+        The work of the outputs made again, and of the whole forward pass (element operations:
+        2 m n k for a product); their ratio is the extra forward work the schedule costs.
+    projection : Projection
+        The projection of the scheduled step (its rows show every recompute, in the backward).
+    tries : int
+        How many schedules were projected to choose this one.
+    """
+
+    budget_bytes: int
+    peak_bytes: int
+    unconstrained_bytes: int
+    nodes: tuple[Recorded, ...]
+    drop: frozenset[int]
+    recompute_cost: int
+    forward_cost: int
+    projection: Projection = field(repr=False)
+    tries: int = 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The row of each node, in order (a run recording other rows stops dropping)."""
+        return tuple(r.name for r in self.nodes)
+
+    @property
+    def recomputed(self) -> list[Recorded]:
+        """The nodes whose outputs the backward pass makes again."""
+        return [r for r in self.nodes if r.index in self.drop]
+
+    @property
+    def kept(self) -> list[Recorded]:
+        """The droppable nodes whose outputs stay (the checkpoints)."""
+        return [r for r in self.nodes if r.droppable and r.index not in self.drop]
+
+    @property
+    def extra_forward(self) -> float:
+        """The recompute as a fraction of one forward pass's work."""
+        return self.recompute_cost / self.forward_cost if self.forward_cost else 0.0
+
+    def table(self, limit: int = 40) -> str:
+        """The schedule as text: the peaks, then one line per node (kept or made again).
+
+        Parameters
+        ----------
+        limit : int, default 40
+            The most node lines shown.
+
+        Returns
+        -------
+        str
+            The table.
+        """
+        lines = [
+            f"budget {format_bytes(self.budget_bytes)}: projected peak "
+            f"{format_bytes(self.peak_bytes)} (unconstrained "
+            f"{format_bytes(self.unconstrained_bytes)}); {len(self.drop)} of "
+            f"{len(self.nodes)} outputs recomputed, "
+            f"{100 * self.extra_forward:.0f}% of a forward pass's work again "
+            f"({self.tries} schedules projected)",
+            f"{'#':>4}  {'op':<18} {'shape':<18} {'bytes':>10}  {'schedule':<10} {'cost':>12}",
+        ]
+        for r in self.nodes[:limit]:
+            what = "recompute" if r.index in self.drop else ("keep" if r.droppable else "fixed")
+            lines.append(
+                f"{r.index:>4}  {r.name:<18} {str(r.shape):<18} {format_bytes(r.nbytes):>10}  "
+                f"{what:<10} {r.cost:>12}"
+            )
+        if len(self.nodes) > limit:
+            lines.append(f"... {len(self.nodes) - limit} more")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def scheduled(
+    f: Callable[..., Any],
+    drop: frozenset[int],
+    names: tuple[str, ...] | None = None,
+    logs: list | None = None,
+) -> Callable[..., Any]:
+    """``f`` run under the schedule that drops the nodes numbered ``drop`` (a fresh plan per
+    call; ``logs``, when a list, gets each call's record of its nodes)."""
+
+    @functools.wraps(f)
+    def g(*args: Any, **kwargs: Any) -> Any:
+        plan = Plan(drop, names, log=[] if logs is not None else None)
+        if logs is not None:
+            logs.append(plan.log)
+        with interpreting(Remat(plan)):
+            return f(*args, **kwargs)
+
+    if getattr(f, AS_IS, False):
+        setattr(g, AS_IS, True)
+    return g
+
+
+def _greedy(cands: list[Recorded], held: set[int], segment: float) -> frozenset[int]:
+    """Chen's greedy over the outputs the tape holds (``held``: a rule reads them): drop while
+    the bytes dropped since the last checkpoint stay under ``segment``, keep the output that
+    would pass it. An output no rule reads is dropped (made again only if a dropped output
+    needs it)."""
+    drop, acc = set(), 0
+    for r in cands:
+        if r.index not in held or r.nbytes == 0:
+            drop.add(r.index)
+        elif acc + r.nbytes > segment:
+            acc = 0
+        else:
+            drop.add(r.index)
+            acc += r.nbytes
+    return frozenset(drop)
+
+
+class _Search:
+    """The schedules tried, each projected once."""
+
+    def __init__(
+        self, f: Any, args: tuple, kwargs: dict, nums: Any, names: tuple[str, ...]
+    ) -> None:
+        self.f, self.args, self.kwargs, self.nums, self.names = f, args, kwargs, nums, names
+        self.seen: dict[frozenset[int], Projection] = {}
+
+    def __call__(self, drop: frozenset[int]) -> Projection:
+        p = self.seen.get(drop)
+        if p is None:
+            g = scheduled(self.f, drop, self.names)
+            p = project(g, *self.args, argnums=self.nums, **self.kwargs)
+            self.seen[drop] = p
+        return p
+
+    def lowest(self) -> Projection:
+        return min(self.seen.values(), key=lambda p: p.peak_bytes)
+
+
+def choose(
+    f: Callable[..., Any],
+    budget: int | float | str,
+    *args: Any,
+    argnums: int | Sequence[int] | None = None,
+    **kwargs: Any,
+) -> Schedule:
+    """The schedule of ``f``'s step (as :func:`project` takes it) that fits ``budget``, the
+    fewest and cheapest outputs made again; raises :class:`MemoryLimitError` when none does."""
+    where = f"memory.within({_name(f)})"
+    limit = parse_bytes(budget)
+    nums = _which(f, argnums)
+    logs: list = []
+    full = project(scheduled(f, frozenset(), None, logs), *args, argnums=nums, **kwargs)
+    nodes = tuple(logs[-1]) if logs else ()
+    names = tuple(r.name for r in nodes)
+    search = _Search(f, args, kwargs, nums, names)
+    search.seen[frozenset()] = full
+    forward_cost = sum(r.cost for r in nodes)
+    by_index = {r.index: r for r in nodes}
+
+    def done(drop: frozenset[int]) -> Schedule:
+        return Schedule(
+            budget_bytes=limit,
+            peak_bytes=search(drop).peak_bytes,
+            unconstrained_bytes=full.peak_bytes,
+            nodes=nodes,
+            drop=drop,
+            recompute_cost=sum(by_index[i].cost for i in recomputed(nodes, drop)),
+            forward_cost=forward_cost,
+            projection=search(drop),
+            tries=len(search.seen),
+        )
+
+    if full.peak_bytes <= limit:
+        return done(frozenset())
+    cands = [r for r in nodes if r.droppable]
+    held = {i for r in nodes for i in r.reads} | {r.index for r in nodes if r.reads_out}
+    total = sum(r.nbytes for r in cands if r.index in held)
+    sizes = sorted({r.nbytes for r in cands if r.nbytes > 0 and r.index in held})
+    if not sizes:
+        _refuse(where, limit, full, search, "no output of the step can be recomputed")
+    # step 2: segment sizes from the smallest output to all of them, geometrically
+    lo, hi = float(sizes[0]), float(total)
+    grid = [lo * (hi / lo) ** (i / (GRID - 1)) for i in range(GRID)] if hi > lo else [lo]
+    fit, below = None, 0.0
+    for segment in grid:
+        if search(_greedy(cands, held, segment)).peak_bytes <= limit:
+            fit = segment
+            break
+        below = segment
+    if fit is None:
+        _refuse(where, limit, full, search, "")
+    for _ in range(BISECT):  # the smallest segment that fits: the fewest outputs dropped
+        mid = (below + fit) / 2
+        if search(_greedy(cands, held, mid)).peak_bytes <= limit:
+            fit = mid
+        else:
+            below = mid
+    drop = _greedy(cands, held, fit)
+    # step 3: keep again the dearest outputs while the schedule still fits
+    made = recomputed(nodes, drop)
+    for i in sorted(made, key=lambda i: -by_index[i].cost)[:REFINE_TRIES]:
+        trial = drop - {i}
+        if search(trial).peak_bytes <= limit:
+            drop = trial
+    return done(drop)
+
+
+def _refuse(where: str, limit: int, full: Projection, search: _Search, why: str) -> NoReturn:
+    best = search.lowest()
+    op, phase, i = best.peak_op
+    if not why and best.peak_bytes >= full.peak_bytes:
+        why = (
+            f"recomputing does not lower this step's peak: it is set by {op} in the {phase}, "
+            "not by what the tape keeps"
+        )
+    reason = f" ({why})" if why else ""
+    raise MemoryLimitError(
+        f"{where}: no schedule fits {format_bytes(limit)} ({limit} bytes){reason}: the "
+        f"smallest projected peak found is {format_bytes(best.peak_bytes)} "
+        f"({best.peak_bytes} bytes), at {op} (row {i}, {phase}), against "
+        f"{format_bytes(full.peak_bytes)} with nothing recomputed; raise the budget to at "
+        "least that, or make the batch smaller"
+    )
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple:
+    """What a schedule depends on: each leaf's shape and dtype (other values as they are)."""
+    out: list[tuple] = []
+    for leaf in tree_flatten((args, kwargs))[0]:
+        shape = getattr(leaf, "shape", None)
+        if shape is not None:
+            out.append((tuple(shape), _dtype_name(getattr(leaf, "dtype", None))))
+        else:
+            out.append((type(leaf).__name__, leaf if isinstance(leaf, int | float | str) else 0))
+    return tuple(out)
+
+
+class Budgeted:
+    """``f`` with a memory schedule: its step's projected peak is within ``budget`` (see
+    :func:`within`, which makes one). Called with arguments of new shapes or dtypes, it chooses
+    their schedule first (once per signature).
+
+    Parameters
+    ----------
+    f : callable
+        The loss, or a function that differentiates inside (``argnums=()``).
+    budget : int, float or str
+        Bytes, or a string such as ``"200 MB"``.
+    argnums : int, sequence of int, or None
+        What must fit, as :func:`project` takes it.
+    has_aux : bool, default False
+        Whether ``f`` returns ``(loss, aux)``.
+    """
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        budget: int | float | str,
+        argnums: int | Sequence[int] | None = None,
+        has_aux: bool = False,
+    ) -> None:
+        self.f, self.budget, self.argnums = f, parse_bytes(budget), argnums
+        self.schedules: dict[tuple, Schedule] = {}
+        # what is projected: the loss alone (an aux output records no other nodes)
+        self.loss = _first(f) if has_aux else f
+        functools.update_wrapper(self, f)
+        if getattr(f, AS_IS, False):
+            setattr(self, AS_IS, True)
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Schedule:
+        """The schedule for arguments like these (chosen and projected on first use).
+
+        Parameters
+        ----------
+        *args, **kwargs : Any
+            Arguments like the step's (arrays or specs: their shapes and dtypes are read).
+
+        Returns
+        -------
+        Schedule
+            What is kept and recomputed, and the projected peaks.
+
+        Raises
+        ------
+        MemoryLimitError
+            When no schedule fits the budget.
+        """
+        key = _signature(args, kwargs)
+        s = self.schedules.get(key)
+        if s is None:
+            with outside():  # (called inside grad's trace: project the step as it will run)
+                s = choose(self.loss, self.budget, *args, argnums=self.argnums, **kwargs)
+            self.schedules[key] = s
+        return s
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if STACK.tracing or STACK.batch is not None or STACK.redirect is not None:
+            # (a projection of this function is fine: the schedule runs in it, below)
+            if STACK.tracing or STACK.batch is not None:
+                what = "compile" if STACK.tracing else "vmap"
+                raise NotImplementedError(
+                    f"{self!r} under {what}: a memory budget is chosen for eager steps only "
+                    f"so far; {what} the step without budget= (compile's replay frees each "
+                    "value at its last use: memory.project(compiled, ...) gives its peak)"
+                )
+        s = self.schedule(*args, **kwargs)
+        if not s.drop:
+            return self.f(*args, **kwargs)
+        plan = Plan(s.drop, s.names)
+        with interpreting(Remat(plan)):
+            return self.f(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"memory.within({_name(self.f)}, {format_bytes(self.budget)})"
+
+
+def _first(f: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(f)
+    def loss(*args: Any, **kwargs: Any) -> Any:
+        return f(*args, **kwargs)[0]
+
+    return loss
+
+
+def within(
+    f: Callable[..., Any],
+    budget: int | float | str,
+    *args: Any,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    **kwargs: Any,
+) -> Budgeted:
+    """``f``, with what its gradient step keeps and recomputes chosen to fit ``budget``, proven
+    by projection before anything runs.
+
+    The returned function computes ``f``'s values, and its gradients are ``f``'s, bit for bit:
+    each output the schedule drops is made again in the backward pass by the same function on
+    the same arguments. Differentiate it as ``f`` (``grad``, ``value_and_grad``, ``vjp``); the
+    step's projected peak (:func:`project`, the bound the tests hold the measured peak to) is at
+    most ``budget``. Among the schedules that fit, it makes the fewest outputs again, the dear
+    ones (matrix products) last (see :mod:`pycograd_xp.memory._budget` for the search).
+
+    Parameters
+    ----------
+    f : callable
+        A loss (``argnums`` an int or ints: its ``value_and_grad`` step is what must fit), or a
+        function that differentiates inside (``argnums=()``, the default for
+        ``train.make_step``'s steps: the whole step, its optimizer's update included).
+    budget : int, float or str
+        Bytes, or a string such as ``"200 MB"`` (:func:`parse_bytes`).
+    *args : Array, Spec, or pytree of them
+        Arguments like the ones the step will get (their shapes and dtypes): the schedule is
+        chosen now. Without them it is chosen at the first call, for that call's shapes (and
+        again for each new signature).
+    argnums : int, sequence of int, or None
+        As :func:`project`.
+    has_aux : bool, default False
+        Whether ``f`` returns ``(loss, aux)`` (as ``value_and_grad``'s ``has_aux``).
+    **kwargs : Any
+        Keyword arguments of ``f``, like ``args``.
+
+    Returns
+    -------
+    Budgeted
+        The function; ``.schedule(*args)`` gives its :class:`Schedule` (the peaks, each node kept
+        or recomputed, the extra work; ``print`` it for the table).
+
+    Raises
+    ------
+    MemoryLimitError
+        When no schedule fits: naming the smallest peak any schedule reached and its op.
+
+    Examples
+    --------
+    >>> import numpy, pycograd_xp as pg
+    >>> from pycograd_xp import memory
+    >>> xp = pg.namespace(numpy)
+    >>> def loss(ws, x):
+    ...     for w in ws:
+    ...         x = xp.tanh(x @ w)
+    ...     return xp.mean(x**2)
+    >>> ws = [xp.ones((64, 64)) / 64 for _ in range(8)]
+    >>> x = xp.ones((256, 64))
+    >>> full = memory.project(loss, ws, x).peak_bytes
+    >>> fitted = memory.within(loss, 0.8 * full, ws, x)
+    >>> fitted.schedule(ws, x).peak_bytes <= 0.8 * full
+    True
+    >>> g1 = pg.grad(fitted)(ws, x)
+    >>> g2 = pg.grad(loss)(ws, x)
+    >>> all(bool(xp.all(a == b)) for a, b in zip(g1, g2))
+    True
+    """
+    b = Budgeted(f, budget, argnums, has_aux)
+    if args or kwargs:
+        b.schedule(*args, **kwargs)
+    return b
+
+
+_api.BUDGETED[0] = Budgeted  # grad(..., budget=) and value_and_grad(..., budget=)

@@ -1,0 +1,280 @@
+"""Budgeted steps (``memory.within``, ``grad(..., budget=)``, ``make_step(..., budget=)``): the same
+values and gradients as the step without a budget, bit for bit, and a measured peak never above
+the budget, over random programs (``programs.py``: float32 beside float64, views, in-place
+writes, decompositions) at several budgets, and the models a user trains (a deep MLP, a CNN, a
+transformer-like block); a budget below what any schedule reaches is refused before anything
+runs, naming the smallest peak and its op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from programs import program
+
+import pycograd_xp as pg
+from pycograd_xp import _recompute, memory, nn, optim, train
+
+XP = pg.namespace(np)
+FRACTIONS = (0.95, 0.8, 0.6)
+
+
+def _same(a, b) -> bool:
+    la, lb = pg.tree.tree_flatten(a)[0], pg.tree.tree_flatten(b)[0]
+    if len(la) != len(lb):
+        return False
+    pairs = zip(la, lb, strict=True)
+    return all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in pairs)
+
+
+def _check_budgets(loss, args, argnums=0, fractions=FRACTIONS) -> list[str]:
+    """For each budget: refused (below the floor it names), or bit-identical and measured
+    within it. Returns the outcomes, for the caller's coverage checks."""
+    full = memory.project(loss, *args, argnums=argnums)
+    with np.errstate(all="ignore"):
+        v0, g0 = pg.value_and_grad(loss, argnums)(*args)
+    outcomes = []
+    for frac in fractions:
+        budget = int(frac * full.peak_bytes)
+        try:
+            fitted = memory.within(loss, budget, *args, argnums=argnums)
+        except memory.MemoryLimitError as e:
+            assert "smallest projected peak found is" in str(e) and " at " in str(e)
+            outcomes.append("refused")
+            continue
+        s = fitted.schedule(*args)
+        assert s.peak_bytes <= budget, s.table()
+        with np.errstate(all="ignore"):
+            v1, g1 = pg.value_and_grad(fitted, argnums)(*args)
+            m = memory.measure(fitted, *args, argnums=argnums)
+        assert _same(v0, v1) and _same(g0, g1), s.table()
+        assert m.peak_bytes <= budget, (m.peak_bytes, budget, s.table())
+        outcomes.append("recomputed" if s.drop else "as is")
+    assert not _recompute.DROPPED  # nothing of a finished step stays registered
+    return outcomes
+
+
+@pytest.mark.parametrize("start", range(0, 40, 10))
+def test_random_programs_fit_their_budget_with_the_same_gradients(start):
+    outcomes = []
+    for seed in range(start, start + 10):
+        pr = program(seed, XP)
+        outcomes += _check_budgets(pr.loss, pr.args, pr.argnums)
+    assert "recomputed" in outcomes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", range(40, 240, 20))
+def test_more_random_programs_fit_their_budget(start):
+    for seed in range(start, start + 20):
+        pr = program(seed, XP)
+        _check_budgets(pr.loss, pr.args, pr.argnums)
+
+
+def _mlp(depth=12, width=64, batch=512, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    params = [
+        (
+            XP.asarray((rng.standard_normal((width, width)) / np.sqrt(width)).astype(dtype)),
+            XP.asarray((0.1 * rng.standard_normal(width)).astype(dtype)),
+        )
+        for _ in range(depth)
+    ]
+    x = XP.asarray(rng.standard_normal((batch, width)).astype(dtype))
+
+    def loss(params, x):
+        h = x
+        for i, (w, b) in enumerate(params):
+            z = nn.gelu(h @ w + b) if i % 2 else XP.tanh(h @ w + b)
+            h = h + z if i % 3 == 2 else z  # a residual now and then
+        return XP.mean(h**2)
+
+    return loss, (params, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_deep_mlp_fits_its_budgets(dtype):
+    loss, args = _mlp(dtype=dtype)
+    outcomes = _check_budgets(loss, args, fractions=(0.9, 0.7, 0.4))
+    assert outcomes == ["recomputed", "recomputed", "refused"]  # (the floor: about 56 %)
+
+
+def test_a_cnn_with_fused_rows_fits_its_budget():
+    rng = np.random.default_rng(1)
+    params = {
+        "c1": XP.asarray(rng.standard_normal((8, 1, 3, 3)) / 3),
+        "c2": XP.asarray(rng.standard_normal((16, 8, 3, 3)) / 8),
+        "w": XP.asarray(rng.standard_normal((16 * 7 * 7, 10)) / 28),
+    }
+    x = XP.asarray(rng.standard_normal((32, 1, 28, 28)))
+    y = XP.asarray(rng.integers(0, 10, 32))
+
+    def loss(p, x, y):
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["c1"], padding=1)), 2)
+        h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["c2"], padding=1)), 2)
+        return nn.cross_entropy(XP.reshape(h, (32, -1)) @ p["w"], y)
+
+    # its peak is the first convolution's weight gradient (the input's 9 shifted copies), in
+    # the backward pass when the tape holds almost nothing: no schedule lowers it, and the
+    # refusal says so
+    assert _check_budgets(loss, (params, x, y), fractions=(1.0, 0.9)) == ["as is", "refused"]
+    with pytest.raises(memory.MemoryLimitError, match="recomputing does not lower"):
+        memory.within(loss, "1 MB", params, x, y)
+
+
+def test_attention_and_layer_norm_fit_their_budget():
+    rng = np.random.default_rng(2)
+    d, t = 32, 64
+    p = {
+        "wq": XP.asarray(rng.standard_normal((d, d)) / 6),
+        "wk": XP.asarray(rng.standard_normal((d, d)) / 6),
+        "w1": XP.asarray(rng.standard_normal((d, 4 * d)) / 6),
+        "w2": XP.asarray(rng.standard_normal((4 * d, d)) / 12),
+        "g": XP.ones(d),
+    }
+    x = XP.asarray(rng.standard_normal((4, t, d)))
+
+    def loss(p, x):
+        for _ in range(3):  # three blocks sharing their weights
+            h = nn.layer_norm(x, p["g"])
+            a = nn.scaled_dot_product_attention(h @ p["wq"], h @ p["wk"], h, is_causal=True)
+            x = x + a
+            x = x + nn.gelu(nn.layer_norm(x) @ p["w1"]) @ p["w2"]
+        return XP.mean(x**2)
+
+    assert "recomputed" in _check_budgets(loss, (p, x), fractions=(0.85, 0.7))
+
+
+def test_grad_and_value_and_grad_take_a_budget_and_aux():
+    loss, (params, x) = _mlp(depth=6)
+    full = memory.project(loss, params, x).peak_bytes
+    g0 = pg.grad(loss)(params, x)
+    assert _same(g0, pg.grad(loss, budget=0.8 * full)(params, x))
+
+    def with_aux(params, x):
+        v = loss(params, x)
+        return v, {"twice": 2 * v}
+
+    (v, aux), g = pg.value_and_grad(with_aux, has_aux=True, budget=0.8 * full)(params, x)
+    assert _same(g0, g) and float(aux["twice"]) == 2 * float(v)
+    # a second call with the same shapes reuses the schedule; new shapes choose theirs
+    fitted = memory.within(loss, 0.8 * full, params, x)
+    assert len(fitted.schedules) == 1
+    fitted(params, x)
+    assert len(fitted.schedules) == 1
+    pg.grad(fitted)(params, x[:256])
+    assert len(fitted.schedules) == 2
+
+
+def test_make_step_with_a_budget_updates_identically():
+    loss, (params, x) = _mlp(depth=8, width=48, batch=1024)
+    tx = optim.adam(1e-3)
+    state = tx.init(params)
+    plain = train.make_step(loss, tx)
+    full = memory.project(plain, params, state, (x,)).peak_bytes
+    fitted = train.make_step(loss, tx, budget=0.8 * full)
+    p0, s0, m0 = plain(params, state, (x,))
+    p1, s1, m1 = fitted(params, state, (x,))
+    assert _same(p0, p1) and _same(s0, s1) and _same(m0["loss"], m1["loss"])
+    schedule = fitted.schedule(params, state, (x,))
+    assert schedule.drop and schedule.peak_bytes <= 0.8 * full
+    assert memory.measure(fitted, params, state, (x,)).peak_bytes <= 0.8 * full
+    assert memory.project(fitted, params, state, (x,)).peak_bytes == schedule.peak_bytes
+
+
+def test_second_order_through_a_budgeted_gradient():
+    """Reverse over reverse: the recomputed residuals carry the nodes they had."""
+    loss, (params, x) = _mlp(depth=6, width=32, batch=256)
+    full = memory.project(loss, params, x).peak_bytes
+    fitted = memory.within(loss, 0.85 * full, params, x)
+    assert fitted.schedule(params, x).drop
+
+    def gnorm(f):
+        def norm(params):
+            return sum(XP.sum(g * g) for g in pg.tree.tree_flatten(pg.grad(f)(params, x))[0])
+
+        return norm
+
+    assert _same(pg.grad(gnorm(loss))(params), pg.grad(gnorm(fitted))(params))
+
+
+def test_array_api_strict_gives_the_same_gradients():
+    strict = pytest.importorskip("array_api_strict")
+    xs = pg.namespace(strict)
+    rng = np.random.default_rng(3)
+    ws = [xs.asarray(rng.standard_normal((32, 32)) / 6) for _ in range(6)]
+    x = xs.asarray(rng.standard_normal((128, 32)))
+
+    def loss(ws, x):
+        for w in ws:
+            x = xs.tanh(x @ w)
+        return xs.mean(x**2)
+
+    full = memory.project(loss, ws, x).peak_bytes
+    g0 = pg.grad(loss)(ws, x)
+    g1 = pg.grad(loss, budget=0.8 * full)(ws, x)
+    assert all(bool(xs.all(a == b)) for a, b in zip(g0, g1, strict=True))
+
+
+def test_a_budget_below_the_floor_is_refused_before_anything_runs():
+    loss, (params, x) = _mlp(depth=6)
+    calls = []
+
+    def counted(params, x):
+        if not isinstance(x._data, memory.AbstractArray):
+            calls.append(1)  # a concrete run
+        return loss(params, x)
+
+    with pytest.raises(memory.MemoryLimitError) as e:
+        pg.grad(counted, budget="100 kB")(params, x)
+    message = str(e.value)
+    assert message.startswith("memory.within(counted): no schedule fits 100 kB")
+    assert "smallest projected peak found is" in message and "raise the budget" in message
+    assert not calls
+
+
+def test_schedule_shows_what_is_kept_and_recomputed():
+    loss, (params, x) = _mlp(depth=6)
+    full = memory.project(loss, params, x).peak_bytes
+    s = memory.within(loss, 0.7 * full, params, x).schedule(params, x)
+    text = str(s)
+    assert "recompute" in text and "keep" in text and f"{len(s.nodes)} outputs" in text
+    assert 0 < s.extra_forward <= 1.0
+    assert any(r.op.startswith("recompute ") for r in s.projection.rows)
+    assert s.unconstrained_bytes == full
+
+
+def test_a_run_off_the_schedule_keeps_everything():
+    """A function whose rows differ from the ones its schedule was chosen for (a Python branch
+    taken differently) stops dropping: still the right gradients."""
+    loss, (params, x) = _mlp(depth=6)
+    flag = [False]
+
+    def branchy(params, x):
+        y = XP.sin(x) if flag[0] else x
+        return loss(params, y)
+
+    full = memory.project(branchy, params, x).peak_bytes
+    fitted = memory.within(branchy, 0.7 * full, params, x)
+    flag[0] = True
+    assert _same(pg.grad(branchy)(params, x), pg.grad(fitted)(params, x))
+
+
+def test_compile_and_vmap_of_a_budgeted_step_say_so():
+    loss, (params, x) = _mlp(depth=3)
+    fitted = memory.within(loss, "1 GB")
+    with pytest.raises(NotImplementedError, match="under compile"):
+        pg.compile(pg.grad(fitted))(params, x)
+    with pytest.raises(NotImplementedError, match="under vmap"):
+        pg.vmap(pg.grad(fitted), in_axes=(None, 0))(params, x[:4])
+
+
+def test_forward_over_reverse_through_a_budgeted_gradient():
+    """A jvp of the budgeted gradient (Hessian-vector products): the schedule's node hook and
+    the jvp's both see each node."""
+    loss, (params, x) = _mlp(depth=6, width=32, batch=256)
+    full = memory.project(loss, params, x).peak_bytes
+    fitted = memory.within(loss, 0.85 * full, params, x)
+    assert fitted.schedule(params, x).drop
+    tangent = pg.tree.tree_map(XP.ones_like, params)
+    expected = pg.jvp(lambda p: pg.grad(loss)(p, x), (params,), (tangent,))
+    assert _same(expected, pg.jvp(lambda p: pg.grad(fitted)(p, x), (params,), (tangent,)))
