@@ -109,16 +109,17 @@ class _Input:
         self.node, self.data, self.cls = node, data, cls
 
 
-def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
-    """A fresh array object holding ``a``'s value, marked as a differentiated input."""
+def _track(a: Any, where: str, path: str | tuple[int, int | None]) -> tuple[Array, _Input]:
+    """A fresh array object holding ``a``'s value, marked as a differentiated input. ``path``
+    names it in errors: words, or ``(argument, leaf)`` (leaf None: the argument is one)."""
     if not isinstance(a, Array):
         raise TypeError(
-            f"{where}: {path} is a {type(a).__name__}, not an array of a pycograd_xp namespace; "
-            "convert it with xp.asarray(...) before differentiating"
+            f"{where}: {_path(path)} is a {type(a).__name__}, not an array of a pycograd_xp "
+            "namespace; convert it with xp.asarray(...) before differentiating"
         )
     if a._data.dtype not in a._ns._floating:
         raise TypeError(
-            f"{where}: {path} has dtype {a._data.dtype}; only floating-point arrays can be "
+            f"{where}: {_path(path)} has dtype {a._data.dtype}; only floating-point arrays can be "
             "differentiated (cast it with xp.astype(x, xp.float64), or pass it as a "
             "non-differentiated argument)"
         )
@@ -133,6 +134,14 @@ def _track(a: Any, where: str, path: str) -> tuple[Array, _Input]:
     if STACK.jvp_hook is not None and parents:  # inside jvp: the input carries its tangent
         STACK.jvp_hook(node, t, (a,), {})
     return t, _Input(node, a._data, type(a))
+
+
+def _path(path: str | tuple[int, int | None]) -> str:
+    """What :func:`_track`'s ``path`` names, in words."""
+    if isinstance(path, str):
+        return path
+    i, j = path
+    return f"argument {i}" + (f" leaf {j}" if j is not None else "")
 
 
 def _flatten(x: Any) -> tuple[list, Any]:
@@ -158,8 +167,9 @@ def _trace(
     for i in argnums:
         leaves, td = _flatten(args[i])
         tracked, captured = [], []
+        one = td is LEAF or td.kind == "leaf"
         for j, lf in enumerate(leaves):
-            t, c = _track(lf, where, f"argument {i}" + (f" leaf {j}" if td.kind != "leaf" else ""))
+            t, c = _track(lf, where, (i, None if one else j))
             tracked.append(t)
             captured.append(c)
         inputs.append(captured)

@@ -284,6 +284,10 @@ def _set(frames: tuple[Frame, ...]) -> None:
     STACK.__dict__.update(_derive(frames))
 
 
+# The frame kinds a push sets two fields for, deriving nothing (see :func:`push`).
+_COUNTED = frozenset((GradMode, Grad, Part))
+
+
 # The views a push replaced, by the id of their stack (each holds its stack, so the id stays
 # its own): restoring that stack takes its view back instead of deriving it again. Bounded:
 # a stack set with ``_set`` and never restored leaves its entry, cleared at the bound.
@@ -304,7 +308,7 @@ def push(*frames: Frame) -> tuple[Frame, ...]:
         if len(saved) >= _SAVED_VIEWS:
             saved.clear()
         saved[id(prev)] = dict(d)
-    if all(type(f) is GradMode or type(f) is Grad or type(f) is Part for f in frames) and d:
+    if d and _COUNTED.issuperset(map(type, frames)):
         for f in frames:  # (a Part changes no field)
             if type(f) is GradMode:
                 d["grad_enabled"] = f.enabled

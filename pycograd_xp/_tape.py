@@ -207,11 +207,13 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
         ct = ops.sum(ct, axis=axes, keepdims=True) if axes else ct
         if lead:
             ct = ops.reshape(ct, shape)
-    complex_ct = ops.isdtype(ct.dtype, "complex floating")
-    if complex_ct and not ops.isdtype(like.dtype, "complex floating"):
-        ct = ops.real(ct)
-    if ct.dtype != like.dtype:
-        ct = ops.astype(ct, like.dtype)
+    if ct.dtype != like.dtype:  # (equal dtypes: both complex or neither, nothing to cast)
+        if ops.isdtype(ct.dtype, "complex floating") and not ops.isdtype(
+            like.dtype, "complex floating"
+        ):
+            ct = ops.real(ct)
+        if ct.dtype != like.dtype:
+            ct = ops.astype(ct, like.dtype)
     return ct
 
 

@@ -103,7 +103,9 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
             parents.extend(
                 ((i, j), p) for j, e in enumerate(a) if (p := _parent(e, floating)) is not None
             )
-        elif (p := _parent(a, floating)) is not None:
+        elif (
+            isinstance(a, Array) and (p := a._node) is not None and a._data.dtype in floating
+        ):  # (_parent, inline: most arguments are arrays)
             parents.append((i, p))
     for name in prim.diff_kwargs:
         if (p := _parent(kwargs.get(name), floating)) is not None:
@@ -118,10 +120,18 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
     chunked, saves, names = ns._backend.chunked, prim.saves, prim.arg_names
     last = len(names) - 1
     saved: dict = {}
-    kept_args = tuple(
-        _keep(a, names[i if i < last else last] in saves, chunked, i, saved)
-        for i, a in enumerate(args)
-    )
+    kept: list = []
+    for i, a in enumerate(args):  # (_keep, its commonest cases inline)
+        if type(a) in PLAIN_TYPES:
+            kept.append(a)
+        elif not isinstance(a, Array):
+            kept.append(_keep(a, names[i if i < last else last] in saves, chunked, i, saved))
+        elif names[i if i < last else last] in saves:
+            kept.append(_save(a, i, saved))
+        else:
+            d = a._data
+            kept.append(ShapeDtype(d.shape, d.dtype, d.chunks if chunked else None))
+    kept_args = tuple(kept)
     kept_kwargs = (
         {k: _keep(v, k in saves, chunked, k, saved) for k, v in kwargs.items()} if kwargs else {}
     )

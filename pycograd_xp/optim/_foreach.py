@@ -54,7 +54,10 @@ def per_parameter() -> Iterator[None]:
 def numbers(*values: Any) -> bool:
     """Whether every value is a Python ``int`` or ``float`` (not a host scalar of a traced
     function, not an array, not a NumPy scalar: those take the per-parameter code)."""
-    return all(type(v) is float or type(v) is int for v in values)
+    return _NUMBERS.issuperset(map(type, values))
+
+
+_NUMBERS = frozenset((int, float))
 
 
 class Group:

@@ -82,7 +82,7 @@ def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = Tru
     On Cubed the result keeps the input's chunking (a plain ``broadcast_to`` would make size-1
     chunks along the new dimensions: a plan of thousands of tasks).
     """
-    if not keepdims:
+    if not keepdims and g.ndim:  # (a 0-d one, a full reduction's, broadcasts as it is)
         for a in norm_axes(axis, like.ndim):
             g = ns.expand_dims(g, axis=a)
     if chunked(ns):
