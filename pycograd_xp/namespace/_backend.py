@@ -19,6 +19,8 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
+import numpy as _np
+
 from ._capabilities import _BY_XP, Backend, _base, _owns_buffer, capabilities
 
 __all__ = [
@@ -123,15 +125,16 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     array of the result's shape and dtype, a strided view included, overlapping no operand
     but ``x1`` itself in ``where(c, out, 0)``), and where neither branch is a Python zero an
     int8 copy of the condition."""
-    import numpy as np
-
+    np = _np
     dtype = np.result_type(x1, x2)
-    shapes = {getattr(v, "shape", ()) for v in (condition, x1, x2)} - {()}
+    shapes = {getattr(condition, "shape", ()), getattr(x1, "shape", ()), getattr(x2, "shape", ())}
+    shapes.discard(())
     # one shape (the common case: arrays alike, Python numbers): no broadcast_shapes call
     shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+    bits = _INT_OF_SIZE.get(dtype.itemsize)
     if (
         getattr(condition, "dtype", None) != np.bool_
-        or dtype.itemsize not in (1, 2, 4, 8)
+        or bits is None
         or math.prod(shape) < SELECT_MIN
         or (out is not None and out.dtype != dtype)
     ):
@@ -139,30 +142,35 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
             return np.where(condition, x1, x2)
         out[...] = np.where(condition, x1, x2)
         return out
-    # owns its memory (no view of an integer array), laid out as where's (an operand's order)
-    like = [v for v in (condition, x1, x2) if isinstance(v, np.ndarray) and v.shape == shape]
     if out is not None:
         res = out
-    else:
-        res = np.empty_like(like[0], dtype=dtype) if like else np.empty(shape, dtype)
-    bits = np.dtype(f"i{dtype.itemsize}")
+    else:  # owns its memory (no view of an integer array), laid out as where's (an operand's)
+        for v in (condition, x1, x2):
+            if isinstance(v, np.ndarray) and v.shape == shape:
+                res = np.empty_like(v, dtype=dtype)
+                break
+        else:
+            res = np.empty(shape, dtype)
     out = res.view(bits)
-    if res is x1 and _zero_bits(x2):  # where(c, out, 0) in place: out's bits & all-or-none
+    zero1, zero2 = _zero_bits(x1), _zero_bits(x2)
+    if res is x1 and zero2:  # where(c, out, 0) in place: out's bits & all-or-none
         np.bitwise_and(out, np.negative(condition.view(np.int8)), out=out)
         return res
-    if _zero_bits(x2) or _zero_bits(x1):  # where(c, x, 0), where(c, 0, x): the mask in out
+    if zero2 or zero1:  # where(c, x, 0), where(c, 0, x): the mask in out
         np.negative(condition.view(np.int8), out=out)  # all bits set where True
-        if not _zero_bits(x2):
+        if not zero2:
             np.invert(out, out=out)
-        np.bitwise_and(
-            out, np.asarray(x2 if _zero_bits(x1) else x1, dtype=dtype).view(bits), out=out
-        )
+        np.bitwise_and(out, np.asarray(x2 if zero1 else x1, dtype=dtype).view(bits), out=out)
         return res
     b = np.asarray(x2, dtype=dtype).view(bits)
     np.bitwise_xor(np.asarray(x1, dtype=dtype).view(bits), b, out=out)
     np.bitwise_and(out, np.negative(condition.view(np.int8)), out=out)
     np.bitwise_xor(out, b, out=out)
     return res
+
+
+# The integer dtype of each item size the blend works in.
+_INT_OF_SIZE = {n: _np.dtype(f"i{n}") for n in (1, 2, 4, 8)}
 
 
 def _zero_bits(v: Any) -> bool:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ..typing import Array
-from ._common import _ns, _row
+from ._common import _ns, _real_floating, _row
 
 
 # -- activations --------------------------------------------------------------------------------
@@ -48,7 +48,7 @@ def relu(x: Array) -> Array:
         Of ``x``'s shape and dtype.
     """
     xp = _ns(x)
-    if xp.isdtype(x.dtype, "real floating"):
+    if _real_floating(xp, x):
         return _row(xp, "_relu")(x)
     return xp.where(x > 0, x, 0.0)
 
@@ -127,7 +127,7 @@ def tanh(x: Array) -> Array:
 
 
 def _floating(x: Any) -> bool:
-    return _ns(x).isdtype(x.dtype, "real floating")
+    return _real_floating(_ns(x), x)
 
 
 def silu(x: Array) -> Array:

@@ -14,9 +14,18 @@ from ..namespace._array import Array
 
 def _ns(*xs: Any) -> Any:
     first = xs[0] if xs else None
-    if isinstance(first, Array) and all(type(x) is type(first) for x in xs[1:]):
+    if isinstance(first, Array) and (len(xs) == 1 or all(type(x) is type(first) for x in xs[1:])):
         return first._ns  # ours, of one namespace: its namespace (array_namespace's answer)
     return array_api_compat.array_namespace(*xs)
+
+
+def _real_floating(xp: Any, x: Any) -> bool:
+    """``xp.isdtype(x.dtype, "real floating")``; for an array of ours, from its namespace's set
+    of those dtypes (no call: an activation asks on every forward)."""
+    kinds = getattr(xp, "_real_floating", None) if isinstance(x, Array) else None
+    if kinds is not None:
+        return x._data.dtype in kinds
+    return bool(xp.isdtype(x.dtype, "real floating"))
 
 
 def _reduce(loss: Any, reduction: str, where: str) -> Any:
