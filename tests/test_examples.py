@@ -50,6 +50,20 @@ def test_memory_projection_example_bounds_its_measurement(tmp_path, capsys):
     assert (tmp_path / "m.png").exists()
 
 
+def test_memory_budget_example_fits_its_budget_with_the_same_gradients(tmp_path):
+    import importlib.util
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    spec = importlib.util.spec_from_file_location("mb", EXAMPLES / "memory_budget.py")
+    mb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mb)
+    r = mb.main(str(tmp_path / "b.png"))
+    assert r["same"] and r["measured"] <= r["projected"] <= r["budget"] < r["unconstrained"]
+    assert (tmp_path / "b.png").exists()
+
+
 def test_char_transformer_learns_below_the_unigram_baseline_and_projects_its_step():
     """A small config of examples/char_transformer.py (seconds; the default trains for a few
     minutes): the held-out loss well below the unigram baseline, the compiled step traced once,

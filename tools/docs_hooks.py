@@ -7,9 +7,9 @@
   ``python tools/docs_hooks.py`` rewrites every block, and ``tests/test_generated_docs.py``
   fails while one differs from what its generator gives. The site's build replaces each block
   with a fresh output too;
-- the memory pictures are drawn by the build (``examples/memory_projection.py``, and
-  ``examples/cubed_task_memory.py`` for the Cubed guide) and added to the site as generated
-  files, never committed.
+- the memory pictures are drawn by the build (``examples/memory_projection.py``,
+  ``examples/memory_budget.py``, and ``examples/cubed_task_memory.py`` for the Cubed guide)
+  and added to the site as generated files, never committed.
 """
 
 from __future__ import annotations
@@ -54,6 +54,17 @@ def _memory_picture() -> bytes:
         return Path(out).read_bytes()
 
 
+def _budget_picture() -> bytes:
+    """examples/memory_budget.py: an MLP step fitted to 60 % of its peak, the recomputed calls
+    marked, its measured peak beside."""
+    example = _load("examples/memory_budget.py", "_docs_memory_budget")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "memory_budget.png")
+        with contextlib.redirect_stdout(io.StringIO()):
+            example.main(out)
+        return Path(out).read_bytes()
+
+
 def _cubed_picture() -> bytes:
     """examples/cubed_task_memory.py: a graph-mode step's plan on the processes executor, each
     op's task memory projected against measured. Run as a program: the executor's workers import
@@ -77,6 +88,7 @@ def on_files(files, config):
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, "guides/memory_projection.png", content=_memory_picture()))
+    files.append(File.generated(config, "guides/memory_budget.png", content=_budget_picture()))
     files.append(File.generated(config, "guides/cubed_task_memory.png", content=_cubed_picture()))
     return files
 

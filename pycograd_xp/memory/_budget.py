@@ -32,13 +32,14 @@ from .. import _api
 from .._schedule import Plan, Recorded, outside, recomputed
 from .._state import STACK, Remat, interpreting
 from ..tree import tree_flatten
-from ._project import AS_IS, _name, _which, project
+from ._project import AS_IS, _name, _which, project, step_peak
 from ._report import MemoryLimitError, Projection
 from ._spec import _dtype_name
 from ._units import format_bytes, parse_bytes
 
 # Schedules tried at most while keeping dropped outputs again (step 3): each is one projection.
 REFINE_TRIES = 24
+REFINE_MISSES = 6  # tries in a row that did not fit: the refinement stops
 # Segment sizes tried (step 2): a geometric grid over the dropped bytes, then bisection.
 GRID = 16
 BISECT = 6
@@ -176,24 +177,29 @@ def _greedy(cands: list[Recorded], held: set[int], segment: float) -> frozenset[
 
 
 class _Search:
-    """The schedules tried, each projected once."""
+    """The schedules tried, each projected once (its step's peak and op: ``step_peak``)."""
 
     def __init__(
         self, f: Any, args: tuple, kwargs: dict, nums: Any, names: tuple[str, ...]
     ) -> None:
         self.f, self.args, self.kwargs, self.nums, self.names = f, args, kwargs, nums, names
-        self.seen: dict[frozenset[int], Projection] = {}
+        self.seen: dict[frozenset[int], tuple[int, tuple[str, str, int]]] = {}
 
-    def __call__(self, drop: frozenset[int]) -> Projection:
-        p = self.seen.get(drop)
-        if p is None:
+    def __call__(self, drop: frozenset[int]) -> int:
+        """The projected peak of the step under the schedule dropping ``drop``."""
+        got = self.seen.get(drop)
+        if got is None:
             g = scheduled(self.f, drop, self.names)
-            p = project(g, *self.args, argnums=self.nums, **self.kwargs)
-            self.seen[drop] = p
-        return p
+            got = self.seen[drop] = step_peak(g, self.args, self.kwargs, self.nums)
+        return got[0]
 
-    def lowest(self) -> Projection:
-        return min(self.seen.values(), key=lambda p: p.peak_bytes)
+    def projection(self, drop: frozenset[int]) -> Projection:
+        """The whole projection of the step under a schedule (the rows, both passes)."""
+        g = scheduled(self.f, drop, self.names)
+        return project(g, *self.args, argnums=self.nums, **self.kwargs)
+
+    def lowest(self) -> tuple[int, tuple[str, str, int]]:
+        return min(self.seen.values(), key=lambda p: p[0])
 
 
 def choose(
@@ -213,20 +219,21 @@ def choose(
     nodes = tuple(logs[-1]) if logs else ()
     names = tuple(r.name for r in nodes)
     search = _Search(f, args, kwargs, nums, names)
-    search.seen[frozenset()] = full
+    search.seen[frozenset()] = (full.peak_bytes, full.peak_op)
     forward_cost = sum(r.cost for r in nodes)
     by_index = {r.index: r for r in nodes}
 
     def done(drop: frozenset[int]) -> Schedule:
+        projection = search.projection(drop) if drop else full
         return Schedule(
             budget_bytes=limit,
-            peak_bytes=search(drop).peak_bytes,
+            peak_bytes=projection.peak_bytes,
             unconstrained_bytes=full.peak_bytes,
             nodes=nodes,
             drop=drop,
             recompute_cost=sum(by_index[i].cost for i in recomputed(nodes, drop)),
             forward_cost=forward_cost,
-            projection=search(drop),
+            projection=projection,
             tries=len(search.seen),
         )
 
@@ -243,7 +250,7 @@ def choose(
     grid = [lo * (hi / lo) ** (i / (GRID - 1)) for i in range(GRID)] if hi > lo else [lo]
     fit, below = None, 0.0
     for segment in grid:
-        if search(_greedy(cands, held, segment)).peak_bytes <= limit:
+        if search(_greedy(cands, held, segment)) <= limit:
             fit = segment
             break
         below = segment
@@ -251,24 +258,28 @@ def choose(
         _refuse(where, limit, full, search, "")
     for _ in range(BISECT):  # the smallest segment that fits: the fewest outputs dropped
         mid = (below + fit) / 2
-        if search(_greedy(cands, held, mid)).peak_bytes <= limit:
+        if search(_greedy(cands, held, mid)) <= limit:
             fit = mid
         else:
             below = mid
     drop = _greedy(cands, held, fit)
     # step 3: keep again the dearest outputs while the schedule still fits
     made = recomputed(nodes, drop)
+    misses = 0
     for i in sorted(made, key=lambda i: -by_index[i].cost)[:REFINE_TRIES]:
         trial = drop - {i}
-        if search(trial).peak_bytes <= limit:
-            drop = trial
+        if search(trial) <= limit:
+            drop, misses = trial, 0
+        else:
+            misses += 1
+            if misses == REFINE_MISSES:  # (the rest cost less and fit no better)
+                break
     return done(drop)
 
 
 def _refuse(where: str, limit: int, full: Projection, search: _Search, why: str) -> NoReturn:
-    best = search.lowest()
-    op, phase, i = best.peak_op
-    if not why and best.peak_bytes >= full.peak_bytes:
+    best, (op, phase, i) = search.lowest()
+    if not why and best >= full.peak_bytes:
         why = (
             f"recomputing does not lower this step's peak: it is set by {op} in the {phase}, "
             "not by what the tape keeps"
@@ -276,8 +287,8 @@ def _refuse(where: str, limit: int, full: Projection, search: _Search, why: str)
     reason = f" ({why})" if why else ""
     raise MemoryLimitError(
         f"{where}: no schedule fits {format_bytes(limit)} ({limit} bytes){reason}: the "
-        f"smallest projected peak found is {format_bytes(best.peak_bytes)} "
-        f"({best.peak_bytes} bytes), at {op} (row {i}, {phase}), against "
+        f"smallest projected peak found is {format_bytes(best)} "
+        f"({best} bytes), at {op} (row {i}, {phase}), against "
         f"{format_bytes(full.peak_bytes)} with nothing recomputed; raise the budget to at "
         "least that, or make the batch smaller"
     )

@@ -404,3 +404,15 @@ def project(
         forward_rows=_rows(fwd),
         what="value_and_grad" if nums != () else "as is",
     )
+
+
+def step_peak(
+    f: Callable[..., Any], args: tuple, kwargs: dict, nums: int | tuple[int, ...]
+) -> tuple[int, tuple[str, str, int]]:
+    """The projected peak of ``f``'s step (as :func:`project`'s ``peak_bytes``) and its op,
+    without the forward pass alone nor the rows: what a search over schedules compares
+    (``memory.within``). Eager backends only."""
+    A = abstract_namespace()
+    call = f if nums == () else _api.value_and_grad(f, nums)
+    step = _tracked(call, A, args, kwargs)[0]
+    return step.peak + _overhead(_calls(step.events)), _peak_op(step)

@@ -1,0 +1,242 @@
+"""Budgeted steps (``memory.within``) against the unconstrained step and sqrt(n) checkpointing.
+
+For a 20-layer MLP, a stack of 8 transformer blocks and the small CNN, at budgets from 30 % to
+100 % of the unconstrained step's projected peak: the schedule chosen (or the refusal, naming
+the smallest peak any schedule reaches), the measured peak (tracemalloc, never above the budget),
+and the step's time against the unconstrained step, round-robin in one process. The sqrt(n)
+row wraps every round(sqrt(n)) layers in ``pg.remat`` (Chen et al. 2016), its own measured peak
+beside it. PyTorch's ``activation_memory_budget`` (``torch.compile`` only) is run when torch and
+a working inductor are importable (``--torch``), at the same fractions.
+
+    python benchmarks/bench_remat.py            # all three models
+    python benchmarks/bench_remat.py --quick    # smaller models (the default test run's size)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _common  # noqa: F401  (threads and malloc settings first)
+import numpy as np
+
+import pycograd_xp as pg
+from pycograd_xp import memory, nn
+
+XP = pg.namespace(np)
+FRACTIONS = (1.0, 0.8, 0.6, 0.5, 0.4, 0.3)
+
+
+def mlp(depth: int = 20, width: int = 256, batch: int = 4096) -> tuple[Callable, Callable, tuple]:
+    """(loss, sqrt(n)-checkpointed loss, args): tanh layers, float32."""
+    rng = np.random.default_rng(0)
+    params = [
+        (
+            XP.asarray((rng.standard_normal((width, width)) / math.sqrt(width)).astype("f4")),
+            XP.asarray(np.zeros(width, "f4")),
+        )
+        for _ in range(depth)
+    ]
+    x = XP.asarray(rng.standard_normal((batch, width)).astype("f4"))
+
+    def layer(h: Any, w: Any, b: Any) -> Any:
+        return XP.tanh(h @ w + b)
+
+    def loss(params: Any, x: Any) -> Any:
+        h = x
+        for w, b in params:
+            h = layer(h, w, b)
+        return XP.mean(h**2)
+
+    k = max(1, round(math.sqrt(depth)))
+
+    def segment(h: Any, *wb: Any) -> Any:
+        for i in range(0, len(wb), 2):
+            h = layer(h, wb[i], wb[i + 1])
+        return h
+
+    seg = pg.remat(segment)
+
+    def sqrt_n(params: Any, x: Any) -> Any:
+        h = x
+        for i in range(0, len(params), k):
+            h = seg(h, *[a for wb in params[i : i + k] for a in wb])
+        return XP.mean(h**2)
+
+    return loss, sqrt_n, (params, x)
+
+
+def transformer(blocks: int = 8, d: int = 128, t: int = 256, batch: int = 8) -> tuple:
+    """Pre-LN blocks: causal attention (4 heads) and a 4d GELU MLP, float32."""
+    rng = np.random.default_rng(1)
+
+    def w(*shape: int) -> Any:
+        return XP.asarray((rng.standard_normal(shape) / math.sqrt(shape[0])).astype("f4"))
+
+    params = [
+        {"qkv": w(d, 3 * d), "o": w(d, d), "w1": w(d, 4 * d), "w2": w(4 * d, d)}
+        for _ in range(blocks)
+    ]
+    x = XP.asarray(rng.standard_normal((batch, t, d)).astype("f4"))
+    heads = 4
+
+    def block(x: Any, p: dict) -> Any:
+        h = nn.layer_norm(x) @ p["qkv"]
+        q, k, v = (
+            XP.permute_dims(
+                XP.reshape(h[..., i * d : (i + 1) * d], (batch, t, heads, -1)), (0, 2, 1, 3)
+            )
+            for i in range(3)
+        )
+        a = nn.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + XP.reshape(XP.permute_dims(a, (0, 2, 1, 3)), (batch, t, d)) @ p["o"]
+        return x + nn.gelu(nn.layer_norm(x) @ p["w1"]) @ p["w2"]
+
+    def loss(params: Any, x: Any) -> Any:
+        for p in params:
+            x = block(x, p)
+        return XP.mean(x**2)
+
+    k = max(1, round(math.sqrt(blocks)))
+
+    def segment(x: Any, ps: list) -> Any:
+        for p in ps:
+            x = block(x, p)
+        return x
+
+    seg = pg.remat(segment)
+
+    def sqrt_n(params: Any, x: Any) -> Any:
+        for i in range(0, len(params), k):
+            x = seg(x, params[i : i + k])
+        return XP.mean(x**2)
+
+    return loss, sqrt_n, (params, x)
+
+
+def cnn(batch: int = 64) -> tuple:
+    """conv8-pool-conv16-pool-linear10 with cross-entropy (the memory anchors' CNN)."""
+    rng = np.random.default_rng(2)
+    p = {
+        "c1": XP.asarray((rng.standard_normal((8, 1, 3, 3)) / 3).astype("f4")),
+        "c2": XP.asarray((rng.standard_normal((16, 8, 3, 3)) / 8).astype("f4")),
+        "w": XP.asarray((rng.standard_normal((16 * 7 * 7, 10)) / 28).astype("f4")),
+    }
+    x = XP.asarray(rng.standard_normal((batch, 1, 28, 28)).astype("f4"))
+    y = XP.asarray(rng.integers(0, 10, batch))
+
+    def features(h: Any, c1: Any, c2: Any) -> Any:
+        h = nn.max_pool2d(nn.relu(nn.conv2d(h, c1, padding=1)), 2)
+        return nn.max_pool2d(nn.relu(nn.conv2d(h, c2, padding=1)), 2)
+
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        h = features(x, p["c1"], p["c2"])
+        return nn.cross_entropy(XP.reshape(h, (batch, -1)) @ p["w"], y)
+
+    seg = pg.remat(features)
+
+    def sqrt_n(p: Any, x: Any, y: Any) -> Any:
+        h = seg(x, p["c1"], p["c2"])
+        return nn.cross_entropy(XP.reshape(h, (batch, -1)) @ p["w"], y)
+
+    return loss, sqrt_n, (p, x, y)
+
+
+def _time(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    for f in contenders.values():
+        f()
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(repeats):
+        for name, f in contenders.items():
+            t0 = time.process_time()
+            f()
+            times[name].append(time.process_time() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) -> list[str]:
+    full = memory.project(loss, *args)
+    measured_full = memory.measure(loss, *args).peak_bytes
+    measured_sqrt = memory.measure(sqrt_n, *args).peak_bytes
+    steps: dict[str, Callable[[], Any]] = {
+        "unconstrained": lambda: pg.grad(loss)(*args),
+        "sqrt(n) remat": lambda: pg.grad(sqrt_n)(*args),
+    }
+    rows = []
+    fitted: dict[float, Any] = {}
+    for frac in FRACTIONS:
+        budget = int(frac * full.peak_bytes)
+        t0 = time.perf_counter()
+        try:
+            f = memory.within(loss, budget, *args)
+        except memory.MemoryLimitError as e:
+            rows.append(
+                (frac, budget, None, str(e).split(": ", 2)[-1][:90], time.perf_counter() - t0)
+            )
+            continue
+        s = f.schedule(*args)
+        m = memory.measure(f, *args).peak_bytes
+        fitted[frac] = (f, s, m)
+        steps[f"{frac:.0%}"] = lambda f=f: pg.grad(f)(*args)
+        rows.append((frac, budget, (s, m), "", time.perf_counter() - t0))
+    times = _time(steps, repeats)
+    base = times["unconstrained"]
+    mb = 1e-6
+    out = [
+        f"## {name}: unconstrained peak projected {full.peak_bytes * mb:.1f} MB, measured "
+        f"{measured_full * mb:.1f} MB; sqrt(n) remat measured {measured_sqrt * mb:.1f} MB, "
+        f"time {times['sqrt(n) remat'] / base:.2f}x",
+        "",
+        "| budget | projected | measured | <= budget | recomputed | extra forward | time | "
+        "choose (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for frac, budget, got, why, took in rows:
+        if got is None:
+            out.append(
+                f"| {frac:.0%} ({budget * mb:.1f} MB) | refused | | | | | | {took:.2f} | "
+                f"<!-- {why} -->"
+            )
+            continue
+        s, m = got
+        out.append(
+            f"| {frac:.0%} ({budget * mb:.1f} MB) | {s.peak_bytes * mb:.1f} MB | {m * mb:.1f} MB | "
+            f"{'yes' if m <= budget else '**NO**'} | {len(s.drop)}/{len(s.nodes)} | "
+            f"{s.extra_forward:.0%} | {times[f'{frac:.0%}'] / base:.2f}x | {took:.2f} |"
+        )
+    refusals = [why for _, _, got, why, _ in rows if got is None]
+    if refusals:
+        out += ["", f"refused: {refusals[0]}"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller models, fewer repeats")
+    ap.add_argument("--repeats", type=int, default=7)
+    a = ap.parse_args()
+    if a.quick:
+        models = {
+            "MLP 20x128, batch 512": mlp(20, 128, 512),
+            "transformer 4 blocks d=64 T=64": transformer(4, 64, 64, 4),
+            "CNN batch 16": cnn(16),
+        }
+        repeats = 3
+    else:
+        models = {
+            "MLP 20x256, batch 4096, float32": mlp(),
+            "transformer 8 blocks d=128 T=256 batch 8": transformer(),
+            "CNN batch 64": cnn(),
+        }
+        repeats = a.repeats
+    for name, (loss, sqrt_n, args) in models.items():
+        print("\n".join(run(name, loss, sqrt_n, args, repeats)))
+        print()
+
+
+if __name__ == "__main__":
+    main()
