@@ -104,3 +104,91 @@ def test_binary_rows_write_into_a_dead_operand():
     src = g.source(x, y)
     assert "minimum" in str(g.schedule(x, y))
     assert src.count(", out=t") >= 2, src
+
+
+def _gelu_mlp():
+    """A transformer's MLP (float32, GELU's input over PIECE_BYTES: its VJP goes by blocks):
+    the step and its arguments."""
+    r = np.random.default_rng(7)
+    x = xp.asarray(r.standard_normal((8, 64, 256)).astype(np.float32))
+    w1 = xp.asarray((r.standard_normal((256, 512)) / 16).astype(np.float32))
+    w2 = xp.asarray((r.standard_normal((512, 256)) / 23).astype(np.float32))
+
+    def loss(w1, w2, x):
+        h = nn.gelu(x @ w1, approximate="tanh") @ w2
+        return xp.sum(h * h)
+
+    return pg.value_and_grad(loss, argnums=(0, 1)), (w1, w2, x)
+
+
+def test_a_vjp_writes_into_the_cotangent_the_trace_finds_its_own():
+    """GELU's VJP is handed its cotangent to write into (``owned``: the product's result,
+    which nothing else holds) when compiled as when eager: the trace keeps no reference to
+    the arrays it records (the tape's reference counts are the eager run's), and the replay
+    checks that the buffer is its own before the writes (an ``own`` step). The same values
+    bit for bit, no array of the layer's size for GELU's input cotangent (before: a new one
+    per replay), and the projection still bounds the replay's peak."""
+    import tracemalloc
+
+    step, args = _gelu_mlp()
+    f = pg.compile(step)
+    _same(f(*args), step(*args))
+    sched = str(f.schedule(*args))
+    assert sched.count(" = own(") == 1, sched
+    # the two products' results (forward, GELU's output cotangent), no third for GELU's VJP
+    assert sched.count("empty((8, 64, 512)") == 2, sched
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        out = f(*args)
+        measured = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    del out
+    trace = f.traces[0]
+    assert measured + trace.argument_bytes <= trace.peak_bytes, (measured, trace)
+
+
+def test_the_replay_copies_a_cotangent_that_is_not_its_own():
+    """Where the replay finds the claimed buffer shared or a view (it checks, as the eager
+    tape does), it copies it before the VJP writes: the same values, the arguments intact."""
+    step, args = _gelu_mlp()
+    kept = [np.asarray(pg.unwrap(a)).copy() for a in args]
+    f = pg.compile(step)
+    want = step(*args)
+    f(*args)
+    plan = f._cached(args, {})
+    glb = plan.replay.__globals__
+    owns = [k for k in glb if k.startswith("own")]
+    assert owns
+    copied = []
+    for k in owns:
+        glb[k] = lambda a: copied.append(a.shape) or False
+    _same(f(*args), want)
+    assert (8, 64, 512) in copied
+    for a, k in zip(args, kept, strict=True):
+        np.testing.assert_array_equal(np.asarray(pg.unwrap(a)), k)
+
+
+def test_claims_no_write_follows_are_dropped():
+    """A claim (the tape asked whether a cotangent was its own) is kept only where a write
+    into that buffer follows before the next claim of it: the rule wrote into it."""
+    from pycograd_xp._compile._ir import InplaceCall, Meta, OwnCall, Sym
+    from pycograd_xp._compile._passes import drop_idle_claims
+    from pycograd_xp._primitive import REGISTRY
+
+    meta = [Meta((4,), np.float32, True), Meta((4,), np.float32, True)]
+    meta.append(Meta((2,), np.float32, False, base=0))  # a view of t0
+
+    def claim(n):
+        return OwnCall(args=(Sym(n),), kwargs={}, outs=Sym(n), mutates=n, reads=[n], writes=[n])
+
+    def write(n):
+        return InplaceCall(
+            prim=REGISTRY["add"], args=(Sym(n), 1.0), kwargs={}, outs=Sym(n), mutates=n
+        )
+
+    calls = [claim(0), claim(1), claim(0), write(2), claim(1)]
+    kept = drop_idle_claims(calls, meta)
+    assert kept == [calls[2], calls[3]]  # t0's second claim (written through its view)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._host import HostScalar
-from ._ir import Host, Reuse, Schedule, Sym
+from ._ir import Host, OwnCall, Reuse, Schedule, Sym, whole_index
 
 
 def _probe_refcount() -> int:
@@ -107,13 +107,20 @@ def generate(
         if j in sched.views:
             fv, k, idx = sched.views[j]
             target = src.const(sched.steps[k].args[0])
+            view = target if whole_index(idx) else f"{target}[{src.const(idx)}]"
             args = ", ".join(src.const(a) for a in c.args)
-            lines.append(
-                f"    {_lhs(c.outs)} = {src.bind(fv, 'f')}({args}, out={target}[{src.const(idx)}])"
-            )
+            lines.append(f"    {_lhs(c.outs)} = {src.bind(fv, 'f')}({args}, out={view})")
             dead = sched.freed(j)
             if dead:
                 lines.append("    del " + ", ".join(f"t{n}" for n in dead))
+            continue
+        if type(c) is OwnCall:  # the buffer the trace handed a VJP as its own: check, or copy
+            n = c.args[0].n
+            lines.append(
+                f"    t{n} = t{n} if _rc(t{n}) == {_SOLE} and "
+                f"{src.bind(backend.owns_buffer, 'own')}(t{n}) else "
+                f"{src.bind(c.function(backend), 'f')}(t{n})"
+            )
             continue
         f = src.bind(c.function(backend), "f")
         args = ", ".join(src.const(a) for a in c.args)

@@ -183,6 +183,22 @@ class MatmulIntoCall(Call):
         return functools.partial(_matmul_into, backend.xp.matmul)
 
 
+@dataclass(eq=False, kw_only=True)
+class OwnCall(Call):
+    """A cotangent the trace handed a VJP as its own to write into (``owned``): the replay
+    makes sure its buffer is its own and unshared, as the tape checked on the abstract array,
+    or copies it first (``t = t if only t holds its buffer else copy(t)``). Kept only where a
+    write into that buffer follows (:func:`._passes.drop_idle_claims`); its ``transient`` is
+    the copy's bytes."""
+
+    @property
+    def name(self) -> str:
+        return "own"
+
+    def function(self, backend: Any) -> Callable[..., Any]:
+        return functools.partial(backend.xp.asarray, copy=True)
+
+
 def _host_array(asarray: Callable[..., Any], fn: Callable[..., Any], dtype: Any, *args: Any) -> Any:
     return asarray(fn(*args), dtype=dtype)
 
@@ -220,6 +236,12 @@ def row_function(prim: Any, backend: Any) -> Callable[..., Any]:
     if f is None:
         raise NotImplementedError(f"compile: the {backend.name} backend has no {prim.name}")
     return f
+
+
+def whole_index(idx: Any) -> bool:
+    """Whether a basic index is ``...``, the whole array (a replay writing into that view
+    passes the array itself as ``out=``)."""
+    return idx is Ellipsis or (type(idx) is tuple and len(idx) == 1 and idx[0] is Ellipsis)
 
 
 def syms(outs: Any) -> list[int]:

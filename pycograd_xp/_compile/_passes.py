@@ -16,11 +16,13 @@ from .._primitive import REGISTRY
 from ..memory._report import _overhead
 from ..namespace._backend import _zero_bits
 from ._ir import (
+    GETITEM,
     SETITEM,
     WHERE,
     Call,
     Host,
     Meta,
+    OwnCall,
     Reuse,
     RowCall,
     Schedule,
@@ -28,6 +30,7 @@ from ._ir import (
     collect_hosts,
     row_function,
     size,
+    whole_index,
 )
 
 # compile evaluates once, when it generates the replay, the calls that read no argument (a
@@ -48,6 +51,31 @@ _INPLACE = {
     REGISTRY["divide"]: operator.itruediv,
 }
 _COMMUTATIVE = frozenset({REGISTRY["add"], REGISTRY["multiply"]})
+
+
+def drop_idle_claims(calls: list[Call], meta: list[Meta]) -> list[Call]:
+    """The calls without the claims (:class:`._ir.OwnCall`) after which nothing writes into
+    the claimed buffer before it is claimed again or the trace ends: the tape asked whether a
+    cotangent was its own, and the VJP did not write into it (it was shared, or the rule
+    writes nowhere). A claim kept guards the writes that follow it."""
+
+    def owner(n: int) -> int:
+        m = meta[n]
+        return n if m.holds or m.base is None else m.base
+
+    keep = [True] * len(calls)
+    pending: dict[int, int] = {}  # buffer -> its latest claim not yet followed by a write
+    for j, c in enumerate(calls):
+        if type(c) is OwnCall:
+            o = owner(c.args[0].n)
+            if o in pending:
+                keep[pending[o]] = False
+            pending[o] = j
+        elif c.mutates is not None:
+            pending.pop(owner(c.mutates), None)
+    for j in pending.values():
+        keep[j] = False
+    return [c for c, k in zip(calls, keep, strict=True) if k]
 
 
 def eliminate_dead_code(
@@ -310,9 +338,15 @@ def into_views(
         return n if m.holds or m.base is None else m.base
 
     born: dict[int, int] = {}  # symbol -> the step that makes it
+    sliced: dict[int, tuple[int, Any]] = {}  # a basic index's view -> (its array, the index)
     for j, c in enumerate(steps):
         for n in c.writes:
             born.setdefault(n, j)
+        if type(c) is RowCall and c.prim is GETITEM and type(c.outs) is Sym:
+            a, idx = c.args
+            if type(a) is Sym and _view_shape(meta[a.n].shape, idx) is not None:
+                sliced[c.outs.n] = (a.n, idx)
+    select = backend.select
     found: dict[int, tuple[Any, int, Any]] = {}
     for j, c in enumerate(steps):
         if (
@@ -320,7 +354,10 @@ def into_views(
             or c.mutates is not None
             or c.kwargs
             or type(c.outs) is not Sym
-            or c.prim.kind not in ("unary", "binary")
+            or not (
+                c.prim.kind in ("unary", "binary")
+                or (c.prim is WHERE and select is not None and len(c.args) == 3)
+            )
         ):
             continue
         v = c.outs.n
@@ -339,7 +376,21 @@ def into_views(
             continue
         if _view_shape(meta[target.n].shape, idx) != tuple(out.shape):
             continue
-        if any(owner(n) == buf for n in c.reads):
+        # an operand in the buffer written only where it is that very view (an elementwise
+        # function reads each element before it writes it); for the select capability only
+        # its first branch, the written array itself (NumPy's blend writes in place only then)
+        if c.prim is WHERE:  # (where(c, out, 0) in place: the capability's one overlap)
+            same = {target.n} if whole_index(idx) and _zero_bits(c.args[2]) else set()
+            if any(owner(n) == buf for n in c.reads if n not in same) or any(
+                type(a) is Sym and a.n in same for a in (c.args[0], c.args[2])
+            ):
+                continue
+        elif any(
+            owner(n) == buf
+            and not (n == target.n and whole_index(idx))
+            and sliced.get(n, (None, None)) != (target.n, idx)
+            for n in c.reads
+        ):
             continue
         if any(
             owner(n) == buf or n == v
@@ -348,7 +399,7 @@ def into_views(
         ):
             continue
         f = row_function(c.prim, backend)
-        if backend.takes_out(f):
+        if f is select or backend.takes_out(f):
             found[j] = (f, k, idx)
     return found
 
@@ -382,6 +433,7 @@ def schedule(
     events: list | None = None,
 ) -> tuple[Schedule, int]:
     """The passes in order over a trace's ``calls``: the schedule, and its projected peak."""
+    calls = drop_idle_claims(calls, meta)
     live, needed_hosts = eliminate_dead_code(calls, outputs, host_list, hosts)
     protected_outs = {t.n for t in outputs if type(t) is Sym}
     folded = fold_constants(meta, rewraps, live, set(inputs), protected_outs, backend)

@@ -4,6 +4,8 @@ function under it."""
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -24,6 +26,7 @@ from ._ir import (
     InplaceCall,
     MatmulIntoCall,
     Meta,
+    OwnCall,
     RowCall,
     Sym,
     size,
@@ -62,11 +65,16 @@ class Recorder:
         self.ex = (self.dtypes, backend.array_type)
         self.chunked = backend.chunked
         self.real_type = backend.array_type  # a lazy backend's arrays (proxied while tracing)
+        self.owns = backend.owns_buffer is not None and not backend.lazy  # see claim
         self.by_real: dict[int, Proxy] = {}
         self.calls: list[Any] = []
         self.wrapped_syms: set[int] = set()  # results our namespace handed out (see wrapped)
         self.ids: dict[int, int] = {}  # id(AbstractArray) -> symbol
-        self.keep: list[Any] = []  # every array seen, alive until the trace ends (ids stay unique)
+        # ids stay unique: an abstract array's entry goes when it dies (a weak reference's
+        # callback, before its id can be reused), so the trace holds no reference to it and
+        # the tape's reference counts are the eager run's (``owned``: claim); a proxy of a lazy
+        # backend's array is kept alive until the trace ends
+        self.refs: list[Any] = []
         self.meta: list[Meta] = []
         self.hosts: dict[int, int] = {}  # id(HostScalar) -> host expression index
         self.host_list: list[HostScalar] = []
@@ -74,19 +82,47 @@ class Recorder:
     # symbols
     def new(self, a: AbstractArray | Proxy) -> int:
         n = len(self.meta)
-        self.ids[id(a)] = n
-        self.keep.append(a)
+        self._note(a, n)
         base = getattr(a, "base", None)
         known = None if base is None else self.ids.get(id(base))
         hidden = 0
         if known is None and type(base) is AbstractArray:
             # the call made ``base`` and hands out only views of it: the first view holds its
             # bytes (freed with the last view), the others are views of that one
-            self.ids[id(base)] = n
-            self.keep.append(base)
+            self._note(base, n)
             hidden = base.nbytes
         self.meta.append(Meta(a.shape, a.dtype, base is None, known, hidden))
         return n
+
+    def _note(self, a: Any, n: int) -> None:
+        key = id(a)
+        self.ids[key] = n
+        if type(a) is AbstractArray:
+            self.refs.append(weakref.ref(a, functools.partial(_forget, self.ids, key, n)))
+        else:
+            self.refs.append(a)
+
+    def claim(self, a: Any) -> bool:
+        """Whether ``a``, an abstract array that is no view, owns its buffer, as the tape asks
+        of a VJP's cotangent (``owned``: the rule may write into it): as the eager run would
+        answer on a backend that tells (``owns_buffer``), with a step that makes sure of it in
+        the replay, kept where a write into that buffer follows (``_passes.
+        drop_idle_claims``); never elsewhere."""
+        n = self.ids.get(id(a))
+        if n is None or not self.owns or not self.meta[n].owns:
+            return False
+        self.calls.append(
+            OwnCall(
+                args=(Sym(n),),
+                kwargs={},
+                outs=Sym(n),
+                mutates=n,
+                reads=[n],
+                writes=[n],
+                transient=self.meta[n].nbytes,
+            )
+        )
+        return True
 
     def sym(self, a: AbstractArray, where: str) -> int:
         n = self.ids.get(id(a))
@@ -285,6 +321,11 @@ class Recorder:
             "instead of x[mask], a fixed size instead of nonzero/unique), or call this part "
             "outside the compiled function"
         )
+
+
+def _forget(ids: dict[int, int], key: int, n: int, _: Any) -> None:
+    if ids.get(key) == n:  # (not a later array's entry under the same id)
+        del ids[key]
 
 
 def arrays(out: Any) -> list[Any]:

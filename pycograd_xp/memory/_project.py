@@ -63,6 +63,13 @@ def _adapt_abstract(b: Any) -> Any:
             STACK.tracker.call("matmul_into", [], 0)
         return out
 
+    def owns_buffer(a: Any) -> bool:
+        if getattr(a, "base", 0) is not None:
+            return False
+        if STACK.recorder is not None:  # compile: as the target backend, made sure of
+            return bool(STACK.recorder.claim(a))
+        return True
+
     # an abstract array owns its (modelled) memory when it is no view: the tape may then hand
     # a rule its cotangent to write into, as on NumPy, and the model counts no second array
     return dataclasses.replace(
@@ -73,7 +80,7 @@ def _adapt_abstract(b: Any) -> Any:
         ordered_writes=True,
         index_add=index_add,
         matmul_into=matmul_into,
-        owns_buffer=lambda a: getattr(a, "base", 0) is None,
+        owns_buffer=owns_buffer,
         # NumPy's ufuncs and functions in a function projected or compiled (np.exp(x)): the
         # rows, as on namespace(numpy), whose calls the abstract arrays stand for
         numpy_functions=True,

@@ -39,9 +39,9 @@ def _relu_vjp(ns, g, out, x, /, *, owned=False):
     (``owned``) on a raw backend that writes in place, block by block of the batch so that the
     mask (a quarter of the cotangent in bytes) never exists whole: no second array of the
     layer's size. Measured: the small CNN's step peaked here, at its first layer's saved
-    output, cotangent, mask and result (2.8, 2.8, 0.7 and 2.8 MB). Otherwise (a shared
-    cotangent; compile's trace, whose replay writes the select into a dead buffer itself) one
-    select."""
+    output, cotangent, mask and result (2.8, 2.8, 0.7 and 2.8 MB); compile's trace is handed
+    the cotangent as the eager run is (its replay checks the buffer first). Otherwise (a
+    shared cotangent) one select."""
     if not (owned and _raw(ns) and caps(ns).views_alias and not caps(ns).chunked and g.ndim):
         return (select(ns, out > 0, g, 0),)
     for a, b in _mask_blocks(ns, g):
