@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from . import _tape
 from ._parts import WATCHED, enter, leave
@@ -294,27 +294,20 @@ def value_and_grad(
     >>> float(value), g
     (5.0, pycograd_xp.numpy.Array([2., 4.], dtype=float64))
     """
-    return _value_and_grad(_within(f, budget, argnums, has_aux), argnums, has_aux, "value_and_grad")
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad", budget)
 
 
 # memory.within's function, set by pycograd_xp.memory (it builds on this module) on import
 BUDGETED: list[Any] = [None]
 
 
-def _within(
-    f: Callable[P, Any], budget: Any, argnums: int | Sequence[int], has_aux: bool
-) -> Callable[P, Any]:
-    """``f`` under a memory schedule that fits ``budget`` (None: ``f`` itself)."""
-    if budget is None:
-        return f
-    return cast(Callable[P, Any], BUDGETED[0](f, budget, argnums, has_aux=has_aux))
-
-
 def _value_and_grad(
-    f: Callable[P, Any], argnums: int | Sequence[int], has_aux: bool, transform: str
+    f: Callable[P, Any], argnums: int | Sequence[int], has_aux: bool, transform: str, budget: Any
 ) -> Callable[P, tuple[Any, Any]]:
     """:func:`value_and_grad`, its errors naming ``transform``: the function the user called
-    (``grad`` or ``value_and_grad``)."""
+    (``grad`` or ``value_and_grad``); ``f`` under a memory schedule that fits ``budget``."""
+    if budget is not None:
+        f = BUDGETED[0](f, budget, argnums, has_aux=has_aux)
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> tuple[Any, Any]:
@@ -406,7 +399,7 @@ def grad(
     >>> gx.shape
     (4, 3)
     """
-    vg = _value_and_grad(_within(f, budget, argnums, has_aux), argnums, has_aux, "grad")
+    vg = _value_and_grad(f, argnums, has_aux, "grad", budget)
 
     @functools.wraps(f)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> Any:

@@ -27,8 +27,7 @@ The frames (one class per kind of interpreter):
   memory projection and the planners tell the forward pass from the backward pass so).
 * :class:`DebugNans`: ``debug_nans``, the ops on the tape and the VJP rules check their results
   for NaN.
-* :class:`Remat`: a memory schedule running (``pycograd_xp._schedule``): its plan's hook sees
-  each node the tape records, and drops the outputs the schedule recomputes.
+* :class:`Remat`: a memory schedule running (``pycograd_xp._schedule``): it sees each node.
 * :class:`Part`: the part of the user's program running (a loss, a rule, a row), kept only
   for a backend that labels its work by it (``pycograd_xp._parts``).
 
@@ -168,8 +167,7 @@ class DebugNans(Frame):
 
 
 class Remat(Frame):
-    """A memory schedule running: ``plan.hook`` (``_schedule.Plan``) is called by the tape on
-    every node it records (before a running jvp's hook)."""
+    """A memory schedule running: the tape calls ``plan.hook`` on each node it records."""
 
     __slots__ = ("plan",)
     kind = "remat"
@@ -198,9 +196,8 @@ class _Stack(threading.local):
 
     * ``grad_enabled``: the innermost :class:`GradMode`'s (True without one);
     * ``grad_depth``: how many :class:`Grad` frames there are;
-    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: the function the tape
-      calls on every node it records: the jvps' ``hook`` (``_forward.each_jvp``), after the
-      innermost :class:`Remat`'s plan's hook when one runs (None without either);
+    * ``jvp``: the :class:`Jvp` frames, outermost first; ``jvp_hook``: what the tape calls on
+      each node it records: a :class:`Remat`'s hook, then the jvps' (``_forward.each_jvp``);
     * ``batch``: the innermost :class:`Vmap`'s namespace (None: outside any vmap);
     * ``redirect``: the abstract namespace of the innermost :class:`Abstract` or :class:`Trace`
       frame that has one (where creation calls go); ``tracker``: that frame's tracker (a

@@ -247,8 +247,6 @@ def backward(
             key = id(node)
             g = cts.pop(key, None)
             if g is None:
-                if DROPPED and not retain_graph:
-                    passed(node)
                 continue
             kind = node.kind
             if key in target_ids:
@@ -398,8 +396,7 @@ def _wrap_saved(a: Any, position: Any, make: Any, array_type: type, saved: dict)
 
 
 def _rebuild(node: Node, args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]:
-    """``node``'s saved values (``args``, ``kwargs``, ``out``) as arrays of its namespace carrying
-    the nodes they had."""
+    """``node``'s saved values (its resolved residuals) as arrays carrying their nodes."""
     make, array_type = node.ns._make, node.ns._backend.array_type
     saved = node.saved or {}
     args = tuple(_wrap_saved(a, i, make, array_type, saved) for i, a in enumerate(args))
