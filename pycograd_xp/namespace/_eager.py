@@ -29,7 +29,7 @@ from .._state import STACK
 from ._array import PLAIN_TYPES, SCALARS, Array
 from ._dispatch import SHAPE_CREATORS, HandOver, bind
 from ._lanes import Lanes
-from ._record import elementwise_recorder, record
+from ._record import elementwise_recorder, general_recorder, record
 from ._signature import Params, check_axis, dtype_error, explain
 
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
@@ -214,7 +214,10 @@ class Eager(Lanes):
             floating = self.categories["floating-point"]
             chunked, abstract = self.backend.chunked, self.backend.abstract
             return elementwise_recorder(prim, self.mod, floating, chunked, abstract)
-        ns = self.mod
+        ns, b = self.mod, self.backend
+        if b.lift is None and not b.abstract:  # (a batched or abstract namespace: record's)
+            floating = self.categories["floating-point"]
+            return general_recorder(prim, ns, floating, b.chunked, self.Arr)
 
         def rec(out: Any, *args: Any) -> Any:
             return record(prim, ns, out, args, {})
