@@ -201,12 +201,17 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
     shape = tuple(like.shape)
     if tuple(ct.shape) != shape:
         lead = ct.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1
+        ones = (
+            tuple(lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1)
+            if 1 in shape
+            else ()
         )
-        ct = ops.sum(ct, axis=axes, keepdims=True) if axes else ct
-        if lead:
-            ct = ops.reshape(ct, shape)
+        if not ones:  # leading axes only (a bias): their sum has the input's shape
+            ct = ops.sum(ct, axis=tuple(range(lead))) if lead else ct
+        else:
+            ct = ops.sum(ct, axis=tuple(range(lead)) + ones, keepdims=True)
+            if lead:
+                ct = ops.reshape(ct, shape)
     if ct.dtype != like.dtype:  # (equal dtypes: both complex or neither, nothing to cast)
         if ops.isdtype(ct.dtype, "complex floating") and not ops.isdtype(
             like.dtype, "complex floating"

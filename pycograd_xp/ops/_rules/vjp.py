@@ -123,7 +123,10 @@ def to_complex(ns: Any, g: Any) -> Any:
 
 
 def mT(ns: Any, x: Any) -> Any:
-    return ns.matrix_transpose(x)
+    """``matrix_transpose(x)``: the standard's ``x.mT`` where the array has it (NumPy's from
+    2.0: a view, no Python call), else the namespace's function."""
+    t = getattr(x, "mT", None)
+    return t if t is not None else ns.matrix_transpose(x)
 
 
 def move_to_last(ns: Any, x: Any, axis: int) -> Any:
