@@ -59,6 +59,7 @@ from typing import Any, overload
 
 from .._host import HostScalar, ValueNeededError
 from .._state import STACK
+from ..memory import _budget as _memory_budget
 from ..namespace._array import Array, make
 from ..tree import _children, _dict_keys, tree_flatten
 from ._codegen import generate, rebuilder
@@ -459,3 +460,7 @@ def compile(
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
     return Compiled(f, static_argnums, static_argnames, max_traces, on_trace)
+
+
+# a memory budget given to a compiled step is proven on the replay compile generates
+_memory_budget.COMPILE[0] = compile

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .. import _api
+from .._host import HostScalar
 from .._schedule import Plan, Recorded, outside, recomputed
 from .._state import STACK, Remat, interpreting
-from ..tree import tree_flatten
+from ..namespace._array import Array
+from ..tree import tree_flatten, tree_map
 from ._project import AS_IS, _name, _which, project, step_peak
 from ._report import MemoryLimitError, Projection
-from ._spec import _dtype_name
+from ._spec import _dtype_name, spec
 from ._units import format_bytes, parse_bytes
 
 # Schedules tried at most while keeping dropped outputs again (step 3): each is one projection.
@@ -176,27 +178,46 @@ def _greedy(cands: list[Recorded], held: set[int], segment: float) -> frozenset[
     return frozenset(drop)
 
 
+# pycograd_xp.compile, set by it on import (it builds on this package): a schedule for a
+# compiled step is proven on the replay compile generates
+COMPILE: list[Any] = [None]
+
+
 class _Search:
-    """The schedules tried, each projected once (its step's peak and op: ``step_peak``)."""
+    """The schedules tried, each projected once (its step's peak and op: ``step_peak``; with
+    ``compiled``, the replay ``compile`` generates for it)."""
 
     def __init__(
-        self, f: Any, args: tuple, kwargs: dict, nums: Any, names: tuple[str, ...]
+        self, f: Any, args: tuple, kwargs: dict, nums: Any, compiled: bool = False
     ) -> None:
-        self.f, self.args, self.kwargs, self.nums, self.names = f, args, kwargs, nums, names
+        self.f, self.args, self.kwargs, self.nums = f, args, kwargs, nums
+        self.compiled = compiled
+        self.names: tuple[str, ...] | None = None
         self.seen: dict[frozenset[int], tuple[int, tuple[str, str, int]]] = {}
+
+    def step(self, drop: frozenset[int], logs: list | None = None) -> Any:
+        """The step under the schedule dropping ``drop``, as it is projected."""
+        g = scheduled(self.f, drop, self.names, logs)
+        if not self.compiled:
+            return g
+        return COMPILE[0](g if self.nums == () else _api.value_and_grad(g, self.nums))
 
     def __call__(self, drop: frozenset[int]) -> int:
         """The projected peak of the step under the schedule dropping ``drop``."""
         got = self.seen.get(drop)
         if got is None:
-            g = scheduled(self.f, drop, self.names)
-            got = self.seen[drop] = step_peak(g, self.args, self.kwargs, self.nums)
+            if self.compiled:
+                p = self.projection(drop)
+                got = (p.peak_bytes, p.peak_op)
+            else:
+                got = step_peak(self.step(drop), self.args, self.kwargs, self.nums)
+            self.seen[drop] = got
         return got[0]
 
-    def projection(self, drop: frozenset[int]) -> Projection:
+    def projection(self, drop: frozenset[int], logs: list | None = None) -> Projection:
         """The whole projection of the step under a schedule (the rows, both passes)."""
-        g = scheduled(self.f, drop, self.names)
-        return project(g, *self.args, argnums=self.nums, **self.kwargs)
+        nums = () if self.compiled else self.nums
+        return project(self.step(drop, logs), *self.args, argnums=nums, **self.kwargs)
 
     def lowest(self) -> tuple[int, tuple[str, str, int]]:
         return min(self.seen.values(), key=lambda p: p[0])
@@ -207,18 +228,20 @@ def choose(
     budget: int | float | str,
     *args: Any,
     argnums: int | Sequence[int] | None = None,
+    compiled: bool = False,
     **kwargs: Any,
 ) -> Schedule:
-    """The schedule of ``f``'s step (as :func:`project` takes it) that fits ``budget``, the
-    fewest and cheapest outputs made again; raises :class:`MemoryLimitError` when none does."""
+    """The schedule of ``f``'s step (as :func:`project` takes it; ``compiled``: the replay
+    ``compile`` generates for it) that fits ``budget``, the fewest and cheapest outputs made
+    again; raises :class:`MemoryLimitError` when none does."""
     where = f"memory.within({_name(f)})"
     limit = parse_bytes(budget)
     nums = _which(f, argnums)
     logs: list = []
-    full = project(scheduled(f, frozenset(), None, logs), *args, argnums=nums, **kwargs)
+    search = _Search(f, args, kwargs, nums, compiled)
+    full = search.projection(frozenset(), logs)
     nodes = tuple(logs[-1]) if logs else ()
-    names = tuple(r.name for r in nodes)
-    search = _Search(f, args, kwargs, nums, names)
+    search.names = tuple(r.name for r in nodes)
     search.seen[frozenset()] = (full.peak_bytes, full.peak_op)
     forward_cost = sum(r.cost for r in nodes)
     by_index = {r.index: r for r in nodes}
@@ -294,6 +317,16 @@ def _refuse(where: str, limit: int, full: Projection, search: _Search, why: str)
     )
 
 
+def _example(leaf: Any) -> Any:
+    """A leaf of a trace as what it stands for: a host scalar (an optimizer's step count) as
+    its value, an array of the trace as its spec."""
+    if isinstance(leaf, HostScalar):
+        return leaf.example
+    if isinstance(leaf, Array) and leaf._backend.abstract:
+        return spec(tuple(leaf.shape), _dtype_name(leaf.dtype))
+    return leaf
+
+
 def _signature(args: tuple, kwargs: dict) -> tuple:
     """What a schedule depends on: each leaf's shape and dtype (other values as they are)."""
     out: list[tuple] = []
@@ -338,7 +371,7 @@ class Budgeted:
         if getattr(f, AS_IS, False):
             setattr(self, AS_IS, True)
 
-    def schedule(self, *args: Any, **kwargs: Any) -> Schedule:
+    def schedule(self, *args: Any, _compiled: bool = False, **kwargs: Any) -> Schedule:
         """The schedule for arguments like these (chosen and projected on first use).
 
         Parameters
@@ -356,25 +389,33 @@ class Budgeted:
         MemoryLimitError
             When no schedule fits the budget.
         """
-        key = _signature(args, kwargs)
+        key = (_signature(args, kwargs), _compiled)
         s = self.schedules.get(key)
         if s is None:
             with outside():  # (called inside grad's trace: project the step as it will run)
-                s = choose(self.loss, self.budget, *args, argnums=self.argnums, **kwargs)
+                s = choose(
+                    self.loss,
+                    self.budget,
+                    *args,
+                    argnums=self.argnums,
+                    compiled=_compiled,
+                    **kwargs,
+                )
             self.schedules[key] = s
         return s
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if STACK.tracing or STACK.batch is not None or STACK.redirect is not None:
-            # (a projection of this function is fine: the schedule runs in it, below)
-            if STACK.tracing or STACK.batch is not None:
-                what = "compile" if STACK.tracing else "vmap"
-                raise NotImplementedError(
-                    f"{self!r} under {what}: a memory budget is chosen for eager steps only "
-                    f"so far; {what} the step without budget= (compile's replay frees each "
-                    "value at its last use: memory.project(compiled, ...) gives its peak)"
-                )
-        s = self.schedule(*args, **kwargs)
+        if STACK.batch is not None:
+            raise NotImplementedError(
+                f"{self!r} under vmap: the budget is for the whole batched step; give it to the "
+                "vmapped function instead: memory.within(vmap(grad(f), ...), budget, *args, "
+                "argnums=())"
+            )
+        if STACK.tracing:  # compile: chosen on the replay, which records its recomputes
+            specs, kw = tree_map(_example, (args, kwargs))
+            s = self.schedule(*specs, _compiled=True, **kw)
+        else:
+            s = self.schedule(*args, **kwargs)
         if not s.drop:
             return self.f(*args, **kwargs)
         plan = Plan(s.drop, s.names)

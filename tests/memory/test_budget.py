@@ -259,13 +259,38 @@ def test_a_run_off_the_schedule_keeps_everything():
     assert _same(pg.grad(branchy)(params, x), pg.grad(fitted)(params, x))
 
 
-def test_compile_and_vmap_of_a_budgeted_step_say_so():
-    loss, (params, x) = _mlp(depth=3)
-    fitted = memory.within(loss, "1 GB")
-    with pytest.raises(NotImplementedError, match="under compile"):
-        pg.compile(pg.grad(fitted))(params, x)
-    with pytest.raises(NotImplementedError, match="under vmap"):
-        pg.vmap(pg.grad(fitted), in_axes=(None, 0))(params, x[:4])
+def test_a_compiled_budgeted_step_is_proven_on_its_replay():
+    """Under compile the schedule is chosen on the replay compile generates (it frees each value
+    at its last use): the replay records the recomputes, its projected and measured peaks fit."""
+    loss, (params, x) = _mlp(depth=8, width=48, batch=1024)
+    tx = optim.adam(1e-3)
+    state = tx.init(params)
+    plain = pg.compile(train.make_step(loss, tx))
+    full = memory.project(plain, params, state, (x,)).peak_bytes
+    budget = int(0.8 * full)
+    fitted = pg.compile(train.make_step(loss, tx, budget=budget))
+    assert _same(plain(params, state, (x,)), fitted(params, state, (x,)))
+    assert memory.project(fitted, params, state, (x,)).peak_bytes <= budget
+    assert memory.measure(fitted, params, state, (x,)).peak_bytes <= budget
+    g = pg.compile(pg.grad(loss, budget=budget))
+    assert _same(pg.grad(loss)(params, x), g(params, x))
+    assert memory.project(g, params, x).peak_bytes <= budget
+
+
+def test_per_example_gradients_fit_a_budget_given_to_the_vmapped_step():
+    """The budget is the whole batched step's: given to the vmapped function (as it is); inside
+    vmap a budgeted gradient says so."""
+    loss, (params, x) = _mlp(depth=6, width=32, batch=512)
+    xs = XP.stack([x * (1 + i / 8) for i in range(8)])  # 8 examples of (512, 32)
+    per_example = pg.vmap(pg.grad(loss), in_axes=(None, 0))
+    full = memory.project(per_example, params, xs, argnums=()).peak_bytes
+    fitted = memory.within(per_example, 0.8 * full, params, xs, argnums=())
+    assert fitted.schedule(params, xs).drop
+    assert _same(per_example(params, xs), fitted(params, xs))
+    assert memory.measure(fitted, params, xs, argnums=()).peak_bytes <= 0.8 * full
+    inner = pg.vmap(pg.grad(loss, budget=0.8 * full), in_axes=(None, 0))
+    with pytest.raises(NotImplementedError, match="give it to the vmapped function"):
+        inner(params, xs)
 
 
 def test_forward_over_reverse_through_a_budgeted_gradient():
