@@ -371,7 +371,7 @@ class Budgeted:
         if getattr(f, AS_IS, False):
             setattr(self, AS_IS, True)
 
-    def schedule(self, *args: Any, _compiled: bool = False, **kwargs: Any) -> Schedule:
+    def schedule(self, *args: Any, **kwargs: Any) -> Schedule:
         """The schedule for arguments like these (chosen and projected on first use).
 
         Parameters
@@ -389,7 +389,10 @@ class Budgeted:
         MemoryLimitError
             When no schedule fits the budget.
         """
-        key = (_signature(args, kwargs), _compiled)
+        return self._schedule(args, kwargs, compiled=False)
+
+    def _schedule(self, args: tuple, kwargs: dict, compiled: bool) -> Schedule:
+        key = (_signature(args, kwargs), compiled)
         s = self.schedules.get(key)
         if s is None:
             with outside():  # (called inside grad's trace: project the step as it will run)
@@ -398,7 +401,7 @@ class Budgeted:
                     self.budget,
                     *args,
                     argnums=self.argnums,
-                    compiled=_compiled,
+                    compiled=compiled,
                     **kwargs,
                 )
             self.schedules[key] = s
@@ -413,7 +416,7 @@ class Budgeted:
             )
         if STACK.tracing:  # compile: chosen on the replay, which records its recomputes
             specs, kw = tree_map(_example, (args, kwargs))
-            s = self.schedule(*specs, _compiled=True, **kw)
+            s = self._schedule(specs, kw, compiled=True)
         else:
             s = self.schedule(*args, **kwargs)
         if not s.drop:
