@@ -80,10 +80,13 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
             # several outputs as a plain tuple, the cotangent's structure (a named tuple's too)
             return tuple(out) if isinstance(out, tuple | list) else out
 
-        with _api.enable_grad():
-            _, pull = _vjp.vjp(segment, *[arrays[i] for i in picks])
-            ct = ours(ns, g) if raw else g
-            grads = pull(tuple(ct) if isinstance(ct, list) else ct)
+        if raw:  # first order: the segment's own backward records nothing (its residuals go as
+            # it goes), whatever transforms run around it (vjp's would record it, a nested one)
+            grads = _first_order(segment, [arrays[i] for i in picks], ns, g)
+        else:
+            with _api.enable_grad():
+                _, pull = _vjp.vjp(segment, *[arrays[i] for i in picks])
+                grads = pull(tuple(g) if isinstance(g, list) else g)
         cts: list[Any] = [None] * len(args)
         for i, gi in zip(picks, grads, strict=True):
             cts[i] = gi._data if raw else gi
@@ -118,3 +121,15 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
         return record(prim, ns, out, tuple(leaves), {"structure": structure})
 
     return wrapped
+
+
+def _first_order(segment: Any, xs: list, ns: Any, g: Any) -> tuple:
+    """The segment's VJP at ``xs`` for the backend cotangent(s) ``g``: its forward taped, its
+    backward run on backend arrays (no graph recorded), each residual freed as it is used."""
+    with _api.enable_grad():
+        out, inputs, structures = _api._trace(
+            segment, tuple(xs), {}, tuple(range(len(xs))), "remat"
+        )
+    outs = list(out) if isinstance(out, tuple) else [out]
+    cts = [ours(ns, c) for c in (g if isinstance(g, list) else [g])]
+    return tuple(_api._pull(outs, cts, inputs, structures, retain=False, create=False))
