@@ -23,6 +23,7 @@ Everything here is Array-API code through the namespace, so the projection
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ._buffers import written_since
@@ -31,8 +32,19 @@ from ._state import STACK, GradMode, push, restore
 # id(node) -> the Recompute of a dropped node still on a tape. Empty (the common case): the
 # backward pass skips this module with one truth test.
 DROPPED: dict[int, Recompute] = {}
-# Recomputes given a value during the running backward passes (cleared as each pass ends).
-_RESOLVED: list[Recompute] = []
+
+
+class _Resolved(threading.local):
+    """Per thread (two threads may differentiate at once): the Recomputes given a value during
+    this thread's running backward passes (cleared as each pass ends)."""
+
+    made: list[Recompute]
+
+    def __init__(self) -> None:
+        self.made = []
+
+
+_RESOLVED = _Resolved()
 
 
 class Recompute:
@@ -125,7 +137,7 @@ def _evaluate(root: Recompute) -> Any:
             if tracker is not None:
                 tracker.prefix = ""
         r.value, r.left = out._data, r.holders
-        _RESOLVED.append(r)
+        _RESOLVED.made.append(r)
         for i in inputs:  # one recipe slot of each input read
             _read(i)
     return root.value
@@ -163,12 +175,13 @@ def passed(node: Any) -> None:
 
 
 def pass_began() -> int:
-    return len(_RESOLVED)
+    return len(_RESOLVED.made)
 
 
 def pass_ended(mark: int) -> None:
     """Values made during a pass that ended and no slot read to the last (a slot whose node no
     cotangent reached) go with it."""
-    for r in _RESOLVED[mark:]:
+    made = _RESOLVED.made
+    for r in made[mark:]:
         r.value = None
-    del _RESOLVED[mark:]
+    del made[mark:]
