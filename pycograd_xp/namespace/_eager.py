@@ -29,7 +29,7 @@ from .._state import STACK
 from ._array import PLAIN_TYPES, SCALARS, Array
 from ._dispatch import SHAPE_CREATORS, HandOver, bind
 from ._lanes import Lanes
-from ._record import elementwise_recorder, general_recorder, record
+from ._record import elementwise_recorder, general_recorder, one_array_recorder, record
 from ._signature import Params, check_axis, dtype_error, explain
 
 # Functions whose job is to take data from outside (foreign arrays are welcome there).
@@ -221,6 +221,19 @@ class Eager(Lanes):
 
         def rec(out: Any, *args: Any) -> Any:
             return record(prim, ns, out, args, {})
+
+        return rec
+
+    def one_array_recorder(self, prim: Primitive) -> Callable[..., Any]:
+        """``rec(out, args, kwargs)``: the node for a general row applied to one array and plain
+        values (the one-array lane's call)."""
+        ns, b = self.mod, self.backend
+        if b.lift is None and not b.abstract:  # (a batched or abstract namespace: record's)
+            floating = self.categories["floating-point"]
+            return one_array_recorder(prim, ns, floating, b.chunked, self.Arr)
+
+        def rec(out: Any, args: tuple, kwargs: dict) -> Any:
+            return record(prim, ns, out, args, kwargs)
 
         return rec
 

@@ -31,7 +31,6 @@ from typing import Any
 from .._primitive import Primitive
 from .._state import STACK
 from ._array import SCALARS, Array
-from ._record import record
 from ._signature import Params, check_axis, explain
 
 # The default of the one-array lane's plain parameter: left out of the call (given by keyword,
@@ -52,6 +51,7 @@ class Lanes:
     call: Any
     impl: Any
     recorder: Any
+    one_array_recorder: Any
 
     # -- the pieces every family closes over ---------------------------------------------------
     def new(self) -> Callable[[Any], Array]:
@@ -164,8 +164,8 @@ class Lanes:
         """The fast lane of ``f(x, /, **kw)`` and ``f(x, a, /, **kw)``, where only ``x`` holds an
         array (``a``, a plain value): ``sum``, ``sort``, ``fft.fft``, ``reshape``, ``astype``,
         ``expand_dims``, ..."""
-        Arr, ns, accepted, bk = self.Arr, self.mod, self.accepted(prim), self.bk
-        impl = self.impl(prim)
+        Arr, accepted, bk = self.Arr, self.accepted(prim), self.bk
+        impl, rec = self.impl(prim), self.one_array_recorder(prim)
         T, new, wrap, diff = self.backend.array_type, self.new(), self.wrap(), prim.vjp is not None
         scalar, to_array = self.backend.scalar_type or (), self.backend.scalar_to_array
         kwdefaults, axis_check, bare = params.kwdefaults, prim.axis_check, len(params.names) == 1
@@ -203,7 +203,7 @@ class Lanes:
                 params.refuse(given, kw)
                 raise explain(prim.name, e, (d, *given[1:]), {**kwdefaults, **kw}) from e
             if x._node is not None and diff and STACK.grad_enabled:
-                return record(prim, ns, out, (x,) if bare else (x, a), {**kwdefaults, **kw})
+                return rec(out, (x,) if bare else (x, a), {**kwdefaults, **kw})
             return out
 
         return f

@@ -266,3 +266,41 @@ def general_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool, Arr
         return out
 
     return rec
+
+
+def one_array_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool, Arr: Any) -> Any:
+    """:func:`record` for one general row of one namespace called as ``f(x, /, **kw)`` or
+    ``f(x, a, /, **kw)`` with ``x`` an array of it and the rest plain values (the one-array
+    lane's call: ``sum``, ``mean``, ``reshape``): ``rec(out, args, kwargs)``. Anything else
+    is :func:`record`'s, as :func:`general_recorder`'s."""
+    save_x = prim.arg_names[0] in prim.saves
+    save_out = "out" in prim.saves
+    no_kwarg_rules = not prim.diff_kwargs
+    new_node = Node
+
+    def rec(out: Any, args: tuple, kwargs: dict) -> Any:
+        x = args[0]
+        if type(out) is not Arr or type(x) is not Arr or STACK.debug_nans or not no_kwarg_rules:
+            return record(prim, ns, out, args, kwargs)
+        for v in (*args[1:], *kwargs.values()):  # plain values, or tuples of them (a shape)
+            t = type(v)
+            if t not in PLAIN_TYPES and not (t is tuple and PLAIN_TYPES.issuperset(map(type, v))):
+                return record(prim, ns, out, args, kwargs)
+        p = x._node
+        if p is None or x._data.dtype not in floating or out._data.dtype not in floating:
+            return out
+        saved: dict = {}
+        if save_x:
+            kept = _save(x, 0, saved)
+        else:
+            d = x._data
+            kept = ShapeDtype(d.shape, d.dtype, d.chunks if chunked else None)
+        node = new_node(prim, ns, (kept, *args[1:]), dict(kwargs), None, [(0, p)], saved or None)
+        out._node = node
+        if save_out:
+            node.out = out._data
+        if STACK.jvp_hook is not None:  # running jvps: the output's tangent
+            STACK.jvp_hook(node, out, args, kwargs)
+        return out
+
+    return rec
