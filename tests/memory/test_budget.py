@@ -328,3 +328,26 @@ def test_two_threads_take_budgeted_gradients_at_once():
         t.join()
     assert not errors and len(results) == 15 and all(results)
     assert not _recompute.DROPPED
+
+
+def test_imperative_backward_and_a_pullback_called_twice():
+    """``.backward(retain_graph=True)`` twice, and a vjp's pullback twice: each pass makes the
+    dropped outputs again; nothing stays registered once the graph goes."""
+    loss, (params, x) = _mlp(depth=6, width=32, batch=256)
+    full = memory.project(loss, params, x).peak_bytes
+    fitted = memory.within(loss, 0.85 * full, params, x)
+    assert fitted.schedule(params, x).drop
+    expected = pg.grad(loss)(params, x)
+    tracked = [(XP.asarray(w._data).requires_grad_(), XP.asarray(b._data)) for w, b in params]
+    out = fitted(tracked, x)
+    for retain in (True, False):
+        for w, _ in tracked:
+            w.grad = None
+        out.backward(retain_graph=retain)
+        assert _same([w.grad for w, _ in tracked], [g for g, _ in expected])
+    del out
+    value, pull = pg.vjp(lambda p: fitted(p, x), params)
+    for _ in range(2):
+        assert _same(pull(XP.asarray(1.0))[0], expected)
+    del value, pull
+    assert not _recompute.DROPPED
