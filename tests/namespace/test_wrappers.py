@@ -385,6 +385,57 @@ def test_a_fast_lane_records_as_its_generic_function(name):
     assert np.abs(grads[0]).sum() > 0
 
 
+def _kept(v):
+    """What a node keeps for one argument, comparable across two nodes: a backend array by
+    identity, a shape-and-dtype record by its fields, anything else as it is."""
+    if isinstance(v, np.ndarray):
+        return ("array", id(v))
+    if type(v).__name__ == "ShapeDtype":
+        return ("spec", tuple(v.shape), v.dtype, v.chunks)
+    return v
+
+
+@pytest.mark.parametrize(
+    "name, args, kwargs",
+    [
+        ("matmul", (B, B.T), {}),
+        ("matmul", ("C", B), {}),  # an untracked operand: saved, its buffer protected
+        ("_relu", (B,), {}),
+        ("sum", (B,), {"axis": 0}),
+        ("mean", (B,), {}),
+        ("reshape", (B, (6,)), {}),
+        ("permute_dims", (B, (1, 0)), {}),
+    ],
+)
+def test_a_fast_lane_keeps_on_the_tape_what_its_generic_function_keeps(name, args, kwargs):
+    """The lanes' recorders (general rows: namespace/_record.general_recorder and
+    one_array_recorder) make the node record() makes: the same row, parents, saved arrays,
+    shapes kept for the others, keywords and output."""
+    f = _public(name)
+    assert f._generic is not f, name
+    constant = _x(3, 2)
+    seen = []
+
+    def loss(v):
+        call = tuple(v if a is B else constant if isinstance(a, str) else a for a in args)
+        outs = [g(*call, **kwargs) for g in (f, f._generic)]
+        lane, generic = (o._node for o in outs)
+        seen.append(lane.prim.name)
+        assert lane.prim is generic.prim and lane.kind == generic.kind
+        assert [(p, id(n)) for p, n in lane.parents] == [(p, id(n)) for p, n in generic.parents]
+        assert [_kept(a) for a in lane.args] == [_kept(a) for a in generic.args]
+        assert {k: _kept(a) for k, a in lane.kwargs.items()} == {
+            k: _kept(a) for k, a in generic.kwargs.items()
+        }
+        assert (lane.saved or {}).keys() == (generic.saved or {}).keys()
+        assert all(lane.saved[k] is generic.saved[k] for k in lane.saved or {})
+        assert (lane.out is None) == (generic.out is None)
+        return xp.sum(outs[0] * outs[1])
+
+    g = pycograd_xp.grad(loss)(B)
+    assert seen == [name] and np.all(np.isfinite(np.asarray(g)))
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [
