@@ -22,22 +22,36 @@ SEQ = itertools.count()
 # Buffers of arrays no gradient flows through that the tape saved for a backward pass. Writing
 # into one while recording (x[idx] = v on an untracked array) would change a saved value, so
 # setitem copies such a buffer first. Keyed by the buffer that owns the memory: views are covered.
-_SAVED_BUFFERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# id(buffer) -> a weak reference to it whose callback drops the entry (a WeakValueDictionary's
+# Python-level bookkeeping cost more than the rest of recording a node that saves its input).
+_SAVED_BUFFERS: dict[int, Any] = {}
 # id(buffer) -> (weak reference to it, sequence number of its last in-place write).
 _WRITES: dict[int, tuple[Any, int]] = {}
 
 
 def mark_saved(backend: Any, d: Any) -> None:
     b = backend.buffer(d)
+    key = id(b)
+    old = _SAVED_BUFFERS.get(key)
+    if old is not None and old() is b:  # (marked already: its reference stands)
+        return
     try:
-        _SAVED_BUFFERS[id(b)] = b
+        _SAVED_BUFFERS[key] = weakref.ref(b, lambda _, key=key: _forget_saved(key))
     except TypeError:  # not weak-referenceable: nothing to protect it with
         pass
 
 
+def _forget_saved(key: int) -> None:
+    """The buffer of ``_SAVED_BUFFERS[key]`` is gone (its reference's callback)."""
+    ref = _SAVED_BUFFERS.get(key)
+    if ref is not None and ref() is None:
+        del _SAVED_BUFFERS[key]
+
+
 def is_saved(backend: Any, d: Any) -> bool:
     b = backend.buffer(d)
-    return _SAVED_BUFFERS.get(id(b)) is b
+    ref = _SAVED_BUFFERS.get(id(b))
+    return ref is not None and ref() is b
 
 
 def note_write(backend: Any, d: Any) -> None:
