@@ -9,6 +9,7 @@ would read the new value (:func:`check_unchanged`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from typing import Any
@@ -36,12 +37,12 @@ def mark_saved(backend: Any, d: Any) -> None:
     if old is not None and old() is b:  # (marked already: its reference stands)
         return
     try:
-        _SAVED_BUFFERS[key] = weakref.ref(b, lambda _, key=key: _forget_saved(key))
+        _SAVED_BUFFERS[key] = weakref.ref(b, functools.partial(_forget_saved, key))
     except TypeError:  # not weak-referenceable: nothing to protect it with
         pass
 
 
-def _forget_saved(key: int) -> None:
+def _forget_saved(key: int, _: Any) -> None:
     """The buffer of ``_SAVED_BUFFERS[key]`` is gone (its reference's callback)."""
     ref = _SAVED_BUFFERS.get(key)
     if ref is not None and ref() is None:
