@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from ..._primitive import Array, primitive
-from ...namespace._array import detach
 from .._rules.jvp import call
 from .._rules.shapes import new, ufunc_buffers
 from ..searching import select, where_memory
@@ -29,7 +28,6 @@ from .pieces import (
     _pieces_memory,
     _same_row,
     _same_shape,
-    _times,
     by_pieces,
     in_place,
 )
@@ -179,81 +177,18 @@ def _d_gelu_tanh(ns: Any, x: Any) -> Any:
     return x2
 
 
-def _d_gelu_tanh_out(ns: Any, x: Any, out: Any, tiny: float) -> Any:
-    # _d_gelu_tanh with the sigmoid read from the output: s = out / x (the forward's x / e;
-    # one division where the recomputation took four passes, a clip and an exponential), as
-    # (|out| + tiny / 2) / (|x| + tiny) (out and x share their sign): 1/2 at 0 and wherever
-    # |x| is within a few tiny of it (subnormals, whose quotient has no digits), out / x to the
-    # last bit elsewhere (tiny, a few times the smallest normal number, is below half an ulp of
-    # either; in float32's clipped tail, x < -10, a relative 1e-4 of a derivative below 1e-30).
-    # Then as _d_gelu_tanh: the same operations in the same order in place or not (ours, for a
-    # higher order: remat's recompute pulls back there, and its gradients are the plain step's
-    # to the bit). On ours the sigmoid is x's own, s_x = 1 / (1 + exp(-2u)) as _d_gelu_tanh's,
-    # plus the constant out / x - s_x: the values of out / x (two numbers within a factor 2:
-    # the difference and the sum are exact) with the derivative of s_x (out / x
-    # differentiated loses its digits near 0)
-    if not in_place(ns):
-        sg = (ns.abs(detach(out)) + tiny / 2) / (ns.abs(detach(x)) + tiny)
-        if not _raw(ns):
-            u = (x * x * (-2 * _GELU_CA) + (-2 * _SQRT_2_PI)) * x
-            sx = 1.0 / (ns.exp(ns.minimum(u, _ceiling(ns, u))) + 1)
-            del u
-            sg = sx + (sg - detach(sx))
-        w = (x * x * (6 * _GELU_CA) + 2 * _SQRT_2_PI) * x
-        w = w - w * sg
-        return (w + 1) * sg
-    sg = ns.abs(out)
-    sg += tiny / 2
-    a = ns.abs(x)
-    a += tiny
-    sg /= a
-    del a
-    x2 = x * x
-    x2 *= 6 * _GELU_CA
-    x2 += 2 * _SQRT_2_PI
-    x2 *= x  # x 2u'
-    m = x2 * sg
-    x2 -= m  # x 2u' (1 - s)
-    del m
-    x2 += 1
-    x2 *= sg
-    return x2
-
-
-_gelu_tanh_vjp_x = _activation_vjp(_d_gelu_tanh)
-
-
-def _gelu_tanh_vjp(ns: Any, g: Any, out: Any, x: Any, /, *, owned: bool = False) -> Any:
-    """``g`` times GELU's derivative, block by block into ``g`` where only the backward pass
-    holds it (``owned``), with the sigmoid it needs read from the saved output
-    (:func:`_d_gelu_tanh_out`: no exponential in GELU's backward; a next layer's product keeps
-    the output anyway). Where the dtypes differ, :func:`_d_gelu_tanh` from x."""
-    if g.dtype != x.dtype or out.dtype != x.dtype:
-        return _gelu_tanh_vjp_x(ns, g, out, x, owned=owned)
-    tiny = 4 * float(ns.finfo(x.dtype).smallest_normal)
-    if not in_place(ns):
-        return (_d_gelu_tanh_out(ns, x, out, tiny) * g,)
-
-    def block(ns: Any, gb: Any, xb: Any, ob: Any, dst: Any = None) -> Any:
-        r = _d_gelu_tanh_out(ns, xb, ob, tiny)
-        return _into(ns, ns.multiply, r, gb, dst) if dst is not None else _times(r, gb)
-
-    return (by_pieces(ns, block, g, x, out, out=g if owned else None),)
-
-
 @primitive(FP, needs=())
 def _gelu_tanh(bk: Any, x: Array, /) -> Any:
     """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, block by
     block, as ``x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`` (the same function; one exp, no
-    tanh) on a backend that writes in place; its VJP keeps x and the output (whose quotient is
-    the sigmoid its derivative needs)."""
+    tanh) on a backend that writes in place; its VJP keeps only x."""
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
     return by_pieces(bk, _gelu_tanh_f, x)
 
 
-_gelu_tanh.defvjp(_gelu_tanh_vjp, saves=("x", "out"), takes_owned=True)
+_gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh), saves=("x",), takes_owned=True)
 
 
 _gelu_tanh.defjvp(_activation_jvp(_d_gelu_tanh))
