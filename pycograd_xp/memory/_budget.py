@@ -40,11 +40,15 @@ from ._spec import _dtype_name, spec
 from ._units import format_bytes, parse_bytes
 
 # Schedules tried at most while keeping dropped outputs again (step 3): each is one projection.
-REFINE_TRIES = 24
-REFINE_MISSES = 6  # tries in a row that did not fit: the refinement stops
+REFINE_TRIES = 16
+REFINE_MISSES = 4  # tries in a row that did not fit: the refinement stops
 # Segment sizes tried (step 2): a geometric grid over the dropped bytes, then bisection.
 GRID = 16
-BISECT = 6
+BISECT = 5
+# When no size of the grid fits (step 2): sizes tried evenly, each also with its checkpoints
+# shifted, at most this many new projections.
+DENSE = 48
+DENSE_TRIES = 40
 
 
 @dataclass(frozen=True)
@@ -161,12 +165,14 @@ def scheduled(
     return g
 
 
-def _greedy(cands: list[Recorded], held: set[int], segment: float) -> frozenset[int]:
+def _greedy(
+    cands: list[Recorded], held: set[int], segment: float, offset: float = 0.0
+) -> frozenset[int]:
     """Chen's greedy over the outputs the tape holds (``held``: a rule reads them): drop while
     the bytes dropped since the last checkpoint stay under ``segment``, keep the output that
-    would pass it. An output no rule reads is dropped (made again only if a dropped output
-    needs it)."""
-    drop, acc = set(), 0
+    would pass it (the first segment ``offset`` bytes shorter: the checkpoints shifted). An
+    output no rule reads is dropped (made again only if a dropped output needs it)."""
+    drop, acc = set(), offset
     for r in cands:
         if r.index not in held or r.nbytes == 0:
             drop.add(r.index)
@@ -277,15 +283,19 @@ def choose(
             fit = segment
             break
         below = segment
-    if fit is None:
-        _refuse(where, limit, full, search, "")
-    for _ in range(BISECT):  # the smallest segment that fits: the fewest outputs dropped
-        mid = (below + fit) / 2
-        if search(_greedy(cands, held, mid)) <= limit:
-            fit = mid
-        else:
-            below = mid
-    drop = _greedy(cands, held, fit)
+    if fit is not None:
+        for _ in range(BISECT):  # the smallest segment that fits: the fewest outputs dropped
+            mid = (below + fit) / 2
+            if search(_greedy(cands, held, mid)) <= limit:
+                fit = mid
+            else:
+                below = mid
+        drop = _greedy(cands, held, fit)
+    else:  # the peak is no smooth function of the segment: every size, the checkpoints shifted
+        found = _dense(cands, held, lo, hi, limit, search)
+        if found is None:
+            _refuse(where, limit, full, search, "")
+        drop = found
     # step 3: keep again the dearest outputs while the schedule still fits
     made = recomputed(nodes, drop)
     misses = 0
@@ -298,6 +308,24 @@ def choose(
             if misses == REFINE_MISSES:  # (the rest cost less and fit no better)
                 break
     return done(drop)
+
+
+def _dense(
+    cands: list[Recorded], held: set[int], lo: float, hi: float, limit: int, search: _Search
+) -> frozenset[int] | None:
+    """The schedule of the smallest segment size that fits, among ``DENSE`` sizes from ``lo``
+    to ``hi``, each with its checkpoints where the greedy puts them and shifted by half a
+    segment (at most ``DENSE_TRIES`` new projections); None when none fits."""
+    tried = len(search.seen)
+    for k in range(DENSE):
+        segment = lo + (hi - lo) * k / (DENSE - 1)
+        for shift in (0.0, 0.5):
+            drop = _greedy(cands, held, segment, shift * segment)
+            if search(drop) <= limit:
+                return drop
+            if len(search.seen) - tried >= DENSE_TRIES:
+                return None
+    return None
 
 
 def _refuse(where: str, limit: int, full: Projection, search: _Search, why: str) -> NoReturn:

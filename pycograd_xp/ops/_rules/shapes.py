@@ -96,11 +96,36 @@ def tiny(x: Any) -> Any:
     return x
 
 
+def _key(x: Any) -> Any:
+    """What the dtype of a call can depend on in ``x``: an abstract array's rank and dtype, a
+    Python value itself (its type and value: NumPy refuses an out-of-range integer)."""
+    if isinstance(x, AbstractArray):
+        return (x.ndim, x.dtype)
+    if isinstance(x, list | tuple):
+        return (type(x), tuple(_key(e) for e in x))
+    return (type(x), x)
+
+
+# probe_dtype's answers, by function and argument keys: a projection asks the same few
+# thousand times (each backend call of each schedule memory.within tries)
+_PROBED: dict[Any, np.dtype] = {}
+
+
 def probe_dtype(fn: Any, *args: Any, **kwargs: Any) -> np.dtype:
     """The dtype ``fn`` (a NumPy-backend function) gives for arguments of these dtypes."""
+    try:
+        key: Any = (fn, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()))
+        found = _PROBED.get(key)
+    except TypeError:  # an unhashable argument (a dtype object of another library, ...)
+        key, found = None, None
+    if found is not None:
+        return found
     with np.errstate(all="ignore"):
         out = fn(*tiny(args), **{k: tiny(v) for k, v in kwargs.items()})
-    return np.dtype(out.dtype)
+    dtype = np.dtype(out.dtype)
+    if key is not None and len(_PROBED) < 65536:
+        _PROBED[key] = dtype
+    return dtype
 
 
 def probe_dtypes(fn: Any, *args: Any, **kwargs: Any) -> list[np.dtype]:
