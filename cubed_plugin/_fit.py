@@ -39,13 +39,13 @@ from ._fit_steps import (
     _PLANNING,
     _advice,
     _batches,
+    _chunk_plan,
     _clean_work,
     _cubed_data,
     _host_params,
     _measured_within,
     _planner,
     _rows,
-    _slices,
     _step,
     _work_snapshot,
 )
@@ -160,10 +160,14 @@ def fit(
 
     Memory: every step is planned with ``cubed_plugin.steps.graph_fusion`` (in both modes) and
     refused before it runs when a task's projection exceeds ``allowed_mem``. In one-pass mode a
-    stored row chunk too large for a task's budget is first computed in row slices inside its
-    task (one slice's activations at a time, the sums added in the task;
-    ``cubed_plugin.memory.plan_slice_rows``; ``log`` says so); the refusal names the op and the
-    part of the loss it computes, says why slices cannot help, and proposes the chunk size for
+    stored row chunk too large for a task's budget is first computed inside its task under a
+    memory schedule (its backward pass makes some of the step's outputs again:
+    ``pycograd_xp.memory.within``, the budget what the task has left after its reads) or in row
+    slices (one slice's activations at a time, the sums added in the task;
+    ``cubed_plugin.memory.plan_slice_rows``), whichever is projected faster
+    (``cubed_plugin._chunk_plan``; ``log`` says which, and both projected costs); the refusal
+    names the op and the part of the loss it computes, says why neither can help, and proposes
+    the chunk size for
     which every task fits (``cubed_plugin.memory.plan_rows`` for this mode, leaving 5 % of
     ``reserved_mem`` free for the baseline's variation), checked with a lazy ``rechunk`` of the
     data or, when a rechunk cannot fit, how to rewrite the data. A warning
@@ -445,7 +449,7 @@ class _Stepper:
     log: Callable[[str], None] | None
     memory_overrun: str
     compute_kwargs: dict | None
-    slice_rows: int | None
+    chunk: Any  # how each one-pass task computes its chunk (a ChunkPlan), or None: whole
     planned: Callable[..., Any] | None
 
     @classmethod
@@ -466,15 +470,16 @@ class _Stepper:
         memory_overrun: str,
     ) -> _Stepper:
         """The executor made and checked (retries, ``reserved_mem``), the ops labelled, and,
-        in one-pass mode, the row slices a chunk too large is computed in and the planner."""
+        in one-pass mode, how a chunk too large is computed (recomputed or in row slices) and
+        the planner."""
         label_ops()  # the ops of each step say which part of the loss they compute
         ex = executor_of(executor, spec, compute_kwargs)
         why = no_retry(ex)
         if why is not None:
             warnings.warn(f"fit: {why}", NoRetryWarning, stacklevel=3)
         warn_reserved(spec, ex, "fit", compute_kwargs=compute_kwargs, reads=data)
-        slice_rows = _slices(loss, host, data, spec, log) if one_pass else None
-        planned = _planner(loss, data, ex, one_pass, chunks_per_task, slice_rows)
+        chunk = _chunk_plan(loss, host, data, spec, log) if one_pass else None
+        planned = _planner(loss, data, ex, one_pass, chunks_per_task, chunk)
         if planned is None and chunks_per_task != 1:
             raise ValueError(
                 f"fit: chunks_per_task={chunks_per_task} takes one-pass mode on data stored in "
@@ -497,7 +502,7 @@ class _Stepper:
             log,
             memory_overrun,
             compute_kwargs,
-            slice_rows,
+            chunk,
             planned,
         )
 
@@ -522,7 +527,7 @@ class _Stepper:
         else:
             work = _work_snapshot(spec)
             targets, finish, rows = _step(
-                self.loss, host_p, data, picks, spec, self.one_pass, self.slice_rows
+                self.loss, host_p, data, picks, spec, self.one_pass, self.chunk
             )
             p = plan_of(*targets, optimize_function=kw["optimize_function"])
             refuse(p, where, advice)

@@ -23,6 +23,7 @@ from pycograd_xp import random
 from pycograd_xp.memory import MemoryLimitError, format_byte_pair, format_bytes
 
 from ._casting import casts, compute_dtype, stored_spec
+from ._chunk_plan import ChunkPlan, how, plan_chunk
 from ._compute import plan as plan_of
 from ._compute import refuse
 from ._executors import executor_of, returns_task_results, worker_baseline
@@ -160,30 +161,26 @@ _PLANNED_KEPT = 8
 _PLANNED_LOCK = threading.Lock()
 
 
-def _slices(
+def _chunk_plan(
     loss: Callable[..., Any],
     host_p: Any,
     data: tuple,
     spec: Any,
     log: Callable[[str], None] | None,
-) -> int | None:
-    """The rows of the slices in which a one-pass task computes a row chunk too large for
-    ``allowed_mem`` whole (``cubed_plugin.memory.plan_slice_rows``), or None: whole chunks fit,
-    or not even one-row slices do (the step is then refused, with advice)."""
-    from .memory import plan_slice_rows
-
+) -> ChunkPlan | None:
+    """How a one-pass task computes a row chunk too large for ``allowed_mem`` whole: under a
+    memory schedule or in row slices, whichever is projected faster
+    (:func:`cubed_plugin._chunk_plan.plan_chunk`; ``log`` says which and why); None when whole
+    chunks fit, or when neither does (the step is then refused, with advice)."""
     try:
-        n, projection = plan_slice_rows(loss, host_p, *data, backend=spec)
+        chunk = plan_chunk(loss, host_p, *data, backend=spec)
     except MemoryLimitError:
         return None
-    if n is not None and log:
-        log(
-            f"fit: a one-pass task cannot compute a row chunk of {int(data[0].chunks[0][0]):,} "
-            f"rows whole within allowed_mem {format_bytes(spec.allowed_mem)}: each task "
-            f"computes its chunk in slices of {n:,} rows (one slice's activations at a time, "
-            f"the sums added in the task; largest task {format_bytes(projection.max_task_bytes)})"
-        )
-    return n
+    if chunk.how == "whole":
+        return None
+    if log:
+        log(f"fit: {chunk.describe()}")
+    return chunk
 
 
 def _planner(
@@ -192,17 +189,19 @@ def _planner(
     executor: Any,
     one_pass: bool,
     chunks_per_task: int = 1,
-    slice_rows: int | None = None,
+    chunk: ChunkPlan | None = None,
 ) -> Callable[..., PlannedStep] | None:
     """In one-pass mode on stored data with an executor that sends task results back: the
     function giving the :class:`~cubed_plugin._one_pass.PlannedStep` of a batch, made once per
     batch shape (the data, the number of chunks, the parameters' shapes and dtypes) and kept
     for later steps and later calls of ``fit``, its projection checked against the budget
-    before its first run (``where`` and ``advice`` given: ``refuse``'s); else None (each step
-    is a Cubed graph, planned and checked)."""
+    before its first run (``where`` and ``advice`` given: ``refuse``'s), each chunk computed as
+    ``chunk`` says (whole for None); else None (each step is a Cubed graph, planned and
+    checked)."""
     if not (one_pass and returns_task_results(executor) and stored_arrays(data) is not None):
         return None
     assert isinstance(loss, RowLoss)
+    slice_rows, recompute = how(chunk)
 
     def planned(
         host_p: Any,
@@ -219,10 +218,13 @@ def _planner(
             chunks_per_task,
             int(data[0].spec.reserved_mem or 0),  # raised after a drift: planned again
             slice_rows,
+            recompute,
         )
         with _PLANNED_LOCK:  # fits running in threads share the plans
             if key not in _PLANNED:
-                _PLANNED[key] = PlannedStep(loss, host_p, data, picks, chunks_per_task, slice_rows)
+                _PLANNED[key] = PlannedStep(
+                    loss, host_p, data, picks, chunks_per_task, slice_rows, recompute
+                )
                 while len(_PLANNED) > _PLANNED_KEPT:
                     _PLANNED.popitem(last=False)
             _PLANNED.move_to_end(key)
@@ -250,12 +252,12 @@ def step_plan(
     with ``chunks_per_task``)."""
     data = tuple(pg.unwrap(x) for x in data)
     host = _host_params(params, data, None, loss)
-    slices = _slices(loss, host, data, spec, None) if one_pass else None
+    chunk = _chunk_plan(loss, host, data, spec, None) if one_pass else None
     ex = executor_of(executor, spec)
-    planned = _planner(loss, data, ex, one_pass, chunks_per_task, slices)
+    planned = _planner(loss, data, ex, one_pass, chunks_per_task, chunk)
     if planned is not None:
         return planned(host, picks).plan
-    return plan_of(*_step(loss, host, data, picks, spec, one_pass, slices)[0])
+    return plan_of(*_step(loss, host, data, picks, spec, one_pass, chunk)[0])
 
 
 def _step(
@@ -265,17 +267,18 @@ def _step(
     picks: list[int] | None,
     spec: Any,
     one_pass: bool,
-    slice_rows: int | None = None,
+    chunk: ChunkPlan | None = None,
 ) -> tuple[list, Callable[[Any], Any], int]:
     """One step of ``fit`` on the batch of row chunks ``picks`` of ``data``: the lazy arrays
     it computes, the function that turns their computed values into (loss, gradients), and
-    the batch's rows."""
+    the batch's rows (in one-pass mode each chunk computed as ``chunk`` says)."""
     batch = _take_chunks(data, picks)
     rows = _rows(batch)
     if one_pass:
         assert isinstance(loss, RowLoss)  # (fit refuses one-pass mode for other losses)
+        slice_rows, recompute = how(chunk)
         total_sums, td, shapes = one_pass_step(
-            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows
+            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows, recompute=recompute
         )
         return (
             [total_sums],
@@ -299,21 +302,22 @@ def _advice(
     spec: Any,
 ) -> str:
     """The way out of a refused step. In one-pass mode, first why computing each stored chunk in
-    row slices (what ``fit`` does before refusing, ``plan_slice_rows``) cannot fit; then the
-    row chunk for which every task fits (:func:`_rechunk_advice`)."""
+    row slices or under a memory schedule (what ``fit`` does before refusing, ``plan_chunk``)
+    cannot fit; then the row chunk for which every task fits (:func:`_rechunk_advice`)."""
     slices = ""
     if one_pass:
-        from .memory import plan_slice_rows
-
         try:
-            n, _ = plan_slice_rows(loss, host_p, *data, backend=spec)
+            chunk = plan_chunk(loss, host_p, *data, backend=spec)
         except MemoryLimitError as e:
-            slices = f"computing each stored chunk in row slices in its task cannot fit: {e}. "
+            slices = (
+                "computing each stored chunk in row slices in its task cannot fit, nor "
+                f"recomputing its step's outputs in the backward pass: {e}. "
+            )
         else:
-            if n is not None:
+            if chunk.how != "whole":
                 slices = (
-                    f"each stored chunk computed in row slices of {n:,} rows fits "
-                    "(fit computes them so; the op refused here is another). "
+                    f"each stored chunk computed {chunk.short()} fits (fit computes them so; "
+                    "the op refused here is another). "
                 )
     return slices + _rechunk_advice(loss, host_p, data, one_pass, batch_rows, spec)
 

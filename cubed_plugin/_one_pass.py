@@ -42,6 +42,7 @@ from ._compute import plan as plan_of
 from ._labels import LABEL, fn_name
 from ._row_chunks import _stored, take_row_chunks
 from .steps import (
+    Recompute,
     RowLoss,
     TaskConfig,
     finish_sums,
@@ -73,7 +74,8 @@ class PlannedStep:
     forward and backward step, its row of sums); with ``chunks_per_task`` k, each task takes k
     chunks of the batch in turn (the last task what is left) and returns a row per chunk; with
     ``slice_rows``, each task computes a chunk in row slices of that size
-    (:func:`cubed_plugin.steps.sliced_sums`)."""
+    (:func:`cubed_plugin.steps.sliced_sums`); with ``recompute``, under that memory schedule
+    (:class:`cubed_plugin.steps.Recompute`)."""
 
     def __init__(
         self,
@@ -83,6 +85,7 @@ class PlannedStep:
         picks: list[int] | None,
         chunks_per_task: int = 1,
         slice_rows: int | None = None,
+        recompute: Recompute | None = None,
     ) -> None:
         from ._cubed_seam import op_nodes, plan_dag, tasks_plan
 
@@ -91,7 +94,7 @@ class PlannedStep:
             raise ValueError("PlannedStep: the data must be stored in Zarr (cubed.from_zarr)")
         batch = tuple(data) if picks is None else tuple(take_row_chunks(x, picks) for x in data)
         sums, treedef, self.shapes = one_pass_step(
-            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows
+            loss, host_p, batch, chunk_numbers=picks, slice_rows=slice_rows, recompute=recompute
         )
         self.reference = plan_of(sums)
         _, top = max(op_nodes(plan_dag(self.reference)), key=lambda o: o[1].projected_mem)
@@ -106,10 +109,12 @@ class PlannedStep:
             treedef,
             chunks_per_task=chunks_per_task,
             slice_rows=slice_rows,
+            recompute=recompute,
             casts=casts(loss, host_p, [x.dtype for x in data]),
         )
         self.lock = threading.Lock()  # one run at a time: the runs share the configuration
         self.checked = False  # whether ``reference`` was checked against the budget
+        how = "" if recompute is None else f", {recompute}"
         self.plan = tasks_plan(
             one_pass_task,
             list(range(self.tasks)),
@@ -120,7 +125,7 @@ class PlannedStep:
             kind="one-pass",
             marks={
                 LABEL: f"tasks in the one-pass step of {fn_name(loss)} (forward and backward "
-                "of each row chunk, read from Zarr, sums added by the driver)"
+                f"of each row chunk{how}, read from Zarr, sums added by the driver)"
             },
         )
 

@@ -423,12 +423,14 @@ def step_projection(
     spec: Any,
     argnums: int | Sequence[int] = 0,
     slice_rows: int | None = None,
+    recompute: Any = None,
     **kwargs: Any,
 ) -> ChunkedProjection:
     """The projection of ``fit``'s step in ``mode`` ("graph" or "one-pass") of ``f`` on
     ``args``, whose positions ``data`` hold the data (Cubed arrays, or specs with chunks); in
     one-pass mode with ``slice_rows``, each task computing its chunk in slices of that many
-    rows."""
+    rows, with ``recompute`` (a :class:`~cubed_plugin.steps.Recompute`), under that memory
+    schedule."""
     import cubed
 
     import pycograd_xp as pg
@@ -473,7 +475,11 @@ def step_projection(
     params = tree_map(_zeros_like, args[0])
     with cubed.raise_if_computes():
         total, _, _ = one_pass_step(
-            f, params, tuple(array(s) for s in args[1:]), slice_rows=slice_rows
+            f,
+            params,
+            tuple(array(s) for s in args[1:]),
+            slice_rows=slice_rows,
+            recompute=recompute,
         )
         return _projection([total], spec, "one-pass")
 
@@ -611,6 +617,16 @@ def plan_rows(
     return sizes[lo], best
 
 
+def one_chunk(x: Any) -> Spec:
+    """The stored spec of one row chunk of ``x`` (a Cubed array, or a spec with chunks) whole:
+    what a one-pass task reads (float16 data: a spec the tasks cast)."""
+    shape = tuple(int(n) for n in x.shape)
+    chunks: Any = getattr(x, "chunks", None) or shape
+    rows = int(chunks[0][0]) if isinstance(chunks[0], tuple) else int(chunks[0])
+    one = (rows, *shape[1:])
+    return stored_spec(one, x.dtype, one)
+
+
 def plan_slice_rows(
     f: Callable[..., Any], params: Any, *data: Any, backend: Any = None
 ) -> tuple[int | None, ChunkedProjection]:
@@ -648,14 +664,6 @@ def plan_slice_rows(
     from ._baseline import headroom
 
     spec = _spec_of((params, *data), backend)
-
-    def one_chunk(x: Any) -> Spec:
-        shape = tuple(int(n) for n in x.shape)
-        chunks: Any = getattr(x, "chunks", None) or shape
-        rows = int(chunks[0][0]) if isinstance(chunks[0], tuple) else int(chunks[0])
-        one = (rows, *shape[1:])
-        return stored_spec(one, x.dtype, one)  # float16 data: the tasks cast it
-
     one = [one_chunk(x) for x in data]
     rows = int(one[0].shape[0])
     idx = tuple(range(1, len(data) + 1))

@@ -332,9 +332,40 @@ class ParameterStore:
         return cubed.from_zarr(path, spec=self.spec)
 
 
-def chunk_projection(loss: RowLoss, params: Any, data: tuple, slice_rows: int | None = None) -> Any:
-    """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step (for one
-    slice of ``slice_rows`` rows of it when given: :func:`sliced_sums`)."""
+@dataclass(frozen=True)
+class Recompute:
+    """A memory schedule of one chunk's step, as a one-pass task runs it
+    (``pycograd_xp.memory.scheduled``): the numbers of the nodes whose outputs the backward pass
+    makes again (``drop``) and the row of each node (``names``), chosen on the chunk's specs by
+    ``pycograd_xp.memory.within`` (``cubed_plugin._chunk_plan``)."""
+
+    drop: frozenset[int]
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.drop)} of {len(self.names)} outputs made again in the backward pass"
+
+
+def chunk_step(loss: RowLoss) -> Callable[..., Any]:
+    """``f(params, *rows)``: the sum of the per-row losses of one chunk, the function whose
+    ``value_and_grad`` step a one-pass task computes (:func:`chunk_sums`) and
+    :func:`chunk_projection` projects."""
+
+    def f(p: Any, *rows: Any) -> Any:
+        losses = loss.per_row(p, *rows)
+        check_per_row(losses, rows, loss.per_row)  # on abstract arrays: before anything runs
+        return pg.namespace(np).sum(losses)
+
+    f.__name__ = f.__qualname__ = f"{loss.__name__} (a chunk's step)"
+    return f
+
+
+def chunk_specs(
+    loss: RowLoss, params: Any, data: tuple, slice_rows: int | None = None
+) -> tuple[Any, list]:
+    """The specs of one chunk's step (of one slice of ``slice_rows`` rows of it when given):
+    the parameters', and each data argument's as the task computes it (cast to the compute
+    dtype: the copy is an input)."""
 
     def rows(c: Any) -> int:
         n = max(c[0]) if c else 1
@@ -342,20 +373,29 @@ def chunk_projection(loss: RowLoss, params: Any, data: tuple, slice_rows: int | 
 
     from ._casting import casts
 
-    # each task computes its chunk (or slice) cast to the compute dtype: the copy is an input
     targets = casts(loss, _host(params), [x.dtype for x in data])
     specs = [
         memory.spec((rows(x.chunks), *x.shape[1:]), x.dtype if dt is None else dt)
         for x, dt in zip(data, targets, strict=True)
     ]
-    param_specs = pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params))
+    return pg.tree_map(lambda a: memory.spec(a.shape, a.dtype), _host(params)), specs
 
-    def f(p: Any, *rows: Any) -> Any:
-        losses = loss.per_row(p, *rows)
-        check_per_row(losses, rows, loss.per_row)  # on abstract arrays: before anything runs
-        return pg.namespace(np).sum(losses)
 
-    return memory.project(f, param_specs, *specs)
+def chunk_projection(
+    loss: RowLoss,
+    params: Any,
+    data: tuple,
+    slice_rows: int | None = None,
+    recompute: Recompute | None = None,
+) -> Any:
+    """What ``pycograd_xp.memory`` projects for one chunk's eager value_and_grad step (for one
+    slice of ``slice_rows`` rows of it when given: :func:`sliced_sums`; under the memory
+    schedule ``recompute`` when given)."""
+    param_specs, specs = chunk_specs(loss, params, data, slice_rows)
+    f = chunk_step(loss)
+    if recompute is not None:
+        f = memory.scheduled(f, recompute.drop, recompute.names)
+    return memory.project(f, param_specs, *specs, argnums=0)
 
 
 # blocks of partial sums that one task of one-pass mode's tree sum adds
@@ -369,6 +409,7 @@ def one_pass_step(
     *,
     chunk_numbers: Sequence[int] | None = None,
     slice_rows: int | None = None,
+    recompute: Recompute | None = None,
 ) -> tuple[Any, Any, Any]:
     """(lazy vector of [loss sum, flat gradient sums], treedef, leaf shapes) of ``loss`` over
     the row chunks of ``data`` (Cubed arrays with the same row chunking, whole along the other
@@ -381,7 +422,10 @@ def one_pass_step(
 
     ``slice_rows``: each task computes its chunk in slices of that many rows, one slice's
     step at a time, and adds their sums (:func:`sliced_sums`); its projection counts the whole
-    chunk read and one slice's step."""
+    chunk read and one slice's step.
+
+    ``recompute``: each task computes its chunk's step under that memory schedule (its
+    backward pass makes the schedule's outputs again); its projection is the schedule's."""
     from ._cubed_seam import blockwise, op_counter
     from ._labels import fn_name, label_new
 
@@ -393,7 +437,7 @@ def one_pass_step(
     from ._casting import casts, held_while_cast
 
     targets = casts(loss, host, [x.dtype for x in data])
-    extra = chunk_projection(loss, params, data, slice_rows).peak_bytes
+    extra = chunk_projection(loss, params, data, slice_rows, recompute).peak_bytes
     extra += held_while_cast(data, targets)
     per_row = loss.per_row
 
@@ -408,7 +452,9 @@ def one_pass_step(
     def block(*chunks: np.ndarray) -> np.ndarray:
         *data_chunks, row_numbers = chunks
         n = numbers[starts.index(int(row_numbers[0]))]
-        out = sliced_sums(per_row, td, leaves, data_chunks, n, rows[0], slice_rows, targets)
+        out = sliced_sums(
+            per_row, td, leaves, data_chunks, n, rows[0], slice_rows, targets, recompute
+        )
         return out.reshape(1, width)
 
     import cubed
@@ -435,9 +481,11 @@ def one_pass_step(
     sums = cubed.sum(parts, axis=0, split_every=fan_in)
     loss_name = fn_name(loss)
 
+    how = "" if recompute is None else f", {recompute}"
+
     def label(func: str) -> str:
         part = {
-            "blockwise": "forward and backward of each row chunk",
+            "blockwise": f"forward and backward of each row chunk{how}",
             "arange": "the row numbers of each chunk",
         }.get(func, "the sum of the chunks' partial loss and gradients")
         return f"{func} in the one-pass step of {loss_name} ({part})"
@@ -474,19 +522,21 @@ def sliced_sums(
     chunk_rows: int,
     slice_rows: int | None,
     casts: Sequence[Any] = (),
+    recompute: Recompute | None = None,
 ) -> np.ndarray:
     """:func:`chunk_sums` of a chunk computed in row slices of ``slice_rows`` rows (None: whole):
     each slice a view of the chunk, its forward and backward let go before the next, the sums
     added in float64. A stored chunk too large for a task's budget then needs its read and one
     slice's activations, not the whole chunk's. ``casts``: the compute dtype of each data
-    argument or None (``cubed_plugin._casting``), each slice cast on its own."""
+    argument or None (``cubed_plugin._casting``), each slice cast on its own. ``recompute``:
+    the memory schedule each step runs under, or None."""
     n = int(chunks[0].shape[0]) if chunks and np.ndim(chunks[0]) else 0
     if slice_rows is None or slice_rows >= n:
-        return chunk_sums(per_row, td, leaves, chunks, number, chunk_rows, 0, casts)
+        return chunk_sums(per_row, td, leaves, chunks, number, chunk_rows, 0, casts, recompute)
     total = None
     for start in range(0, n, slice_rows):
         part = [c[start : start + slice_rows] for c in chunks]
-        out = chunk_sums(per_row, td, leaves, part, number, chunk_rows, start, casts)
+        out = chunk_sums(per_row, td, leaves, part, number, chunk_rows, start, casts, recompute)
         total = out.astype(np.float64) if total is None else total + out
         del part, out
     assert total is not None
@@ -502,13 +552,16 @@ def chunk_sums(
     chunk_rows: int,
     offset: int = 0,
     casts: Sequence[Any] = (),
+    recompute: Recompute | None = None,
 ) -> np.ndarray:
     """One task of one-pass mode: [loss sum, flat gradient sums] of ``per_row`` at the
     parameters ``leaves`` (of the tree ``td``) over one row chunk of every data argument
     (``chunks``: chunk ``number`` of the data, whose chunks have ``chunk_rows`` rows but the
     last), computed eagerly in the dtypes of the parameters and the data. An error names the
     chunk and its rows (``chunks`` being the rows from ``offset`` on of the chunk). ``casts``:
-    each data argument's compute dtype (cast here, after the read) or None."""
+    each data argument's compute dtype (cast here, after the read) or None. ``recompute``: the
+    memory schedule the step runs under (:func:`chunk_step`'s, chosen on the chunk's specs:
+    the same nodes in the same order), or None."""
     np_xp = _NP
     first = number * chunk_rows + offset
     where = f"chunk {number} (rows {first} to {first + int(chunks[0].shape[0]) - 1})"
@@ -522,8 +575,14 @@ def chunk_sums(
             raise TypeError(
                 f"data argument {i}, {where}: dtype {r.dtype}; training data must be real numbers"
             )
+
     # per_row's shape was checked once, when the step's projection ran it (chunk_projection)
-    value, grads = pg.value_and_grad(lambda p: np_xp.sum(per_row(p, *rows_in)))(p)
+    def step(p: Any) -> Any:
+        return np_xp.sum(per_row(p, *rows_in))
+
+    if recompute is not None:
+        step = memory.scheduled(step, recompute.drop, recompute.names)
+    value, grads = pg.value_and_grad(step)(p)
     parts = [np.asarray(pg.unwrap(value)).reshape(1)]
     parts += [np.asarray(pg.unwrap(g)).reshape(-1) for g in tree_flatten(grads)[0]]
     out = np.concatenate(parts)
@@ -546,6 +605,7 @@ class TaskConfig:
     picks: list = field(default_factory=list)
     chunks_per_task: int = 1
     slice_rows: int | None = None  # rows each chunk is computed in at a time (None: whole)
+    recompute: Recompute | None = None  # the memory schedule each chunk's step runs under
     casts: tuple = ()  # each data argument's compute dtype, or None (cubed_plugin._casting)
 
 
@@ -576,6 +636,7 @@ def one_pass_task(b: int, config: TaskConfig) -> tuple[int, np.ndarray]:
                 size,
                 config.slice_rows,
                 config.casts,
+                config.recompute,
             )
         )
         del chunks

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
 from .._exports import module_dir as _module_dir
-from ._budget import Budgeted, Schedule, within
+from ._budget import Budgeted, Schedule, scheduled, within
 from ._measure import Measurement, measure
 from ._project import before_backward, project
 from ._report import MemoryLimitError, Projection, Row
@@ -43,6 +43,7 @@ __all__ = [
     "measure",
     "parse_bytes",
     "project",
+    "scheduled",
     "spec",
     "within",
 ]

@@ -150,7 +150,28 @@ def scheduled(
     logs: list | None = None,
 ) -> Callable[..., Any]:
     """``f`` run under the schedule that drops the nodes numbered ``drop`` (a fresh plan per
-    call; ``logs``, when a list, gets each call's record of its nodes)."""
+    call; ``logs``, when a list, gets each call's record of its nodes).
+
+    What a :class:`Budgeted` step runs once its schedule is chosen, for a caller that chose
+    the schedule elsewhere and kept only its ``drop`` and ``names`` (a task in another process:
+    ``cubed_plugin``'s one-pass tasks).
+
+    Parameters
+    ----------
+    f : callable
+        The loss (or the function), differentiated by the caller as ``f`` would be.
+    drop : frozenset of int
+        A :class:`Schedule`'s ``drop``: the numbers of the nodes the backward pass makes again.
+    names : tuple of str, optional
+        A :class:`Schedule`'s ``names``: a run recording other rows stops dropping.
+    logs : list, optional
+        Gets each call's record of its nodes.
+
+    Returns
+    -------
+    callable
+        ``f`` under the schedule: the same values and gradients, bit for bit.
+    """
 
     @functools.wraps(f)
     def g(*args: Any, **kwargs: Any) -> Any:
