@@ -85,10 +85,34 @@ def cheap_slices(monkeypatch):
     monkeypatch.setattr(chunk_plan, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
 
 
+@pytest.fixture
+def dear_slices(monkeypatch):
+    """The cost model with a slice's call at a second: recomputing is chosen where it fits
+    (for this model the two ways are projected within a few percent of each other, and which
+    is cheaper moves with the schedule ``memory.within`` finds)."""
+    monkeypatch.setattr(chunk_plan, "CALL_MICROSECONDS", 10**6)
+
+
 # -- the choice ------------------------------------------------------------------------------
 
 
-def test_a_chunk_too_large_is_recomputed_when_that_is_projected_faster(tmp_path):
+def test_the_way_projected_faster_is_chosen(tmp_path):
+    reserved = 10_000_000
+    params = _params()
+    spec = cubed.Spec(
+        str(tmp_path / "work"),
+        allowed_mem=_allowed(tmp_path, reserved, params),
+        reserved_mem=reserved,
+    )
+    plan = plan_chunk(wide_tanh, params, *_data(tmp_path, spec))
+    assert set(plan.costs) == {"recompute", "slices"}, plan.why_not  # both fit
+    assert plan.how == min(plan.costs, key=plan.costs.__getitem__), plan.describe()
+    assert plan.costs["slices"] == chunk_plan.slices_microseconds(
+        len(plan.schedule.nodes), FEATURES * FEATURES + FEATURES, CHUNK, plan.alternative_slice_rows
+    )
+
+
+def test_a_chunk_too_large_is_recomputed_when_that_is_projected_faster(tmp_path, dear_slices):
     reserved = 10_000_000
     params = _params()
     allowed = _allowed(tmp_path, reserved, params)
@@ -206,7 +230,9 @@ def test_a_scheduled_chunk_step_is_the_whole_steps_bit_for_bit():
 
 
 @pytest.mark.filterwarnings("ignore::cubed_plugin.ReservedMemWarning")
-def test_fit_recomputes_a_chunk_too_large_with_the_whole_chunks_values(tmp_path, monkeypatch):
+def test_fit_recomputes_a_chunk_too_large_with_the_whole_chunks_values(
+    tmp_path, monkeypatch, dear_slices
+):
     """fit in one-pass mode on chunks whose step is over the budget: recomputed (the log and
     the plan say so), the parameters and losses those of whole chunks bit for bit, and those
     of row slices to rounding."""
@@ -248,7 +274,7 @@ def test_fit_recomputes_a_chunk_too_large_with_the_whole_chunks_values(tmp_path,
     for name in ("CALL_MICROSECONDS", "NODE_MICROSECONDS"):
         monkeypatch.setattr(chunk_plan, name, 0)
     monkeypatch.setattr(chunk_plan, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
-    rows.clear()
+    rows.clear()  # (slices' fixed costs at nothing: slices chosen)
     sliced, _, _ = run(allowed, rows.append)
     assert any("in slices of" in r for r in rows), rows
     np.testing.assert_allclose(sliced.history["loss"], whole.history["loss"], rtol=1e-12)
@@ -267,7 +293,7 @@ def processes():
 
 
 @measured
-def test_recomputed_tasks_measure_within_their_projection(tmp_path, processes):
+def test_recomputed_tasks_measure_within_their_projection(tmp_path, processes, dear_slices):
     reserved = math.ceil(worker_baseline(processes) * _baseline.MARGIN)
     params = _params()
     allowed = _allowed(tmp_path, reserved, params)
