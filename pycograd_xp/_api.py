@@ -86,6 +86,8 @@ def stop_gradient(x: T) -> T:
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, where: str) -> tuple[int, ...]:
+    if type(argnums) is int and -nargs <= argnums < nargs:  # (the common case: one in range)
+        return (argnums % nargs,)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not isinstance(i, int) or not -nargs <= i < nargs:
@@ -182,7 +184,13 @@ def _trace(
 
 def _nested(inputs: list) -> bool:
     """Whether an outer trace is running (then gradients must be differentiable themselves)."""
-    return STACK.grad_depth > 1 or any(c.node.parents for cs in inputs for c in cs)
+    if STACK.grad_depth > 1:
+        return True
+    for cs in inputs:  # (a loop, not a generator: a grad call asks once)
+        for c in cs:
+            if c.node.parents:
+                return True
+    return False
 
 
 def _pull(

@@ -107,8 +107,14 @@ class Node:
         saved: dict | None = None,
         kind: str = OP,
     ) -> None:
-        self.kind, self.prim, self.ns, self.args, self.kwargs = kind, prim, ns, args, kwargs
-        self.out, self.parents, self.saved = out, parents, saved
+        self.kind = kind  # (one store a field: no tuple built and unpacked per node)
+        self.prim = prim
+        self.ns = ns
+        self.args = args
+        self.kwargs = kwargs
+        self.out = out
+        self.parents = parents
+        self.saved = saved
         self.seq = next(SEQ)
         self.grad = None
 

@@ -442,6 +442,9 @@ def tree_unflatten(treedef: TreeDef, leaves: list[Any] | tuple[Any, ...]) -> Any
     """
     leaves = list(leaves)
     known = treedef.__dict__  # (flattening stores the count: no property call)
+    build = known.get("_builder")
+    if build and len(leaves) == known["_num_leaves"]:  # (a builder: the count is known)
+        return build(leaves)
     if len(leaves) != (known.get("_num_leaves") or treedef.num_leaves):
         raise ValueError(
             f"tree_unflatten: the structure {treedef!r} has {treedef.num_leaves} leaves, "

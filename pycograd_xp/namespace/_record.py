@@ -208,19 +208,21 @@ def elementwise_recorder(
             x1, x2 = _lift(ns, x1), _lift(ns, x2)
         if abstract:  # data a projected or compiled function closes over
             x1, x2 = _constant(ns, x1), _constant(ns, x2)
-        parents = []
-        if (p := _parent(x1, floating)) is not None:
+        parents = []  # (_parent, inline)
+        if isinstance(x1, Array) and (p := x1._node) is not None and x1._data.dtype in floating:
             parents.append((0, p))
-        if (p := _parent(x2, floating)) is not None:
+        if isinstance(x2, Array) and (p := x2._node) is not None and x2._data.dtype in floating:
             parents.append((1, p))
         if not parents:
             return out
         if STACK.debug_nans:
             check_nans(f"{prim.name}()", ns._backend, [out._data], _datas((x1, x2)))
         saved: dict = {}
-        attach(out, (keep(x1, 0, saved), keep(x2, 1, saved)), parents, saved)
+        kept = (keep(x1, 0, saved), keep(x2, 1, saved))
+        node = new_node(prim, ns, kept, {}, out._data if save_out else None, parents, saved or None)
+        out._node = node
         if STACK.jvp_hook is not None:  # running jvps: the output's tangent
-            STACK.jvp_hook(out._node, out, (x1, x2), {})
+            STACK.jvp_hook(node, out, (x1, x2), {})
         return out
 
     return rec1 if prim.kind == "unary" else rec2
