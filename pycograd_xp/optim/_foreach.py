@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -80,6 +81,8 @@ class Group:
         scalar from a 0-d operation: only a backend with ``scalar_type`` makes those, and
         it has ``scalar_to_array``) as arrays of the namespace."""
         cls, T, to_array = self.cls, self.array_type, self.to_array
+        if set(map(type, results)) == {T}:  # (backend arrays all: wrapped from C, no loop)
+            return tree_unflatten(self.treedef, list(map(partial(make, cls), results)))
         return tree_unflatten(
             self.treedef, [make(cls, r if type(r) is T else to_array(r)) for r in results]
         )
