@@ -77,6 +77,7 @@ class Plan:
         if self.names is not None and not self.off:
             if k >= len(self.names) or prim is None or self.names[k] != prim.name:
                 self.off = True  # another sequence of rows than the schedule's: keep all now
+                _left_schedule(k, self.names, node)
         if node.saved and self.by_node:
             self._refer(node)
         droppable = _droppable(node, out)
@@ -142,6 +143,24 @@ class Plan:
         if node.out is not None:  # the rule reads the output: it is made again too
             node.out = r
             r.holders += 1
+
+
+def _left_schedule(k: int, names: tuple[str, ...], node: Any) -> None:
+    """Say that a run recorded other rows than its schedule was chosen for: from there it keeps
+    every output (correct values), and its peak may pass the budget the schedule was proven
+    for."""
+    import warnings
+
+    expected = names[k] if k < len(names) else "nothing more"
+    warnings.warn(
+        f"memory schedule: this call recorded {node.name} as node {k}, where the schedule was "
+        f"chosen for {expected}: a Python branch or a shape took another path. It keeps every "
+        "output from there (the same values), and its peak may pass the budget; call the "
+        "budgeted function with arguments that take the same path, or choose its schedule "
+        "for them (memory.within(f, budget, *args))",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def _droppable(node: Any, out: Any) -> bool:
