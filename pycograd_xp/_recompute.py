@@ -23,7 +23,6 @@ Everything here is Array-API code through the namespace, so the projection
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from ._buffers import written_since
@@ -32,19 +31,6 @@ from ._state import STACK, GradMode, push, restore
 # id(node) -> the Recompute of a dropped node still on a tape. Empty (the common case): the
 # backward pass skips this module with one truth test.
 DROPPED: dict[int, Recompute] = {}
-
-
-class _Resolved(threading.local):
-    """Per thread (two threads may differentiate at once): the Recomputes given a value during
-    this thread's running backward passes (cleared as each pass ends)."""
-
-    made: list[Recompute]
-
-    def __init__(self) -> None:
-        self.made = []
-
-
-_RESOLVED = _Resolved()
 
 
 class Recompute:
@@ -137,7 +123,6 @@ def _evaluate(root: Recompute) -> Any:
             if tracker is not None:
                 tracker.prefix = ""
         r.value, r.left = out._data, r.holders
-        _RESOLVED.made.append(r)
         for i in inputs:  # one recipe slot of each input read
             _read(i)
     return root.value
@@ -167,21 +152,15 @@ def resolved(node: Any) -> tuple[tuple, dict, Any]:
     return args, kwargs, _resolve(node.out)
 
 
-def passed(node: Any) -> None:
-    """The backward pass walked past ``node``: if it was dropped, nothing reads its value again."""
+def passed(node: Any, retained: bool) -> None:
+    """The backward pass walked past ``node``: if it was dropped, nothing reads its value again
+    in this pass (a value made for slots whose nodes no cotangent reached goes too), nor its
+    recipe in any pass unless the graph is ``retained``."""
+    if retained:
+        r = DROPPED.get(id(node))
+        if r is not None:
+            r.value = None
+        return
     r = DROPPED.pop(id(node), None)
     if r is not None:
         r.value = r.args = r.kwargs = None  # type: ignore[assignment]
-
-
-def pass_began() -> int:
-    return len(_RESOLVED.made)
-
-
-def pass_ended(mark: int) -> None:
-    """Values made during a pass that ended and no slot read to the last (a slot whose node no
-    cotangent reached) go with it."""
-    made = _RESOLVED.made
-    for r in made[mark:]:
-        r.value = None
-    del made[mark:]

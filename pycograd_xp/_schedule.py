@@ -14,7 +14,7 @@ from ._buffers import mark_saved
 from ._recompute import DROPPED, Recompute
 from ._state import push, restore
 from .namespace._array import Array
-from .namespace._dispatch import function_of
+from .namespace._dispatch import bind, has_function
 
 
 @contextlib.contextmanager
@@ -131,7 +131,7 @@ class Plan:
 
         r = Recompute(
             node.prim.name,
-            function_of(ns, node.prim),
+            _row_call(node.prim, ns),
             tuple(held(a) for a in args),
             {k: held(v) for k, v in kwargs.items()} if kwargs else {},
             ns,
@@ -143,6 +143,15 @@ class Plan:
         if node.out is not None:  # the rule reads the output: it is made again too
             node.out = r
             r.holders += 1
+
+
+def _row_call(prim: Any, ns: Any) -> Any:
+    """``ns``'s function for the row ``prim``, called through the choke point (``bind``)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return bind(prim, ns, args, kwargs, ns)
+
+    return call
 
 
 def _left_schedule(k: int, names: tuple[str, ...], node: Any) -> None:
@@ -169,11 +178,7 @@ def _droppable(node: Any, out: Any) -> bool:
     prim = getattr(node, "prim", None)
     if prim is None or prim.name in _NEVER or isinstance(out, tuple):
         return False
-    try:
-        function_of(node.ns, prim)
-    except AttributeError:
-        return False
-    return True
+    return has_function(node.ns, prim)
 
 
 class Recorded:

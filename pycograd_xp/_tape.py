@@ -30,7 +30,7 @@ from typing import Any
 from ._buffers import _WRITES, SEQ, check_unchanged, is_saved, mark_saved, note_write
 from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
-from ._recompute import DROPPED, pass_began, pass_ended, passed, resolved
+from ._recompute import DROPPED, passed, resolved
 from ._state import STACK, GradMode, push, restore
 
 # (re-exported: what the namespace's recording and writes use)
@@ -252,12 +252,13 @@ def backward(
     # a lazy backend's op labels: which rule made each op (pycograd_xp._parts)
     was = enter("backward", "") if WATCHED[0] else None
     prev = push(GradMode(create_graph))
-    made_again = pass_began() if DROPPED else -1  # a memory schedule's recomputed values
     try:
         for node in _toposort([n for n, _ in roots], stop_below):
             key = id(node)
             g = cts.pop(key, None)
             if g is None:
+                if DROPPED:  # a memory schedule's output made again: not read past here
+                    passed(node, retain_graph)
                 continue
             kind = node.kind
             if key in target_ids:
@@ -275,11 +276,9 @@ def backward(
                     _run_rule_within(node, g, cts, create_graph)
                 if not retain_graph:
                     node.args = node.kwargs = node.out = None
-                    if DROPPED:
-                        passed(node)
+                if DROPPED:
+                    passed(node, retain_graph)
     finally:
-        if made_again >= 0:
-            pass_ended(made_again)
         restore(prev)
         if was is not None:
             leave(was)

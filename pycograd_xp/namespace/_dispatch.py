@@ -78,3 +78,13 @@ def function_of(ns: ModuleType, prim: Primitive) -> Callable[..., Any]:
         Callable[..., Any],
         getattr(getattr(ns, prim.scope) if prim.scope else ns, prim.short_name),
     )
+
+
+def has_function(ns: ModuleType, prim: Primitive) -> bool:
+    """Whether ``ns`` has a function for the row ``prim`` (a row of the table: not a custom
+    function's nor a segment's), so that :func:`bind` can call it there."""
+    try:
+        function_of(ns, prim)
+    except AttributeError:
+        return False
+    return True
