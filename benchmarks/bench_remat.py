@@ -5,8 +5,8 @@ For a 20-layer MLP, a stack of 8 transformer blocks and the small CNN, at budget
 the smallest peak any schedule reaches), the measured peak (tracemalloc, never above the budget),
 and the step's time against the unconstrained step, round-robin in one process. The sqrt(n)
 row wraps every round(sqrt(n)) layers in ``pg.remat`` (Chen et al. 2016), its own measured peak
-beside it. PyTorch's ``activation_memory_budget`` (``torch.compile`` only) is run when torch and
-a working inductor are importable (``--torch``), at the same fractions.
+beside it. ``--torch`` runs PyTorch's ``activation_memory_budget`` (``torch.compile`` only) on
+the same three models at 100, 50 and 30 % (with torch and a working inductor: a C++ compiler).
 
     python benchmarks/bench_remat.py            # all three models
     python benchmarks/bench_remat.py --quick    # smaller models (the default test run's size)
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -214,32 +215,67 @@ def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) 
     return out
 
 
-def torch_mlp(depth: int = 20, width: int = 256, batch: int = 4096, repeats: int = 5) -> list[str]:
-    """PyTorch's answer for the MLP: ``torch._functorch.config.activation_memory_budget`` (a
-    fraction, ``torch.compile`` only), the step's peak from the profiler's allocation events
-    (allocations during the step: the arguments not included) and its CPU time against
-    PyTorch's eager step."""
+def torch_models(repeats: int = 5, fractions: tuple[float, ...] = (1.0, 0.5, 0.3)) -> list[str]:
+    """PyTorch's answer for the three models: ``torch._functorch.config.
+    activation_memory_budget`` (a fraction, ``torch.compile`` only), each step's peak from the
+    profiler's allocation events (allocations during the step: the arguments not included) and
+    its CPU time against PyTorch's eager step of the same model."""
     import torch
     import torch._functorch.config as functorch_config
+    import torch.nn.functional as tf
     from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
-    ws = [
-        (torch.randn(width, width, generator=g) / math.sqrt(width)).requires_grad_(True)
-        for _ in range(depth)
-    ]
-    bs = [torch.zeros(width, requires_grad=True) for _ in range(depth)]
-    x = torch.randn(batch, width, generator=g)
 
-    def loss(x: Any) -> Any:
-        h = x
-        for w, b in zip(ws, bs, strict=True):
-            h = torch.tanh(h @ w + b)
-        return (h**2).mean()
+    def w(*shape: int) -> Any:
+        return (torch.randn(*shape, generator=g) / math.sqrt(shape[0])).requires_grad_(True)
 
-    def step(f: Callable) -> Callable[[], Any]:
-        return lambda: torch.autograd.grad(f(x), ws + bs)
+    def mlp_model() -> tuple:
+        ws = [w(256, 256) for _ in range(20)]
+        bs = [torch.zeros(256, requires_grad=True) for _ in range(20)]
+
+        def loss(x: Any) -> Any:
+            h = x
+            for a, b in zip(ws, bs, strict=True):
+                h = torch.tanh(h @ a + b)
+            return (h**2).mean()
+
+        return loss, ws + bs, (torch.randn(4096, 256, generator=g),)
+
+    def transformer_model(blocks: int = 8, d: int = 128, t: int = 256, batch: int = 8) -> tuple:
+        ps = [
+            {"qkv": w(d, 3 * d), "o": w(d, d), "w1": w(d, 4 * d), "w2": w(4 * d, d)}
+            for _ in range(blocks)
+        ]
+
+        def block(x: Any, p: dict) -> Any:
+            q, k, v = (
+                part.reshape(batch, t, 4, -1).permute(0, 2, 1, 3)
+                for part in (tf.layer_norm(x, (d,)) @ p["qkv"]).split(d, dim=-1)
+            )
+            a = tf.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.permute(0, 2, 1, 3).reshape(batch, t, d) @ p["o"]
+            return x + tf.gelu(tf.layer_norm(x, (d,)) @ p["w1"], approximate="tanh") @ p["w2"]
+
+        def loss(x: Any) -> Any:
+            for p in ps:
+                x = block(x, p)
+            return (x**2).mean()
+
+        params = [a for p in ps for a in p.values()]
+        return loss, params, (torch.randn(batch, t, d, generator=g),)
+
+    def cnn_model(batch: int = 64) -> tuple:
+        c1, c2, fc = w(8, 1, 3, 3), w(16, 8, 3, 3), w(16 * 7 * 7, 10)
+        y = torch.randint(0, 10, (batch,), generator=g)
+
+        def loss(x: Any) -> Any:
+            h = tf.max_pool2d(torch.relu(tf.conv2d(x, c1, padding=1)), 2)
+            h = tf.max_pool2d(torch.relu(tf.conv2d(h, c2, padding=1)), 2)
+            return tf.cross_entropy(h.reshape(batch, -1) @ fc, y)
+
+        return loss, [c1, c2, fc], (torch.randn(batch, 1, 28, 28, generator=g),)
 
     def peak(run: Callable[[], Any]) -> int:
         run()
@@ -253,24 +289,39 @@ def torch_mlp(depth: int = 20, width: int = 256, batch: int = 4096, repeats: int
             top = max(top, live)
         return top
 
-    runs = {"eager": step(loss)}
-    for frac in (1.0, 0.5, 0.3):
-        functorch_config.activation_memory_budget = frac
-        torch._dynamo.reset()
-        compiled = torch.compile(loss)
-        runs[f"compile, budget {frac}"] = step(compiled)
-        runs[f"compile, budget {frac}"]()  # compiled here, under this budget
-    peaks = {k: peak(r) for k, r in runs.items()}
-    times = _time(runs, repeats)
-    base = times["eager"]
     out = [
-        f"## PyTorch {torch.__version__}, MLP {depth}x{width}, batch {batch}, float32 "
-        "(peak: the profiler's allocation events during the step, arguments not included)",
+        f"## PyTorch {torch.__version__}: activation_memory_budget under torch.compile (peak: "
+        "the profiler's allocation events during the step, arguments not included; time: CPU "
+        "time against PyTorch's eager step)",
         "",
-        "| step | peak | time |",
-        "|---|---|---|",
+        "| model | step | peak | time |",
+        "|---|---|---|---|",
     ]
-    out += [f"| {k} | {peaks[k] * 1e-6:.1f} MB | {times[k] / base:.2f}x |" for k in runs]
+    models = {
+        "MLP 20x256, batch 4096": mlp_model,
+        "transformer 8 blocks d=128 T=256 batch 8": transformer_model,
+        "CNN batch 64": cnn_model,
+    }
+    for name, make in models.items():
+        loss, params, args = make()
+
+        def step(f: Callable, params: list = params, args: tuple = args) -> Callable[[], Any]:
+            return lambda: torch.autograd.grad(f(*args), params)
+
+        runs = {"eager": step(loss)}
+        for frac in fractions:
+            functorch_config.activation_memory_budget = frac
+            torch._dynamo.reset()
+            runs[f"compile, budget {frac}"] = step(torch.compile(loss))
+            runs[f"compile, budget {frac}"]()  # compiled here, under this budget
+        peaks = {k: peak(r) for k, r in runs.items()}
+        times = _time(runs, repeats)
+        rows = [
+            f"| {name} | {k} | {peaks[k] * 1e-6:.1f} MB | {times[k] / times['eager']:.2f}x |"
+            for k in runs
+        ]
+        print("\n".join(rows), file=sys.stderr, flush=True)  # (progress: compiling is slow)
+        out += rows
     return out
 
 
@@ -283,7 +334,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.torch:
-        print("\n".join(torch_mlp(repeats=a.repeats)))
+        print("\n".join(torch_models(repeats=a.repeats)))
         return
     if a.quick:
         models = {
