@@ -138,12 +138,10 @@ def _track(a: Any, where: str, path: str | tuple[int, int | None]) -> tuple[Arra
     return t, _Input(node, a._data, type(a))
 
 
-def _path(path: str | tuple[int, int | None]) -> str:
-    """What :func:`_track`'s ``path`` names, in words."""
+def _path(path: str | tuple[int, int | None]) -> str:  # _track's path in words
     if isinstance(path, str):
         return path
-    i, j = path
-    return f"argument {i}" + (f" leaf {j}" if j is not None else "")
+    return f"argument {path[0]}" + (f" leaf {path[1]}" if path[1] is not None else "")
 
 
 def _flatten(x: Any) -> tuple[list, Any]:

@@ -281,8 +281,7 @@ def _set(frames: tuple[Frame, ...]) -> None:
     STACK.__dict__.update(_derive(frames))
 
 
-# The frame kinds a push sets two fields for, deriving nothing (see :func:`push`).
-_COUNTED = frozenset((GradMode, Grad, Part))
+_COUNTED = frozenset((GradMode, Grad, Part))  # the frames a push derives nothing for
 
 
 # The views a push replaced, by the id of their stack (each holds its stack, so the id stays

@@ -107,14 +107,8 @@ class Node:
         saved: dict | None = None,
         kind: str = OP,
     ) -> None:
-        self.kind = kind  # (one store a field: no tuple built and unpacked per node)
-        self.prim = prim
-        self.ns = ns
-        self.args = args
-        self.kwargs = kwargs
-        self.out = out
-        self.parents = parents
-        self.saved = saved
+        self.kind, self.prim, self.ns, self.args, self.kwargs = kind, prim, ns, args, kwargs
+        self.out, self.parents, self.saved = out, parents, saved
         self.seq = next(SEQ)
         self.grad = None
 
@@ -207,17 +201,12 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
     shape = tuple(like.shape)
     if tuple(ct.shape) != shape:
         lead = ct.ndim - len(shape)
-        ones = (
-            tuple(lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1)
-            if 1 in shape
-            else ()
-        )
-        if not ones:  # leading axes only (a bias): their sum has the input's shape
-            ct = ops.sum(ct, axis=tuple(range(lead))) if lead else ct
-        else:
-            ct = ops.sum(ct, axis=tuple(range(lead)) + ones, keepdims=True)
-            if lead:
-                ct = ops.reshape(ct, shape)
+        ones = [lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1]
+        if lead and not ones:  # leading axes only (a bias): their sum has the input's shape
+            ct = ops.sum(ct, axis=tuple(range(lead)))
+        elif lead or ones:
+            ct = ops.sum(ct, axis=(*range(lead), *ones), keepdims=True)
+            ct = ops.reshape(ct, shape) if lead else ct
     if ct.dtype != like.dtype:  # (equal dtypes: both complex or neither, nothing to cast)
         if ops.isdtype(ct.dtype, "complex floating") and not ops.isdtype(
             like.dtype, "complex floating"

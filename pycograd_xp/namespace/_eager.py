@@ -28,8 +28,9 @@ from .._primitive import Primitive
 from .._state import STACK
 from ._array import PLAIN_TYPES, SCALARS, Array
 from ._dispatch import SHAPE_CREATORS, HandOver, bind
+from ._general_record import general_recorder
 from ._lanes import Lanes
-from ._record import elementwise_recorder, general_recorder, one_array_recorder, record
+from ._record import elementwise_recorder, one_array_recorder, record
 from ._signature import Params, check_axis, dtype_error, explain
 
 # Functions whose job is to take data from outside (foreign arrays are welcome there).

@@ -103,9 +103,7 @@ def record(prim: Any, ns: Any, out: Any, args: tuple, kwargs: dict) -> Any:
             parents.extend(
                 ((i, j), p) for j, e in enumerate(a) if (p := _parent(e, floating)) is not None
             )
-        elif (
-            isinstance(a, Array) and (p := a._node) is not None and a._data.dtype in floating
-        ):  # (_parent, inline: most arguments are arrays)
+        elif (p := _parent(a, floating)) is not None:
             parents.append((i, p))
     for name in prim.diff_kwargs:
         if (p := _parent(kwargs.get(name), floating)) is not None:
@@ -228,53 +226,9 @@ def elementwise_recorder(
     return rec1 if prim.kind == "unary" else rec2
 
 
-def general_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool, Arr: Any) -> Any:
-    """:func:`record` for one general row of one namespace called positionally with arrays of
-    it (a fast lane's call: ``matmul``, ``_relu``): ``rec(out, *args)``. What the row saves
-    is looked up once here; anything else (a list, a number or another namespace's array
-    among the arguments, several outputs, ``debug_nans``) is :func:`record`'s, as is every
-    call on a batched or abstract namespace (made with ``record`` itself then)."""
-    saves, names = prim.saves, prim.arg_names
-    save = [n in saves for n in names] or [False]  # (the last name stands for any beyond)
-    last = len(save) - 1
-    save_out = "out" in saves
-    new_node = Node
-
-    def rec(out: Any, *args: Any) -> Any:
-        if type(out) is not Arr or STACK.debug_nans:
-            return record(prim, ns, out, args, {})
-        parents = []
-        for i, a in enumerate(args):
-            if type(a) is not Arr:
-                return record(prim, ns, out, args, {})
-            if (p := a._node) is not None and a._data.dtype in floating:
-                parents.append((i, p))
-        if not parents or out._data.dtype not in floating:
-            return out
-        saved: dict = {}
-        kept = []
-        for i, a in enumerate(args):
-            if save[i if i < last else last]:
-                kept.append(_save(a, i, saved))
-            else:
-                d = a._data
-                kept.append(ShapeDtype(d.shape, d.dtype, d.chunks if chunked else None))
-        node = new_node(prim, ns, tuple(kept), {}, None, parents, saved or None)
-        out._node = node
-        if save_out:
-            node.out = out._data
-        if STACK.jvp_hook is not None:  # running jvps: the output's tangent
-            STACK.jvp_hook(node, out, args, {})
-        return out
-
-    return rec
-
-
 def one_array_recorder(prim: Any, ns: Any, floating: frozenset, chunked: bool, Arr: Any) -> Any:
-    """:func:`record` for one general row of one namespace called as ``f(x, /, **kw)`` or
-    ``f(x, a, /, **kw)`` with ``x`` an array of it and the rest plain values (the one-array
-    lane's call: ``sum``, ``mean``, ``reshape``): ``rec(out, args, kwargs)``. Anything else
-    is :func:`record`'s, as :func:`general_recorder`'s."""
+    """:func:`record` for a general row called as ``f(x, /, **kw)`` or ``f(x, a, /, **kw)``, the
+    rest plain values (the one-array lane's: ``sum``, ``reshape``); else :func:`record`."""
     save_x = prim.arg_names[0] in prim.saves
     save_out = "out" in prim.saves
     no_kwarg_rules = not prim.diff_kwargs

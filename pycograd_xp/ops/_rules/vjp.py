@@ -122,9 +122,7 @@ def to_complex(ns: Any, g: Any) -> Any:
     return ns.astype(g, ns.complex64 if g.dtype == ns.float32 else ns.complex128)
 
 
-def mT(ns: Any, x: Any) -> Any:
-    """``matrix_transpose(x)``: the standard's ``x.mT`` where the array has it (NumPy's from
-    2.0: a view, no Python call), else the namespace's function."""
+def mT(ns: Any, x: Any) -> Any:  # the standard's x.mT where arrays have it (NumPy 2: no call)
     t = getattr(x, "mT", None)
     return t if t is not None else ns.matrix_transpose(x)
 
