@@ -264,6 +264,15 @@ def choose(
     where = f"memory.within({_name(f)})"
     limit = parse_bytes(budget)
     nums = _which(f, argnums)
+    if any(
+        isinstance(leaf, Array) and leaf._backend.chunked
+        for leaf in tree_flatten((args, kwargs))[0]
+    ):
+        raise NotImplementedError(
+            f"{where}: a budget is chosen for eager steps (NumPy, array-api-strict, CuPy); on "
+            "a chunked backend each task's memory is Cubed's: cubed_plugin.fit(one_pass=True) "
+            "fits a chunk too large for its task by recompute or row slices"
+        )
     logs: list = []
     search = _Search(f, args, kwargs, nums, compiled)
     full = search.projection(frozenset(), logs)

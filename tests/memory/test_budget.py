@@ -354,3 +354,16 @@ def test_imperative_backward_and_a_pullback_called_twice():
         assert _same(pull(XP.asarray(1.0))[0], expected)
     del value, pull
     assert not _recompute.DROPPED
+
+
+def test_a_chunked_backend_is_pointed_to_one_pass_fit():
+    cubed = pytest.importorskip("cubed")
+    xc = pg.namespace(cubed)
+    w = xc.asarray(np.ones((8, 4)))
+    x = xc.asarray(np.ones((16, 8)))
+
+    def loss(w, x):
+        return xc.mean(xc.tanh(x @ w))
+
+    with pytest.raises(NotImplementedError, match="one_pass=True"):
+        pg.grad(loss, budget="1 MB")(w, x)
