@@ -38,6 +38,7 @@ from ..tree import tree_flatten, tree_unflatten
 
 _OFF: list[bool] = [False]
 _data, _node, _dtype = attrgetter("_data"), attrgetter("_node"), attrgetter("dtype")
+_kind = attrgetter("kind")
 
 
 @contextmanager
@@ -106,14 +107,7 @@ def group(*trees: Any) -> Group | None:
         return None
     cls = type(first[0])
     backend = first[0]._backend
-    if (
-        backend.lazy
-        or backend.abstract
-        or backend.level
-        or backend.takes_out is None
-        or (backend.scalar_type is not None and backend.scalar_to_array is None)
-        or not backend.takes_out(backend.xp.sqrt)
-    ):
+    if not _eager_writes(backend):
         return None
     tracked = STACK.grad_enabled
     data: list[list[Any]] = []
@@ -132,12 +126,37 @@ def group(*trees: Any) -> Group | None:
         column = list(map(_data, leaves))
         if dtypes is None:  # one floating dtype per parameter across the trees
             dtypes = list(map(_dtype, column))
-            if {getattr(t, "kind", None) for t in dtypes} != {"f"}:
+            try:
+                if set(map(_kind, dtypes)) != {"f"}:
+                    return None
+            except AttributeError:  # (a dtype without NumPy's kind)
                 return None
         elif list(map(_dtype, column)) != dtypes:
             return None
         data.append(column)
     return Group(cls, backend, treedef, data)
+
+
+# id(backend) -> (backend, whether multi-tensor updates run on it), decided once per backend
+_EAGER_WRITES: dict[int, tuple[Any, bool]] = {}
+
+
+def _eager_writes(backend: Any) -> bool:
+    """Whether ``backend`` is eager, concrete, unbatched and writes ``out=`` (NumPy, CuPy)."""
+    known = _EAGER_WRITES.get(id(backend))
+    if known is None or known[0] is not backend:
+        ok = not (
+            backend.lazy
+            or backend.abstract
+            or backend.level
+            or backend.takes_out is None
+            or (backend.scalar_type is not None and backend.scalar_to_array is None)
+            or not backend.takes_out(backend.xp.sqrt)
+        )
+        if len(_EAGER_WRITES) > 64:  # (backends made on the fly, vmap's levels: kept few)
+            _EAGER_WRITES.clear()
+        known = _EAGER_WRITES[id(backend)] = (backend, ok)
+    return known[1]
 
 
 def _root(sqrt: Any, x: Any) -> Any:
