@@ -28,6 +28,9 @@ SEQ = itertools.count()
 _SAVED_BUFFERS: dict[int, Any] = {}
 # id(buffer) -> (weak reference to it, sequence number of its last in-place write).
 _WRITES: dict[int, tuple[Any, int]] = {}
+# The sequence number of the latest in-place write noted: a node recorded after it cannot have
+# a residual written since (an optimizer's in-place update before the next step's forward).
+LAST_WRITE = [-1]
 
 
 def mark_saved(backend: Any, d: Any) -> None:
@@ -67,7 +70,8 @@ def note_write(backend: Any, d: Any) -> None:
         ref = weakref.ref(b, forget)
     except TypeError:  # not weak-referenceable: cannot be told apart from a later buffer
         return
-    _WRITES[key] = (ref, next(SEQ))
+    seq = LAST_WRITE[0] = next(SEQ)
+    _WRITES[key] = (ref, seq)
 
 
 def written_since(backend: Any, d: Any, seq: int) -> bool:

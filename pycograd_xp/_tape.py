@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ._buffers import _WRITES, SEQ, check_unchanged, is_saved, mark_saved, note_write
+from ._buffers import _WRITES, LAST_WRITE, SEQ, check_unchanged, is_saved, mark_saved, note_write
 from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
 from ._recompute import DROPPED, passed, resolved
@@ -298,7 +298,7 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
             f"backward through {node.name} a second time: its saved values were freed after the "
             "first backward; pass retain_graph=True to the first backward to keep them"
         )
-    if _WRITES:
+    if _WRITES and LAST_WRITE[0] > node.seq:  # a buffer written since the node was recorded
         check_unchanged(node)
     kwargs, out = node.kwargs, node.out
     if DROPPED:  # residuals a memory schedule dropped are made again (pycograd_xp._recompute)
