@@ -113,27 +113,14 @@ class Plan:
             node.args = tuple(args)
 
     def _drop(self, node: Any, out: Any, args: tuple, kwargs: dict) -> None:
-        ns = node.ns
-        by_node = self.by_node
+        """Give ``node`` its Recompute: its row, and its arguments held or recomputed."""
+        ns, by_node = node.ns, self.by_node
         backend = ns._backend
-
-        def held(a: Any) -> Any:
-            if isinstance(a, Array):
-                r = by_node.get(a._node) if a._node is not None else None
-                if r is not None:
-                    r.holders += 1
-                    return r
-                mark_saved(backend, a._data)  # a write into it would copy it first
-                return a._data
-            if type(a) is list or type(a) is tuple:
-                return type(a)(held(e) for e in a)
-            return a
-
         r = Recompute(
             node.prim.name,
             _row_call(node.prim, ns),
-            tuple(held(a) for a in args),
-            {k: held(v) for k, v in kwargs.items()} if kwargs else {},
+            tuple(_held(a, by_node, backend) for a in args),
+            {k: _held(v, by_node, backend) for k, v in kwargs.items()} if kwargs else {},
             ns,
             node.seq,
         )
@@ -143,6 +130,22 @@ class Plan:
         if node.out is not None:  # the rule reads the output: it is made again too
             node.out = r
             r.holders += 1
+
+
+def _held(a: Any, by_node: Any, backend: Any) -> Any:
+    """What a recipe holds for argument ``a``: the Recompute of a dropped input, else its data
+    (protected from in-place writes). Module level, not a closure: a self-calling closure is a
+    reference cycle (see tree.py)."""
+    if isinstance(a, Array):
+        r = by_node.get(a._node) if a._node is not None else None
+        if r is not None:
+            r.holders += 1
+            return r
+        mark_saved(backend, a._data)  # a write into it would copy it first
+        return a._data
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_held(e, by_node, backend) for e in a)
+    return a
 
 
 def _row_call(prim: Any, ns: Any) -> Any:
