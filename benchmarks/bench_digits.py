@@ -119,13 +119,13 @@ def main() -> None:
     base = "PyTorch eager" if "PyTorch eager" in runs else "pycograd_xp"
     result: dict[str, dict[str, float]] = {}
     print(f"digits epoch ({what}, {len(x) // digits.BATCH} batches of {digits.BATCH}), one thread")
-    print(f"  {'contender':22s} {'ms/epoch':>9s} {'/' + base:>16s} {'(q1, q3)':>14s}", end="")
+    print(f"  {'contender':22s} {'ms/epoch':>9s} {'/' + base:>16s} {'(q1, q3)':>15s}", end="")
     print("" if args.no_count else f" {'Python calls':>13s} {'bytecodes':>10s}")
     for name, ts in times.items():
         ratios = sorted(t / b for t, b in zip(ts, times[base], strict=True))
         q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
         result[name] = {"ms": 1e3 * statistics.median(ts), "ratio": q[1], "q1": q[0], "q3": q[2]}
-        line = f"  {name:22s} {result[name]['ms']:9.2f} {q[1]:16.3f} ({q[0]:.3f}, {q[2]:.3f})"
+        line = f"  {name:22s} {result[name]['ms']:9.2f} {q[1]:16.3f}  ({q[0]:.3f}, {q[2]:.3f})"
         if not args.no_count:
             calls, ops = count(runs[name])
             result[name].update(calls=calls, bytecodes=ops)

@@ -339,23 +339,24 @@ def report(
 ) -> list[str]:
     lines = [
         title,
-        f"  {'contender':24s} {'wall ms':>8s} {'CPU ms':>8s} {'CPU / ' + base:>20s} "
+        f"  {'contender':24s} {'wall ms':>8s} {'CPU ms':>8s}  {'CPU / ' + base:>20s}  "
         f"{'(quartiles)':>14s}",
     ]
     for name, t in times.items():
         lines.append(
-            f"  {name:24s} {t['wall'] * 1e3:8.1f} {t['cpu'] * 1e3:8.1f} "
-            f"{t['cpu'] / times[base]['cpu']:20.2f} {t['q1']:6.2f}-{t['q3']:.2f}"
+            f"  {name:24s} {t['wall'] * 1e3:8.1f} {t['cpu'] * 1e3:8.1f}  "
+            f"{t['cpu'] / times[base]['cpu']:20.2f}  {t['q1']:6.2f}-{t['q3']:.2f}"
         )
-    lines.append(
-        f"  step peak, MiB beyond the arguments: {'tracemalloc':>11s} {'RSS live':>9s} "
-        f"{'RSS fixed':>9s} {'live / ' + base:>22s}"
-    )
+    lines += [
+        "step peak, MiB beyond the arguments",
+        f"  {'contender':36s} {'tracemalloc':>11s}  {'RSS live':>9s}  {'RSS fixed':>9s}  "
+        f"{'live / ' + base:>22s}",
+    ]
     for name, m in peaks.items():
         ratio = m["rss_live"] / peaks[base]["rss_live"] if base in peaks else float("nan")
         lines.append(
-            f"  {name:36s} {_mib(m['tracemalloc']):>11s} {_mib(m['rss_live']):>9s} "
-            f"{_mib(m['rss_fixed']):>9s} {ratio:22.2f}"
+            f"  {name:36s} {_mib(m['tracemalloc']):>11s}  {_mib(m['rss_live']):>9s}  "
+            f"{_mib(m['rss_fixed']):>9s}  {ratio:22.2f}"
         )
     if base in peaks and ours_name in peaks:
         o, t = peaks[ours_name], peaks[base]
@@ -410,8 +411,9 @@ def main(argv: list[str] | None = None) -> None:
         g_times = _common.interleaved_clocks(gemm, repeats=a.repeats, number=1, base=base)
         lines.append(
             "The block step's matrix products alone (6 layers x 3, and the causal attention's "
-            f"in blocks of 64 rows), beside {base}'s whole step: CPU ms, and / its step"
+            f"in blocks of 64 rows), beside {base}'s whole step"
         )
+        lines.append(f"  {'contender':24s} {'CPU ms':>8s}  {'/ ' + base:>8s}")
         for name, t in g_times.items():
             lines.append(
                 f"  {name:24s} {t['cpu'] * 1e3:8.1f} {t['cpu'] / g_times[base]['cpu']:8.2f}"

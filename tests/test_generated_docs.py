@@ -57,3 +57,32 @@ def test_each_recorded_benchmark_says_its_load():
         assert {"date", "commit", "machine", "output"} <= set(r), path
         if "load" in r:
             assert {"before", "after", "quiet"} <= set(r["load"]), path
+
+
+def test_a_report_with_ranges_quartiles_and_markdown_keeps_its_columns():
+    """Rows whose cells are ranges, quartile pairs or dashes stay tables; the bar draws the ratio
+    column, not the last; Markdown a benchmark prints (a table, a ``##`` title) passes as is."""
+    report = "\n".join(
+        [
+            "block step",
+            "  contender      CPU ms   CPU / PyTorch    (quartiles)",
+            "  pycograd_xp     184.2            0.97      0.81-0.98",
+            "  PyTorch eager   188.9            1.00      1.00-1.00",
+            "epoch",
+            "  contender   ms/epoch  /PyTorch eager        (q1, q3)  bytecodes",
+            "  pycograd_xp    17.52           1.021  (0.920, 1.093)     314326",
+            "  PyTorch         -              1.000  (1.000, 1.000)      74520",
+            "## MLP, budgets",
+            "| budget | measured |",
+            "|---|---|",
+            "| 50% | 47.6 MB |",
+        ]
+    )
+    md = hooks.benchmark_tables(report).splitlines()
+    assert md[2] == "| contender | CPU ms | CPU / PyTorch | (quartiles) | CPU / PyTorch, as a bar |"
+    assert md[4] == "| **pycograd_xp** | 184.2 | 0.97 | 0.81-0.98 | `███████████████████████` |"
+    assert md[5] == "| PyTorch eager | 188.9 | 1.00 | 1.00-1.00 | `████████████████████████` |"
+    assert md[11].startswith("| **pycograd_xp** | 17.52 | 1.021 | (0.920, 1.093) | 314326 |")
+    assert md[12].startswith("| PyTorch | - | 1.000 | (1.000, 1.000) | 74520 |")
+    assert "**MLP, budgets**" in md
+    assert md[-1] == "| 50% | 47.6 MB |"

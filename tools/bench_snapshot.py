@@ -32,6 +32,9 @@ CONFIGS: dict[str, tuple[list[str], str]] = {
     "bench_vmap": ([], "the script's own sizes"),
     "bench_jvp": ([], "the script's own sizes"),
     "bench_memory": ([], "the script's own sizes"),
+    "bench_digits": (["--rounds", "41"], "the epoch of examples/digits.py, 41 rounds"),
+    "bench_transformer": (["--no-char", "--gemms"], "one block step and the small CNN step"),
+    "bench_remat": ([], "budgeted steps: 20-layer MLP, 8 transformer blocks, the small CNN"),
 }
 
 

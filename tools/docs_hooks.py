@@ -165,32 +165,70 @@ def _scale(values: list[float]) -> float:
     return min(ordered[-1], 4 * median) if median > 0 else ordered[-1]
 
 
+# a table's cell other than its first: a number (with a unit or a sign), a range ("0.81-0.98"),
+# a pair of quartiles ("(0.920, 1.093)"), or a dash for none
+_CELL = re.compile(r"-|[-+]?[\d.,]+\s?(?:x|%|ms|MB|MiB|s)?|[\d.]+-[\d.]+|\([-\d., ]+\)")
+
+
+def _row(line: str, width: int) -> list[str] | None:
+    """``line``'s cells when it is a row of a table ``width`` columns wide: a name, then cells
+    that are all numbers (:data:`_CELL`); None otherwise."""
+    cells = _columns(line)
+    if len(cells) != width or len(cells) < 2:
+        return None
+    return cells if all(_CELL.fullmatch(c) for c in cells[1:]) else None
+
+
+def _number(cell: str) -> float:
+    m = re.match(r"[-+]?\d[\d.,]*", cell)
+    return float(m[0].replace(",", "")) if m else float("nan")
+
+
+def _bar_column(head: list[str]) -> int:
+    """The column a table's bars draw: its ratio (a header with "/" or "ratio"), else its last."""
+    for j, h in enumerate(head[1:], 1):
+        if "ratio" in h or h.startswith("/") or " / " in h:
+            return j
+    return len(head) - 1
+
+
 def benchmark_tables(output: str) -> str:
     """A benchmark's printed report as Markdown: each of its tables (a header line starting
-    with ``contender`` or ``case``, then a row per contender whose last column is a number) as a
-    table with a bar per row (its last column, against the table's largest), the other lines as
-    text beside them."""
+    with ``contender`` or ``case``, then a row per contender whose other columns are numbers)
+    as a table with a bar per row (its ratio column, or its last, against the table's largest),
+    Markdown a benchmark prints itself (tables, ``#`` titles) as it is, the other lines as text
+    beside them."""
     lines = output.splitlines()
     out: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
+        if line.startswith("|"):  # a Markdown table the benchmark printed
+            out.append(line)
+            if i + 1 == len(lines) or not lines[i + 1].startswith("|"):
+                out.append("")
+            i += 1
+            continue
+        if line.startswith("#"):  # a Markdown title
+            if out and out[-1]:
+                out.append("")
+            out.append(f"**{line.lstrip('#').strip()}**\n")
+            i += 1
+            continue
         head = _columns(line) if line.strip() else []
         if head and head[0] in ("contender", "case"):
             rows = []
             i += 1
-            while i < len(lines):
-                cells = _columns(lines[i])
-                if len(cells) != len(head) or not re.fullmatch(r"-?[\d.]+", cells[-1]):
-                    break
+            while i < len(lines) and (cells := _row(lines[i], len(head))) is not None:
                 rows.append(cells)
                 i += 1
-            scale = _scale([float(r[-1]) for r in rows])
-            out.append("| " + " | ".join([*head, f"{head[-1]}, as a bar"]) + " |")
+            bar = _bar_column(head)
+            scale = _scale([_number(r[bar]) for r in rows])
+            out.append("| " + " | ".join([*head, f"{head[bar]}, as a bar"]) + " |")
             out.append("|" + "---|" + "---:|" * (len(head) - 1) + "---|")
             for r in rows:
                 name = f"**{r[0]}**" if r[0].startswith("pycograd_xp") else r[0]
-                out.append("| " + " | ".join([name, *r[1:], _bar(float(r[-1]), scale)]) + " |")
+                out.append("| " + " | ".join([name, *r[1:], _bar(_number(r[bar]), scale)]) + " |")
             out.append("")
             continue
         if line.strip():
