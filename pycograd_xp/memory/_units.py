@@ -115,9 +115,14 @@ def parse_bytes(limit: int | float | str) -> int:
     Raises
     ------
     ValueError
-        If the string cannot be read.
+        If the string cannot be read, or the number is negative, infinite or NaN.
     """
     if isinstance(limit, int | float):
+        if not 0 <= limit < float("inf"):
+            raise ValueError(
+                f"{limit!r} is not a number of bytes: give a size of 0 or more, such as 2e9 or "
+                "'2 GB'"
+            )
         return int(limit)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", limit)
     scale = _BYTE_UNITS.get(m.group(2).lower()) if m else None

@@ -121,6 +121,18 @@ def test_parse_bytes(text, n):
     assert parse_bytes(text) == n
 
 
+@pytest.mark.parametrize("amount", [-5, -1.0, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_size_is_refused_in_one_line(amount):
+    """A budget of -5 bytes is a mistake, not a budget no schedule fits: memory.within, the CLI
+    and allowed_mem all read sizes here."""
+    from pycograd_xp.memory._units import parse_bytes
+
+    with pytest.raises(ValueError, match="is not a number of bytes: give a size of 0 or more"):
+        parse_bytes(amount)
+    with pytest.raises(ValueError, match="is not a number of bytes"):
+        memory.within(mlp_loss, amount, *_specs(100, 2, 10))
+
+
 def test_projection_prints_one_line_per_op():
     p = memory.project(mlp_loss, *_specs(100, 2, 10))
     text = str(p)
