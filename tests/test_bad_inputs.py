@@ -438,6 +438,20 @@ def _cases():
         return pg.grad(lambda x: xp.sum(nn.layer_norm(x, xp.ones(2))))(w)
 
     @case(
+        "nn-layer-norm-shape", TypeError, r"nn.layer_norm\(x, weight=\(3,\)\): weight is an array"
+    )
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        return pg.grad(lambda x: xp.sum(nn.layer_norm(x, (3,))))(w)  # PyTorch's normalized_shape
+
+    @case("nn-rms-norm-shape", TypeError, r"nn.rms_norm\(x, weight=\[3\]\): .* axis= \(now -1\)")
+    def _(xp, o, w):
+        from pycograd_xp import nn
+
+        return pg.grad(lambda x: xp.sum(nn.rms_norm(x, [3])))(w)
+
+    @case(
         "nn-cross-entropy-labels", ValueError, r"cross_entropy\(\): class indices of shape \(2,\)"
     )
     def _(xp, o, w):

@@ -9,8 +9,20 @@ from .._api import stop_gradient
 from ..typing import Array
 from ._common import _ns, _row
 
-
 # -- normalization ------------------------------------------------------------------------------
+
+
+def _scale(where: str, name: str, a: Any, axis: Any) -> None:
+    """Refuse a shape where the scale or shift array goes (PyTorch's ``F.layer_norm(x,
+    normalized_shape)`` habit): here the normalized axes are ``axis=``."""
+    if a is not None and not hasattr(a, "shape"):
+        raise TypeError(
+            f"nn.{where}(x, {name}={a!r}): {name} is an array of the normalized axes' shape (or "
+            f"None), not a shape; the axes normalized over are axis= (now {axis!r}): PyTorch's "
+            f"normalized_shape of the last k axes is axis=tuple(range(-k, 0))"
+        )
+
+
 def layer_norm(
     x: Array,
     weight: Array | None = None,
@@ -41,6 +53,8 @@ def layer_norm(
     Array
         Of ``x``'s shape and dtype.
     """
+    _scale("layer_norm", "weight", weight, axis)
+    _scale("layer_norm", "bias", bias, axis)
     return _row(_ns(x), "_layer_norm")(x, weight, bias, eps=eps, axis=axis)[0]
 
 
@@ -66,6 +80,7 @@ def rms_norm(x: Array, weight: Array | None = None, eps: float = 1e-6, axis: int
     Array
         Of ``x``'s shape and dtype.
     """
+    _scale("rms_norm", "weight", weight, axis)
     return _row(_ns(x), "_rms_norm")(x, weight, eps=eps, axis=axis)[0]
 
 
