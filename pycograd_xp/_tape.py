@@ -235,8 +235,8 @@ def backward(
     target_ids = {id(t) for t in targets}
     stop_below = min((t.seq for t in targets), default=0)
     cts: dict[int, Any] = {}
-    for node, g in roots:
-        cts[id(node)] = _add(cts.get(id(node)), g)
+    for node, g in roots:  # (a caller's list copied: its parts are never owned)
+        cts[id(node)] = _add(cts.get(id(node)), list(g) if type(g) is list else g)
     results: dict[int, Any] = {}
     # a lazy backend's op labels: which rule made each op (pycograd_xp._parts)
     was = enter("backward", "") if WATCHED[0] else None
@@ -358,23 +358,23 @@ def _check_rule_nans(node: Any, g: Any, results: Any, args: tuple, out: Any) -> 
     )
 
 
-# References to a cotangent that only the backward pass holds, as _owned counts them: the
-# ``g`` of ``backward``, of ``_run_rule`` and of ``_owned``, and getrefcount's argument. The
-# tests check that a fresh cotangent is owned, so a change here cannot silently switch it off.
+# References to a cotangent only the backward pass holds, as _owned counts them: g of backward,
+# _run_rule and _owned, getrefcount's argument (a list's part: the lists backward popped and
+# _run_rule filled, the argument). Tests check fresh ones are owned (relu's, layer norm's).
 _PASS_REFS = 4
 
 
-def _owned(owns_buffer: Any, g: Any) -> bool:
+def _owned(owns_buffer: Any, g: Any) -> Any:
     """Whether ``g`` owns its memory (no view: NumPy's ``base is None``, the test its own
     temporary elision uses) and nothing outside the backward pass holds it: no other
     cotangent slot (a rule that hands ``g`` to two parents), no saved value, no view of it, no
-    caller (a seed cotangent), no user array."""
-    return (
-        owns_buffer is not None
-        and type(g) is not list
-        and owns_buffer(g)
-        and sys.getrefcount(g) <= _PASS_REFS
-    )
+    caller, no user array; a flag per part of a list (the count first: compile's claims)."""
+    if type(g) is list:
+        return tuple(
+            owns_buffer is not None and sys.getrefcount(g[i]) < _PASS_REFS and owns_buffer(g[i])
+            for i in range(len(g))
+        )
+    return owns_buffer is not None and sys.getrefcount(g) <= _PASS_REFS and owns_buffer(g)
 
 
 def _arg_at(args: tuple, kwargs: dict, position: Any) -> Any:

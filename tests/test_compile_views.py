@@ -160,11 +160,9 @@ def test_the_replay_copies_a_cotangent_that_is_not_its_own():
     f(*args)
     plan = f._cached(args, {})
     glb = plan.replay.__globals__
-    owns = [k for k in glb if k.startswith("own")]
-    assert owns
+    assert "_rc" in glb
     copied = []
-    for k in owns:
-        glb[k] = lambda a: copied.append(a.shape) or False
+    glb["_rc"] = lambda a: copied.append(a.shape) or -1  # every buffer found shared
     _same(f(*args), want)
     assert (8, 64, 512) in copied
     for a, k in zip(args, kept, strict=True):

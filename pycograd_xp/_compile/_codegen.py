@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._host import HostScalar
+from ..namespace._capabilities import _owns_buffer
 from ._ir import Host, OwnCall, Reuse, Schedule, Sym, whole_index
 
 
@@ -117,8 +118,7 @@ def generate(
         if type(c) is OwnCall:  # the buffer the trace handed a VJP as its own: check, or copy
             n = c.args[0].n
             lines.append(
-                f"    t{n} = t{n} if _rc(t{n}) == {_SOLE} and "
-                f"{src.bind(backend.owns_buffer, 'own')}(t{n}) else "
+                f"    t{n} = t{n} if _rc(t{n}) == {_SOLE} and {_owns(n, src, backend)} else "
                 f"{src.bind(c.function(backend), 'f')}(t{n})"
             )
             continue
@@ -148,27 +148,27 @@ def generate(
     return replay, source
 
 
+def _owns(n: int, src: _Source, backend: Any) -> str:
+    """The test that ``t<n>`` owns its buffer: ``t<n>.base is None`` inline where that is the
+    backend's own test (NumPy's: no Python call per step), else its ``owns_buffer``."""
+    if backend.owns_buffer is _owns_buffer:
+        return f"t{n}.base is None"
+    return f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
+
+
 def _guarded(r: Reuse, src: _Source, backend: Any) -> str:
     """The in-place form of a step (``result if the buffer is free``, before ``else``)."""
     n = r.into
+    free = f"_rc(t{n}) == {_SOLE} and {_owns(n, src, backend)}"
     if r.how == "operator":
         iop = src.bind(r.f, "op")
-        return (
-            f"{iop}(t{n}, {src.const(r.others[0])}) if _rc(t{n}) == {_SOLE} and "
-            f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
-        )
+        return f"{iop}(t{n}, {src.const(r.others[0])}) if {free}"
     if r.how == "select":
         sel = src.bind(r.f, "f")
         cond, x2 = r.others
-        return (
-            f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if _rc(t{n}) == "
-            f"{_SOLE} and {src.bind(backend.owns_buffer, 'own')}(t{n})"
-        )
+        return f"{sel}({src.const(cond)}, t{n}, {src.const(x2)}, out=t{n}) if {free}"
     args = ", ".join(src.const(a) for a in r.others) if r.others else f"t{n}"
-    return (
-        f"{src.bind(r.f, 'f')}({args}, out=t{n}) if _rc(t{n}) == {_SOLE} and "
-        f"{src.bind(backend.owns_buffer, 'own')}(t{n})"
-    )
+    return f"{src.bind(r.f, 'f')}({args}, out=t{n}) if {free}"
 
 
 def _lhs(outs: Any) -> str:

@@ -170,29 +170,46 @@ def _layer_norm(
     return y, mean, rstd
 
 
-def _layer_norm_grad(ns, g, x, mean, rstd, weight, axes, gm, gr, n, dst=None):
-    """The input's cotangent: ``rstd (gx - mean(gx)) - xhat rstd mean(gx xhat)`` with
-    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add; and
-    ``xhat``. In place on fresh temporaries where the backend writes in place, the last
-    operation into ``dst`` (a block of the whole cotangent) where it takes out=."""
-    xhat = x - mean
-    if in_place(ns):
-        xhat *= rstd
-    else:
-        xhat = xhat * rstd
+def _first_owned(owned: Any) -> bool:
+    """Whether the first output's cotangent is owned: the tape hands a multi-output row one
+    flag per output (``pycograd_xp._tape``), a single flag elsewhere."""
+    return bool(owned[0]) if type(owned) is tuple else bool(owned)
+
+
+def _layer_norm_whole(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
+    """The input's cotangent ``rstd (gx - mean(gx)) - xhat rstd mean(gx xhat)`` with
+    ``gx = g weight``, plus what the mean's and rstd's cotangents (``gm``, ``gr``) add, as
+    standard functions of whole arrays (immutable or chunked arrays, ours for a higher order);
+    and ``xhat``."""
+    xhat = (x - mean) * rstd
     gx = g * weight if weight is not None else g
     c1 = rstd * _mean(ns, gx, axes) - gm / n
     c2 = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
-    if not in_place(ns):
-        return rstd * gx - c1 - xhat * c2, xhat
+    return rstd * gx - c1 - xhat * c2, xhat
+
+
+def _layer_norm_grad(ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst=None):
+    """:func:`_layer_norm_whole`'s cotangent on a backend that writes in place, with the
+    weight's and bias's (:func:`_norm_param_grads`): on fresh temporaries, every read of ``g``
+    first, then the last operations into ``dst`` where it takes out= (``dst`` may be ``g``'s
+    own memory: a cotangent only the backward pass holds)."""
+    xhat = x - mean
+    xhat *= rstd
+    gx = g * weight if weight is not None else g
+    c1 = rstd * _mean(ns, gx, axes) - gm / n
+    c2 = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
+    gw, gb = _norm_param_grads(ns, g, xhat, k, weight, bias)  # (g's last read)
     if weight is not None and gx.dtype == ns.result_type(gx, rstd):
         gx *= rstd  # g weight: a fresh temporary
         dx = gx
     else:
-        dx = rstd * gx
+        dx = _into(ns, ns.multiply, gx, rstd, dst)
     dx -= c1
-    t = _into(ns, ns.multiply, xhat, c2, dst)
-    return _into(ns, ns.subtract, dx, t, t if t is dst else None), xhat
+    t = _times(xhat, c2) if xhat.dtype == ns.result_type(xhat, c2) else xhat * c2
+    if dx is dst:
+        dx -= t
+        return dx, gw, gb
+    return _into(ns, ns.subtract, dx, t, dst), gw, gb
 
 
 def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
@@ -205,32 +222,35 @@ def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
 
 @_layer_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
 def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1, owned=False):
+    """Block by block where the backend writes in place, each block's cotangent written into
+    the output's cotangent itself when only the backward pass holds it (``owned``)."""
     gy, gm, gr = g
     _, mean, rstd = out
     axes = _norm_axes(axis, x.ndim)
     n = _count(x, axes)
     k = _trailing(x, axes, weight, bias)
     blocks = _blocks_beneath(ns, x.shape, itemsize(ns, gy.dtype), k)
-    if len(blocks) == 1 or not in_place(ns):
-        dx, xhat = _layer_norm_grad(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
+    inplace = in_place(ns)
+    if not inplace:  # (ours over a raw backend: the parameters' sums in the first order's blocks)
+        dx, xhat = _layer_norm_whole(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
         return (dx, *_block_param_grads(ns, gy, xhat, k, weight, bias, blocks))
-    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    own = _first_owned(owned) and gy.dtype == ns.result_type(x, gy)
+    if len(blocks) == 1:
+        dst = gy if own else None
+        return _layer_norm_grad(ns, gy, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst)
+    dx = gy if own else None
     gw = gb = None
     for idx in blocks:
-        gb_ = gy[idx]
         if dx is None:
             dx = ns.empty(tuple(x.shape), dtype=ns.result_type(x, gy))
-        dst = dx[idx] if dx is not gy else None  # (gy's block: gy is read until the end)
-        d, xhat = _layer_norm_grad(
-            ns, gb_, x[idx], mean[idx], rstd[idx], weight, axes, gm[idx], gr[idx], n, dst
-        )
-        pw, pb = _norm_param_grads(ns, gb_, xhat, k, weight, bias)
+        dst = dx[idx]
+        blk = (gy[idx], x[idx], mean[idx], rstd[idx])
+        d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, gm[idx], gr[idx], n, dst)
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
-        del xhat, gb_
         if d is not dst:
             dx[idx] = d
-        del d, dst
+        del d, dst, blk
     return dx, gw, gb
 
 
@@ -370,6 +390,19 @@ def _rms_norm_grad(ns, g, x, rstd, weight, axes, gr, n):
     return rstd * gx - xhat * c, xhat
 
 
+def _rms_norm_block(ns, g, x, rstd, weight, k, axes, gr, n, dst):
+    """:func:`_rms_norm_grad` of one block on a backend that writes in place, with the weight's
+    cotangent: every read of ``g`` first, the last operation into ``dst`` where it takes out=
+    (``dst`` may be ``g``'s own memory)."""
+    xhat = x * rstd
+    gx = g * weight if weight is not None else g
+    c = rstd * (_dot(ns, gx, xhat, axes) / n) + gr * (rstd * rstd) / n
+    pw = _norm_param_grads(ns, g, xhat, k, weight, None)[0]  # (g's last read)
+    dx = rstd * gx
+    t = _times(xhat, c) if xhat.dtype == ns.result_type(xhat, c) else xhat * c
+    return _into(ns, ns.subtract, dx, t, dst), pw
+
+
 @_rms_norm.defvjp(saves=("x", "weight", "out"), takes_owned=True)
 def _rms_norm_vjp(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=False):
     gy, gr = g
@@ -381,18 +414,17 @@ def _rms_norm_vjp(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=Fal
     if len(blocks) == 1 or not in_place(ns):
         dx, xhat = _rms_norm_grad(ns, gy, x, rstd, weight, axes, gr, n)
         return (dx, _block_param_grads(ns, gy, xhat, k, weight, None, blocks)[0])
-    dx = gy if owned and gy.dtype == ns.result_type(x, gy) else None
+    dx = gy if _first_owned(owned) and gy.dtype == ns.result_type(x, gy) else None
     gw = None
     for idx in blocks:
-        gb_ = gy[idx]
-        d, xhat = _rms_norm_grad(ns, gb_, x[idx], rstd[idx], weight, axes, gr[idx], n)
-        pw = _norm_param_grads(ns, gb_, xhat, k, weight, None)[0]
-        gw = pw if gw is None else gw + pw
-        del xhat, gb_
         if dx is None:
-            dx = ns.empty(tuple(x.shape), dtype=d.dtype)
-        dx[idx] = d
-        del d
+            dx = ns.empty(tuple(x.shape), dtype=ns.result_type(x, gy))
+        dst = dx[idx]
+        d, pw = _rms_norm_block(ns, gy[idx], x[idx], rstd[idx], weight, k, axes, gr[idx], n, dst)
+        gw = pw if gw is None else gw + pw
+        if d is not dst:
+            dx[idx] = d
+        del d, dst
     return dx, gw
 
 

@@ -537,3 +537,73 @@ def test_cubed_values_and_gradients_match_numpy():
     np.testing.assert_allclose(np.asarray(pg.unwrap(vc[0]).compute()), _np(vn[0]), rtol=1e-10)
     for a, b in zip(vc[1], vn[1], strict=True):
         np.testing.assert_allclose(np.asarray(pg.unwrap(a).compute()), _np(b), rtol=1e-9)
+
+
+# -- a multi-output row's cotangent is owned per output (the tape's ``owned``) -------------------
+
+
+@pytest.mark.parametrize("name", ["_layer_norm", "_rms_norm"])
+def test_a_normalisations_fresh_cotangent_is_owned_and_written_in_place(monkeypatch, name):
+    """The product's VJP makes the normalisation's output cotangent, which nothing else holds:
+    the tape hands the row one flag per output (its statistics' filled zeros are fresh too),
+    and the VJP writes the input's cotangent into the output's, block by block. A caller's
+    cotangent (a vjp function's) and a view (a reshape's VJP) are never owned, never written;
+    the same bits every way (in one block: the weight's sums in another order). If a change to
+    the tape's references switched ownership off, this fails instead of the memory growing."""
+    from pycograd_xp.ops import REGISTRY
+
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 512)  # blocks of a few rows
+    f = nn.layer_norm if name == "_layer_norm" else nn.rms_norm
+    outs = 3 if name == "_layer_norm" else 2
+    xp = pg.namespace(np)
+    x, w = xp.asarray(_a(5, 4, 16)), xp.asarray(_a(16))
+    c = _a(5, 4, 16)
+    assert len(pieces.pieces(x.shape, 8, 1)) > 1
+    prim, seen = REGISTRY[name], []
+    rule = prim.vjp
+
+    def spy(ns, g, out, *args, **kw):
+        seen.append(kw.get("owned"))
+        return rule(ns, g, out, *args, **kw)
+
+    with prim.replaced(vjp=spy):
+        got = pg.grad(lambda x, w: xp.sum(f(x, w) * xp.asarray(c)), argnums=(0, 1))(x, w)
+        assert seen == [(True,) * outs]
+        seen.clear()
+        _, vjp_fn = pg.vjp(f, x, w)
+        ct = c.copy()
+        by_caller = vjp_fn(xp.asarray(ct))
+        np.testing.assert_array_equal(ct, c)
+        assert seen[0][0] is False
+        seen.clear()
+        flat = xp.asarray(c.reshape(-1))
+        by_view = pg.grad(lambda x, w: xp.sum(xp.reshape(f(x, w), (-1,)) * flat), argnums=(0, 1))(
+            x, w
+        )
+        assert seen[0][0] is False
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 10**12)  # one block: written into it too
+    with prim.replaced(vjp=spy):
+        whole = pg.grad(lambda x, w: xp.sum(f(x, w) * xp.asarray(c)), argnums=(0, 1))(x, w)
+    assert seen[-1] == (True,) * outs
+    for other in (by_caller, by_view):
+        for a, b in zip(got, other, strict=True):
+            np.testing.assert_array_equal(_np(a).view(np.int64), _np(b).view(np.int64))
+    for a, b in zip(got, whole, strict=True):  # (the weight's sums in another order)
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12, atol=1e-14)
+
+
+def test_a_list_cotangent_the_caller_passes_is_never_written():
+    """The tape's backward given a multi-output node's cotangents as a list the caller keeps:
+    its parts are never owned (the tape copies the list), so never written."""
+    from pycograd_xp import _tape
+
+    xp = pg.namespace(np)
+    x = xp.asarray(_a(3, 8))
+    x.requires_grad_()
+    y = xp._layer_norm(x)
+    parts = [_a(3, 8), np.zeros((3, 1)), np.zeros((3, 1))]
+    kept = [p.copy() for p in parts]
+    _tape.backward([(y[0]._node.node, parts)])
+    for p, k in zip(parts, kept, strict=True):
+        np.testing.assert_array_equal(p, k)
+    assert x.grad is not None
