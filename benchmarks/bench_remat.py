@@ -5,8 +5,13 @@ For a 20-layer MLP, a stack of 8 transformer blocks and the small CNN, at budget
 the smallest peak any schedule reaches), the measured peak (tracemalloc, never above the budget),
 and the step's time against the unconstrained step, round-robin in one process. The sqrt(n)
 row wraps every round(sqrt(n)) layers in ``pg.remat`` (Chen et al. 2016), its own measured peak
-beside it. ``--torch`` runs PyTorch's ``activation_memory_budget`` (``torch.compile`` only) on
-the same three models at 100, 50 and 30 % (with torch and a working inductor: a C++ compiler).
+beside it. The CNN's loss is declared a mean over its batch (``memory.batch_mean``): where no
+recompute schedule fits (its peak is its first convolution's transients), the step runs in
+micro-batches (gradient accumulation); the MLP and the transformer are recompute only.
+``--torch`` runs PyTorch's ``activation_memory_budget`` (``torch.compile`` only) on the same
+three models at 100, 50 and 30 % (with torch and a working inductor: a C++ compiler), and
+PyTorch's eager gradient accumulation on the CNN in as many micro-batches as ``memory.within``
+chose at 50 % and 30 %.
 
     python benchmarks/bench_remat.py            # all three models
     python benchmarks/bench_remat.py --quick    # smaller models (the default test run's size)
@@ -136,13 +141,13 @@ def cnn(batch: int = 64) -> tuple:
 
     def loss(p: Any, x: Any, y: Any) -> Any:
         h = features(x, p["c1"], p["c2"])
-        return nn.cross_entropy(XP.reshape(h, (batch, -1)) @ p["w"], y)
+        return nn.cross_entropy(XP.reshape(h, (h.shape[0], -1)) @ p["w"], y)
 
     seg = pg.remat(features)
 
     def sqrt_n(p: Any, x: Any, y: Any) -> Any:
         h = seg(x, p["c1"], p["c2"])
-        return nn.cross_entropy(XP.reshape(h, (batch, -1)) @ p["w"], y)
+        return nn.cross_entropy(XP.reshape(h, (h.shape[0], -1)) @ p["w"], y)
 
     return loss, sqrt_n, (p, x, y)
 
@@ -159,7 +164,14 @@ def _time(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[str, f
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) -> list[str]:
+def run(
+    name: str,
+    loss: Callable,
+    sqrt_n: Callable,
+    args: tuple,
+    repeats: int,
+    batch_mean: bool = False,
+) -> list[str]:
     full = memory.project(loss, *args)
     measured_full = memory.measure(loss, *args).peak_bytes
     measured_sqrt = memory.measure(sqrt_n, *args).peak_bytes
@@ -173,7 +185,7 @@ def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) 
         budget = int(frac * full.peak_bytes)
         t0 = time.perf_counter()
         try:
-            f = memory.within(loss, budget, *args)
+            f = memory.within(memory.batch_mean(loss) if batch_mean else loss, budget, *args)
         except memory.MemoryLimitError as e:
             rows.append(
                 (frac, budget, None, str(e).split(": ", 2)[-1][:90], time.perf_counter() - t0)
@@ -192,21 +204,23 @@ def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) 
         f"{measured_full * mb:.1f} MB; sqrt(n) remat measured {measured_sqrt * mb:.1f} MB, "
         f"time {times['sqrt(n) remat'] / base:.2f}x",
         "",
-        "| budget | projected | measured | <= budget | recomputed | extra forward | time | "
-        "choose (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| budget | projected | measured | <= budget | micro-batches | recomputed | "
+        "extra forward | time | choose (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for frac, budget, got, why, took in rows:
         if got is None:
             out.append(
-                f"| {frac:.0%} ({budget * mb:.1f} MB) | refused | | | | | | {took:.2f} | "
+                f"| {frac:.0%} ({budget * mb:.1f} MB) | refused | | | | | | | {took:.2f} | "
                 f"<!-- {why} -->"
             )
             continue
         s, m = got
         out.append(
             f"| {frac:.0%} ({budget * mb:.1f} MB) | {s.peak_bytes * mb:.1f} MB | {m * mb:.1f} MB | "
-            f"{'yes' if m <= budget else '**NO**'} | {len(s.drop)}/{len(s.nodes)} | "
+            f"{'yes' if m <= budget else '**NO**'} | "
+            f"{s.micro_batches.replace(' micro-batches of ', ' x ') or '1'} | "
+            f"{len(s.drop)}/{len(s.nodes)}{' each' if s.slices > 1 else ''} | "
             f"{s.extra_forward:.0%} | {times[f'{frac:.0%}'] / base:.2f}x | {took:.2f} |"
         )
     refusals = [why for _, _, got, why, _ in rows if got is None]
@@ -215,11 +229,33 @@ def run(name: str, loss: Callable, sqrt_n: Callable, args: tuple, repeats: int) 
     return out
 
 
-def torch_models(repeats: int = 5, fractions: tuple[float, ...] = (1.0, 0.5, 0.3)) -> list[str]:
+def cnn_micro_batches(fractions: tuple[float, ...] = (0.5, 0.3)) -> dict[float, int]:
+    """How many micro-batches ``memory.within`` runs the CNN in at these fractions of its
+    unconstrained peak (the peer row's count)."""
+    loss, _, args = cnn()
+    full = memory.project(loss, *args).peak_bytes
+    out = {}
+    for frac in fractions:
+        try:
+            declared = memory.batch_mean(loss)
+            s = memory.within(declared, int(frac * full), *args).schedule(*args)
+        except memory.MemoryLimitError:
+            continue
+        out[frac] = s.slices
+    return out
+
+
+def torch_models(
+    repeats: int = 5,
+    fractions: tuple[float, ...] = (1.0, 0.5, 0.3),
+    micro: dict[float, int] | None = None,
+) -> list[str]:
     """PyTorch's answer for the three models: ``torch._functorch.config.
     activation_memory_budget`` (a fraction, ``torch.compile`` only), each step's peak from the
     profiler's allocation events (allocations during the step: the arguments not included) and
-    its CPU time against PyTorch's eager step of the same model."""
+    its CPU time against PyTorch's eager step of the same model; for the CNN, its eager gradient
+    accumulation in ``micro[frac]`` micro-batches (the count ``memory.within`` chose at that
+    fraction of the budget)."""
     import torch
     import torch._functorch.config as functorch_config
     import torch.nn.functional as tf
@@ -270,12 +306,31 @@ def torch_models(repeats: int = 5, fractions: tuple[float, ...] = (1.0, 0.5, 0.3
         c1, c2, fc = w(8, 1, 3, 3), w(16, 8, 3, 3), w(16 * 7 * 7, 10)
         y = torch.randint(0, 10, (batch,), generator=g)
 
-        def loss(x: Any) -> Any:
+        def loss(x: Any, y: Any) -> Any:
             h = tf.max_pool2d(torch.relu(tf.conv2d(x, c1, padding=1)), 2)
             h = tf.max_pool2d(torch.relu(tf.conv2d(h, c2, padding=1)), 2)
-            return tf.cross_entropy(h.reshape(batch, -1) @ fc, y)
+            return tf.cross_entropy(h.reshape(h.shape[0], -1) @ fc, y)
 
-        return loss, [c1, c2, fc], (torch.randn(batch, 1, 28, 28, generator=g),)
+        return loss, [c1, c2, fc], (torch.randn(batch, 1, 28, 28, generator=g), y)
+
+    def accumulated(loss: Callable, params: list, args: tuple, k: int) -> Callable[[], Any]:
+        """PyTorch's eager gradient accumulation: ``k`` micro-batches (``torch.chunk``'s rows,
+        as ``memory.within`` evens them), each loss weighted by its rows, gradients added."""
+        n = args[0].shape[0]
+
+        def run() -> Any:
+            total = None
+            for part in zip(*(a.chunk(k) for a in args), strict=True):
+                grads = torch.autograd.grad(loss(*part) * (part[0].shape[0] / n), params)
+                if total is None:
+                    total = list(grads)
+                else:
+                    for t, gr in zip(total, grads, strict=True):
+                        t.add_(gr)
+                del grads
+            return total
+
+        return run
 
     def peak(run: Callable[[], Any]) -> int:
         run()
@@ -309,6 +364,10 @@ def torch_models(repeats: int = 5, fractions: tuple[float, ...] = (1.0, 0.5, 0.3
             return lambda: torch.autograd.grad(f(*args), params)
 
         runs = {"eager": step(loss)}
+        for frac, k in (micro or {}).items() if name.startswith("CNN") else ():
+            runs[f"eager, {k} micro-batches (as memory.within at {frac:.0%})"] = accumulated(
+                loss, params, args, k
+            )
         for frac in fractions:
             functorch_config.activation_memory_budget = frac
             torch._dynamo.reset()
@@ -334,7 +393,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.torch:
-        print("\n".join(torch_models(repeats=a.repeats)))
+        print("\n".join(torch_models(repeats=a.repeats, micro=cnn_micro_batches())))
         return
     if a.quick:
         models = {
@@ -351,7 +410,8 @@ def main() -> None:
         }
         repeats = a.repeats
     for name, (loss, sqrt_n, args) in models.items():
-        print("\n".join(run(name, loss, sqrt_n, args, repeats)))
+        declared = name.startswith("CNN")  # a mean over its batch's rows: micro-batches allowed
+        print("\n".join(run(name, loss, sqrt_n, args, repeats, batch_mean=declared)))
         print()
 
 

@@ -111,8 +111,9 @@ def _evaluate(root: Recompute) -> Any:
         values = {id(i): i.value for i in inputs}
         args, kwargs = _args_of(r, values)
         tracker = STACK.tracker  # projecting: the rows made again are named so
+        before = tracker.prefix if tracker is not None else ""
         if tracker is not None:
-            tracker.prefix = "recompute "
+            tracker.prefix = before + "recompute "
         try:
             prev = push(GradMode(False))  # (no_grad: a value, never a node)
             try:
@@ -121,7 +122,7 @@ def _evaluate(root: Recompute) -> Any:
                 restore(prev)
         finally:
             if tracker is not None:
-                tracker.prefix = ""
+                tracker.prefix = before
         r.value, r.left = out._data, r.holders
         for i in inputs:  # one recipe slot of each input read
             _read(i)

@@ -16,6 +16,7 @@ from typing import Any, cast
 from ._api import no_grad, value_and_grad
 from ._exports import module_dir as _module_dir
 from ._nans import debug_nans
+from .memory._batches import MicroBatched
 from .memory._budget import Budgeted
 from .memory._project import AS_IS
 from .optim import GradientTransformation, apply_updates
@@ -58,12 +59,23 @@ def make_step(
         for each new signature of arguments, before the step runs (``memory.within``); the
         values are the same bit for bit. ``step.schedule(params, opt_state, batch)`` shows the
         choice.
-
+        A loss declared a mean or sum over its batch's rows (``memory.batch_mean(loss_fn)``)
+        may run in micro-batches, the gradients added before the update, when no recompute
+        schedule fits (the values then agree to rounding, not bit for bit).
     Returns
     -------
     callable
         The step; its ``metrics`` holds ``"loss"`` (and the aux metrics).
     """
+    micro = None
+    if isinstance(loss_fn, MicroBatched):  # memory.batch_mean(loss_fn): micro-batches allowed
+        if has_aux:
+            raise NotImplementedError(
+                f"make_step: {loss_fn!r} with has_aux: aux metrics are not added up over "
+                "micro-batches; return the loss alone, or leave it undeclared"
+            )
+        mb = loss_fn
+        micro = (mb, lambda args: mb.rows((args[0], *args[2])))
     vg = value_and_grad(loss_fn, has_aux=has_aux)
 
     def step(params: Any, opt_state: Any, batch: tuple) -> tuple[Any, Any, dict[str, Any]]:
@@ -80,7 +92,7 @@ def make_step(
 
     setattr(step, AS_IS, True)  # it differentiates inside: memory.project takes it as it is
     if budget is not None:
-        return cast(Step, Budgeted(step, budget, argnums=()))
+        return cast(Step, Budgeted(step, budget, argnums=(), micro=micro))
     return step
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .._abstract import ABSTRACT, AbstractArray
 from .._exports import module_dir as _module_dir
+from ._batches import batch_mean, batch_sum
 from ._budget import Budgeted, Schedule, scheduled, within
 from ._measure import Measurement, measure
 from ._project import before_backward, project
@@ -37,6 +38,8 @@ __all__ = [
     "Row",
     "Schedule",
     "Spec",
+    "batch_mean",
+    "batch_sum",
     "before_backward",
     "format_byte_pair",
     "format_bytes",

@@ -29,8 +29,19 @@ def _overhead(calls: int) -> int:
 
 
 def _calls(rows: Sequence[Any]) -> int:
-    """Calls to allow for (:func:`_overhead`): one per row, plus its outputs beyond the first."""
-    return sum(max(1, len(r.outputs)) for r in rows)
+    """Calls to allow for (:func:`_overhead`): one per row, plus its outputs beyond the first.
+    The rows of a micro-batch (``"slice a:b ..."``, ``memory._batches``) count as the largest
+    micro-batch's, plus one per micro-batch: a micro-batch's objects go with its tape, before
+    the next one's are made."""
+    outside, per = 0, dict[str, int]()
+    for r in rows:
+        n = max(1, len(r.outputs))
+        if r.op.startswith("slice "):
+            key = r.op.split(" ", 2)[1]
+            per[key] = per.get(key, 0) + n
+        else:
+            outside += n
+    return outside + (max(per.values()) + len(per) if per else 0)
 
 
 class MemoryLimitError(ValueError):
