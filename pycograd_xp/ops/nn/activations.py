@@ -144,6 +144,15 @@ def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None) -> Any:
     return _into(bk, bk.divide, x, e, dst)
 
 
+def _reciprocal_in_place(ns: Any, e: Any) -> Any:
+    """``1 / e`` into ``e`` where the backend's divide takes ``out=`` (NumPy's), a new array
+    elsewhere (the abstract backend's: a projection counts it); the same values."""
+    c = caps(ns)
+    if c.takes_out is not None and c.takes_out(ns.divide) and isinstance(e, c.array_type):
+        return ns.divide(1.0, e, out=e)
+    return 1.0 / e
+
+
 def _d_gelu_tanh(ns: Any, x: Any) -> Any:
     # s (1 + x 2u' (1 - s)), s = sigmoid(2u) = 1 / (1 + exp(-2u)), x 2u' = x (2c + 6ca x^2): the
     # same operations in the same order whether in place (fresh temporaries, a backend that
@@ -160,11 +169,13 @@ def _d_gelu_tanh(ns: Any, x: Any) -> Any:
     u = x2 * (-2 * _GELU_CA)
     u += -2 * _SQRT_2_PI
     u *= x
-    u = ns.minimum(u, _ceiling(ns, u))  # (new arrays, each freeing the last: what a projection
-    e = ns.exp(u)  # of this rule on abstract arrays counts, not out= it cannot see)
+    # in u's buffer where the backend takes out= (a new array each on abstract arrays: what a
+    # projection counts, an upper bound)
+    u = _into(ns, ns.minimum, u, _ceiling(ns, u), u)
+    e = _exp_in_place(ns, u)
     del u
     e += 1
-    sg = 1.0 / e
+    sg = _reciprocal_in_place(ns, e)
     del e
     x2 *= 6 * _GELU_CA
     x2 += 2 * _SQRT_2_PI
