@@ -82,7 +82,8 @@ def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
     them. (The forward's gather took -1 as the last class while the VJP's mask matched no
     class: a gradient that was not the loss's; the masked sum of chunked backends matched
     none in the forward too.) ``check``: refuse indices out of range (:func:`_check_classes`);
-    the VJP and JVP pass False, the forward having refused them."""
+    the VJP and JVP pass False, the forward having refused them (where values are read: the
+    VJP and JVP then read none, a remainder counts -C..-1 from the end)."""
     integer = _is_int(bk, labels)
     shape = _check_labels(logits, labels, integer)
     if not integer or logits.ndim < 1:
@@ -90,6 +91,13 @@ def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
     classes = logits.shape[-1]
     signed = _is_signed(bk, labels.dtype)
     negative = signed  # whether some index may count from the end
+    if signed and not check and values_known(bk):
+        # the VJP's and JVP's: the forward refused indices out of range, so -C..-1 count from
+        # the end by a remainder, no read of the values
+        if _int_max(bk, labels.dtype) < classes:  # int8 labels of 200 classes
+            labels = bk.astype(labels, bk.int64)
+        labels = bk.remainder(labels, classes)
+        return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
     if values_known(bk) and math.prod(labels.shape):  # the range read once, as two numbers
         low = int(bk.min(labels)) if signed else 0
         negative = low < 0

@@ -607,3 +607,21 @@ def test_a_list_cotangent_the_caller_passes_is_never_written():
     for p, k in zip(parts, kept, strict=True):
         np.testing.assert_array_equal(p, k)
     assert x.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8])
+def test_cross_entropy_vjp_counts_negative_indices_from_the_end_without_reading_them(dtype):
+    """The VJP reads no label (the forward refused those out of range): -C..-1 count from the
+    last class by a remainder, int8 labels of 200 classes widened first; the gradient is the
+    one-hot one, -C and C - 1 included."""
+    xp = pg.namespace(np)
+    classes = 200 if dtype in (np.int8, np.uint8) else 11
+    z = _a(2, 6, classes)
+    hi = 127 if dtype is np.int8 else classes - 1
+    lo = 0 if dtype is np.uint8 else -min(classes, 128)
+    y = np.array([[lo, -1 if lo else 0, 0, 5, hi, lo // 2], [hi, 3, lo, 1, 0, 2]], dtype=dtype)
+    g = pg.grad(lambda z: nn.cross_entropy(z, xp.asarray(y), reduction="sum"))(xp.asarray(z))
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    onehot = np.eye(classes)[y.astype(np.int64) % classes]
+    np.testing.assert_allclose(_np(g), p - onehot, rtol=1e-12, atol=1e-12)
