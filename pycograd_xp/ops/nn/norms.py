@@ -41,16 +41,16 @@ def _count(x: Any, axes: tuple[int, ...]) -> int:
     return math.prod(x.shape[a] for a in axes)
 
 
-def _lead_sum(ns: Any, a: Any, k: int, scale: Any = None) -> Any:
+def _lead_sum(ns: Any, a: Any, k: int, scale: Any = None, rows: Any = None) -> Any:
     """``a`` (times ``scale``, a factor per row: kept dims, ``a``'s leading shape and ``k``
     ones) summed over every axis but its last ``k``. Over the rows of a float32 or float64
     array where a VJP goes by blocks (:func:`_by_rows`): one vector-matrix product of the
     factors (or ones) and the rows, the same call on ours as on a raw backend (NumPy's sum
     along the rows takes six times BLAS's product: 20 against 3 us a block of 64K float32);
-    elsewhere the backend's sum."""
+    elsewhere the backend's sum. ``rows``: :func:`_by_rows`'s answer, when known."""
     if a.ndim <= k:
         return a if scale is None else a * scale
-    if _by_rows(ns) and itemsize(ns, a.dtype) >= 4:
+    if _by_rows(ns, a.dtype) if rows is None else rows:
         trail = tuple(a.shape[a.ndim - k :])
         lead = math.prod(a.shape[: a.ndim - k])
         rows = ns.reshape(a, (lead, math.prod(trail)))
@@ -59,13 +59,16 @@ def _lead_sum(ns: Any, a: Any, k: int, scale: Any = None) -> Any:
     return ns.sum(a if scale is None else a * scale, axis=tuple(range(a.ndim - k)))
 
 
-def _by_rows(ns: Any) -> bool:
-    """Whether a normalisation's VJP goes by blocks of rows on ``ns`` (:func:`_blocks_beneath`):
-    a raw backend that writes in place, or ours over one."""
+def _by_rows(ns: Any, dtype: Any) -> bool:
+    """Whether :func:`_lead_sum` takes a product over the rows of ``dtype`` on ``ns``: float32
+    or float64 where a normalisation's VJP goes by blocks (:func:`_blocks_beneath`: a raw
+    backend that writes in place, or ours over one)."""
     b = getattr(ns, "_backend", None)
     if b is None:
-        return in_place(ns)
-    return bool(b.mutable and not b.chunked and not b.abstract and not b.level)
+        ok = in_place(ns)
+    else:
+        ok = b.mutable and not b.chunked and not b.abstract and not b.level
+    return bool(ok) and itemsize(ns, dtype) >= 4
 
 
 def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
@@ -83,18 +86,19 @@ def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
 
 def _block_param_grads(ns, gy, xhat, k, weight, bias, blocks, scale=None):
     """:func:`_norm_param_grads` summed block by block, in the order of ``blocks``."""
+    rows = _by_rows(ns, gy.dtype)
     if len(blocks) == 1:
-        return _norm_param_grads(ns, gy, xhat, k, weight, bias, scale)
+        return _norm_param_grads(ns, gy, xhat, k, weight, bias, scale, rows)
     gw = gb = None
     for idx in blocks:
         sb = None if scale is None else scale[idx]
-        pw, pb = _norm_param_grads(ns, gy[idx], xhat[idx], k, weight, bias, sb)
+        pw, pb = _norm_param_grads(ns, gy[idx], xhat[idx], k, weight, bias, sb, rows)
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
     return gw, gb
 
 
-def _norm_param_grads(ns, gy, xhat, k, weight, bias, scale=None):
+def _norm_param_grads(ns, gy, xhat, k, weight, bias, scale=None, rows=None):
     """The cotangents of a normalisation's weight and bias (None where absent): ``gy xhat``
     (times ``scale``, a factor per row) and ``gy`` summed, the leading axes first when the
     parameters span only the ``k`` trailing ones (:func:`_lead_sum`)."""
@@ -102,13 +106,13 @@ def _norm_param_grads(ns, gy, xhat, k, weight, bias, scale=None):
     if weight is not None:
         p = gy * xhat
         if k:
-            p = _lead_sum(ns, p, k, scale)
+            p = _lead_sum(ns, p, k, scale, rows)
         elif scale is not None:
             p = p * scale
         gw = _sum_to(ns, p, tuple(weight.shape))
         del p
     if bias is not None:
-        gb = _sum_to(ns, _lead_sum(ns, gy, k) if k else gy, tuple(bias.shape))
+        gb = _sum_to(ns, _lead_sum(ns, gy, k, None, rows) if k else gy, tuple(bias.shape))
     return gw, gb
 
 
@@ -223,7 +227,7 @@ def _layer_norm_whole(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
     return gx * rstd - c1 - xc * a, xc
 
 
-def _layer_norm_grad(ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst=None):
+def _layer_norm_grad(ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows):
     """:func:`_layer_norm_whole`'s cotangent on a backend that writes in place, with the
     weight's and bias's (``g xc`` summed over the rows weighted by ``rstd``: no ``xhat``
     array): on fresh temporaries, every read of ``g`` first, then the last operations into
@@ -232,7 +236,7 @@ def _layer_norm_grad(ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst
     xc = x - mean
     gx = g * weight if weight is not None else g
     c1, a = _ln_coefs(ns, gx, xc, rstd, axes, gm, gr, n)
-    gw, gb = _norm_param_grads(ns, g, xc, k, weight, bias, rstd)  # (g's last read)
+    gw, gb = _norm_param_grads(ns, g, xc, k, weight, bias, rstd, rows)  # (g's last read)
     if weight is not None and gx.dtype == ns.result_type(gx, rstd):
         gx *= rstd  # g weight: a fresh temporary
         dx = gx
@@ -269,9 +273,10 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
         dx, xc = _layer_norm_whole(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
         return (dx, *_block_param_grads(ns, gy, xc, k, weight, bias, blocks, rstd))
     own = _first_owned(owned) and gy.dtype == ns.result_type(x, gy)
+    rows = _by_rows(ns, gy.dtype)
     if len(blocks) == 1:
         dst = gy if own else None
-        return _layer_norm_grad(ns, gy, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst)
+        return _layer_norm_grad(ns, gy, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows)
     dx = gy if own else None
     gw = gb = None
     for idx in blocks:
@@ -279,12 +284,13 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
             dx = ns.empty(tuple(x.shape), dtype=ns.result_type(x, gy))
         dst = dx[idx]
         blk = (gy[idx], x[idx], mean[idx], rstd[idx])
-        d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, gm[idx], gr[idx], n, dst)
+        gs = (gm[idx], gr[idx])
+        d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, *gs, n, dst, rows)
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
         if d is not dst:
             dx[idx] = d
-        del d, dst, blk
+        del d, dst, blk, gs
     return dx, gw, gb
 
 
@@ -428,13 +434,13 @@ def _rms_coef(ns, gx, x, rstd, axes, gr, n):
     return rstd * rstd * rstd * (_dot(ns, gx, x, axes) / n + gr / n)
 
 
-def _rms_norm_block(ns, g, x, rstd, weight, k, axes, gr, n, dst):
+def _rms_norm_block(ns, g, x, rstd, weight, k, axes, gr, n, dst, rows):
     """:func:`_rms_norm_grad` of one block on a backend that writes in place, with the weight's
     cotangent (``g x`` summed over the rows weighted by ``rstd``): every read of ``g`` first,
     the last operation into ``dst`` where it takes out= (``dst`` may be ``g``'s own memory)."""
     gx = g * weight if weight is not None else g
     a = _rms_coef(ns, gx, x, rstd, axes, gr, n)
-    pw = _norm_param_grads(ns, g, x, k, weight, None, rstd)[0]  # (g's last read)
+    pw = _norm_param_grads(ns, g, x, k, weight, None, rstd, rows)[0]  # (g's last read)
     dx = rstd * gx
     return _into(ns, ns.subtract, dx, x * a, dst), pw
 
@@ -451,16 +457,17 @@ def _rms_norm_vjp(ns, g, out, x, weight=None, /, *, eps=1e-6, axis=-1, owned=Fal
         dx = _rms_norm_grad(ns, gy, x, rstd, weight, axes, gr, n)
         return (dx, _block_param_grads(ns, gy, x, k, weight, None, blocks, rstd)[0])
     dx = gy if _first_owned(owned) and gy.dtype == ns.result_type(x, gy) else None
-    gw = None
+    gw, rows = None, _by_rows(ns, gy.dtype)
     for idx in blocks:
         if dx is None:
             dx = ns.empty(tuple(x.shape), dtype=ns.result_type(x, gy))
         dst = dx[idx]
-        d, pw = _rms_norm_block(ns, gy[idx], x[idx], rstd[idx], weight, k, axes, gr[idx], n, dst)
+        blk = (gy[idx], x[idx], rstd[idx])
+        d, pw = _rms_norm_block(ns, *blk, weight, k, axes, gr[idx], n, dst, rows)
         gw = pw if gw is None else gw + pw
         if d is not dst:
             dx[idx] = d
-        del d, dst
+        del d, dst, blk
     return dx, gw
 
 
