@@ -203,7 +203,9 @@ class Primitive:
         With ``takes_owned`` it gets ``owned=``: True when the cotangent ``g`` is a backend array
         that owns its memory and that nothing but the backward pass references (the tape
         checks), so the rule may write its result into ``g`` and return it (relu's VJP: no
-        second array of the layer's size).
+        second array of the layer's size). A row of several outputs gets one flag per output,
+        a tuple (layer norm's VJP writes into its first output's cotangent); a higher-order
+        pass (``create_graph``) passes False.
         """
         if rule is None:
             return lambda r: self.defvjp(
