@@ -30,7 +30,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import _api
 from .._primitive import Primitive
@@ -52,6 +52,8 @@ from ._report import MemoryLimitError
 from ._units import format_bytes
 
 REDUCTIONS = ("mean", "sum")
+# The most micro-batches a step is split into (each one's step costs its Python calls again).
+MAX_SLICES = 64
 
 
 class Slicing:
@@ -449,7 +451,9 @@ def choose_slices(
     2. One micro-batch fewer, each recomputing (the recompute search of ``memory.within`` on
        the micro-batched step): taken when some schedule fits (fewer micro-batches, some work
        made again).
-    3. When not even one row at a time fits as it is: one row at a time, recomputing.
+    3. At most :data:`MAX_SLICES` micro-batches: when those do not fit as they are, they are
+       tried recomputing, and else refused (the smallest projected peak named) before any
+       bisection.
 
     Raises :class:`MemoryLimitError` naming the smallest peak found when nothing fits.
     """
@@ -482,33 +486,39 @@ def choose_slices(
             return None
         return _done(s, limit, full, base, nodes, drop, n, tries())
 
-    lo, hi = 0, n  # micro-batches of hi rows do not fit (the whole batch: none fits); of lo do
+    least = max(1, math.ceil(n / MAX_SLICES))  # the fewest rows a micro-batch is given
+    if n <= 1 or at(least)(frozenset()) > limit:  # the floor first: nothing smaller is tried
+        few = recomputing(least) if n > 1 else None
+        if few is not None:
+            return few
+        _refuse_split(where, limit, n, least, full, [whole, *searches.values()])
+    lo, hi = least, n  # micro-batches of hi rows do not fit (the whole batch: none fits); of lo do
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if at(mid)(frozenset()) <= limit:
             lo = mid
         else:
             hi = mid
-    if lo:
-        count = slice_count(n, lo)
-        if count > 2:  # one micro-batch fewer, recomputing (two fewer is the whole batch)
-            fewer = recomputing(math.ceil(n / (count - 1)))
-            if fewer is not None:
-                return fewer
-        s = at(lo)
-        base, nodes = s.probe()
-        return _done(s, limit, full, base, nodes, frozenset(), n, tries())
-    one = recomputing(1)
-    if one is not None:
-        return one
-    best, (op, phase, i) = min(
-        (p for s in [whole, *searches.values()] for p in s.seen.values()), key=lambda p: p[0]
-    )
+    count = slice_count(n, lo)
+    if count > 2:  # one micro-batch fewer, recomputing (two fewer is the whole batch)
+        fewer = recomputing(math.ceil(n / (count - 1)))
+        if fewer is not None:
+            return fewer
+    s = at(lo)
+    base, nodes = s.probe()
+    return _done(s, limit, full, base, nodes, frozenset(), n, tries())
+
+
+def _refuse_split(
+    where: str, limit: int, n: int, least: int, full: Any, searches: list
+) -> NoReturn:
+    best, (op, phase, i) = min((p for s in searches for p in s.seen.values()), key=lambda p: p[0])
+    smallest = f"{least} row" + ("s" if least > 1 else "")
     raise MemoryLimitError(
         f"{where}: no schedule fits {format_bytes(limit)} ({limit} bytes), not even in "
-        f"micro-batches of one row of the {n}: the smallest projected peak found is "
-        f"{format_bytes(best)} ({best} bytes), at {op} (row {i}, {phase}), against "
-        f"{format_bytes(full.peak_bytes)} for the whole batch with nothing recomputed; raise "
-        "the budget to at least that (what one row's step needs beside the arguments and the "
-        "gradients)"
+        f"micro-batches of {smallest} of the {n} (at most {MAX_SLICES} micro-batches), "
+        f"recomputing: the smallest projected peak found is {format_bytes(best)} ({best} bytes), "
+        f"at {op} (row {i}, {phase}), against {format_bytes(full.peak_bytes)} for the whole "
+        "batch with nothing recomputed; raise the budget to at least that (a micro-batch's step "
+        "beside what every one keeps: the arguments, the parameters' gradients and their sums)"
     )
