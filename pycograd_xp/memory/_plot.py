@@ -27,19 +27,24 @@ def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: i
         label="projected during each call",
     )
     first = x[0] if x else 0
+    colors = {"forward": "tab:blue", "backward": "tab:orange", "update": "tab:olive"}
+    labelled: set[str] = set()
     start = 0
-    for phase, color in (
-        ("forward", "tab:blue"),
-        ("backward", "tab:orange"),
-        ("update", "tab:olive"),
-    ):
-        end = start
+    while start < len(rows):  # each run of one phase (micro-batches: one pair of runs each)
+        phase, end = rows[start].phase, start
         while end < len(rows) and rows[end].phase == phase:
             end += 1
-        if end > start:  # the phases come in this order, each a run of rows
-            ax.axvspan(first + start - 0.5, first + end - 0.5, color=color, alpha=0.08, label=phase)
+        if phase in colors:
+            ax.axvspan(
+                first + start - 0.5,
+                first + end - 0.5,
+                color=colors[phase],
+                alpha=0.08,
+                label=phase if phase not in labelled else None,
+            )
+            labelled.add(phase)
         start = end
-    again = [r for r in rows if r.op.startswith("recompute ")]
+    again = [r for r in rows if "recompute " in r.op]
     if again:  # a memory schedule's outputs made again in the backward pass (memory.within)
         ax.plot(
             [r.index for r in again],
@@ -48,6 +53,15 @@ def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: i
             color="tab:purple",
             markersize=8,
             label=f"recomputed ({len(again)} calls)",
+        )
+    starts = _micro_batches(rows)
+    for k, i in enumerate(starts):  # a micro-batched step (memory.batch_mean): each one's start
+        ax.axvline(
+            i - 0.5,
+            color="tab:gray",
+            lw=0.6,
+            ls=":",
+            label=f"micro-batches ({len(starts)})" if k == 0 else None,
         )
     ax.axhline(peak * mb, color="tab:red", lw=1, label=f"projected peak of {what} {_fmt(peak)}")
     if measured_peak is not None:
@@ -61,3 +75,15 @@ def _plot_panel(ax: Any, what: str, rows: list[Row], peak: int, measured_peak: i
     ax.set_ylabel("MB live")
     ax.set_title(what, fontsize=9, loc="left")
     ax.legend(fontsize=7, loc="lower right", ncols=2)
+
+
+def _micro_batches(rows: list[Row]) -> list[int]:
+    """The index of the first row of each micro-batch (rows named ``"slice a:b ..."``)."""
+    starts, seen = [], set()
+    for r in rows:
+        if r.op.startswith("slice "):
+            key = r.op.split(" ", 2)[1]
+            if key not in seen:
+                seen.add(key)
+                starts.append(r.index)
+    return starts

@@ -15,7 +15,7 @@ from programs import program
 
 import pycograd_xp as pg
 from pycograd_xp import _recompute, memory, nn, optim, train
-from pycograd_xp.memory import _batches
+from pycograd_xp.memory import _batches, _plot
 
 XP = pg.namespace(np)
 
@@ -71,6 +71,7 @@ def test_the_cnn_fits_half_its_peak_in_micro_batches(dtype):
     sizes = [b - a for a, b in _batches.slices(64, s.slice_rows)]
     assert len(sizes) == s.slices and max(sizes) - min(sizes) <= 1
     assert memory.project(fitted, *args).peak_bytes == s.peak_bytes
+    assert len(_plot._micro_batches(s.projection.rows)) == s.slices  # the plot marks each
     assert memory.measure(fitted, *args).peak_bytes <= budget
     v0, g0 = pg.value_and_grad(loss)(*args)
     v1, g1 = pg.value_and_grad(fitted)(*args)
