@@ -190,3 +190,27 @@ def test_claims_no_write_follows_are_dropped():
     calls = [claim(0), claim(1), claim(0), write(2), claim(1)]
     kept = drop_idle_claims(calls, meta)
     assert kept == [calls[2], calls[3]]  # t0's second claim (written through its view)
+
+
+def test_layer_norms_vjp_writes_into_its_cotangent_compiled():
+    """Layer norm's VJP is handed its output's cotangent to write into (``owned``, the flag of
+    its first output: the product's VJP made it, nothing else holds it) when compiled as when
+    eager: the replay claims it (an ``own`` step, finding it its own: no copy) and writes the
+    input's cotangent there; the same values bit for bit."""
+    r = np.random.default_rng(3)
+    x = xp.asarray(r.standard_normal((4, 128, 256)).astype(np.float32))  # over PIECE_BYTES
+    w = xp.asarray(r.standard_normal(256).astype(np.float32))
+    c = xp.asarray(r.standard_normal((4, 128, 256)).astype(np.float32))
+    step = pg.value_and_grad(lambda x, w: xp.sum(nn.layer_norm(x, w) * c), argnums=(0, 1))
+    f = pg.compile(step)
+    _same(f(x, w), step(x, w))
+    sched = str(f.schedule(x, w))
+    assert sched.count(" = own(") == 1, sched
+    glb = f._cached((x, w), {}).replay.__globals__
+    copied: list = []
+    copies = [k for k, v in glb.items() if getattr(v, "keywords", None) == {"copy": True}]
+    assert copies  # the own step's copy, patched to say when it runs
+    for k in copies:
+        glb[k] = lambda a, v=glb[k]: copied.append(a.shape) or v(a)
+    _same(f(x, w), step(x, w))
+    assert copied == []
