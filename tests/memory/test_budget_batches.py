@@ -337,3 +337,43 @@ def test_float32_beside_float64_and_array_api_strict():
     g0 = pg.grad(sloss)(w, xb)
     g1 = pg.grad(memory.batch_mean(sloss), budget=int(0.6 * fs))(w, xb)
     assert float(xs.max(xs.abs(g1 - g0))) <= 1e-14
+
+
+def test_micro_batches_each_recomputing():
+    """Each micro-batch's step under a recompute schedule (chosen for one micro-batch's
+    arguments): the projection shows the recomputes inside each micro-batch, the gradients are
+    the unsplit step's to rounding, and nothing stays registered."""
+    loss, (ws, x, t) = _mlp(batch=2048, width=32, depth=6)
+    part = (ws, x[:512], t[:512])
+    s = memory.within(loss, int(0.8 * memory.project(loss, *part).peak_bytes), *part)
+    plan = s.schedule(*part)
+    assert plan.drop
+    mb = memory.batch_mean(loss)
+    step = _batches.under(mb, _batches.Slicing(512, plan.drop, plan.names))
+    rows = memory.project(step, ws, x, t).rows
+    assert {r.op.split(" ")[1] for r in rows if "recompute " in r.op} == {
+        "0:512",
+        "512:1024",
+        "1024:1536",
+        "1536:2048",
+    }
+    _close(pg.grad(step)(ws, x, t), pg.grad(loss)(ws, x, t), 1e-13)
+    value, pull = pg.vjp(lambda w: step(w, x, t), ws)  # a pullback called twice
+    for _ in range(2):
+        _close(
+            pull(XP.asarray(2.0))[0],
+            pg.tree.tree_map(lambda g: 2 * g, pg.grad(loss)(ws, x, t)),
+            1e-13,
+        )
+    del value, pull
+    assert not _recompute.DROPPED
+
+
+def test_a_compiled_make_step_in_micro_batches_is_refused():
+    loss, (p, x, y) = _cnn(batch=16, dtype="float64")
+    tx = optim.sgd(0.1)
+    state = tx.init(p)
+    full = memory.project(train.make_step(loss, tx), p, state, (x, y)).peak_bytes
+    step = pg.compile(train.make_step(memory.batch_mean(loss), tx, budget=int(0.5 * full)))
+    with pytest.raises(memory.MemoryLimitError, match="under compile a step is not split"):
+        step(p, state, (x, y))
