@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any
 
 from .. import _api
 from .._primitive import Primitive
@@ -38,9 +37,11 @@ from .._state import (
     STACK,
     Abstract,
     DebugNans,
+    Frame,
     OnBackward,
     Part,
     Trace,
+    interpreting,
     push,
     restore,
 )
@@ -48,8 +49,7 @@ from ..namespace import of as namespace_of
 from ..namespace._array import Array
 from ..namespace._record import record
 from ..tree import tree_flatten, tree_unflatten
-from ._report import MemoryLimitError
-from ._units import format_bytes
+from ._scheduled import scheduled
 
 REDUCTIONS = ("mean", "sum")
 # The most micro-batches a step is split into (each one's step costs its Python calls again).
@@ -73,18 +73,30 @@ class Slicing:
         self.rows, self.drop, self.names, self.logs = rows, drop, names, logs
 
 
-_ACTIVE = threading.local()  # .plan: the Slicing the next micro-batched call runs (per thread)
+class MicroBatching(Frame):
+    """On the interpreter stack: the :class:`Slicing` a :class:`MicroBatched` loss called runs
+    in (None: as it is; the loss itself, inside its slices). The stack is the only per-thread
+    state (``tests/test_dispatch.py``); the tape's views derive nothing from this frame."""
+
+    __slots__ = ("plan",)
+    kind = "micro-batch"
+
+    def __init__(self, plan: Slicing | None) -> None:
+        self.plan = plan
+
+
+def _active() -> Slicing | None:
+    for f in reversed(STACK.frames):
+        if type(f) is MicroBatching:
+            return f.plan
+    return None
 
 
 @contextmanager
 def slicing(plan: Slicing | None) -> Iterator[None]:
     """Within the block, a :class:`MicroBatched` loss called runs in ``plan``'s slices."""
-    prev = getattr(_ACTIVE, "plan", None)
-    _ACTIVE.plan = plan
-    try:
+    with interpreting(MicroBatching(plan)):
         yield
-    finally:
-        _ACTIVE.plan = prev
 
 
 def _positions(batch: Any, reduction: str) -> Any:
@@ -224,14 +236,11 @@ class MicroBatched:
         return n
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        plan = getattr(_ACTIVE, "plan", None)
+        plan = _active()
         if plan is None:
             return self.loss(*args, **kwargs)
-        _ACTIVE.plan = None  # (the loss itself runs unsliced inside)
-        try:
+        with slicing(None):  # (the loss itself runs unsliced inside)
             return _sliced(self, plan, args, kwargs)
-        finally:
-            _ACTIVE.plan = plan
 
 
 def slices(n: int, rows: int) -> list[tuple[int, int]]:
@@ -265,8 +274,6 @@ def _refuse_higher_order(mb: MicroBatched) -> None:
 def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
     """``mb``'s loss on ``args`` in ``plan``'s slices: the weighted sum of the slices' losses,
     one node on the caller's tape whose VJP is the accumulated gradients (module docstring)."""
-    from ._budget import scheduled
-
     n = mb.rows(args)
     if n == 0:
         return mb.loss(*args, **kwargs)
@@ -428,97 +435,3 @@ def under(f: Callable[..., Any], plan: Slicing) -> Callable[..., Any]:
 def batch_rows(micro: MicroBatched, args: Sequence[Any]) -> int:
     """The batch's rows of a call with ``args`` (arrays or specs)."""
     return micro.rows(tuple(args))
-
-
-def choose_slices(
-    f: Callable[..., Any],
-    limit: int,
-    args: tuple,
-    kwargs: dict,
-    nums: Any,
-    micro: tuple[MicroBatched, Callable[[tuple], int]],
-    full: Any,
-    whole: Any,
-    where: str,
-) -> Any:
-    """The schedule in the fewest micro-batches whose whole projected step fits ``limit``, when
-    no schedule of the whole batch does (``whole``: that search; ``full``: its unconstrained
-    projection).
-
-    1. The most rows per micro-batch whose step, nothing recomputed, fits: by bisection over
-       the rows (each candidate projected: every micro-batch, the accumulators, the
-       arguments; ``R`` rows at most make ``ceil(n / R)`` micro-batches as even as can be).
-    2. One micro-batch fewer, each recomputing (the recompute search of ``memory.within`` on
-       the micro-batched step): taken when some schedule fits (fewer micro-batches, some work
-       made again).
-    3. At most :data:`MAX_SLICES` micro-batches: when those do not fit as they are, they are
-       tried recomputing, and else refused (the smallest projected peak named) before any
-       bisection.
-
-    Raises :class:`MemoryLimitError` naming the smallest peak found when nothing fits.
-    """
-    from ._budget import _done, _greedy, _Search, fit_drop
-
-    _, rows_of = micro
-    n = rows_of(args)
-    searches: dict[int, Any] = {}
-
-    def at(rows: int) -> Any:
-        s = searches.get(rows)
-        if s is None:
-            s = searches[rows] = _Search(f, args, kwargs, nums, rows=rows)
-        return s
-
-    def tries() -> int:
-        return len(whole.seen) + sum(len(s.seen) for s in searches.values())
-
-    def recomputing(rows: int) -> Any:
-        """The schedule of micro-batches of ``rows`` rows, each recomputing, that fits; None
-        when even dropping every output the tape holds does not."""
-        s = at(rows)
-        base, nodes = s.probe()
-        cands = [r for r in nodes if r.droppable]
-        held = {i for r in nodes for i in r.reads} | {r.index for r in nodes if r.reads_out}
-        if s(_greedy(cands, held, math.inf)) > limit:
-            return None
-        drop, _ = fit_drop(s, nodes, limit)
-        if drop is None:
-            return None
-        return _done(s, limit, full, base, nodes, drop, n, tries())
-
-    least = max(1, math.ceil(n / MAX_SLICES))  # the fewest rows a micro-batch is given
-    if n <= 1 or at(least)(frozenset()) > limit:  # the floor first: nothing smaller is tried
-        few = recomputing(least) if n > 1 else None
-        if few is not None:
-            return few
-        _refuse_split(where, limit, n, least, full, [whole, *searches.values()])
-    lo, hi = least, n  # micro-batches of hi rows do not fit (the whole batch: none fits); of lo do
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if at(mid)(frozenset()) <= limit:
-            lo = mid
-        else:
-            hi = mid
-    count = slice_count(n, lo)
-    if count > 2:  # one micro-batch fewer, recomputing (two fewer is the whole batch)
-        fewer = recomputing(math.ceil(n / (count - 1)))
-        if fewer is not None:
-            return fewer
-    s = at(lo)
-    base, nodes = s.probe()
-    return _done(s, limit, full, base, nodes, frozenset(), n, tries())
-
-
-def _refuse_split(
-    where: str, limit: int, n: int, least: int, full: Any, searches: list
-) -> NoReturn:
-    best, (op, phase, i) = min((p for s in searches for p in s.seen.values()), key=lambda p: p[0])
-    smallest = f"{least} row" + ("s" if least > 1 else "")
-    raise MemoryLimitError(
-        f"{where}: no schedule fits {format_bytes(limit)} ({limit} bytes), not even in "
-        f"micro-batches of {smallest} of the {n} (at most {MAX_SLICES} micro-batches), "
-        f"recomputing: the smallest projected peak found is {format_bytes(best)} ({best} bytes), "
-        f"at {op} (row {i}, {phase}), against {format_bytes(full.peak_bytes)} for the whole "
-        "batch with nothing recomputed; raise the budget to at least that (a micro-batch's step "
-        "beside what every one keeps: the arguments, the parameters' gradients and their sums)"
-    )

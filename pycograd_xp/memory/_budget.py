@@ -24,6 +24,7 @@ names the smallest peak any schedule reached, and the op that set it.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -35,17 +36,18 @@ from .._state import STACK, Remat, interpreting
 from ..namespace._array import Array
 from ..tree import tree_flatten, tree_map
 from ._batches import (
+    MAX_SLICES,
     MicroBatched,
     Slicing,
     batch_mean,
     batch_sum,
-    choose_slices,
     slice_count,
     slicing,
     under,
 )
 from ._project import AS_IS, _name, _which, project, step_peak
 from ._report import MemoryLimitError, Projection
+from ._scheduled import scheduled
 from ._spec import _dtype_name, spec
 from ._units import format_bytes, parse_bytes
 
@@ -178,49 +180,6 @@ class Schedule:
         return self.table()
 
 
-def scheduled(
-    f: Callable[..., Any],
-    drop: frozenset[int],
-    names: tuple[str, ...] | None = None,
-    logs: list | None = None,
-) -> Callable[..., Any]:
-    """``f`` run under the schedule that drops the nodes numbered ``drop`` (a fresh plan per
-    call; ``logs``, when a list, gets each call's record of its nodes).
-
-    What a :class:`Budgeted` step runs once its schedule is chosen, for a caller that chose
-    the schedule elsewhere and kept only its ``drop`` and ``names`` (a task in another process:
-    ``cubed_plugin``'s one-pass tasks).
-
-    Parameters
-    ----------
-    f : callable
-        The loss (or the function), differentiated by the caller as ``f`` would be.
-    drop : frozenset of int
-        A :class:`Schedule`'s ``drop``: the numbers of the nodes the backward pass makes again.
-    names : tuple of str, optional
-        A :class:`Schedule`'s ``names``: a run recording other rows stops dropping.
-    logs : list, optional
-        Gets each call's record of its nodes.
-
-    Returns
-    -------
-    callable
-        ``f`` under the schedule: the same values and gradients, bit for bit.
-    """
-
-    @functools.wraps(f)
-    def g(*args: Any, **kwargs: Any) -> Any:
-        plan = Plan(drop, names, log=[] if logs is not None else None)
-        if logs is not None:
-            logs.append(plan.log)
-        with interpreting(Remat(plan)):
-            return f(*args, **kwargs)
-
-    if getattr(f, AS_IS, False):
-        setattr(g, AS_IS, True)
-    return g
-
-
 def _greedy(
     cands: list[Recorded], held: set[int], segment: float, offset: float = 0.0
 ) -> frozenset[int]:
@@ -317,7 +276,7 @@ def choose(
     ``compile`` generates for it) that fits ``budget``, the fewest and cheapest outputs made
     again; with ``micro`` (``(loss, rows_of)``: the :class:`MicroBatched` loss ``f`` calls and
     the batch's rows of a call's arguments), in the fewest micro-batches when the whole batch
-    fits no schedule (:func:`pycograd_xp.memory._batches.choose_slices`); raises
+    fits no schedule (:func:`choose_slices`); raises
     :class:`MemoryLimitError` when none does."""
     where = f"memory.within({_name(f)})"
     limit = parse_bytes(budget)
@@ -443,6 +402,98 @@ def _dense(
             if len(search.seen) - tried >= DENSE_TRIES:
                 return None
     return None
+
+
+def choose_slices(
+    f: Callable[..., Any],
+    limit: int,
+    args: tuple,
+    kwargs: dict,
+    nums: Any,
+    micro: tuple[MicroBatched, Callable[[tuple], int]],
+    full: Any,
+    whole: Any,
+    where: str,
+) -> Any:
+    """The schedule in the fewest micro-batches whose whole projected step fits ``limit``, when
+    no schedule of the whole batch does (``whole``: that search; ``full``: its unconstrained
+    projection).
+
+    1. The most rows per micro-batch whose step, nothing recomputed, fits: by bisection over
+       the rows (each candidate projected: every micro-batch, the accumulators, the
+       arguments; ``R`` rows at most make ``ceil(n / R)`` micro-batches as even as can be).
+    2. One micro-batch fewer, each recomputing (the recompute search of ``memory.within`` on
+       the micro-batched step): taken when some schedule fits (fewer micro-batches, some work
+       made again).
+    3. At most :data:`MAX_SLICES` micro-batches: when those do not fit as they are, they are
+       tried recomputing, and else refused (the smallest projected peak named) before any
+       bisection.
+
+    Raises :class:`MemoryLimitError` naming the smallest peak found when nothing fits.
+    """
+    _, rows_of = micro
+    n = rows_of(args)
+    searches: dict[int, Any] = {}
+
+    def at(rows: int) -> Any:
+        s = searches.get(rows)
+        if s is None:
+            s = searches[rows] = _Search(f, args, kwargs, nums, rows=rows)
+        return s
+
+    def tries() -> int:
+        return len(whole.seen) + sum(len(s.seen) for s in searches.values())
+
+    def recomputing(rows: int) -> Any:
+        """The schedule of micro-batches of ``rows`` rows, each recomputing, that fits; None
+        when even dropping every output the tape holds does not."""
+        s = at(rows)
+        base, nodes = s.probe()
+        cands = [r for r in nodes if r.droppable]
+        held = {i for r in nodes for i in r.reads} | {r.index for r in nodes if r.reads_out}
+        if s(_greedy(cands, held, math.inf)) > limit:
+            return None
+        drop, _ = fit_drop(s, nodes, limit)
+        if drop is None:
+            return None
+        return _done(s, limit, full, base, nodes, drop, n, tries())
+
+    least = max(1, math.ceil(n / MAX_SLICES))  # the fewest rows a micro-batch is given
+    if n <= 1 or at(least)(frozenset()) > limit:  # the floor first: nothing smaller is tried
+        few = recomputing(least) if n > 1 else None
+        if few is not None:
+            return few
+        _refuse_split(where, limit, n, least, full, [whole, *searches.values()])
+    lo, hi = least, n  # micro-batches of hi rows do not fit (the whole batch: none fits); of lo do
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid)(frozenset()) <= limit:
+            lo = mid
+        else:
+            hi = mid
+    count = slice_count(n, lo)
+    if count > 2:  # one micro-batch fewer, recomputing (two fewer is the whole batch)
+        fewer = recomputing(math.ceil(n / (count - 1)))
+        if fewer is not None:
+            return fewer
+    s = at(lo)
+    base, nodes = s.probe()
+    return _done(s, limit, full, base, nodes, frozenset(), n, tries())
+
+
+def _refuse_split(
+    where: str, limit: int, n: int, least: int, full: Any, searches: list
+) -> NoReturn:
+    best, (op, phase, i) = min((p for s in searches for p in s.seen.values()), key=lambda p: p[0])
+    smallest = f"{least} row" + ("s" if least > 1 else "")
+    raise MemoryLimitError(
+        f"{where}: no schedule fits {format_bytes(limit)} ({limit} bytes), not even in "
+        f"micro-batches of {smallest} of the {n} (at most {MAX_SLICES} micro-batches), "
+        f"recomputing: the smallest projected peak found is {format_bytes(best)} ({best} bytes), "
+        f"at {op} (row {i}, {phase}), against {format_bytes(full.peak_bytes)} for the whole "
+        "batch with nothing recomputed; raise the budget to at least that (a micro-batch's step "
+        "beside what every one keeps: the arguments, the parameters' gradients and their sums)"
+    )
 
 
 def _refuse(
