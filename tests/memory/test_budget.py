@@ -47,7 +47,7 @@ def _check_budgets(loss, args, argnums=0, fractions=FRACTIONS) -> list[str]:
             v1, g1 = pg.value_and_grad(fitted, argnums)(*args)
             m = memory.measure(fitted, *args, argnums=argnums)
         assert _same(v0, v1) and _same(g0, g1), s.table()
-        assert m.peak_bytes <= budget, (m.peak_bytes, budget, s.table())
+        assert m.peak_bytes <= s.peak_bytes <= budget, (m.peak_bytes, budget, s.table())
         outcomes.append("recomputed" if s.drop else "as is")
     assert not _recompute.DROPPED  # nothing of a finished step stays registered
     return outcomes
