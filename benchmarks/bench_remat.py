@@ -3,7 +3,8 @@
 For a 20-layer MLP, a stack of 8 transformer blocks and the small CNN, at budgets from 30 % to
 100 % of the unconstrained step's projected peak: the schedule chosen (or the refusal, naming
 the smallest peak any schedule reaches), the measured peak (tracemalloc, never above the budget),
-and the step's time against the unconstrained step, round-robin in one process. The sqrt(n)
+and the step's CPU time against the unconstrained step (the median of paired ratios over
+rounds in one process, a second's worth at least). The sqrt(n)
 row wraps every round(sqrt(n)) layers in ``pg.remat`` (Chen et al. 2016), its own measured peak
 beside it. The CNN's loss is declared a mean over its batch (``memory.batch_mean``): where no
 recompute schedule fits (its peak is its first convolution's transients), the step runs in
@@ -156,15 +157,27 @@ def cnn(batch: int = 64) -> tuple:
 
 
 def _time(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Each contender's CPU time over the first's: the median over rounds of each round's ratio
+    (the contenders back to back, their order reversed every other round, so that a shared
+    machine's swings fall on all alike). At least ``repeats`` rounds, more for a fast step (a
+    second of the first contender's time at least)."""
     for f in contenders.values():
         f()
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(repeats):
-        for name, f in contenders.items():
+    first = next(iter(contenders.values()))
+    t0 = time.process_time()
+    first()
+    rounds = max(repeats, min(200, int(1.0 / max(time.process_time() - t0, 1e-4))))
+    ratios: dict[str, list[float]] = {k: [] for k in contenders}
+    names = list(contenders)
+    for r in range(rounds):
+        took = {}
+        for name in names if r % 2 == 0 else names[::-1]:
             t0 = time.process_time()
-            f()
-            times[name].append(time.process_time() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+            contenders[name]()
+            took[name] = time.process_time() - t0
+        for name in names:
+            ratios[name].append(took[name] / max(took[names[0]], 1e-9))
+    return {k: statistics.median(v) for k, v in ratios.items()}
 
 
 def run(
