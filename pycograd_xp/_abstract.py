@@ -181,6 +181,12 @@ class AbstractArray(NoValue):
         The array that owns the memory of a view (None: this array owns ``nbytes``).
     contiguous : bool, default True
         Whether a reshape of it can be a view.
+    ordered : bool, optional
+        Whether its strides fall in C order (by size, a flip's negative strides included),
+        gaps allowed: a slice of an array in C order is. NumPy's ``concatenate`` and ``stack``
+        lay out their result in their inputs' stride order, so inputs all ``ordered`` give a
+        result in C order. Default: ``contiguous`` (what is not known to be in C order is
+        taken as not).
     value : optional
         The data of a small constant given from outside (an index array, a mask), so that
         functions whose output shape depends on data (boolean masks, ``nonzero``, ``unique_*``)
@@ -194,6 +200,7 @@ class AbstractArray(NoValue):
         "nbytes",
         "base",
         "contiguous",
+        "ordered",
         "value",
         "_tracker",
         "__weakref__",
@@ -207,6 +214,7 @@ class AbstractArray(NoValue):
         *,
         base: AbstractArray | None = None,
         contiguous: bool = True,
+        ordered: bool | None = None,
         value: Any = None,
     ) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -215,6 +223,7 @@ class AbstractArray(NoValue):
         self.dtype = np.dtype(dtype)
         self.base = base.base if base is not None and base.base is not None else base
         self.contiguous = contiguous
+        self.ordered = contiguous if ordered is None else contiguous or ordered
         self.value = value
         self.nbytes = 0 if base is not None else _prod(self.shape) * self.dtype.itemsize
         t = self._tracker = STACK.tracker if self.nbytes else None

@@ -439,10 +439,38 @@ def _gather_simple(ns, T, data, entries):
     return data
 
 
+def _one_block(shape, key):
+    """Whether the basic index ``key`` selects one contiguous block of an array of ``shape`` in
+    C order: single elements (integers, slices of one), then at most one slice of step 1, then
+    whole axes (new axes anywhere): a batch block ``g[a:b]``, a row ``x[i]``."""
+    axis, wide = 0, False  # wide: an axis of more than one element taken; the rest must be whole
+    for p in _expand(key, len(shape)):
+        if p is None:
+            continue
+        n = shape[axis]
+        axis += 1
+        if isinstance(p, slice):
+            start, stop, step = p.indices(n)
+            length = len(range(start, stop, step))
+            whole = length == n and (step == 1 or n <= 1)
+        else:  # an integer
+            length, whole = 1, n == 1
+        if wide and not whole:
+            return False
+        if length > 1 and not wide:
+            if step != 1:
+                return False
+            wide = True
+    return True
+
+
 @GETITEM.defshape
 def GETITEM_shape(a, x, key):
     shape, is_view = selection(x.shape, key)
-    return view(x, shape, contiguous=False) if is_view else new(shape, x.dtype)
+    if not is_view:
+        return new(shape, x.dtype)
+    # a basic index keeps the axes' order (slices, steps and new axes of size 1)
+    return view(x, shape, contiguous=_one_block(x.shape, key), ordered=True)
 
 
 # -- __setitem__ ---------------------------------------------------------------------------------

@@ -68,8 +68,8 @@ def _members(ns, dims, arrays):
 def _in_their_order(shape, dtype, arrays):
     """NumPy's concatenate lays its result out in the order of its inputs' strides: inputs
     not in C order (transposed, or computed from transposed data) give a result not in C
-    order."""
-    c_order = all(x.contiguous or broadcast_view(x) for x in arrays)
+    order; slices of arrays in C order (gaps, steps, flips) give one in C order."""
+    c_order = all(x.ordered or broadcast_view(x) for x in arrays)
     return AbstractArray(shape, dtype, contiguous=c_order)
 
 
@@ -169,7 +169,14 @@ def concat_batch(ns, dims, arrays, /, *, axis=0):
     return ns.concat(xs, axis=shift(axis, xs[0].ndim - 1))
 
 
-@concat.defshape
+@measured_layouts
+def _concat_memory(out, arrays, /, *, axis=0):
+    """NumPy's ``concatenate`` copies every input straight into the result with strided,
+    casting loops: no iteration buffer on any layout or dtype mix (measured:
+    docs/calibration.md#joined-copies)."""
+    return 0
+
+
 def concat_shape(a, arrays, /, *, axis=0):
     dtype = np.result_type(*(x.dtype for x in arrays))
     if axis is None:
@@ -178,6 +185,9 @@ def concat_shape(a, arrays, /, *, axis=0):
     shape = list(arrays[0].shape)
     shape[ax] = sum(x.shape[ax] for x in arrays)
     return _in_their_order(shape, dtype, arrays)
+
+
+concat.defshape(concat_shape, memory=_concat_memory)
 
 
 # -- expand_dims ---------------------------------------------------------------------------------
@@ -227,7 +237,7 @@ def flip_batch(ns, dims, x, /, *, axis=None):
 
 @flip.defshape
 def flip_shape(a, x, /, *, axis=None):
-    return view(x, x.shape, contiguous=False)
+    return view(x, x.shape, contiguous=False, ordered=True)  # NumPy orders strides by size
 
 
 # -- moveaxis ------------------------------------------------------------------------------------
@@ -483,11 +493,20 @@ def stack_batch(ns, dims, arrays, /, *, axis=0):
     return ns.stack(xs, axis=shift(axis, xs[0].ndim))
 
 
-@stack.defshape
 def stack_shape(a, arrays, /, *, axis=0):
     shape = list(arrays[0].shape)
     shape.insert(axis % (len(shape) + 1), len(arrays))
     return _in_their_order(shape, np.result_type(*(x.dtype for x in arrays)), arrays)
+
+
+@measured_layouts
+def _stack_memory(out, arrays, /, *, axis=0):
+    """``stack`` concatenates a view of each input with the new axis (:func:`_concat_memory`):
+    the views' headers (docs/calibration.md#joined-copies)."""
+    return VIEW_HEADER_BYTES * len(arrays)
+
+
+stack.defshape(stack_shape, memory=_stack_memory)
 
 
 # -- tile ----------------------------------------------------------------------------------------

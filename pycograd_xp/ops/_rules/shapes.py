@@ -69,10 +69,21 @@ def elementwise_out(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
     return AbstractArray(shape, dtype, contiguous=not (strided or only_broadcast))
 
 
-def view(x: AbstractArray, shape: Any, dtype: Any = None, contiguous: bool = True) -> AbstractArray:
-    """A view of ``x``'s memory (owns nothing, keeps ``x``'s buffer alive)."""
+def view(
+    x: AbstractArray,
+    shape: Any,
+    dtype: Any = None,
+    contiguous: bool = True,
+    ordered: bool = False,
+) -> AbstractArray:
+    """A view of ``x``'s memory (owns nothing, keeps ``x``'s buffer alive); ``ordered``: its
+    axes keep ``x``'s stride order (a basic slice, a flip), so it is in C order if ``x`` is."""
     return AbstractArray(
-        shape, x.dtype if dtype is None else dtype, base=x, contiguous=contiguous and x.contiguous
+        shape,
+        x.dtype if dtype is None else dtype,
+        base=x,
+        contiguous=contiguous and x.contiguous,
+        ordered=ordered and x.ordered,
     )
 
 
