@@ -46,7 +46,7 @@ from .._state import (
     restore,
 )
 from ..namespace import of as namespace_of
-from ..namespace._array import Array
+from ..namespace._array import Array, ours
 from ..namespace._record import record
 from ..tree import tree_flatten, tree_unflatten
 from ._scheduled import scheduled
@@ -297,6 +297,24 @@ def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
     total: Any = None
     accs: dict[int, Any] = {}  # tracked leaf -> its gradient summed over the slices
     rowed = {k for k in tracked if leaves[k][0] in batch}
+    sliced = [k for k, (i, v) in enumerate(leaves) if i in batch and isinstance(v, Array)]
+
+    def step(diff: list, part: list) -> Any:
+        now = list(part)
+        for k, d in zip(tracked, diff, strict=True):
+            now[k] = d
+        a, at = [], 0
+        for (_, td), size in zip(flat, shapes, strict=True):
+            a.append(tree_unflatten(td, now[at : at + size]))
+            at += size
+        return mb.loss(*a, **kwargs)
+
+    f = (
+        scheduled(step, plan.drop, plan.names, plan.logs)
+        if tracked and (plan.drop or plan.logs is not None)
+        else step
+    )
+    both = _api.value_and_grad(f) if tracked else None
     prev = push()
     restore(tuple(f for f in prev if isinstance(f, _KEPT)))
     tracker = STACK.tracker
@@ -304,58 +322,47 @@ def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
         for start, stop in slices(n, plan.rows):
             if tracker is not None:  # (the rows of one micro-batch: _report._calls)
                 tracker.prefix = f"slice {start}:{stop} "
-            part = [
-                v[start:stop, ...] if leaves[k][0] in batch and isinstance(v, Array) else v
-                for k, v in enumerate(values)
-            ]
-
-            def step(diff: list, part: list = part) -> Any:
-                now = list(part)
-                for k, d in zip(tracked, diff, strict=True):
-                    now[k] = d
-                a, at = [], 0
-                for (_, td), size in zip(flat, shapes, strict=True):
-                    a.append(tree_unflatten(td, now[at : at + size]))
-                    at += size
-                return mb.loss(*a, **kwargs)
-
-            f = (
-                scheduled(step, plan.drop, plan.names, plan.logs)
-                if tracked and (plan.drop or plan.logs is not None)
-                else step
-            )
-            if tracked:
+            part = list(values)
+            for k in sliced:  # the batch's rows (a view: nothing recorded, nothing tracked)
+                v = values[k]
+                part[k] = v._ns._make(v._data[start:stop, ...])
+            if both is not None:
                 with _phases(tracker):
-                    value, grads = _api.value_and_grad(f)([part[k] for k in tracked])
+                    value, grads = both([part[k] for k in tracked], part)
             else:
                 with _api.no_grad():
-                    value, grads = f([]), []
+                    value, grads = f([], part), []
             w = (stop - start) / n
+            # the sums as the backend's arrays (nothing recorded), through its operators: in
+            # place where it has them; each first one a new array (a gradient may be a
+            # read-only view, a broadcast one)
+            ns = value._ns
+            raw = value._data * w if weigh else value._data
+            total = raw if total is None else total + raw
             with _api.no_grad():
-                if weigh:
-                    value = value * w
-                total = value if total is None else total + value
                 for k, g in zip(tracked, grads, strict=True):
-                    # (a new array: a gradient may be a read-only view, a broadcast one)
-                    if weigh:
-                        g = g * w
                     if k in rowed:  # a batch argument's: its rows of the gradient
+                        if weigh:
+                            g = g * w
                         if k not in accs:
                             leaf = leaves[k][1]
                             accs[k] = leaf._ns.zeros(tuple(leaf.shape), dtype=g.dtype)
                         accs[k][start:stop, ...] = g
-                    elif k in accs:
-                        accs[k] += g  # in place: the accumulator is ours
+                        continue
+                    raw = g._data * w if weigh else g._data
+                    if k in accs:
+                        accs[k] += raw
                     else:
-                        accs[k] = g if weigh else g * 1.0
-            del value, grads, part, f, step
+                        accs[k] = raw if weigh else raw * 1.0
+            del value, grads, part
     finally:
         if tracker is not None:
             tracker.prefix = ""
         restore(prev)
+    total = ours(ns, total)  # (NumPy's 0-d products are scalars)
     if not tracked:
         return total
-    saved = [accs.pop(k)._data for k in tracked]
+    saved = [ours(ns, accs.pop(k))._data for k in tracked]
     return _node(mb, total, [leaves[k][1] for k in tracked], saved)
 
 

@@ -86,11 +86,25 @@ def spec(shape: Sequence[int] | int, dtype: Any = "float64", chunks: Any = None)
 
 
 def _dtype_name(dtype: Any) -> str:
-    """The NumPy name of a dtype object of any backend (see :func:`spec`)."""
+    """The NumPy name of a dtype object of any backend (see :func:`spec`); remembered per
+    dtype object (a budgeted step asks for each argument's on every call)."""
     try:
-        return np.dtype(dtype).name  # NumPy's dtypes and scalar types, names, Python's types
+        return _NAMES[dtype]
+    except (KeyError, TypeError):  # (TypeError: a dtype object that does not hash)
+        pass
+    try:
+        name = np.dtype(dtype).name  # NumPy's dtypes and scalar types, names, Python's types
     except (TypeError, ValueError):
-        return str(dtype).rsplit(".", 1)[-1]  # array_api_strict.float32, torch.float32
+        name = str(dtype).rsplit(".", 1)[-1]  # array_api_strict.float32, torch.float32
+    try:
+        if len(_NAMES) < 256:
+            _NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+_NAMES: dict[Any, str] = {}
 
 
 def _np_dtype(dtype: Any, where: str) -> np.dtype:

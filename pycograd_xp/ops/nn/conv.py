@@ -48,6 +48,7 @@ from .windows import (
     _padded_bytes,
     _raw,
     add_bias,
+    backend_of,
     batch_blocks,
     bias_row,
     blocks_of,
@@ -234,7 +235,7 @@ def _call(ns, name, *args, **kwargs):
     """Row ``name`` on ``ns``: the row's impl on a raw namespace, our recorded function on
     ours (higher order, vmap of a pullback)."""
     impl = REGISTRY[name].impl
-    if getattr(ns, "_backend", None) is None and impl is not None:
+    if backend_of(ns) is None and impl is not None:
         return impl(ns, *args, **kwargs)
     return getattr(ns, name)(*args, **kwargs)
 
@@ -389,7 +390,7 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     (``O > P``) one 2-D product per block, columns (Q, n * P) against the cotangent
     (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
     the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
-    if getattr(ns, "_backend", None) is None and caps(ns).chunked:
+    if backend_of(ns) is None and caps(ns).chunked:
         return weight_grad_by_offsets(
             ns, g, pad(ns, x, padding), tuple(w.shape), stride, dilation, groups
         )

@@ -16,7 +16,7 @@ from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
 from .pieces import FP, _into, _sum_to, _times, in_place, piece_size, pieces
-from .windows import _like, _own, itemsize
+from .windows import _like, _own, backend_of, itemsize
 
 # -- kits: the normalisations --------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ def _by_rows(ns: Any, dtype: Any) -> bool:
     """Whether :func:`_lead_sum` takes a product over the rows of ``dtype`` on ``ns``: float32
     or float64 where a normalisation's VJP goes by blocks (:func:`_blocks_beneath`: a raw
     backend that writes in place, or ours over one)."""
-    b = getattr(ns, "_backend", None)
+    b = backend_of(ns)
     if b is None:
         ok = in_place(ns)
     else:
@@ -76,7 +76,7 @@ def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
     and on ours over one (a higher order, or remat's recompute pulling back: their sums then
     go in the same order, so the gradients are the first-order ones to the bit); one block
     elsewhere."""
-    b = getattr(ns, "_backend", None)
+    b = backend_of(ns)
     if b is None:
         return pieces(shape, item, k) if in_place(ns) and k else [...]
     if k and b.mutable and not b.chunked and not b.abstract and not b.level:

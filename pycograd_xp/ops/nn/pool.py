@@ -47,12 +47,18 @@ def rows_first(kernel: Any, stride: Any) -> bool:
     return len(kernel) == 2 and kernel[0] >= 2 and kernel[1] >= 2 and stride[1] == kernel[1]
 
 
+def _lowest(bk: Any, dtype: Any, padding: Any) -> Any:
+    """What max-pool pads with (the dtype's lowest value: it never wins the max); 0.0 where
+    nothing is padded (no ``finfo`` call)."""
+    return bk.finfo(dtype).min if any(b or a for b, a in padding) else 0.0
+
+
 def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:
     """Max or mean over windows, reduced pairwise over the strided slices (a max-pool whose
     columns tile: over whole rows first, see :func:`rows_first`)."""
     n = len(kernel)
     out = out_sizes(fname, tuple(x.shape[-n:]), kernel, stride, padding, (1,) * n)
-    fill = bk.finfo(x.dtype).min if how == "max" else 0.0
+    fill = _lowest(bk, x.dtype, padding) if how == "max" else 0.0
     if how == "max" and rows_first(kernel, stride):
         xp_ = pad(bk, x, padding, fill)
         (kh, kw), (sh, _), (ho, wo) = kernel, stride, out
@@ -87,7 +93,7 @@ def _unpool(ns, parts, x, kernel, stride, padding, dilation=None):
 
 def _max_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
-    xp_ = pad(ns, x, padding, ns.finfo(x.dtype).min)
+    xp_ = pad(ns, x, padding, _lowest(ns, x.dtype, padding))
     parts = window_slices(xp_, kernel, stride, (1,) * n, tuple(out.shape[out.ndim - n :]))
     if _raw(ns) and caps(ns).views_alias and not caps(ns).chunked:
         return (_max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding),)
@@ -166,7 +172,9 @@ def _avg_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):
 def _max_pool_jvp(ns, t, out, x, /, *, kernel, stride, padding):
     n = len(kernel)
     size = tuple(out.shape[out.ndim - n :])
-    xs = window_slices(pad(ns, x, padding, ns.finfo(x.dtype).min), kernel, stride, (1,) * n, size)
+    xs = window_slices(
+        pad(ns, x, padding, _lowest(ns, x.dtype, padding)), kernel, stride, (1,) * n, size
+    )
     ts = window_slices(pad(ns, t[0], padding), kernel, stride, (1,) * n, size)
     chosen = ts[-1]
     for xk, tk in zip(reversed(xs[:-1]), reversed(ts[:-1]), strict=True):  # the first wins
