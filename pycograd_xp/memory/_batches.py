@@ -327,8 +327,11 @@ def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
                 v = values[k]
                 part[k] = v._ns._make(v._data[start:stop, ...])
             if both is not None:
-                with _phases(tracker):
+                if tracker is None:
                     value, grads = both([part[k] for k in tracked], part)
+                else:
+                    with _phases(tracker):
+                        value, grads = both([part[k] for k in tracked], part)
             else:
                 with _api.no_grad():
                     value, grads = f([], part), []
@@ -339,21 +342,21 @@ def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
             ns = value._ns
             raw = value._data * w if weigh else value._data
             total = raw if total is None else total + raw
-            with _api.no_grad():
-                for k, g in zip(tracked, grads, strict=True):
-                    if k in rowed:  # a batch argument's: its rows of the gradient
+            for k, g in zip(tracked, grads, strict=True):
+                if k in rowed:  # a batch argument's: its rows of the gradient
+                    with _api.no_grad():
                         if weigh:
                             g = g * w
                         if k not in accs:
                             leaf = leaves[k][1]
                             accs[k] = leaf._ns.zeros(tuple(leaf.shape), dtype=g.dtype)
                         accs[k][start:stop, ...] = g
-                        continue
-                    raw = g._data * w if weigh else g._data
-                    if k in accs:
-                        accs[k] += raw
-                    else:
-                        accs[k] = raw if weigh else raw * 1.0
+                    continue
+                raw = g._data * w if weigh else g._data
+                if k in accs:
+                    accs[k] += raw
+                else:
+                    accs[k] = raw if weigh else raw * 1.0
             del value, grads, part
     finally:
         if tracker is not None:

@@ -17,6 +17,7 @@ rows' maximum, ``kernel[1]`` times the output, then the columns').
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -117,24 +118,10 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
     window-sized masks and one window-sized cotangent, reused by every offset.
     Where the windows tile the padded input exactly, every element is written once and no
     zero fill is needed."""
-    n = len(kernel)
-    out_sizes_ = tuple(out.shape[out.ndim - n :])
-    lead = tuple(x.shape[: x.ndim - n])
-    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(x.shape[x.ndim - n :], padding, strict=True))
-    tiled = all(
-        k == s and m * s == size
-        for k, s, m, size in zip(kernel, stride, out_sizes_, sizes, strict=True)
+    lead, sizes, tiled, overlap, spots = _unpool_plan(
+        tuple(x.shape), tuple(out.shape), tuple(kernel), tuple(stride), tuple(map(tuple, padding))
     )
-    overlap = any(s < k for s, k in zip(stride, kernel, strict=True))
     dx = (ns.empty if tiled else ns.zeros)(lead + sizes, dtype=g.dtype)
-    spots = [
-        (slice(None),) * (len(lead) - 1)
-        + tuple(
-            slice(o, o + s * (m - 1) + 1, s)
-            for o, s, m in zip(offs, stride, out_sizes_, strict=True)
-        )
-        for offs in grid(kernel)
-    ]
     if lead:
         blocks = _mask_blocks(ns, dx)
     else:
@@ -162,6 +149,38 @@ def _max_pool_in_place(ns, g, out, x, parts, kernel, stride, padding):
                 dx[idx] = ct
         del ct, free
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+@functools.lru_cache(maxsize=256)
+def _unpool_plan(
+    shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple,
+) -> tuple:
+    """What :func:`_max_pool_in_place` works out from the shapes alone, once per layout: the
+    leading axes, the padded sizes, whether the windows tile them (no zero fill) or overlap
+    (an add, not a write), and each offset's spot in the padded input (the block's rows
+    before it)."""
+    n = len(kernel)
+    out_sizes_ = out_shape[len(out_shape) - n :]
+    lead = shape[: len(shape) - n]
+    sizes = tuple(s + pb + pa for s, (pb, pa) in zip(shape[len(shape) - n :], padding, strict=True))
+    tiled = all(
+        k == s and m * s == size
+        for k, s, m, size in zip(kernel, stride, out_sizes_, sizes, strict=True)
+    )
+    overlap = any(s < k for s, k in zip(stride, kernel, strict=True))
+    spots = tuple(
+        (slice(None),) * (len(lead) - 1)
+        + tuple(
+            slice(o, o + s * (m - 1) + 1, s)
+            for o, s, m in zip(offs, stride, out_sizes_, strict=True)
+        )
+        for offs in grid(kernel)
+    )
+    return lead, sizes, tiled, overlap, spots
 
 
 def _avg_pool_vjp(ns, g, out, x, /, *, kernel, stride, padding):

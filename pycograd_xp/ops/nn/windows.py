@@ -19,6 +19,7 @@ rules use them too.
 
 from __future__ import annotations
 
+import functools
 import math
 from types import ModuleType
 from typing import Any
@@ -60,12 +61,17 @@ def _like(bk: Any, x: Any) -> dict[str, Any]:
     return like(x) if like is not None else {}
 
 
-def grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
+def grid(kernel: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """Every offset of a window, in row-major order (the order that breaks max-pool ties)."""
+    return _grid(tuple(kernel))
+
+
+@functools.lru_cache(maxsize=64)
+def _grid(kernel: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     out: list[tuple[int, ...]] = [()]
     for k in kernel:
         out = [g + (i,) for g in out for i in range(k)]
-    return out
+    return tuple(out)
 
 
 def out_sizes(
@@ -138,17 +144,25 @@ def window_slices(
 ) -> list[Any]:
     """For each window offset (row-major), the strided slice of ``x``'s trailing axes that
     holds that element of every window: shape ``x.shape[:-n] + out``."""
-    lead = (slice(None),) * (x.ndim - len(kernel))
-    return [
-        x[
-            lead
-            + tuple(
-                slice(o * d, o * d + s * (m - 1) + 1, s)
-                for o, d, s, m in zip(offs, dilation, stride, out, strict=True)
-            )
-        ]
+    keys = _window_keys(x.ndim, tuple(kernel), tuple(stride), tuple(dilation), tuple(out))
+    return [x[key] for key in keys]
+
+
+@functools.lru_cache(maxsize=256)
+def _window_keys(
+    ndim: int, kernel: tuple[int, ...], stride: tuple, dilation: tuple, out: tuple[int, ...]
+) -> tuple[tuple[slice, ...], ...]:
+    """The index of each offset's slice (:func:`window_slices`), worked out once per layout:
+    a small CNN's step asks for the same ones on every call."""
+    lead = (slice(None),) * (ndim - len(kernel))
+    return tuple(
+        lead
+        + tuple(
+            slice(o * d, o * d + s * (m - 1) + 1, s)
+            for o, d, s, m in zip(offs, dilation, stride, out, strict=True)
+        )
         for offs in grid(kernel)
-    ]
+    )
 
 
 def columns(
