@@ -33,6 +33,7 @@ no row call but col2im: a product, a zero fill and strided adds, each projected 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -344,11 +345,7 @@ def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
         ns.permute_dims(ns.reshape(w, (groups, og, c, *kernel)), (0, *range(3, 3 + n), 2, 1)),
         (groups, kk * c, og),
     )  # rows (k, c) of each group
-    steps = [math.prod(sizes[i + 1 :]) for i in range(n)]
-    starts = [
-        sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
-        for offs in grid(kernel)
-    ]
+    steps, starts = _flat_starts(tuple(sizes), kernel, tuple(dilation))
     into = caps(ns).matmul_into
     # g's positions on the flat padded grid: the first out[0] rows (all of it without into)
     length = out[0] * steps[0] if into is not None else size
@@ -380,6 +377,18 @@ def _col2im_runs(ns, g, w, dx, sizes, out, dilation, padding, groups):
             del part
         del cols, gb  # before the next block's: one block's columns alive at a time
     return pad(ns, dx, tuple((-pb, -pa) for pb, pa in padding))
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_starts(sizes: tuple, kernel: tuple, dilation: tuple) -> tuple[tuple, tuple]:
+    """The flat padded grid's step per axis, and each kernel offset's start on it
+    (:func:`_col2im_runs`), once per layout."""
+    steps = tuple(math.prod(sizes[i + 1 :]) for i in range(len(sizes)))
+    starts = tuple(
+        sum(i * d * st for i, d, st in zip(offs, dilation, steps, strict=True))
+        for offs in grid(kernel)
+    )
+    return steps, starts
 
 
 def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from ...namespace._backend import Backend, capabilities, resolve
+from ...namespace._capabilities import _BY_XP
 
 
 def attribute(ns: Any, name: str) -> Any:
@@ -46,6 +47,9 @@ def backend_of(ns: Any) -> Backend | None:
 
 def caps(bk: Any) -> Backend:
     """The capabilities of a namespace: ours carry them; a raw one is looked up or resolved."""
+    b = _BY_XP.get(id(bk))  # (a rule's backend namespace: most calls)
+    if b is not None:
+        return b
     try:
         return capabilities(bk)
     except TypeError:  # a conforming namespace no namespace() call has met yet
