@@ -353,11 +353,18 @@ def _sliced(mb: MicroBatched, plan: Slicing, args: tuple, kwargs: dict) -> Any:
                         accs[k][start:stop, ...] = g
                     continue
                 raw = g._data * w if weigh else g._data
-                if k in accs:
-                    accs[k] += raw
-                else:
+                if k not in accs:
                     accs[k] = raw if weigh else raw * 1.0
+                elif g._backend.abstract:  # projected: our in-place add, no temporary (as
+                    with _api.no_grad():  # NumPy's +=; an abstract array's own charges one)
+                        acc = g._ns._make(accs[k])
+                        acc += g._ns._make(raw)
+                        accs[k] = acc._data
+                else:
+                    accs[k] += raw
+            # (nothing of this micro-batch outlives it: its gradients, the last one scaled)
             del value, grads, part
+            g = raw = None
     finally:
         if tracker is not None:
             tracker.prefix = ""
