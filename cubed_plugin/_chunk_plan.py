@@ -35,49 +35,15 @@ import numpy as np
 
 from pycograd_xp import memory
 from pycograd_xp.memory import MemoryLimitError, Schedule, format_bytes
+
+# the cost model (constants measured by benchmarks/bench_chunk_choice.py) is the core's: a
+# budgeted eager step of a declared loss chooses between the same two ways with it
+from pycograd_xp.memory._cost import recompute_microseconds, slices_microseconds
 from pycograd_xp.tree import tree_flatten
 
 from .steps import Recompute
 
 __all__ = ["ChunkPlan", "how", "plan_chunk", "recompute_microseconds", "slices_microseconds"]
-
-# The cost model's constants, measured by benchmarks/bench_chunk_choice.py
-# (docs/calibration.md#chunk-choice).
-CALL_MICROSECONDS = 60  # a chunk step's call, beside its nodes' (chunk_sums)
-NODE_MICROSECONDS = 16  # a node of a step: its forward call recorded, its VJP run
-GRADIENT_ELEMENTS_PER_MICROSECOND = 260  # a slice's gradients: made, flattened, added
-REDO_MICROSECONDS = 33  # an output made again in the backward pass: its forward call
-PRODUCT_OPS_PER_MICROSECOND = 28000  # a product's work (2 m n k) per microsecond
-ELEMENT_OPS_PER_MICROSECOND = 2100  # other rows' work (elements read and written) per µs
-
-# rows whose work runs at a product's rate
-_PRODUCTS = ("matmul", "tensordot", "vecdot", "conv")
-
-
-def recompute_microseconds(schedule: Schedule) -> float:
-    """The time a chunk's step under ``schedule`` is projected to take beyond the step itself:
-    the work of the outputs its backward pass makes again (``Schedule.recompute_cost``, split
-    by kind as the dropped outputs' work is) and a call per output made again."""
-    dropped = schedule.recomputed
-    total = sum(r.cost for r in dropped)
-    if not total or not schedule.recompute_cost:
-        return 0.0
-    made = schedule.recompute_cost / total  # (a dropped output no rule reads is not made)
-    us = 0.0
-    for r in dropped:
-        product = any(k in r.name for k in _PRODUCTS)
-        rate = PRODUCT_OPS_PER_MICROSECOND if product else ELEMENT_OPS_PER_MICROSECOND
-        us += made * (REDO_MICROSECONDS + r.cost / rate)
-    return us
-
-
-def slices_microseconds(nodes: int, parameters: int, rows: int, slice_rows: int) -> float:
-    """The time a chunk of ``rows`` rows computed in slices of ``slice_rows`` rows is projected
-    to take beyond its step whole: per slice beyond the first, a step call of ``nodes`` nodes
-    and its gradients of ``parameters`` elements (made, flattened and added to the sums)."""
-    slices = -(-rows // slice_rows)
-    gradients = parameters / GRADIENT_ELEMENTS_PER_MICROSECOND
-    return (slices - 1) * (CALL_MICROSECONDS + nodes * NODE_MICROSECONDS + gradients)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from cubed_plugin.memory import MemoryLimitError, part_of, step_projection  # no
 from cubed_plugin.steps import Recompute, chunk_projection, chunk_sums  # noqa: E402
 from cubed_plugin.train import fit, make_executor, synthetic, worker_baseline  # noqa: E402
 from pycograd_xp import memory, optim  # noqa: E402
+from pycograd_xp.memory import _cost as cost  # noqa: E402
 from pycograd_xp.tree import tree_flatten  # noqa: E402
 
 measured = pytest.mark.skipif(
@@ -81,8 +82,8 @@ def _allowed(tmp_path, reserved, params, fraction=0.85):
 def cheap_slices(monkeypatch):
     """The cost model with slices' fixed costs at nothing: slices are chosen where they fit."""
     for name in ("CALL_MICROSECONDS", "NODE_MICROSECONDS"):
-        monkeypatch.setattr(chunk_plan, name, 0)
-    monkeypatch.setattr(chunk_plan, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
+        monkeypatch.setattr(cost, name, 0)
+    monkeypatch.setattr(cost, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def dear_slices(monkeypatch):
     """The cost model with a slice's call at a second: recomputing is chosen where it fits
     (for this model the two ways are projected within a few percent of each other, and which
     is cheaper moves with the schedule ``memory.within`` finds)."""
-    monkeypatch.setattr(chunk_plan, "CALL_MICROSECONDS", 10**6)
+    monkeypatch.setattr(cost, "CALL_MICROSECONDS", 10**6)
 
 
 # -- the choice ------------------------------------------------------------------------------
@@ -272,8 +273,8 @@ def test_fit_recomputes_a_chunk_too_large_with_the_whole_chunks_values(
     for k in whole.params:
         np.testing.assert_array_equal(recomputed.params[k], whole.params[k])
     for name in ("CALL_MICROSECONDS", "NODE_MICROSECONDS"):
-        monkeypatch.setattr(chunk_plan, name, 0)
-    monkeypatch.setattr(chunk_plan, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
+        monkeypatch.setattr(cost, name, 0)
+    monkeypatch.setattr(cost, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
     rows.clear()  # (slices' fixed costs at nothing: slices chosen)
     sliced, _, _ = run(allowed, rows.append)
     assert any("in slices of" in r for r in rows), rows

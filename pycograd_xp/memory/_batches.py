@@ -124,7 +124,9 @@ def batch_mean(loss: Callable[..., Any] | None = None, *, batch: Any = True) -> 
     The declared loss computes what ``loss`` computes. Given a budget (``memory.within``,
     ``grad``/``value_and_grad`` with ``budget=``, ``train.make_step`` with ``budget=``), when no
     recompute schedule of the whole batch fits, the step runs in the fewest micro-batches whose
-    whole projected step fits, each micro-batch's loss and gradient weighted by its rows. The
+    whole projected step fits, each micro-batch's loss and gradient weighted by its rows; when
+    one fits, in those micro-batches instead where the time model projects them faster (the
+    outputs made again against the extra micro-batches' calls: ``memory._cost``). The
     values then agree with ``loss``'s to rounding, not bit for bit (the rows are added in
     another order), and only first derivatives are taken. Declare only a loss whose rows are
     independent: no batch norm, no term across rows (the declaration is trusted).

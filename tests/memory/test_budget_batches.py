@@ -9,6 +9,8 @@ arguments disagree are refused with the way out."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from programs import program
@@ -300,19 +302,52 @@ def test_bad_declarations_are_refused():
         )
 
 
-def test_a_declared_step_that_fits_by_recompute_is_not_split():
-    """Recompute first: bit for bit when a schedule of the whole batch fits."""
-    loss, args = _mlp(batch=256, width=32, depth=8)
+def _costs(loss, args, frac):
+    """The recompute schedule of the undeclared loss and the micro-batches of the declared one
+    at ``frac`` of the peak (recompute alone fits), each's projected time beyond the step."""
+    from pycograd_xp.memory import _cost
+
     full = memory.project(loss, *args).peak_bytes
-    plain = memory.within(loss, int(0.8 * full), *args)
-    declared = memory.within(memory.batch_mean(loss), int(0.8 * full), *args)
-    s = declared.schedule(*args)
-    assert s.slices == 1 and s.drop == plain.schedule(*args).drop and s.micro_batches == ""
+    whole = memory.within(loss, int(frac * full), *args).schedule(*args)
+    declared = memory.batch_mean(loss)
+    with pytest.MonkeyPatch.context() as m:  # slices free: the split that fits
+        m.setattr(_cost, "CALL_MICROSECONDS", 0)
+        m.setattr(_cost, "NODE_MICROSECONDS", 0)
+        m.setattr(_cost, "GRADIENT_ELEMENTS_PER_MICROSECOND", math.inf)
+        split = memory.within(declared, int(frac * full), *args).schedule(*args)
+    assert whole.drop and whole.slices == 1 and split.slices > 1
+    params = sum(a.size for a in pg.tree.tree_flatten(args[0])[0])
+    split_us = _cost.slices_microseconds(
+        len(split.nodes), params, split.batch_rows, split.slice_rows
+    ) + split.slices * _cost.recompute_microseconds(split)
+    return whole, split, _cost.recompute_microseconds(whole), split_us, declared, full
+
+
+def test_a_declared_step_that_fits_by_recompute_takes_the_way_projected_faster():
+    """A declared loss whose whole batch fits by recomputing: micro-batches instead only where
+    the time model projects them faster; recomputing (bit for bit) where it is cheaper."""
+    # narrow layers: outputs made again cost little against a micro-batch's calls and nodes
+    loss, args = _mlp(batch=256, width=32, depth=8)
+    whole, split, whole_us, split_us, declared, full = _costs(loss, args, 0.8)
+    assert whole_us < split_us, (whole_us, split_us)
+    s = memory.within(declared, int(0.8 * full), *args).schedule(*args)
+    assert s.slices == 1 and s.drop == whole.drop and s.micro_batches == ""
+    fitted = memory.within(declared, int(0.8 * full), *args)
     g0 = pg.grad(loss)(*args)
     assert all(
         np.array_equal(a, b)
-        for a, b in zip(_leaves(pg.grad(declared)(*args)), _leaves(g0), strict=True)
+        for a, b in zip(_leaves(pg.grad(fitted)(*args)), _leaves(g0), strict=True)
     )
+    # wide layers: an output made again is a (1024, 256) @ (256, 256) product; a micro-batch's
+    # calls and gradient sums cost less, so the step is split (to rounding), within its budget
+    loss, args = _mlp(batch=1024, width=256, depth=6)
+    whole, split, whole_us, split_us, declared, full = _costs(loss, args, 0.8)
+    assert split_us < whole_us, (whole_us, split_us)
+    fitted = memory.within(declared, int(0.8 * full), *args)
+    s = fitted.schedule(*args)
+    assert s.slices == split.slices and not s.drop, s.table(limit=0)
+    assert memory.measure(fitted, *args).peak_bytes <= s.peak_bytes <= int(0.8 * full)
+    _close(pg.grad(fitted)(*args), pg.grad(loss)(*args), 1e-12)
 
 
 def test_float32_beside_float64_and_array_api_strict():
