@@ -35,12 +35,11 @@ import numpy as np
 
 from pycograd_xp import memory
 from pycograd_xp.memory import MemoryLimitError, Schedule, format_bytes
+from pycograd_xp.tree import tree_flatten
 
 # the cost model (constants measured by benchmarks/bench_chunk_choice.py) is the core's: a
 # budgeted eager step of a declared loss chooses between the same two ways with it
-from pycograd_xp.memory._cost import recompute_microseconds, slices_microseconds
-from pycograd_xp.tree import tree_flatten
-
+from ._cubed_seam import recompute_microseconds, slices_microseconds
 from .steps import Recompute
 
 __all__ = ["ChunkPlan", "how", "plan_chunk", "recompute_microseconds", "slices_microseconds"]

@@ -43,7 +43,13 @@ from cubed.storage.store import is_storage_array
 from cubed.storage.zarr import LazyZarrArray
 from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
 
+# the core's time model of recomputing against row slices (a private module of the core: the
+# seam is where the plugin reaches those)
+from pycograd_xp.memory._cost import recompute_microseconds, slices_microseconds
+
 __all__ = [
+    "recompute_microseconds",
+    "slices_microseconds",
     "use_backups_default",
     "run_func_processes",
     "ProcessesExecutor",

@@ -45,7 +45,7 @@ from ._batches import (
     slicing,
     under,
 )
-from ._cost import recompute_microseconds, slices_microseconds
+from ._cost import faster
 from ._project import AS_IS, _name, _which, project, step_peak
 from ._report import MemoryLimitError, Projection
 from ._scheduled import scheduled
@@ -300,9 +300,13 @@ def choose(
     drop, why = fit_drop(search, nodes, limit)
     if drop is not None:
         whole = _done(search, limit, full, full, nodes, drop)
-        if micro is not None and not compiled:
-            return _faster(whole, f, limit, args, kwargs, nums, micro, full, search, where)
-        return whole
+        if micro is None or compiled:
+            return whole
+        try:  # declared: the micro-batches that fit instead, where projected faster
+            split = choose_slices(f, limit, args, kwargs, nums, micro, full, search, where)
+        except MemoryLimitError:
+            return whole
+        return faster(whole, split, args, nums)
     if micro is not None and not compiled:
         return choose_slices(f, limit, args, kwargs, nums, micro, full, search, where)
     if micro is not None:
@@ -311,40 +315,6 @@ def choose(
         )
     splittable = nums != () or getattr(f, AS_IS, False)  # a loss, or make_step's step
     _refuse(where, limit, full, search, why, hint=micro is None and not compiled and splittable)
-
-
-def _faster(
-    whole: Schedule,
-    f: Callable[..., Any],
-    limit: int,
-    args: tuple,
-    kwargs: dict,
-    nums: Any,
-    micro: tuple[MicroBatched, Callable[[tuple], int]],
-    full: Any,
-    search: Any,
-    where: str,
-) -> Schedule:
-    """A declared loss whose whole batch fits by recomputing (``whole``): the micro-batches
-    that fit instead (:func:`choose_slices`) when the time model projects them faster
-    (:mod:`._cost`: the outputs made again, at their rows' rates, against the extra
-    micro-batches' calls, nodes and gradient sums, each micro-batch's own recomputing
-    included); the recompute schedule (bit for bit) on a tie or when no split fits."""
-    try:
-        split = choose_slices(f, limit, args, kwargs, nums, micro, full, search, where)
-    except MemoryLimitError:
-        return whole
-    parameters = sum(  # (the differentiated arguments: their gradients are summed)
-        math.prod(tuple(leaf.shape))
-        for i in ((nums,) if isinstance(nums, int) else nums)
-        for leaf in tree_flatten(args[i])[0]
-        if hasattr(leaf, "shape")
-    )
-    assert split.batch_rows is not None and split.slice_rows is not None
-    split_us = slices_microseconds(
-        len(split.nodes), parameters, split.batch_rows, split.slice_rows
-    ) + split.slices * recompute_microseconds(split)
-    return split if split_us < recompute_microseconds(whole) else whole
 
 
 def _done(

@@ -12,9 +12,12 @@ The constants are measured by ``benchmarks/bench_chunk_choice.py``
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["recompute_microseconds", "slices_microseconds"]
+from ..tree import tree_flatten
+
+__all__ = ["faster", "recompute_microseconds", "slices_microseconds"]
 
 # The cost model's constants, measured by benchmarks/bench_chunk_choice.py
 # (docs/calibration.md#chunk-choice).
@@ -53,3 +56,21 @@ def slices_microseconds(nodes: int, parameters: int, rows: int, slice_rows: int)
     slices = -(-rows // slice_rows)
     gradients = parameters / GRADIENT_ELEMENTS_PER_MICROSECOND
     return (slices - 1) * (CALL_MICROSECONDS + nodes * NODE_MICROSECONDS + gradients)
+
+
+def faster(whole: Any, split: Any, args: tuple, nums: Any) -> Any:
+    """Of a declared loss's two schedules that fit, ``whole`` (the whole batch, recomputing:
+    bit for bit) and ``split`` (micro-batches, each maybe recomputing), the one projected
+    faster: the outputs ``whole`` makes again against ``split``'s extra micro-batches (their
+    calls, nodes and the sums of the gradients of the arguments ``nums``) and its own
+    recomputing in each; ``whole`` on a tie."""
+    parameters = sum(  # (the differentiated arguments: their gradients are summed)
+        math.prod(tuple(leaf.shape))
+        for i in ((nums,) if isinstance(nums, int) else nums)
+        for leaf in tree_flatten(args[i])[0]
+        if hasattr(leaf, "shape")
+    )
+    split_us = slices_microseconds(
+        len(split.nodes), parameters, split.batch_rows, split.slice_rows
+    ) + split.slices * recompute_microseconds(split)
+    return split if split_us < recompute_microseconds(whole) else whole
