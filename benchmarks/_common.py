@@ -40,14 +40,13 @@ def interleaved(
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def interleaved_clocks(
-    contenders: dict[str, Callable[[], object]], repeats: int, number: int, base: str
-) -> dict[str, dict[str, float]]:
-    """Each contender's median seconds per call, round-robin as :func:`interleaved`, on two
+def interleaved_rounds(
+    contenders: dict[str, Callable[[], object]], repeats: int, number: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each contender's seconds per call in every round, measured round-robin as
+    :func:`interleaved`: (wall, cpu), each ``{name: [seconds per call, one per round]}``, on two
     clocks: ``wall`` (perf_counter) and ``cpu`` (this process's CPU time: for contenders pinned
-    to one thread, what a shared machine's other load cannot inflate by preempting them), and
-    the spread of the CPU-time ratio to ``base`` over the rounds (``q1``, ``q3``: its quartiles,
-    each round's ratio of calls made back to back)."""
+    to one thread, what a shared machine's other load cannot inflate by preempting them)."""
     for f in contenders.values():
         f()
     wall: dict[str, list[float]] = {k: [] for k in contenders}
@@ -59,15 +58,31 @@ def interleaved_clocks(
                 f()
             cpu[name].append((time.process_time() - c0) / number)
             wall[name].append((time.perf_counter() - t0) / number)
+    return wall, cpu
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of ``values``."""
+    v = sorted(values)
+    q = statistics.quantiles(v, n=4) if len(v) > 1 else v * 3
+    return q[0], statistics.median(v), q[2]
+
+
+def interleaved_clocks(
+    contenders: dict[str, Callable[[], object]], repeats: int, number: int, base: str
+) -> dict[str, dict[str, float]]:
+    """Each contender's median seconds per call on both clocks of :func:`interleaved_rounds`,
+    and the spread of the CPU-time ratio to ``base`` over the rounds (``q1``, ``q3``: its
+    quartiles, each round's ratio of calls made back to back)."""
+    wall, cpu = interleaved_rounds(contenders, repeats, number)
     out = {}
     for name in contenders:
-        ratios = sorted(c / b for c, b in zip(cpu[name], cpu[base], strict=True))
-        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        q1, _, q3 = quartiles([c / b for c, b in zip(cpu[name], cpu[base], strict=True)])
         out[name] = {
             "wall": statistics.median(wall[name]),
             "cpu": statistics.median(cpu[name]),
-            "q1": q[0],
-            "q3": q[2],
+            "q1": q1,
+            "q3": q3,
         }
     return out
 

@@ -28,7 +28,10 @@ step: the six layers' 18 products (forward, input and weight cotangents), NumPy'
 matrix of the (8, 256, k) stack and folded into one 2-D product (``ops.linear_algebra.
 stack_product``), and the causal attention's products as our blocks of 64 query rows take them
 (two forward, five backward), against PyTorch's ``mm`` and ``matmul`` on the same operands: the
-floor the step's time cannot go below on each library's BLAS.
+floor the step's time cannot go below on each library's BLAS. In the same interleaved run, the
+steps themselves, and so each step's time outside its products: per round, the step less its
+library's products (NumPy's folded layers and attention for ours), the ratio to PyTorch's per
+round, its median and quartiles.
 
 The CNN step: ``bench_cnn.py``'s value_and_grad, uncompiled and compiled, beside PyTorch eager.
 
@@ -52,6 +55,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 from typing import Any
 
@@ -206,6 +210,44 @@ def gemm_contenders(torch: Any) -> dict:
         out["PyTorch: layers"] = run([tuple(map(torch.from_numpy, ab)) for ab in linear])
         out["PyTorch: attention"] = run([tuple(map(torch.from_numpy, ab)) for ab in attn])
     return out
+
+
+def gemm_split(cs: dict, torch: Any, base: str, repeats: int) -> tuple[list[str], dict]:
+    """The products alone beside the whole steps, and each step's time outside its products,
+    all in one interleaved run: per round, a step's CPU time less its library's products (ours:
+    NumPy's folded layers and attention; PyTorch's: its layers and attention), so the two sides
+    of each round's ratio were measured back to back. Medians over the rounds, with the
+    quartiles of the per-round ratio."""
+    gemm = gemm_contenders(torch)
+    steps = [n for n in ("pycograd_xp", "pycograd_xp compiled", base) if n in cs]
+    wall, cpu = _common.interleaved_rounds({**gemm, **{n: cs[n] for n in steps}}, repeats, 1)
+    lines = [
+        "The block step's matrix products alone (6 layers x 3, and the causal attention's "
+        f"in blocks of 64 rows), beside {base}'s whole step",
+        f"  {'contender':24s} {'CPU ms':>8s}  {'/ ' + base:>8s}",
+    ]
+    med = {n: statistics.median(v) for n, v in cpu.items()}
+    for name, t in med.items():
+        lines.append(f"  {name:24s} {t * 1e3:8.1f} {t / med[base]:8.2f}")
+    floor = {"numpy": ("NumPy: layers, folded", "NumPy: attention")}
+    if torch is not None:
+        floor["torch"] = ("PyTorch: layers", "PyTorch: attention")
+    outside = {}  # name -> per-round CPU seconds outside the products
+    for name in steps:
+        parts = floor["torch" if name.startswith("PyTorch") else "numpy"]
+        rounds = zip(cpu[name], *(cpu[p] for p in parts), strict=True)
+        outside[name] = [t - sum(ps) for t, *ps in rounds]
+    lines.append(
+        "Each step's time outside its matrix products (the step less its library's products, "
+        "per round)"
+    )
+    lines.append(f"  {'contender':24s} {'CPU ms':>8s}  {'/ ' + base:>8s}  {'(quartiles)':>14s}")
+    summary = {}
+    for name, v in outside.items():
+        q1, m, q3 = _common.quartiles([t / b for t, b in zip(v, outside[base], strict=True)])
+        summary[name] = {"cpu": statistics.median(v), "ratio": m, "q1": q1, "q3": q3}
+        lines.append(f"  {name:24s} {statistics.median(v) * 1e3:8.1f} {m:8.2f}  {q1:6.2f}-{q3:.2f}")
+    return lines, {"products": med, "outside": summary}
 
 
 # -- the character model's training step ---------------------------------------------------------
@@ -406,19 +448,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     result = {"transformer": {"times": times, "peaks": peaks}}
     if a.gemms:
-        gemm = gemm_contenders(torch)
-        gemm[base] = cs[base]
-        g_times = _common.interleaved_clocks(gemm, repeats=a.repeats, number=1, base=base)
-        lines.append(
-            "The block step's matrix products alone (6 layers x 3, and the causal attention's "
-            f"in blocks of 64 rows), beside {base}'s whole step"
-        )
-        lines.append(f"  {'contender':24s} {'CPU ms':>8s}  {'/ ' + base:>8s}")
-        for name, t in g_times.items():
-            lines.append(
-                f"  {name:24s} {t['cpu'] * 1e3:8.1f} {t['cpu'] / g_times[base]['cpu']:8.2f}"
-            )
-        result["gemms"] = g_times
+        lines_g, result["gemms"] = gemm_split(cs, torch, base, a.repeats)
+        lines += lines_g
     if not a.no_char:
         cbase = "PyTorch eager" if torch is not None else "pycograd_xp"
         char_times = _common.interleaved_clocks(
