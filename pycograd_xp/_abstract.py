@@ -336,8 +336,11 @@ def _function(prim: Any) -> Callable[..., Any]:
             return STACK.recorder.call(prim, rule, args, kwargs)
         out = rule(ABSTRACT, *args, **kwargs)
         t = STACK.tracker
-        if t is not None and isinstance(out, AbstractArray | tuple | list):
-            # (a query whose answer is no array, ``isdtype``'s bool, allocates nothing: no row)
+        if t is not None and (
+            isinstance(out, AbstractArray | tuple | list) or (out is None and prim.memory)
+        ):
+            # (a query whose answer is no array, ``isdtype``'s bool, allocates nothing: no row;
+            # a write in place, ``__setitem__``'s, makes no array but has its transients)
             transient, traced = transients(prim.memory, out, *args, **kwargs)
             t.call(name, _outputs(out), transient, traced)
         return out
