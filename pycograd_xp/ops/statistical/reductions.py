@@ -12,6 +12,7 @@ from .._rules.jvp import TRANSPOSED, linear
 from .._rules.vjp import count, expand_to, norm_axes
 from ._kits import (
     cast_buffer,
+    mean_buffers,
     reduced_shape,
 )
 
@@ -60,7 +61,7 @@ def mean_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
 
 mean.defjvp(linear(mean))
 mean.defbatch(reduction(mean))
-mean.defshape(reduced_shape(mean), memory=cast_buffer)
+mean.defshape(reduced_shape(mean), memory=mean_buffers)
 
 
 # -- prod ----------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""NumPy's advanced indexing against its projection (docs/calibration.md#advanced-indexing).
+"""The projection against NumPy on arrays of up to five axes and sizes past its iterator's
+buffer (docs/calibration.md#advanced-indexing, #reductions).
 
-The projection missed three things no earlier generator made, found by running the Cubed
-differential generator's programs (``conformance/test_cubed_differential.py``) at sizes of up to
-90 per axis, projected and measured:
+The projection missed what no earlier generator made (its random programs keep a working shape
+of two axes; the hypothesis check draws small arrays), found by running the Cubed differential
+generator's programs (``conformance/test_cubed_differential.py``) at sizes of up to 89 per axis
+and of up to four axes, projected and measured:
 
 * index arrays that broadcast against each other (``x[i[:, None], j]``, ``np.ix_``-style keys,
   ``take_along_axis``'s aranges beside its indices), ints among index arrays and index arrays of
@@ -12,7 +14,9 @@ differential generator's programs (``conformance/test_cubed_differential.py``) a
   so its transients went uncounted);
 * ``x[:, i]``: NumPy makes the result with the index axes first and hands back a transposed
   view of it, so a reshape of it copies; the projection took it for C order (a gradient
-  through it reshapes it: 147 kB short on a (6136, 3) float32 step).
+  through it reshapes it: 147 kB short on a (6136, 3) float32 step);
+* ``mean`` of float32 (and complex64) sums through two buffers of twice the precision (132 kB
+  beyond the result on a (30, 28, 13, 37) array; ``sum`` takes 1 kB), and ``var``/``std`` too.
 
 Each check below measures NumPy (tracemalloc, ``memory.measure``) on seeded random cases and
 asserts the projection bounds it.
@@ -195,3 +199,25 @@ def test_the_differential_programs_at_larger_sizes_within_projection(seed):
 
         with np.errstate(all="ignore"):
             _within(loss, *(XP.asarray(a) for a in prog.args), argnums=None)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reductions_of_single_precision_within_projection(seed):
+    """mean, var and std of float32 and complex64 (and float64 beside them) along any axis of
+    up to five, in C order, transposed and reversed."""
+    rng = np.random.default_rng(30 + seed)
+    for _ in range(25):
+        nd = int(rng.integers(1, 6))
+        shape = tuple(int(s) for s in rng.integers(1, 40 if nd > 2 else 700, nd))
+        dt = [np.float32, np.float64, np.complex64][int(rng.integers(3))]
+        xv = rng.standard_normal(shape).astype(dt)
+        if rng.random() < 0.3 and nd > 1:
+            xv = np.ascontiguousarray(xv.T).T
+        elif rng.random() < 0.3:
+            xv = xv[..., ::-1]
+        axis = None if rng.random() < 0.2 else int(rng.integers(nd))
+        x = XP.asarray(xv)
+        _within(lambda x, a=axis: XP.mean(x, axis=a), x)
+        if dt != np.complex64:
+            _within(lambda x, a=axis: XP.var(x, axis=a), x)
+            _within(lambda x, a=axis: XP.std(x, axis=a, correction=1), x)
