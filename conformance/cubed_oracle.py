@@ -115,8 +115,17 @@ def compare(
     leaves_c = tree_flatten(out_c)[0]
     if len(leaves_c) != len(leaves_n):
         raise MismatchError(f"{len(leaves_c)} outputs on Cubed, {len(leaves_n)} on NumPy")
+    # each cotangent chunked as its output (cubed.asarray takes in-memory arrays of 1 MB at most)
     ct_c = pull_c(
-        tree_unflatten(td, [cxp.asarray(u) if isinstance(u, np.ndarray) else u for u in us])
+        tree_unflatten(
+            td,
+            [
+                cxp.asarray(cubed.from_array(u, chunks=pg.unwrap(o).chunks, spec=spec))
+                if isinstance(u, np.ndarray) and isinstance(o, pg.Array)
+                else u
+                for u, o in zip(us, leaves_c, strict=True)
+            ],
+        )
     )
     arrays = _leaves(out_c) + _leaves(ct_c)
     if len(arrays) != len(want):
