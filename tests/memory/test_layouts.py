@@ -1,8 +1,9 @@
 """The abstract arrays' layout flags against NumPy's own: a basic index's view is contiguous
-exactly where NumPy's is (``_one_block``), and ``concat``/``stack`` of slices of arrays in C
-order give a result in C order, so that a reshape of it is a view, as in NumPy (the CNN's
-weight gradient stacks nine shifted slices and reshapes them: the projection counted a second
-copy, docs/calibration.md#joined-copies). Each tightening is checked against measured peaks."""
+exactly where NumPy's is (``ops._rules.keys.one_block``), and ``concat``/``stack`` of slices
+of arrays in C order give a result in C order, so that a reshape of it is a view, as in NumPy
+(the CNN's weight gradient stacks nine shifted slices and reshapes them: the projection counted
+a second copy, docs/calibration.md#joined-copies). Each tightening is checked against measured
+peaks."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 import pycograd_xp as pg
 from pycograd_xp import memory
 from pycograd_xp._abstract import ABSTRACT, AbstractArray
-from pycograd_xp.ops.indexing import _one_block
+from pycograd_xp.ops._rules.keys import one_block
 
 XP = pg.namespace(np)
 
@@ -48,7 +49,7 @@ def test_a_basic_index_is_contiguous_exactly_where_numpys_is(shape_key):
     shape, key = shape_key
     v = np.zeros(shape)[key]
     if v.size:
-        assert _one_block(shape, key) == v.flags.c_contiguous, (shape, key)
+        assert one_block(shape, key) == v.flags.c_contiguous, (shape, key)
     a = AbstractArray(shape, "f8")[key]
     assert a.shape == v.shape
     assert a.ordered  # a basic index keeps the axes' order
