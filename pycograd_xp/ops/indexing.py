@@ -386,10 +386,7 @@ def _gather_simple(ns, T, data, entries):
 def GETITEM_shape(a, x, key):
     (shape, is_view), k, first = placed_selection(x.shape, key)
     if not is_view:
-        before = 1
-        for d in shape[:first]:
-            before *= d
-        if not first or before == 1 or math.prod(shape[first : first + k]) == 1:
+        if math.prod(shape[:first]) == 1 or math.prod(shape[first : first + k]) == 1:
             return new(shape, x.dtype)
         # NumPy makes the result with the index axes first and hands back a transposed view
         # of it when they stay in place after other axes (x[:, i]): no C order, so a reshape

@@ -5,6 +5,8 @@ and the memory NumPy's advanced indexing takes beyond its result
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .shapes import (
@@ -128,7 +130,7 @@ def fancy_buffers(x, key, itemsize=8, operands=1):
       array per mask axis first (``nonzero``): its selected count each, at most the mask's
       size (and the iterator's buffers as above where other entries broadcast against them)."""
     parts = expand_key(key, x.ndim)
-    arrays = [as_abstract(p) for p in parts if is_array(as_abstract(p))]
+    arrays = [p for p in parts if is_array(p)]  # (expand_key made them abstract)
     if not arrays:
         return 0
     masks = [p for p in arrays if p.dtype.kind == "b"]
@@ -154,7 +156,5 @@ def fancy_buffers(x, key, itemsize=8, operands=1):
     )
     if not ints and same and plain:  # (nonzero's arrays are intp, in C order, of one shape)
         return total
-    n = 1
-    for d in broadcast(*shapes):
-        n *= d
+    n = math.prod(broadcast(*shapes))
     return total + (k + operands) * min(n, BUFFER_ELEMENTS) * max(8, itemsize)
