@@ -127,25 +127,72 @@ def _sum_squares(bk: Any, y: Any, axes: tuple[int, ...]) -> Any:
     return bk.sum(y * y, axis=axes, keepdims=True)
 
 
-def _mean(bk: Any, x: Any, axes: tuple[int, ...]) -> Any:
+def _mean(bk: Any, x: Any, axes: tuple[int, ...], ones: Any = None) -> Any:
     """``mean(x)`` over ``axes`` (kept dims): over a single trailing axis of float32 or float64,
-    one ``vecdot`` with a row of ones, divided by the count (NumPy's mean reduces rows of 256
-    float32 at a third of vecdot's speed: measured 21 against 5 us a block of 64K); the same
-    call on ours as on a raw backend. Elsewhere the backend's mean (float16 accumulates
-    wider there)."""
+    one ``vecdot`` with a row of ones (``ones`` where given: :func:`_ones`, made once for the
+    blocks of a call), divided by the count (NumPy's mean reduces rows of 256 float32 at a
+    third of vecdot's speed: measured 21 against 5 us a block of 64K); the same call on ours
+    as on a raw backend. Elsewhere the backend's mean (float16 accumulates wider there)."""
+    if ones is None:
+        ones = _ones(bk, x, axes)
+        if ones is None:
+            return bk.mean(x, axis=axes, keepdims=True)
+    return bk.vecdot(x, ones)[..., None] / x.shape[-1]
+
+
+def _ones(bk: Any, x: Any, axes: tuple[int, ...], dtype: Any = None) -> Any:
+    """:func:`_mean`'s row of ones for an array of ``x``'s shape and ``dtype`` (x's when None),
+    None where it takes the backend's mean."""
     n = x.shape[-1] if x.ndim else 0
-    if axes != (x.ndim - 1,) or not n or itemsize(bk, x.dtype) < 4:
-        return bk.mean(x, axis=axes, keepdims=True)
-    ones = bk.ones((n,), dtype=x.dtype, **_like(bk, x))
-    return bk.vecdot(x, ones)[..., None] / n
+    dtype = x.dtype if dtype is None else dtype
+    if axes != (x.ndim - 1,) or not n or itemsize(bk, dtype) < 4:
+        return None
+    return bk.ones((n,), dtype=dtype, **_like(bk, x))
+
+
+class _Tiles:
+    """A normalisation's weight or bias broadcast to the largest block of a call and copied
+    once, sliced for a smaller block: NumPy multiplies by a row of the last axis broadcast
+    over a block at 2/3 of its speed with an operand of the block's shape (measured 12.7
+    against 8.1 us a block of 64K float32). None stays None. The same values."""
+
+    def __init__(self, bk: Any, p: Any, shape: tuple[int, ...]) -> None:
+        self.full = None
+        if p is not None:
+            self.full = bk.empty(shape, dtype=p.dtype, **_like(bk, p))
+            self.full[...] = p
+
+    def __call__(self, shape: tuple[int, ...]) -> Any:
+        f = self.full
+        if f is None or tuple(f.shape) == shape:
+            return f
+        return f[tuple(slice(0, s) for s in shape)]
+
+
+def _block_shape(shape: Any, idx: Any) -> tuple[int, ...]:
+    """The shape of ``x[idx]`` for a block of :func:`pieces` (slices, then ``...``)."""
+    dims = list(shape)
+    for i, sl in enumerate(idx):
+        if sl is Ellipsis:
+            break
+        dims[i] = len(range(*sl.indices(dims[i])))
+    return tuple(dims)
 
 
 def _layer_norm_f(
-    bk: Any, x: Any, w: Any, b: Any, eps: float, axes: tuple[int, ...], dst: Any = None
+    bk: Any,
+    x: Any,
+    w: Any,
+    b: Any,
+    eps: float,
+    axes: tuple[int, ...],
+    dst: Any = None,
+    ones: Any = None,
 ) -> Any:
     # the centred input into ``dst`` (the output's block) where the backend takes out=; its
-    # variance as numpy's, the mean of the squares
-    mean = _mean(bk, x, axes)
+    # variance as numpy's, the mean of the squares (``w``, ``b`` may be _Tiles' blocks: the
+    # same values)
+    mean = _mean(bk, x, axes, ones)
     y = _into(bk, bk.subtract, x, mean, dst)
     s = bk.sqrt(_sum_squares(bk, y, axes) / _count(x, axes) + eps)
     if in_place(bk) and y.dtype == bk.result_type(y, s):
@@ -193,9 +240,13 @@ def _layer_norm(
     stats = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     y = bk.empty(tuple(x.shape), dtype=dtype)
     mean, rstd = bk.empty(stats, dtype=x.dtype), bk.empty(stats, dtype=x.dtype)
+    first = _block_shape(x.shape, blocks[0])  # (the largest)
+    wt, bt, ones = _Tiles(bk, weight, first), _Tiles(bk, bias, first), _ones(bk, x, axes)
     for idx in blocks:
-        dst = y[idx]
-        yb, mean[idx], rstd[idx] = _layer_norm_f(bk, x[idx], weight, bias, eps, axes, dst)
+        dst, shape = y[idx], _block_shape(x.shape, idx)
+        yb, mean[idx], rstd[idx] = _layer_norm_f(
+            bk, x[idx], wt(shape), bt(shape), eps, axes, dst, ones
+        )
         if yb is not dst:
             y[idx] = yb
         del yb, dst
@@ -208,11 +259,11 @@ def _first_owned(owned: Any) -> bool:
     return bool(owned[0]) if type(owned) is tuple else bool(owned)
 
 
-def _ln_coefs(ns, gx, xc, rstd, axes, gm, gr, n):
+def _ln_coefs(ns, gx, xc, rstd, axes, gm, gr, n, ones=None):
     """The per-row factors of layer norm's input cotangent ``gx rstd - c1 - xc a``: ``c1 =
     rstd mean(gx) - gm / n`` and ``a = rstd^3 (mean(gx xc) + gr / n)`` (``xc = x - mean``,
     ``gx = g weight``; ``gm``, ``gr`` the mean's and rstd's cotangents)."""
-    c1 = rstd * _mean(ns, gx, axes) - gm / n
+    c1 = rstd * _mean(ns, gx, axes, ones) - gm / n
     return c1, rstd * rstd * rstd * (_dot(ns, gx, xc, axes) / n + gr / n)
 
 
@@ -227,15 +278,18 @@ def _layer_norm_whole(ns, g, x, mean, rstd, weight, axes, gm, gr, n):
     return gx * rstd - c1 - xc * a, xc
 
 
-def _layer_norm_grad(ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows):
+def _layer_norm_grad(
+    ns, g, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows, wt=None, ones=None
+):
     """:func:`_layer_norm_whole`'s cotangent on a backend that writes in place, with the
     weight's and bias's (``g xc`` summed over the rows weighted by ``rstd``: no ``xhat``
     array): on fresh temporaries, every read of ``g`` first, then the last operations into
     ``dst`` where it takes out= (``dst`` may be ``g``'s own memory: a cotangent only the
-    backward pass holds)."""
+    backward pass holds). ``wt``: the weight as a block (:class:`_Tiles`), ``ones``
+    :func:`_mean`'s row, both made once a call; the same values."""
     xc = x - mean
-    gx = g * weight if weight is not None else g
-    c1, a = _ln_coefs(ns, gx, xc, rstd, axes, gm, gr, n)
+    gx = g * (weight if wt is None else wt) if weight is not None else g
+    c1, a = _ln_coefs(ns, gx, xc, rstd, axes, gm, gr, n, ones)
     gw, gb = _norm_param_grads(ns, g, xc, k, weight, bias, rstd, rows)  # (g's last read)
     if weight is not None and gx.dtype == ns.result_type(gx, rstd):
         gx *= rstd  # g weight: a fresh temporary
@@ -279,18 +333,23 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
         return _layer_norm_grad(ns, gy, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows)
     dx = gy if own else None
     gw = gb = None
+    wt = _Tiles(ns, weight, _block_shape(x.shape, blocks[0]))
+    ones = _ones(ns, x, axes, gy.dtype if weight is None else ns.result_type(gy, weight))
     for idx in blocks:
         if dx is None:
             dx = ns.empty(tuple(x.shape), dtype=ns.result_type(x, gy))
         dst = dx[idx]
         blk = (gy[idx], x[idx], mean[idx], rstd[idx])
         gs = (gm[idx], gr[idx])
-        d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, *gs, n, dst, rows)
+        tile = wt(_block_shape(x.shape, idx))
+        d, pw, pb = _layer_norm_grad(
+            ns, *blk, weight, bias, k, axes, *gs, n, dst, rows, tile, ones
+        )
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
         if d is not dst:
             dx[idx] = d
-        del d, dst, blk, gs
+        del d, dst, blk, gs, tile
     return dx, gw, gb
 
 
@@ -374,12 +433,14 @@ def _norm_memory(out, x, axes, k, params, temps):
 
 def _layer_norm_memory(out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     """Whole: ``x - mean``, its squares (then ``/ s``, ``* w``, ``+ b`` in place, or a new
-    array each where the dtype widens). By blocks: the same per block beside the outputs."""
+    array each where the dtype widens). By blocks: the same per block beside the outputs, and
+    the weight and bias as blocks (:class:`_Tiles`) where there are several."""
     y = out[0]
     axes = _norm_axes(axis, x.ndim)
     params = [p for p in (weight, bias) if p is not None]
     k = _trailing(x, axes, weight, bias)
-    return _norm_memory(y, x, axes, k, params, 3 if k else 2)
+    tiles = len(params) if k and piece_size(x.shape, y.dtype.itemsize, k) < x.size else 0
+    return _norm_memory(y, x, axes, k, params, (3 if k else 2) + tiles)
 
 
 _layer_norm.defshape(_layer_norm_shape, memory=_layer_norm_memory)

@@ -255,6 +255,55 @@ def test_blocks_give_what_one_block_gives(monkeypatch, name):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize("row", ["gelu", "silu", "softplus", "layer_norm"])
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "reversed"])
+def test_blocks_in_any_layout_give_the_same_bits(monkeypatch, row, layout):
+    """Block by block, an input in C order goes in one-axis runs (``pieces._flat_blocks``),
+    GELU's clip bound and a normalisation's weight and bias are made once a call as blocks
+    (``activations.Ceiling``, ``norms._Tiles``); an input in another layout goes by the
+    N-d blocks. Each gives the bits of one block, float32 and float64, values past GELU's
+    clip (x < -10.4) included; an elementwise row gives the same bits in every layout (a
+    normalisation's row sums over rows in another layout may not: NumPy's order follows the
+    layout and the block, as before the runs)."""
+    xp = pg.namespace(np)
+    w64, b64 = xp.asarray(_a(37)), xp.asarray(_a(37))
+    w32 = xp.astype(w64, xp.float32)
+    f = {
+        "gelu": nn.gelu,
+        "silu": nn.silu,
+        "softplus": nn.softplus,
+        "layer_norm": lambda x: nn.layer_norm(x, w32 if x.dtype == xp.float32 else w64, b64),
+    }[row]
+    view = {
+        "transposed": lambda a: np.transpose(np.ascontiguousarray(np.transpose(a)), (2, 1, 0)),
+        "sliced": lambda a: np.repeat(a, 2, axis=1)[:, ::2],
+        "reversed": lambda a: np.ascontiguousarray(a[::-1])[::-1],
+    }[layout]
+    base, r = _a(3, 41, 37, lo=-14.0, hi=6.0), _a(3, 41, 37)
+
+    def run(a, piece):
+        monkeypatch.setattr(pieces, "PIECE_BYTES", piece)
+        loss = pg.value_and_grad(lambda t: xp.sum(f(t) * xp.asarray(r.astype(a.dtype))))
+        val, g = loss(xp.asarray(a))
+        return _np(f(xp.asarray(a))), _np(val), _np(g)
+
+    for dtype in (np.float32, np.float64):
+        c = base.astype(dtype)
+        v = view(c)
+        assert np.array_equal(v, c) and not v.flags.c_contiguous
+        assert len(pieces.pieces(c.shape, c.itemsize, 1, limit=4096)) > 1
+        got = {name: run(a, 4096) for name, a in (("c", c), ("v", v))}
+        for name, a in (("c", c), ("v", v)):
+            for x, y in zip(got[name], run(a, 10**12), strict=True):
+                if row == "layer_norm" and name == "v":
+                    np.testing.assert_allclose(x, y, rtol=1e-5 if dtype == np.float32 else 1e-12)
+                else:
+                    assert np.array_equal(x, y), (name, dtype)
+        if row != "layer_norm":
+            for x, y in zip(got["c"], got["v"], strict=True):
+                assert np.array_equal(x, y), dtype
+
+
 @pytest.mark.parametrize("budget", [2**10, 3000, 2**15])
 @pytest.mark.parametrize("masked", ["none", "boolean", "additive"])
 def test_attention_blocks_of_queries_and_keys_give_the_same(monkeypatch, budget, masked):
