@@ -512,6 +512,14 @@ def _linear_algebra_cases(out):
     out["vecdot"].append(
         Case("complex", lambda xp: xp.vecdot, (arr((2, 3), cplx=True), arr((2, 3), cplx=True)))
     )
+    out["vecdot"].append(  # a non-negative axis (NumPy's; the standard's are negative)
+        Case(
+            "axis 0",
+            lambda xp: lambda a, b: xp.vecdot(a, b, axis=0),
+            (arr((3, 2)), arr((3, 2))),
+            NUMPY_ONLY,
+        )
+    )
 
 
 def _einsum_cases(out):
@@ -688,6 +696,12 @@ def _linalg_cases(out):
             "axis -2",
             lambda xp: lambda a, b: xp.linalg.cross(a, b, axis=-2),
             (arr((3, 2)), arr((3, 2))),
+        ),
+        Case(
+            "axis 0",
+            lambda xp: lambda a, b: xp.linalg.cross(a, b, axis=0),
+            (arr((3, 2)), arr((3, 2))),
+            NUMPY_ONLY,
         ),
     ]
     out[L + "outer"] = [

@@ -105,3 +105,31 @@ def test_an_unbatchable_row_names_itself() -> None:
     x = xp.asarray(np.array([[0.0, 1.0], [2.0, 0.0]]))
     with pytest.raises(NotImplementedError, match=r"vmap: nonzero\(\) cannot be batched: its "):
         pycograd_xp.vmap(lambda r: xp.nonzero(r)[0])(x)
+
+
+@pytest.mark.parametrize("backend,name,case", [p for p in PARAMS if p.values[0] == "numpy"])
+def test_vmap_over_an_empty_batch(backend: str, name: str, case: Any) -> None:
+    """A batch of no examples (JAX's vmap takes one): every output has a batch axis of 0 and
+    an example's shape and dtype; so has the gradient of the sum, per example."""
+    xp = pycograd_xp.namespace(backend_or_skip(backend))
+    f = case.f(xp)
+    prim = REGISTRY.get(name)
+    if prim is not None and prim.unbatchable is not None:
+        return
+    example = tuple(xp.asarray(a) for a in case.args)
+    empty = tuple(xp.asarray(np.zeros((0, *np.shape(a)), dtype=np.asarray(a).dtype)) for a in case.args)
+    with pycograd_xp.no_grad():
+        want = tree_flatten(f(*example))[0]
+    got = tree_flatten(pycograd_xp.vmap(f)(*empty))[0]
+    assert [(tuple(g.shape), g.dtype) for g in got] == [((0, *w.shape), w.dtype) for w in want]
+    if len(want) != 1 or not xp.isdtype(want[0].dtype, ("real floating", "complex floating")):
+        return
+    if not all(xp.isdtype(a.dtype, ("real floating", "complex floating")) for a in example):
+        return
+
+    def total(*a):
+        y = f(*a)
+        return xp.sum(xp.real(y) if xp.isdtype(y.dtype, "complex floating") else y)
+
+    grads = pycograd_xp.vmap(pycograd_xp.grad(total, argnums=tuple(range(len(example)))))(*empty)
+    assert [(tuple(g.shape), g.dtype) for g in grads] == [((0, *a.shape), a.dtype) for a in example]

@@ -74,8 +74,10 @@ def leaky_relu(x: Array, negative_slope: float = 0.01) -> Array:
 def elu(x: Array, alpha: float = 1.0) -> Array:
     """ELU: ``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
 
-    The negative branch is computed on ``min(x, 0)``, so it never overflows where it is not
-    taken (and its zero gradient stays 0).
+    The negative branch is computed on ``x`` where ``x <= 0`` and on 0 elsewhere, so it never
+    overflows where it is not taken (and its zero gradient stays 0). At 0 the derivative is
+    ``alpha``, the negative branch's (as JAX's and PyTorch's): 1 for the default, where ELU is
+    differentiable.
 
     Parameters
     ----------
@@ -90,8 +92,11 @@ def elu(x: Array, alpha: float = 1.0) -> Array:
         Of ``x``'s shape and dtype.
     """
     xp = _ns(x)
-    # expm1 of min(x, 0): the branch not taken never overflows, so its zero gradient stays 0
-    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, xp.zeros_like(x))))
+    # expm1 of x where it is taken, else of 0: the branch not taken never overflows, so its
+    # zero gradient stays 0 (a where, not minimum(x, 0): minimum splits a tie's gradient, which
+    # would give alpha / 2 at 0)
+    pos = x > 0
+    return xp.where(pos, x, alpha * xp.expm1(xp.where(pos, xp.zeros_like(x), x)))
 
 
 def sigmoid(x: Array) -> Array:

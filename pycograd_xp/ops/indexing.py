@@ -356,7 +356,8 @@ def _masked(ns, data, mask):
     """``data[:, mask]`` (a mask of each example's leading axes) as one take of the flattened
     positions (the standard allows a mask only as the sole index)."""
     idx = ns.nonzero(ns.reshape(mask, (-1,)))[0]
-    flat = ns.reshape(data, (data.shape[0], -1, *data.shape[1 + mask.ndim :]))
+    rows = math.prod(data.shape[1 : 1 + mask.ndim])  # (no -1: a batch of 0 leaves it unsolved)
+    flat = ns.reshape(data, (data.shape[0], rows, *data.shape[1 + mask.ndim :]))
     return ns.take(flat, idx, axis=1)
 
 

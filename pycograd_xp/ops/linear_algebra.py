@@ -35,7 +35,7 @@ import numpy as np
 
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
-from ._rules.batching import align, to_rank
+from ._rules.batching import align, rank, to_rank
 from ._rules.jvp import call, linear, plus
 from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
 from ._rules.vjp import chunked, eye, mT, raw, tensordot_axes
@@ -281,8 +281,8 @@ def tensordot_batch(ns, dims, x1, x2, /, *, axes=2):
     c = 1
     for i in a1:
         c *= x1.shape[i + 1]
-    m1 = ns.reshape(p1, (n, -1, c))
-    m2 = ns.reshape(p2, (n, c, -1))
+    m1 = ns.reshape(p1, (n, math.prod(s1), c))  # (no -1: a size may be 0)
+    m2 = ns.reshape(p2, (n, c, math.prod(s2)))
     return ns.reshape(ns.matmul(m1, m2), (n, *s1, *s2))
 
 
@@ -334,9 +334,12 @@ vecdot.defjvp(bilinear(vecdot))
 
 @vecdot.defbatch
 def vecdot_batch(ns, dims, x1, x2, /, *, axis=-1):
+    # a non-negative axis counts within an example (of the examples' common rank, to which
+    # align pads a batched operand): the same axis counted from the end
+    r = max(rank(x, d) for x, d in zip((x1, x2), dims, strict=True))
     x1, x2 = align(ns, dims, x1, x2)
     if axis >= 0:
-        axis = axis - max(x1.ndim, x2.ndim)
+        axis = axis - r
     return ns.vecdot(x1, x2, axis=axis)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._abstract import AbstractArray
 from .._primitive import Array, Arrays, UnbatchableError, primitive
-from ._rules.batching import SHAPE_ONLY, batch_size, batched, shift, to_rank
+from ._rules.batching import SHAPE_ONLY, _rows, batch_size, batched, shift, to_rank
 from ._rules.jvp import linear
 from ._rules.shapes import (
     as_abstract,
@@ -165,7 +165,7 @@ concat.defjvp(linear(concat))
 def concat_batch(ns, dims, arrays, /, *, axis=0):
     n, xs = _members(ns, dims, arrays)
     if axis is None:
-        return ns.concat([ns.reshape(x, (n, -1)) for x in xs], axis=1)
+        return ns.concat([ns.reshape(x, (n, math.prod(x.shape[1:]))) for x in xs], axis=1)
     return ns.concat(xs, axis=shift(axis, xs[0].ndim - 1))
 
 
@@ -342,7 +342,7 @@ def repeat_batch(ns, dims, x, repeats, /, *, axis=None):
             "repeats unbatched (in_axes=None) or as a Python int"
         )
     if axis is None:
-        return ns.repeat(ns.reshape(x, (x.shape[0], -1)), repeats, axis=1)
+        return ns.repeat(ns.reshape(x, _rows(x)), repeats, axis=1)
     return ns.repeat(x, repeats, axis=shift(axis, x.ndim - 1))
 
 
@@ -393,6 +393,9 @@ reshape.defjvp(linear(reshape))
 @reshape.defbatch
 def reshape_batch(ns, dims, x, /, shape, *, copy=None):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape and known:  # solved within an example: a batch of 0 leaves -1 unsolvable
+        shape = tuple(math.prod(x.shape[1:]) // known if s == -1 else s for s in shape)
     return ns.reshape(x, (x.shape[0], *shape), copy=copy)
 
 
@@ -429,7 +432,7 @@ roll.defjvp(linear(roll))
 def _roll_batch(ns, dims, x, /, shift_, *, axis=None):
     # ``shift_``, not ``shift``: the body uses the batching kit's ``shift``
     if axis is None:
-        flat = ns.roll(ns.reshape(x, (x.shape[0], -1)), shift_, axis=1)
+        flat = ns.roll(ns.reshape(x, _rows(x)), shift_, axis=1)
         return ns.reshape(flat, tuple(x.shape))
     return ns.roll(x, shift_, axis=shift(axis, x.ndim - 1))
 

@@ -1172,16 +1172,25 @@ def _logsumexp(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False
     return out
 
 
+def _softmax_from(ns: Any, x: Any, lse: Any, axis: Any) -> Any:
+    """The softmax of ``x`` over ``axis`` from its logsumexp ``lse`` (kept dims):
+    ``exp(x - lse)``, normalised by its own sum. Exactly that sum is 1; in floating point
+    ``lse = max + log(sum)`` loses ``log(sum)`` beside a large maximum (x = [1e16, 1e16, 0]:
+    ``exp(x - lse)`` is [1, 1, 0]), and the division restores it ([0.5, 0.5, 0], JAX's)."""
+    w = ns.exp(x - lse)
+    return w / ns.sum(w, axis=axis, keepdims=True)
+
+
 @_logsumexp.defvjp(saves=("x", "out"))
 def _logsumexp_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
-    # d/dx_i = exp(x_i - out): the softmax, from the output
-    w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
+    # d/dx_i: the softmax, from the output
+    w = _softmax_from(ns, x, _kept(ns, out, x.ndim, axis, keepdims), axis)
     return (_kept(ns, g, x.ndim, axis, keepdims) * w,)
 
 
 @_logsumexp.defjvp
 def _logsumexp_jvp(ns, t, out, x, /, *, axis=None, keepdims=False):
-    w = ns.exp(x - _kept(ns, out, x.ndim, axis, keepdims))
+    w = _softmax_from(ns, x, _kept(ns, out, x.ndim, axis, keepdims), axis)
     return ns.sum(t[0] * w, axis=axis, keepdims=keepdims)
 
 

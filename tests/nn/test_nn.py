@@ -46,6 +46,53 @@ def test_activations(xp, name):
     check_vjp(xp, f, a)
 
 
+@pytest.mark.parametrize(
+    "f, want",
+    [
+        (nn.relu, 0.0),  # JAX's, PyTorch's
+        (lambda x: nn.leaky_relu(x, 0.1), 0.1),  # PyTorch's (JAX's is 1)
+        (nn.elu, 1.0),  # differentiable at 0 for alpha 1
+        (lambda x: nn.elu(x, 0.3), 0.3),  # the negative branch's, as JAX and PyTorch
+        (nn.silu, 0.5),
+        (nn.softplus, 0.5),
+        (nn.gelu, 0.5),
+    ],
+)
+def test_activation_derivatives_at_zero(xp, f, want):
+    """At the kink 0 (and -0): the convention JAX and PyTorch share, not a tie split between
+    the branches (ELU once gave alpha / 2 there: a minimum's tie)."""
+    x = xp.asarray([0.0, -0.0])
+    got = pg.vmap(pg.grad(f))(x)
+    np.testing.assert_allclose(to_numpy(got), [want, want], rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype, big", [(np.float64, 1e16), (np.float32, 3e7), (np.float32, 1e6)])
+def test_softmax_gradients_beside_a_large_maximum(xp, dtype, big):
+    """logsumexp's gradient (nn's, special's) and cross-entropy's are the softmax, which
+    ``exp(z - logsumexp(z))`` misses beside a large maximum (logsumexp = max + log 2 rounds to
+    the max: [1, 1, 0] where [0.5, 0.5, 0] is right; PyTorch's logsumexp has that error, JAX's
+    does not): in the VJP and in the JVP."""
+    from pycograd_xp import special
+
+    z = np.array([[big, big, 0.0], [1.0, 2.0, 3.0]], dtype=dtype)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    tol = dict(rtol=1e-6 if dtype == np.float32 else 1e-14, atol=1e-7)
+    Z = xp.asarray(z)
+    for lse in (nn.logsumexp, lambda a: special.logsumexp(a, axis=-1)):
+        g = pg.grad(lambda a: xp.sum(lse(a)))(Z)
+        np.testing.assert_allclose(to_numpy(g), p, **tol)
+        t = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=dtype)
+        _, tangent = pg.jvp(lse, (Z,), (xp.asarray(t),))
+        np.testing.assert_allclose(to_numpy(tangent), (p * t).sum(axis=1), **tol)
+    labels = np.array([0, 2])
+    g = pg.grad(lambda a: nn.cross_entropy(a, xp.asarray(labels), reduction="sum"))(Z)
+    np.testing.assert_allclose(to_numpy(g), p - np.eye(3, dtype=dtype)[labels], **tol)
+    soft = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]], dtype=dtype)
+    g = pg.grad(lambda a: nn.cross_entropy(a, xp.asarray(soft), reduction="sum"))(Z)
+    np.testing.assert_allclose(to_numpy(g), p - soft, **tol)
+
+
 def test_softmax_family_is_stable(xp):
     a = np.array([[1000.0, 1000.0, -1000.0], [0.5, -0.5, 2.0]])
     sm = to_numpy(nn.softmax(xp.asarray(a)))

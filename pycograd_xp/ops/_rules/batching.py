@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,12 @@ def batch_size(dims: Any, args: Any) -> int:
                 if di:
                     return ai.shape[0]
     raise AssertionError("a batching rule was called with no batched argument")
+
+
+def _rows(x: Any) -> tuple[int, int]:
+    """A batched ``x``'s shape as one row an example: ``(batch, example size)``, each named
+    (a reshape's -1 cannot be solved where a size is 0)."""
+    return (x.shape[0], math.prod(x.shape[1:]))
 
 
 def rank(x: Any, batched: bool) -> int:
@@ -105,7 +112,7 @@ def flat_reduction(row: Any) -> Any:
         nd = x.ndim - 1
         if axis is not None:
             return fn(ns, name)(x, axis=shift(axis, nd), **kw)
-        r = fn(ns, name)(ns.reshape(x, (x.shape[0], -1)), axis=1, **kw)
+        r = fn(ns, name)(ns.reshape(x, _rows(x)), axis=1, **kw)
         if kw.get("keepdims"):
             r = ns.reshape(r, (x.shape[0], *(1,) * nd))
         return r

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..._primitive import REGISTRY, Array, primitive
+from .._rules.batching import batch_size
 from .._rules.jvp import call, plus
 from .._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
 from .pieces import FP
@@ -495,6 +496,11 @@ def _conv_batch(name):
         kw = dict(stride=stride, padding=padding, dilation=dilation)
         bx, bw = dims[0], dims[1]
         bb = len(dims) > 2 and bool(dims[2])
+        if not batch_size(dims, (x, w, bias)):  # no example: its shape (0 groups is none)
+            xe, we = (a.shape[1:] if d else a.shape for a, d in ((x, bx), (w, bw)))
+            out = out_sizes(name, tuple(xe[2:]), tuple(we[2:]), stride, padding, dilation)
+            dtype = ns.result_type(*(a for a in (x, w, bias) if a is not None))
+            return ns.zeros((0, xe[0], we[0], *out), dtype=dtype)
         if bias is not None and (bb or bw):  # a per-example bias: added after, per example
             y = (
                 rule(

@@ -200,10 +200,23 @@ def _cross_entropy(bk: Any, logits: Array, /, labels: Array) -> Any:
     return loss, lse
 
 
+def _probabilities(ns, z, lse, inplace):
+    """``softmax(z)`` over the last axis from the normaliser ``lse``: ``exp(z - lse)`` over its
+    own sum (1 exactly; the division restores what ``lse`` loses beside a large maximum:
+    logits [1e16, 1e16, 0] give [0.5, 0.5, 0], not [1, 1, 0]; :func:`..special._softmax_from`);
+    in place where ``inplace``."""
+    p = ns.exp(z - lse[..., None])
+    s = ns.sum(p, axis=-1, keepdims=True)
+    if inplace and p.dtype == ns.result_type(p, s):
+        p /= s
+        return p
+    return p / s
+
+
 def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
     """The logits' and the probabilities' cotangents of one block: ``softmax(z) (g sum(y) +
     glse) - g y``, ``g (lse - z)`` (None for integer labels). ``inplace``: ``in_place(ns)``."""
-    p = ns.exp(z - lse[..., None])
+    p = _probabilities(ns, z, lse, inplace)
     g1 = g[..., None]
     if _is_int(ns, y):
         coef = g1 + glse[..., None]
@@ -258,7 +271,7 @@ def _cross_entropy_jvp(ns, t, out, logits, /, labels):
     labels = _labels(ns, logits, labels, check=False)
     tz, ty = (tuple(t) + (None,))[:2]
     tl = tlse = None
-    p = ns.exp(logits - lse[..., None])
+    p = _probabilities(ns, logits, lse, False)
     if tz is not None:
         tlse = ns.sum(p * tz, axis=-1)
         if _is_int(ns, labels):
