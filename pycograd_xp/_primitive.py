@@ -79,6 +79,15 @@ Array = Annotated[Any, "array"]
 Arrays = Annotated[Any, "a list or tuple of arrays"]
 
 
+class Shared(tuple):
+    """``needs=`` (a tuple of positions) where positions of the rule share one tape parent:
+    the same tracked array twice, as in ``x * x``. Only the tape knows: two different inputs
+    over one backend array are as identical to the rule (``x1 is x2``), and each must get its
+    own cotangent."""
+
+    __slots__ = ()
+
+
 @dataclass(eq=False)
 class Primitive:
     """One function of the standard.
@@ -199,7 +208,9 @@ class Primitive:
         only those. The rule returns one cotangent per positional argument (None for no
         gradient), then one per name in ``diff_kwargs``. With ``takes_needs`` the rule also gets
         ``needs=``, the set of argument positions whose cotangent is wanted, and may return None
-        for the others (a matmul with a constant operand then does one product instead of two).
+        for the others (a matmul with a constant operand then does one product instead of two);
+        a :class:`Shared` when two of those positions are one tape parent (``x * x``), so the
+        rule may return their sum at the first and None at the others.
         With ``takes_owned`` it gets ``owned=``: True when the cotangent ``g`` is a backend array
         that owns its memory and that nothing but the backward pass references (the tape
         checks), so the rule may write its result into ``g`` and return it (relu's VJP: no

@@ -30,6 +30,7 @@ from typing import Any
 from ._buffers import _WRITES, LAST_WRITE, SEQ, check_unchanged, is_saved, mark_saved, note_write
 from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
+from ._primitive import Shared
 from ._recompute import DROPPED, passed, resolved
 from ._state import STACK, GradMode, push, restore
 
@@ -317,7 +318,10 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         ]
     prim = node.prim
     if prim.takes_needs:  # the rule skips the cotangents no parent needs
-        needs = tuple([p for p, _ in node.parents])
+        parents = node.parents
+        needs = tuple([p for p, _ in parents])
+        if len(parents) == 2 and parents[0][1] is parents[1][1]:  # one parent twice: x * x
+            needs = Shared(needs)
         kwargs = {**kwargs, "needs": needs} if kwargs else {"needs": needs}
     if prim.takes_owned:  # the rule may write into g when only this pass references it
         owned = not create_graph and _owned(node.ns._backend.owns_buffer, g)

@@ -34,6 +34,8 @@ CONVENTIONS = [
     ("abs", _sum(xp.abs), ([0.0],), [[0.0]]),
     ("sign", _sum(xp.sign), ([0.0],), [[0.0]]),
     ("relu", _sum(nn.relu), ([0.0],), [[0.0]]),
+    ("leaky_relu", _sum(lambda x: nn.leaky_relu(x, 0.1)), ([0.0],), [[0.1]]),
+    ("elu", _sum(lambda x: nn.elu(x, 0.3)), ([0.0],), [[0.3]]),
     ("maximum", _sum(xp.maximum), ([1.0], [1.0]), [[0.5], [0.5]]),
     ("minimum", _sum(xp.minimum), ([1.0], [1.0]), [[0.5], [0.5]]),
     ("max", lambda x: xp.max(x), ([1.0, 3.0, 3.0],), [[0.0, 0.5, 0.5]]),

@@ -23,6 +23,21 @@ def _scale(where: str, name: str, a: Any, axis: Any) -> None:
         )
 
 
+def _onto(x: Any, p: Any, axis: Any) -> Any:
+    """A weight or bias of the normalized axes' shape placed on those axes (size-1 axes between
+    and after them), so that it broadcasts against ``x`` there: (3, 5) for axes (1, 3) of a
+    (2, 3, 4, 5) input becomes (3, 1, 5). Over trailing axes that is its own shape; any other
+    shape is taken as it is (one that broadcasts against x)."""
+    if p is None or not hasattr(p, "shape") or not getattr(x, "ndim", 0):
+        return p
+    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    want = tuple(x.shape[a] for a in axes)
+    if not axes or tuple(p.shape) != want:
+        return p
+    placed = tuple(x.shape[a] if a in axes else 1 for a in range(axes[0], x.ndim))
+    return p if placed == want else _ns(x).reshape(p, placed)
+
+
 def layer_norm(
     x: Array,
     weight: Array | None = None,
@@ -40,7 +55,8 @@ def layer_norm(
     x : Array
         The input, of any shape (real floating point).
     weight : Array, optional
-        The scale, of the normalized axes' shape (None: 1).
+        The scale, of the normalized axes' shape (None: 1): (3, 5) for ``axis=(1, 3)`` of a
+        (2, 3, 4, 5) input, placed on those axes; or any shape that broadcasts against x.
     bias : Array, optional
         The shift, likewise (None: 0).
     eps : float, default 1e-5
@@ -55,6 +71,7 @@ def layer_norm(
     """
     _scale("layer_norm", "weight", weight, axis)
     _scale("layer_norm", "bias", bias, axis)
+    weight, bias = _onto(x, weight, axis), _onto(x, bias, axis)
     return _row(_ns(x), "_layer_norm")(x, weight, bias, eps=eps, axis=axis)[0]
 
 
@@ -69,7 +86,8 @@ def rms_norm(x: Array, weight: Array | None = None, eps: float = 1e-6, axis: int
     x : Array
         The input, of any shape (real floating point).
     weight : Array, optional
-        The scale, of the normalized axis' size (None: 1).
+        The scale, of the normalized axis' size (None: 1), placed on that axis; or any shape
+        that broadcasts against x.
     eps : float, default 1e-6
         Added to the mean square.
     axis : int, default -1
@@ -81,6 +99,7 @@ def rms_norm(x: Array, weight: Array | None = None, eps: float = 1e-6, axis: int
         Of ``x``'s shape and dtype.
     """
     _scale("rms_norm", "weight", weight, axis)
+    weight = _onto(x, weight, axis)
     return _row(_ns(x), "_rms_norm")(x, weight, eps=eps, axis=axis)[0]
 
 

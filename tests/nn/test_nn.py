@@ -515,3 +515,49 @@ def test_class_indices_given_as_floats_are_refused_not_read_as_probabilities(xp)
     assert float(nn.cross_entropy(logits, uniform)) == pytest.approx(
         float(nn.cross_entropy(logits, xp.asarray(np.full((3, 3), 1 / 3))))
     )
+
+
+def test_norm_weights_of_the_normalized_axes_shape_go_on_those_axes(xp):
+    """A weight and bias of the normalized axes' shape (as documented) are placed on those
+    axes, not broadcast from the right: (3, 5) for axes (1, 3) of a (2, 3, 4, 5) input, (3,)
+    for rms_norm's axis 1; gradients against finite differences."""
+    x, w, b = A(2, 3, 4, 5), A(3, 5), A(3, 5)
+    m, v = x.mean(axis=(1, 3), keepdims=True), x.var(axis=(1, 3), keepdims=True)
+    want = (x - m) / np.sqrt(v + 1e-5) * w[:, None] + b[:, None]
+    got = nn.layer_norm(xp.asarray(x), xp.asarray(w), xp.asarray(b), axis=(1, 3))
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10)
+    check_vjp(xp, lambda x, w, b: nn.layer_norm(x, w, b, axis=(1, 3)), x, w, b)
+    w1 = A(3)
+    want = x / np.sqrt((x**2).mean(axis=1, keepdims=True) + 1e-6) * w1[:, None, None]
+    got = nn.rms_norm(xp.asarray(x), xp.asarray(w1), axis=1)
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10)
+    check_vjp(xp, lambda x, w: nn.rms_norm(x, w, axis=1), x, w1)
+
+
+def test_rows_over_an_empty_batch_give_zero_gradients(xp):
+    """No example (a batch of 0 rows): every fused row runs, and each parameter's gradient is
+    zeros of its shape (the convolutions' weight once had no block to sum); logsumexp over
+    an empty axis is -inf (scipy's)."""
+    from pycograd_xp import special
+
+    def a(*s):
+        return xp.asarray(A(*s)) if 0 not in s else xp.zeros(s, dtype=xp.float64)
+
+    rows = [
+        (lambda x, w, b: nn.conv2d(x, w, b, padding=1), (a(0, 2, 5, 5), a(3, 2, 3, 3), a(3))),
+        (lambda x, w: nn.conv2d(x, w, groups=2, stride=2), (a(0, 4, 5, 5), a(4, 2, 3, 3))),
+        (lambda x, w: nn.conv1d(x, w), (a(0, 2, 7), a(3, 2, 3))),
+        (lambda x: nn.max_pool2d(x, 2), (a(0, 2, 4, 4),)),
+        (lambda x, w, b: nn.layer_norm(x, w, b), (a(0, 5), a(5), a(5))),
+        (lambda x, w: nn.rms_norm(x, w), (a(0, 5), a(5))),
+        (lambda q: nn.scaled_dot_product_attention(q, q, q, is_causal=True), (a(0, 2, 3, 4),)),
+        (lambda x, w, b: nn.linear(x, w, b), (a(0, 3), a(3, 2), a(2))),
+        (lambda x: nn.logsumexp(x, axis=0), (a(0, 3),)),
+    ]
+    for f, args in rows:
+        gs = pg.grad(lambda *t: xp.sum(f(*t)), argnums=tuple(range(len(args))))(*args)
+        for g, arg in zip(gs, args, strict=True):
+            assert tuple(g.shape) == tuple(arg.shape) and not np.any(to_numpy(g))
+    z = xp.zeros((0, 3), dtype=xp.float64)
+    for lse in (nn.logsumexp, special.logsumexp):
+        assert to_numpy(lse(z, axis=0)).tolist() == [-np.inf] * 3

@@ -9,7 +9,7 @@ import cmath
 import math
 from typing import Any
 
-from ..._primitive import Array, binary, primitive, unary
+from ..._primitive import Array, Shared, binary, primitive, unary
 from .._rules.batching import align
 from .._rules.dtypes import isdtype
 from .._rules.jvp import TRANSPOSED, plus
@@ -237,8 +237,8 @@ multiply = binary("multiply", "numeric")
 # multiply/divide (and the other rules given needs=) skip the cotangents nobody needs.
 @multiply.defvjp(saves=("x1", "x2"), takes_needs=True)
 def multiply_vjp(ns, g, out, x1, x2, *, needs=(0, 1)):
-    if x1 is x2 and needs == (0, 1):  # x * x: one term, (2 g) x, the same bits as g x + g x
-        return (g + g) * x1, None
+    if type(needs) is Shared and needs == (0, 1):  # x * x (one tape parent): one term,
+        return (g + g) * x1, None  # (2 g) x, the same bits as g x + g x
     return g * x2 if 0 in needs else None, g * x1 if 1 in needs else None
 
 

@@ -400,6 +400,8 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     (``O > P``) one 2-D product per block, columns (Q, n * P) against the cotangent
     (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
     the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
+    if not x.shape[0]:  # an empty batch: no example, no term
+        return ns.zeros(tuple(w.shape), dtype=ns.result_type(g, x))
     if backend_of(ns) is None and caps(ns).chunked:
         return weight_grad_by_offsets(
             ns, g, pad(ns, x, padding), tuple(w.shape), stride, dilation, groups
