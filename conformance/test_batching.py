@@ -117,7 +117,9 @@ def test_vmap_over_an_empty_batch(backend: str, name: str, case: Any) -> None:
     if prim is not None and prim.unbatchable is not None:
         return
     example = tuple(xp.asarray(a) for a in case.args)
-    empty = tuple(xp.asarray(np.zeros((0, *np.shape(a)), dtype=np.asarray(a).dtype)) for a in case.args)
+    empty = tuple(
+        xp.asarray(np.zeros((0, *np.shape(a)), dtype=np.asarray(a).dtype)) for a in case.args
+    )
     with pycograd_xp.no_grad():
         want = tree_flatten(f(*example))[0]
     got = tree_flatten(pycograd_xp.vmap(f)(*empty))[0]

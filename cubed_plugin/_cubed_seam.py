@@ -16,6 +16,7 @@ Importing this module imports Cubed and checks its version (:data:`SUPPORTED`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -150,6 +151,43 @@ def check_version(version: str) -> None:
 
 
 check_version(cubed.__version__)
+
+
+# -- storage: an intermediate of a structured dtype, stored again -----------------------------
+
+
+def _reopening(open_array: Callable[..., Any]) -> Callable[..., Any]:
+    """Cubed 0.27's ``open_zarr_v3_array`` with a structured dtype (mean's ``{n, total}``,
+    var's): mode ``"a"`` creates each field's array in the group, and raises zarr's
+    ``ContainsArrayError`` when a second plan that shares the intermediate (``float(v)``, then
+    the gradient of the same ``std``) stores it again. Opened for writing where the arrays are
+    there (what ``"a"`` means), created where they are not."""
+
+    @functools.wraps(open_array)
+    def open_zarr_v3_array(store: Any, mode: Any, **kwargs: Any) -> Any:
+        dtype = kwargs.get("dtype")
+        if mode == "a" and getattr(dtype, "fields", None):
+            try:
+                return open_array(store, "r+", **kwargs)
+            except (KeyError, FileNotFoundError, LookupError):  # not stored yet
+                pass
+            except Exception as e:  # zarr's "not found" errors
+                if "not found" not in str(e).lower() and "no group" not in str(e).lower():
+                    raise
+        return open_array(store, mode, **kwargs)
+
+    open_zarr_v3_array.reopens = True  # type: ignore[attr-defined]
+    return open_zarr_v3_array
+
+
+def _install_reopening() -> None:
+    from cubed.storage.stores import zarr_python_v3
+
+    if not getattr(zarr_python_v3.open_zarr_v3_array, "reopens", False):
+        zarr_python_v3.open_zarr_v3_array = _reopening(zarr_python_v3.open_zarr_v3_array)
+
+
+_install_reopening()
 
 
 # -- memory formulas -------------------------------------------------------------------------

@@ -48,6 +48,10 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         found = _operands(array, args, kwargs)
+        if found and any(a.size == 0 for a in found):
+            empty = _empty_result(name, found, args, kwargs)
+            if empty is not None:
+                return empty
         axis = kwargs.get("axis", 0)
         if concat and isinstance(axis, int) and axis < 0 and found:
             # Cubed 0.27's concat checks the other axes' lengths wrongly for a negative axis
@@ -63,6 +67,40 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*_swapped(args, swap), **{k: _swapped1(v, swap) for k, v in kwargs.items()})
 
     return call
+
+
+def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
+    """The result of the backend function ``name`` where an operand holds no element and so
+    does the result: Cubed's zeros of the shape and dtype NumPy's function gives on zero-filled
+    stand-ins of the operands (their values never reach an empty result). Cubed 0.27 fails on
+    many such calls (``flip``, ``reshape``, ``roll``, ``take``, ``diff``, the scans: a division by
+    a chunk count of 0, "Chunks and shape must be of the same length"). None where NumPy has no
+    such function, refuses the call, or gives a result with elements (then Cubed's own call
+    goes ahead)."""
+    import array_api_compat.numpy as npx
+    import cubed
+    import numpy as np
+
+    f: Any = npx
+    for part in name.split("."):
+        f = getattr(f, part, None)
+    if not callable(f):
+        return None
+    stand = {id(a): np.zeros(a.shape, dtype=a.dtype) for a in found}
+    kw = {k: _swapped1(v, stand) for k, v in kwargs.items() if k not in ("chunks", "spec")}
+    try:
+        with np.errstate(all="ignore"):
+            r = f(*_swapped(args, stand), **kw)
+    except Exception:  # Cubed's own call says what is wrong
+        return None
+    parts = list(r) if isinstance(r, tuple) else [r]
+    if not parts or any(not hasattr(p, "shape") or p.size for p in parts):
+        return None
+    spec = found[0].spec
+    out = [cubed.zeros(p.shape, dtype=p.dtype, spec=spec) for p in parts]
+    if not isinstance(r, tuple):
+        return out[0]
+    return type(r)(*out) if hasattr(r, "_fields") else tuple(out)  # (a named tuple: eigh's)
 
 
 def _operands(array: type, args: tuple, kwargs: dict) -> list:

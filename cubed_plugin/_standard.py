@@ -53,6 +53,8 @@ def _cumulative(
                 f"flatten first (reshape(x, (-1,))) to scan all the elements"
             )
         axis = 0
+    if dtype is not None and x.dtype != dtype:  # sums in the wider dtype (Cubed 0.27 casts after)
+        x = cubed.astype(x, dtype)
     if x.ndim:
         x = _scannable(x, axis % x.ndim)
     out = scan(x, axis=axis, dtype=dtype)
@@ -125,8 +127,16 @@ def _moment(fn: Any, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
     import cubed
 
     if x.ndim == 0:  # Cubed 0.27's combine step indexes an axis a 0-d array lacks
-        return fn(cubed.reshape(x, (1,)), axis=0, correction=correction)
-    return fn(x, axis=axis, correction=correction, keepdims=keepdims)
+        return _moment(fn, cubed.reshape(x, (1,)), 0, correction, False)
+    axes = range(x.ndim) if axis is None else axis if isinstance(axis, tuple | list) else (axis,)
+    n = math.prod(x.shape[a] for a in axes)
+    if n - correction > 0:
+        return fn(x, axis=axis, correction=correction, keepdims=keepdims)
+    # no degree of freedom left: NumPy's sum of squares over max(n - correction, 0), inf (NaN
+    # where the squares sum to 0, or n is 0); Cubed 0.27 divides by the negative count
+    v = cubed.var(x, axis=axis, correction=0, keepdims=keepdims) * n
+    v = v / cubed.zeros(v.shape, dtype=v.dtype, chunks=v.chunksize, spec=v.spec)
+    return cubed.sqrt(v) if fn is cubed.std else v
 
 
 @implements("var")
@@ -384,7 +394,7 @@ def index(x: Any, key: Any) -> Any:
     if arrays and any(isinstance(k, slice) and k != slice(None) for k in parts):
         # Cubed 0.27 fails an integer array beside a sliced axis ("Chunks ... must be a
         # multiple of array's chunks"): the slices (and new axes) first, then the array
-        x = x[tuple(slice(None) if _is_index_array(k) else k for k in parts)]
+        x = _sliced(x, [slice(None) if _is_index_array(k) else k for k in parts])
         parts = [k if _is_index_array(k) else slice(None) for k in parts]
     if len(arrays) == 1:
         j, pos, ax = arrays[0]
@@ -394,7 +404,42 @@ def index(x: Any, key: Any) -> Any:
             lo, hi = list(parts), list(parts)
             lo[j], hi[j] = k[:h], k[h:]
             return _joined([x[tuple(lo)], x[tuple(hi)]], pos)
-    return x[tuple(parts)]
+    if arrays:
+        return x[tuple(parts)]
+    return _sliced(x, parts)
+
+
+def _sliced(x: Any, parts: list) -> Any:
+    """``x[tuple(parts)]`` (slices of positive step, ints, None), a slice of step over 1 in two
+    passes: its span first (the step dropped), then the step. Cubed 0.27 refuses a strided
+    slice that also shortens an axis whose chunk is longer than the result ("Chunks (10,) must
+    be a multiple of array's chunks (4,)": y[0:8:2] of one chunk of 10): it clamps the
+    result's chunks to its length and merges by the unclamped ones. After the span, a chunk is
+    at most the span: no clamp."""
+    strided = [k for k in parts if isinstance(k, slice) and k.step not in (None, 1)]
+    if not strided:
+        return x[tuple(parts)]
+    spans: list[Any] = []
+    steps: list[slice] = []
+    ax = 0
+    for k in parts:
+        if k is None:
+            spans.append(None)
+            steps.append(slice(None))
+            continue
+        if isinstance(k, slice):
+            start, _, step = k.indices(x.shape[ax])
+            m = len(range(*k.indices(x.shape[ax])))
+            if step > 1 and m:
+                spans.append(slice(start, start + (m - 1) * step + 1))
+                steps.append(slice(None, None, step))
+            else:
+                spans.append(k)
+                steps.append(slice(None))
+        else:  # an int: the axis goes
+            spans.append(k)
+        ax += 1
+    return x[tuple(spans)][tuple(steps)]
 
 
 def index_add(size: int, flat_index: Any, values: Any) -> Any:
@@ -537,7 +582,8 @@ def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: 
 
     if prepend is not None or append is not None:
         x = _joined([a for a in (prepend, x, append) if a is not None], axis % x.ndim)
-    return cubed.diff(x, axis=axis, n=n)
+    # n past the axis' length: an empty result, as n equal to it (Cubed 0.27 fails on it)
+    return cubed.diff(x, axis=axis, n=min(n, x.shape[axis % x.ndim]))
 
 
 @implements("repeat")
@@ -555,6 +601,8 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     # Cubed 0.27 builds the result's shape from x.shape[:axis]: a negative axis gave a wrong rank
     axis = norm_axis(axis, x.ndim, "repeat")
     if not hasattr(repeats, "shape"):
+        if repeats == 0:  # Cubed 0.27 divides by it: the result is empty along the axis
+            return index(x, (slice(None),) * axis + (slice(0, 0),))
         return cubed.repeat(x, repeats, axis=axis)
     counts = np.asarray(repeats.compute() if hasattr(repeats, "compute") else repeats)
     n = x.shape[axis]

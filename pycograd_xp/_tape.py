@@ -301,6 +301,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         )
     if _WRITES and LAST_WRITE[0] > node.seq:  # a buffer written since the node was recorded
         check_unchanged(node)
+    if not (any(gi is not None and gi.size for gi in g) if type(g) is list else g.size):
+        return  # an output with no element: its VJP is the zero map; no rule runs
     kwargs, out = node.kwargs, node.out
     if DROPPED:  # residuals a memory schedule dropped are made again (pycograd_xp._recompute)
         args, kwargs, out = resolved(node)
@@ -318,9 +320,8 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
         ]
     prim = node.prim
     if prim.takes_needs:  # the rule skips the cotangents no parent needs
-        parents = node.parents
-        needs = tuple([p for p, _ in parents])
-        if len(parents) == 2 and parents[0][1] is parents[1][1]:  # one parent twice: x * x
+        needs = tuple([p for p, _ in node.parents])
+        if len(needs) == 2 and node.parents[0][1] is node.parents[1][1]:  # x * x: one parent
             needs = Shared(needs)
         kwargs = {**kwargs, "needs": needs} if kwargs else {"needs": needs}
     if prim.takes_owned:  # the rule may write into g when only this pass references it

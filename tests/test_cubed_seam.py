@@ -636,3 +636,26 @@ def test_the_check_sees_what_it_forbids(tmp_path):
     )
     found = _offences(bad)
     assert len(found) == 5, found
+
+
+def test_an_intermediate_of_a_structured_dtype_is_stored_again_by_a_second_plan():
+    """Cubed 0.27 stores mean's and var's intermediate ({n, total}) as a zarr group, and a
+    second plan sharing it (float(v), then the gradient of the same std) created its field
+    arrays again: zarr's ContainsArrayError. The seam opens them where they are stored
+    (``_cubed_seam._reopening``, over ``zarr_python_v3.open_zarr_v3_array``, which Cubed's
+    store imports at each call)."""
+    from cubed.storage.stores import zarr_python_v3
+
+    import pycograd_xp as pg
+
+    xp = pg.namespace(cubed)
+    a = np.arange(35.0).reshape(5, 7)
+    x = xp.asarray(cubed.from_array(a, chunks=(2, 3)))
+    v, g = pg.value_and_grad(lambda x: xp.std(x))(x)
+    assert float(v) == pytest.approx(a.std())
+    np.testing.assert_allclose(np.asarray(g), (a - a.mean()) / (a.size * a.std()), rtol=1e-12)
+    m = xp.mean(x)
+    assert [float(m), float(m + 1), float(xp.var(x) + 1)] == [17.0, 18.0, a.var() + 1]
+    assert getattr(zarr_python_v3.open_zarr_v3_array, "reopens", False), changed(
+        "zarr_python_v3.open_zarr_v3_array"
+    )

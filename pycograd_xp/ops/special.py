@@ -1075,7 +1075,10 @@ _xlog1py.defshape(_nary_shape, memory=transients(_xlog1py))
 
 def _shift(bk: Any, x: Any, axis: Any) -> Any:
     """The maximum over ``axis`` (kept), 0 where it is not finite: ``x - shift`` never
-    overflows ``exp``, and stays -inf/NaN where ``x`` is."""
+    overflows ``exp``, and stays -inf/NaN where ``x`` is. 0 for an array with no element
+    (the maximum of an empty axis has none; nothing is shifted)."""
+    if not x.size:
+        return bk.zeros(reduced(tuple(x.shape), axis, True), dtype=x.dtype, **made_like(bk, x))
     m = bk.max(x, axis=axis, keepdims=True)
     return bk.where(bk.isfinite(m), m, 0.0)
 
@@ -1233,7 +1236,8 @@ def _softmax(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     if own is not None:
         return own(x, axis=axis)
     # scipy's: an infinite maximum makes the slice NaN (log_softmax shifts by 0 there instead)
-    e = bk.exp(x - bk.max(x, axis=axis, keepdims=True))
+    m = bk.max(x, axis=axis, keepdims=True) if x.size else _shift(bk, x, axis)  # (empty)
+    e = bk.exp(x - m)
     e /= bk.sum(e, axis=axis, keepdims=True)  # in place where it can be
     return e
 

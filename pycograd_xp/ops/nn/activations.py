@@ -143,8 +143,10 @@ class Ceiling:
             return _ceiling(ns, u)
         shape = tuple(u.shape)
         f = self.full
-        if f is None or len(f.shape) != len(shape) or any(
-            s > t for s, t in zip(shape, f.shape, strict=True)
+        if (
+            f is None
+            or len(f.shape) != len(shape)
+            or any(s > t for s, t in zip(shape, f.shape, strict=True))
         ):
             f = self.full = ns.full(shape, _GELU_CLIP, dtype=u.dtype, **_like(ns, u))
         if tuple(f.shape) == shape:

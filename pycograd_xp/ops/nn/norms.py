@@ -342,9 +342,7 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
         blk = (gy[idx], x[idx], mean[idx], rstd[idx])
         gs = (gm[idx], gr[idx])
         tile = wt(_block_shape(x.shape, idx))
-        d, pw, pb = _layer_norm_grad(
-            ns, *blk, weight, bias, k, axes, *gs, n, dst, rows, tile, ones
-        )
+        d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, *gs, n, dst, rows, tile, ones)
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
         if d is not dst:

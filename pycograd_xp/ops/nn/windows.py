@@ -147,8 +147,13 @@ def window_slices(
     x: Any, kernel: tuple[int, ...], stride: Any, dilation: Any, out: tuple[int, ...]
 ) -> list[Any]:
     """For each window offset (row-major), the strided slice of ``x``'s trailing axes that
-    holds that element of every window: shape ``x.shape[:-n] + out``."""
+    holds that element of every window: shape ``x.shape[:-n] + out``. On a chunked array
+    (Cubed's) a strided slice goes in two: its span, then the step (Cubed 0.27 refuses a
+    strided slice that also shortens an axis longer than one chunk of the result)."""
     keys = _window_keys(x.ndim, tuple(kernel), tuple(stride), tuple(dilation), tuple(out))
+    if getattr(x, "chunks", None) is not None and any(s != 1 for s in stride):
+        steps = tuple(slice(None, None, k.step) for k in keys[0])
+        return [x[tuple(slice(k.start, k.stop) for k in key)][steps] for key in keys]
     return [x[key] for key in keys]
 
 

@@ -4,8 +4,6 @@ The conventions the statistical rows share are in ``__init__.py``."""
 
 from __future__ import annotations
 
-import math
-
 from typing import Any
 
 from ..._primitive import Array, primitive
@@ -86,7 +84,7 @@ def prod_vjp(ns, g, out, x, /, *, axis=None, dtype=None, keepdims=False):
     rest = [a for a in range(x.ndim) if a not in axes]
     xt = ns.permute_dims(x, (*rest, *axes))
     lead = tuple(xt.shape[: len(rest)])
-    flat = ns.reshape(xt, (*lead, math.prod(xt.shape[len(rest) :])))  # (no -1: lead may be 0)
+    flat = ns.reshape(xt, (*lead, count(tuple(x.shape), axes)))  # (no -1: lead may be 0)
     left = ns.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
     right = ns.flip(
         ns.cumulative_prod(ns.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1
