@@ -15,6 +15,7 @@
   otherwise than ``x`` (refused), ``repeat`` with an array of repeats (refused; read as data
   when applied, as an index array).
 - ``vecdot`` conjugates its first operand, as the standard's (Cubed 0.27's does not).
+- ``searchsorted`` with ``sorter`` (Cubed 0.27 refuses it).
 - ``argmax``/``argmin`` with ``axis=None`` (Cubed's flattening leaves chunks its reduction
   refuses); ``repeat`` along a negative axis (a result of the wrong rank).
 - ``take`` and ``tensordot`` along negative axes (Cubed 0.27 read them as other axes: wrong
@@ -661,3 +662,14 @@ def linspace(
     if num == 0:
         return cubed.empty((0,), dtype=dtype or cubed.float64, device=device)
     return cubed.linspace(start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
+
+
+@implements("searchsorted")
+def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+    """Cubed's ``searchsorted``, with ``sorter`` (Cubed 0.27 refuses it): ``x1`` taken in the
+    sorter's order first, which is what the sorter means."""
+    import cubed
+
+    if sorter is not None:
+        x1 = take(x1, sorter, axis=0)
+    return cubed.searchsorted(x1, x2, side=side)
