@@ -906,8 +906,11 @@ def _qr_memory(out, x, /, *, mode="reduced"):
     gqr = (m * mc + k + m * n + 64 * mc) * c
     # single precision: Q and R come out in double, then are cast
     q, r = (_widened([], [o]) for o in out)
-    # the copy keeps x's memory order: triu's where then buffers R when x is not in C order
-    mask = mc * n + (0 if x.contiguous else min(mc * n, BUFFER_ELEMENTS) * c)
+    # the copy keeps x's memory order: triu's where then buffers R (and its broadcast mask)
+    # when x is not in C order, or when R is a slice a[..., :mc, :] of a stack of tall ones
+    # (not contiguous: measured 75 kB beyond the former bound for (3, 120, 40) float64)
+    buffered = not x.contiguous or (_batch(x) > 1 and m > mc)
+    mask = mc * n + (min(_batch(x) * mc * n, BUFFER_ELEMENTS) * (c + 1) if buffered else 0)
     return kept + in_turn(q + r + mask, max(geqrf, q + max(gqr, r + mask)))
 
 

@@ -15,7 +15,7 @@ import array_api_compat.numpy as npx
 import numpy as np
 
 from .._primitive import Array, primitive
-from ..namespace._backend import _BY_XP, SELECT_MIN
+from ..namespace._backend import _BY_XP, SELECT_MIN, _zero_bits
 from ._rules.batching import align, batch_size, batched, flat_reduction, reduction
 from ._rules.jvp import linear
 from ._rules.shapes import (
@@ -52,11 +52,13 @@ def select(bk: Any, condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
 
 def where_memory(out, c, x1, x2, /):
     """NumPy's where, or its bitwise blend (``Backend.select``, from ``SELECT_MIN`` elements):
-    an int8 copy of the condition unless a branch is a Python number, and the buffers of its
-    casting passes."""
+    an int8 copy of the condition unless a branch is a Python zero (``_zero_bits``: one ``&``;
+    any other number, 0.5 or 3, takes the general blend and its copy: measured 1.31x the
+    former bound for int8 data beside 3), and the buffers of its casting passes."""
     if out.size < SELECT_MIN:
         return ufunc_buffers(out, c, x1, x2)
-    mask = 0 if not is_array(x1) or not is_array(x2) else out.size
+    zero = any(not is_array(v) and _zero_bits(v) for v in (x1, x2))
+    mask = 0 if zero else out.size
     # a branch in another dtype than the result's: one more casting pass (measured: 13 kB over
     # on int64 data selected beside 0.0)
     cast = sum(1 for x in (x1, x2) if is_array(x) and x.dtype != out.dtype)
