@@ -245,3 +245,11 @@ def test_inputs_over_one_backend_array_each_get_their_own_cotangent(xp):
     ct = xp.asarray([1.0, -1.0, 0.5])
     np.testing.assert_array_equal([to_numpy(c) for c in pull(ct)], [a * [1, -1, 0.5]] * 2)
     np.testing.assert_array_equal(to_numpy(pg.grad(lambda t: xp.sum(t * t))(x)), 2 * a)
+
+
+def test_to_device_of_its_own_device_keeps_the_gradient(xp):
+    """``x.to_device(x.device)`` is the array itself (the standard allows it): the gradient
+    flows through (it once came back zeros: a fresh, untracked copy)."""
+    x = xp.asarray([0.0, 1.0, 2.0])
+    g = pg.grad(lambda t: xp.sum(t.to_device(t.device) ** 2))(x)
+    np.testing.assert_array_equal(to_numpy(g), [0.0, 2.0, 4.0])

@@ -52,6 +52,7 @@ The package, in the order a trace goes through it:
 from __future__ import annotations
 
 import functools
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class _Plan:
     peak_bytes: int  # projected peak of a replay, the arguments included (the memory model's)
     argument_bytes: int
     schedule: Schedule  # what the replay computes, step by step (printable)
+    writes: bool = False  # whether a step writes into an array (a setitem, an in-place update)
 
 
 @dataclass(frozen=True)
@@ -155,9 +157,11 @@ class Compiled:
             plan, _ = self._plan(key, leaves, sig, ns, args, kwargs)
         else:
             self._cache.move_to_end(key)
-        results = plan.replay(
-            *[leaves[i]._data for i in plan.array_inputs], *[leaves[i] for i in plan.scalar_inputs]
-        )
+        datas = [leaves[i]._data for i in plan.array_inputs]
+        if plan.writes and _aliased(datas):  # arguments over one buffer, and a write: the
+            self.fallbacks += 1  # trace took them as distinct (its reordered writes, its
+            return self.f(*args, **kwargs)  # saved values), so the function itself runs
+        results = plan.replay(*datas, *[leaves[i] for i in plan.scalar_inputs])
         return plan.rebuild(_outputs(plan, results))
 
     # the cache key: structure, shapes and dtypes, static values, namespace
@@ -200,7 +204,7 @@ class Compiled:
                         f"compile: argument leaf {i} ({t.__name__}) is neither an array nor a "
                         "hashable static value; pass arrays as arrays, or make it hashable"
                     ) from None
-                parts.append(("static", t, leaf))
+                parts.append(("static", t, _exact(leaf)))
         parts.append(ns)  # NumPy and CuPy arrays share dtypes: the namespace tells them apart
         return tuple(parts), leaves, sig, ns
 
@@ -367,7 +371,31 @@ def _trace(
         peak,
         arguments,
         sched,
+        any(c.writes for c in sched.steps),
     )
+
+
+def _aliased(datas: list[Any]) -> bool:
+    """Whether two of the backend arrays share one buffer (one array twice, or views of one
+    array: their ``base`` chains end at one object)."""
+    roots = set()
+    for d in datas:
+        while getattr(d, "base", None) is not None:
+            d = d.base
+        if id(d) in roots:
+            return True
+        roots.add(id(d))
+    return False
+
+
+def _exact(v: Any) -> Any:
+    """A static value as a key part that tells -0.0 from 0.0 (equal as numbers, not to a
+    function: ``x / s``, ``copysign``), in tuples too."""
+    if type(v) is float:
+        return (v, math.copysign(1.0, v))
+    if type(v) is tuple:
+        return tuple(_exact(u) for u in v)
+    return v
 
 
 @overload

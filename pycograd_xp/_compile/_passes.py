@@ -320,6 +320,17 @@ def _reuse(
     return None
 
 
+def _args_of(c: Call) -> tuple:
+    """A step's arguments, list arguments' members among them (concat's, stack's)."""
+    args = getattr(c, "args", ())
+    return tuple(a for v in args for a in (v if isinstance(v, list | tuple) else (v,)))
+
+
+def _constant_array(a: Any) -> bool:
+    """Whether a step's argument is an array the trace closed over (a constant, no symbol)."""
+    return type(a) is not Sym and getattr(a, "ndim", 0) > 0
+
+
 def into_views(
     meta: list[Meta], steps: list[Call], last: dict[int, int], protected: set[int], backend: Any
 ) -> dict[int, tuple[Any, int, Any]]:
@@ -398,6 +409,8 @@ def into_views(
             for n in (*steps[i].reads, *steps[i].writes)
         ):
             continue
+        if any(_constant_array(a) for i in range(j + 1, k) for a in _args_of(steps[i])):
+            continue  # a closed-over array read between: it may be a view of the buffer
         f = row_function(c.prim, backend)
         if f is select or backend.takes_out(f):
             found[j] = (f, k, idx)

@@ -174,11 +174,13 @@ class Array(Imperative, ArrayProtocol):
         Returns
         -------
         Array
-            An array of this namespace holding the copy.
+            An array of this namespace holding the copy (this array on its own device).
         """
         from array_api_compat import to_device
 
-        return self._ns.asarray(to_device(self._data, device, stream=stream))
+        if stream is None and device == self.device:
+            return self  # (the standard allows it: the tape, a trace and a batch keep it)
+        return self._ns.asarray(to_device(self._concrete("to_device"), device, stream=stream))
 
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
         if api_version is not None and api_version not in self._ns._api_versions:
