@@ -135,8 +135,7 @@ def _moment(fn: Any, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
         return fn(x, axis=axis, correction=correction, keepdims=keepdims)
     # no degree of freedom left: NumPy's sum of squares over max(n - correction, 0), inf (NaN
     # where the squares sum to 0, or n is 0); Cubed 0.27 divides by the negative count
-    v = cubed.var(x, axis=axis, correction=0, keepdims=keepdims) * n
-    v = v / cubed.zeros(v.shape, dtype=v.dtype, chunks=v.chunksize, spec=v.spec)
+    v = cubed.var(x, axis=axis, correction=0, keepdims=keepdims) * n / 0.0
     return cubed.sqrt(v) if fn is cubed.std else v
 
 

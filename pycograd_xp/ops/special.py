@@ -72,7 +72,7 @@ from ._rules.shapes import (
     size_bytes,
     ufunc_buffers,
 )
-from ._rules.vjp import is_scalar, made_like, norm_axes
+from ._rules.vjp import count, is_scalar, made_like, norm_axes
 
 FP = "real floating-point"
 
@@ -1160,7 +1160,7 @@ def _logsumexp(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False
     own = _own(bk, "_logsumexp")
     if own is not None:
         return own(x, axis=axis, keepdims=keepdims)
-    if not x.size and _reduced_count(x, axis) == 0:  # log of an empty sum: -inf, as scipy's
+    if not count(tuple(x.shape), norm_axes(axis, x.ndim)):  # log of an empty sum: -inf (scipy)
         shape = reduced(tuple(x.shape), axis, keepdims)
         return bk.full(shape, -math.inf, dtype=x.dtype, **made_like(bk, x))
     m = bk.max(x, axis=axis, keepdims=True)
@@ -1185,14 +1185,6 @@ def _softmax_from(ns: Any, x: Any, lse: Any, axis: Any) -> Any:
     ``exp(x - lse)`` is [1, 1, 0]), and the division restores it ([0.5, 0.5, 0], JAX's)."""
     w = ns.exp(x - lse)
     return w / ns.sum(w, axis=axis, keepdims=True)
-
-
-def _reduced_count(x: Any, axis: Any) -> int:
-    """How many elements each result of a reduction of ``x`` over ``axis`` sums."""
-    if axis is None:
-        return math.prod(x.shape)
-    axes = axis if isinstance(axis, tuple | list) else (axis,)
-    return math.prod(x.shape[a] for a in axes)
 
 
 @_logsumexp.defvjp(saves=("x", "out"))

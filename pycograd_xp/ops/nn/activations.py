@@ -22,6 +22,7 @@ from .._rules.shapes import new, ufunc_buffers
 from ..searching import select, where_memory
 from .pieces import (
     FP,
+    BlockConst,
     _activation_jvp,
     _activation_vjp,
     _exp_in_place,
@@ -128,35 +129,20 @@ def _ceiling(ns: Any, u: Any) -> Any:
 _ROW_MIN = 64
 
 
-class Ceiling:
-    """GELU's clip bound for the blocks of one call (block by block, :func:`by_pieces`): an
-    array of the first block's shape (the largest), made once and sliced for a smaller last
-    block, so that ``minimum`` reads two arrays of one shape (no broadcast: measured 8.3
-    against 13.6 us a block of 64K float32 for a row, 25 for a number); :func:`_ceiling`'s
-    row or number for a block too small to gain. The same values either way."""
+def _ceiling_block() -> Any:
+    """GELU's clip bound for the blocks of one call: an array of a block's shape (no broadcast
+    in ``minimum``), :func:`_ceiling`'s row or number for a block too small to gain."""
+    full = BlockConst(_GELU_CLIP)
 
-    def __init__(self) -> None:
-        self.full: Any = None
+    def ceiling(ns: Any, u: Any) -> Any:
+        return _ceiling(ns, u) if u.ndim == 0 or u.shape[-1] < _ROW_MIN else full(ns, u)
 
-    def __call__(self, ns: Any, u: Any) -> Any:
-        if u.ndim == 0 or u.shape[-1] < _ROW_MIN:
-            return _ceiling(ns, u)
-        shape = tuple(u.shape)
-        f = self.full
-        if (
-            f is None
-            or len(f.shape) != len(shape)
-            or any(s > t for s, t in zip(shape, f.shape, strict=True))
-        ):
-            f = self.full = ns.full(shape, _GELU_CLIP, dtype=u.dtype, **_like(ns, u))
-        if tuple(f.shape) == shape:
-            return f
-        return f[tuple(slice(0, s) for s in shape)]
+    return ceiling
 
 
 def _ceilings() -> dict[str, Any]:
     """A call's keywords for GELU's derivative (:func:`_activation_vjp`'s ``per_call``)."""
-    return {"ceiling": Ceiling()}
+    return {"ceiling": _ceiling_block()}
 
 
 def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None, ceiling: Any = _ceiling) -> Any:
@@ -228,7 +214,7 @@ def _gelu_tanh(bk: Any, x: Array, /) -> Any:
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
-    return by_pieces(bk, functools.partial(_gelu_tanh_f, ceiling=Ceiling()), x)
+    return by_pieces(bk, functools.partial(_gelu_tanh_f, ceiling=_ceiling_block()), x)
 
 
 _gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh, _ceilings), saves=("x",), takes_owned=True)

@@ -15,7 +15,7 @@ from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
-from .pieces import FP, _into, _sum_to, _times, in_place, piece_size, pieces
+from .pieces import FP, BlockConst, _into, _sum_to, _times, in_place, piece_size, pieces
 from .windows import _like, _own, backend_of, itemsize
 
 # -- kits: the normalisations --------------------------------------------------------------------
@@ -150,35 +150,6 @@ def _ones(bk: Any, x: Any, axes: tuple[int, ...], dtype: Any = None) -> Any:
     return bk.ones((n,), dtype=dtype, **_like(bk, x))
 
 
-class _Tiles:
-    """A normalisation's weight or bias broadcast to the largest block of a call and copied
-    once, sliced for a smaller block: NumPy multiplies by a row of the last axis broadcast
-    over a block at 2/3 of its speed with an operand of the block's shape (measured 12.7
-    against 8.1 us a block of 64K float32). None stays None. The same values."""
-
-    def __init__(self, bk: Any, p: Any, shape: tuple[int, ...]) -> None:
-        self.full = None
-        if p is not None:
-            self.full = bk.empty(shape, dtype=p.dtype, **_like(bk, p))
-            self.full[...] = p
-
-    def __call__(self, shape: tuple[int, ...]) -> Any:
-        f = self.full
-        if f is None or tuple(f.shape) == shape:
-            return f
-        return f[tuple(slice(0, s) for s in shape)]
-
-
-def _block_shape(shape: Any, idx: Any) -> tuple[int, ...]:
-    """The shape of ``x[idx]`` for a block of :func:`pieces` (slices, then ``...``)."""
-    dims = list(shape)
-    for i, sl in enumerate(idx):
-        if sl is Ellipsis:
-            break
-        dims[i] = len(range(*sl.indices(dims[i])))
-    return tuple(dims)
-
-
 def _layer_norm_f(
     bk: Any,
     x: Any,
@@ -190,8 +161,8 @@ def _layer_norm_f(
     ones: Any = None,
 ) -> Any:
     # the centred input into ``dst`` (the output's block) where the backend takes out=; its
-    # variance as numpy's, the mean of the squares (``w``, ``b`` may be _Tiles' blocks: the
-    # same values)
+    # variance as numpy's, the mean of the squares (``w``, ``b`` may be BlockConst's blocks:
+    # the same values)
     mean = _mean(bk, x, axes, ones)
     y = _into(bk, bk.subtract, x, mean, dst)
     s = bk.sqrt(_sum_squares(bk, y, axes) / _count(x, axes) + eps)
@@ -240,12 +211,12 @@ def _layer_norm(
     stats = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     y = bk.empty(tuple(x.shape), dtype=dtype)
     mean, rstd = bk.empty(stats, dtype=x.dtype), bk.empty(stats, dtype=x.dtype)
-    first = _block_shape(x.shape, blocks[0])  # (the largest)
-    wt, bt, ones = _Tiles(bk, weight, first), _Tiles(bk, bias, first), _ones(bk, x, axes)
+    # the weight and bias as blocks (BlockConst), the row of ones once, for every block
+    wt, bt, ones = BlockConst(weight), BlockConst(bias), _ones(bk, x, axes)
     for idx in blocks:
-        dst, shape = y[idx], _block_shape(x.shape, idx)
+        dst, xb = y[idx], x[idx]
         yb, mean[idx], rstd[idx] = _layer_norm_f(
-            bk, x[idx], wt(shape), bt(shape), eps, axes, dst, ones
+            bk, xb, wt(bk, xb), bt(bk, xb), eps, axes, dst, ones
         )
         if yb is not dst:
             y[idx] = yb
@@ -285,7 +256,7 @@ def _layer_norm_grad(
     weight's and bias's (``g xc`` summed over the rows weighted by ``rstd``: no ``xhat``
     array): on fresh temporaries, every read of ``g`` first, then the last operations into
     ``dst`` where it takes out= (``dst`` may be ``g``'s own memory: a cotangent only the
-    backward pass holds). ``wt``: the weight as a block (:class:`_Tiles`), ``ones``
+    backward pass holds). ``wt``: the weight as a block (:class:`BlockConst`), ``ones``
     :func:`_mean`'s row, both made once a call; the same values."""
     xc = x - mean
     gx = g * (weight if wt is None else wt) if weight is not None else g
@@ -333,7 +304,7 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
         return _layer_norm_grad(ns, gy, x, mean, rstd, weight, bias, k, axes, gm, gr, n, dst, rows)
     dx = gy if own else None
     gw = gb = None
-    wt = _Tiles(ns, weight, _block_shape(x.shape, blocks[0]))
+    wt = BlockConst(weight)
     ones = _ones(ns, x, axes, gy.dtype if weight is None else ns.result_type(gy, weight))
     for idx in blocks:
         if dx is None:
@@ -341,7 +312,7 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
         dst = dx[idx]
         blk = (gy[idx], x[idx], mean[idx], rstd[idx])
         gs = (gm[idx], gr[idx])
-        tile = wt(_block_shape(x.shape, idx))
+        tile = wt(ns, blk[1])
         d, pw, pb = _layer_norm_grad(ns, *blk, weight, bias, k, axes, *gs, n, dst, rows, tile, ones)
         gw = pw if gw is None else gw + pw
         gb = pb if gb is None else gb + pb
@@ -432,7 +403,7 @@ def _norm_memory(out, x, axes, k, params, temps):
 def _layer_norm_memory(out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     """Whole: ``x - mean``, its squares (then ``/ s``, ``* w``, ``+ b`` in place, or a new
     array each where the dtype widens). By blocks: the same per block beside the outputs, and
-    the weight and bias as blocks (:class:`_Tiles`) where there are several."""
+    the weight and bias as blocks (:class:`BlockConst`) where there are several."""
     y = out[0]
     axes = _norm_axes(axis, x.ndim)
     params = [p for p in (weight, bias) if p is not None]

@@ -258,13 +258,11 @@ def test_blocks_give_what_one_block_gives(monkeypatch, name):
 @pytest.mark.parametrize("row", ["gelu", "silu", "softplus", "layer_norm"])
 @pytest.mark.parametrize("layout", ["transposed", "sliced", "reversed"])
 def test_blocks_in_any_layout_give_the_same_bits(monkeypatch, row, layout):
-    """Block by block, an input in C order goes in one-axis runs (``pieces._flat_blocks``),
-    GELU's clip bound and a normalisation's weight and bias are made once a call as blocks
-    (``activations.Ceiling``, ``norms._Tiles``); an input in another layout goes by the
-    N-d blocks. Each gives the bits of one block, float32 and float64, values past GELU's
-    clip (x < -10.4) included; an elementwise row gives the same bits in every layout (a
-    normalisation's row sums over rows in another layout may not: NumPy's order follows the
-    layout and the block, as before the runs)."""
+    """Block by block, GELU's clip bound and a normalisation's weight and bias are made once a
+    call as blocks (``pieces.BlockConst``), in C order and in any other layout. Each gives the
+    bits of one block, float32 and float64, values past GELU's clip (x < -10.4) included; an
+    elementwise row gives the same bits in every layout (a normalisation's row sums over rows
+    in another layout may not: NumPy's order follows the layout and the block)."""
     xp = pg.namespace(np)
     w64, b64 = xp.asarray(_a(37)), xp.asarray(_a(37))
     w32 = xp.astype(w64, xp.float32)
