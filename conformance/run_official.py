@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,8 @@ class Result:
     skipped: int = 0
     unexpected_pass: list[str] = field(default_factory=list)
     memory: dict | None = None  # the checking namespace's tally (backend "memory")
+    messages: dict[str, str] = field(default_factory=dict)  # a failure's id -> its error line
+    timed_out: bool = False  # stopped at ``timeout``: the counts are of the tests run by then
 
     def line(self) -> str:
         text = (
@@ -108,7 +111,8 @@ def run(
     timeout: float | None = None,
 ) -> Result:
     """Run the suite on ``namespace(<backend>)`` and count the outcomes (``timeout``: seconds
-    before the suite is stopped, ``subprocess.TimeoutExpired`` then)."""
+    before the suite is stopped; the result then says ``timed_out`` and counts the tests run by
+    then, see :func:`pytest_report`)."""
     start = time.perf_counter()
     where = suite_dir()
     if where is None:
@@ -144,12 +148,10 @@ def run(
             *EXTRA.get(backend, []),
             *(extra or []),
         ]
-        subprocess.run(
-            cmd, cwd=where, env=env, stdout=subprocess.DEVNULL, check=False, timeout=timeout
-        )
-        data = json.loads(report.read_text())
+        data, timed_out = pytest_report(cmd, where, env, report, timeout)
         memory = _tightness(json.loads(tally.read_text())) if tally.exists() else None
     res = Result(backend, seed=seed, wall=time.perf_counter() - start, memory=memory)
+    res.timed_out = timed_out
     entries = xfail_entries(XFAILS_OF.get(backend, backend))
     some_draws = {i for i, why in entries.items() if why.startswith(SOME_DRAWS)}
     for t in data.get("tests", []):
@@ -166,10 +168,53 @@ def run(
                 res.unexpected_pass.append(t["nodeid"])
         else:
             res.failed.append(t["nodeid"])
+            res.messages[t["nodeid"]] = failure_message(t)
     for c in data.get("collectors", []):
         if c.get("outcome") == "failed":
             res.failed.append(f"collection: {c['nodeid']}")
     return res
+
+
+def pytest_report(
+    cmd: list[str], cwd: Path, env: dict[str, str], report: Path, timeout: float | None
+) -> tuple[dict, bool]:
+    """Run ``cmd`` (pytest with ``--json-report-file=report``); its report and whether it ran
+    past ``timeout`` seconds. One that does is interrupted as Ctrl-C would (pytest then writes
+    the report of the tests run so far) and killed 30 s later if it has not stopped; it raises
+    ``subprocess.TimeoutExpired`` only when no report came."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if not report.exists():
+        if timed_out:
+            raise subprocess.TimeoutExpired(cmd, timeout or 0.0)
+        raise RuntimeError(f"pytest wrote no report (exit status {proc.returncode}): {cmd}")
+    return json.loads(report.read_text()), timed_out
+
+
+def failure_message(test: dict) -> str:
+    """A failed test's error in one line (its crash message, else its report's last line), from
+    a pytest-json-report entry."""
+    for stage in ("setup", "call", "teardown"):
+        part = test.get(stage) or {}
+        if part.get("outcome") == "failed":
+            crash = (part.get("crash") or {}).get("message")
+            if crash:
+                return " ".join(crash.split())[:400]
+            lines = str(part.get("longrepr", "")).strip().splitlines()
+            return lines[-1][:400] if lines else ""
+    return ""
 
 
 def _tightness(tally: dict) -> dict:
@@ -213,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             res = run(backend, max_examples=args.max_examples, seed=seed)
             print(res.line(), flush=True)
+            if res.timed_out:
+                print("    (stopped at its timeout: the counts are of the tests run by then)")
             for nodeid in res.failed:
-                print(f"    FAILED {nodeid}")
+                print(f"    FAILED {nodeid}: {res.messages.get(nodeid, '')}")
             for nodeid in res.unexpected_pass:
                 print(f"    XPASS (remove from xfails/{backend}.txt) {nodeid}")
             for what in (res.memory or {}).get("over", []):

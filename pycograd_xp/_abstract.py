@@ -128,6 +128,9 @@ class Tracker:
     prefix: str = ""  # before each op's name: "recompute " while a schedule makes one again
     events: list[Event] = field(default_factory=list)
     peak_event: int = -1  # index into events of the call at the peak (-1: before any call)
+    # the Backend the projection models (its arguments' backend), where a rule's memory differs
+    # from NumPy's there (Backend.device); None: NumPy
+    target: Any = None
 
     def alloc(self, n: int) -> None:
         self.live += n
@@ -160,6 +163,13 @@ class Tracker:
                 during,
             )
         )
+
+
+def modelled() -> Any:
+    """The Backend whose memory the running projection models (its arguments'), or None:
+    NumPy's model, and outside a projection."""
+    t = STACK.tracker
+    return None if t is None else t.target
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -66,3 +66,22 @@ def test_bad_arguments_are_refused(tmp_path):
 
 def test_the_shell_wrapper_parses():
     assert subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu_check.sh")]).returncode == 0
+
+
+def test_a_pytest_run_past_its_timeout_reports_the_tests_run_by_then(tmp_path):
+    """The GPU run's budget stops a slow part: what ran before is still counted, with errors."""
+    from conformance import run_official
+
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n"
+        "def test_fast():\n    pass\n"
+        "def test_wrong():\n    assert 1 == 2, 'one is not two'\n"
+        "def test_slow():\n    time.sleep(120)\n"
+    )
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_slow.py"]
+    cmd += ["--json-report", f"--json-report-file={report}"]
+    data, timed_out = run_official.pytest_report(cmd, tmp_path, None, report, timeout=8)
+    outcomes = {t["nodeid"].split("::")[1]: t for t in data["tests"]}
+    assert timed_out and outcomes["test_fast"]["outcome"] == "passed"
+    assert "one is not two" in run_official.failure_message(outcomes["test_wrong"])

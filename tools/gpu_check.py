@@ -12,8 +12,9 @@ reported so; the rest still run):
   official      the official Array API suite (data-apis/array-api-tests: not on PyPI; its
                 checkout in --suite or ARRAY_API_TESTS_DIR, with the spec stubs inside it as
                 array-api/) on namespace(cupy) at --examples examples a test, through
-                conformance/run_official.py; CuPy has no expected-failure list yet, so every
-                failure is listed in the summary (they are findings, not a failed run)
+                conformance/run_official.py; CuPy's own failures (conformance/xfails/
+                cupy.txt) count as expected, every other one is listed in the summary with its
+                error (they are findings, not a failed run)
   gradients     the gradient-conformance cases (conformance/test_gradients.py: the dot-product
                 test against central finite differences, float64) on namespace(cupy), through
                 PYCOGRAD_CONFORMANCE_BACKENDS=cupy, and tests/namespace/test_cupy.py
@@ -41,7 +42,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -160,7 +160,7 @@ def official(run: Run) -> dict[str, Any]:
         backend, examples, chunks = "cupy", run.examples, dict(OFFICIAL_CHUNKS)
     out: dict[str, Any] = {"backend": backend, "examples": examples, "timed_out": []}
     counts = dict.fromkeys(("passed", "failed", "xfailed", "skipped"), 0)
-    failures: list[str] = []
+    failures: dict[str, str] = {}
     end = time.monotonic() + run.share("official")
     for i, (name, select) in enumerate(chunks.items()):
         timeout = max(1.0, (end - time.monotonic()) / (len(chunks) - i))
@@ -168,13 +168,15 @@ def official(run: Run) -> dict[str, Any]:
             res = run_official.run(
                 backend, max_examples=examples, extra=["-k", select], timeout=timeout
             )
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # stopped before any report
             out["timed_out"].append(name)
             continue
+        if res.timed_out:  # stopped, its tests so far counted
+            out["timed_out"].append(name)
         for k in ("passed", "xfailed", "skipped"):
             counts[k] += getattr(res, k)
         counts["failed"] += len(res.failed)
-        failures += res.failed
+        failures |= {i: res.messages.get(i, "") for i in res.failed}
     return {**out, **counts, "failures": failures}
 
 
@@ -187,38 +189,21 @@ OFFICIAL_CHUNKS = {
 
 
 # -- gradient conformance --------------------------------------------------------------------------
-PROGRESS = re.compile(r"^([.sFExX]+)\s*(\[\s*\d+%\])?$")
-
-
 def _pytest(args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Run pytest quietly on ``args``; the outcomes by test id (from its JSON report), or, when
-    it runs past ``timeout``, the outcome counts its progress lines had shown."""
+    """Run pytest quietly on ``args``: the outcomes by test id and the failures' errors (from
+    its JSON report; one run past ``timeout`` is stopped and reports the tests run by then)."""
+    from conformance import run_official
+
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore"]
         cmd += ["--json-report", f"--json-report-file={report}", *args]
-        try:
-            done = subprocess.run(
-                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired as e:
-            text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            marks = "".join(
-                m[1] for line in text.splitlines() if (m := PROGRESS.match(line.strip()))
-            )
-            return {
-                "timed_out": True,
-                "counts": {k: marks.count(c) for k, c in (("passed", "."), ("failed", "F"))},
-            }
-        if not report.exists():
-            raise RuntimeError(
-                f"pytest wrote no report: {done.stdout[-2000:]}{done.stderr[-2000:]}"
-            )
-        data = json.loads(report.read_text())
+        data, timed_out = run_official.pytest_report(cmd, ROOT, env, report, timeout)
+    failed = [t for t in data.get("tests", []) if t["outcome"] == "failed"]
     return {
-        "timed_out": False,
-        "returncode": done.returncode,
+        "timed_out": timed_out,
         "outcomes": {t["nodeid"]: t["outcome"] for t in data.get("tests", [])},
+        "messages": {t["nodeid"]: run_official.failure_message(t) for t in failed},
         "collect_errors": [
             c["nodeid"] for c in data.get("collectors", []) if c["outcome"] == "failed"
         ],
@@ -235,15 +220,14 @@ def gradients(run: Run) -> dict[str, Any]:
     # CuPy ones skip where CuPy or a device is missing)
     select = "cupy" if not run.dry else "cupy or (numpy and (matmul or tanh or _conv2d))"
     got = _pytest([*files, "-k", select], env, run.share("gradients"))
-    if got["timed_out"]:
-        return {"timed_out": True, **got["counts"]}
     out = got["outcomes"]
     cupy_ids = [i for i in out if "cupy" in i]
     counts = {k: sum(1 for i in cupy_ids if out[i] == k) for k in ("passed", "failed", "skipped")}
     result: dict[str, Any] = {
         "cupy": counts,
-        "failures": [i for i in cupy_ids if out[i] == "failed"][:50],
+        "failures": {i: got["messages"].get(i, "") for i in cupy_ids if out[i] == "failed"},
         "collect_errors": got["collect_errors"],
+        "timed_out": got["timed_out"],
     }
     if run.dry:
         twins = [i for i in out if "cupy" not in i]

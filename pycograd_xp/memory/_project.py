@@ -111,6 +111,15 @@ def _to_abstract(A: Any, leaf: Any) -> Any:
     return leaf
 
 
+def _modelled_backend(tree: Any) -> Any:
+    """The Backend of the first real array in ``tree`` (the one the projection models), or
+    None (specs alone: NumPy's model)."""
+    for leaf in tree_flatten(tree)[0]:
+        if isinstance(leaf, Array) and not leaf._backend.abstract:
+            return leaf._backend
+    return None
+
+
 def _rows(tracker: Tracker) -> list[Row]:
     return [
         Row(i, e.op, e.phase, e.outputs, e.transient, e.live, e.peak)
@@ -213,7 +222,7 @@ def _tracked(
 ) -> tuple[Tracker, int, int | None]:
     """Run ``call`` on abstract copies of ``args`` under a fresh tracker: the tracker, the
     arguments' bytes, and the bytes live when the first backward pass began (None: none did)."""
-    t = Tracker()
+    t = Tracker(target=_modelled_backend((args, kwargs)))
     boundary: list[int] = []
 
     def mark() -> None:

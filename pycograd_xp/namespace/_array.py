@@ -221,7 +221,10 @@ class Array(Imperative, ArrayProtocol):
         return complex(self._concrete("__complex__"))
 
     def __index__(self) -> int:
-        return operator.index(self._concrete("__index__"))
+        data = self._concrete("__index__")  # CuPy's arrays have no __index__: their value's
+        return operator.index(
+            data.item() if data.shape == () and not hasattr(data, "__index__") else data
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         import numpy as np

@@ -65,6 +65,10 @@ class Backend:
     # ``asarray``) of the backend's own namespace belong with array ``a`` (Cubed: its Spec,
     # since arrays of two Specs cannot meet); None: none needed.
     like_kwargs: Callable[[Any], dict] | None = None
+    # A GPU's (CuPy's): each call is a kernel launch, so the nn rows work on whole arrays, never
+    # block by block through the CPU's caches (ops/nn/pieces.py); a product of stacks copies
+    # each operand that is not C-ordered (its batched GEMM), which memory.project charges there.
+    device: bool = False
     # ``device_peak(run)``: the peak bytes the backend's own allocator hands out while ``run()``
     # runs (CuPy: its memory pool); None: host memory, measured with tracemalloc.
     device_peak: Callable[[Callable[[], Any]], int] | None = None

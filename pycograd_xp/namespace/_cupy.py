@@ -42,6 +42,7 @@ def _adapt_cupy(b: Backend) -> Backend:
     return dataclasses.replace(
         b,
         ordered_writes=False,
+        device=True,
         device_peak=device_peak,
         windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None),
         owns_buffer=_owns_buffer,
@@ -57,7 +58,16 @@ def cupy_special(name: str) -> Callable[..., Any] | None:
         import cupyx.scipy.special as sc
     except ImportError:
         return None
-    return getattr(sc, name, None)
+    f = getattr(sc, name, None)
+    return functools.partial(_polygamma, f) if name == "polygamma" and f is not None else f
+
+
+def _polygamma(f: Callable[..., Any], n: Any, x: Any) -> Any:
+    """cupyx's polygamma with its order as an array: it tests ``n == 0`` with cupy.where, which
+    a Python int's comparison (a Python bool) fails ("'bool' object has no attribute 'astype'")."""
+    import cupy
+
+    return f(cupy.asarray(n), x)
 
 
 def _owns_buffer(d: Any) -> bool:  # compile may write a dead temporary's buffer in place

@@ -112,7 +112,19 @@ def arange_shape(a, start, /, stop=None, step=1, *, dtype=None, device=None):
 def asarray(
     bk: Any, obj: Array, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None
 ) -> Any:
+    if copy is not False and _negative_zero(obj):
+        # CuPy's asarray of a Python -0.0 gives +0.0 (a list of one keeps the sign)
+        return bk.reshape(bk.asarray([obj], dtype=dtype, device=device), ())
     return bk.asarray(obj, dtype=dtype, device=device, copy=copy)
+
+
+def _negative_zero(obj: Any) -> bool:
+    """Whether ``obj`` is a Python float (or complex) with a zero of negative sign."""
+    if type(obj) is float:
+        return obj == 0.0 and math.copysign(1.0, obj) < 0
+    if type(obj) is complex:
+        return _negative_zero(obj.real) or _negative_zero(obj.imag)
+    return False
 
 
 asarray.defvjp(lambda ns, g, out, obj, /, **kw: (g,))

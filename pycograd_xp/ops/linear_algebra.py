@@ -33,6 +33,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
+from .._abstract import modelled
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import align, rank, to_rank
@@ -198,7 +199,17 @@ def _cast_copies(out, *xs):
 
 
 def _matmul_memory(out, x1, x2, /):
-    return _cast_copies(out, x1, x2)
+    copies = _cast_copies(out, x1, x2)
+    target = modelled()
+    if target is not None and target.device and len(out.shape) > 2:
+        # CuPy: a product of stacks copies an operand that is not C-ordered (a transposed view)
+        # in the result's dtype (a cast operand's copy is counted above, the same one)
+        copies += sum(
+            x.size * out.dtype.itemsize
+            for x in (x1, x2)
+            if x.dtype == out.dtype and not x.contiguous
+        )
+    return copies
 
 
 matmul.defshape(_matmul_shape, memory=_matmul_memory)

@@ -43,7 +43,7 @@ from ..._primitive import REGISTRY, Array, primitive
 from .._rules.batching import batch_size
 from .._rules.jvp import call, plus
 from .._rules.shapes import BUFFER_ELEMENTS, new, ufunc_buffers
-from .pieces import FP
+from .pieces import FP, on_device
 from .windows import (
     VIEW_BYTES,
     _own,
@@ -398,8 +398,8 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     place, one product per example with the cotangent channels-last, block by block of the
     batch (:func:`_weight_grad_per_example`), or where the products would outgrow the columns
     (``O > P``) one 2-D product per block, columns (Q, n * P) against the cotangent
-    (O, n * P), summed over the blocks; else (and on ours) a batched product per example over
-    the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
+    (O, n * P), summed over the blocks; else (and on ours, and on a GPU) a batched product per
+    example over the whole batch and a sum (a long, thin 2-D product is the slower one there)."""
     if not x.shape[0]:  # an empty batch: no example, no term
         return ns.zeros(tuple(w.shape), dtype=ns.result_type(g, x))
     if backend_of(ns) is None and caps(ns).chunked:
@@ -410,9 +410,10 @@ def weight_grad(ns, g, x, w, *, stride, padding, dilation, groups):
     n_, o, p = x.shape[0], w.shape[0], math.prod(out)
     q = x.shape[1] * math.prod(kernel)
     xpad = pad(ns, x, padding)
-    if _raw(ns) and caps(ns).views_alias and p < o * q and o <= p:
+    device = on_device(ns)  # a GPU: one batched product, never a loop of launches
+    if _raw(ns) and caps(ns).views_alias and p < o * q and o <= p and not device:
         return _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups)
-    if o * q <= p or not _raw(ns):
+    if o * q <= p or not _raw(ns) or device:
         cols = columns(ns, xpad, kernel, stride, dilation, out)  # (N, Q, P)
         gm = ns.reshape(g, (n_, groups, o // groups, p))
         cols = ns.reshape(cols, (n_, groups, q // groups, p))

@@ -79,7 +79,7 @@ def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
     b = backend_of(ns)
     if b is None:
         return pieces(shape, item, k) if in_place(ns) and k else [...]
-    if k and b.mutable and not b.chunked and not b.abstract and not b.level:
+    if k and b.mutable and not b.chunked and not b.abstract and not b.level and not b.device:
         return pieces(shape, item, k)
     return [...]
 

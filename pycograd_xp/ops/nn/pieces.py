@@ -16,6 +16,7 @@ import itertools
 import math
 from typing import Any
 
+from ..._abstract import modelled
 from .._rules.shapes import BUFFER_ELEMENTS, new
 from .windows import _like, _raw, caps, itemsize
 
@@ -36,8 +37,19 @@ PIECE_BYTES = 256 * 2**10
 
 
 def in_place(bk: Any) -> bool:
-    """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation)."""
-    return _raw(bk) and caps(bk).views_alias and not caps(bk).chunked
+    """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation) on the
+    CPU (not on a GPU: :func:`on_device`)."""
+    return _raw(bk) and caps(bk).views_alias and not caps(bk).chunked and not on_device(bk)
+
+
+def on_device(bk: Any) -> bool:
+    """Whether ``bk`` runs its calls as GPU kernels (``Backend.device``, CuPy): each call a
+    launch, so whole arrays are better than cache-sized blocks; the abstract backend as the
+    backend a projection models."""
+    c = caps(bk)
+    if c.abstract:
+        c = modelled()
+    return c is not None and c.device
 
 
 def pieces(
