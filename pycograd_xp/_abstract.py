@@ -166,9 +166,9 @@ class Tracker:
 
 
 def modelled() -> Any:
-    """The Backend whose memory the running projection models (its arguments'), or None:
-    NumPy's model, and outside a projection."""
-    t = STACK.tracker
+    """The Backend the abstract arrays stand for: the arguments' in a running projection, the
+    backend replayed on while ``compile`` traces; None: NumPy's model."""
+    t = STACK.tracker if STACK.tracker is not None else STACK.recorder
     return None if t is None else t.target
 
 

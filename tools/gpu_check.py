@@ -18,7 +18,7 @@ reported so; the rest still run):
   gradients     the gradient-conformance cases (conformance/test_gradients.py: the dot-product
                 test against central finite differences, float64) on namespace(cupy), through
                 PYCOGRAD_CONFORMANCE_BACKENDS=cupy, and tests/namespace/test_cupy.py
-  memory        memory.project of an MLP and a small CNN step against memory.measure, which
+  memory        memory.project of the three steps below against memory.measure, which
                 reads CuPy's memory pool (its hooks) on the device
   steps         the MLP (784-512-512-10, batch 256), small CNN (issue 35's) and transformer
                 block (pre-LN attention and MLP) steps, value_and_grad, pycograd_xp on CuPy
@@ -381,8 +381,6 @@ def memory(run: Run) -> dict[str, Any]:
 
     out = {}
     for name, (loss, args, _) in workloads(run).items():
-        if name == "transformer":
-            continue
         p, m = mem.project(loss, *args), mem.measure(loss, *args)
         # on the device the pool's peak (it rounds to 512 bytes: 1 % allowed, as
         # tests/namespace/test_cupy.py); on the CPU tracemalloc's, against the traced part

@@ -64,6 +64,7 @@ class Recorder:
         self.dtypes[0] = type(backend.xp.float64)  # (0 is no object's id)
         self.ex = (self.dtypes, backend.array_type)
         self.chunked = backend.chunked
+        self.target = backend  # the backend replayed on (a GPU's rows differ: Backend.device)
         self.real_type = backend.array_type  # a lazy backend's arrays (proxied while tracing)
         self.owns = backend.owns_buffer is not None and not backend.lazy  # see claim
         self.by_real: dict[int, Proxy] = {}

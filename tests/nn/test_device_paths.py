@@ -1,7 +1,7 @@
 """The nn rows' GPU paths (Backend.device, CuPy's): whole arrays where the CPU goes block by
-block, one batched product where it loops over examples. CI has no GPU, so these run on NumPy
-with the backend taken for a GPU: the same values and gradients as the CPU paths, and a
-projection that holds over what the GPU path allocates (the projection follows it)."""
+block (written in place as there), one batched product where it loops over examples. CI has no
+GPU, so these run on NumPy with the backend taken for a GPU: the same values and gradients as
+the CPU paths, and a projection that holds over what the GPU path allocates (it follows it)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ def as_gpu(monkeypatch):
 
 
 def _block(xp, rng):
-    d, heads = 32, 4
+    d, heads = 64, 4
     p = {k: xp.asarray(rng.standard_normal((d, d)) / 6) for k in ("wq", "wk", "wv", "wo")}
     p["w1"] = xp.asarray(rng.standard_normal((d, 4 * d)) / 6)
     p["w2"] = xp.asarray(rng.standard_normal((4 * d, d)) / 12)
     p["g"] = xp.asarray(1 + rng.standard_normal(d) / 10)
-    x = xp.asarray(rng.standard_normal((4, 256, d)))  # 256 KiB a layer: blocks on the CPU
+    x = xp.asarray(rng.standard_normal((4, 256, d)))  # 512 KiB a layer: blocks on the CPU
     labels = xp.asarray(rng.integers(0, d, (4, 256)))
 
     def loss(p, x, labels):
@@ -89,8 +89,56 @@ def test_the_gpu_paths_are_taken(as_gpu, monkeypatch):
     loss, args = _cnn(xp, rng)
     pg.grad(loss)(*args)
     assert seen["per example"] == 1
-    assert pieces.in_place(npx)  # block by block on the CPU
+    assert pieces.block_limit(npx) == pieces.PIECE_BYTES  # block by block on the CPU
     as_gpu()
     pg.grad(loss)(*args)
     assert seen["per example"] == 1  # not again
-    assert not pieces.in_place(npx)  # whole arrays
+    assert pieces.block_limit(npx) > 2**60  # whole arrays (in place still)
+    assert pieces.in_place(npx)
+
+
+def test_compile_and_project_take_the_rows_of_the_backend_they_stand_for():
+    """The abstract arrays stand for the arguments' backend: a projection's and compile's trace
+    ask it (``modelled``), so on CuPy they take its rows' GPU paths, as the eager call does."""
+    from pycograd_xp import _abstract
+
+    xp = pg.namespace(np)
+    x = xp.ones((3, 4))
+    seen = []
+
+    def f(x):
+        seen.append(_abstract.modelled())
+        return xp.sum(x * x)
+
+    pg.compile(f)(x)  # traced, then replayed
+    memory.project(f, x)
+    assert seen and all(b is not None and b.name == "numpy" for b in seen)
+    assert _abstract.modelled() is None  # outside both
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        lambda x, labels: nn.gelu(x),
+        lambda x, labels: nn.layer_norm(x),
+        lambda x, labels: nn.rms_norm(x),
+        lambda x, labels: nn.log_softmax(x),
+        lambda x, labels: nn.cross_entropy(x, labels),
+    ],
+    ids=["gelu", "layer_norm", "rms_norm", "log_softmax", "cross_entropy"],
+)
+def test_each_rows_projection_holds_over_its_gpu_path(as_gpu, row):
+    """One row over 4 MiB: its whole-array temporaries are what the projection must count."""
+    xp = pg.namespace(np)
+    rng = np.random.default_rng(2)
+    x = xp.asarray(rng.standard_normal((64, 64, 128)))
+    labels = xp.asarray(rng.integers(0, 128, (64, 64)))
+
+    def f(x, labels):
+        return xp.sum(row(x, labels) ** 2)
+
+    as_gpu()
+    for argnums in ((), 0):
+        p = memory.project(f, x, labels, argnums=argnums)
+        m = memory.measure(f, x, labels, argnums=argnums)
+        assert m.peak_bytes <= p.traced_peak_bytes, (argnums, m.peak_bytes, p.traced_peak_bytes)

@@ -15,7 +15,7 @@ from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
 from .._rules.vjp import values_known
-from .pieces import FP, _times, in_place, piece_size, pieces
+from .pieces import FP, _times, block_limit, in_place, piece_size, pieces
 from .windows import _like, _own, _raw, caps, itemsize
 
 # -- _cross_entropy ------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ def _cross_entropy(bk: Any, logits: Array, /, labels: Array) -> Any:
     if not in_place(bk) or logits.ndim < 2:
         return _cross_entropy_f(bk, logits, labels)
     dtype = bk.result_type(logits, *(() if _is_int(bk, labels) else (labels,)))
-    blocks = pieces(logits.shape, _item(bk, dtype), 1)
+    blocks = pieces(logits.shape, _item(bk, dtype), 1, block_limit(bk))
     if len(blocks) == 1:
         return _cross_entropy_f(bk, logits, labels)
     loss = bk.empty(tuple(logits.shape[:-1]), dtype=dtype)
@@ -245,7 +245,9 @@ def _cross_entropy_vjp(ns, g, out, logits, /, labels):
     labels = _labels(ns, logits, labels, check=False)
     item = _item(ns, ns.result_type(gl, logits))
     inplace = in_place(ns)
-    blocks = pieces(logits.shape, item, 1) if inplace and logits.ndim >= 2 else [...]
+    blocks = (
+        pieces(logits.shape, item, 1, block_limit(ns)) if inplace and logits.ndim >= 2 else [...]
+    )
     if len(blocks) == 1:
         return _cross_entropy_grad(ns, gl, logits, labels, lse, glse, inplace)
     probs = not _is_int(ns, labels)
@@ -308,7 +310,11 @@ def _cross_entropy_memory(out, logits, /, labels):
     statistics."""
     loss = out[0]
     item = max(loss.dtype.itemsize, logits.dtype.itemsize)
-    n = piece_size(logits.shape, item, 1) if logits.ndim >= 2 else math.prod(logits.shape)
+    n = (
+        piece_size(logits.shape, item, 1, block_limit())
+        if logits.ndim >= 2
+        else math.prod(logits.shape)
+    )
     rows = max(1, n // max(logits.shape[-1], 1)) if logits.ndim else 1
     cast = n * item if labels.dtype.kind == "f" and labels.dtype != logits.dtype else 0
     return 2 * n * item + cast + 8 * rows * item + 2 * min(n, BUFFER_ELEMENTS) * item

@@ -7,6 +7,7 @@ the input), evaluated block by block where the backend writes in place (:mod:`.p
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,18 @@ from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
-from .pieces import FP, BlockConst, _into, _sum_to, _times, in_place, piece_size, pieces
+from .pieces import (
+    FP,
+    PIECE_BYTES,
+    BlockConst,
+    _into,
+    _sum_to,
+    _times,
+    block_limit,
+    in_place,
+    piece_size,
+    pieces,
+)
 from .windows import _like, _own, backend_of, itemsize
 
 # -- kits: the normalisations --------------------------------------------------------------------
@@ -78,9 +90,9 @@ def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
     elsewhere."""
     b = backend_of(ns)
     if b is None:
-        return pieces(shape, item, k) if in_place(ns) and k else [...]
-    if k and b.mutable and not b.chunked and not b.abstract and not b.level and not b.device:
-        return pieces(shape, item, k)
+        return pieces(shape, item, k, block_limit(ns)) if in_place(ns) and k else [...]
+    if k and b.mutable and not b.chunked and not b.abstract and not b.level:
+        return pieces(shape, item, k, sys.maxsize if b.device else PIECE_BYTES)
     return [...]
 
 
@@ -205,7 +217,7 @@ def _layer_norm(
     if not in_place(bk) or not k:
         return _layer_norm_f(bk, x, weight, bias, eps, axes)
     dtype = bk.result_type(x, *(p for p in (weight, bias) if p is not None))
-    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    blocks = pieces(x.shape, itemsize(bk, dtype), k, block_limit(bk))
     if len(blocks) == 1:
         return _layer_norm_f(bk, x, weight, bias, eps, axes)
     stats = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
@@ -387,7 +399,7 @@ def _norm_memory(out, x, axes, k, params, temps):
     size."""
     item = out.dtype.itemsize
     if k:
-        n = piece_size(x.shape, item, k)
+        n = piece_size(x.shape, item, k, block_limit())
     else:
         n = math.prod(x.shape)
     stats = math.prod(s for i, s in enumerate(x.shape) if i not in axes) or 1
@@ -408,7 +420,8 @@ def _layer_norm_memory(out, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     axes = _norm_axes(axis, x.ndim)
     params = [p for p in (weight, bias) if p is not None]
     k = _trailing(x, axes, weight, bias)
-    tiles = len(params) if k and piece_size(x.shape, y.dtype.itemsize, k) < x.size else 0
+    n = piece_size(x.shape, y.dtype.itemsize, k, block_limit())
+    tiles = len(params) if k and n < x.size else 0
     return _norm_memory(y, x, axes, k, params, (3 if k else 2) + tiles)
 
 
@@ -442,7 +455,7 @@ def _rms_norm(
     if not in_place(bk) or not k:
         return _rms_norm_f(bk, x, weight, eps, axes)
     dtype = bk.result_type(x, *(() if weight is None else (weight,)))
-    blocks = pieces(x.shape, itemsize(bk, dtype), k)
+    blocks = pieces(x.shape, itemsize(bk, dtype), k, block_limit(bk))
     if len(blocks) == 1:
         return _rms_norm_f(bk, x, weight, eps, axes)
     y = bk.empty(tuple(x.shape), dtype=dtype)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from typing import Any
 
 from ..._abstract import modelled
@@ -37,19 +38,24 @@ PIECE_BYTES = 256 * 2**10
 
 
 def in_place(bk: Any) -> bool:
-    """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation) on the
-    CPU (not on a GPU: :func:`on_device`)."""
-    return _raw(bk) and caps(bk).views_alias and not caps(bk).chunked and not on_device(bk)
+    """Whether ``bk`` is a raw backend that writes in place (block-by-block evaluation)."""
+    return _raw(bk) and caps(bk).views_alias and not caps(bk).chunked
 
 
-def on_device(bk: Any) -> bool:
+def on_device(bk: Any = None) -> bool:
     """Whether ``bk`` runs its calls as GPU kernels (``Backend.device``, CuPy): each call a
-    launch, so whole arrays are better than cache-sized blocks; the abstract backend as the
-    backend a projection models."""
-    c = caps(bk)
-    if c.abstract:
+    launch, so a whole array is better than cache-sized blocks. The abstract backend, and
+    ``bk`` None (a memory rule), as the backend the running projection or trace stands for."""
+    c = None if bk is None else caps(bk)
+    if c is None or c.abstract:
         c = modelled()
     return c is not None and c.device
+
+
+def block_limit(bk: Any = None) -> int:
+    """The bytes of a block of :func:`pieces` on ``bk``: PIECE_BYTES, or no limit on a GPU
+    (one block, the whole array, still written in place); ``bk`` None: in a memory rule."""
+    return sys.maxsize if on_device(bk) else PIECE_BYTES
 
 
 def pieces(
@@ -101,7 +107,8 @@ def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> 
     one call ``f(bk, *arrays)`` where there is one block or ``bk`` does not write in place (then
     ``out`` is not written)."""
     x = arrays[0]
-    blocks = pieces(x.shape, itemsize(bk, x.dtype), keep) if in_place(bk) and x.ndim else [...]
+    item = itemsize(bk, x.dtype)
+    blocks = pieces(x.shape, item, keep, block_limit(bk)) if in_place(bk) and x.ndim else [...]
     if len(blocks) == 1:
         return f(bk, *arrays)
     if out is None:
@@ -174,7 +181,7 @@ def _pieces_memory(temps: int) -> Any:
 
     def memory(out: Any, x: Any, /, **kw: Any) -> int:
         item = out.dtype.itemsize
-        n = piece_size(x.shape, item)
+        n = piece_size(x.shape, item, 0, block_limit())
         return temps * n * item + 2 * min(n, BUFFER_ELEMENTS) * item
 
     return memory
