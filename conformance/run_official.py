@@ -10,12 +10,13 @@ prints passed/failed/skipped and the wall time per backend and seed. The backend
 ``namespace(numpy)`` behind the checking namespace (``conformance/memory_checking.py``): every
 call the suite makes is projected and measured, and one measured above its projection fails
 its test; the line adds the calls checked, the overs, the calls that could not be projected
-and the tightness (measured/projected: median and 10th percentile). Each backend has
-``conformance/xfails/<backend>.txt`` listing only the failures its backend has itself, each with
-its reason; a failure not listed there makes the exit status 1. An entry whose reason starts
-with ``[some draws]`` fails only on some hypothesis draws, so its passing is not reported as an
-XPASS. Runs are reproducible: a fixed hypothesis seed, and Python's ``random`` re-seeded before
-every test (see ``_reseed.py``).
+and the tightness (measured/projected: median and 10th percentile); ``memory-cupy`` is the same
+over ``namespace(cupy)``, measured by CuPy's memory pool (a GPU machine: tools/gpu_check.py).
+Each backend has ``conformance/xfails/<backend>.txt`` listing only the failures its backend
+has itself, each with its reason; a failure not listed there makes the exit status 1. An
+entry whose reason starts with ``[some draws]`` fails only on some hypothesis draws, so its
+passing is not reported as an XPASS. Runs are reproducible: a fixed hypothesis seed, and
+Python's ``random`` re-seeded before every test (see ``_reseed.py``).
 """
 
 from __future__ import annotations
@@ -39,12 +40,15 @@ BACKENDS = {
     "cubed": "import cubed, pycograd_xp; xp = pycograd_xp.namespace(cubed)",
     "cupy": "import cupy, pycograd_xp; xp = pycograd_xp.namespace(cupy)",
     "memory": "import conformance.memory_checking as m; xp = m.checking_namespace()",
+    "memory-cupy": "import cupy, conformance.memory_checking as m; xp = m.checking_namespace(cupy)",
 }
 DEFAULT_EXAMPLES = {"numpy": 20, "strict": 20, "cubed": 5, "cupy": 5, "memory": 20}
-XFAILS_OF = {"memory": "numpy"}  # the checking namespace's values are namespace(numpy)'s
+DEFAULT_EXAMPLES["memory-cupy"] = 2
+# the checking namespace's values are those of the namespace it checks
+XFAILS_OF = {"memory": "numpy", "memory-cupy": "cupy"}
 # each call is run three times and projected: hypothesis's deadline does not hold; on CuPy each
 # new kernel is compiled at its first call (tools/gpu_check.py runs the suite on a GPU)
-EXTRA = {"memory": ["--hypothesis-disable-deadline"], "cupy": ["--hypothesis-disable-deadline"]}
+EXTRA = {b: ["--hypothesis-disable-deadline"] for b in ("memory", "cupy", "memory-cupy")}
 SOME_DRAWS = "[some draws]"
 
 
@@ -237,7 +241,10 @@ def _tightness(tally: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(  # CuPy only when asked for (a GPU machine: tools/gpu_check.py)
-        "backends", nargs="*", default=[b for b in BACKENDS if b != "cupy"], choices=list(BACKENDS)
+        "backends",
+        nargs="*",
+        default=[b for b in BACKENDS if "cupy" not in b],
+        choices=list(BACKENDS),
     )
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument(

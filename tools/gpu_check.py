@@ -18,6 +18,10 @@ reported so; the rest still run):
   gradients     the gradient-conformance cases (conformance/test_gradients.py: the dot-product
                 test against central finite differences, float64) on namespace(cupy), through
                 PYCOGRAD_CONFORMANCE_BACKENDS=cupy, and tests/namespace/test_cupy.py
+  memcheck      the official suite (its special cases left out) through the memory-checking
+                namespace on CuPy (conformance/memory_checking.py; run_official's backend
+                memory-cupy): every call projected and measured by CuPy's pool, the functions
+                measured above their projections listed (findings, as the suite's failures)
   memory        memory.project of the three steps below against memory.measure, which
                 reads CuPy's memory pool (its hooks) on the device
   steps         the MLP (784-512-512-10, batch 256), small CNN (issue 35's) and transformer
@@ -56,7 +60,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BUDGET_S = 470.0  # all parts together: under eight minutes
-SHARES = {"environment": 0.02, "official": 0.45, "gradients": 0.28, "memory": 0.05, "steps": 0.20}
+SHARES = {
+    "environment": 0.02,
+    "official": 0.35,
+    "gradients": 0.25,
+    "memcheck": 0.18,
+    "memory": 0.05,
+    "steps": 0.15,
+}
 
 
 class CannotRunError(Exception):
@@ -138,9 +149,8 @@ def environment(run: Run) -> dict[str, Any]:
 
 
 # -- the official suite ----------------------------------------------------------------------------
-def official(run: Run) -> dict[str, Any]:
-    from conformance import run_official
-
+def _suite(run: Run) -> None:
+    """Point ARRAY_API_TESTS_DIR at the checkout of the official suite, refusing a wrong one."""
     suite = run.suite or os.environ.get("ARRAY_API_TESTS_DIR")
     if not suite:
         raise CannotRunError(
@@ -154,6 +164,12 @@ def official(run: Run) -> dict[str, Any]:
                 "array-api-tests with the spec stubs of data-apis/array-api inside it as array-api/"
             )
     os.environ["ARRAY_API_TESTS_DIR"] = str(where)
+
+
+def official(run: Run) -> dict[str, Any]:
+    from conformance import run_official
+
+    _suite(run)
     if run.dry:  # one test on namespace(numpy): the runner, the paths, the report
         backend, examples, chunks = "numpy", 1, {"abs": "test_abs"}
     else:  # in three runs, each with its share of the time: one past it loses only its own
@@ -178,6 +194,38 @@ def official(run: Run) -> dict[str, Any]:
         counts["failed"] += len(res.failed)
         failures |= {i: res.messages.get(i, "") for i in res.failed}
     return {**out, **counts, "failures": failures}
+
+
+def memcheck(run: Run) -> dict[str, Any]:
+    """The official suite (its special cases left out) through the memory-checking namespace
+    on CuPy: every call projected and measured by CuPy's pool; the functions measured above
+    their projections, each with its calls and one example (they are findings)."""
+    from conformance import run_official
+
+    _suite(run)
+    backend, select = ("memory", "test_abs") if run.dry else ("memory-cupy", MEMCHECK_TESTS)
+    res = run_official.run(
+        backend,
+        max_examples=1 if run.dry else None,
+        extra=["-k", select],
+        timeout=run.share("memcheck"),
+    )
+    tally = res.memory or {}
+    over: dict[str, dict[str, Any]] = {}
+    for what in tally.get("over", []):
+        row = over.setdefault(what.split("(")[0], {"calls": 0, "example": what[:300]})
+        row["calls"] += 1
+    return {
+        "backend": backend,
+        "timed_out": res.timed_out,
+        "calls checked": tally.get("checked", 0),
+        "tightness median": tally.get("median"),
+        "over": over,
+        "failed tests": len(res.failed),
+    }
+
+
+MEMCHECK_TESTS = "not test_special_cases"
 
 
 # the official suite in three runs: its two largest files, and the rest
@@ -471,6 +519,7 @@ PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "environment": environment,
     "official": official,
     "gradients": gradients,
+    "memcheck": memcheck,
     "memory": memory,
     "steps": steps,
 }
