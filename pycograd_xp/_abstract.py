@@ -172,6 +172,13 @@ def modelled() -> Any:
     return None if t is None else t.target
 
 
+def models_a_gpu() -> bool:
+    """Whether the abstract arrays stand for a GPU's (``Backend.device``: CuPy's), where some
+    rows run and allocate otherwise than on NumPy."""
+    target = modelled()
+    return target is not None and target.device
+
+
 def _prod(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 

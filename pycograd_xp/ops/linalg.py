@@ -52,7 +52,7 @@ from array_api_compat.common._linalg import (
     SVDResult,
 )
 
-from .._abstract import modelled
+from .._abstract import models_a_gpu
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import align, fn, rank, shift, to_rank
@@ -203,8 +203,7 @@ def _cusolver(memory):
     """The rule ``memory`` plus cuSOLVER's workspace where the projection models a GPU."""
 
     def rule(out, x, /, **kw):
-        target = modelled()
-        gpu = target is not None and target.device
+        gpu = models_a_gpu()
         return memory(out, x, **kw) + (native(CUSOLVER_ELEMENTS * _work(x).itemsize) if gpu else 0)
 
     return rule

@@ -33,7 +33,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._abstract import modelled
+from .._abstract import models_a_gpu
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import align, rank, to_rank
@@ -200,14 +200,15 @@ def _cast_copies(out, *xs):
 
 def _matmul_memory(out, x1, x2, /):
     copies = _cast_copies(out, x1, x2)
-    target = modelled()
-    if target is not None and target.device and len(out.shape) > 2:
-        # CuPy: a product of stacks copies an operand that is not C-ordered (a transposed view)
-        # in the result's dtype (a cast operand's copy is counted above, the same one)
+    if models_a_gpu():
+        # CuPy copies, in the result's dtype (a cast operand's copy is counted above, the same
+        # one): in a product of stacks each operand that is not C-ordered (a transposed view, a
+        # broadcast); in a 2-D product one with gaps (cuBLAS reads a transposed matrix as it is)
+        stacks = len(out.shape) > 2
         copies += sum(
             x.size * out.dtype.itemsize
             for x in (x1, x2)
-            if x.dtype == out.dtype and not x.contiguous
+            if x.dtype == out.dtype and not x.contiguous and (stacks or x.ordered)
         )
     return copies
 

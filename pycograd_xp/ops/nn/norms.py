@@ -7,7 +7,6 @@ the input), evaluated block by block where the backend writes in place (:mod:`.p
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,6 @@ from .._rules.jvp import plus
 from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
 from .pieces import (
     FP,
-    PIECE_BYTES,
     BlockConst,
     _into,
     _sum_to,
@@ -92,7 +90,7 @@ def _blocks_beneath(ns: Any, shape: Any, item: int, k: int) -> list[Any]:
     if b is None:
         return pieces(shape, item, k, block_limit(ns)) if in_place(ns) and k else [...]
     if k and b.mutable and not b.chunked and not b.abstract and not b.level:
-        return pieces(shape, item, k, sys.maxsize if b.device else PIECE_BYTES)
+        return pieces(shape, item, k, block_limit(b.xp))
     return [...]
 
 

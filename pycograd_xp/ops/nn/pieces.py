@@ -17,7 +17,7 @@ import math
 import sys
 from typing import Any
 
-from ..._abstract import modelled
+from ..._abstract import models_a_gpu
 from .._rules.shapes import BUFFER_ELEMENTS, new
 from .windows import _like, _raw, caps, itemsize
 
@@ -47,9 +47,7 @@ def on_device(bk: Any = None) -> bool:
     launch, so a whole array is better than cache-sized blocks. The abstract backend, and
     ``bk`` None (a memory rule), as the backend the running projection or trace stands for."""
     c = None if bk is None else caps(bk)
-    if c is None or c.abstract:
-        c = modelled()
-    return c is not None and c.device
+    return models_a_gpu() if c is None or c.abstract else c.device
 
 
 def block_limit(bk: Any = None) -> int:
@@ -107,8 +105,9 @@ def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> 
     one call ``f(bk, *arrays)`` where there is one block or ``bk`` does not write in place (then
     ``out`` is not written)."""
     x = arrays[0]
-    item = itemsize(bk, x.dtype)
-    blocks = pieces(x.shape, item, keep, block_limit(bk)) if in_place(bk) and x.ndim else [...]
+    blocks = [...]
+    if in_place(bk) and x.ndim:
+        blocks = pieces(x.shape, itemsize(bk, x.dtype), keep, block_limit(bk))
     if len(blocks) == 1:
         return f(bk, *arrays)
     if out is None:
