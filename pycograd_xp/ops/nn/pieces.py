@@ -105,7 +105,7 @@ def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> 
     one call ``f(bk, *arrays)`` where there is one block or ``bk`` does not write in place (then
     ``out`` is not written)."""
     x = arrays[0]
-    blocks = [...]
+    blocks: list[Any] = [...]
     if in_place(bk) and x.ndim:
         blocks = pieces(x.shape, itemsize(bk, x.dtype), keep, block_limit(bk))
     if len(blocks) == 1:
