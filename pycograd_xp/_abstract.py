@@ -204,6 +204,9 @@ class AbstractArray(NoValue):
         lay out their result in their inputs' stride order, so inputs all ``ordered`` give a
         result in C order. Default: ``contiguous`` (what is not known to be in C order is
         taken as not).
+    transposed : bool, default False
+        Whether it is the matrix transpose of an array in C order (its last two axes swapped:
+        BLAS reads it as it is, where another layout is copied first).
     value : optional
         The data of a small constant given from outside (an index array, a mask), so that
         functions whose output shape depends on data (boolean masks, ``nonzero``, ``unique_*``)
@@ -218,6 +221,7 @@ class AbstractArray(NoValue):
         "base",
         "contiguous",
         "ordered",
+        "transposed",
         "value",
         "_tracker",
         "__weakref__",
@@ -232,6 +236,7 @@ class AbstractArray(NoValue):
         base: AbstractArray | None = None,
         contiguous: bool = True,
         ordered: bool | None = None,
+        transposed: bool = False,
         value: Any = None,
     ) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -241,6 +246,7 @@ class AbstractArray(NoValue):
         self.base = base.base if base is not None and base.base is not None else base
         self.contiguous = contiguous
         self.ordered = contiguous if ordered is None else contiguous or ordered
+        self.transposed = transposed
         self.value = value
         self.nbytes = 0 if base is not None else _prod(self.shape) * self.dtype.itemsize
         t = self._tracker = STACK.tracker if self.nbytes else None

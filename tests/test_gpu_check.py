@@ -37,6 +37,7 @@ def test_dry_run_takes_every_part(tmp_path, monkeypatch):
         "gradients",
         "memcheck",
         "memory",
+        "linalg",
         "steps",
     ]
     for part in ("official", "memcheck"):  # no checkout of the suite given
@@ -47,9 +48,14 @@ def test_dry_run_takes_every_part(tmp_path, monkeypatch):
     assert grads["cupy"]["skipped"] > 0 and grads["cupy"]["failed"] == 0
     assert grads["numpy_twins"]["passed"] > 0 and grads["numpy_twins"]["failed"] == 0
     assert all(v["bounded"] for k, v in parts["memory"].items() if isinstance(v, dict))
+    assert {"mlp compiled", "transformer compiled"} <= set(parts["memory"])
+    linalg = parts["linalg"]
+    assert linalg["status"] == "ok" and linalg["over"] == [] and linalg["calls"] >= 50
     assert {"mlp", "cnn", "transformer"} <= set(parts["steps"])
     assert all(
-        row["pycograd_xp ms"] > 0 for row in parts["steps"].values() if isinstance(row, dict)
+        row["pycograd_xp ms"] > 0 and row["compiled ms"] > 0
+        for row in parts["steps"].values()
+        if isinstance(row, dict)
     )
 
 

@@ -64,14 +64,16 @@ def test_the_named_catalogues_are_the_long_ones():
 # inputs over one backend array had x * x's cotangent), none run for an output with no element;
 # and 2 of Array.to_device (its own device: the array itself, the tape kept); then 3 of
 # Array.__index__ (CuPy's arrays have none) and 4 of Backend.device (a GPU's: whole arrays in
-# the nn rows, and CuPy's product of stacks copying its operands in the memory model)
-READING_BUDGET = 2564
+# the nn rows, and CuPy's product of stacks copying its operands in the memory model); then 4 of
+# Backend.corrects and 7 in trigonometric.py (tanh and acosh putting right the special values
+# CuPy's kernels miss)
+READING_BUDGET = 2575
 
 
 def test_reading_grad_through_tanh_end_to_end_stays_within_its_budget():
     """A newcomer reading ``grad`` through ``tanh`` end to end reads the whole files a warm
     ``grad(lambda v: xp.sum(xp.tanh(v)))(x)`` runs code of (each file of the package that
-    Python's profiler sees a call in) at most 2,564 lines in all (it was 5,577 before the rooms
+    Python's profiler sees a call in) at most 2,575 lines in all (it was 5,577 before the rooms
     renovation and 4,910 before its last step)."""
     import sys
 

@@ -22,12 +22,17 @@ reported so; the rest still run):
                 namespace on CuPy (conformance/memory_checking.py; run_official's backend
                 memory-cupy): every call projected and measured by CuPy's pool, the functions
                 measured above their projections listed (findings, as the suite's failures)
-  memory        memory.project of the three steps below against memory.measure, which
-                reads CuPy's memory pool (its hooks) on the device
+  memory        memory.project of the three steps below, eager and compiled, against
+                memory.measure, which reads CuPy's memory pool (its hooks) on the device
+  linalg        the same for the linalg functions that factor or invert a matrix, at sizes
+                the official suite never draws (512 and 2048 a side, a stack of 16 of 256):
+                forward, and the gradients training takes; those above their projections
+                listed (findings: cuSOLVER's workspaces grow with the matrix)
   steps         the MLP (784-512-512-10, batch 256), small CNN (issue 35's) and transformer
                 block (pre-LN attention and MLP) steps, value_and_grad, pycograd_xp on CuPy
-                against PyTorch on CUDA: interleaved rounds, each timed between device
-                synchronisations, medians and the ratio; the two losses compared
+                (eager, and compiled with pycograd_xp.compile) against PyTorch on CUDA:
+                interleaved rounds, each timed between device synchronisations, medians and
+                the ratios; the two losses compared
 
 ``--dry-run`` runs every part on the CPU with NumPy in place of CuPy and PyTorch's CPU device (or
 without PyTorch where it is missing), on smaller shapes and fewer rounds: the imports, paths,
@@ -62,10 +67,11 @@ sys.path.insert(0, str(ROOT))
 BUDGET_S = 470.0  # all parts together: under eight minutes
 SHARES = {
     "environment": 0.02,
-    "official": 0.35,
-    "gradients": 0.25,
-    "memcheck": 0.18,
-    "memory": 0.05,
+    "official": 0.31,
+    "gradients": 0.21,
+    "memcheck": 0.16,
+    "memory": 0.06,
+    "linalg": 0.09,
     "steps": 0.15,
 }
 
@@ -425,11 +431,16 @@ def torch_losses(torch: Any) -> dict[str, Callable[..., Any]]:
 
 # -- memory ----------------------------------------------------------------------------------------
 def memory(run: Run) -> dict[str, Any]:
+    import pycograd_xp as pg
     from pycograd_xp import memory as mem
 
     out = {}
+    cases = []
     for name, (loss, args, _) in workloads(run).items():
-        p, m = mem.project(loss, *args), mem.measure(loss, *args)
+        cases.append((name, loss, args))  # the value_and_grad step, projected eagerly
+        cases.append((f"{name} compiled", pg.compile(pg.value_and_grad(loss)), args))
+    for name, f, args in cases:
+        p, m = mem.project(f, *args), mem.measure(f, *args)
         # on the device the pool's peak (it rounds to 512 bytes: 1 % allowed, as
         # tests/namespace/test_cupy.py); on the CPU tracemalloc's, against the traced part
         projected = p.traced_peak_bytes if run.dry else p.peak_bytes
@@ -444,6 +455,84 @@ def memory(run: Run) -> dict[str, Any]:
     if unbounded:
         raise AssertionError(f"measured above the projection: {unbounded}: {out}")
     return out
+
+
+# -- linear algebra at larger sizes ---------------------------------------------------------------
+def _linalg_calls(xp: Any) -> dict[str, Callable[[Any], Any]]:
+    """Each function of the linalg extension that factors or inverts a matrix, on a stack of
+    symmetric positive definite matrices (every one of them applies)."""
+    la = xp.linalg
+    return {
+        "cholesky": la.cholesky,
+        "det": la.det,
+        "eigh": lambda a: la.eigh(a).eigenvectors,
+        "eigvalsh": la.eigvalsh,
+        "eig": lambda a: la.eig(a).eigenvectors,
+        "eigvals": la.eigvals,
+        "inv": la.inv,
+        "matrix_rank": la.matrix_rank,
+        "pinv": la.pinv,
+        "qr": lambda a: la.qr(a).R,
+        "slogdet": lambda a: la.slogdet(a).logabsdet,
+        "solve": lambda a: la.solve(a, a[..., :1]),
+        "svd": lambda a: la.svd(a).U,
+        "svdvals": la.svdvals,
+    }
+
+
+def linalg(run: Run) -> dict[str, Any]:
+    """memory.project against memory.measure for the linalg functions above at sizes the
+    official suite never draws (cuSOLVER's workspaces grow with the matrix; the suite's
+    matrices are a few elements a side): forward calls, and the gradients of the ones
+    training differentiates. Measured above their projections: listed (findings)."""
+    import numpy as np
+
+    import pycograd_xp as pg
+    from pycograd_xp import memory as mem
+
+    backend = run.xp_module()
+    xp = pg.namespace(backend)
+    shapes = [(24, 24), (3, 8, 8)] if run.dry else [(512, 512), (2048, 2048), (16, 256, 256)]
+    slow = {"eig", "eigvals"}  # a general eigensolver: the smallest shape only
+    rng = np.random.default_rng(0)
+    rows: dict[str, Any] = {}
+    over = []
+    for dtype in ("float32", "float64"):
+        for shape in shapes:
+            n = shape[-1]
+            a = rng.standard_normal(shape)
+            spd = (a @ np.swapaxes(a, -1, -2) / n + np.eye(n)).astype(dtype)
+            x = xp.asarray(backend.asarray(spd))
+            for name, f in _linalg_calls(xp).items():
+                if name in slow and shape != shapes[0]:
+                    continue
+                if run.left() < 10:
+                    raise TimeoutError(f"out of time at {name} {shape} {dtype}")
+                key = f"{name} {dtype} {'x'.join(map(str, shape))}"
+                cases = [("", f, ())]
+                if name in ("cholesky", "eigh", "inv", "solve", "slogdet", "svdvals"):
+                    cases.append((" grad", lambda a, f=f: xp.sum(f(a)), 0))
+                for suffix, g, argnums in cases:
+                    p = mem.project(g, x, argnums=argnums)
+                    m = mem.measure(g, x, argnums=argnums)
+                    projected = p.traced_peak_bytes if run.dry else p.peak_bytes
+                    ratio = round(m.peak_bytes / projected, 3)
+                    rows[key + suffix] = ratio
+                    if m.peak_bytes > (projected if run.dry else projected * 1.01):
+                        over.append(
+                            {
+                                "call": key + suffix,
+                                "measured": m.peak_bytes,
+                                "projected": projected,
+                                "ratio": ratio,
+                            }
+                        )
+    return {
+        "calls": len(rows),
+        "over": over,
+        "largest ratio": max(rows.values(), default=None),
+        "measured/projected": rows,
+    }
 
 
 # -- steps against PyTorch -------------------------------------------------------------------------
@@ -484,7 +573,10 @@ def steps(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (loss, args, extra) in loads.items():
         ours = pg.value_and_grad(loss)
-        contenders: dict[str, Callable[[], Any]] = {"pycograd_xp": _call(ours, args)}
+        contenders: dict[str, Callable[[], Any]] = {
+            "pycograd_xp": _call(ours, args),
+            "compiled": _call(pg.compile(ours), args),
+        }
         torch_loss = None
         if t is not None:
             contenders["PyTorch"] = _torch_step(t, name, extra)
@@ -508,6 +600,7 @@ def steps(run: Run) -> dict[str, Any]:
         row: dict[str, Any] = {f"{k} ms": round(v * 1e3, 3) for k, v in med.items()}
         if torch_loss is not None:
             row["ratio"] = round(med["pycograd_xp"] / med["PyTorch"], 3)
+            row["compiled ratio"] = round(med["compiled"] / med["PyTorch"], 3)
             row["loss"] = ours_loss
             row["torch loss"] = torch_loss
             row["losses agree"] = abs(ours_loss - torch_loss) <= 1e-3 * max(1.0, abs(torch_loss))
@@ -521,6 +614,7 @@ PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "gradients": gradients,
     "memcheck": memcheck,
     "memory": memory,
+    "linalg": linalg,
     "steps": steps,
 }
 

@@ -258,19 +258,22 @@ class Compiled:
             self.on_trace(trace)
         return plan, key
 
-    def replay_plan(self, args: tuple, kwargs: dict, events: list | None = None) -> _Plan:
+    def replay_plan(
+        self, args: tuple, kwargs: dict, events: list | None = None, ns: Any = None
+    ) -> _Plan:
         """The plan a call with arguments of these shapes, dtypes and static values replays,
         traced afresh and not cached: how ``memory.project`` reaches the replay's projected
         peak (``peak_bytes``, as ``Trace.peak_bytes``). Array leaves may be abstract (made from
-        ``memory.spec``); the replay's target is NumPy's model. ``events``: see
-        :func:`._passes.projected_peak`."""
+        ``memory.spec``); the replay is generated for namespace ``ns`` (one of ours; None:
+        NumPy's), whose backend the trace's rules model (a GPU's blocks and copies).
+        ``events``: see :func:`._passes.projected_peak`."""
         leaves: list[Any] = []
         sig = _signature((args, kwargs), leaves)
         td = tree_flatten((args, kwargs))[1]
         while True:  # as _plan: numbers whose value the trace needs become static
             static = self._static_positions(args, kwargs, sig)
             try:
-                return _trace(self.f, leaves, td, None, static, events)
+                return _trace(self.f, leaves, td, ns, static, events)
             except ValueNeededError as e:
                 roots = _roots(e.scalar)
                 if not roots or roots <= static:

@@ -111,13 +111,19 @@ def _to_abstract(A: Any, leaf: Any) -> Any:
     return leaf
 
 
-def _modelled_backend(tree: Any) -> Any:
-    """The Backend of the first real array in ``tree`` (the one the projection models), or
-    None (specs alone: NumPy's model)."""
+def _modelled(tree: Any) -> Any:
+    """The first real array in ``tree``, whose backend the projection models, or None (specs
+    alone: NumPy's model)."""
     for leaf in tree_flatten(tree)[0]:
         if isinstance(leaf, Array) and not leaf._backend.abstract:
-            return leaf._backend
+            return leaf
     return None
+
+
+def _modelled_backend(tree: Any) -> Any:
+    """The Backend of the first real array in ``tree`` (see :func:`_modelled`), or None."""
+    leaf = _modelled(tree)
+    return None if leaf is None else leaf._backend
 
 
 def _rows(tracker: Tracker) -> list[Row]:
@@ -266,7 +272,8 @@ def _replay(f: Any, A: Any, args: tuple, kwargs: dict) -> Projection:
     with interpreting(Abstract(A), OnBackward(mark, after)):
         a_args = tree_map(lambda leaf: _to_abstract(A, leaf), args)
         a_kwargs = tree_map(lambda leaf: _to_abstract(A, leaf), kwargs)
-        plan = f.replay_plan(a_args, a_kwargs, events)
+        leaf = _modelled((args, kwargs))  # the replay generated for the arguments' backend
+        plan = f.replay_plan(a_args, a_kwargs, events, None if leaf is None else leaf._ns)
     rows = [
         Row(i, name, phase(c), outs, transient, live, peak)
         for i, (c, name, outs, transient, live, peak) in enumerate(events)

@@ -87,9 +87,11 @@ def spec(shape: Sequence[int] | int, dtype: Any = "float64", chunks: Any = None)
 
 def _dtype_name(dtype: Any) -> str:
     """The NumPy name of a dtype object of any backend (see :func:`spec`); remembered per
-    dtype object (a budgeted step asks for each argument's on every call)."""
+    dtype object (a budgeted step asks for each argument's on every call), keyed with its type
+    too: array-api-strict's dtypes warn when compared with NumPy's equal-hashing ones."""
+    key = (type(dtype), dtype)
     try:
-        return _NAMES[dtype]
+        return _NAMES[key]
     except (KeyError, TypeError):  # (TypeError: a dtype object that does not hash)
         pass
     try:
@@ -98,7 +100,7 @@ def _dtype_name(dtype: Any) -> str:
         name = str(dtype).rsplit(".", 1)[-1]  # array_api_strict.float32, torch.float32
     try:
         if len(_NAMES) < 256:
-            _NAMES[dtype] = name
+            _NAMES[key] = name
     except TypeError:
         pass
     return name

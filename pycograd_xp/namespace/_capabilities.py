@@ -69,6 +69,10 @@ class Backend:
     # block by block through the CPU's caches (ops/nn/pieces.py); a product of stacks copies
     # each operand that is not C-ordered (its batched GEMM), which memory.project charges there.
     device: bool = False
+    # The rows whose backend kernels miss special values the standard names (CuPy's
+    # ``remainder``, complex ``log``): their impls put those right (ops/elementwise/
+    # _special_values.py).
+    corrects: frozenset[str] = frozenset()
     # ``device_peak(run)``: the peak bytes the backend's own allocator hands out while ``run()``
     # runs (CuPy: its memory pool); None: host memory, measured with tracemalloc.
     device_peak: Callable[[Callable[[], Any]], int] | None = None

@@ -1,5 +1,6 @@
 """CuPy's capabilities for the backend adapter: its own peak-memory instrument (the memory
-pool's hooks), no defined order for duplicate writes, and cupyx.scipy.special's functions."""
+pool's hooks), no defined order for duplicate writes, cupyx.scipy.special's functions, and the
+rows whose kernels miss the standard's special values (ops/elementwise/_special_values.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def device_peak(run: Callable[[], Any]) -> int:
     return hook.peak
 
 
+# The rows whose CuPy kernels miss special values the standard names (CuPy 14.2, the first GPU
+# run: remainder by an infinity, complex log at an infinite part beside a NaN, ...).
+CORRECTS = frozenset({"remainder", "log", "log1p", "tanh", "acosh"})
+
+
 def _adapt_cupy(b: Backend) -> Backend:
     import cupy
 
@@ -43,6 +49,7 @@ def _adapt_cupy(b: Backend) -> Backend:
         b,
         ordered_writes=False,
         device=True,
+        corrects=CORRECTS,
         device_peak=device_peak,
         windows=getattr(cupy.lib.stride_tricks, "sliding_window_view", None),
         owns_buffer=_owns_buffer,

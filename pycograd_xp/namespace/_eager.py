@@ -27,6 +27,7 @@ from .._parts import enter, leave
 from .._primitive import Primitive
 from .._state import STACK
 from ._array import PLAIN_TYPES, SCALARS, Array
+from ._capabilities import Backend
 from ._dispatch import SHAPE_CREATORS, HandOver, bind
 from ._general_record import general_recorder
 from ._lanes import Lanes
@@ -42,6 +43,20 @@ def _taken(ns: ModuleType, creates: bool) -> bool:
     Abstract frame runs, ``STACK.redirect`` set): compile tracing ``ns``, or memory projecting
     a creation call (cases 2 and 3 of ``_dispatch.bind``)."""
     return STACK.closed is ns or (creates and STACK.redirect is not ns)
+
+
+def runs_impl(prim: Primitive, backend: Backend) -> bool:
+    """Whether ``backend`` runs row ``prim``'s impl rather than the backend function of its
+    name: every impl, but one that only corrects special values some backends' kernels miss
+    (``where_corrected``: ops/elementwise/_special_values.py), which runs where the backend
+    names the row in ``Backend.corrects``, and on the abstract backends (a projection's or a
+    trace's, which ask the backend they stand for)."""
+    impl = prim.impl
+    if impl is None:
+        return False
+    if not getattr(impl, "where_corrected", False):
+        return True
+    return backend.abstract or prim.name in backend.corrects
 
 
 def _named(name: str) -> Callable[..., Any]:
@@ -179,10 +194,12 @@ class Eager(Lanes):
         return operand
 
     def impl(self, prim: Primitive) -> Callable[..., Any]:
-        """The row's ``impl(bk, *args, **kw)`` (an elementwise row without one: the backend's
-        function of its name); on a backend that names the work it plans (``Backend.labeller``),
-        run :func:`~pycograd_xp._parts.within` the part ``("row", name)``."""
-        impl = prim.impl or _named(prim.name)
+        """The row's ``impl(bk, *args, **kw)`` (an elementwise row without one, or whose impl
+        this backend does not run: the backend's function of its name); on a backend that names
+        the work it plans (``Backend.labeller``), run :func:`~pycograd_xp._parts.within` the
+        part ``("row", name)``."""
+        impl = prim.impl if prim.impl is not None and runs_impl(prim, self.backend) else None
+        impl = impl or _named(prim.name)
         labeller = self.backend.labeller
         if labeller is None:
             return impl
@@ -205,7 +222,7 @@ class Eager(Lanes):
     def call(self, prim: Primitive) -> Callable[..., Any]:
         """The row's backend call: its impl with the backend bound, or (an elementwise row
         without one, on a backend that names no parts) the backend's function of its name."""
-        if prim.impl is None and self.backend.labeller is None:
+        if not runs_impl(prim, self.backend) and self.backend.labeller is None:
             return cast(Callable[..., Any], getattr(self.bk, prim.name))
         return functools.partial(self.impl(prim), self.bk)
 

@@ -11,6 +11,7 @@ from .._primitive import REGISTRY
 from .._state import STACK
 from .._tape import is_saved, note_write
 from ._array import SCALARS, Array
+from ._eager import runs_impl
 from ._writes import closed_write_error
 
 BINARY_OPERATORS = {
@@ -167,9 +168,9 @@ def install_operators(cls: type[Array], ns: Any, constants: tuple = ()) -> None:
             f"__r{op}__",
             _operator(cls, f, f"__r{op}__", reflected=True, constants=constants),
         )
-        # A row with an impl honours special cases the backend misses (floor_divide): its
-        # in-place operator writes that result, not the backend operator's.
-        raw = REGISTRY[fname].impl is None
+        # A row with an impl honours special cases the backend misses (floor_divide; CuPy's
+        # remainder): its in-place operator writes that result, not the backend operator's.
+        raw = not runs_impl(REGISTRY[fname], cls._backend)
         setattr(cls, f"__i{op}__", _inplace(cls, f, f"__i{op}__", raw=raw, constants=constants))
     for op, fname in COMPARISONS.items():
         setattr(

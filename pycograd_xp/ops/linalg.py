@@ -33,8 +33,8 @@ What the calls allocate beyond their outputs (``memory=``), per NumPy 2's ``nump
   casts both operands and multiplies through a temporary, ``eig*`` check finiteness, ``outer``
   multiplies two broadcast operands (NumPy's iterator buffers them).
 
-On a GPU (CuPy) the decompositions' cuSOLVER workspaces come from CuPy's memory pool: each
-charges a fixed allowance there (:data:`CUSOLVER_ELEMENTS`).
+On a GPU (CuPy) the factorizations' copies and cuSOLVER workspaces come from CuPy's memory pool:
+each charges there what was measured of it (:data:`GPU_WORK`).
 """
 
 from __future__ import annotations
@@ -192,19 +192,48 @@ def _getrf_memory(out, x, /):
     return native(n * n * _work(x).itemsize + 4 * n) + _widened([x], outs)
 
 
-# On a GPU (Backend.device: CuPy) the decompositions call cuSOLVER, whose workspace CuPy takes
-# from its memory pool: measured (CuPy 14.2, CUDA 13, H200) up to 820K elements of the working
-# dtype for matrices of a few rows (svdvals of a 6x5 complex128: 13.1 MB), which the LAPACK
-# model misses; charged as 2**20 elements there (measured on small matrices only).
-CUSOLVER_ELEMENTS = 2**20
+# On a GPU (Backend.device: CuPy) the factorizations call cuSOLVER, and CuPy takes their copies,
+# pivots and workspaces from its memory pool. Measured there (CuPy 14.2, CUDA 13, an H200; 692
+# calls: 1x1 to 4096x4096, stacks of up to 64, float32 to complex128): beyond its outputs a call
+# allocates at most SLOPE times its operands' bytes plus FIXED elements of the operand's dtype
+# (the slope falls towards its asymptote as matrices grow: eigvalsh's 5.03 at 4096, 8.0 at 256,
+# where the fixed part covers the excess; svdvals of a 6x5 complex128 takes 13.1 MB, 820K
+# elements). Each row's pair below is its asymptote plus a quarter, and a fixed part above the
+# largest seen; every measured call came within 0.95 of it. On a GPU a rule is the larger of
+# that and the LAPACK model (whose native terms are device memory there too).
+GPU_WORK = {
+    # LU and Cholesky (getrf, potrf): a copy of the stack (and the right-hand sides), pivots
+    "cholesky": (1.25, 2**12),
+    "det": (1.25, 2**12),
+    "slogdet": (1.25, 2**12),
+    "inv": (1.25, 2**12),
+    "solve": (1.25, 2**12),
+    # QR, the symmetric and general eigensolvers, the SVD and what is built on it
+    "qr": (2.25, 2**20),
+    "eigh": (4.25, 2**20),
+    "eigvalsh": (5.25, 2**20),
+    "eig": (5.25, 2**20),
+    "eigvals": (6.25, 2**20),
+    "svd": (3.5, 2**20),
+    "svdvals": (4.5, 2**20),
+    "matrix_rank": (4.5, 2**20),
+    "pinv": (5.5, 2**20),
+}
 
 
-def _cusolver(memory):
-    """The rule ``memory`` plus cuSOLVER's workspace where the projection models a GPU."""
+def _on_gpu(name, memory):
+    """The rule ``memory`` of row ``name`` (its LAPACK model), or where the projection models a
+    GPU the larger of that and cuSOLVER's measured bound (:data:`GPU_WORK`)."""
+    slope, fixed = GPU_WORK[name]
 
-    def rule(out, x, /, **kw):
-        gpu = models_a_gpu()
-        return memory(out, x, **kw) + (native(CUSOLVER_ELEMENTS * _work(x).itemsize) if gpu else 0)
+    def rule(out, *operands, **kw):
+        lapack = memory(out, *operands, **kw)
+        if not models_a_gpu():
+            return lapack
+        arrays = [o for o in operands if hasattr(o, "shape")]
+        size = sum(math.prod(o.shape) * o.dtype.itemsize for o in arrays)
+        itemsize = max(o.dtype.itemsize for o in arrays)
+        return max(lapack, math.ceil(slope * size) + fixed * itemsize)
 
     return rule
 
@@ -250,7 +279,7 @@ def _cholesky_memory(out, x, /, *, upper=False):
     return potrf
 
 
-cholesky.defshape(_cholesky_shape, memory=_cholesky_memory)
+cholesky.defshape(_cholesky_shape, memory=_on_gpu("cholesky", _cholesky_memory))
 
 
 # -- cross ---------------------------------------------------------------------------------------
@@ -331,7 +360,7 @@ def _det_shape(a, x, /):
     return new(x.shape[:-2], probe_dtype(la.det, x))
 
 
-det.defshape(_det_shape, memory=_getrf_memory)
+det.defshape(_det_shape, memory=_on_gpu("det", _getrf_memory))
 
 
 # -- _cofactor: det's derivative -----------------------------------------------------------------
@@ -471,7 +500,7 @@ def _eig_memory(out, x, /):
     return in_turn(x.size, max(x.size, work)) + _widened([x], out)
 
 
-eig.defshape(_eig_shape, memory=_cusolver(_eig_memory))
+eig.defshape(_eig_shape, memory=_on_gpu("eig", _eig_memory))
 
 
 # -- eigh ----------------------------------------------------------------------------------------
@@ -510,7 +539,7 @@ def _eigh_memory(out, x, /):
     return native((3 * n * n + 72 * n) * _work(x).itemsize) + _widened([x], out)
 
 
-eigh.defshape(_eigh_shape, memory=_cusolver(_eigh_memory))
+eigh.defshape(_eigh_shape, memory=_on_gpu("eigh", _eigh_memory))
 
 
 # -- eigvals -------------------------------------------------------------------------------------
@@ -542,7 +571,7 @@ def _eigvals_memory(out, x, /):
     return in_turn(x.size, max(x.size, work)) + _widened([x], [out])
 
 
-eigvals.defshape(_eigvals_shape, memory=_cusolver(_eigvals_memory))
+eigvals.defshape(_eigvals_shape, memory=_on_gpu("eigvals", _eigvals_memory))
 
 
 # -- eigvalsh ------------------------------------------------------------------------------------
@@ -573,7 +602,7 @@ def _eigvalsh_memory(out, x, /):
     return native((n * n + 72 * n) * _work(x).itemsize) + _widened([x], [out])
 
 
-eigvalsh.defshape(_eigvalsh_shape, memory=_cusolver(_eigvalsh_memory))
+eigvalsh.defshape(_eigvalsh_shape, memory=_on_gpu("eigvalsh", _eigvalsh_memory))
 
 
 # -- inv -----------------------------------------------------------------------------------------
@@ -603,7 +632,7 @@ def _inv_memory(out, x, /):
     return native(2 * n * n * _work(x).itemsize + 4 * n) + _widened([x], [out])
 
 
-inv.defshape(_inv_shape, memory=_inv_memory)
+inv.defshape(_inv_shape, memory=_on_gpu("inv", _inv_memory))
 
 
 # -- matrix_norm ---------------------------------------------------------------------------------
@@ -784,7 +813,7 @@ def _matrix_rank_memory(out, x, /, *, rtol=None):
     return native(_gesdd(x, "N")) + _svdvals_wide(x) + s * (_real(x.dtype).itemsize + 1)
 
 
-matrix_rank.defshape(_matrix_rank_shape, memory=_cusolver(_matrix_rank_memory))
+matrix_rank.defshape(_matrix_rank_shape, memory=_on_gpu("matrix_rank", _matrix_rank_memory))
 
 
 # -- outer ---------------------------------------------------------------------------------------
@@ -862,7 +891,7 @@ def _pinv_memory(out, x, /, *, rtol=None):
     return conj + factors + max(svd, b * (k * m * s + 2 * k))
 
 
-pinv.defshape(_pinv_shape, memory=_cusolver(_pinv_memory))
+pinv.defshape(_pinv_shape, memory=_on_gpu("pinv", _pinv_memory))
 
 
 # -- qr ------------------------------------------------------------------------------------------
@@ -945,7 +974,7 @@ def _qr_memory(out, x, /, *, mode="reduced"):
     return kept + in_turn(q + r + mask, max(geqrf, q + max(gqr, r + mask)))
 
 
-qr.defshape(_qr_shape, memory=_cusolver(_qr_memory))
+qr.defshape(_qr_shape, memory=_on_gpu("qr", _qr_memory))
 
 
 # -- slogdet -------------------------------------------------------------------------------------
@@ -981,7 +1010,7 @@ def _slogdet_shape(a, x, /):
     return SlogdetResult(new(x.shape[:-2], sign), new(x.shape[:-2], logabs))
 
 
-slogdet.defshape(_slogdet_shape, memory=_getrf_memory)
+slogdet.defshape(_slogdet_shape, memory=_on_gpu("slogdet", _getrf_memory))
 
 
 # -- solve ---------------------------------------------------------------------------------------
@@ -1042,7 +1071,7 @@ def _solve_memory(out, x1, x2, /):
     return native((n * n + n * k) * _work(x1, x2).itemsize + 4 * n) + _widened([x1, x2], [out])
 
 
-solve.defshape(_solve_shape, memory=_solve_memory)
+solve.defshape(_solve_shape, memory=_on_gpu("solve", _solve_memory))
 
 
 # -- svd -----------------------------------------------------------------------------------------
@@ -1114,7 +1143,7 @@ def _svd_memory(out, x, /, *, full_matrices=True):
     return native(_gesdd(x, "A" if full_matrices else "S")) + _widened([x], out)
 
 
-svd.defshape(_svd_shape, memory=_cusolver(_svd_memory))
+svd.defshape(_svd_shape, memory=_on_gpu("svd", _svd_memory))
 
 
 # -- svdvals -------------------------------------------------------------------------------------
@@ -1144,7 +1173,7 @@ def _svdvals_memory(out, x, /):
     return native(_gesdd(x, "N")) + _widened([x], [out])
 
 
-svdvals.defshape(_svdvals_shape, memory=_cusolver(_svdvals_memory))
+svdvals.defshape(_svdvals_shape, memory=_on_gpu("svdvals", _svdvals_memory))
 
 
 # -- trace ---------------------------------------------------------------------------------------

@@ -203,12 +203,14 @@ def _matmul_memory(out, x1, x2, /):
     if models_a_gpu():
         # CuPy copies, in the result's dtype (a cast operand's copy is counted above, the same
         # one): in a product of stacks each operand that is not C-ordered (a transposed view, a
-        # broadcast); in a 2-D product one with gaps (cuBLAS reads a transposed matrix as it is)
+        # broadcast); in a 2-D product each but a matrix transpose (cuBLAS reads one as it is,
+        # measured: the MLP step), so one with gaps or a broadcast (the cotangent of a sum:
+        # measured, the gradient of sum(inv(a)) at 1.25x its projection before)
         stacks = len(out.shape) > 2
         copies += sum(
             x.size * out.dtype.itemsize
             for x in (x1, x2)
-            if x.dtype == out.dtype and not x.contiguous and (stacks or x.ordered)
+            if x.dtype == out.dtype and not x.contiguous and (stacks or not x.transposed)
         )
     return copies
 
@@ -230,7 +232,7 @@ matrix_transpose.defbatch(lambda ns, dims, x, /: ns.matrix_transpose(x))
 
 
 def _matrix_transpose_shape(a, x, /):
-    return view(x, x.shape[:-2] + (x.shape[-1], x.shape[-2]), contiguous=False)
+    return view(x, x.shape[:-2] + (x.shape[-1], x.shape[-2]), contiguous=False, transposed=True)
 
 
 matrix_transpose.defshape(_matrix_transpose_shape)

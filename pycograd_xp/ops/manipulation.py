@@ -300,7 +300,8 @@ def permute_dims_batch(ns, dims, x, /, axes):
 def _permute_dims_shape(a, x, /, axes):
     axes = tuple(ax % x.ndim for ax in axes) if x.ndim else ()
     same = axes == tuple(range(x.ndim))
-    return view(x, tuple(x.shape[ax] for ax in axes), contiguous=same)
+    swap = x.ndim >= 2 and axes == (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
+    return view(x, tuple(x.shape[ax] for ax in axes), contiguous=same, transposed=swap)
 
 
 # -- repeat --------------------------------------------------------------------------------------

@@ -116,6 +116,24 @@ def test_compile_and_project_take_the_rows_of_the_backend_they_stand_for():
     assert _abstract.modelled() is None  # outside both
 
 
+def test_the_projection_of_a_compiled_function_stands_for_its_arguments_backend():
+    """``memory.project`` of a compiled function traces the replay for the arguments' backend
+    (CuPy's, on a GPU), not NumPy's."""
+    import array_api_strict
+
+    from pycograd_xp import _abstract
+
+    xp = pg.namespace(array_api_strict)
+    seen = []
+
+    def f(x):
+        seen.append(_abstract.modelled())
+        return xp.sum(x * x)
+
+    memory.project(pg.compile(f), xp.ones((3, 4)))
+    assert seen and all(b is not None and b.name == "array_api_strict" for b in seen)
+
+
 @pytest.mark.parametrize(
     "row",
     [

@@ -75,15 +75,19 @@ def view(
     dtype: Any = None,
     contiguous: bool = True,
     ordered: bool = False,
+    transposed: bool = False,
 ) -> AbstractArray:
     """A view of ``x``'s memory (owns nothing, keeps ``x``'s buffer alive); ``ordered``: its
-    axes keep ``x``'s stride order (a basic slice, a flip), so it is in C order if ``x`` is."""
+    axes keep ``x``'s stride order (a basic slice, a flip), so it is in C order if ``x`` is;
+    ``transposed``: it swaps ``x``'s last two axes, so it is a matrix transpose of an array in
+    C order if ``x`` is one."""
     return AbstractArray(
         shape,
         x.dtype if dtype is None else dtype,
         base=x,
         contiguous=contiguous and x.contiguous,
         ordered=ordered and x.ordered,
+        transposed=transposed and x.contiguous,
     )
 
 

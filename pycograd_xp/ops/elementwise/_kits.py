@@ -71,14 +71,16 @@ def broadcasting(row: Any) -> Any:
     return row
 
 
-def smooth_unary(name: str, dtypes: str, times_derivative: Any, saves: tuple = ("x",)) -> Any:
+def smooth_unary(
+    name: str, dtypes: str, times_derivative: Any, saves: tuple = ("x",), impl: Any = None
+) -> Any:
     """A unary row whose derivative is written once (JAX's ``standard_unop``):
     ``times_derivative(ns, v, out, x)`` applies it to ``v``, the VJP with ``v`` the cotangent
     and the JVP with ``v`` the tangent: ``v * f'(x)`` for a holomorphic f (the same expression
     for complex arguments in JAX's convention above), and so for any row whose map is its own
     transpose under ``Re(ct * t)`` (``conj``); ``saves`` is what it reads. Batched and shaped
-    by :func:`broadcasting`."""
-    row = unary(name, dtypes)
+    by :func:`broadcasting`; ``impl``: the row's, where it is not the backend's function alone."""
+    row = unary(name, dtypes, impl)
     row.defvjp(lambda ns, g, out, x: (times_derivative(ns, g, out, x),), saves=saves)
     row.defjvp(lambda ns, t, out, x: times_derivative(ns, t[0], out, x))
     return broadcasting(row)

@@ -29,6 +29,7 @@ from ._kits import (
     smooth_binary,
     smooth_unary,
 )
+from ._special_values import remainder_row
 
 # -- abs -----------------------------------------------------------------------------------------
 
@@ -322,7 +323,7 @@ reciprocal = smooth_unary(
 
 # -- remainder -----------------------------------------------------------------------------------
 
-remainder = binary("remainder", "real numeric")
+remainder = binary("remainder", "real numeric", remainder_row)
 # remainder(x1, x2) = x1 - floor(x1 / x2) x2
 remainder.defvjp(
     lambda ns, g, out, x1, x2: (g, None if is_scalar(x2) else -g * ns.floor(x1 / x2)),

@@ -9,12 +9,14 @@ from typing import Any
 
 from ..._primitive import unary
 from .._rules.dtypes import isdtype
+from . import _special_values as sv
 from ._kits import (
     broadcasting,
     on_tangent,
     smooth_binary,
     smooth_unary,
 )
+from ._special_values import complex_row
 
 # -- exp -----------------------------------------------------------------------------------------
 
@@ -41,7 +43,9 @@ broadcasting(expm1)
 
 # -- log -----------------------------------------------------------------------------------------
 
-log = smooth_unary("log", "floating-point", lambda ns, v, out, x: v / x)
+log = smooth_unary(
+    "log", "floating-point", lambda ns, v, out, x: v / x, impl=complex_row("log", sv.log)
+)
 
 
 # -- log10 ---------------------------------------------------------------------------------------
@@ -51,7 +55,12 @@ log10 = smooth_unary("log10", "floating-point", lambda ns, v, out, x: v / (x * m
 
 # -- log1p ---------------------------------------------------------------------------------------
 
-log1p = smooth_unary("log1p", "floating-point", lambda ns, v, out, x: v / (x + 1))
+log1p = smooth_unary(
+    "log1p",
+    "floating-point",
+    lambda ns, v, out, x: v / (x + 1),
+    impl=complex_row("log1p", sv.log),
+)
 
 
 # -- log2 ----------------------------------------------------------------------------------------

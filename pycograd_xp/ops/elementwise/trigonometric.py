@@ -8,12 +8,14 @@ from typing import Any
 
 from ..._primitive import unary
 from .._rules.dtypes import isdtype
+from . import _special_values as sv
 from ._kits import (
     broadcasting,
     on_tangent,
     smooth_binary,
     smooth_unary,
 )
+from ._special_values import complex_row, corrected
 
 # -- acos ----------------------------------------------------------------------------------------
 
@@ -23,7 +25,10 @@ acos = smooth_unary("acos", "floating-point", lambda ns, v, out, x: -v / ns.sqrt
 # -- acosh ---------------------------------------------------------------------------------------
 
 acosh = smooth_unary(
-    "acosh", "floating-point", lambda ns, v, out, x: v / (ns.sqrt(x - 1) * ns.sqrt(x + 1))
+    "acosh",
+    "floating-point",
+    lambda ns, v, out, x: v / (ns.sqrt(x - 1) * ns.sqrt(x + 1)),
+    impl=complex_row("acosh", sv.acosh),
 )
 
 
@@ -92,12 +97,14 @@ def _tanh(bk: Any, x: Any) -> Any:
     # The standard asks tanh(+inf + bj) = 1 + 0j for finite b > 0, so (by tanh(conj(x)) =
     # conj(tanh(x)) and oddness) the zero imaginary part of tanh(+-inf + bj) takes the sign of b.
     # NumPy gives C99's 1 + 0j * sin(2b), whose zero follows sin(2b) instead: flip it back.
+    # A backend that misses tanh(±0 + inf j) and tanh(±0 + NaN j) (CuPy) gets them put right.
     out = bk.tanh(x)
     if not isdtype(bk, out.dtype, "complex floating"):
         return out
     b = bk.imag(x)
     flipped = bk.signbit(bk.imag(out)) != bk.signbit(b)
-    return bk.where(bk.isinf(bk.real(x)) & bk.isfinite(b) & flipped, bk.conj(out), out)
+    out = bk.where(bk.isinf(bk.real(x)) & bk.isfinite(b) & flipped, bk.conj(out), out)
+    return sv.tanh(bk, out, x) if corrected(bk, "tanh") else out
 
 
 tanh = unary("tanh", "floating-point", _tanh)
