@@ -80,7 +80,7 @@ TALLY = Tally()
 
 def describe(args: tuple, kwargs: dict) -> str:
     """The arguments as shapes and dtypes (``float64[3, 4]``, ``F``-ordered or strided views
-    marked), other values by their repr (shortened)."""
+    marked), other values by their repr (shortened; a long list with its length)."""
 
     def one(a: Any) -> str:
         if isinstance(a, Array):
@@ -94,7 +94,14 @@ def describe(args: tuple, kwargs: dict) -> str:
             inner = ", ".join(one(e) for e in a)
             return f"({inner})" if isinstance(a, tuple) else f"[{inner}]"
         r = repr(a)
-        return r if len(r) <= 60 else r[:57] + "..."
+        if len(r) <= 60:
+            return r
+        if not isinstance(a, list | tuple):
+            return r[:57] + "..."
+        # a long list or tuple: its start, then how many items it has (and whether it nests),
+        # so that a finding can be remade at its size
+        nested = ", nested" if any(isinstance(e, list | tuple) for e in a) else ""
+        return f"{r[:57]}... ({len(a)} items{nested})"
 
     parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
     return ", ".join(parts)

@@ -219,7 +219,7 @@ def memcheck(run: Run) -> dict[str, Any]:
     tally = res.memory or {}
     over: dict[str, dict[str, Any]] = {}
     for what in tally.get("over", []):
-        row = over.setdefault(what.split("(")[0], {"calls": 0, "example": what[:300]})
+        row = over.setdefault(what.split("(")[0], {"calls": 0, "example": what[:600]})
         row["calls"] += 1
     return {
         "backend": backend,

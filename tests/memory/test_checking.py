@@ -189,3 +189,15 @@ def test_a_step_over_its_projection_fails_naming_it():
     x = PLAIN.asarray(np.ones(3))
     with pytest.raises(OverProjectionError, match=r"value_and_grad\(sum\(hidden\)\)"):
         check_step("hidden", hidden, (x,), {})
+
+
+def test_a_finding_names_a_long_lists_length():
+    """A call over its projection is reported with its arguments; a long list's repr is cut
+    short, so its length (and whether it nests) is said, and the call can be remade."""
+    from conformance.memory_checking import describe
+
+    long = [complex(i, -i) for i in range(142)]
+    text = describe((long,), {"dtype": "complex128"})
+    assert text.endswith("... (142 items), dtype='complex128'") and text.startswith("[0j, (1-1j)")
+    assert describe(([[1.0] * 3] * 40,), {}).endswith("(40 items, nested)")
+    assert describe(([1.0, 2.0], "x" * 80), {}) == "[1.0, 2.0], '" + "x" * 56 + "..."
