@@ -198,8 +198,9 @@ class Eager(Lanes):
         this backend does not run: the backend's function of its name); on a backend that names
         the work it plans (``Backend.labeller``), run :func:`~pycograd_xp._parts.within` the
         part ``("row", name)``."""
-        impl = prim.impl if prim.impl is not None and runs_impl(prim, self.backend) else None
-        impl = impl or _named(prim.name)
+        impl = prim.impl
+        if impl is None or not runs_impl(prim, self.backend):
+            impl = _named(prim.name)
         labeller = self.backend.labeller
         if labeller is None:
             return impl

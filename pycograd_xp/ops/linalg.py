@@ -200,7 +200,7 @@ def _getrf_memory(out, x, /):
 # where the fixed part covers the excess; svdvals of a 6x5 complex128 takes 13.1 MB, 820K
 # elements). Each row's pair below is its asymptote plus a quarter, and a fixed part above the
 # largest seen; every measured call came within 0.95 of it. On a GPU a rule is the larger of
-# that and the LAPACK model (whose native terms are device memory there too).
+# that (device memory, which CuPy's pool shows as tracemalloc shows NumPy's) and the LAPACK model.
 GPU_WORK = {
     # LU and Cholesky (getrf, potrf): a copy of the stack (and the right-hand sides), pivots
     "cholesky": (1.25, 2**12),
