@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from . import _reductions as fast
 from ._buffers import _WRITES, LAST_WRITE, SEQ, check_unchanged, is_saved, mark_saved, note_write
 from ._nans import check_nans
 from ._parts import WATCHED, enter, leave, within
@@ -204,9 +205,9 @@ def _fit(ops: Any, ct: Any, like: Any) -> Any:
         lead = ct.ndim - len(shape)
         ones = [lead + i for i, s in enumerate(shape) if s == 1 and ct.shape[lead + i] != 1]
         if lead and not ones:  # leading axes only (a bias): their sum has the input's shape
-            ct = ops.sum(ct, axis=tuple(range(lead)))
+            ct = fast.sum(ops, ct, tuple(range(lead)))
         elif lead or ones:
-            ct = ops.sum(ct, axis=(*range(lead), *ones), keepdims=True)
+            ct = fast.sum(ops, ct, (*range(lead), *ones), keepdims=True)
             ct = ops.reshape(ct, shape) if lead else ct
     if ct.dtype != like.dtype:  # (equal dtypes: both complex or neither, nothing to cast)
         if ops.isdtype(ct.dtype, "complex floating") and not ops.isdtype(

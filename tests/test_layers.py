@@ -32,6 +32,7 @@ LAYERS = (
             "_buffers",
             "_nans",
             "_recompute",
+            "_reductions",
         ),
     ),
     ("arrays and namespaces", ("namespace",)),

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _reductions as fast
 from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
@@ -51,10 +52,10 @@ def _item(bk: Any, dtype: Any) -> int:
 
 def _lse_f(bk: Any, z: Any) -> Any:
     """``logsumexp(z, axis=-1)`` (kept dims), the maximum shifted out (0 where not finite)."""
-    m = bk.max(z, axis=-1, keepdims=True)
+    m = fast.max(bk, z, -1, keepdims=True)
     m = bk.where(bk.isfinite(m), m, 0.0)
     e = bk.exp(z - m)
-    s = bk.sum(e, axis=-1, keepdims=True)
+    s = fast.sum(bk, e, -1, keepdims=True)
     del e
     return bk.log(s) + m
 
@@ -99,9 +100,9 @@ def _labels(bk: Any, logits: Any, labels: Any, check: bool = True) -> Any:
         labels = bk.remainder(labels, classes)
         return labels if tuple(labels.shape) == shape else bk.broadcast_to(labels, shape)
     if values_known(bk) and math.prod(labels.shape):  # the range read once, as two numbers
-        low = int(bk.min(labels)) if signed else 0
+        low = int(fast.min(bk, labels)) if signed else 0
         negative = low < 0
-        if check and (low < (-classes if signed else 0) or int(bk.max(labels)) >= classes):
+        if check and (low < (-classes if signed else 0) or int(fast.max(bk, labels)) >= classes):
             _check_classes(bk, labels, classes)  # raises, naming the first index out of range
     elif check:
         _check_classes(bk, labels, classes)
@@ -206,7 +207,7 @@ def _probabilities(ns, z, lse, inplace):
     logits [1e16, 1e16, 0] give [0.5, 0.5, 0], not [1, 1, 0]; :func:`..special._softmax_from`);
     in place where ``inplace``."""
     p = ns.exp(z - lse[..., None])
-    s = ns.sum(p, axis=-1, keepdims=True)
+    s = fast.sum(ns, p, -1, keepdims=True)
     if inplace and p.dtype == ns.result_type(p, s):
         p /= s
         return p

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import _reductions as fast
 from ..._primitive import Array, primitive
 from .._rules.batching import reduction
 from .._rules.jvp import TRANSPOSED, linear
@@ -21,18 +22,18 @@ from ._kits import (
 
 @primitive("real numeric", axis_check=True)
 def max(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return bk.max(x, axis=axis, keepdims=keepdims)
+    return fast.max(bk, x, axis, keepdims)
 
 
 @primitive("real numeric", axis_check=True)
 def min(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return bk.min(x, axis=axis, keepdims=keepdims)
+    return fast.min(bk, x, axis, keepdims)
 
 
 def _extremum_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
     # Ties share the cotangent equally (as in JAX and PyTorch's amax/amin).
     hit = ns.astype(x == expand_to(ns, out, x, axis, keepdims), g.dtype)
-    ties = ns.sum(hit, axis=axis, keepdims=True)
+    ties = fast.sum(ns, hit, axis, keepdims=True)
     return (expand_to(ns, g, x, axis, keepdims) * hit / ties,)
 
 
@@ -48,7 +49,7 @@ for _row in (max, min):
 
 @primitive("floating-point", axis_check=True)
 def mean(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    return bk.mean(x, axis=axis, keepdims=keepdims)
+    return fast.mean(bk, x, axis, keepdims)
 
 
 @mean.defvjp
@@ -71,7 +72,7 @@ mean.defshape(reduced_shape(mean), memory=mean_buffers)
 def prod(
     bk: Any, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False
 ) -> Any:
-    return bk.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return fast.prod(bk, x, axis, dtype, keepdims)
 
 
 @prod.defvjp(saves=("x",))
@@ -111,7 +112,7 @@ prod.defshape(reduced_shape(prod), memory=cast_buffer)
 def sum(
     bk: Any, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False
 ) -> Any:
-    return bk.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return fast.sum(bk, x, axis, dtype, keepdims)
 
 
 @sum.defvjp
