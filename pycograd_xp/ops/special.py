@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _reductions as fast
 from .._primitive import Array, primitive
 from ..namespace._backend import Backend, capabilities, numpy_special, resolve
 from ..namespace._frontend import register_ufuncs
@@ -1079,7 +1080,7 @@ def _shift(bk: Any, x: Any, axis: Any) -> Any:
     (the maximum of an empty axis has none; nothing is shifted)."""
     if not x.size:
         return bk.zeros(reduced(tuple(x.shape), axis, True), dtype=x.dtype, **made_like(bk, x))
-    m = bk.max(x, axis=axis, keepdims=True)
+    m = fast.max(bk, x, axis, keepdims=True)
     return bk.where(bk.isfinite(m), m, 0.0)
 
 
@@ -1133,12 +1134,14 @@ def _log_softmax(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     if own is not None:
         return own(x, axis=axis)
     tmp = x - _shift(bk, x, axis)
-    tmp -= bk.log(bk.sum(bk.exp(tmp), axis=axis, keepdims=True))  # in place where it can be
+    tmp -= bk.log(fast.sum(bk, bk.exp(tmp), axis, keepdims=True))  # in place where it can be
     return tmp
 
 
 _log_softmax.defvjp(
-    lambda ns, g, out, x, /, *, axis=None: (g - ns.exp(out) * ns.sum(g, axis=axis, keepdims=True),),
+    lambda ns, g, out, x, /, *, axis=None: (
+        g - ns.exp(out) * fast.sum(ns, g, axis, keepdims=True),
+    ),
     saves=("out",),
 )
 _log_softmax.defjvp(
@@ -1163,14 +1166,14 @@ def _logsumexp(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False
     if not count(tuple(x.shape), norm_axes(axis, x.ndim)):  # log of an empty sum: -inf (scipy)
         shape = reduced(tuple(x.shape), axis, keepdims)
         return bk.full(shape, -math.inf, dtype=x.dtype, **made_like(bk, x))
-    m = bk.max(x, axis=axis, keepdims=True)
+    m = fast.max(bk, x, axis, keepdims=True)
     finite = bk.isfinite(m)
     ms = bk.where(finite, m, 0.0)
     e = bk.exp(x - ms)
     top = x == m  # the maximal terms: exp(0) = 1 each
-    k = bk.sum(bk.astype(top, x.dtype), axis=axis, keepdims=True)
+    k = fast.sum(bk, bk.astype(top, x.dtype), axis, keepdims=True)
     k = bk.where(finite, k, 1.0)
-    rest = bk.sum(bk.where(top, 0.0, e), axis=axis, keepdims=True)
+    rest = fast.sum(bk, bk.where(top, 0.0, e), axis, keepdims=True)
     # a non-finite maximum is the result: +inf (any +inf), -inf (all -inf) or NaN
     out = bk.where(finite, bk.log1p(rest / k) + bk.log(k) + ms, m)
     if not keepdims:
@@ -1184,7 +1187,7 @@ def _softmax_from(ns: Any, x: Any, lse: Any, axis: Any) -> Any:
     ``lse = max + log(sum)`` loses ``log(sum)`` beside a large maximum (x = [1e16, 1e16, 0]:
     ``exp(x - lse)`` is [1, 1, 0]), and the division restores it ([0.5, 0.5, 0], JAX's)."""
     w = ns.exp(x - lse)
-    return w / ns.sum(w, axis=axis, keepdims=True)
+    return w / fast.sum(ns, w, axis, keepdims=True)
 
 
 @_logsumexp.defvjp(saves=("x", "out"))
@@ -1228,14 +1231,16 @@ def _softmax(bk: Any, x: Array, /, *, axis: Any = None) -> Any:
     if own is not None:
         return own(x, axis=axis)
     # scipy's: an infinite maximum makes the slice NaN (log_softmax shifts by 0 there instead)
-    m = bk.max(x, axis=axis, keepdims=True) if x.size else _shift(bk, x, axis)  # (empty)
+    m = fast.max(bk, x, axis, keepdims=True) if x.size else _shift(bk, x, axis)  # (empty)
     e = bk.exp(x - m)
-    e /= bk.sum(e, axis=axis, keepdims=True)  # in place where it can be
+    e /= fast.sum(bk, e, axis, keepdims=True)  # in place where it can be
     return e
 
 
 _softmax.defvjp(
-    lambda ns, g, out, x, /, *, axis=None: (out * (g - ns.sum(g * out, axis=axis, keepdims=True)),),
+    lambda ns, g, out, x, /, *, axis=None: (
+        out * (g - fast.sum(ns, g * out, axis, keepdims=True)),
+    ),
     saves=("out",),
 )
 _softmax.defjvp(

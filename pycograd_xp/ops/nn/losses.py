@@ -73,7 +73,7 @@ def _cross_entropy_f(bk: Any, z: Any, y: Any) -> Any:
     if _is_int(bk, y):
         loss = lse - _picked(bk, z, y)
     else:  # sum(y (lse - z)) = lse sum(y) - <y, z>
-        loss = lse * bk.sum(y, axis=-1, keepdims=True) - bk.sum(y * z, axis=-1, keepdims=True)
+        loss = lse * fast.sum(bk, y, -1, keepdims=True) - fast.sum(bk, y * z, -1, keepdims=True)
     return loss[..., 0], lse[..., 0]
 
 
@@ -228,7 +228,7 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
         else:
             dz = dz - ns.where(hit, g1, 0.0)
         return dz, None
-    coef = g1 * ns.sum(y, axis=-1, keepdims=True) + glse[..., None]
+    coef = g1 * fast.sum(ns, y, -1, keepdims=True) + glse[..., None]
     dz = p * coef if not inplace else _times(p, coef)
     gy = g1 * y
     if inplace and dz.dtype == gy.dtype:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ... import _reductions as fast
 from ..._primitive import Array, primitive
 from .._rules.batching import reduction
 from .._rules.jvp import TRANSPOSED
@@ -36,7 +37,7 @@ def var(
 @var.defvjp(saves=("x",))
 def _var_vjp(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
     n = count(tuple(x.shape), norm_axes(axis, x.ndim))
-    centered = x - ns.mean(x, axis=axis, keepdims=True)
+    centered = x - fast.mean(ns, x, axis, keepdims=True)
     # no degrees of freedom left (an empty axis, or correction as large as it): the value is
     # NumPy's 0/0, nan, and so is its gradient (an empty one where the axis is empty), not a
     # ZeroDivisionError
