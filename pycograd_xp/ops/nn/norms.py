@@ -285,6 +285,13 @@ def _layer_norm_grad(
     return _into(ns, ns.subtract, dx, t, dst), gw, gb
 
 
+def _sums_nothing(bias: Any, g: Any) -> bool:
+    """Whether ``bias``'s cotangent is ``g`` itself or a view of it: a bias with as many elements
+    as the output sums nothing (:func:`_lead_sum` and :func:`_sum_to` hand ``g`` back), so the
+    input's cotangent must not be written into ``g``'s memory."""
+    return bias is not None and math.prod(bias.shape) == math.prod(g.shape)
+
+
 def _dot(ns: Any, a: Any, b: Any, axes: tuple[int, ...]) -> Any:
     """``sum(a * b)`` over ``axes`` (kept dims): one ``vecdot`` over a single trailing axis of
     arrays of one shape (no product array), the same call on ours as on a raw backend."""
@@ -307,7 +314,7 @@ def _layer_norm_vjp(ns, g, out, x, weight=None, bias=None, /, *, eps=1e-5, axis=
     if not inplace:  # (ours over a raw backend: the parameters' sums in the first order's blocks)
         dx, xc = _layer_norm_whole(ns, gy, x, mean, rstd, weight, axes, gm, gr, n)
         return (dx, *_block_param_grads(ns, gy, xc, k, weight, bias, blocks, rstd))
-    own = _first_owned(owned) and gy.dtype == ns.result_type(x, gy)
+    own = _first_owned(owned) and gy.dtype == ns.result_type(x, gy) and not _sums_nothing(bias, gy)
     rows = _by_rows(ns, gy.dtype)
     if len(blocks) == 1:
         dst = gy if own else None
