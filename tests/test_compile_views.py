@@ -214,3 +214,71 @@ def test_layer_norms_vjp_writes_into_its_cotangent_compiled():
         glb[k] = lambda a, v=glb[k]: copied.append(a.shape) or v(a)
     _same(f(x, w), step(x, w))
     assert copied == []
+
+
+# -- layouts the trace's model and NumPy see differently -----------------------------------------
+
+
+def _mha_loss(heads, head_dim, batch, lq, lk):
+    """Multi-head attention over a context, with biases, as a loss of all its arguments."""
+    r = np.random.default_rng(heads * 100 + head_dim * 10 + lq)
+    d = heads * head_dim
+    names = ["wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"]
+    arrays = [r.standard_normal((batch, lq, d))]
+    arrays += [r.standard_normal((d, d)) / d for _ in range(4)]
+    arrays += [r.standard_normal(d) for _ in range(4)] + [r.standard_normal((batch, lk, d))]
+
+    def loss(x, *a):
+        *p, c = a
+        params = dict(zip(names, p, strict=True))
+        return xp.sum(xp.sin(nn.multi_head_attention(x, params, heads, context=c)))
+
+    return loss, [xp.asarray(a.astype(np.float32)) for a in arrays]
+
+
+@pytest.mark.parametrize(
+    "heads, head_dim, batch, lq, lk",
+    [(2, 1, 2, 3, 4), (1, 3, 1, 1, 2), (3, 1, 1, 2, 1), (2, 2, 2, 3, 3)],
+)
+def test_a_replay_reshapes_what_its_trace_reshaped_into_a_view(heads, head_dim, batch, lq, lk):
+    """A linear layer's product folds a stack into one matrix where a reshape without a copy
+    can (``ops.linear_algebra.stack_product``); the trace decides that on its model of the
+    layouts. With heads of one feature, the heads' output came back from a permutation and a
+    reshape that drops an axis of length 1: NumPy's reshape is a view whatever the strides,
+    the model took it for a copy (so for an array in C order), and the replay of the
+    hessian-vector product raised where the function did not. Now the model keeps the view;
+    and a reshape the trace made without a copy replays with ``copy=None`` (the same values
+    where the real layout still needs a copy)."""
+    loss, args = _mha_loss(heads, head_dim, batch, lq, lk)
+    nums = tuple(range(len(args)))
+    step = pg.value_and_grad(loss, argnums=nums)
+    v = np.random.default_rng(1).standard_normal(tuple(args[0].shape)).astype(np.float32)
+
+    def hvp(*a):
+        def g(t):
+            return pg.grad(loss)(t, *a[1:])
+
+        return pg.jvp(g, (a[0],), (xp.asarray(v),))[1]
+
+    for f in (step, hvp):
+        c = pg.compile(f)
+        want = f(*args)
+        for _ in range(2):
+            got = c(*args)
+            for u, w in zip(pg.tree_leaves(got), pg.tree_leaves(want), strict=True):
+                np.testing.assert_allclose(
+                    np.asarray(pg.unwrap(u)), np.asarray(pg.unwrap(w)), rtol=2e-5, atol=2e-6
+                )
+
+
+def test_a_reshape_made_without_a_copy_replays_allowing_one():
+    from pycograd_xp._compile import _codegen
+    from pycograd_xp._compile._ir import RowCall, Sym
+    from pycograd_xp.ops import REGISTRY
+
+    def call(prim, **kw):
+        return RowCall(prim=REGISTRY[prim], args=(Sym(0), (6, 2)), kwargs=kw, outs=Sym(1))
+
+    assert _codegen._replayed_kwargs(call("reshape", copy=False)) == {"copy": None}
+    for c in (call("reshape", copy=True), call("reshape"), call("asarray", copy=False)):
+        assert _codegen._replayed_kwargs(c) == c.kwargs

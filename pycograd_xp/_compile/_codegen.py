@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from .._host import HostScalar
+from .._primitive import REGISTRY
 from ..namespace._capabilities import _owns_buffer
-from ._ir import Host, OwnCall, Reuse, Schedule, Sym, whole_index
+from ._ir import Call, Host, OwnCall, Reuse, RowCall, Schedule, Sym, whole_index
 
 
 def _probe_refcount() -> int:
@@ -124,7 +125,7 @@ def generate(
             continue
         f = src.bind(c.function(backend), "f")
         args = ", ".join(src.const(a) for a in c.args)
-        kw = "".join(f", {k}={src.const(v)}" for k, v in c.kwargs.items())
+        kw = "".join(f", {k}={src.const(v)}" for k, v in _replayed_kwargs(c).items())
         call = f"{f}({args}{kw})" if args else f"{f}({kw[2:]})"
         if to_array is not None and type(c.outs) is Sym and rewraps(c.outs.n):
             call = f"{to_array}({call})"
@@ -146,6 +147,20 @@ def generate(
     replay = glb["replay"]
     weakref.finalize(replay, linecache.cache.pop, filename, None)  # evicted: source goes too
     return replay, source
+
+
+_RESHAPE = REGISTRY["reshape"]
+
+
+def _replayed_kwargs(c: Call) -> dict:
+    """The keywords the replay passes: the trace's, but a reshape the trace made without a copy
+    (``copy=False``) replays with ``copy=None``. The trace decided it could be a view from its
+    model of the layouts (the abstract backend's flags), and a rule that tried it (a linear
+    layer's folded product) took that branch; where the real layout differs the replay then
+    copies (the same values) rather than raising where the function itself would not."""
+    if c.kwargs.get("copy") is False and type(c) is RowCall and c.prim is _RESHAPE:
+        return {**c.kwargs, "copy": None}
+    return c.kwargs
 
 
 def _owns(n: int, src: _Source, backend: Any) -> str:

@@ -408,9 +408,22 @@ def reshape_shape(a, x, /, shape, *, copy=None):
         shape = tuple(x.size // known if s == -1 else s for s in shape)
     if math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape an array of size {x.size} into shape {shape}")
-    if copy or not x.contiguous:
+    if copy:
         return new(shape, x.dtype)
-    return view(x, shape)
+    if x.contiguous:
+        return view(x, shape)
+    if _only_unit_axes(x.shape, shape):  # NumPy's view whatever the strides (they are kept)
+        return view(x, shape, contiguous=False, ordered=True)
+    # a copy, even with copy=False: "not contiguous" means not known to be (the flags are
+    # conservative), and the real array often is (a compiled replay's reshape then copies
+    # only where the real layout needs it: _compile._codegen._replayed_kwargs)
+    return new(shape, x.dtype)
+
+
+def _only_unit_axes(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """Whether a reshape only adds or removes axes of length 1: NumPy's reshape of any layout
+    is then a view (a compiled replay that reshapes it again without a copy relies on it)."""
+    return [s for s in before if s != 1] == [s for s in after if s != 1]
 
 
 # -- roll ----------------------------------------------------------------------------------------

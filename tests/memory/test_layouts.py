@@ -108,3 +108,30 @@ def test_stacked_then_reshaped_measured_within_projected(layout):
     # the step's forward: the stack, (a second copy: the reshape), the square
     assert p.forward_peak_bytes - p.argument_bytes < (copies + 1) * stacked + 2**20, (layout, p)
     assert p.forward_peak_bytes - p.argument_bytes >= (copies + 1) * stacked, (layout, p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    st.randoms(use_true_random=False),
+)
+def test_a_reshape_that_only_adds_or_drops_unit_axes_is_a_view_whatever_the_layout(dims, r):
+    """NumPy reshapes a permuted (or otherwise strided) array into a view when only axes of
+    length 1 come or go; the model did too little (a copy: an array in C order for the model,
+    a strided view for NumPy, which a compiled replay's next reshape without a copy then
+    refused). Any permutation, any insertion or removal of unit axes."""
+    shape = tuple(dims)
+    perm = list(range(len(shape)))
+    r.shuffle(perm)
+    real = np.permute_dims(np.zeros(shape), perm)
+    kept = [s for s in real.shape if s != 1]
+    target = []
+    for s in kept:
+        target += [1] * r.randint(0, 1) + [s]
+    target += [1] * r.randint(0, 1)
+    a = ABSTRACT.permute_dims(ABSTRACT.zeros(shape, dtype=ABSTRACT.float64), tuple(perm))
+    v = ABSTRACT.reshape(a, tuple(target))
+    assert np.shares_memory(np.reshape(real, tuple(target), copy=None), real)
+    assert v.base is not None and v.base is a.base  # a view, no bytes
+    if not real.flags.c_contiguous:
+        assert not v.contiguous  # still strided for what follows
