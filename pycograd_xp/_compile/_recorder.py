@@ -250,13 +250,24 @@ class Recorder:
 
     def inplace(self, fname: str, x: AbstractArray, other: Any) -> AbstractArray:
         prim = REGISTRY[fname]
-        cast(Callable[..., Any], prim.shape)(ABSTRACT, x, examples(other, *self.ex))  # validates
+        ex_other = examples(other, *self.ex)
+        cast(Callable[..., Any], prim.shape)(ABSTRACT, x, ex_other)  # validates
+        # what the row's memory rule charges beyond its result (the result is x itself): NumPy's
+        # buffers for strided or broadcast operands (up to 8192 elements each)
+        transient = transients(prim.memory, x, x, ex_other)[0]
         reads: list[int] = []
         targs = self.template((x, other), fname, reads)
         n = self.sym(x, fname)
         self.calls.append(
             InplaceCall(
-                prim=prim, args=targs, kwargs={}, outs=Sym(n), mutates=n, reads=reads, writes=[n]
+                prim=prim,
+                args=targs,
+                kwargs={},
+                outs=Sym(n),
+                mutates=n,
+                reads=reads,
+                writes=[n],
+                transient=transient,
             )
         )
         return x

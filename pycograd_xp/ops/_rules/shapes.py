@@ -207,4 +207,8 @@ def ufunc_buffers(out: Any, *operands: Any) -> int:
     op = np.result_type(*(x.dtype for x in every), *scalars)
     loop = op if out.dtype.kind == "b" else out.dtype
     k = sum(1 for x in arrays if x.shape != out.shape or x.dtype != loop or not x.contiguous)
+    # a result written into a view not in C order (an in-place operator on a strided slice, as a
+    # compiled replay runs it) is written back through a buffer of its own: measured 64 kB for
+    # a strided slice += an array in C order (8192 float32 each), 95 kB with a strided operand
+    k += not out.contiguous
     return k * min(out.size, BUFFER_ELEMENTS) * max(loop.itemsize, op.itemsize)
