@@ -34,6 +34,9 @@ class Case:
     fn: Callable[..., Any]  # the row, on the arguments as arrays of any namespace
     jax_fn: Callable[..., Any]  # the same in JAX, on jax.numpy arrays
 
+    def __post_init__(self) -> None:
+        self.args = [np.asarray(a) for a in self.args]  # 0-d arrays, not NumPy scalars
+
     def __str__(self) -> str:
         return f"{self.name} on " + ", ".join(f"{a.dtype}{a.shape}" for a in self.args)
 
@@ -330,11 +333,11 @@ def _cross_entropy(d: _Draw) -> Case:
         args.append(p / p.sum(-1, keepdims=True))
     else:
         labels = d.rng.integers(0, classes, lead)
-        if d.coin(0.4):  # some rows ignored, never all
-            ignore = -100 if d.coin() else int(d.rng.integers(0, classes))
+        if labels.size > 1 and d.coin(0.4):  # some rows ignored, never all (a mean of none:
+            ignore = -100 if d.coin() else int(d.rng.integers(0, classes))  # NaN)
             flat = labels.reshape(-1)
             flat[int(d.rng.integers(flat.size))] = ignore
-            if flat.size > 1 and not (flat != ignore).any():
+            if not (flat != ignore).any():
                 flat[0] = 0 if ignore < 0 else (ignore + 1) % classes
 
     def fn(z, t=None):
