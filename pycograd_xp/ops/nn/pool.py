@@ -36,6 +36,7 @@ from .windows import (
     grid,
     out_sizes,
     pad,
+    strided,
     unwindow,
     window_slices,
 )
@@ -65,12 +66,13 @@ def pool(bk: Any, fname: str, x: Any, kernel: Any, stride: Any, padding: Any, ho
         (kh, kw), (sh, _), (ho, wo) = kernel, stride, out
         lead = (slice(None),) * (x.ndim - 2)
         rows = [
-            xp_[lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw))] for i in range(kh)
+            strided(xp_, lead + (slice(i, i + sh * (ho - 1) + 1, sh), slice(0, wo * kw)))
+            for i in range(kh)
         ]
         v = rows[0]
         for r in rows[1:]:
             v = bk.maximum(v, r)  # (..., ho, wo * kw)
-        cols = [v[lead + (slice(None), slice(j, None, kw))] for j in range(kw)]
+        cols = [strided(v, lead + (slice(None), slice(j, None, kw))) for j in range(kw)]
         acc = cols[0]
         for c in cols[1:]:
             acc = bk.maximum(acc, c)

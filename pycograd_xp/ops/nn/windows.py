@@ -151,10 +151,17 @@ def window_slices(
     (Cubed's) a strided slice goes in two: its span, then the step (Cubed 0.27 refuses a
     strided slice that also shortens an axis longer than one chunk of the result)."""
     keys = _window_keys(x.ndim, tuple(kernel), tuple(stride), tuple(dilation), tuple(out))
-    if getattr(x, "chunks", None) is not None and any(s != 1 for s in stride):
-        steps = tuple(slice(None, None, k.step) for k in keys[0])
-        return [x[tuple(slice(k.start, k.stop) for k in key)][steps] for key in keys]
-    return [x[key] for key in keys]
+    return [strided(x, key) for key in keys]
+
+
+def strided(x: Any, key: tuple[slice, ...]) -> Any:
+    """``x[key]`` for a key of slices. On a chunked array (Cubed's) a strided slice goes in two:
+    its span, then the step (Cubed 0.27 refuses a strided slice that also shortens an axis longer
+    than one chunk of the result)."""
+    if getattr(x, "chunks", None) is not None and any(k.step not in (None, 1) for k in key):
+        span = x[tuple(slice(k.start, k.stop) for k in key)]
+        return span[tuple(slice(None, None, k.step) for k in key)]
+    return x[key]
 
 
 @functools.lru_cache(maxsize=256)
