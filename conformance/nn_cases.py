@@ -143,6 +143,13 @@ def _pool(d: _Draw, kind: str) -> Case:
 # -- normalisations ---------------------------------------------------------------------------
 
 
+def _input_weight_bias(args: tuple, has_w: bool, has_b: bool) -> tuple[Any, Any, Any]:
+    """A normalisation's arguments as (input, weight or None, bias or None)."""
+    rest = list(args[1:])
+    w = rest.pop(0) if has_w else None
+    return args[0], w, rest.pop(0) if has_b else None
+
+
 def _layer_norm(d: _Draw) -> Case:
     shape = d.shape(1, 4, hi=5)
     nd = len(shape)
@@ -162,19 +169,13 @@ def _layer_norm(d: _Draw) -> Case:
     args += [d.normal(*pshape)] if has_w else []
     args += [d.normal(*pshape)] if has_b else []
 
-    def split(a):
-        a = list(a)
-        x = a.pop(0)
-        w = a.pop(0) if has_w else None
-        return x, w, a.pop(0) if has_b else None
-
     def fn(*a):
-        x, w, b = split(a)
+        x, w, b = _input_weight_bias(a, has_w, has_b)
         return nn.layer_norm(x, w, b, eps=eps, axis=axis)
 
     def jax_fn(*a):
         _, jnp, _ = _jax()
-        x, w, b = split(a)
+        x, w, b = _input_weight_bias(a, has_w, has_b)
         m = x.mean(axes, keepdims=True)
         y = (x - m) / jnp.sqrt(((x - m) ** 2).mean(axes, keepdims=True) + eps)
         y = y if w is None else y * w
@@ -216,21 +217,15 @@ def _batch_norm(d: _Draw) -> Case:
     args += [d.normal(c)] if has_b else []
     reduced = tuple(i for i in range(nd) if i != axis)
 
-    def split(a):
-        a = list(a)
-        x = a.pop(0)
-        w = a.pop(0) if has_w else None
-        return x, w, a.pop(0) if has_b else None
-
     def fn(*a):
-        x, w, b = split(a)
+        x, w, b = _input_weight_bias(a, has_w, has_b)
         xp = _ns(x)
         state = {"mean": xp.zeros(c, dtype=x.dtype), "var": xp.ones(c, dtype=x.dtype)}
         return nn.batch_norm(x, state, w, b, training=True, axis=axis)[0]
 
     def jax_fn(*a):
         _, jnp, _ = _jax()
-        x, w, b = split(a)
+        x, w, b = _input_weight_bias(a, has_w, has_b)
         m = x.mean(reduced, keepdims=True)
         y = (x - m) / jnp.sqrt(((x - m) ** 2).mean(reduced, keepdims=True) + 1e-5)
         per = tuple(c if i == axis else 1 for i in range(nd))
