@@ -788,10 +788,13 @@ def test_dask_distributed_on_a_local_cluster(tmp_path):
 
 
 # the engines a killed driver resumes on: (module its extra brings, options, steps); a worker
-# process of an engine holds ~100 MB of its own before any data (tests/test_executors.py)
+# process of an engine holds ~100 MB of its own before any data (tests/test_executors.py). A
+# local step of this data takes about 10 ms, so the local engines run enough steps (300, some
+# 3 s) that the watcher below sees step 2 long before the run could end: with 8 steps the run
+# sometimes ended between two of its looks (CI, stop 52).
 RESUME_ENGINES = {
-    "threads": (None, ["--allowed-mem", "50MB", "--reserved-mem", "5MB"], 8),
-    "processes": (None, ["--workers", "2"], 8),
+    "threads": (None, ["--allowed-mem", "50MB", "--reserved-mem", "5MB"], 300),
+    "processes": (None, ["--workers", "2"], 300),
     "dask": ("distributed", ["--workers", "2"], 6),
     "ray": ("ray", ["--workers", "2"], 6),
     "beam": ("apache_beam", [], 6),
@@ -868,7 +871,7 @@ def test_a_killed_training_process_resumes_with_nothing_lost(tmp_path, engine):
     deadline = time.time() + 300
     path = killed / "checkpoint.npz"
     while time.time() < deadline and not (path.exists() and saved_step(path) >= 2):
-        time.sleep(0.05)
+        time.sleep(0.005)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
