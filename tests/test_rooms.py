@@ -67,14 +67,15 @@ def test_the_named_catalogues_are_the_long_ones():
 # the nn rows, and CuPy's product of stacks copying its operands in the memory model); then 4 of
 # Backend.corrects and 7 in trigonometric.py (tanh and acosh putting right the special values
 # CuPy's kernels miss); then 85 for _reductions.py (issue 35: NumPy's reductions without
-# NumPy's Python layers, which the sum row now calls)
-READING_BUDGET = 2660
+# NumPy's Python layers, which the sum row now calls); then 6 in tanh's VJP (a large array
+# block by block: the deep MLP anchor's step peaked at the square of a whole array)
+READING_BUDGET = 2666
 
 
 def test_reading_grad_through_tanh_end_to_end_stays_within_its_budget():
     """A newcomer reading ``grad`` through ``tanh`` end to end reads the whole files a warm
     ``grad(lambda v: xp.sum(xp.tanh(v)))(x)`` runs code of (each file of the package that
-    Python's profiler sees a call in) at most 2,660 lines in all (it was 5,577 before the rooms
+    Python's profiler sees a call in) at most 2,666 lines in all (it was 5,577 before the rooms
     renovation and 4,910 before its last step)."""
     import sys
 

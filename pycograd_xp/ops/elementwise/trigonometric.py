@@ -116,7 +116,13 @@ def tanh_vjp(ns, g, out, x, /, *, owned=False):
     the tape says only this pass holds it (``owned``), as hand-written backprop's
     ``g *= 1 - h * h``; else a new array (which compile's replay writes into a dead buffer).
     Augmented assignment writes the fresh temporary in place on backends with writable
-    arrays and rebinds it elsewhere (Cubed, or while recording for higher order)."""
+    arrays and rebinds it elsewhere (Cubed, or while recording for higher order). A large
+    array goes block by block where the backend writes in place (``nn/pieces.tanh_grad``)."""
+    if g.size > 32768:  # (no split below: nn/pieces.py, imported after the rows)
+        from ..nn.pieces import tanh_grad
+
+        if (r := tanh_grad(ns, g, out, owned)) is not None:
+            return (r,)
     t = out * out
     t *= g
     if owned:

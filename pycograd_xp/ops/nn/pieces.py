@@ -121,6 +121,25 @@ def by_pieces(bk: Any, f: Any, *arrays: Any, keep: int = 0, out: Any = None) -> 
     return out
 
 
+def tanh_grad(ns: Any, g: Any, out: Any, owned: bool) -> Any:
+    """tanh's VJP ``g - out^2 g`` block by block (:func:`pieces`) on a backend that writes in
+    place: one block's square at a time, not a temporary of the whole array (the deep MLP's
+    step peaked at it), written into ``g`` when ``owned``; the same values. None where it does
+    not apply (another backend, operands of other shapes or dtypes, one block): the caller
+    takes the whole arrays."""
+    if not in_place(ns) or tuple(g.shape) != tuple(out.shape) or g.dtype != out.dtype:
+        return None
+    if g.size * itemsize(ns, g.dtype) <= block_limit(ns):  # one block: the whole arrays
+        return None
+
+    def block(ns: Any, gb: Any, yb: Any, dst: Any = None) -> Any:
+        t = yb * yb
+        t *= gb
+        return _into(ns, ns.subtract, gb, t, dst)
+
+    return by_pieces(ns, block, g, out, out=g if owned else None)
+
+
 class BlockConst:
     """A value (a number, or an array that broadcasts against the blocks) as an array of the
     first block's shape (:func:`pieces`' largest), made once for the blocks of a call and
@@ -149,7 +168,9 @@ def _into(bk: Any, f: Any, a: Any, b: Any, dst: Any) -> Any:
     """``f(a, b)`` (a binary function of ``bk``) written into ``dst`` where given, of the
     result's dtype, and ``f`` takes ``out=`` (NumPy's ufuncs: no temporary and no copy); a new
     array elsewhere (the abstract backend, whose projections count it: an upper bound)."""
-    if dst is not None and dst.dtype == bk.result_type(a, b):
+    if dst is not None and (
+        dst.dtype == a.dtype == getattr(b, "dtype", None) or dst.dtype == bk.result_type(a, b)
+    ):
         c = caps(bk)
         if c.takes_out is not None and c.takes_out(f) and isinstance(dst, c.array_type):
             return f(a, b, out=dst)
