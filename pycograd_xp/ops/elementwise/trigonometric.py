@@ -118,7 +118,7 @@ def tanh_vjp(ns, g, out, x, /, *, owned=False):
     Augmented assignment writes the fresh temporary in place on backends with writable
     arrays and rebinds it elsewhere (Cubed, or while recording for higher order). A large
     array goes block by block where the backend writes in place (``nn/pieces.tanh_grad``)."""
-    if g.size > 32768:  # (no split below: nn/pieces.py, imported after the rows)
+    if g.size > 32768:  # (256 KiB of float64: one block below; nn/pieces.py loads after)
         from ..nn.pieces import tanh_grad
 
         if (r := tanh_grad(ns, g, out, owned)) is not None:
