@@ -73,7 +73,7 @@ from ._rules.shapes import (
     size_bytes,
     ufunc_buffers,
 )
-from ._rules.vjp import count, is_scalar, made_like, norm_axes
+from ._rules.vjp import count, is_scalar, kept, made_like, norm_axes
 
 FP = "real floating-point"
 
@@ -1084,15 +1084,6 @@ def _shift(bk: Any, x: Any, axis: Any) -> Any:
     return bk.where(bk.isfinite(m), m, 0.0)
 
 
-def _kept(ns: Any, v: Any, ndim: int, axis: Any, keepdims: bool) -> Any:
-    """A reduction's result ``v`` with its reduced axes back as ones (keepdims)."""
-    if keepdims:
-        return v
-    for a in norm_axes(axis, ndim):
-        v = ns.expand_dims(v, axis=a)
-    return v
-
-
 def _reduction_batch(name: str) -> Any:
     """The batching rule of the three rows: the axes shifted past the batch axis (None: every
     axis of an example)."""
@@ -1193,13 +1184,13 @@ def _softmax_from(ns: Any, x: Any, lse: Any, axis: Any) -> Any:
 @_logsumexp.defvjp(saves=("x", "out"))
 def _logsumexp_vjp(ns, g, out, x, /, *, axis=None, keepdims=False):
     # d/dx_i: the softmax, from the output
-    w = _softmax_from(ns, x, _kept(ns, out, x.ndim, axis, keepdims), axis)
-    return (_kept(ns, g, x.ndim, axis, keepdims) * w,)
+    w = _softmax_from(ns, x, kept(ns, out, x.ndim, axis, keepdims), axis)
+    return (kept(ns, g, x.ndim, axis, keepdims) * w,)
 
 
 @_logsumexp.defjvp
 def _logsumexp_jvp(ns, t, out, x, /, *, axis=None, keepdims=False):
-    w = _softmax_from(ns, x, _kept(ns, out, x.ndim, axis, keepdims), axis)
+    w = _softmax_from(ns, x, kept(ns, out, x.ndim, axis, keepdims), axis)
     return ns.sum(t[0] * w, axis=axis, keepdims=keepdims)
 
 

@@ -76,15 +76,26 @@ def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(a % ndim for a in axis)) if ndim else ()
 
 
+def kept(ns: Any, v: Any, ndim: int, axis: Any, keepdims: bool) -> Any:
+    """A reduction's result ``v`` with its reduced axes back as ones (keepdims): it broadcasts
+    against the reduction's input (``ndim`` axes) in an elementwise op, with no array of the
+    input's shape made for it. A 0-d one, a full reduction's, broadcasts as it is."""
+    if keepdims or not v.ndim:
+        return v
+    for a in norm_axes(axis, ndim):
+        v = ns.expand_dims(v, axis=a)
+    return v
+
+
 def expand_to(ns: Any, g: Any, like: Any, axis: Any = None, keepdims: bool = True) -> Any:
-    """Broadcast a reduction's cotangent ``g`` back to the shape of its input ``like``.
+    """Broadcast a reduction's cotangent ``g`` back to the shape of its input ``like``: the
+    cotangent of ``like`` itself (a view on NumPy). A rule that multiplies ``g`` by an array of
+    ``like``'s shape needs only :func:`kept`.
 
     On Cubed the result keeps the input's chunking (a plain ``broadcast_to`` would make size-1
     chunks along the new dimensions: a plan of thousands of tasks).
     """
-    if not keepdims and g.ndim:  # (a 0-d one, a full reduction's, broadcasts as it is)
-        for a in norm_axes(axis, like.ndim):
-            g = ns.expand_dims(g, axis=a)
+    g = kept(ns, g, like.ndim, axis, keepdims)
     if chunked(ns):
         return ns.broadcast_to(g, tuple(like.shape), chunks=like.chunks)
     return ns.broadcast_to(g, tuple(like.shape))

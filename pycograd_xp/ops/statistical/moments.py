@@ -11,7 +11,7 @@ from ... import _reductions as fast
 from ..._primitive import Array, primitive
 from .._rules.batching import reduction
 from .._rules.jvp import TRANSPOSED
-from .._rules.vjp import count, expand_to, norm_axes
+from .._rules.vjp import count, kept, norm_axes
 from ._kits import (
     deviations,
     reduced_shape,
@@ -42,7 +42,7 @@ def _var_vjp(ns, g, out, x, /, *, axis=None, correction=0.0, keepdims=False):
     # NumPy's 0/0, nan, and so is its gradient (an empty one where the axis is empty), not a
     # ZeroDivisionError
     dof = n - correction
-    return (expand_to(ns, g, x, axis, keepdims) * centered * (2.0 / dof if dof else math.inf),)
+    return (kept(ns, g, x.ndim, axis, keepdims) * centered * (2.0 / dof if dof else math.inf),)
 
 
 @std.defvjp(saves=("x", "out"))
