@@ -168,6 +168,12 @@ def _shift(bk: Any, m: Any) -> Any:
     return bk.where(m == -math.inf, 0.0, m)
 
 
+def _nonzero(bk: Any, c: Any) -> Any:
+    """Row sums of recomputed probabilities to divide by: 1 where a row has none (an additive
+    mask's row of -inf: its cotangents are 0, not NaN)."""
+    return bk.where(c == 0, 1.0, c)
+
+
 def _finite_lse(bk: Any, lse: Any) -> Any:
     """The log-sum-exp a backward subtracts: +inf where it is -inf (a row an additive mask
     takes whole), so the recomputed probabilities are 0 there, not NaN."""
@@ -335,6 +341,7 @@ def _attention_grad_whole(ns, g, glse, q, k, v, mask, maskf, out, lse, is_causal
     p = ns.exp(s - (_finite_lse(ns, lse1) if additive else lse1))
     if mask is not None and not additive:  # a row masked whole averages every value
         p = ns.where(lse1 == low, 1.0 / lk, p)
+    p = p / _nonzero(ns, ns.sum(p, axis=-1, keepdims=True))  # (_attention_vjp: why)
     dv = ns.matmul(ns.matrix_transpose(p), gh)
     d = ns.sum(gh * oh, axis=-1, keepdims=True) - glse[..., None]
     ds = p * (ns.matmul(gh, ns.matrix_transpose(vh)) - d)
@@ -344,6 +351,19 @@ def _attention_grad_whole(ns, g, glse, q, k, v, mask, maskf, out, lse, is_causal
     dk = ns.matmul(ns.matrix_transpose(ds), qs)
     dm = _sum_to(ns, ds, tuple(mask.shape)) if additive else None
     return (*(heads(ns, a) for a in (dq, dk, dv)), dm)  # (..., H, L, d) back to (..., L, H, d)
+
+
+def _probabilities(ns, qs, k, kidx, i0, i1, j0, j1, score_args, lse1):
+    """A block of recomputed probabilities ``exp(s - lse)`` for query rows [i0, i1) and keys
+    [j0, j1), and the block of the mask (:func:`_scores`); ``score_args``: (is_causal, the
+    batch block's mask, the masked score, additive, Lk)."""
+    is_causal, mb, low, additive, lk = score_args
+    s, allowed = _scores(ns, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low, additive)
+    s -= lse1
+    p = _exp_in_place(ns, s)
+    if allowed is not None:  # a row masked whole averages every value
+        p = ns.where(lse1 == low, 1.0 / lk, p)
+    return p, allowed
 
 
 @_attention.defvjp(saves=("query", "key", "value", "mask", "out"), takes_needs=True)
@@ -382,20 +402,38 @@ def _attention_vjp(
             if additive:
                 lse1 = _finite_lse(ns, lse1)
             mb = None if maskf is None else maskf[(*bi, ...)]
+            score_args = (is_causal, mb, low, additive, lk)
             dqb = None
             kend = _key_end(i1, lk, causal_only)
+
+            # The probabilities exp(s - lse) sum to 1 only as far as the stored log-sum-exp
+            # keeps log(sum) beside the row's maximum: with scores of 1e7 in float32 (1e16 in
+            # float64) it keeps none of it, and tied maxima would each get probability 1. Each
+            # row is divided by its sum, through the cotangent's rows (ds = (p / c) (g v^T - d)
+            # = p ((g / c) v^T - d / c)): one sum of the block (a product with ones), no pass
+            # over it; where the keys go in blocks, their sums first, from the scores again.
+            c = None
+            if kend > keys:
+                for j0 in range(0, kend, keys):
+                    j1 = min(j0 + keys, kend)
+                    kidx = (*bi, slice(j0, j1), ...)
+                    p = _probabilities(ns, qs, k, kidx, i0, i1, j0, j1, score_args, lse1)[0]
+                    ps = _row_sums(ns, p)
+                    c = ps if c is None else c + ps
+                    del p, ps
             for j0 in range(0, kend, keys):
                 j1 = min(j0 + keys, kend)
                 kidx = (*bi, slice(j0, j1), ...)
-                s, allowed = _scores(ns, qs, k, kidx, i0, i1, j0, j1, is_causal, mb, low, additive)
-                s -= lse1
-                p = _exp_in_place(ns, s)
-                del s
-                if allowed is not None:  # a row masked whole averages every value
-                    p = ns.where(lse1 == low, 1.0 / lk, p)
-                dv[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(p), gb))
-                ds = ns.matmul(gb, ns.matrix_transpose(heads(ns, v[kidx])))
-                ds -= d
+                p, allowed = _probabilities(ns, qs, k, kidx, i0, i1, j0, j1, score_args, lse1)
+                if j0 == 0:
+                    if c is None:
+                        c = _row_sums(ns, p)
+                    c = _nonzero(ns, c)
+                    gn = gb / c
+                    dn = d / c
+                dv[kidx] += heads(ns, ns.matmul(ns.matrix_transpose(p), gn))
+                ds = ns.matmul(gn, ns.matrix_transpose(heads(ns, v[kidx])))
+                ds -= dn
                 ds *= p
                 del p
                 if allowed is not None:
@@ -412,7 +450,7 @@ def _attention_vjp(
                 del part
             dqb *= scale
             dq[qidx] = heads(ns, dqb)
-            del dqb, qs, gb, d
+            del dqb, qs, gb, d, gn, dn, c
     return dq, dk, dv, dm
 
 

@@ -337,6 +337,57 @@ def test_attention_blocks_of_queries_and_keys_give_the_same(monkeypatch, budget,
         assert np.all(out[:, 5, 1] == 0) and np.isfinite(out).all()
 
 
+def _attention_reference(q, k, v, w, scale):
+    """Attention's output and the gradients of ``sum(out * w)`` for q, k, v (L, d), in float64,
+    the softmax shifted by its exact row maximum (the scores below are exact in any dtype)."""
+    s = scale * (q @ k.T)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    dp = w @ v.T
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return p @ v, (scale * ds @ k, scale * ds.T @ q, p.T @ w), ds
+
+
+@pytest.mark.parametrize("path", ["one key block", "keys in blocks", "whole arrays"])
+@pytest.mark.parametrize("dtype, big", [(np.float32, 1e7), (np.float32, 1e3), (np.float64, 1e16)])
+def test_attention_gradients_beside_a_large_maximum(monkeypatch, path, dtype, big):
+    """The VJP recomputes the probabilities as exp(s - lse), and the stored log-sum-exp keeps
+    log(sum) beside the row's maximum only to the maximum's precision: scores tied at 1e7 in
+    float32 (1e16 in float64) each got probability 1, the gradients 1.1x to 3x off (JAX's
+    softmax and the forward are right). Each row is divided by its sum: blockwise with one
+    block of keys, with the keys in blocks (their sums first), and over whole arrays (the
+    VJP recorded for a higher order, here under ``jvp``)."""
+    L, d = 6, 2
+    q, k = np.zeros((L, d)), np.zeros((L, d))
+    q[:, 0] = 1.0
+    k[:, 0] = big
+    k[2, 0], k[4, 0] = big / 2, big - 1  # below the maximum: far, and by one
+    v, w = _a(L, d), _a(L, d)
+    want_out, want, ds = _attention_reference(q, k, v, w, 1.0)
+    xp = pg.namespace(np)
+    args = [xp.asarray(a.astype(dtype)) for a in (q, k, v)]
+    W = xp.asarray(w.astype(dtype))
+
+    def f(q, k, v):
+        return xp.sum(nn.scaled_dot_product_attention(q, k, v, scale=1.0) * W)
+
+    if path == "keys in blocks":  # a row of keys over the budget: a key a block
+        monkeypatch.setattr(attention, "ATTENTION_BLOCK_BYTES", 4 * np.dtype(dtype).itemsize)
+        assert attention.attention_plan((), L, L, 1, np.dtype(dtype).itemsize, False)[2] < L
+    if path == "whole arrays":
+        got = pg.jvp(pg.grad(f, argnums=(0, 1, 2)), args, [xp.zeros_like(a) for a in args])[0]
+    else:
+        got = pg.grad(f, argnums=(0, 1, 2))(*args)
+    rtol = 1e-5 if dtype == np.float32 else 1e-13
+    out = _np(nn.scaled_dot_product_attention(*args, scale=1.0))
+    np.testing.assert_allclose(out, want_out, rtol=rtol, atol=rtol)
+    for name, a, b in zip("qkv", got, want, strict=True):
+        # q's gradient sums ds (rows summing to 0) against keys of about ``big``: its rounding
+        # is big's times ds's
+        atol = rtol * (big * np.abs(ds).max() if name == "q" else 1.0)
+        np.testing.assert_allclose(_np(a), b, rtol=rtol, atol=atol, err_msg=name)
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("mask_kind", ["additive", "boolean"])
 def test_attention_against_pytorch(is_causal, mask_kind):
