@@ -55,7 +55,7 @@ from array_api_compat.common._linalg import (
 from .._abstract import models_a_gpu
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
-from ._rules.batching import align, fn, rank, shift, to_rank
+from ._rules.batching import fn, pair_along_axis, shift, to_rank
 from ._rules.jvp import TRANSPOSED, call, linear
 from ._rules.shapes import (
     BUFFER_ELEMENTS,
@@ -298,14 +298,7 @@ def cross_vjp(ns, g, out, x1, x2, /, *, axis=-1):
 cross.defjvp(bilinear(cross))
 
 
-@cross.defbatch
-def cross_batch(ns, dims, x1, x2, /, *, axis=-1):
-    # a non-negative axis counts within an example (as vecdot's)
-    r = max(rank(x, d) for x, d in zip((x1, x2), dims, strict=True))
-    x1, x2 = align(ns, dims, x1, x2)
-    if axis >= 0:
-        axis = axis - r
-    return ns.linalg.cross(x1, x2, axis=axis)
+cross.defbatch(pair_along_axis("linalg.cross"))
 
 
 def _cross_shape(a, x1, x2, /, *, axis=-1):

@@ -36,7 +36,7 @@ import numpy as np
 from .._abstract import models_a_gpu
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
-from ._rules.batching import align, rank, to_rank
+from ._rules.batching import pair_along_axis, to_rank
 from ._rules.jvp import call, linear, plus
 from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
 from ._rules.vjp import chunked, eye, mT, raw, tensordot_axes
@@ -346,15 +346,7 @@ def vecdot_vjp(ns, g, out, x1, x2, /, *, axis=-1):
 vecdot.defjvp(bilinear(vecdot))
 
 
-@vecdot.defbatch
-def vecdot_batch(ns, dims, x1, x2, /, *, axis=-1):
-    # a non-negative axis counts within an example (of the examples' common rank, to which
-    # align pads a batched operand): the same axis counted from the end
-    r = max(rank(x, d) for x, d in zip((x1, x2), dims, strict=True))
-    x1, x2 = align(ns, dims, x1, x2)
-    if axis >= 0:
-        axis = axis - r
-    return ns.vecdot(x1, x2, axis=axis)
+vecdot.defbatch(pair_along_axis("vecdot"))
 
 
 def _vecdot_shape(a, x1, x2, /, *, axis=-1):

@@ -80,6 +80,19 @@ def fn(ns: Any, name: str) -> Any:
     return getattr(getattr(ns, scope) if scope else ns, short)
 
 
+def pair_along_axis(name: str) -> Any:
+    """The batching rule of a binary function ``name`` of ``axis`` (vecdot, linalg.cross): the
+    operands aligned (a batched one padded to the common rank), and a non-negative axis, which
+    counts within an example, counted from the end instead."""
+
+    def rule(ns: Any, dims: Any, x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+        r = max(rank(x, d) for x, d in zip((x1, x2), dims, strict=True))
+        x1, x2 = align(ns, dims, x1, x2)
+        return fn(ns, name)(x1, x2, axis=axis - r if axis >= 0 else axis)
+
+    return rule
+
+
 def constant_like(like: Array, make_data: Callable[[Any, dict], Any]) -> Array:
     """``make_data(bk, kwargs)``: a new constant of the backend's own namespace ``bk`` made to
     belong with array ``like`` (``kwargs``: its Spec on Cubed), as an array of the lowest vmap
