@@ -411,7 +411,9 @@ def _attention_vjp(
             # float64) it keeps none of it, and tied maxima would each get probability 1. Each
             # row is divided by its sum, through the cotangent's rows (ds = (p / c) (g v^T - d)
             # = p ((g / c) v^T - d / c)): one sum of the block (a product with ones), no pass
-            # over it; where the keys go in blocks, their sums first, from the scores again.
+            # over it; where the keys go in blocks (a query row over ATTENTION_BLOCK_BYTES), their
+            # sums first, from the scores again: a third more time there (measured: 336 against
+            # 455 ms CPU, 256 queries against 16384 keys, 4 heads, keys in blocks of 512).
             c = None
             if kend > keys:
                 for j0 in range(0, kend, keys):
