@@ -388,6 +388,106 @@ def test_attention_gradients_beside_a_large_maximum(monkeypatch, path, dtype, bi
         np.testing.assert_allclose(_np(a), b, rtol=rtol, atol=atol, err_msg=name)
 
 
+def _masked_attention_reference(q, k, v, w, mask, kind, causal, low):
+    """:func:`_attention_reference` over (B, H, L, d) with a mask as ``_attention`` takes it:
+    boolean (masked scores ``low``; a row masked whole averages every value) or additive, and
+    the causal triangle (-inf above it); the additive mask's gradient too. Float64."""
+    s = q @ np.swapaxes(k, -1, -2)
+    lq, lk = s.shape[-2:]
+    allowed = np.ones(s.shape, bool)
+    if kind == "additive":
+        s = s + mask
+    elif kind == "boolean":
+        allowed = allowed & mask
+    if causal:
+        tri = np.tril(np.ones((lq, lk), bool))
+        if kind == "additive":
+            s = np.where(tri, s, -np.inf)
+        else:
+            allowed = allowed & tri
+    s = np.where(allowed, s, low) if kind != "additive" else s
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    tot = e.sum(axis=-1, keepdims=True)
+    p = e / np.where(tot == 0, 1.0, tot)
+    dp = w @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    if kind != "additive":
+        ds = np.where(allowed, ds, 0.0)
+    grads = [ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ w]
+    if kind == "additive":
+        grads.append(ds.sum(axis=0))
+    return p @ v, grads, ds
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seed", range(8))
+def test_attention_at_large_tied_scores_with_masks(monkeypatch, seed, dtype):
+    """Random attention at scores of 1e6 (float32) or 1e15 (float64), with ties and gaps of a
+    few units, under no mask, a boolean one (rows masked whole among them) or an additive one
+    (-inf included), causal or not, on each path of the VJP (one block of keys, keys in
+    blocks, whole arrays): values and gradients (the additive mask's too) against the float64
+    softmax shifted by its exact row maximum. The scores are exact in both dtypes."""
+    rng = np.random.default_rng(seed)
+    big = 1e6 if dtype == np.float32 else 1e15
+    b, h, lq, lk, d = 2, 2, int(rng.integers(1, 7)), int(rng.integers(1, 7)), 2
+    kind = ["none", "boolean", "additive"][seed % 3]
+    causal = bool(rng.integers(2))
+    path = ["one key block", "keys in blocks", "whole arrays"][int(rng.integers(3))]
+    q = np.zeros((b, h, lq, d))
+    q[..., 0] = 1.0
+    k = np.zeros((b, h, lk, d))
+    k[..., 0] = big - rng.integers(0, 3, (b, h, lk))  # ties and near ties at the maximum
+    k[..., 1] = rng.integers(-2, 3, (b, h, lk))  # (q's second entry is 0: no score from it)
+    v, w = rng.standard_normal((b, h, lk, d)), rng.standard_normal((b, h, lq, d))
+    mask = None
+    if kind == "boolean":
+        mask = rng.random((h, lq, lk)) < 0.6
+        mask[0, 0] = False  # a row masked whole
+    elif kind == "additive":
+        mask = rng.integers(-2, 1, (h, lq, lk)).astype(float)
+        mask[rng.random((h, lq, lk)) < 0.2] = -np.inf
+    low = float(np.finfo(dtype).min)
+    want_out, want, ds = _masked_attention_reference(q, k, v, w, mask, kind, causal, low)
+    xp = pg.namespace(np)
+    heads = lambda a: np.ascontiguousarray(np.swapaxes(a, 1, 2))  # (B, H, L, d) -> (B, L, H, d)
+    args = [xp.asarray(heads(a).astype(dtype)) for a in (q, k, v)]
+    if mask is not None:
+        args.append(xp.asarray(mask if kind == "boolean" else mask.astype(dtype)))
+    W = xp.asarray(heads(w).astype(dtype))
+
+    def f(q, k, v, m=None):
+        return xp.sum(xp._attention(q, k, v, m, is_causal=causal, scale=1.0)[0] * W)
+
+    nums = tuple(range(4 if kind == "additive" else 3))
+    if path == "keys in blocks":  # a row of keys over the budget
+        monkeypatch.setattr(attention, "ATTENTION_BLOCK_BYTES", h * np.dtype(dtype).itemsize)
+    if path == "whole arrays":
+        zeros = [xp.zeros_like(a) for a in args[: len(nums)]]
+        got = pg.jvp(
+            lambda *a: pg.grad(f, argnums=nums)(*a, *args[len(nums) :]), args[: len(nums)], zeros
+        )[0]
+    else:
+        got = pg.grad(f, argnums=nums)(*args)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    out = _np(
+        xp._attention(
+            *args[:3], args[3] if mask is not None else None, is_causal=causal, scale=1.0
+        )[0]
+    )
+    np.testing.assert_allclose(out, heads(want_out), rtol=rtol, atol=rtol)
+    # q's gradient sums ds against keys of about ``big``: ds's rounding times big. A row whose
+    # probability is 1 has ds = g.v - g.o = 0 exactly, computed as two products rounded apart
+    # (FlashAttention's, PyTorch's): eps |g| |v| each
+    noise = np.finfo(dtype).eps * np.abs(w).max() * np.abs(v).max()
+    names = ["q", "k", "v", "mask"]
+    for name, a, ref in zip(names, got, want, strict=False):
+        ref = ref if name == "mask" else heads(ref)
+        atol = 8 * big * lk * (rtol * np.abs(ds).max() + noise) if name == "q" else rtol
+        np.testing.assert_allclose(_np(a), ref, rtol=rtol, atol=atol, err_msg=f"{name} {path}")
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("mask_kind", ["additive", "boolean"])
 def test_attention_against_pytorch(is_causal, mask_kind):
