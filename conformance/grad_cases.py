@@ -902,6 +902,7 @@ def _transformer_cases(out):
     for row, f, where in (
         ("_gelu_tanh", nn.gelu, ("numpy", "array_api_strict")),
         ("_gelu", lambda x: nn.gelu(x, approximate=False), NUMPY_ONLY),  # erf: scipy's
+        ("_sigmoid", nn.sigmoid, ("numpy", "array_api_strict")),
         ("_silu", nn.silu, ("numpy", "array_api_strict")),
         ("_softplus", nn.softplus, ("numpy", "array_api_strict")),
     ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -91,6 +92,38 @@ def test_softmax_gradients_beside_a_large_maximum(xp, dtype, big):
     soft = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]], dtype=dtype)
     g = pg.grad(lambda a: nn.cross_entropy(a, xp.asarray(soft), reduction="sum"))(Z)
     np.testing.assert_allclose(to_numpy(g), p - soft, **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_sigmoid_keeps_its_tails(xp, dtype):
+    """sigmoid, silu's value and derivative, and softplus' derivative (the sigmoid) to a few
+    ulp of relative error in the negative tail, where ``(tanh(x/2) + 1) / 2`` had 2e-4 at -10
+    in float32 and gave 0 for 2e-9 below -17.5 (float64: 0 below -37), as scipy's expit,
+    PyTorch's and JAX's do not; and no overflow at any x. The positive tail's derivative is
+    ``s (1 - s)`` (PyTorch's, JAX's): within an ulp of 1 absolutely."""
+    eps = float(np.finfo(dtype).eps)
+    low = -80.0 if dtype == np.float32 else -700.0  # values still normal numbers
+    x = np.array([low, -40.0, -20.0, -17.5, -10.0, -5.0, -1.0, 0.0, 1.0, 5.0, 20.0])
+    x = x[x >= low]
+    s = 1 / (1 + np.exp(-x))  # float64, exact to an ulp or two at these points
+    X = xp.asarray(x.astype(dtype))
+
+    def rel(got, want):
+        return np.max(np.abs(to_numpy(got) - want) / np.abs(want))
+
+    assert rel(nn.sigmoid(X), s) < 4 * eps
+    assert rel(to_numpy(nn.silu(X))[x != 0], (x * s)[x != 0]) < 4 * eps
+    neg = x <= 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing overflows
+        d_sig = to_numpy(pg.vmap(pg.grad(nn.sigmoid))(X))
+        d_silu = to_numpy(pg.vmap(pg.grad(nn.silu))(X))
+        d_softplus = to_numpy(pg.vmap(pg.grad(nn.softplus))(X))
+        nn.sigmoid(xp.asarray(np.array([-1e4, -200.0, 1e4], dtype=dtype)))
+    assert rel(d_sig[neg], (s * (1 - s))[neg]) < 8 * eps
+    assert np.max(np.abs(d_sig - s * (1 - s))) < eps
+    assert rel(d_silu[neg], (s * (1 + x * (1 - s)))[neg]) < 8 * eps
+    assert rel(d_softplus, s) < 4 * eps
 
 
 def test_softmax_family_is_stable(xp):

@@ -1,5 +1,5 @@
 """The activation rows: ``_relu`` (beside the convolutions), and the transformer's ``_gelu``,
-``_gelu_tanh``, ``_silu`` and ``_softplus`` (:mod:`pycograd_xp.nn`'s activations).
+``_gelu_tanh``, ``_sigmoid``, ``_silu`` and ``_softplus`` (:mod:`pycograd_xp.nn`'s activations).
 
 relu's VJP passes ``g`` where the output is positive, 0 elsewhere (0 at 0, as PyTorch's
 ``threshold_backward``), read from the output alone: the tape keeps no mask beside it; its JVP
@@ -262,17 +262,104 @@ _gelu.defbatch(_same_row(_gelu))
 _gelu.defshape(_same_shape, memory=_pieces_memory(3))
 
 
+# -- _sigmoid ------------------------------------------------------------------------------------
+
+
+def _exp_limit(ns: Any, dtype: Any) -> float:
+    """1 less than the largest argument whose exponential is finite in ``dtype`` (87.7 in
+    float32, 708.8 in float64): the bound the sigmoid clips ``-x`` at."""
+    return math.log(float(ns.finfo(dtype).max)) - 1.0
+
+
+def _limit_block() -> Any:
+    """The sigmoid's bound for the blocks of one call: an array of a block's shape where the
+    last axis is long (no broadcast in ``minimum``, as GELU's clip), else the number."""
+    held: list = []
+
+    def limit(ns: Any, u: Any) -> Any:
+        c = _exp_limit(ns, u.dtype)
+        if u.ndim == 0 or u.shape[-1] < _ROW_MIN:
+            return c
+        if not held:
+            held.append(BlockConst(c))
+        return held[0](ns, u)
+
+    return limit
+
+
+def _sigmoid_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
+    # 1 / (1 + exp(-x)) with -x clipped at the exponential's limit (it never overflows; below
+    # -87.7 in float32 the sigmoid is subnormal, given as its value there): a few ulp of
+    # relative error in both tails. (tanh(x / 2) + 1) / 2 loses the negative one to the
+    # cancellation in tanh + 1: 2e-4 relative error at -10 in float32, 0 for 2e-9 below -17.5.
+    if not in_place(bk):
+        return 1.0 / (1.0 + bk.exp(bk.minimum(-x, _exp_limit(bk, x.dtype))))
+    u = x * -1.0
+    u = _into(bk, bk.minimum, u, (limit or _scalar_limit)(bk, u), u)
+    e = _exp_in_place(bk, u)
+    e += 1
+    c = caps(bk)
+    if dst is not None and c.takes_out is not None and c.takes_out(bk.divide):
+        if isinstance(dst, c.array_type) and dst.dtype == e.dtype:
+            return bk.divide(1.0, e, out=dst)  # by_pieces' block of the output
+    return _reciprocal_in_place(bk, e)
+
+
+def _scalar_limit(ns: Any, u: Any) -> float:
+    return _exp_limit(ns, u.dtype)
+
+
+def _sigmoid_vjp(ns, g, out, x, /, *, owned=False):
+    """``g s (1 - s)`` from the output s, as PyTorch's ``sigmoid_backward`` and JAX's logistic
+    (no exponential again); into ``g`` itself where only the backward pass holds it."""
+    t = 1.0 - out
+    t *= out
+    if owned:
+        g *= t
+        return (g,)
+    return (g * t,)
+
+
+@primitive(FP, needs=())
+def _sigmoid(bk: Any, x: Array, /) -> Any:
+    """The logistic sigmoid ``1 / (1 + exp(-x))``, block by block; its VJP keeps the output."""
+    own = _own(bk, "_sigmoid")
+    if own is not None:
+        return own(x)
+    return by_pieces(bk, functools.partial(_sigmoid_f, limit=_limit_block()), x)
+
+
+_sigmoid.defvjp(_sigmoid_vjp, saves=("out",), takes_owned=True)
+
+
+_sigmoid.defjvp(lambda ns, t, out, x, /: t[0] * (out * (1.0 - out)))
+
+
+_sigmoid.defbatch(_same_row(_sigmoid))
+
+
+_sigmoid.defshape(_same_shape, memory=_pieces_memory(3))
+
+
 # -- _silu ---------------------------------------------------------------------------------------
 
 
-def _silu_f(bk: Any, x: Any, dst: Any = None) -> Any:
-    # x sigmoid(x), sigmoid(x) = (tanh(x / 2) + 1) / 2 (stable), as pycograd_xp.nn.sigmoid
-    return x * (0.5 * (bk.tanh(0.5 * x) + 1))
+def _silu_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
+    # x sigmoid(x), the sigmoid as pycograd_xp.nn.sigmoid's (both tails to a few ulp)
+    s = _sigmoid_f(bk, x, limit=limit)
+    if not in_place(bk):
+        return x * s
+    return _into(bk, bk.multiply, s, x, s if dst is None else dst)
 
 
-def _d_silu(ns: Any, x: Any) -> Any:
-    s = 0.5 * (ns.tanh(0.5 * x) + 1)  # s (1 + x (1 - s))
+def _d_silu(ns: Any, x: Any, limit: Any = None) -> Any:
+    s = _sigmoid_f(ns, x, limit=limit)  # s (1 + x (1 - s))
     return s * (1 + x * (1 - s))
+
+
+def _limits() -> dict[str, Any]:
+    """A call's keywords for the sigmoid inside SiLU's and softplus' derivatives."""
+    return {"limit": _limit_block()}
 
 
 @primitive(FP, needs=())
@@ -281,10 +368,10 @@ def _silu(bk: Any, x: Array, /) -> Any:
     own = _own(bk, "_silu")
     if own is not None:
         return own(x)
-    return by_pieces(bk, _silu_f, x)
+    return by_pieces(bk, functools.partial(_silu_f, limit=_limit_block()), x)
 
 
-_silu.defvjp(_activation_vjp(_d_silu), saves=("x",), takes_owned=True)
+_silu.defvjp(_activation_vjp(_d_silu, _limits), saves=("x",), takes_owned=True)
 
 
 _silu.defjvp(_activation_jvp(_d_silu))
@@ -304,8 +391,8 @@ def _softplus_f(bk: Any, x: Any, dst: Any = None) -> Any:
     return bk.logaddexp(bk.zeros_like(x), x)
 
 
-def _d_softplus(ns: Any, x: Any) -> Any:
-    return 0.5 * (ns.tanh(0.5 * x) + 1)  # sigmoid(x)
+def _d_softplus(ns: Any, x: Any, limit: Any = None) -> Any:
+    return _sigmoid_f(ns, x, limit=limit)  # the sigmoid, nn.sigmoid's
 
 
 @primitive(FP, needs=())
@@ -317,7 +404,7 @@ def _softplus(bk: Any, x: Array, /) -> Any:
     return by_pieces(bk, _softplus_f, x)
 
 
-_softplus.defvjp(_activation_vjp(_d_softplus), saves=("x",), takes_owned=True)
+_softplus.defvjp(_activation_vjp(_d_softplus, _limits), saves=("x",), takes_owned=True)
 
 
 _softplus.defjvp(_activation_jvp(_d_softplus))

@@ -818,6 +818,7 @@ _OWNED_ROWS = {
     "_relu": (nn.relu, [[(5,)], [(6, 5)]]),
     "_gelu_tanh": (nn.gelu, [[(5,)], [(6, 5)]]),
     "_gelu": (lambda x: nn.gelu(x, approximate=False), [[(5,)], [(6, 5)]]),
+    "_sigmoid": (nn.sigmoid, [[(5,)], [(6, 5)]]),
     "_silu": (nn.silu, [[(5,)], [(6, 5)]]),
     "_softplus": (nn.softplus, [[(5,)], [(6, 5)]]),
     "tanh": (nn.tanh, [[(5,)], [(6, 5)]]),
