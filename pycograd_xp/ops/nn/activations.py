@@ -299,8 +299,8 @@ def _sigmoid_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
     e = _exp_in_place(bk, u)
     e += 1
     c = caps(bk)
-    if dst is not None and c.takes_out is not None and c.takes_out(bk.divide):
-        if isinstance(dst, c.array_type) and dst.dtype == e.dtype:
+    if dst is not None and dst.dtype == e.dtype and c.takes_out is not None:
+        if c.takes_out(bk.divide) and isinstance(dst, c.array_type):
             return bk.divide(1.0, e, out=dst)  # by_pieces' block of the output
     return _reciprocal_in_place(bk, e)
 
