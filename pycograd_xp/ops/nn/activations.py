@@ -129,15 +129,26 @@ def _ceiling(ns: Any, u: Any) -> Any:
 _ROW_MIN = 64
 
 
+def _bound_block(bound: Any) -> Any:
+    """A clip's bound ``bound(ns, dtype)`` (a number) as ``minimum``'s second operand for the
+    blocks of one call: an array of a block's shape (no broadcast in ``minimum``, made once,
+    :class:`BlockConst`), the number for a block whose last axis is too short to gain. GELU's
+    clip and the sigmoid's."""
+    held: list = []
+
+    def operand(ns: Any, u: Any) -> Any:
+        if u.ndim == 0 or u.shape[-1] < _ROW_MIN:
+            return bound(ns, u.dtype)
+        if not held:
+            held.append(BlockConst(bound(ns, u.dtype)))
+        return held[0](ns, u)
+
+    return operand
+
+
 def _ceiling_block() -> Any:
-    """GELU's clip bound for the blocks of one call: an array of a block's shape (no broadcast
-    in ``minimum``), :func:`_ceiling`'s row or number for a block too small to gain."""
-    full = BlockConst(_GELU_CLIP)
-
-    def ceiling(ns: Any, u: Any) -> Any:
-        return _ceiling(ns, u) if u.ndim == 0 or u.shape[-1] < _ROW_MIN else full(ns, u)
-
-    return ceiling
+    """GELU's clip bound for the blocks of one call (:func:`_bound_block`)."""
+    return _bound_block(lambda ns, dtype: _GELU_CLIP)
 
 
 def _ceilings() -> dict[str, Any]:
@@ -272,19 +283,8 @@ def _exp_limit(ns: Any, dtype: Any) -> float:
 
 
 def _limit_block() -> Any:
-    """The sigmoid's bound for the blocks of one call: an array of a block's shape where the
-    last axis is long (no broadcast in ``minimum``, as GELU's clip), else the number."""
-    held: list = []
-
-    def limit(ns: Any, u: Any) -> Any:
-        c = _exp_limit(ns, u.dtype)
-        if u.ndim == 0 or u.shape[-1] < _ROW_MIN:
-            return c
-        if not held:
-            held.append(BlockConst(c))
-        return held[0](ns, u)
-
-    return limit
+    """The sigmoid's bound for the blocks of one call (:func:`_bound_block`)."""
+    return _bound_block(_exp_limit)
 
 
 def _sigmoid_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
@@ -295,7 +295,8 @@ def _sigmoid_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
     if not in_place(bk):
         return 1.0 / (1.0 + bk.exp(bk.minimum(-x, _exp_limit(bk, x.dtype))))
     u = x * -1.0
-    u = _into(bk, bk.minimum, u, (limit or _scalar_limit)(bk, u), u)
+    bound = _exp_limit(bk, u.dtype) if limit is None else limit(bk, u)
+    u = _into(bk, bk.minimum, u, bound, u)
     e = _exp_in_place(bk, u)
     e += 1
     c = caps(bk)
@@ -303,10 +304,6 @@ def _sigmoid_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
         if c.takes_out(bk.divide) and isinstance(dst, c.array_type):
             return bk.divide(1.0, e, out=dst)  # by_pieces' block of the output
     return _reciprocal_in_place(bk, e)
-
-
-def _scalar_limit(ns: Any, u: Any) -> float:
-    return _exp_limit(ns, u.dtype)
 
 
 def _sigmoid_vjp(ns, g, out, x, /, *, owned=False):
