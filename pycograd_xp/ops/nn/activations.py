@@ -109,31 +109,43 @@ _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _GELU_CA = _SQRT_2_PI * _GELU_A
 
 
-# -2u, u = sqrt(2/pi) (x + 0.044715 x^3), is clipped here before its exponential: exp stays
-# finite (no overflow), and where it bites GELU is below 1e-34 |x| and its derivative smaller.
-_GELU_CLIP = 80.0
+# x is clipped to [-_GELU_X, _GELU_X] where u = sqrt(2/pi) (x + 0.044715 x^3) is formed, so
+# that -2u stays within +-78.5 and its exponential finite: the sigmoid sigma(2u) is then 1
+# exactly above the bound (the tanh GELU is x there, its derivative 1) and below 1e-34 under
+# it (GELU below 1e-33 in magnitude, its derivative below 1e-29, where the true ones are
+# nearer 0). Clipping x, not -2u, also keeps x^3 finite: a clip of -2u alone (at 80, as
+# before) gave the derivative inf - inf = NaN from |x| = 1.2e13 in float32, and GELU
+# x e^-80, -1.8e-5 at x = -1e30. Within the bound the values are those of the unclipped form.
+_GELU_X = 9.6
 
 
-def _ceiling(ns: Any, u: Any) -> Any:
-    """GELU's clip as ``minimum``'s second operand: a row of ``u``'s last axis where that axis
-    is long (NumPy's minimum runs its vector loop on two arrays, twice as fast as against a
-    number broadcast: measured 27 against 50 us a block of 128K float32), else the number.
-    The same values either way."""
-    n = u.shape[-1] if u.ndim else 0
-    if n < _ROW_MIN:
-        return _GELU_CLIP
-    return ns.full((n,), _GELU_CLIP, dtype=u.dtype, **_like(ns, u))
+def _bound_row(value: float) -> Any:
+    """A clip's bound ``value`` as ``minimum``'s (``maximum``'s) second operand: a row of the
+    operand's last axis where that axis is long (NumPy's minimum runs its vector loop on two
+    arrays, twice as fast as against a number broadcast: measured 27 against 50 us a block of
+    128K float32), else the number. The same values either way."""
+
+    def operand(ns: Any, u: Any) -> Any:
+        n = u.shape[-1] if u.ndim else 0
+        if n < _ROW_MIN:
+            return value
+        return ns.full((n,), value, dtype=u.dtype, **_like(ns, u))
+
+    return operand
 
 
-# the shortest last axis for which the clip's bound is a row (_ceiling)
+# the shortest last axis for which a clip's bound is a row (_bound_row) or a block (_bound_block)
 _ROW_MIN = 64
+
+
+_floor, _ceiling = _bound_row(-_GELU_X), _bound_row(_GELU_X)
 
 
 def _bound_block(bound: Any) -> Any:
     """A clip's bound ``bound(ns, dtype)`` (a number) as ``minimum``'s second operand for the
     blocks of one call: an array of a block's shape (no broadcast in ``minimum``, made once,
     :class:`BlockConst`), the number for a block whose last axis is too short to gain. GELU's
-    clip and the sigmoid's."""
+    clips and the sigmoid's."""
     held: list = []
 
     def operand(ns: Any, u: Any) -> Any:
@@ -146,31 +158,33 @@ def _bound_block(bound: Any) -> Any:
     return operand
 
 
-def _ceiling_block() -> Any:
-    """GELU's clip bound for the blocks of one call (:func:`_bound_block`)."""
-    return _bound_block(lambda ns, dtype: _GELU_CLIP)
+def _gelu_bounds() -> dict[str, Any]:
+    """GELU's clip bounds for the blocks of one call (:func:`_bound_block`), as the keywords of
+    its value and derivative (:func:`_activation_vjp`'s ``per_call``)."""
+    return {
+        "floor": _bound_block(lambda ns, dtype: -_GELU_X),
+        "ceiling": _bound_block(lambda ns, dtype: _GELU_X),
+    }
 
 
-def _ceilings() -> dict[str, Any]:
-    """A call's keywords for GELU's derivative (:func:`_activation_vjp`'s ``per_call``)."""
-    return {"ceiling": _ceiling_block()}
-
-
-def _gelu_tanh_f(bk: Any, x: Any, dst: Any = None, ceiling: Any = _ceiling) -> Any:
+def _gelu_tanh_f(
+    bk: Any, x: Any, dst: Any = None, floor: Any = _floor, ceiling: Any = _ceiling
+) -> Any:
     # 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + exp(-2u)), -2u = x (-2c - 2ca x^2): an
     # exponential is cheaper than tanh (and the sigmoid exact where 1 + tanh cancels); on a
-    # backend that writes in place, one temporary and six passes beside exp, the last one into
-    # ``dst`` (by_pieces' block of the output) where the backend takes out=
+    # backend that writes in place, two temporaries and eight passes, the last one into ``dst``
+    # (by_pieces' block of the output) where the backend takes out=. Only the lower clip is
+    # needed here (above the bound -2u is hugely negative, its exponential 0, the value x).
     if not in_place(bk):
         return 0.5 * x * (1 + bk.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
-    u = x * x
+    v = bk.maximum(x, floor(bk, x))
+    u = v * v
     u *= -2 * _GELU_CA
     u += -2 * _SQRT_2_PI
-    u *= x
-    u = _into(bk, bk.minimum, u, ceiling(bk, u), u)
+    u *= v
     e = _exp_in_place(bk, u)
     e += 1
-    return _into(bk, bk.divide, x, e, dst)
+    return _into(bk, bk.divide, v, e, dst)
 
 
 def _reciprocal_in_place(ns: Any, e: Any) -> Any:
@@ -182,25 +196,29 @@ def _reciprocal_in_place(ns: Any, e: Any) -> Any:
     return 1.0 / e
 
 
-def _d_gelu_tanh(ns: Any, x: Any, ceiling: Any = _ceiling) -> Any:
-    # s (1 + x 2u' (1 - s)), s = sigmoid(2u) = 1 / (1 + exp(-2u)), x 2u' = x (2c + 6ca x^2): the
-    # same operations in the same order whether in place (fresh temporaries, a backend that
-    # writes in place) or not (ours, for a higher order: remat's recompute pulls back there,
-    # and its gradients are the plain step's to the bit)
-    x2 = x * x
+def _d_gelu_tanh(ns: Any, x: Any, floor: Any = _floor, ceiling: Any = _ceiling) -> Any:
+    # s (1 + x 2u' (1 - s)), s = sigmoid(2u) = 1 / (1 + exp(-2u)), x 2u' = x (2c + 6ca x^2),
+    # x clipped at +-_GELU_X (above it s = 1 exactly and the derivative 1): the same operations
+    # in the same order whether in place (fresh temporaries, a backend that writes in place) or
+    # not (ours, for a higher order: remat's recompute pulls back there, and its gradients are
+    # the plain step's to the bit)
     if not in_place(ns):
-        u = (x2 * (-2 * _GELU_CA) + (-2 * _SQRT_2_PI)) * x
-        e = ns.exp(ns.minimum(u, _ceiling(ns, u))) + 1
+        v = ns.minimum(ns.maximum(x, _floor(ns, x)), _ceiling(ns, x))  # (rows: no item writes)
+        x2 = v * v
+        u = (x2 * (-2 * _GELU_CA) + (-2 * _SQRT_2_PI)) * v
+        e = ns.exp(u) + 1
         sg = 1.0 / e
-        w = (x2 * (6 * _GELU_CA) + 2 * _SQRT_2_PI) * x
+        w = (x2 * (6 * _GELU_CA) + 2 * _SQRT_2_PI) * v
         w = w - w * sg
         return (w + 1) * sg
+    # in v's, u's and x2's buffers where the backend takes out= (a new array each on abstract
+    # arrays: what a projection counts, an upper bound)
+    v = ns.maximum(x, floor(ns, x))
+    v = _into(ns, ns.minimum, v, ceiling(ns, v), v)
+    x2 = v * v
     u = x2 * (-2 * _GELU_CA)
     u += -2 * _SQRT_2_PI
-    u *= x
-    # in u's buffer where the backend takes out= (a new array each on abstract arrays: what a
-    # projection counts, an upper bound)
-    u = _into(ns, ns.minimum, u, ceiling(ns, u), u)
+    u *= v
     e = _exp_in_place(ns, u)
     del u
     e += 1
@@ -208,7 +226,8 @@ def _d_gelu_tanh(ns: Any, x: Any, ceiling: Any = _ceiling) -> Any:
     del e
     x2 *= 6 * _GELU_CA
     x2 += 2 * _SQRT_2_PI
-    x2 *= x  # x 2u'
+    x2 *= v  # x 2u'
+    del v
     m = x2 * sg
     x2 -= m  # x 2u' (1 - s)
     del m
@@ -225,10 +244,10 @@ def _gelu_tanh(bk: Any, x: Array, /) -> Any:
     own = _own(bk, "_gelu_tanh")
     if own is not None:
         return own(x)
-    return by_pieces(bk, functools.partial(_gelu_tanh_f, ceiling=_ceiling_block()), x)
+    return by_pieces(bk, functools.partial(_gelu_tanh_f, **_gelu_bounds()), x)
 
 
-_gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh, _ceilings), saves=("x",), takes_owned=True)
+_gelu_tanh.defvjp(_activation_vjp(_d_gelu_tanh, _gelu_bounds), saves=("x",), takes_owned=True)
 
 
 _gelu_tanh.defjvp(_activation_jvp(_d_gelu_tanh))

@@ -217,6 +217,34 @@ def test_gelu_tanh_derivatives_hold_at_zero_subnormals_and_tails(backend, dtype)
     assert abs(got2[0] - math.sqrt(2 / math.pi)) <= 64 * eps  # GELU''(0) = sqrt(2 / pi)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_tanh_holds_at_huge_inputs(backend, dtype):
+    """GELU (tanh) and its derivative at inputs up to the dtype's largest, by blocks and whole:
+    x and 1 above the clip, within 1e-33 and 1e-31 of 0 below it (the true ones are nearer 0),
+    never NaN. Clipping -2u alone gave the derivative NaN from |x| = 1.2e13 in float32, -3864
+    at x = -1e13 in both dtypes, and GELU -1.8e-5 at x = -1e30."""
+    xp = pg.namespace(backend)
+    big = float(np.finfo(dtype).max)
+    mags = [9.7, 12.0, 1e4, 1e10, 1e13, 1e14, 1e19, 1e20, 1e30, big]
+    edge = np.array([m for m in mags for m in (m, -m)], dtype)
+    for base in (edge, np.concatenate([edge, np.linspace(-11, 11, 70000, dtype=dtype)])):
+        x = xp.asarray(base)
+        with warnings.catch_warnings():  # (x^2 overflows in the value above 1.8e19 in float32)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            value = _np(nn.gelu(x)).astype(np.float64)
+            d1 = _np(pg.grad(lambda x: xp.sum(nn.gelu(x)))(x)).astype(np.float64)
+            (t,) = pg.jvp(lambda x: nn.gelu(x), (x,), (xp.ones_like(x),))[1:]
+        hi, lo = base > 9.6, base < -9.6
+        np.testing.assert_array_equal(value[hi], base[hi])
+        np.testing.assert_array_equal(d1[hi], 1.0)
+        assert np.all(np.abs(value[lo]) <= 1e-33) and np.all(np.abs(d1[lo]) <= 1e-31)
+        np.testing.assert_array_equal(_np(t).astype(np.float64), d1)
+        mid = ~(hi | lo)
+        want, _ = _gelu_tanh_derivatives(base[mid].astype(np.float64))
+        np.testing.assert_allclose(d1[mid], want, rtol=0, atol=128 * float(np.finfo(dtype).eps))
+
+
 def test_gelu_exact_composes_where_the_backend_has_no_erf():
     xp = pg.namespace(array_api_strict)
     a = _a(3, 4)
