@@ -361,16 +361,41 @@ _sigmoid.defshape(_same_shape, memory=_pieces_memory(3))
 
 
 def _silu_f(bk: Any, x: Any, dst: Any = None, limit: Any = None) -> Any:
-    # x sigmoid(x), the sigmoid as pycograd_xp.nn.sigmoid's (both tails to a few ulp)
-    s = _sigmoid_f(bk, x, limit=limit)
+    # x sigmoid(x), the sigmoid as pycograd_xp.nn.sigmoid's (both tails to a few ulp), as
+    # (-u) s from the sigmoid's clipped u = min(-x, limit): x where x is above -limit (the same
+    # product to the bit, both factors negated), -limit below it, where x s grew with x (-2.7
+    # at float32's largest, for a true -0)
     if not in_place(bk):
-        return x * s
-    return _into(bk, bk.multiply, s, x, s if dst is None else dst)
+        u = bk.minimum(-x, _exp_limit(bk, x.dtype))
+        return (-u) * (1.0 / (1.0 + bk.exp(u)))
+    u = x * -1.0
+    u = _into(bk, bk.minimum, u, _exp_limit(bk, u.dtype) if limit is None else limit(bk, u), u)
+    e = bk.exp(u)
+    e += 1
+    e = _reciprocal_in_place(bk, e)  # s
+    u *= -1.0
+    return _into(bk, bk.multiply, u, e, u if dst is None else dst)
 
 
 def _d_silu(ns: Any, x: Any, limit: Any = None) -> Any:
-    s = _sigmoid_f(ns, x, limit=limit)  # s (1 + x (1 - s))
-    return s * (1 + x * (1 - s))
+    # s (1 + x (1 - s)), x clipped below at -limit as in _silu_f (the derivative there below
+    # 1e-36, where x s (1 - s) grew with x): the same operations in place or not
+    if not in_place(ns):
+        u = ns.minimum(-x, _exp_limit(ns, x.dtype))
+        s = 1.0 / (1.0 + ns.exp(u))
+        return s * (1 - u * (1 - s))
+    u = x * -1.0
+    u = _into(ns, ns.minimum, u, _exp_limit(ns, u.dtype) if limit is None else limit(ns, u), u)
+    e = ns.exp(u)
+    e += 1
+    s = _reciprocal_in_place(ns, e)
+    t = 1 - s
+    t *= u
+    del u
+    t *= -1.0
+    t += 1
+    t *= s
+    return t
 
 
 def _limits() -> dict[str, Any]:
