@@ -394,8 +394,15 @@ def _view_cases(ns):
         v[...] = x[1, ...] * 2.0  # the (untracked) base gets a tracked value through its view
         return ns.sum(base * base)
 
+    def integer_element(x):
+        c = ns.sin(x)
+        e = c[1, 2]  # an integer per axis: NumPy gives a scalar (a copy), not a view
+        e *= x[0, 0]  # so the write stays in e, tracked or not
+        return ns.sum(c * ns.asarray(C1)) + e
+
     return {
         "through_view": through_view,
+        "integer_element": integer_element,
         "diagonal": diagonal,
         "base_then_view": base_then_view,
         "nested": nested,
@@ -405,7 +412,8 @@ def _view_cases(ns):
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
 @pytest.mark.parametrize(
-    "which", ["through_view", "diagonal", "base_then_view", "nested", "untracked_base"]
+    "which",
+    ["through_view", "integer_element", "diagonal", "base_then_view", "nested", "untracked_base"],
 )
 def test_writes_through_views_keep_numpy_aliasing(xp, which, transform):
     _check(xp, lambda ns: _view_cases(ns)[which], transform)

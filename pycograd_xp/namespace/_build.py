@@ -263,7 +263,7 @@ class _Builder(Eager):
         GETITEM = REGISTRY["__getitem__"]
         mutable = self.backend.mutable
         numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
-        index = self.backend.getitem
+        index, buffer = self.backend.getitem, self.backend.buffer
 
         def getitem(x: Array, key: Any) -> Array:
             if numpy_keys is not None and type(key) not in _BASIC_KEYS:
@@ -278,7 +278,9 @@ class _Builder(Eager):
                 out = wrap(x._data[k] if index is None else index(x._data, k))
             except (ValueError, TypeError, IndexError) as e:
                 raise explain("__getitem__", e, (x._data, k)) from e
-            if mutable and _is_basic(key):  # NumPy returns a view: keep the aliasing
+            # NumPy returns a view: keep the aliasing (not for an integer per axis: a scalar,
+            # copied into a new 0-d array, which writes through it must not reach x)
+            if mutable and _is_basic(key) and buffer(out._data) is buffer(x._data):
                 note_view(out, x, key)
             if x._node is not None and STACK.grad_enabled:
                 return record(GETITEM, mod, out, (x, key), {})
