@@ -374,28 +374,34 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tu
             )
     # Fresh array objects holding the values passed, their buffers protected as the tape's
     # residuals are: a later write while recording copies, one under no_grad is detected.
-    fixed = tree_unflatten(td, [make(type(a), a._data, a._node) for a in leaves])
+    # New ones for each pass, made from the values held now: f may write into its arguments
+    # (rebinding the objects it was given), and each pass starts from the values passed.
+    held = [(type(a), a._data, a._node) for a in leaves]
+
+    def fixed() -> Any:
+        return tree_unflatten(td, [make(*h) for h in held])
+
     for a in leaves:
         _tape.mark_saved(a._backend, a._data)
     seq = next(_buffers.SEQ)
-    res = f(*fixed)
+    res = f(*fixed())
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
 
     def f_jvp(*tangents: Any) -> Any:
-        if len(tangents) != len(fixed):
+        if len(tangents) != len(primals):
             raise TypeError(
-                f"{where}: f_jvp takes one tangent per primal ({len(fixed)}), got {len(tangents)}"
+                f"{where}: f_jvp takes one tangent per primal ({len(primals)}), got {len(tangents)}"
             )
-        for i, a in enumerate(leaves):
-            if _buffers.written_since(a._backend, a._data, seq):
+        for i, (a, (_, data, _)) in enumerate(zip(leaves, held, strict=True)):
+            if _buffers.written_since(a._backend, data, seq):
                 raise RuntimeError(
                     f"{where}: primal leaf {i} was modified in place after "
                     "linearize (e.g. under no_grad()), so f_jvp would use the "
                     "new value; linearize again, or modify a copy "
                     "(xp.asarray(x, copy=True))"
                 )
-        return jvp(f, fixed, tangents, has_aux=has_aux)[1]
+        return jvp(f, fixed(), tangents, has_aux=has_aux)[1]
 
     return (out, f_jvp, aux) if has_aux else (out, f_jvp)
 

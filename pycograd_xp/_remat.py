@@ -18,7 +18,7 @@ from typing import Any
 from . import _api, _vjp
 from ._forward import transposed_rule
 from ._primitive import Primitive
-from ._state import STACK
+from ._state import STACK, unwritable
 from .namespace import of as namespace_of
 from .namespace._array import Array, ours
 from .namespace._record import record
@@ -106,8 +106,13 @@ def remat(f: Callable[..., Any]) -> Callable[..., Any]:
         if not tracked or not STACK.grad_enabled:
             return f(*args)
         ns = tracked[0]._ns
-        with _api.no_grad():
-            out = f(*args)
+        # f runs untaped on new untracked arrays over the arguments' buffers, which it may not
+        # write in place: the node saves the arguments for the recompute, and the caller keeps
+        # them (a write copies, as it would on the tape: the same values as f's own)
+        fresh = [a._ns._make(a._data) if isinstance(a, Array) else a for a in leaves]
+        buffers = [a._backend.buffer(a._data) for a in leaves if isinstance(a, Array)]
+        with _api.no_grad(), unwritable(buffers):
+            out = f(*tree_unflatten(structure, fresh))
         if isinstance(out, list):
             out = tuple(out)
         if not (

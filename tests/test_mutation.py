@@ -493,6 +493,37 @@ def test_write_into_own_argument_differentiates_the_value_passed(xp):
     assert g._node is None
 
 
+def test_write_into_own_argument_under_linearize_and_remat(xp):
+    """A function that writes into its argument: linearize's map (at each call) and remat's
+    recompute start from the value passed, as grad and jvp do, and the caller's array is
+    untouched. They took the value f left (the tangent 2, not 4) and remat wrote the caller's
+    array in place."""
+
+    def f(x):
+        x[0] -= 1.0
+        return x * x
+
+    x, t = xp.asarray([3.0, 5.0]), xp.asarray([1.0, 0.0])
+    _, lin = pg.linearize(f, x)
+    for _ in range(2):
+        np.testing.assert_array_equal(_np(lin(t)), [4.0, 0.0])
+    for seg in (f, pg.remat(f)):
+        loss = lambda x, seg=seg: xp.sum(seg(x))
+        np.testing.assert_array_equal(_np(pg.grad(loss)(x)), [4.0, 10.0])
+        np.testing.assert_array_equal(_np(pg.jacrev(seg)(x)), [[4.0, 0.0], [0.0, 10.0]])
+    np.testing.assert_array_equal(_np(x), [3.0, 5.0])
+
+    def g(x):  # through a view, an in-place operator, and the argument returned
+        v = x[1:]
+        v *= 2.0
+        return x
+
+    y = xp.asarray([1.0, 2.0, 3.0])
+    gr = pg.grad(lambda y: xp.sum(pg.remat(g)(y) * xp.asarray([1.0, 10.0, 100.0])))(y)
+    np.testing.assert_array_equal(_np(gr), [1.0, 20.0, 200.0])
+    np.testing.assert_array_equal(_np(y), [1.0, 2.0, 3.0])
+
+
 def test_outputs_of_multi_output_functions_are_intermediates(xp):
     X = xp.asarray(X0)
 

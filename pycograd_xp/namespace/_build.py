@@ -330,13 +330,15 @@ class _Builder(Eager):
                 x._rebind(lifted, "__setitem__")
                 return
             value_tracked = isinstance(value, Array) and value._node is not None
-            if not STACK.grad_enabled or (
-                x._node is None and not value_tracked and not is_saved(backend, x._data)
-            ):
+            recording = STACK.grad_enabled
+            if (
+                not recording
+                or (x._node is None and not value_tracked and not is_saved(backend, x._data))
+            ) and not (STACK.unwritable and id(backend.buffer(x._data)) in STACK.unwritable):
                 x._data[k] = v  # nothing being recorded can see this buffer change
                 note_write(backend, x._data)  # a retained graph that saved it will refuse it
                 return
-            if is_leaf(x._node):
+            if recording and is_leaf(x._node):
                 raise RuntimeError(
                     "__setitem__: this array is a leaf that requires grad; writing into it "
                     "would lose its gradient. Update it under pycograd_xp.no_grad(), or write "
@@ -345,7 +347,7 @@ class _Builder(Eager):
             data = bk.asarray(x._data, copy=True)
             data[k] = v
             out = new(data)
-            if x._node is not None or value_tracked:
+            if recording and (x._node is not None or value_tracked):
                 record(SETITEM, mod, out, (x, key, value), {})
             rebind(x, out._data, out._node)
 

@@ -125,6 +125,7 @@ def _inplace(
                 or isinstance(other, SCALARS)
             )
             and self._data.dtype in self._ns._floating
+            and not (STACK.unwritable and id(self._backend.buffer(self._data)) in STACK.unwritable)
         ):
             if raw:
                 self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
