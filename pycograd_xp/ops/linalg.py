@@ -659,6 +659,8 @@ def matrix_norm_vjp(ns, g, out, x, /, *, keepdims=False, ord="fro"):
             "'nuc', 1, -1, 2, -2, inf and -inf"
         )
     _real_only(ns, x, f"matrix_norm(ord={ord!r})")
+    if min(x.shape[-2:]) == 0:  # no singular value: no element to differentiate
+        return (ns.zeros_like(x),)
     U, s, Vh = ns.linalg.svd(x, full_matrices=False)
     if ord == "nuc":
         return (ge * (U @ Vh),)

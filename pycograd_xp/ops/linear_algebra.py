@@ -121,8 +121,9 @@ def matmul_vjp(ns, g, out, x1, x2, /, *, needs=(0, 1)):
         # a product per matrix summed (a stack of the weight's size, then a pass over it);
         # a view of x1 and g where they are contiguous (a chunked backend reshapes only
         # regular chunks: the per-matrix products there)
-        n, m = x1.shape[-1], g.shape[-1]
-        gb = mT(ns, ns.reshape(x1, (-1, n))) @ ns.reshape(g, (-1, m))
+        # (the rows counted, not -1: a reshape of no elements cannot infer an axis)
+        n, m, rows = x1.shape[-1], g.shape[-1], math.prod(x1.shape[:-1])
+        gb = mT(ns, ns.reshape(x1, (rows, n))) @ ns.reshape(g, (rows, m))
     else:
         gb = mT(ns, x1) @ g if 1 in needs else None
     return ga, gb
@@ -479,8 +480,13 @@ def _einsum(bk: Any, subscripts: str, /, *operands: Array, optimize: Any = False
     if own is not None:
         return own(subscripts, *operands, optimize=optimize)
     if hasattr(bk, "einsum"):
+        shapes = [tuple(x.shape) for x in operands]
+        if any(0 in s for s in shapes):  # NumPy checks no other size against a 0
+            terms, _ = einsum_terms(subscripts, [len(s) for s in shapes])
+            _letter_sizes(terms, shapes)
         return bk.einsum(subscripts, *operands, optimize=optimize)
     terms, out = einsum_terms(subscripts, [x.ndim for x in operands])
+    _letter_sizes(terms, [tuple(x.shape) for x in operands])
     return _einsum_composed(bk, terms, out, operands)
 
 

@@ -35,6 +35,7 @@ distinct values of ``s`` bytes among ``N`` elements):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import array_api_compat.numpy as npx
@@ -92,7 +93,8 @@ def isin_batch(ns, dims, x1, x2, /, *, invert=False):
     if not dims[0]:
         x1 = ns.broadcast_to(x1, (n, *x1.shape))
     r = x1.ndim - 1
-    found = ns.any(x1[..., None] == ns.reshape(x2, (n, *(1,) * r, -1)), axis=-1)
+    k = math.prod(x2.shape[1:])  # (not -1: a reshape of no elements cannot infer an axis)
+    found = ns.any(x1[..., None] == ns.reshape(x2, (n, *(1,) * r, k)), axis=-1)
     return ns.logical_not(found) if invert else found
 
 

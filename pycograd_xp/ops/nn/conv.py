@@ -455,8 +455,13 @@ def _weight_grad_per_example(ns, g, xpad, w, stride, dilation, groups):
 def _conv_vjp(name):
     def rule(ns, g, out, x, w, b=None, /, *, stride, padding, dilation, groups, needs=(0, 1, 2)):
         kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-        gx = input_grad(ns, name, g, x, w, **kw) if 0 in needs else None
-        gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
+        if 0 in (math.prod(g.shape), math.prod(x.shape), math.prod(w.shape)):
+            # a sum of no products (an empty batch, no channels): zeros, no window walked
+            gx = ns.zeros_like(x) if 0 in needs else None
+            gw = ns.zeros_like(w) if 1 in needs else None
+        else:
+            gx = input_grad(ns, name, g, x, w, **kw) if 0 in needs else None
+            gw = weight_grad(ns, g, x, w, **kw) if 1 in needs else None
         if b is None:
             return gx, gw
         # the batch first (a contiguous reduction), then the positions: faster than one

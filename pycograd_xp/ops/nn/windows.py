@@ -86,7 +86,12 @@ def out_sizes(
     padding: Any,
     dilation: Any,
 ) -> tuple[int, ...]:
-    """Output sizes of a window op; a clear error when a window does not fit."""
+    """Output sizes of a window op; a clear error when a window does not fit or is empty."""
+    if min(kernel, default=1) < 1:
+        raise ValueError(
+            f"{fname}(): the window {tuple(kernel)} has an axis of size 0; a window needs at "
+            "least one element along each axis"
+        )
     out = tuple(
         (s + pb + pa - d * (k - 1) - 1) // st + 1
         for s, k, st, (pb, pa), d in zip(spatial, kernel, stride, padding, dilation, strict=True)

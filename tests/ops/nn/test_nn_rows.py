@@ -143,6 +143,10 @@ def test_shape_errors_name_the_function():
         nn.conv2d(x, xp.ones((2, 3, 5, 5)))
     with pytest.raises(ValueError, match=r"max_pool2d\(\): the window"):
         nn.max_pool2d(x, 5)
+    with pytest.raises(ValueError, match=r"conv2d\(\): the window \(0, 3\) has an axis of size 0"):
+        nn.conv2d(x, xp.ones((2, 3, 0, 3)))
+    with pytest.raises(ValueError, match=r"conv1d\(\): the window \(0,\) has an axis of size 0"):
+        nn.conv1d(xp.ones((1, 3, 4)), xp.ones((2, 3, 0)))
 
 
 def test_raw_numpy_arrays_run_the_rows_impl():
