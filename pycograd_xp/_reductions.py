@@ -80,4 +80,5 @@ def mean(bk: Any, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
             if type(s) is _ndarray:
                 return _true_divide(s, n, out=s, casting="unsafe", subok=False)
             return s.dtype.type(s / n)
+        del s  # (no element to average: NumPy's mean and its warning, the sum freed first)
     return bk.mean(x, axis=axis, keepdims=keepdims)

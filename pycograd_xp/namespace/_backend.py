@@ -137,7 +137,9 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
         or bits is None
         or math.prod(shape) < SELECT_MIN
         or (out is not None and out.dtype != dtype)
-    ):
+        or _casts(x1, dtype)
+        or _casts(x2, dtype)
+    ):  # (a branch of another dtype: NumPy's where casts it through its buffers, not whole)
         if out is None:
             return np.where(condition, x1, x2)
         out[...] = np.where(condition, x1, x2)
@@ -171,6 +173,12 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
 
 # The integer dtype of each item size the blend works in.
 _INT_OF_SIZE = {n: _np.dtype(f"i{n}") for n in (1, 2, 4, 8)}
+
+
+def _casts(v: Any, dtype: Any) -> bool:
+    """Whether ``v`` is an array of another dtype than ``dtype`` (the blend would copy it
+    whole, cast)."""
+    return isinstance(v, _np.ndarray) and v.dtype != dtype
 
 
 def _zero_bits(v: Any) -> bool:

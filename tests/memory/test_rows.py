@@ -166,6 +166,42 @@ def test_the_variants_ran():
             lambda c, x: pg.namespace(np).where(c, 0.5, x),
             lambda r: (r.standard_normal(200_000) > 0, r.standard_normal(200_000, np.float32)),
         ),
+        # a branch array of another dtype than the result's: the blend cast it whole (1.64x)
+        (
+            "where(c, float32, int64)",
+            lambda c, x, y: pg.namespace(np).where(c, x, y),
+            lambda r: (
+                r.standard_normal(200_000) > 0,
+                r.standard_normal(200_000, np.float32),
+                r.integers(-5, 5, 200_000),
+            ),
+        ),
+        (
+            "where(c, float32, float64)",
+            lambda c, x, y: pg.namespace(np).where(c, x, y),
+            lambda r: (
+                r.standard_normal(200_000) > 0,
+                r.standard_normal(200_000, np.float32),
+                r.standard_normal(200_000),
+            ),
+        ),
+        # over no elements: mean's fallback kept its sum (1.92x); NumPy still allocates its
+        # iterator's buffers for an empty input (1.23x, 1.08x)
+        (
+            "mean over an empty axis float32",
+            lambda x: pg.namespace(np).mean(x, axis=0),
+            lambda r: (np.zeros((0, 100_000), np.float32),),
+        ),
+        (
+            "mean over an empty axis float64",
+            lambda x: pg.namespace(np).mean(x, axis=0),
+            lambda r: (np.zeros((0, 100_000)),),
+        ),
+        (
+            "sum of an empty strided view",
+            lambda x: pg.namespace(np).sum(x, axis=0),
+            lambda r: (np.zeros((3, 220, 220))[1:1, 1:219, 1:219],),
+        ),
         # qr of a C-ordered stack of tall matrices: triu's where buffers R's slice and its mask
         (
             "qr (3, 120, 40)",
