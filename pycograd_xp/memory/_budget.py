@@ -652,6 +652,11 @@ class Budgeted:
         if STACK.tracing:  # compile: chosen on the replay, which records its recomputes
             specs, kw = tree_map(_example, (args, kwargs))
             s = self._schedule(specs, kw, compiled=True)
+        elif STACK.redirect is not None:  # memory.project: chosen from the arguments' specs,
+            # as for a call (projected from its abstract arrays, it chose for other inputs:
+            # a schedule over the budget, then run so, or a budget it meets refused)
+            specs, kw = tree_map(_example, (args, kwargs))
+            s = self.schedule(*specs, **kw)
         else:
             s = self.schedule(*args, **kwargs)
         if s.slice_rows is not None:  # micro-batches: each runs its schedule (_batches)

@@ -206,6 +206,27 @@ def test_make_step_with_a_budget_updates_identically():
     assert memory.project(fitted, params, state, (x,)).peak_bytes == schedule.peak_bytes
 
 
+def test_a_budgeted_step_projected_before_its_first_call_chooses_as_a_call_does():
+    """memory.project of a budgeted step or gradient that has chosen no schedule yet chooses
+    from the arguments' specs, as its first call would: it chose from the projection's
+    abstract arrays a schedule over the budget (run so: 1.31x the budget), refused one a call
+    meets, and let one no schedule meets through."""
+    loss, (params, x) = _mlp(depth=8, width=48, batch=1024)
+    tx = optim.adam(1e-3)
+    state = tx.init(params)
+    full = memory.project(train.make_step(loss, tx), params, state, (x,)).peak_bytes
+    first = train.make_step(loss, tx, budget=0.8 * full)
+    projected = memory.project(first, params, state, (x,)).peak_bytes
+    called = train.make_step(loss, tx, budget=0.8 * full)
+    assert projected == called.schedule(params, state, (x,)).peak_bytes <= 0.8 * full
+    assert memory.measure(first, params, state, (x,)).peak_bytes <= 0.8 * full
+    with pytest.raises(memory.MemoryLimitError, match="no schedule fits"):
+        memory.project(train.make_step(loss, tx, budget="100 kB"), params, state, (x,))
+    g_full = memory.project(pg.grad(loss), params, x, argnums=()).peak_bytes
+    g = pg.grad(loss, budget=0.8 * g_full)
+    assert memory.project(g, params, x, argnums=()).peak_bytes <= 0.8 * g_full
+
+
 def test_second_order_through_a_budgeted_gradient():
     """Reverse over reverse: the recomputed residuals carry the nodes they had."""
     loss, (params, x) = _mlp(depth=6, width=32, batch=256)
