@@ -524,6 +524,24 @@ def test_write_into_own_argument_under_linearize_and_remat(xp):
     np.testing.assert_array_equal(_np(y), [1.0, 2.0, 3.0])
 
 
+def test_per_example_gradients_through_a_write_into_a_view(xp):
+    """vmap(grad) of a function writing through a view of an intermediate (z = y[:];
+    z -= v; the base y sees it): each example's gradient is grad's alone."""
+
+    def f(x, v):
+        y = xp.sin(x)
+        z = y[:]
+        z -= v
+        return xp.sum(y * y)
+
+    xs, vs = np.array([[0.1], [0.2], [0.3]]), np.array([[1.0], [2.0], [3.0]])
+    g = pg.vmap(pg.grad(f, argnums=1))(xp.asarray(xs), xp.asarray(vs))
+    per = pg.grad(f, argnums=1)
+    loop = [_np(per(xp.asarray(a), xp.asarray(b))) for a, b in zip(xs, vs, strict=True)]
+    np.testing.assert_allclose(_np(g), np.stack(loop), rtol=1e-15)
+    np.testing.assert_allclose(_np(g), -2 * (np.sin(xs) - vs), rtol=1e-15)
+
+
 def test_outputs_of_multi_output_functions_are_intermediates(xp):
     X = xp.asarray(X0)
 

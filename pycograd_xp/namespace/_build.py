@@ -278,10 +278,12 @@ class _Builder(Eager):
                 out = wrap(x._data[k] if index is None else index(x._data, k))
             except (ValueError, TypeError, IndexError) as e:
                 raise explain("__getitem__", e, (x._data, k)) from e
-            # NumPy returns a view: keep the aliasing (not for an integer per axis: a scalar,
-            # copied into a new 0-d array, which writes through it must not reach x)
-            if mutable and _is_basic(key) and buffer(out._data) is buffer(x._data):
-                note_view(out, x, key)
+            # NumPy returns a view: keep the aliasing; not for an integer per axis where the
+            # result holds other memory (NumPy's scalar, copied into a new 0-d array: writes
+            # through it must not reach x; CuPy's 0-d view shares x's)
+            if mutable and _is_basic(key):
+                if not _one_int_per_axis(key, x.ndim) or buffer(out._data) is buffer(x._data):
+                    note_view(out, x, key)
             if x._node is not None and STACK.grad_enabled:
                 return record(GETITEM, mod, out, (x, key), {})
             return out
@@ -361,6 +363,12 @@ def _is_basic(key: Any) -> bool:
 
 
 _BASIC_KEYS = frozenset({int, slice, type(None), type(Ellipsis)})
+
+
+def _one_int_per_axis(key: Any, ndim: int) -> bool:
+    """Whether a basic ``key`` is an integer for each of ``ndim`` axes (NumPy: a scalar)."""
+    parts = key if type(key) is tuple else (key,)
+    return len(parts) == ndim and all(type(k) is int for k in parts)
 
 
 def build(backend: Backend) -> ModuleType:
