@@ -375,6 +375,11 @@ def _manipulation_cases(out):
             lambda xp: lambda x, p, q: xp.diff(x, prepend=p, append=q),
             (a23, arr((2, 1)), arr((2, 2))),
         ),
+        Case(  # x itself, the ends left out (NumPy's, JAX's)
+            "n=0 prepend/append",
+            lambda xp: lambda x, p, q: xp.diff(x, n=0, prepend=p, append=q),
+            (a23, arr((2, 1)), arr((2, 2))),
+        ),
     ]
     out["astype"] = [
         Case(

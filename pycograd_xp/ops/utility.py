@@ -58,6 +58,8 @@ def diff_vjp(ns, g, out, x, /, *, axis=-1, n=1, prepend=None, append=None):
     # diff is linear: out = D^n (prepend ++ x ++ append). The adjoint of one first difference
     # y_i = z_{i+1} - z_i is  z_j = y_{j-1} - y_j (zero outside), applied n times.
     axis = axis % x.ndim
+    if n == 0:  # x itself, the ends left out (NumPy's, JAX's, array-api-strict's)
+        return g, None, None
 
     def pad(a, before):
         shape = list(a.shape)
@@ -107,6 +109,8 @@ def diff_batch(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
 
 
 def _diff_shape(a, x, /, *, axis=-1, n=1, prepend=None, append=None, **_):
+    if n == 0:  # x itself, the ends left out
+        return new(tuple(x.shape), x.dtype)
     shape = list(x.shape)
     ax = axis % x.ndim
     for end in (prepend, append):
