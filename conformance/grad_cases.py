@@ -326,6 +326,16 @@ def _manipulation_cases(out):
         Case(
             "array axis 0", lambda xp: lambda x: xp.repeat(x, xp.asarray([2, 0, 3]), axis=0), (a3,)
         ),
+        Case(  # one count broadcast over the elements
+            "length-1 array axis 0",
+            lambda xp: lambda x: xp.repeat(x, xp.asarray([2]), axis=0),
+            (a23,),
+        ),
+        Case(
+            "length-1 array axis None",
+            lambda xp: lambda x: xp.repeat(x, xp.asarray([3])),
+            (a23,),
+        ),
     ]
     out["roll"] = [
         Case(f"{sh} {ax}", lambda xp, sh=sh, ax=ax: lambda x: xp.roll(x, sh, axis=ax), (a23,))

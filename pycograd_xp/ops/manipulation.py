@@ -325,6 +325,8 @@ def repeat_vjp(ns, g, out, x, repeats, /, *, axis=None):
         shape[axis : axis + 1] = [n, repeats]
         ct = ns.sum(ns.reshape(g, tuple(shape)), axis=axis + 1)
     else:
+        if tuple(repeats.shape) != (n,):  # one count for every element (broadcast)
+            repeats = ns.broadcast_to(ns.reshape(repeats, (1,)), (n,))
         sums = ns.cumulative_sum(g, axis=axis, include_initial=True)
         ends = ns.cumulative_sum(repeats)
         ct = ns.take(sums, ends, axis=axis) - ns.take(sums, ends - repeats, axis=axis)
