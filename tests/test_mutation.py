@@ -524,6 +524,26 @@ def test_write_into_own_argument_under_linearize_and_remat(xp):
     np.testing.assert_array_equal(_np(y), [1.0, 2.0, 3.0])
 
 
+def test_an_element_taken_by_integers_is_a_copy_under_compile_and_vmap(xp):
+    """z = y[1] (an integer per axis) is NumPy's scalar, a copy: a write into z leaves y alone
+    in compile's trace and under vmap too, as eagerly (compile(grad) gave v the gradient
+    -3.76 for 0, and vmap wrote into y)."""
+
+    def f(x, v):
+        y = xp.sin(x)
+        z = y[1]
+        z[()] -= v
+        return y
+
+    x, v = np.array([0.1, 0.5, 1.7]), np.array(-1.4)
+    loss = lambda x, v: xp.sum(f(x, v) ** 2)
+    X, V = xp.asarray(x), xp.asarray(v)
+    np.testing.assert_array_equal(_np(pg.compile(f)(X, V)), np.sin(x))
+    assert float(pg.compile(pg.grad(loss, argnums=1))(X, V)) == 0.0
+    batched = pg.vmap(f)(xp.asarray(np.stack([x, 2 * x])), xp.asarray(np.stack([v, v])))
+    np.testing.assert_array_equal(_np(batched), np.sin(np.stack([x, 2 * x])))
+
+
 def test_per_example_gradients_through_a_write_into_a_view(xp):
     """vmap(grad) of a function writing through a view of an intermediate (z = y[:];
     z -= v; the base y sees it): each example's gradient is grad's alone."""

@@ -264,7 +264,10 @@ class _Builder(Eager):
         GETITEM = REGISTRY["__getitem__"]
         mutable = self.backend.mutable
         numpy_keys = index_constants(mod) if self.backend.numpy_functions else None
-        index, buffer = self.backend.getitem, self.backend.buffer
+        index, buffer, bk = self.backend.getitem, self.backend.buffer, self.bk
+        b = self.backend  # (a concrete backend that gives 0-d views of its own: CuPy)
+        zero_d_views = b.scalar_type is None and not b.abstract and b.lift is None
+        batched = b.lift is not None  # (vmap: its examples' data are views of the batch's)
 
         def getitem(x: Array, key: Any) -> Array:
             if numpy_keys is not None and type(key) not in _BASIC_KEYS:
@@ -279,12 +282,18 @@ class _Builder(Eager):
                 out = wrap(x._data[k] if index is None else index(x._data, k))
             except (ValueError, TypeError, IndexError) as e:
                 raise explain("__getitem__", e, (x._data, k)) from e
-            # NumPy returns a view: keep the aliasing; not for an integer per axis where the
-            # result holds other memory (NumPy's scalar, copied into a new 0-d array: writes
-            # through it must not reach x; CuPy's 0-d view shares x's)
+            # NumPy returns a view: keep the aliasing. An integer per axis gives NumPy's
+            # scalar, a copy, which writes must not carry to x: a 0-d array of x's memory is
+            # copied (a traced or batched one: the function's own values under compile and
+            # vmap), unless a concrete device backend gives such views itself (CuPy)
             if mutable and _is_basic(key):
-                if not _one_int_per_axis(key, x.ndim) or buffer(out._data) is buffer(x._data):
+                if not _one_int_per_axis(key, x.ndim):
                     note_view(out, x, key)
+                elif batched or buffer(out._data) is buffer(x._data):
+                    if zero_d_views:
+                        note_view(out, x, key)
+                    else:
+                        out = wrap(bk.asarray(out._data, copy=True))
             if x._node is not None and STACK.grad_enabled:
                 return record(GETITEM, mod, out, (x, key), {})
             return out
