@@ -4,30 +4,17 @@ counters, keyed by the buffer that owns the memory, so views are covered).
 A write into a buffer the tape saved for a backward pass (``x[idx] = v`` on an array no
 gradient flows through) copies it first (:func:`is_saved`); a write the tape could not prevent
 (under ``no_grad``) is noted (:func:`note_write`), and the backward pass refuses a rule that
-would read the new value (:func:`check_unchanged`). Inside :func:`unwritable`, writes into
-the buffers it names copy them first, under ``no_grad`` too.
+would read the new value (:func:`check_unchanged`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
-__all__ = [
-    "SEQ",
-    "UNWRITABLE",
-    "check_unchanged",
-    "is_saved",
-    "mark_saved",
-    "note_write",
-    "unwritable",
-    "written_since",
-]
+__all__ = ["SEQ", "check_unchanged", "is_saved", "mark_saved", "note_write", "written_since"]
 
 # The tape's sequence: each node takes the next number when recorded, each in-place write when
 # noted, so "written after it was saved" is a comparison of two numbers.
@@ -115,23 +102,3 @@ def check_unchanged(node: Any) -> None:
             "use the new value. Modify a copy instead (xp.asarray(x, copy=True)), or run the "
             "in-place update after backward"
         )
-
-
-class _Unwritable(threading.local):
-    ids: frozenset = frozenset()  # of the buffers this thread's writes must copy
-
-
-UNWRITABLE = _Unwritable()
-
-
-@contextlib.contextmanager
-def unwritable(buffers: Any) -> Iterator[None]:
-    """For the block, writes into ``buffers`` (arrays owning their memory) copy them first and
-    rebind the array written, under ``no_grad`` too: ``remat``'s forward pass runs its segment
-    untaped on the arguments' buffers, which the recompute reads and the caller still holds."""
-    prev = UNWRITABLE.ids
-    UNWRITABLE.ids = prev | {id(b) for b in buffers}
-    try:
-        yield
-    finally:
-        UNWRITABLE.ids = prev

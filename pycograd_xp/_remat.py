@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _api, _vjp
-from ._buffers import unwritable
 from ._forward import transposed_rule
 from ._primitive import Primitive
-from ._state import STACK
+from ._state import STACK, unwritable
 from .namespace import of as namespace_of
 from .namespace._array import Array, ours
 from .namespace._record import record

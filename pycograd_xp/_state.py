@@ -204,7 +204,9 @@ class _Stack(threading.local):
       :class:`Trace` has none);
     * ``closed``, ``recorder``: the innermost :class:`Trace`'s; ``tracing``: how many;
     * ``custom``: the custom functions whose rule is running;
-    * ``before_backward``, ``after_backward``: the innermost :class:`OnBackward`'s callbacks.
+    * ``before_backward``, ``after_backward``: the innermost :class:`OnBackward`'s callbacks;
+    * ``unwritable``: the ids of buffers a write must copy, not write in place, even under
+      ``no_grad`` (:func:`unwritable`); not a frame's, set by the block that needs it.
     """
 
     frames: tuple[Frame, ...] = ()
@@ -222,6 +224,7 @@ class _Stack(threading.local):
     before_backward: Callable[[], None] | None = None
     after_backward: Callable[[], None] | None = None
     debug_nans: bool = False
+    unwritable: frozenset = frozenset()
 
 
 STACK = _Stack()
@@ -334,6 +337,19 @@ def interpreting(*frames: Frame) -> Iterator[None]:
         yield
     finally:
         restore(prev)
+
+
+@contextlib.contextmanager
+def unwritable(buffers: Any) -> Iterator[None]:
+    """For the block, writes into ``buffers`` (arrays owning their memory) copy them first and
+    rebind the array written, under ``no_grad`` too: ``remat``'s forward pass runs its segment
+    untaped on the arguments' buffers, which the recompute reads and the caller still holds."""
+    prev = STACK.unwritable
+    STACK.unwritable = prev | {id(b) for b in buffers}
+    try:
+        yield
+    finally:
+        STACK.unwritable = prev
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

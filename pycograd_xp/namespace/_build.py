@@ -18,7 +18,6 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._buffers import UNWRITABLE
 from .._primitive import CATEGORIES, CONSTANTS, DTYPE_NAMES, REGISTRY, Primitive, namespace_module
 from .._state import STACK
 from .._tape import is_leaf, is_saved, note_write
@@ -346,7 +345,7 @@ class _Builder(Eager):
             if (
                 not recording
                 or (x._node is None and not value_tracked and not is_saved(backend, x._data))
-            ) and not (UNWRITABLE.ids and id(backend.buffer(x._data)) in UNWRITABLE.ids):
+            ) and not (STACK.unwritable and id(backend.buffer(x._data)) in STACK.unwritable):
                 x._data[k] = v  # nothing being recorded can see this buffer change
                 note_write(backend, x._data)  # a retained graph that saved it will refuse it
                 return

@@ -7,7 +7,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .._buffers import UNWRITABLE
 from .._primitive import REGISTRY
 from .._state import STACK
 from .._tape import is_saved, note_write
@@ -126,7 +125,7 @@ def _inplace(
                 or isinstance(other, SCALARS)
             )
             and self._data.dtype in self._ns._floating
-            and not (UNWRITABLE.ids and id(self._backend.buffer(self._data)) in UNWRITABLE.ids)
+            and not (STACK.unwritable and id(self._backend.buffer(self._data)) in STACK.unwritable)
         ):
             if raw:
                 self._data = raw_inplace(self._data, other._data if type(other) is cls else other)
