@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ._blocks import _limits, _mb, _nbytes, implements
+from ._operands import _one_spec
 
 
 def _cumulative(
@@ -355,6 +356,11 @@ def index(x: Any, key: Any) -> Any:
     import cubed
 
     parts = list(key) if isinstance(key, tuple) else [key]
+    arrays_in = [j for j, k in enumerate(parts) if isinstance(k, cubed.Array)]
+    if arrays_in:  # index arrays made without a Spec take x's (as every other call's operands)
+        x, *found = _one_spec([x, *(parts[j] for j in arrays_in)])
+        for j, k in zip(arrays_in, found, strict=True):
+            parts[j] = k
     used = sum(1 for k in parts if k is not None and k is not Ellipsis)
     if Ellipsis in [k for k in parts if not _is_index_array(k)]:
         i = next(j for j, k in enumerate(parts) if k is Ellipsis and not _is_index_array(k))
@@ -452,7 +458,6 @@ def index_add(size: int, flat_index: Any, values: Any) -> Any:
     import numpy as np
 
     from ._blocks import Out, core_apply
-    from ._operands import _one_spec
 
     flat_index, values = _one_spec([flat_index, values])
     return core_apply(

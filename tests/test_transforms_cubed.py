@@ -116,3 +116,39 @@ def test_what_cubed_cannot_do_fails_clearly_and_writes_are_functional(cxp, spec)
         pg.vmap(lambda x: cxp.nonzero(x > 0)[0])(X)
     with pytest.raises(NotImplementedError, match=r"__getitem__ with a batched boolean mask"):
         pg.vmap(lambda x: x[x > 0])(X)
+
+
+# Keys Cubed's own indexing gets wrong or refuses (an index array as long as its axis taken for
+# no index at all, negative steps, two index arrays): forward mode must go through the plugin's
+# indexing as the value does, over chunkings that split the indexed axis and that do not.
+_X34, _T34 = np.arange(12.0).reshape(3, 4) ** 2, np.arange(12.0).reshape(3, 4) + 10
+_KEYS = {
+    "array as long as its axis": lambda xp: (xp.asarray(np.array([2, 0, 0])),),
+    "array as long as the last axis": lambda xp: (slice(None), xp.asarray(np.array([3, 3, 0, 1]))),
+    "shorter array": lambda xp: (xp.asarray(np.array([1, 1])),),
+    "negative steps": lambda xp: (slice(None, None, -1), slice(3, 0, -2)),
+    "two arrays": lambda xp: (xp.asarray(np.array([2, 0, 1])), xp.asarray(np.array([3, 3, 0]))),
+    "int beside an array": lambda xp: (1, xp.asarray(np.array([3, 0, 1, 2]))),
+}
+
+
+@pytest.mark.parametrize("chunks", [(1, 1), (2, 3), (3, 4)])
+@pytest.mark.parametrize("name", list(_KEYS))
+def test_forward_mode_through_every_kind_of_index(cxp, spec, name, chunks):
+    def f(xp):
+        def g(x):
+            y = x[_KEYS[name](xp)] * 2.0
+            z = x * 1.0
+            z[0, 1:3] = x[1, :2] ** 2  # a write too: its tangent is indexed the same way
+            return y, z
+
+        return g
+
+    xn, tn = nxp.asarray(_X34), nxp.asarray(_T34)
+    want_out, want_t = pg.jvp(f(nxp), (xn,), (tn,))
+    # no raise_if_computes: Cubed computes an index array to plan the gather it makes
+    x, t = _on(cxp, spec, _X34, chunks), _on(cxp, spec, _T34, chunks)
+    out, tangent = pg.jvp(f(cxp), (x,), (t,))
+    lin = pg.linearize(f(cxp), x)[1](t)
+    got = _computed({"out": out, "t": tangent, "lin": lin})
+    _close([got["out"], got["t"], got["lin"]], [want_out, want_t, want_t], rtol=1e-12)

@@ -261,7 +261,7 @@ def _zeros_like_shape(ns, g, shape, chunks):
     return z if raw(ns) else ns._make(z)
 
 
-GETITEM.defjvp(lambda ns, t, out, x, key: t[0][key])
+GETITEM.defjvp(lambda ns, t, out, x, key: _index(ns, t[0], key))
 
 
 def _advanced(parts):
