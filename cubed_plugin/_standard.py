@@ -131,6 +131,10 @@ def _moment(fn: Any, x: Any, axis: Any, correction: Any, keepdims: bool) -> Any:
     if x.ndim == 0:  # Cubed 0.27's combine step indexes an axis a 0-d array lacks
         return _moment(fn, cubed.reshape(x, (1,)), 0, correction, False)
     axes = range(x.ndim) if axis is None else axis if isinstance(axis, tuple | list) else (axis,)
+    if len(axes) == 0:  # each element its own sample (Cubed 0.27's combine indexes axes[0])
+        d = x - x  # NaN where x is infinite or NaN, as NumPy's deviation from the mean
+        v = d * d / (1.0 - correction) if correction < 1 else d * d / 0.0
+        return cubed.sqrt(v) if fn is cubed.std else v
     n = math.prod(x.shape[a] for a in axes)
     if n - correction > 0:
         return fn(x, axis=axis, correction=correction, keepdims=keepdims)
@@ -376,10 +380,13 @@ def index(x: Any, key: Any) -> Any:
     scalars_at = [j for j, k in enumerate(parts) if _is_scalar_index(k)]  # 0-d integer arrays
     if len(arrays_at) > 1 or (arrays_at and ints_at) or scalars_at:
         return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
-    if x.size == 0 and not arrays_at:  # Cubed 0.27 fails on empty arrays ("Chunks and shape
-        # must be of the same length"): the result holds no element either, only its shape
-        shape = np.empty(tuple(int(n) for n in x.shape), dtype=bool)[tuple(parts)].shape
-        return cubed.zeros(shape, dtype=x.dtype, spec=x.spec)
+    if not arrays_at:  # Cubed 0.27 fails where x or the result holds no element ("Chunks and
+        # shape must be of the same length", "Chunks do not add up to shape": x[0, 3:] of 3 x 3):
+        # such a result is its shape only, read off a stand-in of no memory (a broadcast view)
+        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(n) for n in x.shape))
+        shape = stand[tuple(parts)].shape
+        if x.size == 0 or math.prod(shape) == 0:
+            return cubed.zeros(shape, dtype=x.dtype, spec=x.spec)
     ax, out_ax, arrays = 0, 0, []
     for j, k in enumerate(parts):
         if k is None:
@@ -613,6 +620,37 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     n = x.shape[axis]
     idx = np.repeat(np.arange(n), np.broadcast_to(counts, (n,)))
     return take(x, cubed.asarray(idx, spec=x.spec), axis=axis)
+
+
+@implements("tile")
+def tile(x: Any, repetitions: Any, /) -> Any:
+    """Cubed's ``tile``, with a repetition of 0 (Cubed 0.27 skips every repetition under 2, so
+    ``tile(x, (0, 1))`` gave ``x`` back where the result is empty along that axis)."""
+    import cubed
+
+    reps = tuple(int(r) for r in repetitions)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: repetitions must not be negative, got {reps}")
+    if 0 in reps:
+        d = max(x.ndim, len(reps))
+        xs = (1,) * (d - x.ndim) + tuple(int(n) for n in x.shape)
+        rs = (1,) * (d - len(reps)) + reps
+        return cubed.zeros(
+            tuple(a * b for a, b in zip(xs, rs, strict=True)), dtype=x.dtype, spec=x.spec
+        )
+    return cubed.tile(x, reps)
+
+
+@implements("clip")
+def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
+    """Cubed's ``clip``, with a lower bound alone: Cubed 0.27 then calls NumPy's ``clip``
+    without ``a_max``, which NumPy 2 refuses when the plan runs. The missing upper bound is
+    the dtype's top (infinity for floating dtypes), which clips nothing."""
+    import cubed
+
+    if min is not None and max is None and not cubed.isdtype(x.dtype, "bool"):
+        max = float("inf") if cubed.isdtype(x.dtype, "real floating") else cubed.iinfo(x.dtype).max
+    return cubed.clip(x, min=min, max=max)
 
 
 @implements("isin")

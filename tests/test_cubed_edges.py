@@ -49,6 +49,29 @@ def test_var_and_std_with_no_degree_of_freedom_left(cxp):
                 np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_var_and_std_over_no_axis(cxp, dtype):
+    """axis=(): each element its own sample, 0 where a degree of freedom is left, NaN where
+    none is or the element is not finite (Cubed 0.27's combine step raised IndexError); and
+    the gradients, as NumPy's."""
+    x = np.array([[1.0, np.inf, 3.0], [np.nan, -2.0, 0.5]], dtype=dtype)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        for f in ("var", "std"):
+            for c in (0, 0.5, 1, 2):
+                for keepdims in (False, True):
+                    kw = {"axis": (), "correction": c, "keepdims": keepdims}
+                    got = np.asarray(getattr(cxp, f)(chunked(cxp, x, (1, 2)), **kw))
+                    want = getattr(np, f)(x, axis=(), ddof=c, keepdims=keepdims)
+                    assert got.dtype == want.dtype
+                    np.testing.assert_array_equal(got, want)
+    y = np.array([[1.0, 4.0, 3.0], [-1.0, -2.0, 0.5]])
+    for f in ("var", "std"):
+        g = pg.grad(lambda v, f=f: cxp.sum(getattr(cxp, f)(v, axis=()) * v))
+        want = pg.grad(lambda v, f=f: nxp.sum(getattr(nxp, f)(v, axis=()) * v))(nxp.asarray(y))
+        np.testing.assert_array_equal(np.asarray(g(chunked(cxp, y, 2))), np.asarray(want))
+
+
 def test_scans_sum_in_the_wider_dtype(cxp):
     """cumulative_sum(x_f32, dtype=float64) sums in float64 (Cubed 0.27 summed in float32 and
     cast: off by 1e-7)."""
@@ -110,3 +133,53 @@ def test_searchsorted_with_a_sorter(cxp):
             chunked(cxp, x1, 4), chunked(cxp, v, 3), side=side, sorter=chunked(cxp, order, 4)
         )
         np.testing.assert_array_equal(np.asarray(got), np.searchsorted(x1, v, side, order))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8])
+def test_clip_with_one_bound_and_tile_with_no_repetition(cxp, dtype):
+    """Cubed 0.27 calls NumPy's clip without ``a_max`` for a lower bound alone (NumPy 2 refuses
+    it when the plan runs), and its tile skips a repetition of 0 (``tile(x, (0, 1))`` gave x)."""
+    a = (np.arange(12) % 5).astype(dtype).reshape(3, 4)
+    x = chunked(cxp, a, (2, 3))
+    for lo, hi in ((2, None), (None, 3), (1, 3), (None, None)):
+        got, want = np.asarray(cxp.clip(x, min=lo, max=hi)), np.clip(a, lo, hi)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    for reps in ((0, 1), (2, 0), (0,), (1, 0, 2), (2,), (2, 1, 1), (1, 1)):
+        got, want = np.asarray(cxp.tile(x, reps)), np.tile(a, reps)
+        assert got.shape == want.shape, reps
+        np.testing.assert_array_equal(got, want)
+    if dtype == np.float64:  # and their gradients
+        v = np.array([-1.0, np.inf, 0.2, 0.7])
+        g = pg.grad(lambda y: cxp.sum(cxp.clip(y, min=0.3) * cxp.tile(y, (1,))))
+        want_g = pg.grad(lambda y: nxp.sum(nxp.clip(y, min=0.3) * y))(nxp.asarray(v))
+        np.testing.assert_array_equal(np.asarray(g(chunked(cxp, v, 3))), np.asarray(want_g))
+        z = pg.grad(lambda y: cxp.sum(cxp.tile(y, (0, 2))))(x)
+        np.testing.assert_array_equal(np.asarray(z), np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="tile: repetitions must not be negative"):
+        cxp.tile(x, (-1, 1))
+
+
+def test_basic_keys_that_select_no_element(cxp):
+    """Cubed 0.27 fails where a key of ints and slices selects nothing from an array that has
+    elements ("Chunks do not add up to shape" for x[0, 3:] of 3 x 3; "Chunks and shape must be
+    of the same length" for x[2, :, 5::3] of 3 x 7 x 3); values and gradients as NumPy's."""
+    a = np.arange(63.0).reshape(3, 7, 3)
+    x = chunked(cxp, a, (2, 6, 1))
+    keys = [
+        (0, 3, slice(3, None)),
+        (2, slice(None), slice(5, None, 3)),
+        (slice(None), slice(7, None)),
+        (slice(2, 0), 0),
+        (slice(None, None, -1), slice(0, 0), None),
+        (Ellipsis, slice(4, 4)),
+        (-1, slice(3, 3), 1),
+    ]
+    for k in keys:
+        got = np.asarray(x[k])
+        assert got.shape == a[k].shape, k
+        g = pg.grad(lambda y, k=k: cxp.sum(y[k] ** 2) + cxp.sum(y))(x)
+        np.testing.assert_array_equal(np.asarray(g), np.ones(a.shape))
+    np.testing.assert_array_equal(np.asarray(chunked(cxp, a[0, :3], 2)[0, 3:]), np.zeros(0))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
+        x[5, 0:0]
