@@ -712,6 +712,19 @@ def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None)
     sorter's order first, which is what the sorter means."""
     import cubed
 
+    from ._cubed_seam import default_spec, with_spec
+
     if sorter is not None:
         x1 = take(x1, sorter, axis=0)
-    return cubed.searchsorted(x1, x2, side=side)
+    # Cubed 0.27 adds each block's offset from an array it makes without a Spec: on any other
+    # Spec than its default it raises "Arrays must have same spec". The plan is built on the
+    # default Spec, and its result given the operands' (Specs are labels on the same plan)
+    spec, default = x1.spec, default_spec()
+    if spec == default:
+        return cubed.searchsorted(x1, x2, side=side)
+    try:
+        with_spec(x1, default), with_spec(x2, default)
+        out = cubed.searchsorted(x1, x2, side=side)
+    finally:
+        with_spec(x1, spec), with_spec(x2, spec)
+    return with_spec(out, spec)
