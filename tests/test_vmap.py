@@ -319,3 +319,68 @@ def test_rules_that_read_values_batch():
         np.testing.assert_allclose(
             got[i], np.asarray(pg.unwrap(g(xp.asarray(z[i]), xp.asarray(y[i]))))
         )
+
+
+# Keys whose advanced entries (index arrays, masks, and ints beside them) are apart: NumPy puts
+# the axes they make first, so with the batch axis in front of the key the batch axis moves
+# behind them (vmap of y[0, :, idx] = v raised for B != 2 and wrote the wrong elements for 2).
+_I2, _M23 = np.array([1, 2]), np.array([[False, True, True], [True, False, False]])
+_SPLIT_KEYS = {
+    "int : array": (0, slice(None), _I2),
+    "array : int": (_I2 % 2, slice(None), 1),
+    "array : array": (np.array([1, 0]), slice(None), _I2),
+    "2-d array : int": (np.array([[0], [1]]), slice(None), 1),
+    "int None : array": (1, None, slice(None), _I2),
+    "array ... array": (np.array([0, 1]), Ellipsis, _I2),
+    "2-d mask : int": (_M23, slice(None), 0),
+    "int : mask": (1, slice(None), np.array([True, False, True])),
+    "array : int :": (_I2 % 2, slice(None), 2, slice(None)),
+}
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+@pytest.mark.parametrize("name", list(_SPLIT_KEYS))
+def test_keys_with_advanced_entries_apart_batch_as_a_loop(name, batch):
+    key = tuple(xp.asarray(p) if isinstance(p, np.ndarray) else p for p in _SPLIT_KEYS[name])
+    rng = np.random.default_rng(batch)
+    xb = xp.asarray(rng.standard_normal((batch, 2, 3, 3, 4)))
+    vb = xp.asarray(rng.standard_normal((batch, *np.asarray(xb[0])[_SPLIT_KEYS[name]].shape)))
+
+    def get(x):
+        return x[key]
+
+    def put(x, v):
+        y = x * 1.0
+        y[key] = v
+        return y
+
+    def put_scalar(x):
+        y = x * 1.0
+        y[key] = 2.5
+        return y
+
+    def loss(v, x):
+        return xp.sum(xp.sin(put(x, v)) * xp.cos(x)) + xp.sum(get(x) ** 3)
+
+    checks = {
+        "get": (pg.vmap(get), (xb,), get),
+        "put": (pg.vmap(put), (xb, vb), put),
+        "put a scalar": (pg.vmap(put_scalar), (xb,), put_scalar),
+        "put one value for all": (
+            pg.vmap(lambda x: put(x, vb[0])),
+            (xb,),
+            lambda x: put(x, vb[0]),
+        ),
+        "per-example gradients": (
+            pg.vmap(pg.grad(loss, argnums=(0, 1))),
+            (vb, xb),
+            pg.grad(loss, argnums=(0, 1)),
+        ),
+    }
+    for what, (batched, args, one) in checks.items():
+        got = pg.tree_leaves(batched(*args))
+        loop = [pg.tree_leaves(one(*(a[i] for a in args))) for i in range(batch)]
+        for j, g in enumerate(got):
+            want = np.stack([np.asarray(r[j]) for r in loop])
+            assert np.asarray(g).shape == want.shape, what
+            np.testing.assert_allclose(np.asarray(g), want, rtol=1e-10, atol=1e-12, err_msg=what)

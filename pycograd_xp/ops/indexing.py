@@ -272,6 +272,21 @@ def _advanced(parts):
     return [i for i, p in enumerate(parts) if _is_index_array(p) or type(p) is int]
 
 
+def _split(adv):
+    """Whether the advanced entries at positions ``adv`` are apart (a slice, an ellipsis or a
+    new axis between them): NumPy then puts the axes they make first in the result."""
+    return bool(adv) and adv != list(range(adv[0], adv[-1] + 1))
+
+
+def _index_rank(plain, adv):
+    """How many axes the advanced entries at positions ``adv`` of the (unbatched) key make:
+    their broadcast rank, a boolean mask counting as one (its nonzero positions)."""
+    return max(
+        (1 if _is_mask(plain[i]) else plain[i].ndim) if _is_index_array(plain[i]) else 0
+        for i in adv
+    )
+
+
 def _before(parts, first, nd):
     """How many result axes the key's entries before position ``first`` make."""
     consumed = sum(
@@ -305,9 +320,8 @@ def GETITEM_batch(ns, T, x, key):
         if len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0]):
             return T(_masked(ns, x.data, plain[0]), True)
         out = x.data[(slice(None), *plain)]
-        if adv and adv != list(range(adv[0], adv[-1] + 1)):  # NumPy puts them first
-            k = max(getattr(plain[i], "ndim", 0) for i in adv)
-            out = ns.moveaxis(out, k, 0)
+        if _split(adv):  # NumPy puts the index axes first, before the batch axis
+            out = ns.moveaxis(out, _index_rank(plain, adv), 0)
         return T(out, True)
     if not x.batched and not batched_key:
         return T(x.data[plain if type(key) is tuple else plain[0]], False)
@@ -473,7 +487,14 @@ def SETITEM_batch(ns, T, x, key, value):
         x.data = ns.where(mask, to_rank(ns, v, x.data.ndim - 1) if vb else v, x.data)
         return
     bkey = (slice(None), *plain)
-    if vb:
+    adv = _advanced(plain)
+    if _split(adv):  # x.data[bkey] has the index axes first, then the batch axis
+        k, nd = _index_rank(plain, adv), x.data[bkey].ndim - 1
+        if vb:
+            v = ns.moveaxis(to_rank(ns, v, nd), 0, k)
+        elif hasattr(v, "shape"):
+            v = ns.expand_dims(ns.reshape(v, (*(1,) * (nd - v.ndim), *v.shape)), axis=k)
+    elif vb:
         v = to_rank(ns, v, x.data[bkey].ndim - 1)
     x.data[bkey] = v
 
