@@ -52,6 +52,8 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             empty = _empty_result(name, found, args, kwargs)
             if empty is not None:
                 return empty
+            if concat:  # Cubed 0.27 cannot rechunk an empty operand: the others, joined
+                args, found = _without_empty(args, kwargs.get("axis", 0), found)
         axis = kwargs.get("axis", 0)
         if concat and isinstance(axis, int) and axis < 0 and found:
             # Cubed 0.27's concat checks the other axes' lengths wrongly for a negative axis
@@ -69,6 +71,27 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _without_empty(args: tuple, axis: Any, found: list) -> tuple[tuple, list]:
+    """``concat``'s arguments without its operands of no elements, where those are of the
+    others' rank and, off ``axis``, lengths (else unchanged: Cubed's own call says what is
+    wrong); the others cast to the dtype all of them promote to."""
+    import cubed
+
+    arrays = list(args[0])
+    kept = [a for a in arrays if a.size]
+    if not kept or not isinstance(axis, int):
+        return args, found
+    nd = kept[0].ndim
+    ax = axis % max(nd, 1)
+    off = [tuple(n for i, n in enumerate(a.shape) if i != ax) for a in arrays]
+    same = all(a.ndim == nd for a in arrays) and len(set(off)) == 1
+    if not same:
+        return args, found
+    dtype = cubed.result_type(*arrays)  # an empty operand's dtype still promotes the result's
+    kept = [a if a.dtype == dtype else cubed.astype(a, dtype) for a in kept]
+    return (kept, *args[1:]), kept
+
+
 def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
     """The result of the backend function ``name`` where an operand holds no element and so
     does the result: Cubed's zeros of the shape and dtype NumPy's function gives on zero-filled
@@ -76,7 +99,8 @@ def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
     many such calls (``flip``, ``reshape``, ``roll``, ``take``, ``diff``, the scans: a division by
     a chunk count of 0, "Chunks and shape must be of the same length"). None where NumPy has no
     such function, refuses the call, or gives a result with elements (then Cubed's own call
-    goes ahead)."""
+    goes ahead). Where every operand is empty, a result with elements (a reduction of nothing)
+    is NumPy's too: it depends on no value."""
     import array_api_compat.numpy as npx
     import cubed
     import numpy as np
@@ -94,10 +118,16 @@ def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
     except Exception:  # Cubed's own call says what is wrong
         return None
     parts = list(r) if isinstance(r, tuple) else [r]
-    if not parts or any(not hasattr(p, "shape") or p.size for p in parts):
+    if not parts or any(not isinstance(p, np.ndarray) for p in parts):
+        return None
+    # a result with elements from operands of none (a norm or a sum of nothing) is NumPy's
+    if any(p.size for p in parts) and any(a.size for a in found):
         return None
     spec = found[0].spec
-    out = [cubed.zeros(p.shape, dtype=p.dtype, spec=spec) for p in parts]
+    out = [
+        cubed.asarray(p, spec=spec) if p.size else cubed.zeros(p.shape, dtype=p.dtype, spec=spec)
+        for p in parts
+    ]
     if not isinstance(r, tuple):
         return out[0]
     return type(r)(*out) if hasattr(r, "_fields") else tuple(out)  # (a named tuple: eigh's)

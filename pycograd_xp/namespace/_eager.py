@@ -31,6 +31,7 @@ from ._capabilities import Backend
 from ._dispatch import SHAPE_CREATORS, HandOver, bind
 from ._general_record import general_recorder
 from ._lanes import Lanes
+from ._no_elements import no_elements
 from ._record import elementwise_recorder, one_array_recorder, record
 from ._signature import Params, check_axis, dtype_error, explain
 
@@ -201,6 +202,8 @@ class Eager(Lanes):
         impl = prim.impl
         if impl is None or not runs_impl(prim, self.backend):
             impl = _named(prim.name)
+        if self.backend.chunked:  # an empty operand Cubed fails on: NumPy's answer, if exact
+            impl = _or_no_elements(impl, prim.name, self.backend)
         labeller = self.backend.labeller
         if labeller is None:
             return impl
@@ -337,3 +340,21 @@ class Eager(Lanes):
             return out
 
         return f
+
+
+def _or_no_elements(impl: Callable[..., Any], name: str, backend: Backend) -> Callable[..., Any]:
+    """``impl``, and where the backend refuses a call with an operand of no elements, the
+    result read off NumPy (:mod:`._no_elements`), or the backend's error where it cannot be."""
+    array_type, like_kwargs = backend.array_type, backend.like_kwargs
+
+    @functools.wraps(impl)
+    def call(bk: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return impl(bk, *args, **kw)
+        except (ValueError, TypeError, IndexError):
+            r = no_elements(name, array_type, like_kwargs, bk, args, kw)
+            if r is None:
+                raise
+            return r
+
+    return call
