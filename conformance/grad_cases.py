@@ -258,6 +258,14 @@ def _reduction_cases(out):
                     )
                 )
         out[name].append(Case("1-D", lambda xp, n=name: getattr(xp, n), (arr((4,), 0.5, 2.0),)))
+        for inc in (False, True):  # (outside the standard) one element, as NumPy scans a 0-d x
+            out[name].append(
+                Case(
+                    f"0-D include_initial={inc}",
+                    lambda xp, n=name, i=inc: lambda x: getattr(xp, n)(x, include_initial=i),
+                    (np.asarray(0.7),),
+                )
+            )
         out[name].append(
             Case(
                 "complex",

@@ -23,8 +23,9 @@ import numpy as np
 LIMIT = 1 << 16
 
 
-def no_elements(name: str, array_type: type, like_kwargs: Any, bk: Any, args: tuple,
-                kwargs: dict) -> Any:
+def no_elements(
+    name: str, array_type: type, like_kwargs: Any, bk: Any, args: tuple, kwargs: dict
+) -> Any:
     """The result of row ``name`` on ``args`` and ``kwargs`` (backend arrays of
     ``array_type`` among them) read off NumPy, or None where no operand is empty, an operand
     with elements is larger than :data:`LIMIT`, NumPy refuses the call, or the result depends

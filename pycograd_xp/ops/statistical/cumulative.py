@@ -30,11 +30,18 @@ def cumulative_prod(
     dtype: Any = None,
     include_initial: bool = False,
 ) -> Any:
+    if x.ndim == 0 and axis is None:  # (outside the standard) one element, as NumPy scans
+        x = bk.reshape(x, (1,))
     return bk.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
 @cumulative_prod.defvjp(saves=("x", "out"))
 def cumulative_prod_vjp(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
+    if x.ndim == 0:  # scanned as one element (the row's impl)
+        (ct,) = cumulative_prod_vjp(
+            ns, g, out, ns.reshape(x, (1,)), include_initial=include_initial
+        )
+        return (ns.reshape(ct, ()),)
     # ct_i = sum_{k>=i} g_k out_k / x_i is exact while no zero precedes i. At the first zero z,
     # ct_z = sum_{k>=z} g_k out'_k with out' the cumulative product with x_z replaced by 1;
     # after it every product holds x_z = 0 and ct is 0. All branch-free. That ct is exact but
@@ -107,11 +114,15 @@ def cumulative_sum(
     dtype: Any = None,
     include_initial: bool = False,
 ) -> Any:
+    if x.ndim == 0 and axis is None:  # (outside the standard) one element, as NumPy scans
+        x = bk.reshape(x, (1,))
     return bk.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
 @cumulative_sum.defvjp
 def cumulative_sum_vjp(ns, g, out, x, /, *, axis=None, dtype=None, include_initial=False):
+    if x.ndim == 0:  # scanned as one element (the row's impl): x is the last element
+        return (g[-1],)
     axis = 0 if axis is None else axis % x.ndim
     ct = _reverse_cumsum(ns, g, axis)
     return (_along(ns, ct, axis, 1) if include_initial else ct,)
