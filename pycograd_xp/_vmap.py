@@ -36,6 +36,7 @@ from ._state import STACK, Vmap, interpreting
 from .namespace import namespace
 from .namespace._array import Array, make
 from .namespace._backend import register_adapter
+from .namespace._capabilities import capabilities
 from .namespace._operators import install_backend_operators
 from .tree import _children as _tree_children
 from .tree import tree_flatten, tree_unflatten
@@ -121,12 +122,34 @@ class BatchedArray:
 
 
 def _inplace(fname: str) -> Callable[..., Any]:
+    """``x op= y``. Where the result fits ``x``'s buffer (its shape, dtype and batching) on an
+    inner backend whose views alias (NumPy's), it is written into that buffer, as each example's
+    ``x op= y`` writes NumPy's: views of ``x`` and the array ``x`` views see it (``z = y[:];
+    z -= v`` changes ``y``), as ``x[key] = v`` does under vmap. Otherwise ``x`` is rebound."""
+
     def op(self: BatchedArray, other: Any) -> Any:
         new = getattr(self._mod, fname)(self, other)
-        self.data, self.batched = new.data, new.batched
+        old = self.data
+        if (
+            new.batched == self.batched
+            and new.data.dtype == old.dtype
+            and tuple(new.data.shape) == tuple(old.shape)
+            and capabilities(self._mod._inner).views_alias
+            and _writable(old)
+        ):
+            old[...] = new.data
+        else:
+            self.data, self.batched = new.data, new.batched
         return self
 
     return op
+
+
+def _writable(data: Any) -> bool:
+    """Whether ``data`` (an inner array) can be written in place: not a read-only NumPy view
+    (a broadcast)."""
+    flags = getattr(getattr(data, "_data", data), "flags", None)
+    return flags is None or bool(flags.writeable)
 
 
 install_backend_operators(BatchedArray, lambda self, f: getattr(self._mod, f), _inplace)
@@ -387,6 +410,10 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             if ax is not None:
                 d = lf if ax in (0, -lf.ndim) else lf._ns.moveaxis(lf, ax, 0)
                 lf = make(bns.Array, T(d, True))
+            elif isinstance(lf, Array) and _level_of(lf) <= base._backend.level:  # shared: a
+                # write that makes it batched rebinds this wrapper (every example's), never
+                # the caller's array
+                lf = make(bns.Array, T(lf, False))
             new.append(lf)
         with interpreting(Vmap(bns)):
             out = f(*tree_unflatten(td, new))

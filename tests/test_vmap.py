@@ -384,3 +384,38 @@ def test_keys_with_advanced_entries_apart_batch_as_a_loop(name, batch):
             want = np.stack([np.asarray(r[j]) for r in loop])
             assert np.asarray(g).shape == want.shape, what
             np.testing.assert_allclose(np.asarray(g), want, rtol=1e-10, atol=1e-12, err_msg=what)
+
+
+def test_writes_through_views_and_into_arguments_as_a_loop():
+    """``z = y[:]; z -= v`` changes ``y`` per example under NumPy, so under vmap too (vmap gave
+    sin(x) where the loop gives sin(x) - v); an in-place operator on an argument writes into it
+    as ``x[key] = v`` already did, and as each example's call writes its row."""
+
+    def through_view(x, v):
+        y = xp.sin(x)
+        z = y[:]
+        z -= v
+        w = y[::-1][1:]
+        w *= 2.0
+        return y
+
+    def into_argument(x, v):
+        x -= v
+        x[0] += 1.0
+        return x * 1.0
+
+    rng = np.random.default_rng(0)
+    xs, vs = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    for f in (through_view, into_argument):
+        loop_in = xs.copy()
+        loop = np.stack(
+            [np.asarray(f(xp.asarray(loop_in)[i], xp.asarray(vs[i]))) for i in range(3)]
+        )
+        vm_in = xp.asarray(xs.copy())
+        np.testing.assert_allclose(np.asarray(pg.vmap(f)(vm_in, xp.asarray(vs))), loop)
+        np.testing.assert_allclose(np.asarray(vm_in), loop_in)
+    # an unbatched argument a batched write would make batched is rebound, not written
+    shared = xp.asarray(xs[0].copy())
+    out = pg.vmap(into_argument, in_axes=(None, 0))(shared, xp.asarray(vs))
+    np.testing.assert_allclose(np.asarray(out), xs[0] - vs + np.array([1.0, 0, 0, 0]))
+    np.testing.assert_array_equal(np.asarray(shared), xs[0])
