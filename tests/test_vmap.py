@@ -419,3 +419,27 @@ def test_writes_through_views_and_into_arguments_as_a_loop():
     out = pg.vmap(into_argument, in_axes=(None, 0))(shared, xp.asarray(vs))
     np.testing.assert_allclose(np.asarray(out), xs[0] - vs + np.array([1.0, 0, 0, 0]))
     np.testing.assert_array_equal(np.asarray(shared), xs[0])
+
+
+def test_what_one_example_refuses_vmap_refuses():
+    """A mask of the wrong shape, a scan of a 2-D example without an axis and a take from a
+    2-D example without an axis raise for one example: under vmap they returned arrays of
+    other shapes (a take flattened as NumPy's, which its gradient did not follow)."""
+    x = xp.asarray(np.arange(1.0, 7.0).reshape(2, 3))
+    xb, vb = xp.stack([x, 10 * x]), xp.stack([x[0], 10 * x[0]])
+    cases = [
+        (lambda v: v[xp.asarray([True, False])], vb, IndexError, "boolean"),
+        (lambda x: x[xp.asarray(np.ones((3, 2), bool))], xb, IndexError, "boolean"),
+        (lambda x: xp.cumulative_sum(x), xb, ValueError, "axis must be"),
+        (lambda x: xp.cumulative_prod(x), xb, ValueError, "axis must be"),
+        (lambda x: xp.take(x, xp.asarray([0])), xb, ValueError, r"take\(\): axis must be given"),
+    ]
+    for f, batch, error, match in cases:
+        with pytest.raises(error, match=match):
+            f(batch[0])
+        with pytest.raises(error, match=match):
+            pg.vmap(f)(batch)
+    with pytest.raises(ValueError, match=r"take\(\): axis must be given"):
+        pg.grad(lambda x: xp.sum(xp.take(x, xp.asarray([1]))))(x)
+    with pytest.raises(ValueError, match=r"take\(\): axis must be given"):
+        pg.vmap(lambda i: xp.take(x, i))(xp.asarray([[0], [1]]))

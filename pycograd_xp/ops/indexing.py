@@ -369,6 +369,12 @@ def GETITEM_batch(ns, T, x, key):
 def _masked(ns, data, mask):
     """``data[:, mask]`` (a mask of each example's leading axes) as one take of the flattened
     positions (the standard allows a mask only as the sole index)."""
+    each = tuple(data.shape[1 : 1 + mask.ndim])
+    if tuple(mask.shape) != each:  # as NumPy refuses one example's x[mask]
+        raise IndexError(
+            f"a boolean mask of shape {tuple(mask.shape)} does not match the "
+            f"indexed axes {each} of an array of shape {tuple(data.shape[1:])}"
+        )
     idx = ns.nonzero(ns.reshape(mask, (-1,)))[0]
     rows = math.prod(data.shape[1 : 1 + mask.ndim])  # (no -1: a batch of 0 leaves it unsolved)
     flat = ns.reshape(data, (data.shape[0], rows, *data.shape[1 + mask.ndim :]))
@@ -583,7 +589,18 @@ SETITEM.defshape(SETITEM_shape, memory=_setitem_memory)
 
 @primitive()
 def take(bk: Any, x: Array, indices: Array, /, *, axis: int | None = None) -> Any:
+    _take_axis(x.ndim, axis)
     return bk.take(x, indices, axis=axis)
+
+
+def _take_axis(ndim: int, axis: Any) -> None:
+    """The standard requires ``axis`` for an ``x`` of more than one dimension (NumPy's take
+    flattens it instead, which its gradient and batching would not follow)."""
+    if axis is None and ndim > 1:
+        raise ValueError(
+            f"take(): axis must be given for an array of {ndim} dimensions, got None; "
+            "flatten first (take(reshape(x, (-1,)), indices)) to take from all the elements"
+        )
 
 
 @take.defvjp(saves=("indices",))
@@ -598,6 +615,7 @@ take.defjvp(linear(take))
 @take.defbatch
 def take_batch(ns, dims, x, indices, /, *, axis=None):
     bx, bi = dims
+    _take_axis(x.ndim - bx, axis)  # one example's x
     a = 0 if axis is None else axis
     if bx and not bi:
         return ns.take(x, indices, axis=shift(a, x.ndim - 1))
@@ -614,6 +632,7 @@ def take_batch(ns, dims, x, indices, /, *, axis=None):
 
 
 def _take_shape(a, x, indices, /, *, axis=None):
+    _take_axis(x.ndim, axis)
     indices = as_abstract(indices)
     if axis is None:
         return new(indices.shape, x.dtype)

@@ -125,6 +125,11 @@ def flat_reduction(row: Any) -> Any:
         nd = x.ndim - 1
         if axis is not None:
             return fn(ns, name)(x, axis=shift(axis, nd), **kw)
+        if nd > 1 and name.startswith("cumulative"):  # as one example's scan refuses
+            raise ValueError(
+                f"{name}(): axis must be given for an array of {nd} dimensions, got None; "
+                "flatten first (reshape(x, (-1,))) to scan all the elements"
+            )
         r = fn(ns, name)(ns.reshape(x, _rows(x)), axis=1, **kw)
         if kw.get("keepdims"):
             r = ns.reshape(r, (x.shape[0], *(1,) * nd))
