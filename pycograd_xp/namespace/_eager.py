@@ -266,6 +266,11 @@ class Eager(Lanes):
         name, Arr, ns, bk, accepted = prim.name, self.Arr, self.mod, self.bk, self.accepted(prim)
         impl = self.impl(prim)
         T, new, wrap, lifted = self.backend.array_type, self.new(), self.wrap(), self.lifted
+        abstract = self.backend.abstract
+
+        def ours_outside(x: Any) -> bool:  # as an elementwise operand takes it (see operand)
+            return lifted(x) or (abstract and isinstance(x, Array))
+
         kwdefaults, diff, axis_check = params.kwdefaults, prim.vjp is not None, prim.axis_check
         axis_default, names, npos = kwdefaults.get("axis"), params.names, len(params.names)
         creates, pair = name in SHAPE_CREATORS, prim.kind == "binary"
@@ -319,7 +324,7 @@ class Eager(Lanes):
             except HandOver as over:  # an abstract or batched argument: the call moves there
                 return bind(prim, ns, args, {**kwdefaults, **kw}, over.ns)
             if pair and type(args[0]) is not Arr and type(args[1]) is not Arr:
-                if not (lifted(args[0]) or lifted(args[1])):
+                if not (ours_outside(args[0]) or ours_outside(args[1])):
                     raise TypeError(
                         f"{name}(): at least one argument must be an array, got two scalars"
                     )

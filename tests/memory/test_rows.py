@@ -328,3 +328,28 @@ def test_a_model_of_cupy_bounds_its_measured_linalg_peaks(
     assert gpu.traced_peak_bytes >= gpu.argument_bytes + measured
     if name in ("eigvalsh", "svdvals", "matrix_rank") and shape[-1] <= 1024:
         assert cpu.traced_peak_bytes < cpu.argument_bytes + measured  # NumPy's model is short
+
+
+def test_a_first_vmap_in_a_process_measures_within_its_projection():
+    """The first vmap of a process builds vmap's namespace (2.4 MB of Python objects, once):
+    ``memory.measure`` counted it as the function's (1.34x the projection of
+    ``vmap(grad(x ** array))`` in a fresh process); and that projection raised a TypeError
+    (``equal()`` of the saved exponent, a constant from outside the abstract namespace)."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, pycograd_xp as pg
+from pycograd_xp import memory
+xp = pg.namespace(np)
+f = pg.vmap(pg.grad(lambda x: xp.sum(x ** xp.asarray(1.5))))
+x = xp.asarray(np.full((400, 300), 1.3))
+p = memory.project(f, x, argnums=())
+m = memory.measure(f, x, argnums=())
+print(m.peak_bytes, p.traced_peak_bytes)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    measured, projected = int(out[0]), int(out[1])
+    assert measured <= projected, (measured, projected)
