@@ -655,3 +655,22 @@ def test_arguments_over_one_buffer_and_closed_over_views_with_a_write_match_eage
     cf = pg.compile(lambda x, s: x * math.copysign(1.0, s))
     cf(x, 0.0)
     assert np.asarray(cf(x, -0.0)).tolist() == [-1.5, 2.0] and len(cf.traces) == 2
+
+
+def test_errors_of_the_replay_name_their_function():
+    """A backend error raised on the values a replay meets names the row, as the uncompiled
+    call does (it was NumPy's bare message: "index 5 is out of bounds for axis 0")."""
+    xp = pg.namespace(np)
+    x = xp.asarray(np.ones((2, 3)))
+    cases = [
+        (lambda x: xp.take(x, xp.asarray([5]), axis=0), IndexError, r"take\(\): index 5"),
+        (lambda x: xp.expand_dims(x, axis=(0, 0)), ValueError, r"expand_dims\(\): repeated"),
+        (lambda x: xp.expand_dims(x, axis=5), ValueError, r"expand_dims\(\): axis 5"),
+    ]
+    for f, error, match in cases:
+        with pytest.raises(error, match=match):
+            f(x)
+        g = pg.compile(f)
+        for _ in range(2):  # the trace's call, then the replay's
+            with pytest.raises(error, match=match):
+                g(x)

@@ -161,7 +161,10 @@ class Compiled:
         if plan.writes and _aliased(datas):  # arguments over one buffer, and a write: the
             self.fallbacks += 1  # trace took them as distinct (its reordered writes, its
             return self.f(*args, **kwargs)  # saved values), so the function itself runs
-        results = plan.replay(*datas, *[leaves[i] for i in plan.scalar_inputs])
+        try:
+            results = plan.replay(*datas, *[leaves[i] for i in plan.scalar_inputs])
+        except (ValueError, TypeError, IndexError) as e:  # the backend's, on these values
+            raise replay_error(plan.replay, e, self.f) from e
         return plan.rebuild(_outputs(plan, results))
 
     # the cache key: structure, shapes and dtypes, static values, namespace
@@ -495,3 +498,24 @@ def compile(
 
 # a memory budget given to a compiled step is proven on the replay compile generates
 _memory_budget.COMPILE[0] = compile
+
+
+def replay_error(replay: Callable[..., Any], e: Exception, f: Any) -> Exception:
+    """The backend's error ``e`` from a line of ``replay``, as the function's own call would
+    raise it: named after the row that line runs (``take(): index 5 is out of bounds ...``),
+    with the compiled function's name."""
+    names = getattr(replay, "step_names", {})
+    filename = replay.__code__.co_filename
+    tb, name = e.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            name = names.get(tb.tb_lineno, name)
+        tb = tb.tb_next
+    if name is None:
+        return e
+    msg = f"{name}(): {e} (in the replay of compile({getattr(f, '__name__', 'f')}))"
+    try:
+        return type(e)(msg)
+    except Exception:  # an error type with other arguments (NumPy's AxisError): its base's
+        base = next(b for b in (IndexError, TypeError, ValueError) if isinstance(e, b))
+        return base(msg)

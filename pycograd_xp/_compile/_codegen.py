@@ -100,7 +100,9 @@ def generate(
         src.bind(backend.scalar_to_array, "a") if backend.scalar_to_array is not None else None
     )
     skipped = sched.skipped()
+    names: dict[int, str] = {}  # a line of the source -> the name of the row its call runs
     for j, c in enumerate(sched.steps):
+        names[len(lines) + 1] = c.name
         if j in skipped:  # its value's step wrote it (into_views)
             dead = sched.freed(j)
             if dead:
@@ -145,6 +147,7 @@ def generate(
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(builtins.compile(source, filename, "exec"), glb)
     replay = glb["replay"]
+    replay.step_names = names  # (the errors of a replay name their row: _compile.replay_error)
     weakref.finalize(replay, linecache.cache.pop, filename, None)  # evicted: source goes too
     return replay, source
 

@@ -212,7 +212,11 @@ def expand_dims_batch(ns, dims, x, /, axis):
 def expand_dims_shape(a, x, /, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = x.ndim + len(axes)
+    if any(not -ndim <= ax < ndim for ax in axes):
+        raise ValueError(f"axis {axis} is out of range for a result of {ndim} dimensions")
     new_axes = {ax % ndim for ax in axes}
+    if len(new_axes) != len(axes):
+        raise ValueError(f"repeated axis in {axis}")
     it = iter(x.shape)
     return view(x, tuple(1 if i in new_axes else next(it) for i in range(ndim)))
 
