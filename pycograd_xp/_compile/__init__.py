@@ -192,8 +192,9 @@ class Compiled:
                         f"compile: arguments mix arrays of {ns.__name__} and {leaf._ns.__name__}"
                     )
                 d = leaf._data
+                flags = getattr(d, "flags", None)  # C order or not: a plan's memory (copies)
                 parts.append(
-                    (d.shape, d.dtype)
+                    (d.shape, d.dtype, flags is None or flags.c_contiguous)
                     if not leaf._backend.chunked
                     else (d.shape, d.dtype, d.chunks, id(d.spec))
                 )

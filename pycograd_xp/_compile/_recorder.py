@@ -348,6 +348,14 @@ def arrays(out: Any) -> list[Any]:
     return []
 
 
+def _c_order(d: Any) -> bool:
+    """Whether the array ``d`` (a backend's, or an abstract one) is in C order."""
+    if isinstance(d, AbstractArray):
+        return d.contiguous
+    flags = getattr(d, "flags", None)
+    return bool(getattr(flags, "c_contiguous", True))
+
+
 def examples(v: Any, dtypes: dict[int, np.dtype], array_type: type) -> Any:
     """``v`` as the shape rules take it: each host scalar replaced by its example (a Python
     number), each dtype of the target backend by NumPy's (the abstract backend's), each array
@@ -435,8 +443,11 @@ def record(
             a: AbstractArray | Proxy
             if lazy:  # the real lazy array, proxied
                 a = rec.by_real[id(leaf._data)] = Proxy(leaf._data, A._backend.xp)
-            else:
-                a = AbstractArray(leaf._data.shape, np_dtype(leaf._data.dtype))
+            else:  # with the argument's layout: NumPy copies one not in C order where a call
+                # needs one, and the rules count that copy (memory.project's _to_abstract)
+                a = AbstractArray(
+                    leaf._data.shape, np_dtype(leaf._data.dtype), contiguous=_c_order(leaf._data)
+                )
             input_syms.append(rec.new(a))
             array_inputs.append(i)
             a_leaves.append(make(A.Array, a))

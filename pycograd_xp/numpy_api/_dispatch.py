@@ -546,14 +546,25 @@ def array_function(self: Array, func: Any, types: Any, args: tuple, kwargs: dict
     _ours(args, arrays)
     _ours(kwargs.values(), arrays)
     ns = self._ns
-    if _computable(arrays):
-        return _function_by_numpy(ns, func, args, kwargs)
     entry = _by_object().get(id(func))
-    if entry is None:
-        name = _numpy_name(func)
-        raise _refusal(ns, name, arrays, name)
-    return entry[1](ns, *args, **kwargs)
+    computable = _computable(arrays)
+    if entry is not None and not (computable and entry[0] in NATIVE_WHEN_UNTRACKED):
+        # the namespace's composition, gradient or not: what memory.project projects is what
+        # runs (NumPy's own median, kron and gradient copied more than their projections)
+        try:
+            return entry[1](ns, *args, **kwargs)
+        except NotImplementedError:  # an option the composition lacks: NumPy's own, on values
+            if not computable:
+                raise
+    if computable:
+        return _function_by_numpy(ns, func, args, kwargs)
+    name = _numpy_name(func)
+    raise _refusal(ns, name, arrays, name)
 
+
+# Functions whose composition projects NumPy's own result when nothing is differentiated (a
+# strided view where the composition gathers): there NumPy's own function runs.
+NATIVE_WHEN_UNTRACKED = frozenset({"lib.stride_tricks.sliding_window_view"})
 
 # NumPy's functions that write into their first argument.
 _WRITES_FIRST = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"})

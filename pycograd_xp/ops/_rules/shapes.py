@@ -63,8 +63,14 @@ def elementwise_out(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
     becomes the fastest). The abstract arrays know C order or not: either case makes the
     result "not C order"; a broadcast view beside an array in C order gives C order."""
     shape = tuple(shape)
-    full = [x for x in operands if isinstance(x, AbstractArray) and x.shape == shape]
-    strided = any(not x.contiguous and not broadcast_view(x) for x in full)
+    arrays = [x for x in operands if isinstance(x, AbstractArray)]
+    full = [x for x in arrays if x.shape == shape]
+    # an operand that broadcasts along its axes of length 1 counts too: NumPy orders the
+    # result by every operand's strides (an F-ordered w viewed as (30, 1, 30, 1) times
+    # another such view gave a product in neither C nor F order; np.kron's reshape copied it)
+    strided = any(
+        not x.contiguous and not broadcast_view(x) and math.prod(x.shape) > 1 for x in arrays
+    )
     only_broadcast = bool(full) and all(broadcast_view(x) for x in full)
     return AbstractArray(shape, dtype, contiguous=not (strided or only_broadcast))
 
