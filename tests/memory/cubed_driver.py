@@ -37,6 +37,7 @@ def run(path: str) -> None:
     from cubed_plugin.train import measuring_processes
     from pycograd_xp import memory
 
+    imports_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     xp = pg.namespace(cubed)
     spec = cubed.Spec(work_dir=f"{path}/work", allowed_mem="500MB", reserved_mem="120MB")
     X = xp.asarray(cubed.from_zarr(f"{path}/X.zarr", spec=spec))
@@ -88,6 +89,8 @@ def run(path: str) -> None:
                 "plan_max": int(plan.max_projected_mem),
                 "allowed_mem": int(spec.allowed_mem),
                 "driver_peak": driver_peak,
+                "imports_peak": imports_peak,
+                "data_bytes": N * D * 8,
                 "measured": peaks.peaks,
                 "projected": {k: projected[k] for k in peaks.peaks},
             }

@@ -166,10 +166,13 @@ def test_measured_task_peaks_never_exceed_projected(tmp_path):
     ).stdout
     report = json.loads(out.strip().splitlines()[-1])
     assert report["measured"], "no task reported a measured peak"
-    # the driver does no task's work: its own peak RSS (the libraries it imports) stays near the
-    # smallest task's projection, not above what a task may use (measured 120.16 MB against a
-    # smallest projection of 120.00 MB on an AMD EPYC, varying between runs; below it elsewhere)
-    assert report["driver_peak"] < 1.1 * min(report["projected"].values()), report
+    # the driver does no task's work: what it holds beyond its imports when it starts the plan
+    # is below the data (96 MB of X; a driver that read X would hold all of it). Its peak RSS
+    # itself varies with the allocator's arenas and threads (96 MB to 137 MB on one AMD EPYC,
+    # between runs of the same code; 6 MB beyond the imports in a run of 95 MB), so it is not
+    # compared with a task's projection
+    grown = report["driver_peak"] - report["imports_peak"]
+    assert grown < 0.75 * report["data_bytes"], report
     over = {
         op: (m, report["projected"][op])
         for op, m in report["measured"].items()
