@@ -443,3 +443,12 @@ def test_what_one_example_refuses_vmap_refuses():
         pg.grad(lambda x: xp.sum(xp.take(x, xp.asarray([1]))))(x)
     with pytest.raises(ValueError, match=r"take\(\): axis must be given"):
         pg.vmap(lambda i: xp.take(x, i))(xp.asarray([[0], [1]]))
+
+
+def test_a_matrix_times_a_batch_with_an_empty_contracted_axis():
+    """(k, 0) @ (B, 0, m) per example: one product over (n, B*m) reshaped with -1, which a
+    contracted axis of 0 leaves unsolved (NumPy's reshape error)."""
+    a = xp.asarray(np.ones((3, 2, 0)))
+    b = xp.asarray(np.ones((0, 2)))
+    got = pg.vmap(lambda v: b.T @ v.T)(a)
+    np.testing.assert_array_equal(np.asarray(got), np.zeros((3, 2, 2)))

@@ -589,9 +589,9 @@ def test_norm_weights_of_the_normalized_axes_shape_go_on_those_axes(xp):
 
 
 def test_rows_over_an_empty_batch_give_zero_gradients(xp):
-    """No example (a batch of 0 rows): every fused row runs, and each parameter's gradient is
-    zeros of its shape (the convolutions' weight once had no block to sum); logsumexp over
-    an empty axis is -inf (scipy's)."""
+    """No example (a batch of 0 rows), or no output channel: every fused row runs, and each
+    parameter's gradient is zeros of its shape (the convolutions' weight once had no block to
+    sum); logsumexp over an empty axis is -inf (scipy's)."""
     from pycograd_xp import special
 
     def a(*s):
@@ -607,6 +607,9 @@ def test_rows_over_an_empty_batch_give_zero_gradients(xp):
         (lambda q: nn.scaled_dot_product_attention(q, q, q, is_causal=True), (a(0, 2, 3, 4),)),
         (lambda x, w, b: nn.linear(x, w, b), (a(0, 3), a(3, 2), a(2))),
         (lambda x: nn.logsumexp(x, axis=0), (a(0, 3),)),
+        # no output channel (a reshape with -1 could not solve for the other axis)
+        (lambda x, w, b: nn.conv2d(x, w, b), (a(2, 3, 5, 5), a(0, 3, 3, 3), a(0))),
+        (lambda x, w: nn.conv1d(x, w, stride=2), (a(2, 3, 7), a(0, 3, 3))),
     ]
     for f, args in rows:
         gs = pg.grad(lambda *t, f=f: xp.sum(f(*t)), argnums=tuple(range(len(args))))(*args)

@@ -169,7 +169,8 @@ def _conv_flat(
     N, out_c = x.shape[0], w.shape[0]
     kernel = tuple(w.shape[2:])
     xe = pad(bk, x, flat_padding(padding))
-    wm = bk.reshape(bk.permute_dims(w, (0, 2, 3, 1)), (out_c, -1))  # rows (o), columns (k, c)
+    columns = math.prod(w.shape[1:])  # (no -1: out_c may be 0)
+    wm = bk.reshape(bk.permute_dims(w, (0, 2, 3, 1)), (out_c, columns))  # rows (o), cols (k, c)
     length = out[0] * xe.shape[3]
     dtype = bk.result_type(x.dtype, w.dtype, *(() if b is None else (b.dtype,)))
     y = bk.empty((N, out_c, *out), dtype=dtype)
@@ -489,7 +490,7 @@ def _conv_jvp(name):
             else call(ns, name, x, t[1], *(() if tb is None or tx is not None else (tb,)), **kwargs)
         )
         if tx is None and tw is None:  # the bias's tangent alone, over the channel axis
-            return ns.reshape(tb, (1, -1) + (1,) * (out.ndim - 2))
+            return ns.reshape(tb, (1, tb.shape[-1]) + (1,) * (out.ndim - 2))
         return plus(tx, tw)
 
     return rule
@@ -525,7 +526,8 @@ def _conv_batch(name):
                 else f(x, w, groups=groups, **kw)[None, ...]
             )
             k = y.ndim - 3  # spatial axes of (B, N, O, *S)
-            return y + ns.reshape(bias, (bias.shape[0] if bb else 1, 1, -1) + (1,) * k)
+            per = (bias.shape[0] if bb else 1, 1, bias.shape[-1])  # (no -1: 0 channels)
+            return y + ns.reshape(bias, per + (1,) * k)
         fused = () if bias is None else (bias,)  # one bias for every example: inside the row
         if not bw:  # (B, N, C, *S) as (B*N, C, *S)
             b, n = x.shape[0], x.shape[1]

@@ -401,7 +401,7 @@ def add_bias(bk: Any, y: Any, b: Any) -> Any:
     ``y``'s dtype; else a new array."""
     if b is None:
         return y
-    bb = bk.reshape(b, (1, -1) + (1,) * (y.ndim - 2))
+    bb = bk.reshape(b, (1, b.shape[-1]) + (1,) * (y.ndim - 2))  # (no -1: 0 channels)
     if (
         _raw(bk)
         and caps(bk).views_alias
