@@ -131,7 +131,7 @@ CUBED_GAPS = {
     ("_attention", "heads, causal and mask", ((2, 3, 2, 4), (2, 5, 2, 4), (2, 5, 2, 0))),
     ("_attention", "heads, causal, query blocks", ((0, 80, 2, 3), (0, 80, 2, 3), (0, 80, 2, 2))),
     ("_attention", "heads, causal, query blocks", ((0, 80, 2, 3), (1, 80, 2, 3), (1, 80, 2, 2))),
-    ("_attention", "heads, causal, query blocks", ((1, 0, 2, 3), (1, 80, 2, 3), (1, 80, 2, 2))),
+    ("_attention", "heads, causal, query blocks", ((1, 80, 0, 3), (1, 80, 0, 3), (1, 80, 0, 0))),
     ("_attention", "heads, causal, query blocks", ((1, 80, 2, 3), (0, 80, 2, 3), (1, 80, 2, 2))),
     ("_attention", "heads, causal, query blocks", ((1, 80, 2, 3), (1, 80, 2, 3), (0, 80, 2, 2))),
     ("_attention", "heads, causal, query blocks", ((1, 80, 2, 3), (1, 80, 2, 3), (1, 80, 2, 0))),

@@ -356,8 +356,8 @@ def _or_no_elements(impl: Callable[..., Any], name: str, backend: Backend) -> Ca
     def call(bk: Any, *args: Any, **kw: Any) -> Any:
         try:
             return impl(bk, *args, **kw)
-        except (ValueError, TypeError, IndexError):
-            r = no_elements(name, array_type, like_kwargs, bk, args, kw)
+        except (ValueError, TypeError, IndexError, ZeroDivisionError):  # (Cubed's chunking of
+            r = no_elements(name, array_type, like_kwargs, bk, args, kw)  # 0 divides by it)
             if r is None:
                 raise
             return r

@@ -618,3 +618,20 @@ def test_rows_over_an_empty_batch_give_zero_gradients(xp):
     z = xp.zeros((0, 3), dtype=xp.float64)
     for lse in (nn.logsumexp, special.logsumexp):
         assert to_numpy(lse(z, axis=0)).tolist() == [-np.inf] * 3
+
+
+def test_attention_with_no_head_or_no_feature(xp):
+    """No head (H = 0): the block plan divided by it (ZeroDivisionError); no feature (d = 0):
+    1 / sqrt(d) divided by zero. Now an empty result, and a clear error naming scale= (with
+    which every score is 0 and each output row is the mean of v)."""
+    q0 = xp.zeros((1, 80, 0, 3), dtype=xp.float64)
+    out = xp._attention(q0, q0, xp.zeros((1, 80, 0, 2), dtype=xp.float64), is_causal=True)[0]
+    assert tuple(out.shape) == (1, 80, 0, 2)
+    g = pg.grad(lambda q: xp.sum(xp._attention(q, q, q, is_causal=True)[0]))(q0)
+    assert tuple(g.shape) == (1, 80, 0, 3)
+    qd, kd, v = xp.ones((2, 3, 1, 0)), xp.ones((2, 5, 1, 0)), xp.asarray(A(2, 5, 1, 4))
+    with pytest.raises(ValueError, match=r"no features \(d = 0\).*scale="):
+        xp._attention(qd, kd, v)
+    got = xp._attention(qd, kd, v, scale=1.0)[0]
+    want = np.broadcast_to(to_numpy(v).mean(axis=1, keepdims=True), (2, 3, 1, 4))
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12)

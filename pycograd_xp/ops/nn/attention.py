@@ -60,21 +60,31 @@ def _attention_shapes(q: Any, k: Any, v: Any) -> tuple[tuple[int, ...], int, int
     return tuple(batch), q.shape[-3], lk, h
 
 
+def _default_scale(q: Any) -> float:
+    """``1 / sqrt(d)``, refused for q without features (d = 0) by name."""
+    if q.shape[-1] == 0:
+        raise ValueError(
+            "scaled_dot_product_attention(): q and k have no features (d = 0), so the default "
+            "scale 1 / sqrt(d) is undefined; give features, or pass scale="
+        )
+    return 1 / math.sqrt(q.shape[-1])
+
+
 def attention_plan(
     batch: tuple[int, ...], lq: int, lk: int, h: int, item: int, causal_only: bool
 ) -> tuple[list[tuple[Any, ...]], int, int]:
     """How the blockwise attention goes, from ATTENTION_BLOCK_BYTES: (blocks of the batch, as
     index tuples over its axes; query rows a block; keys a block). A function of shapes only,
     so a projection and a compiled replay loop as the call does."""
-    row = h * lk * item  # one query row of one batch item against every key
-    if row <= ATTENTION_BLOCK_BYTES:
+    row = max(h, 1) * lk * item  # one query row of one batch item against every key (no
+    if row <= ATTENTION_BLOCK_BYTES:  # head: a block as for one, of nothing)
         rows, keys = min(lq, ATTENTION_BLOCK_BYTES // row), lk
         if causal_only:
             rows = min(rows, CAUSAL_ROWS)
     else:  # keys in blocks too, with an online softmax
         rows = min(lq, 16)
-        keys = max(1, ATTENTION_BLOCK_BYTES // (h * rows * item))
-    rows, per = max(rows, 1), h * max(rows, 1) * keys * item
+        keys = max(1, ATTENTION_BLOCK_BYTES // (max(h, 1) * rows * item))
+    rows, per = max(rows, 1), max(h, 1) * max(rows, 1) * keys * item
     blocks = []
     for idx in pieces(batch, per, 0, ATTENTION_BLOCK_BYTES):
         lead = idx[:-1]  # without the Ellipsis: one entry per batch axis
@@ -265,7 +275,7 @@ def _attention(
     maskf = _mask_full(bk, mask, batch, h, lq, lk)
     additive = _additive(bk, mask)
     dtype = bk.result_type(q, k, v, *((mask,) if additive else ()))
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q) if scale is None else scale
     low = -math.inf if additive else float(bk.finfo(dtype).min)
     q, k, v = (_same(bk, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
     if not in_place(bk):
@@ -375,7 +385,7 @@ def _attention_vjp(
     batch, lq, lk, h = _attention_shapes(q, k, v)
     additive = _additive(ns, mask)
     dtype = ns.result_type(q, k, v, *((mask,) if additive else ()))
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q) if scale is None else scale
     low = -math.inf if additive else float(ns.finfo(dtype).min)
     q, k, v = (_same(ns, a, dtype, (*batch, *a.shape[-3:])) for a in (q, k, v))
     maskf = _mask_full(ns, mask, batch, h, lq, lk)

@@ -490,6 +490,7 @@ def _conv_jvp(name):
             else call(ns, name, x, t[1], *(() if tb is None or tx is not None else (tb,)), **kwargs)
         )
         if tx is None and tw is None:  # the bias's tangent alone, over the channel axis
+            assert tb is not None  # (a tangent of none of them: no JVP is asked)
             return ns.reshape(tb, (1, tb.shape[-1]) + (1,) * (out.ndim - 2))
         return plus(tx, tw)
 
