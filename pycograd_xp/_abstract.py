@@ -427,3 +427,13 @@ def populate() -> None:
         newaxis=None,
         Array=AbstractArray,
     )
+
+
+def c_order(d: Any) -> bool:
+    """Whether the array ``d`` (a backend's, or an abstract one) is in C order: what the
+    projection and compile's trace give an argument (NumPy copies one not in C order where a
+    call needs one, and the rules count that copy)."""
+    if isinstance(d, AbstractArray):
+        return d.contiguous
+    flags = getattr(d, "flags", None)
+    return bool(getattr(flags, "c_contiguous", True))

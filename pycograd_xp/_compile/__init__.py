@@ -58,6 +58,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+from .._abstract import c_order
 from .._host import HostScalar, ValueNeededError
 from .._state import STACK
 from ..memory import _budget as _memory_budget
@@ -192,9 +193,8 @@ class Compiled:
                         f"compile: arguments mix arrays of {ns.__name__} and {leaf._ns.__name__}"
                     )
                 d = leaf._data
-                flags = getattr(d, "flags", None)  # C order or not: a plan's memory (copies)
                 parts.append(
-                    (d.shape, d.dtype, flags is None or flags.c_contiguous)
+                    (d.shape, d.dtype, c_order(d))  # C order or not: a plan's memory (copies)
                     if not leaf._backend.chunked
                     else (d.shape, d.dtype, d.chunks, id(d.spec))
                 )

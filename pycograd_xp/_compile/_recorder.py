@@ -12,7 +12,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._abstract import ABSTRACT, DTYPE_NAMES, AbstractArray, matmul_into_shape, transients
+from .._abstract import (
+    ABSTRACT,
+    DTYPE_NAMES,
+    AbstractArray,
+    c_order,
+    matmul_into_shape,
+    transients,
+)
 from .._host import HostScalar, ValueNeededError
 from .._primitive import REGISTRY
 from .._state import STACK, Trace, push, restore
@@ -348,14 +355,6 @@ def arrays(out: Any) -> list[Any]:
     return []
 
 
-def _c_order(d: Any) -> bool:
-    """Whether the array ``d`` (a backend's, or an abstract one) is in C order."""
-    if isinstance(d, AbstractArray):
-        return d.contiguous
-    flags = getattr(d, "flags", None)
-    return bool(getattr(flags, "c_contiguous", True))
-
-
 def examples(v: Any, dtypes: dict[int, np.dtype], array_type: type) -> Any:
     """``v`` as the shape rules take it: each host scalar replaced by its example (a Python
     number), each dtype of the target backend by NumPy's (the abstract backend's), each array
@@ -446,7 +445,7 @@ def record(
             else:  # with the argument's layout: NumPy copies one not in C order where a call
                 # needs one, and the rules count that copy (memory.project's _to_abstract)
                 a = AbstractArray(
-                    leaf._data.shape, np_dtype(leaf._data.dtype), contiguous=_c_order(leaf._data)
+                    leaf._data.shape, np_dtype(leaf._data.dtype), contiguous=c_order(leaf._data)
                 )
             input_syms.append(rec.new(a))
             array_inputs.append(i)

@@ -168,8 +168,9 @@ def measure(
     if device is not None:  # a device backend measures with its own allocator (CuPy's pool)
         peaks = [device(run) + argument_bytes for run in runs]
         return Measurement(peaks[0], peaks[-1], argument_bytes, None, None, 0)
-    _import_special(tree_flatten((args, kwargs))[0])
-    _build_vmap_levels(tree_flatten((args, kwargs))[0])
+    leaves = tree_flatten((args, kwargs))[0]
+    _import_special(leaves)
+    _build_vmap_levels(leaves)
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import _api
-from .._abstract import ABSTRACT, AbstractArray, Tracker, matmul_into_shape
+from .._abstract import ABSTRACT, AbstractArray, Tracker, c_order, matmul_into_shape
 from .._state import STACK, Abstract, OnBackward, interpreting
 from ..namespace import namespace
 from ..namespace._array import Array, make
@@ -103,8 +103,7 @@ def _to_abstract(A: Any, leaf: Any) -> Any:
             return leaf
         # a real array keeps its layout: a transposed or strided view is no C-ordered array
         # (NumPy copies it where a call needs one, and the rules count that copy)
-        flags = getattr(leaf._data, "flags", None)
-        contiguous = bool(getattr(flags, "c_contiguous", True))
+        contiguous = c_order(leaf._data)
         return make(
             A.Array, AbstractArray(leaf.shape, _dtype_name(leaf.dtype), contiguous=contiguous)
         )

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..tree import tree_flatten, tree_leaves, tree_unflatten
+
 # at most this many elements in the operands with elements: a larger one is not copied into a
 # stand-in (the backend's error stands)
 LIMIT = 1 << 16
@@ -30,8 +32,8 @@ def no_elements(
     ``array_type`` among them) read off NumPy, or None where no operand is empty, an operand
     with elements is larger than :data:`LIMIT`, NumPy refuses the call, or the result depends
     on the operands' values."""
-    found: list[Any] = []
-    _walk((args, kwargs), array_type, found)
+    leaves, td = tree_flatten((args, kwargs))
+    found: list[Any] = [a for a in leaves if isinstance(a, array_type)]
     if not any(math.prod(a.shape) == 0 for a in found):
         return None
     if sum(math.prod(a.shape) for a in found) > LIMIT:
@@ -42,50 +44,39 @@ def no_elements(
     row = getattr(ns, name, None)
     if row is None:
         return None
-    runs = []
+    trees: list[Any] = []
     try:
         for seed in (0, 1):
             rng = np.random.default_rng(seed)
-            stand = {id(a): ns.asarray(_stand_in(a, rng, seed)) for a in found}
+            stand = [
+                ns.asarray(_stand_in(a, rng, seed)) if isinstance(a, array_type) else a
+                for a in leaves
+            ]
+            a, kw = tree_unflatten(td, stand)
             with np.errstate(all="ignore"):
-                runs.append(row(*_swapped(args, stand), **_swapped(kwargs, stand)))
-        first, second = (_datas(r) for r in runs)
+                trees.append(row(*a, **kw))
     except Exception:  # NumPy refuses it too, a filling is not valid data, or a trace (compile,
         return None  # memory.project) holds the calls: the backend's own error stands
+    first, second = ([_value(v) for v in tree_leaves(t)] for t in trees)
     if len(first) != len(second) or not all(
         a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
         for a, b in zip(first, second, strict=True)
     ):
         return None
-    kw = like_kwargs(found[0]) if like_kwargs is not None else {}
-
-    def made(v: Any) -> Any:
-        if v.size == 0:
-            return bk.zeros(v.shape, dtype=v.dtype, **kw)
-        return bk.asarray(v, **kw)
-
-    return _rebuilt(runs[0], made)
-
-
-def _walk(v: Any, array_type: type, out: list) -> None:
-    if isinstance(v, array_type):
-        out.append(v)
-    elif isinstance(v, list | tuple):
-        for e in v:
-            _walk(e, array_type, out)
-    elif isinstance(v, dict):
-        for e in v.values():
-            _walk(e, array_type, out)
+    like = like_kwargs(found[0]) if like_kwargs is not None else {}
+    out, out_td = tree_flatten(trees[0])
+    return tree_unflatten(
+        out_td,
+        [
+            bk.asarray(v, **like) if v.size else bk.zeros(v.shape, dtype=v.dtype, **like)
+            for v in map(_value, out)
+        ],
+    )
 
 
-def _swapped(v: Any, stand: dict) -> Any:
-    if id(v) in stand:
-        return stand[id(v)]
-    if isinstance(v, list | tuple) and not hasattr(v, "_fields"):
-        return type(v)(_swapped(e, stand) for e in v)
-    if isinstance(v, dict):
-        return {k: _swapped(e, stand) for k, e in v.items()}
-    return v
+def _value(v: Any) -> np.ndarray:
+    """The NumPy data of a leaf of the NumPy namespace's result."""
+    return np.asarray(getattr(v, "_data", v))
 
 
 def _stand_in(a: Any, rng: np.random.Generator, seed: int) -> np.ndarray:
@@ -96,16 +87,3 @@ def _stand_in(a: Any, rng: np.random.Generator, seed: int) -> np.ndarray:
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return np.full(shape, seed, dtype=dtype)  # integers and booleans: 0, then 1 (True)
-
-
-def _datas(r: Any) -> list[np.ndarray]:
-    if isinstance(r, list | tuple):
-        return [d for e in r for d in _datas(e)]
-    return [np.asarray(getattr(r, "_data", r))]
-
-
-def _rebuilt(r: Any, made: Any) -> Any:
-    if isinstance(r, list | tuple):
-        parts = [_rebuilt(e, made) for e in r]
-        return type(r)(*parts) if hasattr(r, "_fields") else type(r)(parts)
-    return made(np.asarray(getattr(r, "_data", r)))

@@ -116,16 +116,17 @@ def reduction(row: Any) -> Any:
     return rule
 
 
-def flat_reduction(row: Any) -> Any:
+def flat_reduction(row: Any, *, flattens: bool = True) -> Any:
     """The batching rule of a row whose axis=None means "the flattened array" (argmax,
-    cumulative_sum)."""
+    cumulative_sum). ``flattens=False``: the row flattens no example of more than one axis
+    (the scans refuse it), so neither does its batching."""
     name = row.name
 
     def rule(ns: Any, dims: Any, x: Any, /, *, axis: Any = None, **kw: Any) -> Any:
         nd = x.ndim - 1
         if axis is not None:
             return fn(ns, name)(x, axis=shift(axis, nd), **kw)
-        if nd > 1 and name.startswith("cumulative"):  # as one example's scan refuses
+        if nd > 1 and not flattens:  # as one example's call refuses
             raise ValueError(
                 f"{name}(): axis must be given for an array of {nd} dimensions, got None; "
                 "flatten first (reshape(x, (-1,))) to scan all the elements"

@@ -97,7 +97,7 @@ def _cumulative_prod_ct(ns, g, x, axis):
 
 
 cumulative_prod.defjvp(TRANSPOSED)
-cumulative_prod.defbatch(flat_reduction(cumulative_prod))
+cumulative_prod.defbatch(flat_reduction(cumulative_prod, flattens=False))
 cumulative_prod.defshape(cumulative_shape(cumulative_prod), memory=initial_slice)
 
 
@@ -129,5 +129,5 @@ def cumulative_sum_vjp(ns, g, out, x, /, *, axis=None, dtype=None, include_initi
 
 
 cumulative_sum.defjvp(linear(cumulative_sum))
-cumulative_sum.defbatch(flat_reduction(cumulative_sum))
+cumulative_sum.defbatch(flat_reduction(cumulative_sum, flattens=False))
 cumulative_sum.defshape(cumulative_shape(cumulative_sum), memory=initial_slice)
