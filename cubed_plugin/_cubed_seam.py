@@ -41,6 +41,7 @@ from cubed.runtime.executors.local import (
 from cubed.runtime.types import Callback, CubedPipeline
 from cubed.spec import spec_from_config
 from cubed.storage.store import is_storage_array
+from cubed.storage.virtual import VirtualInMemoryArray
 from cubed.storage.zarr import LazyZarrArray
 from cubed.utils import block_id_to_offset, chunk_memory, normalize_chunks
 
@@ -317,6 +318,14 @@ def zarr_array_of(x: Any) -> Any:
     one made by ``cubed.from_zarr`` reads, Cubed's lazy array for one it computes; None when
     it has none."""
     return getattr(x, "_zarray", None)
+
+
+def held_values(x: Any) -> Any:
+    """The values of the Cubed array ``x`` where it holds them in memory (one made by
+    ``cubed.asarray`` from a NumPy array: Cubed's ``VirtualInMemoryArray``), read without
+    computing anything; None for any other array (a computed or stored one)."""
+    z = getattr(x, "_zarray", None)
+    return z.array if isinstance(z, VirtualInMemoryArray) else None
 
 
 def is_stored(dag: Any, name: str) -> bool:

@@ -269,18 +269,26 @@ def _advanced(x: Any, parts: list) -> Any:
     adv = [j for j, k in enumerate(parts) if not isinstance(k, slice)]
     rest = [j for j in range(x.ndim) if j not in adv]
     sizes = [int(x.shape[j]) for j in adv]
+    # the flat index in NumPy where every index is held in memory (nothing for Cubed to compute)
+    m = np if not any(isinstance(parts[j], cubed.Array) for j in adv) else cubed
     indices = []
     for j, n in zip(adv, sizes, strict=True):
         k = parts[j]
         if isinstance(k, int):
             if not -n <= k < n:
                 raise IndexError(f"index {k} is out of bounds for axis {j} with size {n}")
-            k = cubed.asarray(k % n, dtype=cubed.int64, spec=x.spec)
+            k = (
+                np.asarray(k % n, dtype=np.int64)
+                if m is np
+                else cubed.asarray(k % n, dtype=cubed.int64, spec=x.spec)
+            )
         else:
-            k = cubed.astype(k, cubed.int64)
-            k = cubed.where(k < 0, k + n, k)
+            if m is cubed and not isinstance(k, cubed.Array):
+                k = cubed.asarray(k, spec=x.spec)
+            k = m.astype(k, m.int64)
+            k = m.where(k < 0, k + n, k)
         indices.append(k)
-    shape = cubed.broadcast_shapes(*(k.shape for k in indices)) if indices else ()
+    shape = m.broadcast_shapes(*(k.shape for k in indices)) if indices else ()
     flat, stride = None, 1
     for k, n in zip(reversed(indices), reversed(sizes), strict=True):
         term = k * stride if stride != 1 else k
@@ -289,7 +297,11 @@ def _advanced(x: Any, parts: list) -> Any:
     assert flat is not None
     moved = cubed.permute_dims(x, tuple(adv + rest)) if adv != list(range(len(adv))) else x
     stacked = reshape(moved, (stride, *(int(x.shape[j]) for j in rest)))
-    flat = reshape(cubed.broadcast_to(flat, shape), (-1,))
+    flat = (
+        np.broadcast_to(flat, shape).reshape(-1)
+        if m is np
+        else reshape(cubed.broadcast_to(flat, shape), (-1,))
+    )
     out = take(stacked, flat, axis=0) if flat.shape[0] else stacked[:0]
     out = reshape(out, (*shape, *(int(x.shape[j]) for j in rest)))
     first, adjacent = adv[0], adv == list(range(adv[0], adv[0] + len(adv)))
@@ -323,6 +335,22 @@ def _is_index_array(k: Any) -> bool:
     return hasattr(k, "shape") and hasattr(k, "dtype") and k.ndim >= 1
 
 
+def _held(k: Any) -> Any:
+    """An integer index array's values, as NumPy's, where Cubed holds them in memory (a
+    constant made from a NumPy array); ``k`` itself otherwise. Cubed 0.27 computes a Cubed
+    index array to plan the gather, which runs a plan of its own, and which
+    ``memory.project`` (planning only) refuses; the values it would compute are at hand."""
+    import cubed
+
+    from ._cubed_seam import held_values
+
+    if isinstance(k, cubed.Array) and k.dtype != cubed.bool:
+        v = held_values(k)
+        if v is not None:
+            return np.asarray(v)
+    return k
+
+
 @implements("take")
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
     """Cubed's ``take``, except where the indices are as long as the axis: Cubed 0.27 takes an
@@ -335,6 +363,7 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
 
     if axis is None and x.ndim == 1:
         axis = 0
+    indices = _held(indices)
     if axis is not None:
         # Cubed 0.27 indexes (slice(None),) * axis: a negative axis took along axis 0
         axis = norm_axis(axis, x.ndim, "take")
@@ -359,7 +388,8 @@ def index(x: Any, key: Any) -> Any:
     way out. The Backend's ``getitem`` capability on Cubed."""
     import cubed
 
-    parts = list(key) if isinstance(key, tuple) else [key]
+    parts = [_held(k) for k in (key if isinstance(key, tuple) else (key,))]
+    parts = [int(k) if isinstance(k, np.ndarray) and k.ndim == 0 else k for k in parts]
     arrays_in = [j for j, k in enumerate(parts) if isinstance(k, cubed.Array)]
     if arrays_in:  # index arrays made without a Spec take x's (as every other call's operands)
         x, *found = _one_spec([x, *(parts[j] for j in arrays_in)])
@@ -378,7 +408,14 @@ def index(x: Any, key: Any) -> Any:
     arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
     ints_at = [j for j, k in enumerate(parts) if _is_int(k)]
     scalars_at = [j for j, k in enumerate(parts) if _is_scalar_index(k)]  # 0-d integer arrays
-    if len(arrays_at) > 1 or (arrays_at and ints_at) or scalars_at:
+    # Cubed 0.27 takes one 1-d integer array, beside slices only ("Chunks and shape must be of
+    # the same length" for an index array of two axes)
+    if (
+        len(arrays_at) > 1
+        or (arrays_at and ints_at)
+        or scalars_at
+        or any(parts[j].ndim > 1 for j in arrays_at)
+    ):
         return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
     if not arrays_at:  # Cubed 0.27 fails where x or the result holds no element ("Chunks and
         # shape must be of the same length", "Chunks do not add up to shape": x[0, 3:] of 3 x 3):
@@ -616,10 +653,11 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
         if repeats == 0:  # Cubed 0.27 divides by it: the result is empty along the axis
             return index(x, (slice(None),) * axis + (slice(0, 0),))
         return cubed.repeat(x, repeats, axis=axis)
-    counts = np.asarray(repeats.compute() if hasattr(repeats, "compute") else repeats)
+    counts = _held(repeats)  # a constant's values without computing (a projection plans only)
+    counts = np.asarray(counts.compute() if hasattr(counts, "compute") else counts)
     n = x.shape[axis]
     idx = np.repeat(np.arange(n), np.broadcast_to(counts, (n,)))
-    return take(x, cubed.asarray(idx, spec=x.spec), axis=axis)
+    return take(x, idx, axis=axis)
 
 
 @implements("tile")

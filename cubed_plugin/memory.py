@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import contextlib
 import dataclasses
 import functools
 import math
@@ -27,7 +28,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -345,6 +346,30 @@ def _projection(targets: list, spec: Any, mode: str, last_forward: int = 0) -> C
     )
 
 
+@contextlib.contextmanager
+def planning_only(caller: str) -> Iterator[None]:
+    """Cubed's ``raise_if_computes`` (a projection builds the plan and never runs it), with its
+    bare "'compute' was called" said in the user's terms: what computed, and the way out."""
+    import cubed
+
+    try:
+        with cubed.raise_if_computes():
+            yield
+    except RuntimeError as e:
+        if str(e) != "'compute' was called":
+            raise
+        raise ValueError(
+            f"{caller}: building the plan needed values Cubed must compute first, which a "
+            "projection does not run: Cubed 0.27 computes the integer index array of a "
+            "gather (x[idx], take) and the counts of repeat to plan them, and here they are "
+            "computed by the function or its gradient (a gather by computed indices, or the "
+            "gradient of a gradient through a gather). Indices and counts given as constants "
+            "(xp.asarray of a NumPy array) are read without computing; or project the "
+            "first-order gradient, or measure instead (cubed_plugin.compute with its memory "
+            "callbacks)"
+        ) from None
+
+
 def project(
     f: Callable[..., Any],
     *args: Any,
@@ -378,7 +403,7 @@ def project(
     def mark() -> None:  # Cubed names its ops in creation order: later ones are backward ops
         boundary.append(op_counter())
 
-    with before_backward(mark), cubed.raise_if_computes():
+    with before_backward(mark), planning_only("memory.project()"):
         value, grads = pycograd_xp.value_and_grad(f, argnums)(*args, **kwargs)
         targets = [unwrap(value)] + [unwrap(g) for g in tree_flatten(grads)[0]]
         return _projection(targets, spec, "graph", boundary[0])
@@ -473,7 +498,7 @@ def step_projection(
         return stand_in(s, spec) if isinstance(s, Spec) else pg.unwrap(s)
 
     params = tree_map(_zeros_like, args[0])
-    with cubed.raise_if_computes():
+    with planning_only("plan_rows(mode='one-pass')"):
         total, _, _ = one_pass_step(
             f,
             params,

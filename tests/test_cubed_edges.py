@@ -183,3 +183,70 @@ def test_basic_keys_that_select_no_element(cxp):
     np.testing.assert_array_equal(np.asarray(chunked(cxp, a[0, :3], 2)[0, 3:]), np.zeros(0))
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
         x[5, 0:0]
+
+
+def test_gathers_by_constant_indices_read_them_without_computing(cxp):
+    """Cubed 0.27 computes a Cubed index array to plan a gather by it (a plan run of its own).
+    An index made from a NumPy array is held in memory: its values are read where they are,
+    for one index array, several (one flat index, in NumPy), a 0-d one, negative entries, take
+    and repeat's counts. Values and gradients as NumPy's, and nothing computed while planning
+    (but repeat's gradient, which gathers at the counts' cumulative sums, computed)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 5, 4))
+    x = chunked(cxp, a, (4, 2, 3))
+    i, j = np.array([5, 0, -1, 2, 2]), np.array([[1], [-2]])
+    cases = [
+        (lambda m, y: y[m.asarray(i)], lambda y: y[i]),
+        (lambda m, y: y[:, m.asarray(j)], lambda y: y[:, j]),
+        (lambda m, y: y[m.asarray(i), :, m.asarray(j)], lambda y: y[i, :, j]),
+        (lambda m, y: y[m.asarray(i[:2]), m.asarray(j[:, 0])], lambda y: y[i[:2], j[:, 0]]),
+        (lambda m, y: y[1, m.asarray(np.asarray(-2))], lambda y: y[1, -2]),
+        (lambda m, y: m.take(y, m.asarray(i[1:]), axis=-1), lambda y: np.take(y, i[1:], axis=-1)),
+        (lambda m, y: m.take(y, m.asarray(np.arange(5)), axis=1), lambda y: y),
+        (
+            lambda m, y: m.repeat(y, m.asarray(np.array([0, 2, 1, 3])), axis=2),
+            lambda y: np.repeat(y, [0, 2, 1, 3], axis=2),
+        ),
+    ]
+    for k, (f, ref) in enumerate(cases):
+        with cubed.raise_if_computes():  # planning only: no index is computed
+            y = f(cxp, x)
+            if k < len(cases) - 1:  # (repeat's VJP gathers at the counts' cumulative sums)
+                g = pg.grad(lambda y, f=f: cxp.sum(f(cxp, y) ** 2))(x)
+        if k == len(cases) - 1:
+            g = pg.grad(lambda y, f=f: cxp.sum(f(cxp, y) ** 2))(x)
+        np.testing.assert_array_equal(np.asarray(y), ref(a), err_msg=str(k))
+        want = pg.grad(lambda y, f=f: nxp.sum(f(nxp, y) ** 2))(nxp.asarray(a))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-13, err_msg=str(k))
+
+
+def test_projection_of_a_gather_by_computed_indices_says_why_it_cannot():
+    """memory.project builds the plan and runs nothing; Cubed 0.27 must compute a gather's
+    computed indices to plan it. Constant indices project; computed ones (here the order of
+    a sort, and the second-order gradient through a constant gather, whose segment sum sorts)
+    get an error that says so and the way out, not Cubed's bare "'compute' was called"."""
+    from pycograd_xp import memory
+
+    xp = pg.namespace(cubed)
+    spec = cubed.Spec(allowed_mem="200MB")
+    X = xp.asarray(
+        cubed.from_array(np.random.default_rng(0).random((40, 6)), chunks=(10, 6), spec=spec)
+    )
+    idx = xp.asarray(np.array([3, 1, 7, 30]))
+
+    def constant(X):
+        return xp.sum(xp.take(X, idx, axis=0) ** 2)
+
+    p = memory.project(constant, X)
+    assert p.max_task_bytes > 0 and {r.phase for r in p.rows} == {"forward", "backward"}
+
+    def computed(X):
+        return xp.sum(xp.take(X, xp.argsort(X[:, 0])[:3], axis=0) ** 2)
+
+    for f in (computed, pg.grad(constant)):
+        with pytest.raises(
+            ValueError,
+            match=r"memory\.project\(\): building the plan needed "
+            r"values Cubed must compute first.*gather.*constants",
+        ):
+            memory.project(f, X)
