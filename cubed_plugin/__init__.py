@@ -138,5 +138,10 @@ def _compute_values(*arrays: Any) -> tuple:
     return tuple(compute(list(arrays)))
 
 
-def _spec_of(a: Any) -> dict:
-    return {"spec": a.spec} if hasattr(a, "spec") else {}
+def _spec_of(*arrays: Any) -> dict:
+    """``like_kwargs`` on Cubed: the Spec the arrays meet on (a user's over the default)."""
+    from ._operands import common_spec
+
+    found = [a for a in arrays if hasattr(a, "spec")]
+    spec = common_spec(found) if found else None
+    return {"spec": spec or found[0].spec} if found else {}

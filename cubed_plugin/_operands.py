@@ -49,6 +49,8 @@ def aligned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         found = _operands(array, args, kwargs)
         if found and any(a.size == 0 for a in found):
+            # on one Spec first, as below (in place: the operands a VJP saved meet on it too)
+            found = _one_spec(found)
             empty = _empty_result(name, found, args, kwargs)
             if empty is not None:
                 return empty
@@ -123,7 +125,7 @@ def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
     # a result with elements from operands of none (a norm or a sum of nothing) is NumPy's
     if any(p.size for p in parts) and any(a.size for a in found):
         return None
-    spec = found[0].spec
+    spec = common_spec(found) or found[0].spec  # (a constant beside a user's Spec: the user's)
     out = [
         cubed.asarray(p, spec=spec) if p.size else cubed.zeros(p.shape, dtype=p.dtype, spec=spec)
         for p in parts
@@ -153,22 +155,32 @@ def _swapped(args: tuple, swap: dict) -> tuple:
     return tuple(_swapped1(v, swap) for v in args)
 
 
-def _one_spec(arrays: list) -> list:
-    """``arrays`` with those on Cubed's default Spec re-labelled with the one other Spec among
-    them (unchanged when they share one, or when two Specs of a user's meet: Cubed says so)."""
+def common_spec(arrays: list) -> Any:
+    """The Spec ``arrays`` meet on: theirs where they share one, else the one Spec among them
+    that is not Cubed's default (an array made without a Spec beside a user's); None where
+    two Specs of a user's meet (Cubed says so when they do)."""
     first = arrays[0].spec
     if all(a.spec == first for a in arrays):
-        return arrays
-    from ._cubed_seam import default_spec, with_spec
+        return first
+    from ._cubed_seam import default_spec
 
     default = default_spec()
     others: list[Any] = []
     for a in arrays:
         if a.spec != default and all(a.spec != s for s in others):
             others.append(a.spec)
-    if len(others) != 1:
+    return others[0] if len(others) == 1 else None
+
+
+def _one_spec(arrays: list) -> list:
+    """``arrays`` with those on Cubed's default Spec re-labelled with the one other Spec among
+    them (unchanged when they share one, or when two Specs of a user's meet: Cubed says so)."""
+    spec = common_spec(arrays)
+    if spec is None or all(a.spec == spec for a in arrays):
         return arrays
-    return [with_spec(a, others[0]) if a.spec == default else a for a in arrays]
+    from ._cubed_seam import with_spec
+
+    return [with_spec(a, spec) if a.spec != spec else a for a in arrays]
 
 
 def _regular(size: int, chunk: int) -> tuple[int, ...]:

@@ -250,3 +250,33 @@ def test_projection_of_a_gather_by_computed_indices_says_why_it_cannot():
             r"values Cubed must compute first.*gather.*constants",
         ):
             memory.project(f, X)
+
+
+def test_empty_results_beside_constants_keep_the_users_spec():
+    """A call on an empty array of a user's Spec and a constant made without one (Cubed's
+    default Spec) is answered without Cubed where Cubed fails on no elements; that answer is
+    on the Spec the operands meet on, the user's, whichever comes first: on the default one,
+    computing it with the gradients raised "Arrays must have same spec"."""
+    import tempfile
+
+    import cubed_plugin
+
+    xp = pg.namespace(cubed)
+    spec = cubed.Spec(work_dir=tempfile.mkdtemp(), allowed_mem="300MB", reserved_mem="0")
+    x = xp.asarray(cubed.from_array(np.zeros((0, 3)), chunks=(1, 2), spec=spec))
+    c = xp.asarray(np.ones((0, 3)))
+    m = xp.asarray(np.zeros((0, 3), dtype=bool))
+    calls = {
+        "where first": lambda x: xp.where(m, xp.abs(x), 0.0),
+        "where second": lambda x: xp.where(m, 0.0, xp.sin(x)),
+        "multiply": lambda x: c * x,
+        "concat": lambda x: xp.concat([c, x], axis=0),
+        "rms_norm": lambda x: nn.rms_norm(x, weight=xp.asarray(np.ones(3))),
+        "matmul": lambda x: xp.asarray(np.ones((2, 0))) @ x,
+    }
+    for name, f in calls.items():
+        assert pg.unwrap(f(x)).spec == spec, name
+        v, g = pg.value_and_grad(lambda x, f=f: xp.sum(f(x) * 2.0))(x)
+        assert pg.unwrap(v).spec == spec, name
+        got_v, got_g = cubed_plugin.compute(v, g)
+        assert float(got_v) == 0.0 and got_g.shape == (0, 3), name

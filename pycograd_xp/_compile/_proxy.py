@@ -156,7 +156,11 @@ def recording(target: Backend) -> Any:
         name=f"tracing_{target.name}",
         array_type=Proxy,
         abstract=True,
-        like_kwargs=(lambda a: like(a.real if type(a) is Proxy else a)) if like else None,
+        like_kwargs=(
+            (lambda *arrays: like(*(a.real if type(a) is Proxy else a for a in arrays)))
+            if like
+            else None
+        ),
         projector=None,
         device_peak=None,
         owns_buffer=None,

@@ -61,10 +61,11 @@ class Backend:
     # ``block_sampler(xp, shape, chunks, dtype, draw_block)``: a lazy array whose block at
     # offset ``i`` is ``draw_block(i, block_shape)`` (random numbers on a chunked backend).
     block_sampler: Callable[..., Any] | None = None
-    # ``like_kwargs(a)``: keyword arguments that make a new constant (``zeros``, ``eye``,
-    # ``asarray``) of the backend's own namespace belong with array ``a`` (Cubed: its Spec,
-    # since arrays of two Specs cannot meet); None: none needed.
-    like_kwargs: Callable[[Any], dict] | None = None
+    # ``like_kwargs(a, *more)``: keyword arguments that make a new constant (``zeros``, ``eye``,
+    # ``asarray``) of the backend's own namespace belong with array ``a`` (and ``more``, the
+    # other operands of a call: Cubed gives the Spec they meet on, since arrays of two Specs
+    # cannot meet); None: none needed.
+    like_kwargs: Callable[..., dict] | None = None
     # A GPU's (CuPy's): each call is a kernel launch, so the nn rows work on whole arrays, never
     # block by block through the CPU's caches (ops/nn/pieces.py); a product of stacks copies
     # each operand that is not C-ordered (its batched GEMM), which memory.project charges there.

@@ -63,7 +63,7 @@ def no_elements(
         for a, b in zip(first, second, strict=True)
     ):
         return None
-    like = like_kwargs(found[0]) if like_kwargs is not None else {}
+    like = like_kwargs(*found) if like_kwargs is not None else {}
     out, out_td = tree_flatten(trees[0])
     return tree_unflatten(
         out_td,
