@@ -66,8 +66,26 @@ def _grid(kernel: tuple[int, ...]) -> list[tuple[int, ...]]:
     return grid
 
 
-def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: int) -> Any:
+def _conv(
+    x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: int, groups: int = 1
+) -> Any:
     xp = _ns(x, w)
+    if groups > 1:  # each group's channels against its filters, the groups' outputs joined
+        c, o = x.shape[1] // groups, w.shape[0] // groups
+        parts = [
+            _conv(
+                x[:, g * c : (g + 1) * c],
+                w[g * o : (g + 1) * o],
+                None,
+                stride,
+                padding,
+                dilation,
+                n,
+            )
+            for g in range(groups)
+        ]
+        y = xp.concat(parts, axis=1)
+        return y if b is None else y + xp.reshape(b, (1, b.shape[0]) + (1,) * n)
     stride, padding, dilation = _pair(stride, n), _pair(padding, n), _pair(dilation, n)
     for i in range(n):
         x = _pad(xp, x, x.ndim - n + i, padding[i], padding[i])
@@ -76,23 +94,37 @@ def _conv(x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any, n: i
     y = xp.tensordot(cols, w, axes=(list(range(1, 2 + n)), list(range(1, 2 + n))))
     y = xp.permute_dims(y, (0, y.ndim - 1, *range(1, y.ndim - 1)))
     if b is not None:
-        y = y + xp.reshape(b, (1, -1) + (1,) * n)
+        y = y + xp.reshape(b, (1, b.shape[0]) + (1,) * n)  # (no -1: b may have no element)
     return y
 
 
 def conv1d(
-    x: Any, w: Any, b: Any = None, stride: int = 1, padding: int = 0, dilation: int = 1
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: int = 1,
+    padding: int = 0,
+    dilation: int = 1,
+    groups: int = 1,
 ) -> Any:
-    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C, K) -> (N, O, L')."""
-    return _conv(x, w, b, stride, padding, dilation, 1)
+    """1-D convolution (cross-correlation, as PyTorch): x (N, C, L), w (O, C/groups, K) ->
+    (N, O, L')."""
+    return _conv(x, w, b, stride, padding, dilation, 1, groups)
 
 
 def conv2d(
-    x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
 ) -> Any:
-    """2-D convolution: x (N, C, H, W), w (O, C, KH, KW) -> (N, O, H', W'). ``stride``,
-    ``padding``, ``dilation``: an int or a pair."""
-    return _conv(x, w, b, stride, padding, dilation, 2)
+    """2-D convolution: x (N, C, H, W), w (O, C/groups, KH, KW) -> (N, O, H', W'). ``stride``,
+    ``padding``, ``dilation``: an int or a pair; ``groups`` splits the channels and the
+    filters into that many convolutions, side by side."""
+    return _conv(x, w, b, stride, padding, dilation, 2, groups)
 
 
 def _pool(x: Any, kernel: Any, stride: Any, padding: Any, how: str) -> Any:

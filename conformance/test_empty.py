@@ -7,8 +7,10 @@ passes."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -89,6 +91,70 @@ def test_vjp_over_arrays_of_no_elements(backend, name, case):
             assert tuple(g.shape) == raw[k].shape, where
             if empty_out:
                 assert not np.any(np.asarray(pg.unwrap(g))), f"{where}: a gradient from nothing"
+
+
+@contextlib.contextmanager
+def _composed_nn() -> Iterator[None]:
+    """``pycograd_xp.nn``'s rows replaced by ``conformance/composed_nn.py``'s compositions of
+    standard functions (the cases call ``nn.<row>`` when they run)."""
+    from conformance import composed_nn
+    from pycograd_xp import nn
+
+    names = [k for k in dir(composed_nn) if not k.startswith("_") and hasattr(nn, k)]
+    rows = {k: getattr(nn, k) for k in names}
+    try:
+        for k in names:
+            setattr(nn, k, getattr(composed_nn, k))
+        yield
+    finally:
+        for k, v in rows.items():
+            setattr(nn, k, v)
+
+
+def test_forward_over_arrays_of_no_elements_as_numpy():
+    """The forward pass of every variant above against an oracle that is not this library:
+    the case's function on array_api_compat's NumPy namespace (no tape), with the nn rows as
+    their compositions of standard functions. Where the oracle runs, ours runs too and gives
+    its values (the VJP tests above skip a variant whose forward pass raises: this one does
+    not, so a forward pass that fails on empty inputs where NumPy has an answer is reported)."""
+    import array_api_compat.numpy as npx
+
+    xp = pg.namespace(np)
+    failed, checked = [], 0
+    for name, cs in cases().items():
+        for case in cs:
+            if "numpy" not in case.backends or not any(np.ndim(a) for a in case.args):
+                continue
+            for shapes in _variants(case.args):
+                raw = [
+                    np.zeros(s, np.asarray(a).dtype) if np.shape(a) != s else np.asarray(a)
+                    for a, s in zip(case.args, shapes, strict=True)
+                ]
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    try:
+                        with _composed_nn():
+                            want = case.f(npx)(*[npx.asarray(a) for a in raw])
+                    except Exception:
+                        continue  # the oracle refuses these shapes
+                    try:
+                        got = case.f(xp)(*[xp.asarray(a) for a in raw])
+                    except NotImplementedError:
+                        continue
+                    except Exception as e:
+                        failed.append(f"{name} [{case.label}] {shapes}: {type(e).__name__}: {e}")
+                        continue
+                w = [np.asarray(v) for v in pg.tree_leaves(want)]
+                g = [np.asarray(pg.unwrap(v)) for v in pg.tree_leaves(got)]
+                same = len(w) == len(g) and all(
+                    a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=0, equal_nan=True)
+                    for a, b in zip(w, g, strict=True)
+                )
+                if not same:
+                    failed.append(f"{name} [{case.label}] {shapes}: {w} != {g}")
+                checked += 1
+    assert not failed, "\n".join(failed)
+    assert checked > 1000  # (1,454 variants the oracle computes, here)
 
 
 # -- on Cubed ------------------------------------------------------------------------------------
