@@ -408,6 +408,18 @@ def index(x: Any, key: Any) -> Any:
     arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
     ints_at = [j for j, k in enumerate(parts) if _is_int(k)]
     scalars_at = [j for j, k in enumerate(parts) if _is_scalar_index(k)]  # 0-d integer arrays
+    if (arrays_at or scalars_at) and _selects_nothing(x, parts):
+        # Cubed 0.27 fails on an empty result beside an index array ("Chunks and shape must
+        # be of the same length": x[3:-4:3, idx] of 2 rows). Every element of the result is one
+        # of x's, so there is none to allocate in NumPy's answer on stand-ins: x a broadcast
+        # view of no memory, Cubed's index arrays zeros of their shapes (an index into an
+        # empty axis raises there, as NumPy's does)
+        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(n) for n in x.shape))
+        key = tuple(
+            np.zeros(tuple(k.shape), dtype=np.intp) if isinstance(k, cubed.Array) else k
+            for k in parts
+        )
+        return cubed.zeros(stand[key].shape, dtype=x.dtype, spec=x.spec)
     # Cubed 0.27 takes one 1-d integer array, beside slices only ("Chunks and shape must be of
     # the same length" for an index array of two axes)
     if (
@@ -457,6 +469,23 @@ def index(x: Any, key: Any) -> Any:
     if arrays:
         return x[tuple(parts)]
     return _sliced(x, parts)
+
+
+def _selects_nothing(x: Any, parts: list) -> bool:
+    """Whether the key ``parts`` (no Ellipsis left) selects no element of ``x``: ``x`` has
+    none, an index array has none, or a slice takes none of its axis."""
+    if math.prod(x.shape) == 0:
+        return True
+    ax = 0
+    for k in parts:
+        if k is None:
+            continue
+        if hasattr(k, "shape") and math.prod(k.shape) == 0:
+            return True
+        if isinstance(k, slice) and ax < x.ndim and not len(range(*k.indices(x.shape[ax]))):
+            return True
+        ax += 1
+    return False
 
 
 def _sliced(x: Any, parts: list) -> Any:

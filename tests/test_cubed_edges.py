@@ -280,3 +280,30 @@ def test_empty_results_beside_constants_keep_the_users_spec():
         assert pg.unwrap(v).spec == spec, name
         got_v, got_g = cubed_plugin.compute(v, g)
         assert float(got_v) == 0.0 and got_g.shape == (0, 3), name
+
+
+def test_keys_with_index_arrays_that_select_no_element(cxp):
+    """Cubed 0.27 fails on an empty result beside an index array ("Chunks and shape must be of
+    the same length": x[3:-4:3, idx] of 2 rows); values and gradients as NumPy's, held or
+    computed indices, and an index into an empty axis refused as NumPy refuses it."""
+    a = np.arange(14.0).reshape(2, 7)
+    x = chunked(cxp, a, (1, 3))
+    e = chunked(cxp, np.zeros((0, 3)), (1, 1))
+    i, j = np.array([-5, -1, -1]), np.array([[-2]])
+    cases = [
+        (x, a, lambda m: (slice(3, -4, 3), m.asarray(i))),
+        (x, a, lambda m: (m.asarray(np.zeros(0, dtype=np.int64)),)),
+        (x, a, lambda m: (m.asarray(np.array([1, 0])), slice(4, 4))),
+        (x, a, lambda m: (slice(None), m.asarray(np.zeros((2, 0), dtype=np.int64)))),
+        (e, np.zeros((0, 3)), lambda m: (slice(None, None, -3), m.asarray(j))),
+        # an index array computed (Cubed computes it to plan the gather)
+        (e, np.zeros((0, 3)), lambda m: (slice(None), m.asarray(np.array([0, 2, 2])) + 0)),
+    ]
+    for k, (y, ref, key) in enumerate(cases):
+        got = y[key(cxp)]
+        want = ref[tuple(np.asarray(v) if hasattr(v, "shape") else v for v in key(np))]
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=str(k))
+        g = pg.grad(lambda y, key=key: cxp.sum(y[key(cxp)] ** 2) + cxp.sum(y))(y)
+        np.testing.assert_array_equal(np.asarray(g), np.ones(ref.shape), err_msg=str(k))
+    with pytest.raises(IndexError, match="out of bounds"):
+        e[cxp.asarray(np.array([0]))]
