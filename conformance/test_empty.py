@@ -165,14 +165,6 @@ def test_forward_over_arrays_of_no_elements_as_numpy():
 # raise on Cubed (their results depend on values of the operands with elements, through Cubed
 # calls that cannot take an empty operand): each must still raise, so that a fix removes it.
 CUBED_GAPS = {
-    ("repeat", "length-1 array axis 0", ((2, 0),)),
-    ("diff", "prepend/append", ((2, 0), (2, 1), (2, 2))),
-    ("diff", "prepend/append", ((2, 3), (2, 0), (2, 2))),
-    ("diff", "n=0 prepend/append", ((2, 3), (0, 1), (2, 2))),
-    ("diff", "n=0 prepend/append", ((2, 3), (2, 0), (2, 2))),
-    ("diff", "n=0 prepend/append", ((2, 3), (2, 1), (0, 2))),
-    ("diff", "n=0 prepend/append", ((2, 3), (2, 1), (2, 0))),
-    ("__getitem__", "int array dup", ((3, 0),)),
     ("_einsum", "ij,jk,kl->il", ((2, 0), (0, 4), (4, 2))),
     ("_einsum", "ij,jk,kl->il", ((2, 3), (3, 0), (0, 2))),
     ("linalg.matrix_norm", "ord=1 keepdims=False", ((3, 0),)),

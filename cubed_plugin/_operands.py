@@ -94,10 +94,17 @@ def _without_empty(args: tuple, axis: Any, found: list) -> tuple[tuple, list]:
     return (kept, *args[1:]), kept
 
 
+# The most elements the operands with elements of a call with an empty one may hold for
+# :func:`_empty_result` to ask NumPy (beyond it, Cubed's own call: NumPy would allocate them).
+STAND_IN_LIMIT = 1 << 20
+
+
 def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
     """The result of the backend function ``name`` where an operand holds no element and so
-    does the result: Cubed's zeros of the shape and dtype NumPy's function gives on zero-filled
-    stand-ins of the operands (their values never reach an empty result). Cubed 0.27 fails on
+    does the result: Cubed's zeros of the shape and dtype NumPy's function gives on stand-ins
+    of the operands (zeros for the empty ones; for the others their values where Cubed holds
+    them, else two fillings, whose results must agree: values can decide a shape, as
+    ``repeat``'s counts do). Cubed 0.27 fails on
     many such calls (``flip``, ``reshape``, ``roll``, ``take``, ``diff``, the scans: a division by
     a chunk count of 0, "Chunks and shape must be of the same length"). None where NumPy has no
     such function, refuses the call, or gives a result with elements (then Cubed's own call
@@ -112,16 +119,37 @@ def _empty_result(name: str, found: list, args: tuple, kwargs: dict) -> Any:
         f = getattr(f, part, None)
     if not callable(f):
         return None
-    stand = {id(a): np.zeros(a.shape, dtype=a.dtype) for a in found}
-    kw = {k: _swapped1(v, stand) for k, v in kwargs.items() if k not in ("chunks", "spec")}
-    try:
-        with np.errstate(all="ignore"):
-            r = f(*_swapped(args, stand), **kw)
-    except Exception:  # Cubed's own call says what is wrong
-        return None
-    parts = list(r) if isinstance(r, tuple) else [r]
-    if not parts or any(not isinstance(p, np.ndarray) for p in parts):
-        return None
+    from ._cubed_seam import held_values
+
+    # an operand with elements may decide the result's shape (repeat's counts): its values where
+    # Cubed holds them, else two fillings, which must agree
+    held = {id(a): held_values(a) for a in found if a.size}
+    if sum(a.size for a in found if held.get(id(a)) is None) > STAND_IN_LIMIT:
+        return None  # (NumPy's answer could allocate what the chunked array holds)
+    fills = (0, 1) if any(v is None for v in held.values()) else (0,)
+    results = []
+    for fill in fills:
+        stand = {  # (a filling is a broadcast view: no memory)
+            id(a): np.asarray(held[id(a)])
+            if held.get(id(a)) is not None
+            else np.broadcast_to(np.asarray(fill, dtype=a.dtype), tuple(a.shape))
+            for a in found
+        }
+        kw = {k: _swapped1(v, stand) for k, v in kwargs.items() if k not in ("chunks", "spec")}
+        try:
+            with np.errstate(all="ignore"):
+                r = f(*_swapped(args, stand), **kw)
+        except Exception:  # Cubed's own call says what is wrong
+            return None
+        parts = list(r) if isinstance(r, tuple) else [r]
+        if not parts or any(not isinstance(p, np.ndarray) for p in parts):
+            return None
+        results.append(parts)
+    if len(results) > 1 and not all(
+        a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+        for a, b in zip(*results, strict=True)
+    ):
+        return None  # the result depends on the values: Cubed's own call
     # a result with elements from operands of none (a norm or a sum of nothing) is NumPy's
     if any(p.size for p in parts) and any(a.size for a in found):
         return None

@@ -367,6 +367,12 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
     if axis is not None:
         # Cubed 0.27 indexes (slice(None),) * axis: a negative axis took along axis 0
         axis = norm_axis(axis, x.ndim, "take")
+    if axis is not None and (math.prod(x.shape) == 0 or math.prod(indices.shape) == 0):
+        # Cubed 0.27 fails on no element ("Chunks do not add up to shape"): the result's shape
+        # off a stand-in of no memory (a take from an empty axis raises, as NumPy's)
+        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(d) for d in x.shape))
+        idx = indices if isinstance(indices, np.ndarray) else np.zeros(indices.shape, np.intp)
+        return cubed.zeros(np.take(stand, idx, axis=axis).shape, dtype=x.dtype, spec=x.spec)
     if axis is not None and indices.ndim == 1:
         n = indices.shape[0]
         if n > 1 and n == x.shape[axis]:
@@ -658,8 +664,15 @@ def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: 
     0.27 refuses operands of other chunk sizes along the axis)."""
     import cubed
 
+    if n == 0:  # x itself, prepend and append unread (NumPy's diff returns first)
+        return x
     if prepend is not None or append is not None:
-        x = _joined([a for a in (prepend, x, append) if a is not None], axis % x.ndim)
+        ax = axis % x.ndim
+        parts = [a for a in (prepend, x, append) if a is not None]
+        # Cubed 0.27 cannot rechunk a part of no length along the axis: the others, joined
+        # (where the parts' other axes disagree, Cubed's concat says so)
+        kept = [a for a in parts if a.shape[ax] != 0] or parts[:1]
+        x = _joined(kept, ax) if len(kept) > 1 else kept[0]
     # n past the axis' length: an empty result, as n equal to it (Cubed 0.27 fails on it)
     return cubed.diff(x, axis=axis, n=min(n, x.shape[axis % x.ndim]))
 

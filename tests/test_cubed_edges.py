@@ -307,3 +307,34 @@ def test_keys_with_index_arrays_that_select_no_element(cxp):
         np.testing.assert_array_equal(np.asarray(g), np.ones(ref.shape), err_msg=str(k))
     with pytest.raises(IndexError, match="out of bounds"):
         e[cxp.asarray(np.array([0]))]
+
+
+def test_repeat_take_and_diff_with_no_element(cxp):
+    """An empty result's shape can depend on values: repeat's counts (held or computed) gave
+    (0, 0) for NumPy's (4, 0) from a (2, 0) array (its stand-ins were zeros). diff with an
+    empty prepend or append, or n=0 (NumPy returns x unread), and take from or by nothing
+    raised Cubed 0.27's chunking errors. Shapes, values and gradients as NumPy's."""
+    cases = [
+        ((2, 0), lambda m, x: m.repeat(x, m.asarray(np.array([2])), axis=0)),
+        ((2, 0), lambda m, x: m.repeat(x, m.asarray(np.array([1, 3])), axis=0)),
+        ((2, 0), lambda m, x: m.repeat(x, m.asarray(np.array([1, 3])) + 0, axis=0)),  # computed
+        ((0, 3), lambda m, x: m.repeat(x, m.asarray(np.array([2, 0, 1])), axis=1)),
+        ((2, 3), lambda m, x: m.diff(x, prepend=m.zeros((2, 0)), append=m.ones((2, 2)))),
+        ((2, 0), lambda m, x: m.diff(x, prepend=m.ones((2, 1)), append=m.ones((2, 2)))),
+        ((2, 3), lambda m, x: m.diff(x, n=0, prepend=m.ones((0, 1)))),
+        ((2, 0), lambda m, x: m.take(x, m.asarray(np.array([1, 1, 0])), axis=0)),
+        ((2, 3), lambda m, x: m.take(x, m.asarray(np.zeros(0, dtype=np.int64)), axis=1)),
+    ]
+    rng = np.random.default_rng(0)
+    for k, (shape, f) in enumerate(cases):
+        a = rng.standard_normal(shape)
+        x = chunked(cxp, a, tuple(max(1, n // 2) for n in shape))
+        want = f(nxp, nxp.asarray(a))
+        got = f(cxp, x)
+        assert got.shape == want.shape, (k, got.shape, want.shape)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), err_msg=str(k))
+        g = pg.grad(lambda y, f=f: cxp.sum(f(cxp, y) ** 2) + cxp.sum(y))(x)
+        gw = pg.grad(lambda y, f=f: nxp.sum(f(nxp, y) ** 2) + nxp.sum(y))(nxp.asarray(a))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(gw), rtol=1e-13, err_msg=str(k))
+    with pytest.raises(IndexError, match="empty"):
+        cxp.take(chunked(cxp, np.zeros((0, 3)), (1, 1)), cxp.asarray(np.array([0])), axis=0)
