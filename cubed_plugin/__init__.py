@@ -106,9 +106,9 @@ def adapt(backend: Any) -> Any:
         per block, over Cubed's namespace completed with what it lacks; its ops named by the part
         of the program that built them.
     """
+    from ._indexing import index, index_add
     from ._labels import OpLabeller
     from ._special import lookup
-    from ._standard import index, index_add
     from .memory import project
     from .random import sample
 

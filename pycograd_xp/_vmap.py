@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -45,13 +46,85 @@ __all__ = ["BatchedArray", "UnbatchableError", "batched_namespace", "vmap"]
 
 
 class BatchedArray:
-    """An array of an inner namespace; axis 0 is the batch when ``batched`` (see module doc)."""
+    """An array of an inner namespace; axis 0 is the batch when ``batched`` (see module doc).
 
-    __slots__ = ("data", "batched", "__weakref__")
+    An unbatched array that is a view of another (``y[0]``, ``y.mT`` of an unbatched ``y``, on an
+    inner backend whose views alias) keeps a ``link`` to it and how to make the view again, and
+    the viewed array keeps weak references to its ``views``: when values that differ per
+    example are written into either, :meth:`promote` makes the viewed array a batch and each
+    view again from it, so the write reaches them all, as each example's write would."""
+
+    __slots__ = ("data", "batched", "link", "views", "__weakref__")
     _mod: ModuleType  # set on each level's subclass
 
     def __init__(self, data: Any, batched: bool) -> None:
         self.data, self.batched = data, batched
+        self.link: tuple[BatchedArray, Callable[[], Any]] | None = None
+        self.views: list[weakref.ref[BatchedArray]] | None = None
+
+    def viewed(self, data: Any, remake: Callable[[], Any]) -> BatchedArray:
+        """``data`` (an inner array computed from this unbatched one) as an unbatched array,
+        linked to this one where it is a view of it; ``remake()`` makes it again (as a batch)
+        once this one is a batch."""
+        out = type(self)(data, False)
+        if _shares_memory(data, self.data):
+            out.link = (self, remake)
+            if self.views is None:
+                self.views = []
+            self.views.append(weakref.ref(out))
+        return out
+
+    def promote(self, n: int) -> None:
+        """Make this unbatched array a batch of ``n`` copies of itself (a copy: never the
+        caller's buffer), before values that differ per example are written into it; the
+        array it views first (then it is made again from that), and the views of it after."""
+        if self.batched:
+            return
+        link = self.link
+        if link is not None:
+            link[0].promote(n)
+            new = link[1]()  # (the viewed array is a batch: the view of it, made again)
+            self.data, self.batched = new.data, new.batched
+        else:
+            inner = self._mod._inner
+            self.data = inner.asarray(
+                inner.broadcast_to(self.data, (n, *self.data.shape)), copy=True
+            )
+            self.batched = True
+        for ref in self.views or ():
+            v = ref()
+            if v is not None and not v.batched:
+                v.promote(n)
+
+    def store(self, data: Any) -> None:
+        """This array's examples become ``data`` (a batch): written into its own buffer where
+        it is a batch of ``data``'s shape and dtype on an inner backend whose views alias (the
+        arrays it views and its views see it, as each example's write does), else rebound."""
+        old = self.data
+        if (
+            self.batched
+            and data.dtype == old.dtype
+            and tuple(data.shape) == tuple(old.shape)
+            and capabilities(self._mod._inner).views_alias
+            and _writable(old)
+        ):
+            old[...] = data
+        else:
+            self.data, self.batched = data, True
+
+    @property
+    def base(self) -> Any:
+        """The NumPy array that owns this array's memory (the backend's ``buffer``: two
+        batched arrays alias where theirs is the same, as their examples' arrays would), or
+        None where the inner arrays are not NumPy's (then this array is its own buffer)."""
+        import numpy as np
+
+        d = getattr(self.data, "_data", None)
+        if type(d) is not np.ndarray:
+            return None
+        while d.base is not None and type(d.base) is np.ndarray:
+            d = d.base
+        return d
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -129,15 +202,10 @@ def _inplace(fname: str) -> Callable[..., Any]:
 
     def op(self: BatchedArray, other: Any) -> Any:
         new = getattr(self._mod, fname)(self, other)
-        old = self.data
-        if (
-            new.batched == self.batched
-            and new.data.dtype == old.dtype
-            and tuple(new.data.shape) == tuple(old.shape)
-            and capabilities(self._mod._inner).views_alias
-            and _writable(old)
-        ):
-            old[...] = new.data
+        if new.batched and not self.batched:  # per-example values into a shared array: its
+            self.promote(new.data.shape[0])  # batch first, with what it views and its views
+        if new.batched == self.batched:
+            self.store(new.data)
         else:
             self.data, self.batched = new.data, new.batched
         return self
@@ -150,6 +218,20 @@ def _writable(data: Any) -> bool:
     (a broadcast)."""
     flags = getattr(getattr(data, "_data", data), "flags", None)
     return flags is None or bool(flags.writeable)
+
+
+def _shares_memory(a: Any, b: Any) -> bool:
+    """Whether the inner array ``a`` is a view into ``b``'s memory (NumPy arrays under
+    namespace(numpy), tracked or not; False for any other, whose views are not followed)."""
+    import numpy as np
+
+    da, db = getattr(a, "_data", None), getattr(b, "_data", None)
+    return (
+        type(da) is np.ndarray
+        and da.base is not None
+        and type(db) is np.ndarray
+        and np.may_share_memory(da, db)
+    )
 
 
 install_backend_operators(BatchedArray, lambda self, f: getattr(self._mod, f), _inplace)
@@ -199,7 +281,7 @@ def _wrapper(T: type) -> Callable[[Any, bool], Any]:
     return wrap
 
 
-def _function(prim: Any, inner: ModuleType, T: type) -> Callable[..., Any]:
+def _function(prim: Any, inner: ModuleType, T: type[BatchedArray]) -> Callable[..., Any]:
     name = prim.name
     inner_fn = getattr(getattr(inner, prim.scope) if prim.scope else inner, prim.short_name)
     wrap = _wrapper(T)
@@ -208,7 +290,10 @@ def _function(prim: Any, inner: ModuleType, T: type) -> Callable[..., Any]:
     def f(*args: Any, **kwargs: Any) -> Any:
         if not _any_batched(args, kwargs, T):
             plain_kw = {k: _plain(v, T) for k, v in kwargs.items()}
-            return wrap(inner_fn(*[_plain(a, T) for a in args], **plain_kw), False)
+            r = inner_fn(*[_plain(a, T) for a in args], **plain_kw)
+            if args and type(args[0]) is T and isinstance(r, Array):  # a view of it? (reshape,
+                return args[0].viewed(r, lambda: f(*args, **kwargs))  # permute_dims, ...)
+            return wrap(r, False)
         rule = prim.batch
         if rule is None:
             raise UnbatchableError(

@@ -400,8 +400,32 @@ def _view_cases(ns):
         e *= x[0, 0]  # so the write stays in e, tracked or not
         return ns.sum(c * ns.asarray(C1)) + e
 
+    def view_of_a_passing_view(x):
+        c = x * 1.0
+        v = c[1:, ...][::2, ...]  # a view of a view nothing else holds: it still reaches c
+        v[0, 1] = ns.sum(x[0, ...])
+        v *= 2.0
+        return ns.sum(ns.sin(c) * ns.asarray(C1))
+
+    def reshaped_view(x):
+        c = x + 1.0
+        flat = ns.reshape(c, (-1,))  # NumPy's reshape of a C-ordered array: a view
+        flat[1:5] = flat[1:5] * x[2, 0]
+        return ns.sum(c * ns.asarray(C2))
+
+    def transposed_views(x):
+        c = ns.sin(x)
+        t = c.mT
+        t[0, 1] = x[0, 0] * 3.0
+        f = ns.flip(ns.expand_dims(c, axis=0), axis=1)
+        f[0, 0, 0] += ns.sum(x)
+        return ns.sum(c * ns.asarray(C1))
+
     return {
         "through_view": through_view,
+        "view_of_a_passing_view": view_of_a_passing_view,
+        "reshaped_view": reshaped_view,
+        "transposed_views": transposed_views,
         "integer_element": integer_element,
         "diagonal": diagonal,
         "base_then_view": base_then_view,
@@ -413,7 +437,17 @@ def _view_cases(ns):
 @pytest.mark.parametrize("transform", TRANSFORMS)
 @pytest.mark.parametrize(
     "which",
-    ["through_view", "integer_element", "diagonal", "base_then_view", "nested", "untracked_base"],
+    [
+        "through_view",
+        "view_of_a_passing_view",
+        "reshaped_view",
+        "transposed_views",
+        "integer_element",
+        "diagonal",
+        "base_then_view",
+        "nested",
+        "untracked_base",
+    ],
 )
 def test_writes_through_views_keep_numpy_aliasing(xp, which, transform):
     _check(xp, lambda ns: _view_cases(ns)[which], transform)

@@ -452,3 +452,94 @@ def test_a_matrix_times_a_batch_with_an_empty_contracted_axis():
     b = xp.asarray(np.ones((0, 2)))
     got = pg.vmap(lambda v: b.T @ v.T)(a)
     np.testing.assert_array_equal(np.asarray(got), np.zeros((3, 2, 2)))
+
+
+def _writes_through_views(ns):
+    """Functions writing values that differ per example into arrays that are the same for every
+    example (made inside the function), through views of them or into their base with views
+    alive: NumPy's aliasing must hold per example, as in the loop."""
+
+    def view_then_base(x, v):
+        y = ns.zeros(4)
+        z = y[:2]
+        z[0] = v
+        return y + x
+
+    def base_then_view(x, v):
+        y = ns.zeros(4)
+        z = y[:2]
+        y[0] = v
+        return ns.concat([z + x[:2], x[2:]])
+
+    def in_place_through_view(x, v):
+        y = ns.zeros(4)
+        z = y[1:]
+        z -= v
+        return y * x
+
+    def mask_through_view(x, v):
+        y = ns.ones(4)
+        z = y[1:]
+        z[ns.asarray(np.array([True, False, True]))] = v
+        return y + x
+
+    def rows_of_a_buffer(x, v):
+        out = ns.zeros((2, 4))
+        out[0][:] = x
+        out[1][1:3] = v
+        return ns.reshape(out, (8,))[:4] + ns.sum(out)
+
+    def reshaped(x, v):
+        y = ns.zeros((2, 2))
+        z = ns.reshape(y, (4,))
+        z[1] = v
+        return ns.reshape(y.mT, (4,)) * x
+
+    def view_of_a_view(x, v):
+        y = ns.zeros(4)
+        z = y[1:][::2]
+        z[0] = v
+        return y - x
+
+    def mask_into_a_flipped_batch(x, v):
+        y = ns.sin(x)
+        z = y[::-1]
+        z[ns.asarray(np.array([True, False, False, True]))] = v
+        return y
+
+    return [
+        view_then_base,
+        base_then_view,
+        in_place_through_view,
+        mask_through_view,
+        rows_of_a_buffer,
+        reshaped,
+        view_of_a_view,
+        mask_into_a_flipped_batch,
+    ]
+
+
+@pytest.mark.parametrize("style", ["outer namespace", "the argument's namespace"])
+@pytest.mark.parametrize("k", range(8))
+def test_per_example_writes_through_views_batch_as_a_loop(style, k):
+    """The writes landed in a copy only (the base, or a view of it, kept the shared value):
+    silently other values than the loop's, found by the differential fuzzer against JAX."""
+    rng = np.random.default_rng(k)
+    X, V = rng.standard_normal((3, 4)), rng.standard_normal(3)
+
+    def f(x, v):
+        ns = xp if style == "outer namespace" else x.__array_namespace__()
+        return _writes_through_views(ns)[k](x, v)
+
+    def loss(x, v):
+        y = f(x, v)
+        return y.__array_namespace__().sum(y**2)
+
+    got = np.asarray(pg.vmap(f)(xp.asarray(X), xp.asarray(V)))
+    want = np.stack([np.asarray(f(xp.asarray(X[i]), xp.asarray(V[i]))) for i in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    g = pg.grad(loss, argnums=(0, 1))
+    got_g = pg.vmap(g)(xp.asarray(X), xp.asarray(V))
+    for j in range(2):
+        want_g = np.stack([np.asarray(g(xp.asarray(X[i]), xp.asarray(V[i]))[j]) for i in range(3)])
+        np.testing.assert_allclose(np.asarray(got_g[j]), want_g, rtol=1e-13)

@@ -22,7 +22,7 @@ from .._state import STACK
 from .._tape import Node, Select, is_leaf
 from ._imperative import Imperative
 from ._messages import METHOD_WAYS, numpy_refusal, scipy_hint
-from ._writes import closed_write_error, rebind
+from ._writes import closed_write_error, rebind, rebind_level
 
 # Python scalars an operator accepts beside an array (a HostScalar stands for a Python number
 # argument of a function pycograd_xp.compile is tracing).
@@ -76,14 +76,14 @@ class Array(Imperative, ArrayProtocol):
     namespace's creation functions (``xp.asarray``), never by calling this class.
     """
 
-    # ``_view``/``_views`` (set only by basic indexing on a writable backend): what this array is
-    # a view of, and the views taken of it, so a write that has to copy keeps NumPy's aliasing
-    # (see :func:`rebind`).
+    # ``_view``/``_views`` (basic indexing and ``_build.VIEW_ROWS`` on a writable backend): what
+    # this array views (held, as NumPy's base), and the views of it, so a write that has to copy
+    # keeps NumPy's aliasing (see :func:`rebind`)
     __slots__ = ("_data", "_node", "_view", "_views", "__weakref__")
     __array_priority__ = 1000
     _data: Any
     _node: Node | Select | None
-    _view: tuple[weakref.ref[Array], Any, Any] | None
+    _view: tuple[Array, Any, Any] | None
     _views: list[weakref.ref[Array]]
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -292,10 +292,9 @@ class Array(Imperative, ArrayProtocol):
         if new._backend.abstract and not self._backend.abstract:  # traced into a closed-over
             raise closed_write_error(what, self)
         if type(new) is not type(self) and not is_leaf(self._node):
-            # vmap: a batched result; this object now holds a value of that level (the name
-            # is rebound, as it is for every in-place update here)
-            self.__class__ = type(new)
-            self._data, self._node = new._data, new._node
+            # vmap: a batched result; this object now holds a value of that level (the name is
+            # rebound, as for every in-place update here), as do the array it views and its views
+            rebind_level(self, new)
             return self
         if new.dtype != self.dtype:
             raise TypeError(

@@ -30,7 +30,7 @@ from ._immutable import functional_setitem
 from ._operators import install_operators
 from ._record import record
 from ._signature import explain
-from ._writes import closed_write_error, note_view, rebind
+from ._writes import ViewBy, closed_write_error, note_view, rebind
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
@@ -245,6 +245,9 @@ class _Builder(Eager):
                 f.__signature__ = prim.signature  # type: ignore[attr-defined]
         else:
             f = self.eager(prim)[0]
+            b = self.backend
+            if prim.name in VIEW_ROWS and b.mutable and not b.abstract:
+                f = _noting_views(f, b.buffer)
         f.__name__ = f.__qualname__ = prim.short_name
         f.__module__ = self.mod.__name__
         f.__doc__ = (prim.impl.__doc__ if prim.impl is not None else None) or (
@@ -363,6 +366,28 @@ class _Builder(Eager):
             rebind(x, out._data, out._node)
 
         return setitem
+
+
+# The rows whose result NumPy makes a view of their first argument's memory (where it can):
+# the result is noted as a view of it (``_writes.ViewBy``), so that a write into either that
+# has to copy (a tape sees it) still reaches the other, as NumPy's write would.
+VIEW_ROWS = frozenset(
+    {"reshape", "permute_dims", "matrix_transpose", "expand_dims", "squeeze", "moveaxis", "flip"}
+)
+
+
+def _noting_views(f: Callable[..., Any], buffer: Callable[[Any], Any]) -> Callable[..., Any]:
+    """The row ``f`` of :data:`VIEW_ROWS`, its result noted as a view of its first argument
+    where it shares that argument's memory."""
+
+    @functools.wraps(f)
+    def row(x: Any, /, *args: Any, **kwargs: Any) -> Any:
+        out = f(x, *args, **kwargs)
+        if type(out) is type(x) and out is not x and buffer(out._data) is buffer(x._data):
+            note_view(out, x, ViewBy(f, args, kwargs))
+        return out
+
+    return row
 
 
 def _is_basic(key: Any) -> bool:

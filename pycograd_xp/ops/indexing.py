@@ -315,8 +315,9 @@ def GETITEM_batch(ns, T, x, key):
         and not any(_is_mask(plain[i]) for i in adv if _is_index_array(plain[i]))
     )  # only integer indices
     if not batched_key and not whole:
-        if not x.batched:
-            return T(x.data[plain if type(key) is tuple else plain[0]], False)
+        if not x.batched:  # (a view of x where the key is basic: linked, see BatchedArray)
+            out = x.data[plain if type(key) is tuple else plain[0]]
+            return x.viewed(out, lambda: x._mod.__getitem__(x, key))
         if len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0]):
             return T(_masked(ns, x.data, plain[0]), True)
         out = x.data[(slice(None), *plain)]
@@ -484,13 +485,12 @@ def SETITEM_batch(ns, T, x, key, value):
     if not x.batched and not vb:
         x.data[plain if type(key) is tuple else plain[0]] = v
         return
-    if not x.batched:  # each example gets its own copy to write into
-        x.data = ns.asarray(ns.broadcast_to(x.data, (v.shape[0], *x.data.shape)), copy=True)
-        x.batched = True
+    if not x.batched:  # each example gets its own copy to write into (and what x views,
+        x.promote(v.shape[0])  # and its views: BatchedArray.promote)
     if len(plain) == 1 and _is_index_array(plain[0]) and _is_mask(plain[0]) and rank(v, vb) == 0:
         mask = plain[0]
         mask = ns.reshape(mask, (*mask.shape, *(1,) * (x.data.ndim - 1 - mask.ndim)))
-        x.data = ns.where(mask, to_rank(ns, v, x.data.ndim - 1) if vb else v, x.data)
+        x.store(ns.where(mask, to_rank(ns, v, x.data.ndim - 1) if vb else v, x.data))
         return
     bkey = (slice(None), *plain)
     adv = _advanced(plain)
@@ -518,7 +518,8 @@ def _setitem_batched_key(ns, T, x, parts, value):
     vb = type(value) is T and value.batched
     v = value.data if type(value) is T else value
     n = next(p.data.shape[0] for p in parts if type(p) is T and p.batched)
-    data = batched(ns, x.data, x.batched, n)
+    x.promote(n)  # (a copy per example, with what x views and its views)
+    data = x.data
     nd = data.ndim - 1
     if len(parts) == 1 and _is_mask(parts[0].data):
         if rank(v, vb) != 0:
@@ -529,7 +530,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
             )
         mask = parts[0].data
         mask = ns.reshape(mask, (*mask.shape, *(1,) * (nd - (mask.ndim - 1))))
-        x.data, x.batched = ns.where(mask, to_rank(ns, v, nd) if vb else v, data), True
+        x.store(ns.where(mask, to_rank(ns, v, nd) if vb else v, data))
         return
     entries = _simple_key(T, parts, nd)
     if entries is None:
@@ -566,7 +567,7 @@ def _setitem_batched_key(ns, T, x, parts, value):
             v = ns.expand_dims(v, axis=axis)
     if hasattr(v, "dtype") and v.dtype != data.dtype:  # written values take x's dtype
         v = ns.astype(v, data.dtype)
-    x.data, x.batched = ns.where(mask, v, data), True
+    x.store(ns.where(mask, v, data))
 
 
 def SETITEM_shape(a, x, key, value):
