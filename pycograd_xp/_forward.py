@@ -33,6 +33,7 @@ from . import _api, _buffers, _tape, _vjp, _vmap
 from ._state import STACK, GradMode, Jvp, Vmap, interpreting, restore
 from .namespace import of as namespace_of
 from .namespace._array import Array, make, ours
+from .namespace._no_elements import no_flow_forward, zero_tangents
 from .ops._rules.batching import constant_like
 from .ops._rules.jvp import TRANSPOSED
 from .tree import tree_flatten, tree_unflatten
@@ -174,15 +175,22 @@ def _propagate(ctx: _Context, node: Any, out: Any, args: tuple, kwargs: dict) ->
     # The rule runs at its node's vmap level: a transform inside it (a derived rule tracks a
     # cotangent) must not lift its arrays to an inner vmap that happens to be running.
     level = node.ns if node.ns._backend.level else None
-    if STACK.batch is level:
-        t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
-    else:
-        frames = STACK.frames
-        restore(tuple(f for f in frames if type(f) is not Vmap) + ((Vmap(level),) if level else ()))
-        try:
+    try:
+        if STACK.batch is level:
             t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
-        finally:
-            restore(frames)
+        else:
+            frames = STACK.frames
+            restore(
+                tuple(f for f in frames if type(f) is not Vmap) + ((Vmap(level),) if level else ())
+            )
+            try:
+                t_out = rule(ops, tuple(tangents), o, *args, **kwargs)
+            finally:
+                restore(frames)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        if not no_flow_forward(o, tangents):  # (Cubed: see namespace/_no_elements)
+            raise
+        t_out = zero_tangents(ops, o, None if ctx.nested else node.ns._backend.like_kwargs)
     if isinstance(out, tuple):
         fitted = [
             None if ti is None else _fit(ops, ti, ri) for ri, ti in zip(o, t_out, strict=True)

@@ -328,7 +328,14 @@ def _run_rule(node: Node, g: Any, cts: dict[int, Any], create_graph: bool) -> No
     if prim.takes_owned:  # the rule may write into g when only this pass references it
         owned = not create_graph and _owned(node.ns._backend.owns_buffer, g)
         kwargs = {**kwargs, "owned": owned} if kwargs else {"owned": owned}
-    results = prim.vjp(ops, g, out, *args, **kwargs)
+    try:
+        results = prim.vjp(ops, g, out, *args, **kwargs)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        from .namespace._no_elements import no_flow_back  # (Cubed: what it says)
+
+        if no_flow_back(node.parents, args, kwargs, _arg_at):
+            return  # every input it flows to holds no element
+        raise
     if STACK.debug_nans:
         _check_rule_nans(node, g, results, args, out)
     for position, parent in node.parents:

@@ -338,3 +338,35 @@ def test_repeat_take_and_diff_with_no_element(cxp):
         np.testing.assert_allclose(np.asarray(g), np.asarray(gw), rtol=1e-13, err_msg=str(k))
     with pytest.raises(IndexError, match="empty"):
         cxp.take(chunked(cxp, np.zeros((0, 3)), (1, 1)), cxp.asarray(np.array([0])), axis=0)
+
+
+def test_derivatives_through_products_and_broadcasts_with_no_element(cxp):
+    """A rule's own operators on Cubed arrays with an empty axis fail in Cubed 0.27's rechunk
+    ("Invalid chunk_limits (4, 0)": the VJP of (4, 0) @ (0,), the JVP of a maximum broadcast
+    against an empty array). Where no derivative can flow (every input it flows to, or the
+    output, holds no element), the answer is zeros of the shapes: as NumPy's."""
+    rng = np.random.default_rng(0)
+    a, b = np.zeros((4, 0)), np.zeros((0,))
+    c, e = rng.standard_normal((1, 1, 5, 5)), np.zeros((0, 1, 1, 5))
+
+    def product(m, a, b):
+        return nn.layer_norm(a @ b, axis=-1)
+
+    def broadcast(m, c, e):
+        return m.maximum(c, m.exp(e))
+
+    for f, args, chunks in (
+        (product, (a, b), ((7, 1), (1,))),
+        (broadcast, (c, e), ((1, 1, 3, 3), (1, 1, 1, 4))),
+    ):
+        xs = [chunked(cxp, v, ch) for v, ch in zip(args, chunks, strict=True)]
+        ns_ = [nxp.asarray(v) for v in args]
+        out, pull = pg.vjp(lambda *x, f=f: f(cxp, *x), *xs)
+        want_out, want_pull = pg.vjp(lambda *x, f=f: f(nxp, *x), *ns_)
+        ct = rng.standard_normal(tuple(want_out.shape))
+        for g, w in zip(pull(cxp.asarray(ct)), want_pull(nxp.asarray(ct)), strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+        ts = [rng.standard_normal(v.shape) for v in args]
+        _, t = pg.jvp(lambda *x, f=f: f(cxp, *x), tuple(xs), tuple(cxp.asarray(v) for v in ts))
+        _, tw = pg.jvp(lambda *x, f=f: f(nxp, *x), tuple(ns_), tuple(nxp.asarray(v) for v in ts))
+        np.testing.assert_allclose(np.asarray(t), np.asarray(tw))

@@ -73,15 +73,17 @@ def test_the_named_catalogues_are_the_long_ones():
 # broadcast in their ops instead of broadcast_to: the max rule of a log-softmax in half the time);
 # then 17: 16 for _state.py's ``unwritable`` (remat's untaped forward pass on the arguments'
 # buffers copies what it writes: per-thread state, so on the stack, the only place it may live,
-# test_dispatch), 1 for _reductions.mean freeing its sum before NumPy's mean of no elements
-READING_BUDGET = 2698
+# test_dispatch), 1 for _reductions.mean freeing its sum before NumPy's mean of no elements;
+# then 7 in _run_rule: a rule that raises where every input it flows to holds no element is the
+# zero map (Cubed 0.27's rechunk fails the rules' own operators on an empty axis)
+READING_BUDGET = 2705
 
 
 def test_reading_grad_through_tanh_end_to_end_stays_within_its_budget():
     """A newcomer reading ``grad`` through ``tanh`` end to end reads the whole files a warm
     ``grad(lambda v: xp.sum(xp.tanh(v)))(x)`` runs code of (each file of the package that
-    Python's profiler sees a call in) at most 2,666 lines in all (it was 5,577 before the rooms
-    renovation and 4,910 before its last step)."""
+    Python's profiler sees a call in) at most READING_BUDGET lines in all (it was 5,577 before
+    the rooms renovation and 4,910 before its last step)."""
     import sys
 
     import numpy as np

@@ -87,3 +87,41 @@ def _stand_in(a: Any, rng: np.random.Generator, seed: int) -> np.ndarray:
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return np.full(shape, seed, dtype=dtype)  # integers and booleans: 0, then 1 (True)
+
+
+# -- rules over arrays of no elements ------------------------------------------------------------
+# A derivative rule on a chunked backend calls the backend's own operators (``g * x2``, ``a @ b``),
+# which Cubed 0.27 fails on chunked operands with an empty axis (its rechunk: "Invalid chunk_limits
+# (4, 0)"). Where no derivative can flow, the rule's answer is known without it; the engines ask
+# these after a rule raised (no cost on the path where it does not).
+
+
+def no_flow_back(parents: Any, args: tuple, kwargs: dict, arg_at: Any) -> bool:
+    """Whether every input a VJP's cotangents flow to (``parents``: position, node) holds no
+    element: their cotangents are empty, and nothing else flows."""
+    for position, _ in parents:
+        a = args[position] if type(position) is int else arg_at(args, kwargs, position)
+        if math.prod(getattr(a, "shape", ())) != 0:
+            return False
+    return True
+
+
+def no_flow_forward(out: Any, tangents: Any) -> bool:
+    """Whether no tangent reaches ``out`` (a JVP's output): it holds no element, or every
+    tangent given does."""
+    outs = out if isinstance(out, tuple) else (out,)
+    if all(math.prod(getattr(o, "shape", ())) == 0 for o in outs):
+        return True
+    given = [t for ts in tangents if ts is not None for t in (ts if isinstance(ts, list) else [ts])]
+    return all(t is None or math.prod(t.shape) == 0 for t in given)
+
+
+def zero_tangents(ops: Any, out: Any, like_kwargs: Any) -> Any:
+    """Zero tangents of ``out``'s shapes and dtypes (None for an output that is not floating)."""
+
+    def zero(o: Any) -> Any:
+        if not ops.isdtype(o.dtype, ("real floating", "complex floating")):
+            return None
+        return ops.zeros(tuple(o.shape), dtype=o.dtype, **(like_kwargs(o) if like_kwargs else {}))
+
+    return tuple(zero(o) for o in out) if isinstance(out, tuple) else zero(out)
