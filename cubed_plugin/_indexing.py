@@ -25,6 +25,7 @@ import numpy as np
 
 from ._blocks import _nbytes, implements
 from ._operands import _one_spec
+from ._reshape import reshape
 
 
 def _advanced(x: Any, parts: list) -> Any:
@@ -36,8 +37,6 @@ def _advanced(x: Any, parts: list) -> Any:
     broadcast shape takes the place of the indexed axes when they are adjacent in the key, else
     the front, as in NumPy."""
     import cubed
-
-    from ._standard import reshape
 
     if any(k is None for k in parts):
         raise NotImplementedError(

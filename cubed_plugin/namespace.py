@@ -46,7 +46,7 @@ from pycograd_xp.namespace import REGISTRY, implementations
 
 # importing them registers their functions as Cubed's implementations of rows (they import
 # NumPy, not Cubed)
-from . import _fft, _indexing, _linalg, _sorting, _standard  # noqa: F401
+from . import _fft, _indexing, _linalg, _reshape, _sorting, _standard  # noqa: F401
 from ._blocks import BACKEND
 from ._labels import LABEL, watch
 from ._operands import aligned

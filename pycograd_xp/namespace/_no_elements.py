@@ -92,18 +92,9 @@ def _stand_in(a: Any, rng: np.random.Generator, seed: int) -> np.ndarray:
 # -- rules over arrays of no elements ------------------------------------------------------------
 # A derivative rule on a chunked backend calls the backend's own operators (``g * x2``, ``a @ b``),
 # which Cubed 0.27 fails on chunked operands with an empty axis (its rechunk: "Invalid chunk_limits
-# (4, 0)"). Where no derivative can flow, the rule's answer is known without it; the engines ask
-# these after a rule raised (no cost on the path where it does not).
-
-
-def no_flow_back(parents: Any, args: tuple, kwargs: dict, arg_at: Any) -> bool:
-    """Whether every input a VJP's cotangents flow to (``parents``: position, node) holds no
-    element: their cotangents are empty, and nothing else flows."""
-    for position, _ in parents:
-        a = args[position] if type(position) is int else arg_at(args, kwargs, position)
-        if math.prod(getattr(a, "shape", ())) != 0:
-            return False
-    return True
+# (4, 0)"). Where no tangent can flow, the rule's answer is known without it; forward mode asks
+# these after a rule raised (no cost on the path where it does not; the tape's VJPs do likewise,
+# _tape._parents_empty).
 
 
 def no_flow_forward(out: Any, tangents: Any) -> bool:
