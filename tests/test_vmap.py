@@ -489,11 +489,11 @@ def _writes_through_views(ns):
         out[1][1:3] = v
         return ns.reshape(out, (8,))[:4] + ns.sum(out)
 
-    def reshaped(x, v):
+    def transposed(x, v):
         y = ns.zeros((2, 2))
-        z = ns.reshape(y, (4,))
-        z[1] = v
-        return ns.reshape(y.mT, (4,)) * x
+        z = ns.permute_dims(y, (1, 0))
+        z[1, 0] = v
+        return ns.concat([y[0], y.mT[1]]) * x
 
     def view_of_a_view(x, v):
         y = ns.zeros(4)
@@ -513,7 +513,7 @@ def _writes_through_views(ns):
         in_place_through_view,
         mask_through_view,
         rows_of_a_buffer,
-        reshaped,
+        transposed,
         view_of_a_view,
         mask_into_a_flipped_batch,
     ]

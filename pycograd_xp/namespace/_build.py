@@ -246,7 +246,7 @@ class _Builder(Eager):
         else:
             f = self.eager(prim)[0]
             b = self.backend
-            if prim.name in VIEW_ROWS and b.mutable and not b.abstract:
+            if prim.name in VIEW_ROWS and b.mutable:
                 f = _noting_views(f, b.buffer)
         f.__name__ = f.__qualname__ = prim.short_name
         f.__module__ = self.mod.__name__
@@ -368,11 +368,14 @@ class _Builder(Eager):
         return setitem
 
 
-# The rows whose result NumPy makes a view of their first argument's memory (where it can):
-# the result is noted as a view of it (``_writes.ViewBy``), so that a write into either that
-# has to copy (a tape sees it) still reaches the other, as NumPy's write would.
+# The rows whose result NumPy always makes a view of their first argument's memory: the result
+# is noted as a view of it (``_writes.ViewBy``), so that a write into either that has to copy (a
+# tape sees it, or compile traces it) still reaches the other, as NumPy's write would. Not
+# reshape: NumPy's is a view or a copy by the memory layout, which differs between an example
+# and vmap's batch, and between a traced argument and a later one; the standard leaves writes
+# through views unspecified (docs/guides/mutation.md).
 VIEW_ROWS = frozenset(
-    {"reshape", "permute_dims", "matrix_transpose", "expand_dims", "squeeze", "moveaxis", "flip"}
+    {"permute_dims", "matrix_transpose", "expand_dims", "squeeze", "moveaxis", "flip"}
 )
 
 

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 class ViewBy:
-    """The key of a view made by a function of its base rather than by indexing (``reshape``,
-    ``permute_dims``, ``matrix_transpose``, ``expand_dims``, ``squeeze``, ``moveaxis``,
+    """The key of a view made by a function of its base rather than by indexing
+    (``permute_dims``, ``matrix_transpose``, ``expand_dims``, ``squeeze``, ``moveaxis``,
     ``flip``: NumPy's views, each showing every element of its base once): :func:`read` makes
     it again from the base, :func:`write` puts values back into the base, in the order the same
     function gives the base's element positions."""
