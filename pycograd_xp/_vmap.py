@@ -96,13 +96,14 @@ class BatchedArray:
             if v is not None and not v.batched:
                 v.promote(n)
 
-    def store(self, data: Any) -> None:
-        """This array's examples become ``data`` (a batch): written into its own buffer where
-        it is a batch of ``data``'s shape and dtype on an inner backend whose views alias (the
-        arrays it views and its views see it, as each example's write does), else rebound."""
+    def store(self, data: Any, batched: bool = True) -> None:
+        """This array's examples become ``data`` (a batch, or one value for all when not
+        ``batched``): written into its own buffer where it is batched alike, of ``data``'s shape
+        and dtype, on an inner backend whose views alias (the arrays it views and its views see
+        it, as each example's write does), else rebound."""
         old = self.data
         if (
-            self.batched
+            self.batched == batched
             and data.dtype == old.dtype
             and tuple(data.shape) == tuple(old.shape)
             and capabilities(self._mod._inner).views_alias
@@ -110,7 +111,7 @@ class BatchedArray:
         ):
             old[...] = data
         else:
-            self.data, self.batched = data, True
+            self.data, self.batched = data, batched
 
     @property
     def base(self) -> Any:
@@ -205,7 +206,7 @@ def _inplace(fname: str) -> Callable[..., Any]:
         if new.batched and not self.batched:  # per-example values into a shared array: its
             self.promote(new.data.shape[0])  # batch first, with what it views and its views
         if new.batched == self.batched:
-            self.store(new.data)
+            self.store(new.data, new.batched)
         else:
             self.data, self.batched = new.data, new.batched
         return self

@@ -543,3 +543,23 @@ def test_per_example_writes_through_views_batch_as_a_loop(style, k):
     for j in range(2):
         want_g = np.stack([np.asarray(g(xp.asarray(X[i]), xp.asarray(V[i]))[j]) for i in range(3)])
         np.testing.assert_allclose(np.asarray(got_g[j]), want_g, rtol=1e-13)
+
+
+def test_in_place_updates_of_shared_values_stay_shared():
+    """An in-place operator whose result is the same for every example (an unbatched array
+    times a number: sigmoid's VJP does ``g * t``) keeps the array unbatched; it was marked a
+    batch without a batch axis (an IndexError in the next batched op), a regression of this
+    session's vmap writes found by the Cubed fuzzer's NumPy oracle."""
+    X = np.random.default_rng(0).standard_normal((2, 4, 3))
+    c = xp.asarray(0.3)
+
+    def f(x0, x1):
+        y = xp.ones(3)
+        y *= 2.0
+        return xp.sum(pg.nn.sigmoid(x1)[()][()] * y) + xp.sum(x0[3, 0] * y)
+
+    g = pg.grad(f, argnums=(0, 1))
+    got = pg.vmap(g, in_axes=(0, None))(xp.asarray(X), c)
+    for j in range(2):
+        want = np.stack([np.asarray(g(xp.asarray(X[i]), c)[j]) for i in range(2)])
+        np.testing.assert_allclose(np.asarray(got[j]), want, rtol=1e-14)
