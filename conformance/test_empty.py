@@ -32,6 +32,14 @@ def _variants(args: tuple) -> list[tuple[tuple[int, ...], ...]]:
     return sorted(out - {tuple(shapes)})
 
 
+def _emptied(args: tuple, shapes: tuple) -> list:
+    """The case's arguments at the variant's ``shapes``: zeros where a shape changed."""
+    return [
+        np.zeros(s, np.asarray(a).dtype) if np.shape(a) != s else np.asarray(a)
+        for a, s in zip(args, shapes, strict=True)
+    ]
+
+
 def _cases() -> list:
     return [
         pytest.param(name, case, id=f"{name}-{case.label}")
@@ -50,10 +58,7 @@ def test_vjp_over_arrays_of_no_elements(backend, name, case):
     fn = case.f(xp)
     rng = np.random.default_rng(0)
     for shapes in _variants(case.args):
-        raw = [
-            np.zeros(s, np.asarray(a).dtype) if np.shape(a) != s else np.asarray(a)
-            for a, s in zip(case.args, shapes, strict=True)
-        ]
+        raw = _emptied(case.args, shapes)
         xs = [xp.asarray(a) for a in raw]
         diff = [k for k, a in enumerate(raw) if a.dtype.kind in "fc"]
         with warnings.catch_warnings():
@@ -126,10 +131,7 @@ def test_forward_over_arrays_of_no_elements_as_numpy():
             if "numpy" not in case.backends or not any(np.ndim(a) for a in case.args):
                 continue
             for shapes in _variants(case.args):
-                raw = [
-                    np.zeros(s, np.asarray(a).dtype) if np.shape(a) != s else np.asarray(a)
-                    for a, s in zip(case.args, shapes, strict=True)
-                ]
+                raw = _emptied(case.args, shapes)
                 with warnings.catch_warnings(), np.errstate(all="ignore"):
                     warnings.simplefilter("ignore")
                     try:
@@ -220,10 +222,7 @@ def test_values_and_vjps_over_arrays_of_no_elements_on_cubed(name, case):
 
     nxp = pg.namespace(np)
     for i, shapes in enumerate(_variants(case.args)):
-        raw = [
-            np.zeros(s, np.asarray(a).dtype) if np.shape(a) != s else np.asarray(a)
-            for a, s in zip(case.args, shapes, strict=True)
-        ]
+        raw = _emptied(case.args, shapes)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             try:

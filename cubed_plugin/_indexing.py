@@ -149,11 +149,10 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
         # Cubed 0.27 indexes (slice(None),) * axis: a negative axis took along axis 0
         axis = norm_axis(axis, x.ndim, "take")
     if axis is not None and (math.prod(x.shape) == 0 or math.prod(indices.shape) == 0):
-        # Cubed 0.27 fails on no element ("Chunks do not add up to shape"): the result's shape
-        # off a stand-in of no memory (a take from an empty axis raises, as NumPy's)
-        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(d) for d in x.shape))
+        # Cubed 0.27 fails on no element ("Chunks do not add up to shape"; a take from an
+        # empty axis raises, as NumPy's)
         idx = indices if isinstance(indices, np.ndarray) else np.zeros(indices.shape, np.intp)
-        return cubed.zeros(np.take(stand, idx, axis=axis).shape, dtype=x.dtype, spec=x.spec)
+        return _nothing(x, lambda stand: np.take(stand, idx, axis=axis))
     if axis is not None and indices.ndim == 1:
         n = indices.shape[0]
         if n > 1 and n == x.shape[axis]:
@@ -195,18 +194,16 @@ def index(x: Any, key: Any) -> Any:
     arrays_at = [j for j, k in enumerate(parts) if _is_index_array(k)]
     ints_at = [j for j, k in enumerate(parts) if _is_int(k)]
     scalars_at = [j for j, k in enumerate(parts) if _is_scalar_index(k)]  # 0-d integer arrays
-    if (arrays_at or scalars_at) and _selects_nothing(x, parts):
-        # Cubed 0.27 fails on an empty result beside an index array ("Chunks and shape must
-        # be of the same length": x[3:-4:3, idx] of 2 rows). Every element of the result is one
-        # of x's, so there is none to allocate in NumPy's answer on stand-ins: x a broadcast
-        # view of no memory, Cubed's index arrays zeros of their shapes (an index into an
-        # empty axis raises there, as NumPy's does)
-        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(n) for n in x.shape))
+    if _selects_nothing(x, parts):
+        # Cubed 0.27 fails where x or the result holds no element ("Chunks and shape must be of
+        # the same length": x[0, 3:] of 3 x 3, x[3:-4:3, idx] of 2 rows; "Chunks do not add up
+        # to shape"); Cubed's index arrays stand in as zeros of their shapes (an index into an
+        # empty axis raises, as NumPy's does)
         key = tuple(
             np.zeros(tuple(k.shape), dtype=np.intp) if isinstance(k, cubed.Array) else k
             for k in parts
         )
-        return cubed.zeros(stand[key].shape, dtype=x.dtype, spec=x.spec)
+        return _nothing(x, lambda stand: stand[key])
     # Cubed 0.27 takes one 1-d integer array, beside slices only ("Chunks and shape must be of
     # the same length" for an index array of two axes)
     if (
@@ -216,13 +213,6 @@ def index(x: Any, key: Any) -> Any:
         or any(parts[j].ndim > 1 for j in arrays_at)
     ):
         return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
-    if not arrays_at:  # Cubed 0.27 fails where x or the result holds no element ("Chunks and
-        # shape must be of the same length", "Chunks do not add up to shape": x[0, 3:] of 3 x 3):
-        # such a result is its shape only, read off a stand-in of no memory (a broadcast view)
-        stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(n) for n in x.shape))
-        shape = stand[tuple(parts)].shape
-        if x.size == 0 or math.prod(shape) == 0:
-            return cubed.zeros(shape, dtype=x.dtype, spec=x.spec)
     ax, out_ax, arrays = 0, 0, []
     for j, k in enumerate(parts):
         if k is None:
@@ -256,6 +246,16 @@ def index(x: Any, key: Any) -> Any:
     if arrays:
         return x[tuple(parts)]
     return _sliced(x, parts)
+
+
+def _nothing(x: Any, select: Any) -> Any:
+    """Cubed's zeros of the shape ``select(stand)`` has, ``stand`` a stand-in of ``x`` of no
+    memory (a broadcast view), for a selection of no element: each element of a selection is
+    one of ``x``'s, so NumPy's answer allocates nothing."""
+    import cubed
+
+    stand = np.broadcast_to(np.empty((), dtype=bool), tuple(int(d) for d in x.shape))
+    return cubed.zeros(select(stand).shape, dtype=x.dtype, spec=x.spec)
 
 
 def _selects_nothing(x: Any, parts: list) -> bool:

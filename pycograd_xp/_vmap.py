@@ -67,7 +67,8 @@ class BatchedArray:
         linked to this one where it is a view of it; ``remake()`` makes it again (as a batch)
         once this one is a batch."""
         out = type(self)(data, False)
-        if _shares_memory(data, self.data):
+        root = _numpy_root(data)
+        if root is not None and root is _numpy_root(self.data):
             out.link = (self, remake)
             if self.views is None:
                 self.views = []
@@ -118,14 +119,7 @@ class BatchedArray:
         """The NumPy array that owns this array's memory (the backend's ``buffer``: two
         batched arrays alias where theirs is the same, as their examples' arrays would), or
         None where the inner arrays are not NumPy's (then this array is its own buffer)."""
-        import numpy as np
-
-        d = getattr(self.data, "_data", None)
-        if type(d) is not np.ndarray:
-            return None
-        while d.base is not None and type(d.base) is np.ndarray:
-            d = d.base
-        return d
+        return _numpy_root(self.data)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -221,18 +215,17 @@ def _writable(data: Any) -> bool:
     return flags is None or bool(flags.writeable)
 
 
-def _shares_memory(a: Any, b: Any) -> bool:
-    """Whether the inner array ``a`` is a view into ``b``'s memory (NumPy arrays under
-    namespace(numpy), tracked or not; False for any other, whose views are not followed)."""
+def _numpy_root(a: Any) -> Any:
+    """The NumPy array owning the memory of the inner array ``a`` (namespace(numpy)'s, tracked
+    or not), or None for any other (whose views are not followed)."""
     import numpy as np
 
-    da, db = getattr(a, "_data", None), getattr(b, "_data", None)
-    return (
-        type(da) is np.ndarray
-        and da.base is not None
-        and type(db) is np.ndarray
-        and np.may_share_memory(da, db)
-    )
+    d = getattr(a, "_data", None)
+    if type(d) is not np.ndarray:
+        return None
+    while type(d.base) is np.ndarray:
+        d = d.base
+    return d
 
 
 install_backend_operators(BatchedArray, lambda self, f: getattr(self._mod, f), _inplace)
