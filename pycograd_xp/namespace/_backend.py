@@ -126,6 +126,27 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
     but ``x1`` itself in ``where(c, out, 0)``), and where neither branch is a Python zero an
     int8 copy of the condition."""
     np = _np
+    if (  # relu's where(x > 0, x, 0) and its VJP's: the checks below, inline, and their blend
+        type(x2) is int
+        and x2 == 0
+        and type(x1) is np.ndarray
+        and type(condition) is np.ndarray
+        and condition.dtype == np.bool_
+        and condition.shape == x1.shape
+        and x1.size >= SELECT_MIN
+        and x1.dtype in _BLENDED
+        and (out is None or out is x1)
+    ):
+        ints_of = _INT_OF_SIZE[x1.dtype.itemsize]
+        if out is None:  # laid out as the condition, as below
+            res = np.empty_like(condition, dtype=x1.dtype)
+            ints = res.view(ints_of)
+            np.negative(condition.view(np.int8), out=ints)  # all bits set where True
+            np.bitwise_and(ints, x1.view(ints_of), out=ints)
+            return res
+        ints = out.view(ints_of)
+        np.bitwise_and(ints, np.negative(condition.view(np.int8)), out=ints)
+        return out
     dtype = np.result_type(x1, x2)
     shapes = {getattr(condition, "shape", ()), getattr(x1, "shape", ()), getattr(x2, "shape", ())}
     shapes.discard(())
@@ -173,6 +194,8 @@ def _numpy_select(condition: Any, x1: Any, x2: Any, out: Any = None) -> Any:
 
 # The integer dtype of each item size the blend works in.
 _INT_OF_SIZE = {n: _np.dtype(f"i{n}") for n in (1, 2, 4, 8)}
+# The dtypes the blend's fast path takes as they are (real floating point).
+_BLENDED = frozenset(map(_np.dtype, ("float16", "float32", "float64")))
 
 
 def _casts(v: Any, dtype: Any) -> bool:

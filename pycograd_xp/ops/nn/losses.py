@@ -60,8 +60,30 @@ def _lse_f(bk: Any, z: Any) -> Any:
     return bk.log(s) + m
 
 
+def _rows(z: Any, labels: Any) -> Any:
+    """The row indices that pair with ``labels`` in NumPy's integer-array indexing
+    (``z[rows, labels]``: one element per row), where ``z`` is a NumPy matrix and ``labels`` a
+    NumPy vector of its rows' classes; else None (the standard's gather or mask is taken)."""
+    if type(z) is np.ndarray and type(labels) is np.ndarray and z.ndim == 2 and labels.ndim == 1:
+        return np.arange(z.shape[0])
+    return None
+
+
+def _gather_fits(dz: Any) -> bool:
+    """Whether a row index and a gathered copy take no more memory than a one-hot mask and a
+    where over the matrix ``dz`` (per row: 8 + itemsize bytes against (1 + itemsize) each of
+    its classes)."""
+    item = dz.dtype.itemsize
+    return dz.shape[1] * (1 + item) >= 8 + item
+
+
 def _picked(bk: Any, z: Any, labels: Any) -> Any:
-    """``z[..., labels]`` (kept dims): a gather where the backend has one, else a masked sum."""
+    """``z[..., labels]`` (kept dims): a gather where the backend has one, else a masked sum.
+    A NumPy matrix gathers by integer-array indexing (the same elements; NumPy's
+    ``take_along_axis`` builds its index arrays in Python: 6 against 2 us for 64 rows)."""
+    rows = _rows(z, labels)
+    if rows is not None:
+        return z[rows, labels][:, None]
     if hasattr(bk, "take_along_axis") and not (_raw(bk) and caps(bk).chunked):
         return bk.take_along_axis(z, labels[..., None], axis=-1)
     hit = labels[..., None] == bk.arange(z.shape[-1], **_like(bk, labels))
@@ -222,6 +244,14 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
     if _is_int(ns, y):
         coef = g1 + glse[..., None]
         dz = p * coef if not inplace else _times(p, coef)
+        rows = _rows(dz, y) if inplace else None
+        # dz[i, y[i]] -= g[i]: what the mask's where subtracts there (elsewhere it subtracts 0:
+        # dz unchanged), with a row index and a gathered copy (8 + itemsize bytes a row) in
+        # place of the mask and the where (1 + itemsize bytes an element: memory.project
+        # counts those), so only where that is no more: from 3 classes (float32)
+        if rows is not None and type(g) is np.ndarray and _gather_fits(dz):
+            dz[rows, y] -= g
+            return dz, None
         hit = y[..., None] == ns.arange(z.shape[-1], **_like(ns, y))
         if inplace:
             dz -= ns.where(hit, g1, 0.0)
