@@ -28,14 +28,23 @@ from ._operands import _one_spec
 from ._reshape import reshape
 
 
-def _advanced(x: Any, parts: list) -> Any:
+def _apart(parts: list) -> bool:
+    """Whether an ellipsis stands between two advanced entries of the key ``parts`` (index
+    arrays, and integers beside them): NumPy then puts their axes first, even where the
+    ellipsis stands for no axis (``x[:, 0, ..., i]`` of a 3-d ``x``)."""
+    adv = [j for j, k in enumerate(parts) if _is_index_array(k) or _is_int(k)]
+    dots = [j for j, k in enumerate(parts) if k is Ellipsis]
+    return bool(adv) and any(adv[0] < j < adv[-1] for j in dots)
+
+
+def _advanced(x: Any, parts: list, apart: bool = False) -> Any:
     """``x[parts]`` where several integer arrays (or an integer array and integers) index
     ``x``, as NumPy indexes: the index arrays (the integers as 0-d ones) broadcast together
     and pick one element each across the axes they index; Cubed 0.27 takes one integer array
     at most. The axes sliced are sliced first; the indexed axes are moved to the front and
     flattened, and the elements taken with one flat integer index (a row-major offset); the
     broadcast shape takes the place of the indexed axes when they are adjacent in the key, else
-    the front, as in NumPy."""
+    the front, as in NumPy (``apart``: an ellipsis of no axes stood between them)."""
     import cubed
 
     if any(k is None for k in parts):
@@ -85,7 +94,8 @@ def _advanced(x: Any, parts: list) -> Any:
     )
     out = take(stacked, flat, axis=0) if flat.shape[0] else stacked[:0]
     out = reshape(out, (*shape, *(int(x.shape[j]) for j in rest)))
-    first, adjacent = adv[0], adv == list(range(adv[0], adv[0] + len(adv)))
+    first = adv[0]
+    adjacent = not apart and adv == list(range(adv[0], adv[0] + len(adv)))
     if adjacent and first > 0 and len(shape):  # the broadcast axes where the indexed axes were
         b = len(shape)
         order = list(range(b, b + first)) + list(range(b)) + list(range(b + first, out.ndim))
@@ -182,6 +192,7 @@ def index(x: Any, key: Any) -> Any:
         for j, k in zip(arrays_in, found, strict=True):
             parts[j] = k
     used = sum(1 for k in parts if k is not None and k is not Ellipsis)
+    given = list(parts)  # (an ellipsis of no axes still parts advanced entries: see _apart)
     if Ellipsis in [k for k in parts if not _is_index_array(k)]:
         i = next(j for j, k in enumerate(parts) if k is Ellipsis and not _is_index_array(k))
         parts[i : i + 1] = [slice(None)] * (x.ndim - used)
@@ -201,7 +212,7 @@ def index(x: Any, key: Any) -> Any:
         # empty axis raises, as NumPy's does)
         key = tuple(
             np.zeros(tuple(k.shape), dtype=np.intp) if isinstance(k, cubed.Array) else k
-            for k in parts
+            for k in given
         )
         return _nothing(x, lambda stand: stand[key])
     # Cubed 0.27 takes one 1-d integer array, beside slices only ("Chunks and shape must be of
@@ -212,7 +223,7 @@ def index(x: Any, key: Any) -> Any:
         or scalars_at
         or any(parts[j].ndim > 1 for j in arrays_at)
     ):
-        return _advanced(x, [int(k) if _is_int(k) else k for k in parts])
+        return _advanced(x, [int(k) if _is_int(k) else k for k in parts], _apart(given))
     ax, out_ax, arrays = 0, 0, []
     for j, k in enumerate(parts):
         if k is None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pycograd_xp as pg
-from pycograd_xp import nn, optim, random
+from pycograd_xp import memory, nn, optim, random
 from pycograd_xp.train import make_step
 
 xp = pg.namespace(np)
@@ -674,3 +674,45 @@ def test_errors_of_the_replay_name_their_function():
         for _ in range(2):  # the trace's call, then the replay's
             with pytest.raises(error, match=match):
                 g(x)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (slice(None), 0, ..., [1, 0]),  # apart across an ellipsis of no axes: index axes first
+        (slice(None, None, -2), -3, ..., []),
+        (0, ..., [[1], [0]]),
+        ([1, 0], ..., 1),
+        (slice(None), 0, [1, 0]),  # side by side: in place
+        (0, slice(None), [1, 1, 0]),  # apart across a slice
+    ],
+    ids=repr,
+)
+def test_keys_with_an_index_array_shape_as_numpys_when_compiled_and_projected(key):
+    """Compile's trace and ``memory.project`` shape ``x[key]`` as NumPy does: an ellipsis that
+    stands for no axis still parts an integer from an index array, whose axes then come first
+    (the trace shaped ``x[:, 0, ..., i]`` as ``x[:, 0, i]``, and compile raised on the write
+    of a value NumPy's shape takes)."""
+    xp = pg.namespace(np)
+    base = np.arange(18.0).reshape(3, 3, 2)
+    ours = tuple(xp.asarray(np.asarray(p, dtype=np.int64)) if type(p) is list else p for p in key)
+    want_key = tuple(np.asarray(p, dtype=np.int64) if type(p) is list else p for p in key)
+    want = base[want_key]
+
+    def read(x):
+        return x[ours] * 2.0
+
+    def write(x, v):
+        y = x * 1.0
+        y[ours] = v
+        return y
+
+    np.testing.assert_array_equal(np.asarray(pg.compile(read)(xp.asarray(base))), want * 2.0)
+    value = np.arange(want.size, dtype=np.float64).reshape(want.shape) + 100
+    expected = base.copy()
+    expected[want_key] = value
+    got = pg.compile(write)(xp.asarray(base), xp.asarray(value))
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    table = memory.project(read, xp.asarray(base), argnums=())
+    getitem = [r for r in table.rows if r.op == "__getitem__"]
+    assert getitem[-1].outputs[0][0] == want.shape

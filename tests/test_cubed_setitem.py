@@ -152,3 +152,68 @@ def test_an_integer_array_write_is_numpys_values_and_gradients(key):
     gc = pg.grad(f(CX), argnums=(0, 1))(CX.asarray(base), CX.asarray(value))
     for g, w in zip(gc, gw, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-13, atol=1e-15)
+
+
+def _array_keys(shape, rng, count):
+    """Keys with one integer array (0 to 2 axes, negative entries too) among integers, slices
+    and an ellipsis (of no axes too) for ``shape``: where a slice or the ellipsis stands between
+    the array and an integer, NumPy puts the array's axes first (``x[0, :, i]``,
+    ``x[:, 0, ..., i]``), else where the array stands."""
+    for _ in range(count):
+        nd = len(shape)
+        at = int(rng.integers(0, nd))
+        parts: list = []
+        for axis, n in enumerate(shape):
+            if axis == at:
+                dims = tuple(int(d) for d in rng.integers(1, 3, int(rng.integers(0, 3))))
+                parts.append(rng.integers(-n, n, dims))
+            elif rng.random() < 0.5:
+                parts.append(int(rng.integers(-n, n)))
+            else:
+                step = int(rng.choice([1, 2, -1]))
+                parts.append(slice(None, None, step))
+        if rng.random() < 0.5:  # an ellipsis for a run of axes the array is not in, or none
+            i = int(rng.integers(0, nd + 1))
+            j = i if rng.random() < 0.5 else int(rng.integers(i, nd + 1))
+            if i <= at < j:
+                i = j = at
+            parts[i:j] = [Ellipsis]
+        yield tuple(parts)
+
+
+def _ours(xp, key):
+    return tuple(xp.asarray(p) if isinstance(p, np.ndarray) else p for p in key)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 2), (2, 3, 3), (4, 3)])
+def test_keys_with_an_integer_array_read_and_write_as_numpys(shape):
+    """Reads, writes and their gradients for keys with one integer array among integers,
+    slices and an ellipsis (a generator's), against NumPy's. Cubed read ``x[:, 0, ..., i]`` and
+    wrote ``x[0, :, i]`` with the array's axes in place, where NumPy puts them first: a
+    transposed write when the region was square (a wrong value), a refused one otherwise."""
+    rng = np.random.default_rng(len(shape) * 10 + shape[0])
+    base = rng.standard_normal(shape)
+    n = shape[-1]
+    apart = [(0, slice(None), rng.integers(-n, n, n)), (slice(None), 0, ..., rng.integers(0, n, 2))]
+    for key in (apart if len(shape) == 3 else []) + list(_array_keys(shape, rng, 8)):
+        region = base[key].shape
+        got = np.asarray(CX.asarray(base)[_ours(CX, key)])
+        np.testing.assert_array_equal(got, base[key], err_msg=repr(key))
+        value = rng.standard_normal(region)
+        want = base.copy()
+        want[key] = value
+        x = CX.asarray(base)
+        x[_ours(CX, key)] = CX.asarray(value)
+        np.testing.assert_array_equal(np.asarray(x), want, err_msg=repr(key))
+
+        def loss(a, v, xp, key=key):
+            b = a * 2.0
+            b[_ours(xp, key)] = v * v
+            return xp.sum(xp.sin(b)) + xp.sum(b[_ours(xp, key)] ** 2)
+
+        gw = pg.grad(loss, argnums=(0, 1))(NX.asarray(base), NX.asarray(value), NX)
+        gc = pg.grad(loss, argnums=(0, 1))(CX.asarray(base), CX.asarray(value), CX)
+        for g, w in zip(gc, gw, strict=True):
+            np.testing.assert_allclose(
+                np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-14, err_msg=repr(key)
+            )

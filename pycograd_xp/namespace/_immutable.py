@@ -48,6 +48,7 @@ def functional_setitem(ns: Any, x: Any, key: Any, value: Any) -> Any:
         isinstance(key, tuple) and len(key) == 1 and getattr(key[0], "dtype", None) == ns.bool
     ):
         return _masked(ns, x, key[0] if isinstance(key, tuple) else key, value)
+    apart = _apart(ns, key)
     parts = [
         ns.asarray(p) if _is_array(ns, p) and not isinstance(p, type(x)) else p
         for p in _parts(key, x.ndim)
@@ -81,14 +82,22 @@ def functional_setitem(ns: Any, x: Any, key: Any, value: Any) -> Any:
         positions = np.arange(n)[p]
         value_shape.append(len(positions))
         selected.append(None if len(positions) == n and p.step in (None, 1) else positions)
+    # The region as NumPy shapes it: the index array's axes where it stands, or first where
+    # an integer beside it stands apart (x[0, :, i], x[:, 0, ..., i]); value_shape has them
+    # in axis order, where the value's axes are moved below.
+    at = sum(isinstance(p, slice) for p in parts[: arrays[0]]) if arrays and apart else 0
+    k = parts[arrays[0]].ndim if at else 0
+    region = value_shape[at : at + k] + value_shape[:at] + value_shape[at + k :]
     v = _value(ns, x, value)
     try:
-        v = ns.broadcast_to(v, tuple(value_shape))
+        v = ns.broadcast_to(v, tuple(region))
     except ValueError as e:
         raise ValueError(
             f"__setitem__: a value of shape {tuple(v.shape)} cannot be written into a region of "
-            f"shape {tuple(value_shape)} (key {key!r})"
+            f"shape {tuple(region)} (key {key!r})"
         ) from e
+    if k:
+        v = ns.moveaxis(v, tuple(range(k)), tuple(range(at, at + k)))
     if any(s is not None and len(s) == 0 for s in selected):
         return x  # nothing is written
     # the value with one axis per axis of x (length 1 where the key is an integer; the integer
@@ -162,6 +171,21 @@ def _masked(ns: Any, x: Any, mask: Any, value: Any) -> Any:
     v = _value(ns, x, value)
     m = ns.reshape(mask, tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
     return ns.where(m, v, x)
+
+
+def _apart(ns: Any, key: Any) -> bool:
+    """Whether the key's advanced entries (its integer array, and integers beside it) stand
+    apart: a slice or an ellipsis (even of no axes) between two of them. NumPy then puts the
+    array's axes first in the region, not where the array stands."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    if not any(_is_array(ns, p) for p in parts):
+        return False
+    adv = [
+        i
+        for i, p in enumerate(parts)
+        if _is_array(ns, p) or (isinstance(p, int) and not isinstance(p, bool))
+    ]
+    return any(not (_is_array(ns, p) or isinstance(p, int)) for p in parts[adv[0] : adv[-1]])
 
 
 def _is_array(ns: Any, value: Any) -> bool:

@@ -35,6 +35,19 @@ def expand_key(key, ndim):
     return parts
 
 
+def _ellipsis_between(key):
+    """Whether an ellipsis stands between two advanced entries of ``key`` (index arrays, and
+    ints beside them): NumPy then puts their axes first even where the ellipsis stands for no
+    axis (``x[:, 0, ..., i]`` of a 3-d ``x``), which :func:`expand_key` no longer shows."""
+    parts = key if isinstance(key, tuple) else (key,)
+    kinds = [as_abstract(p) for p in parts]
+    if not any(is_array(p) for p in kinds):
+        return False
+    adv = [i for i, p in enumerate(kinds) if is_array(p) or (p is not None and type(p) is int)]
+    dots = [i for i, p in enumerate(parts) if p is Ellipsis]  # (arrays compare elementwise)
+    return bool(adv) and any(adv[0] < i < adv[-1] for i in dots)
+
+
 def selection(shape, key, exact=True):
     """(result shape, whether it is a view) of ``x[key]`` for ``x`` of ``shape``. ``exact``:
     the caller needs the exact shape (not for a write of one value through a mask)."""
@@ -46,6 +59,7 @@ def placed_selection(shape, key, exact=True):
     """:func:`selection`'s answer, and where the broadcast index axes go in the result: their
     count and the position of the first (None for a view)."""
     parts = expand_key(key, len(shape))
+    apart = _ellipsis_between(key)
     out, adv_shapes, adv_pos, int_pos, axis = [], [], [], [], 0
     for p in parts:
         if p is None:
@@ -82,7 +96,7 @@ def placed_selection(shape, key, exact=True):
     # advanced indices side by side stay in place; separated ones go first (NumPy's rule, where
     # an int beside index arrays is one more, of no axes: x[:, 0, :, i] puts i's axes first)
     placed = set(adv_pos + int_pos)
-    first = adv_pos[0] if len(placed) == 1 else 0
+    first = adv_pos[0] if len(placed) == 1 and not apart else 0
     return (tuple(out[:first]) + b + tuple(out[first:]), False), len(b), first
 
 
