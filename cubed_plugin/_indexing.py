@@ -76,7 +76,16 @@ def _advanced(x: Any, parts: list, apart: bool = False) -> Any:
             if m is cubed and not isinstance(k, cubed.Array):
                 k = cubed.asarray(k, spec=x.spec)
             k = m.astype(k, m.int64)
+            if m is np:  # held values: NumPy's error (a flat index would pick another element)
+                bad = k[(k < -n) | (k >= n)]
+                if bad.size:
+                    raise IndexError(
+                        f"index {int(bad[0])} is out of bounds for axis {j} with size {n}"
+                    )
             k = m.where(k < 0, k + n, k)
+            if m is not np:  # computed values: one out of range points past every element,
+                # so that the gather refuses it when it runs, never picking another element
+                k = m.where((k < 0) | (k >= n), math.prod(sizes), k)
         indices.append(k)
     shape = m.broadcast_shapes(*(k.shape for k in indices)) if indices else ()
     flat, stride = None, 1

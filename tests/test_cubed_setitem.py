@@ -217,3 +217,19 @@ def test_keys_with_an_integer_array_read_and_write_as_numpys(shape):
             np.testing.assert_allclose(
                 np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-14, err_msg=repr(key)
             )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [([0, 1], [4, 1]), ([0, 1], [-5, 1]), ([3], [0]), (1, [5]), ([[0], [2]], [0, 9])],
+    ids=repr,
+)
+def test_an_index_out_of_range_beside_another_is_refused_as_numpys(key):
+    """Several index arrays take one flat index on Cubed: an index out of range (past the end,
+    or below minus the axis) would pick another row's element there, where NumPy refuses it."""
+    base = np.arange(12.0).reshape(3, 4)
+    np_key = tuple(np.asarray(k) if type(k) is list else k for k in key)
+    with pytest.raises(IndexError):
+        base[np_key]
+    with pytest.raises(IndexError, match="out of bounds for axis"):
+        CX.asarray(base)[_ours(CX, np_key)]
