@@ -71,10 +71,13 @@ def _rows(z: Any, labels: Any) -> Any:
 
 def _gather_fits(dz: Any) -> bool:
     """Whether a row index and a gathered copy take no more memory than a one-hot mask and a
-    where over the matrix ``dz`` (per row: 8 + itemsize bytes against (1 + itemsize) each of
-    its classes)."""
+    where over the matrix ``dz`` (per row: 8 + itemsize bytes, and under one more where NumPy
+    converts labels that are not intp through its buffers, against (1 + itemsize) each of its
+    classes). Measured by tracemalloc over 100,000 rows: 12.0 (int64 labels) and 12.7 (int8)
+    bytes a row against the mask's 15.3 for 3 float32 classes; 16.7 against 36.7 for 4
+    float64 ones."""
     item = dz.dtype.itemsize
-    return dz.shape[1] * (1 + item) >= 8 + item
+    return dz.shape[1] * (1 + item) >= 9 + item
 
 
 def _picked(bk: Any, z: Any, labels: Any) -> Any:
