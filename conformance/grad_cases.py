@@ -912,6 +912,16 @@ def _nn_cases(out):
         Case(f"x{xs}", lambda xp: nn.relu, (arr(xs, away=0.05),))
         for xs in ((3, 4), (2, 3, 5, 5), ())
     ]
+    out["_linear"] = [
+        Case(f"x{xs} w{ws}", lambda xp: nn.linear, (arr(xs), arr(ws), arr(ws[1:])))
+        for xs, ws in (
+            ((4, 3), (3, 5)),
+            ((3,), (3, 2)),  # one example: no axis to sum the bias's cotangent over
+            ((2, 3, 4), (4, 3)),  # a stack: one product over its rows
+            ((0, 3), (3, 2)),  # no example
+            ((4, 1), (1, 1)),
+        )
+    ]
     _transformer_cases(out)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..namespace._array import Array as _Ours
 from ..typing import Array
 from ._common import _ns, _real_floating, _row
 
@@ -26,7 +27,30 @@ def linear(x: Array, w: Array, b: Array | None = None) -> Array:
     -------
     Array
         (..., out).
+
+    Notes
+    -----
+    Where ``w`` and ``b`` are arrays of one namespace of ours, ``x`` one too (or a NumPy array
+    beside a namespace over NumPy), the three in one real floating dtype, and ``b`` has one
+    value per output, this is one row (``xp._linear``: one node on the tape, as PyTorch's
+    ``addmm``), the same values as ``x @ w + b`` bit for bit. Anything else (another bias
+    shape, mixed dtypes, no bias) is ``x @ w + b`` itself.
     """
+    if b is not None and isinstance(w, _Ours) and type(b) is type(w):
+        xp = w._ns
+        if type(x) is xp._backend.array_type and xp._backend.numpy_functions:
+            x = xp._make(x)  # a NumPy array beside ours: a constant, as ``x @ w`` takes it
+        if (
+            type(x) is type(w)
+            and x.dtype == w.dtype == b.dtype
+            and w.ndim == 2
+            and b.ndim == 1
+            and x.ndim >= 1
+            and b.shape[0] == w.shape[1]
+            and x.shape[-1] == w.shape[0]
+            and _real_floating(xp, x)
+        ):
+            return xp._linear(x, w, b)
     y = x @ w
     return y if b is None else y + b
 

@@ -976,3 +976,91 @@ def test_cross_entropy_gathers_on_numpy_as_the_standard_does_bit_for_bit(dtype, 
     assert g_np.dtype == dtype
     assert v_np.tobytes() == v_strict.tobytes()
     assert g_np.tobytes() == g_strict.tobytes()
+
+
+# -- linear: one row, the composition's values bit for bit ----------------------------------------
+
+
+def _rows_of(f, *args):
+    """The row of each array ``f`` makes while differentiated, by its tape node."""
+    made = []
+
+    def spy(x, w, b):
+        y = f(x, w, b)
+        made.append(y._node.prim.name)
+        return xp_of(y).sum(y)
+
+    pg.grad(spy, argnums=(0, 1, 2))(*args)
+    return made
+
+
+def xp_of(a):
+    return a._ns
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=["numpy", "array_api_strict"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "xs, ws",
+    [((5, 3), (3, 4)), ((3,), (3, 2)), ((2, 4, 3), (3, 5)), ((0, 3), (3, 2)), ((6, 1), (1, 1))],
+)
+def test_linear_is_one_row_with_the_compositions_values_bit_for_bit(backend, dtype, xs, ws):
+    """``nn.linear(x, w, b)`` of one namespace and dtype is the ``_linear`` row (one node:
+    the product and the bias added into it), whose value and gradients to all three are those
+    of ``x @ w + b`` bit for bit: float32 and float64, one example, a stack, no example, a
+    transposed view of ``x``; on NumPy also an ``x`` that is a NumPy array (a constant)."""
+    r = np.random.default_rng(3)
+    xp = pg.namespace(backend)
+    X = r.standard_normal(xs[::-1]).astype(dtype).T  # (a transposed view)
+    W, B = r.standard_normal(ws).astype(dtype), r.standard_normal(ws[1]).astype(dtype)
+    C = r.standard_normal((*xs[:-1], ws[1])).astype(dtype)  # a cotangent other than ones
+    x, w, b, c = (xp.asarray(a) for a in (X, W, B, C))
+
+    def fused(x, w, b):
+        return xp.sum(nn.linear(x, w, b) * c)
+
+    def composed(x, w, b):
+        return xp.sum((x @ w + b) * c)
+
+    assert _rows_of(nn.linear, x, w, b) == ["_linear"]
+    want = pg.value_and_grad(composed, argnums=(0, 1, 2))(x, w, b)
+    got = pg.value_and_grad(fused, argnums=(0, 1, 2))(x, w, b)
+    for a, e in zip([got[0], *got[1]], [want[0], *want[1]], strict=True):
+        assert _np(a).dtype == dtype and _np(a).tobytes() == _np(e).tobytes()
+    if backend is np:  # a NumPy array beside the namespace's: a constant, as in x @ w
+        got = pg.value_and_grad(lambda w, b: fused(X, w, b), argnums=(0, 1))(w, b)
+        assert _np(got[0]).tobytes() == _np(want[0]).tobytes()
+        for a, e in zip(got[1], want[1][1:], strict=True):
+            assert _np(a).tobytes() == _np(e).tobytes()
+
+
+def test_linear_takes_anything_else_as_the_composition():
+    """Another bias shape (one value broadcast, a bias per example), mixed dtypes and no bias
+    are ``x @ w + b`` itself, as before the row; a direct call of the row with shapes that are
+    no linear layer is refused with the shapes and the way out, and leaves no node behind."""
+    xp = pg.namespace(np)
+    x, w = xp.asarray(_a(4, 3)), xp.asarray(_a(3, 2))
+    for b in (xp.asarray(_a(1)), xp.asarray(_a(4, 2)), xp.asarray(_a(2).astype(np.float32))):
+        got = nn.linear(x, w, b)
+        np.testing.assert_array_equal(_np(got), _np(x @ w + b))
+        assert _rows_of(nn.linear, x, w, b) == ["add"]
+    np.testing.assert_array_equal(_np(nn.linear(x, w)), _np(x @ w))
+    with pytest.raises(
+        ValueError, match=r"_linear\(\): input \(4, 3\), weight \(3, 2\) and bias \(1,\)"
+    ):
+        xp._linear(x, w, xp.asarray(_a(1)))
+    with pytest.raises(ValueError, match="expected x"):
+        memory.project(lambda x: xp._linear(x, w, xp.asarray(_a(4, 2))), x)
+
+
+def test_linear_batches_per_example_weights_and_biases():
+    """Under vmap the row batches an input alone as more leading axes, and a weight or bias
+    per example through matmul's batching: each as the loop over examples."""
+    xp = pg.namespace(np)
+    X, W, B = _a(5, 4, 3), _a(5, 3, 2), _a(5, 2)
+    for axes in [(0, None, None), (None, 0, None), (None, None, 0), (0, 0, 0), (None, 0, 0)]:
+        args = [a if ax is not None else a[0] for a, ax in zip((X, W, B), axes, strict=True)]
+        got = pg.vmap(nn.linear, in_axes=axes)(*(xp.asarray(a) for a in args))
+        for i in range(5):
+            one = [a[i] if ax is not None else a for a, ax in zip(args, axes, strict=True)]
+            np.testing.assert_allclose(_np(got)[i], one[0] @ one[1] + one[2], rtol=1e-13)
