@@ -79,6 +79,8 @@ def cross_entropy(
             )
         keep = labels != int(ignore_index)
         labels = xp.where(keep, labels, xp.zeros_like(labels))  # any class: its loss is dropped
+    if keep is None and not eps and reduction == "mean":  # the mean in the row: one node
+        return _row(xp, "_cross_entropy")(logits, labels, mean=True)[0]
     loss, lse = _row(xp, "_cross_entropy")(logits, labels)
     if eps:
         loss = (1.0 - eps) * loss + eps * (lse - xp.mean(logits, axis=-1))

@@ -202,16 +202,25 @@ def _check_labels(logits: Any, labels: Any, integer: bool) -> tuple[int, ...]:
 
 
 @primitive(FP, needs=())
-def _cross_entropy(bk: Any, logits: Array, /, labels: Array) -> Any:
+def _cross_entropy(bk: Any, logits: Array, /, labels: Array, *, mean: bool = False) -> Any:
     """Softmax cross-entropy over the last axis, one value per row: ``logsumexp(z) - z[label]``
     for integer ``labels`` (broadcast to ``logits.shape[:-1]``), ``sum(p (logsumexp(z) - z))``
     for probabilities ``p`` (broadcast to ``logits.shape``; differentiable too). Returns the
     losses and the normaliser ``logsumexp(z)`` (``pycograd_xp.nn.cross_entropy`` reduces the
     first). Block by block over the rows; the VJP keeps the logits, the labels and the
-    normaliser, never the log-probabilities or a one-hot."""
+    normaliser, never the log-probabilities or a one-hot.
+
+    ``mean``: the losses' mean (a 0-d array) in place of the losses, as ``mean(losses)``
+    computes it, bit for bit (the mean in the row: one node fewer on a step's tape, and no
+    broadcast cotangent: the VJP scales the logits' by one number)."""
     own = _own(bk, "_cross_entropy")
     if own is not None:
-        return own(logits, labels)
+        return own(logits, labels, mean=mean)
+    loss, lse = _cross_entropy_rows(bk, logits, labels)
+    return (fast.mean(bk, loss, None, False) if mean else loss), lse
+
+
+def _cross_entropy_rows(bk: Any, logits: Any, labels: Any) -> Any:
     labels = _labels(bk, logits, labels)
     if not in_place(bk) or logits.ndim < 2:
         return _cross_entropy_f(bk, logits, labels)
@@ -239,6 +248,11 @@ def _probabilities(ns, z, lse, inplace):
     return p / s
 
 
+# a NumPy cotangent: an array of the rows' (the mean's VJP broadcast), or one number (the mean
+# in the row: NumPy's 0-d division gives a scalar)
+_NUMPY_NUMBERS = frozenset((np.ndarray, np.float16, np.float32, np.float64, np.longdouble))
+
+
 def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
     """The logits' and the probabilities' cotangents of one block: ``softmax(z) (g sum(y) +
     glse) - g y``, ``g (lse - z)`` (None for integer labels). ``inplace``: ``in_place(ns)``."""
@@ -252,7 +266,7 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
         # dz unchanged), with a row index and a gathered copy (8 + itemsize bytes a row) in
         # place of the mask and the where (1 + itemsize bytes an element: memory.project
         # counts those), so only where that is no more: from 3 classes (float32)
-        if rows is not None and type(g) is np.ndarray and _gather_fits(dz):
+        if rows is not None and type(g) in _NUMPY_NUMBERS and _gather_fits(dz):
             dz[rows, y] -= g
             return dz, None
         hit = y[..., None] == ns.arange(z.shape[-1], **_like(ns, y))
@@ -273,9 +287,12 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
 
 
 @_cross_entropy.defvjp(saves=("logits", "labels", "out"))
-def _cross_entropy_vjp(ns, g, out, logits, /, labels):
+def _cross_entropy_vjp(ns, g, out, logits, /, labels, *, mean=False):
     gl, glse = g
     lse = out[1]
+    rows = math.prod(lse.shape)
+    if mean and rows:  # each row's cotangent: one number, the mean's (its VJP's g / n)
+        gl = gl / rows
     labels = _labels(ns, logits, labels, check=False)
     item = _item(ns, ns.result_type(gl, logits))
     inplace = in_place(ns)
@@ -289,7 +306,7 @@ def _cross_entropy_vjp(ns, g, out, logits, /, labels):
     dy: Any = None
     for idx in blocks:  # idx ends in ...: it indexes the rows' arrays too
         a, b = _cross_entropy_grad(
-            ns, gl[idx], logits[idx], labels[idx], lse[idx], glse[idx], inplace
+            ns, gl if mean else gl[idx], logits[idx], labels[idx], lse[idx], glse[idx], inplace
         )
         if dz is None:
             dz = ns.empty(tuple(logits.shape), dtype=a.dtype)
@@ -302,7 +319,7 @@ def _cross_entropy_vjp(ns, g, out, logits, /, labels):
 
 
 @_cross_entropy.defjvp
-def _cross_entropy_jvp(ns, t, out, logits, /, labels):
+def _cross_entropy_jvp(ns, t, out, logits, /, labels, *, mean=False):
     loss, lse = out
     labels = _labels(ns, logits, labels, check=False)
     tz, ty = (tuple(t) + (None,))[:2]
@@ -316,33 +333,40 @@ def _cross_entropy_jvp(ns, t, out, logits, /, labels):
             tl = tlse * ns.sum(labels, axis=-1) - ns.sum(labels * tz, axis=-1)
     if ty is not None:
         tl = plus(tl, ns.sum(ty * (lse[..., None] - logits), axis=-1))
+    if mean and tl is not None:
+        tl = ns.mean(tl)
     return tl, tlse
 
 
 @_cross_entropy.defbatch
-def _cross_entropy_batch(ns, dims, logits, /, labels):
+def _cross_entropy_batch(ns, dims, logits, /, labels, *, mean=False):
     n = batch_size(dims, (logits, labels))
     r = logits.ndim - (1 if dims[0] else 0)  # an example's rank
     if ns.isdtype(labels.dtype, "integral"):
         r -= 1  # the labels of an example's rows
     logits = batched(ns, logits, dims[0], n)
     labels = to_rank(ns, batched(ns, labels, dims[1], n), r)
-    return ns._cross_entropy(logits, labels)
+    loss, lse = ns._cross_entropy(logits, labels)
+    if mean:  # each example's mean, over its rows' axes
+        loss = ns.mean(loss, axis=tuple(range(1, loss.ndim)))
+    return loss, lse
 
 
-def _cross_entropy_shape(a, logits, /, labels):
+def _cross_entropy_shape(a, logits, /, labels, *, mean=False):
     integer = labels.dtype.kind in "iu"
     _check_labels(logits, labels, integer)
     dtype = logits.dtype if integer else np.result_type(logits.dtype, labels.dtype)
     rows = tuple(logits.shape[:-1])
-    return new(rows, dtype), new(rows, logits.dtype)
+    return new(() if mean else rows, dtype), new(rows, logits.dtype)
 
 
-def _cross_entropy_memory(out, logits, /, labels):
+def _cross_entropy_memory(out, logits, /, labels, *, mean=False):
     """Per block of rows (the whole where one): ``z - max`` and its exponentials, then the
     picked logits (a gather) or the product with the probabilities; a few arrays of a row's
-    statistics."""
+    statistics; with ``mean`` the rows' losses before their mean."""
     loss = out[0]
+    if mean:
+        loss = new(tuple(logits.shape[:-1]), loss.dtype)
     item = max(loss.dtype.itemsize, logits.dtype.itemsize)
     n = (
         piece_size(logits.shape, item, 1, block_limit())
@@ -351,7 +375,8 @@ def _cross_entropy_memory(out, logits, /, labels):
     )
     rows = max(1, n // max(logits.shape[-1], 1)) if logits.ndim else 1
     cast = n * item if labels.dtype.kind == "f" and labels.dtype != logits.dtype else 0
-    return 2 * n * item + cast + 8 * rows * item + 2 * min(n, BUFFER_ELEMENTS) * item
+    losses = loss.nbytes if mean else 0
+    return losses + 2 * n * item + cast + 8 * rows * item + 2 * min(n, BUFFER_ELEMENTS) * item
 
 
 _cross_entropy.defshape(_cross_entropy_shape, memory=_cross_entropy_memory)

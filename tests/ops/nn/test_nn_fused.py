@@ -1064,3 +1064,37 @@ def test_linear_batches_per_example_weights_and_biases():
         for i in range(5):
             one = [a[i] if ax is not None else a for a, ax in zip(args, axes, strict=True)]
             np.testing.assert_allclose(_np(got)[i], one[0] @ one[1] + one[2], rtol=1e-13)
+
+
+# -- cross-entropy's mean in its row --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=["numpy", "array_api_strict"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 10), (5, 1), (3,), (2, 3, 4), (120, 300)])
+def test_cross_entropy_takes_its_mean_in_its_row_bit_for_bit(backend, dtype, shape):
+    """``nn.cross_entropy``'s default mean is taken in the row (``mean=True``: its tape has no
+    mean node, and its VJP scales the logits' cotangent by one number, the mean's ``g / n``,
+    not a broadcast): the value, the gradients and the JVP are those of the losses' mean
+    (``reduction='none'`` then ``mean``) bit for bit, for class indices and probabilities,
+    float32 and float64, one row, stacked rows and blocks (a (120, 300) float64 block walk)."""
+    r = np.random.default_rng(8)
+    xp = pg.namespace(backend)
+    z = xp.asarray((r.standard_normal(shape) * 3).astype(dtype))
+    ids = xp.asarray(r.integers(0, shape[-1], shape[:-1]))
+    probs = xp.asarray(r.dirichlet(np.ones(shape[-1]), shape[:-1]).astype(dtype))
+    tz = xp.asarray(r.standard_normal(shape).astype(dtype))
+    for labels in (ids, probs):
+
+        def fused(z, labels=labels):
+            loss = nn.cross_entropy(z, labels)
+            assert loss._node.node.prim.name == "_cross_entropy"  # (a select of its outputs)
+            return loss
+
+        def composed(z, labels=labels):
+            return xp.mean(nn.cross_entropy(z, labels, reduction="none"))
+
+        for how in (pg.value_and_grad, lambda f: lambda z: pg.jvp(f, (z,), (tz,))):
+            got, want = how(fused)(z), how(composed)(z)
+            for a, e in zip(got, want, strict=True):
+                assert _np(a).dtype == dtype and _np(a).tobytes() == _np(e).tobytes()
