@@ -30,6 +30,7 @@ Each is registered against its row with :func:`cubed_plugin._blocks.implements`.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -424,13 +425,13 @@ def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None)
         x1 = take(x1, sorter, axis=0)
     # Cubed 0.27 adds each block's offset from an array it makes without a Spec: on any other
     # Spec than its default it raises "Arrays must have same spec". The plan is built on the
-    # default Spec, and its result given the operands' (Specs are labels on the same plan)
+    # default Spec, and its result given the operands' (Specs are labels on the same plan).
+    # The relabelled operands are second handles on the same nodes (shallow copies): the
+    # caller's arrays keep their Spec throughout, for another thread planning with them too.
     spec, default = x1.spec, default_spec()
     if spec == default:
         return cubed.searchsorted(x1, x2, side=side)
-    try:
-        with_spec(x1, default), with_spec(x2, default)
-        out = cubed.searchsorted(x1, x2, side=side)
-    finally:
-        with_spec(x1, spec), with_spec(x2, spec)
+    out = cubed.searchsorted(
+        with_spec(copy.copy(x1), default), with_spec(copy.copy(x2), default), side=side
+    )
     return with_spec(out, spec)

@@ -135,6 +135,31 @@ def test_searchsorted_with_a_sorter(cxp):
         np.testing.assert_array_equal(np.asarray(got), np.searchsorted(x1, v, side, order))
 
 
+def test_searchsorted_on_another_spec_leaves_its_operands_spec_alone(monkeypatch, tmp_path):
+    """Cubed 0.27's searchsorted plans only on its default Spec: the plugin plans on second
+    handles of the operands' nodes relabelled with it, never on the caller's arrays (it
+    relabelled those and back, which another thread planning with them could observe)."""
+    import cubed
+    import cubed.array_api as ca
+
+    from cubed_plugin._standard import searchsorted
+
+    spec = cubed.Spec(str(tmp_path), allowed_mem="200MB", reserved_mem="10MB")
+    x1 = ca.asarray(np.array([1.0, 3.0, 5.0, 7.0]), chunks=2, spec=spec)
+    x2 = ca.asarray(np.array([0.0, 4.0, 8.0]), chunks=2, spec=spec)
+    seen = []
+    plan = cubed.searchsorted
+
+    def spy(a, v, **kw):
+        seen.append((x1.spec, x2.spec))
+        return plan(a, v, **kw)
+
+    monkeypatch.setattr(cubed, "searchsorted", spy)
+    out = searchsorted(x1, x2, side="right")
+    assert seen == [(spec, spec)] and x1.spec is spec and x2.spec is spec and out.spec is spec
+    np.testing.assert_array_equal(np.asarray(out.compute()), [0, 2, 4])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8])
 def test_clip_with_one_bound_and_tile_with_no_repetition(cxp, dtype):
     """Cubed 0.27 calls NumPy's clip without ``a_max`` for a lower bound alone (NumPy 2 refuses
