@@ -38,19 +38,19 @@ def linear(x: Array, w: Array, b: Array | None = None) -> Array:
     """
     if b is not None and isinstance(w, _Ours) and type(b) is type(w):
         xp = w._ns
-        if type(x) is xp._backend.array_type and xp._backend.numpy_functions:
-            x = xp._make(x)  # a NumPy array beside ours: a constant, as ``x @ w`` takes it
+        # a NumPy array beside a namespace over NumPy: a constant, as ``x @ w`` takes it
+        numpy_x = type(x) is xp._backend.array_type and xp._backend.numpy_functions
         if (
-            type(x) is type(w)
+            (numpy_x or type(x) is type(w))
             and x.dtype == w.dtype == b.dtype
             and w.ndim == 2
             and b.ndim == 1
             and x.ndim >= 1
             and b.shape[0] == w.shape[1]
             and x.shape[-1] == w.shape[0]
-            and _real_floating(xp, x)
+            and _real_floating(xp, w)
         ):
-            return xp._linear(x, w, b)
+            return xp._linear(xp._make(x) if numpy_x else x, w, b)
     y = x @ w
     return y if b is None else y + b
 
