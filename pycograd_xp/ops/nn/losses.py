@@ -290,9 +290,8 @@ def _cross_entropy_grad(ns, g, z, y, lse, glse, inplace):
 def _cross_entropy_vjp(ns, g, out, logits, /, labels, *, mean=False):
     gl, glse = g
     lse = out[1]
-    rows = math.prod(lse.shape)
-    if mean and rows:  # each row's cotangent: one number, the mean's (its VJP's g / n)
-        gl = gl / rows
+    if mean and math.prod(lse.shape):  # each row's cotangent: one number, the mean's g / n
+        gl = gl / math.prod(lse.shape)
     labels = _labels(ns, logits, labels, check=False)
     item = _item(ns, ns.result_type(gl, logits))
     inplace = in_place(ns)
