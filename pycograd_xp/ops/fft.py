@@ -41,7 +41,7 @@ import numpy as np
 from .._primitive import Array, primitive
 from ._rules.batching import SHAPE_ONLY, fn, shift
 from ._rules.jvp import linear
-from ._rules.shapes import native, new
+from ._rules.shapes import in_operands_order, native, new
 from ._rules.vjp import made_like, zeros_beside
 
 CFP, RFP = "complex floating-point", "real floating-point"
@@ -270,7 +270,7 @@ def _one_shape(kind):
 
     def rule(a, x, /, *, n=None, axis=-1, norm="backward"):
         shape, dtype, _ = _call(kind, x.shape, x.dtype, n, axis)
-        return new(shape, dtype)
+        return in_operands_order(shape, dtype, x)  # pocketfft's result keeps x's layout
 
     def memory(out, x, /, *, n=None, axis=-1, norm="backward"):
         return _step_memory(kind, x.shape, x.dtype, n, axis, norm)
@@ -329,7 +329,7 @@ def _many_shape(name):
 
     def rule(a, x, /, *, s=None, axes=None, norm="backward"):
         shape, dtype, _ = _chain(name, x, s, axes, norm)
-        return new(shape, dtype)
+        return in_operands_order(shape, dtype, x)
 
     def memory(out, x, /, *, s=None, axes=None, norm="backward"):
         return _chain(name, x, s, axes, norm)[2]
@@ -511,7 +511,7 @@ hfft.defbatch(_one_axis(hfft.name))
 
 def _hfft_shape(a, x, /, *, n=None, axis=-1, norm="backward"):
     shape, dtype, _ = _call("irfft", x.shape, x.dtype, n, axis)
-    return new(shape, dtype)
+    return in_operands_order(shape, dtype, x)
 
 
 def _hfft_memory(out, x, /, *, n=None, axis=-1, norm="backward"):
@@ -545,7 +545,7 @@ ihfft.defbatch(_one_axis(ihfft.name))
 
 def _ihfft_shape(a, x, /, *, n=None, axis=-1, norm="backward"):
     shape, dtype, _ = _call("rfft", x.shape, x.dtype, n, axis)
-    return new(shape, dtype)
+    return in_operands_order(shape, dtype, x)
 
 
 def _ihfft_memory(out, x, /, *, n=None, axis=-1, norm="backward"):
@@ -607,7 +607,7 @@ def ifftshift(bk: Any, x: Array, /, *, axes: Any = None) -> Any:
 
 
 def _shift_shape(a, x, /, *, axes=None):
-    return new(x.shape, x.dtype)
+    return in_operands_order(x.shape, x.dtype, x)  # a roll: x's layout
 
 
 for _row, _inverse in ((fftshift, ifftshift), (ifftshift, fftshift)):

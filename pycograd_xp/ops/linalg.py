@@ -62,10 +62,12 @@ from ._rules.shapes import (
     as_abstract,
     broadcast,
     broadcast_view,
+    in_operands_order,
     in_turn,
     is_array,
     native,
     new,
+    not_in_c_order,
     probe_dtype,
     probe_dtypes,
     reduced,
@@ -404,7 +406,8 @@ _cofactor.defbatch(_stacked(_cofactor))
 
 
 def _cofactor_shape(a, x, /):
-    return new(x.shape, probe_dtype(la.inv, x))
+    # det * inv(x)^T: the product of a transposed view is laid out transposed
+    return not_in_c_order(x.shape, probe_dtype(la.inv, x))
 
 
 def _cofactor_memory(out, x, /):
@@ -736,6 +739,8 @@ matrix_power.defbatch(_stacked(matrix_power))
 def _matrix_power_shape(a, x, n, /):
     if n == 1:
         return x
+    if n == 0:  # identities written into empty_like(x): x's layout
+        return in_operands_order(x.shape, x.dtype, x)
     return new(x.shape, x.dtype)
 
 
@@ -947,7 +952,9 @@ def _qr_shape(a, x, /, *, mode="reduced"):
     m, n = _dims(x)
     mc = m if mode == "complete" and m > n else min(m, n)
     q, r = probe_dtypes(la.qr, x, mode=mode)
-    return QRResult(new(x.shape[:-2] + (m, mc), q), new(x.shape[:-2] + (mc, n), r))
+    # a stack is factored into arrays of x's layout (LAPACK's column order for one in Fortran)
+    shapes = (x.shape[:-2] + (m, mc), x.shape[:-2] + (mc, n))
+    return QRResult(in_operands_order(shapes[0], q, x), in_operands_order(shapes[1], r, x))
 
 
 def _qr_memory(out, x, /, *, mode="reduced"):

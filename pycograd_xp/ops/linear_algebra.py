@@ -33,12 +33,20 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
-from .._abstract import models_a_gpu
+from .._abstract import AbstractArray, models_a_gpu
 from .._primitive import Array, primitive
 from ..namespace._backend import capabilities
 from ._rules.batching import pair_along_axis, to_rank
 from ._rules.jvp import call, linear, plus
-from ._rules.shapes import BUFFER_ELEMENTS, broadcast, new, probe_dtype, size_bytes, view
+from ._rules.shapes import (
+    BUFFER_ELEMENTS,
+    broadcast,
+    new,
+    not_in_c_order,
+    probe_dtype,
+    size_bytes,
+    view,
+)
 from ._rules.vjp import chunked, eye, mT, raw, tensordot_axes
 
 # -- kits shared by the rows below (and by the linalg extension's products) --------------------
@@ -556,7 +564,13 @@ def _einsum_shape(a, subscripts, /, *operands, optimize=False):
         if c not in sizes:
             raise ValueError(f"einsum: output subscript {c!r} appears in no operand")
     dtype = np.result_type(*(x.dtype for x in operands))
-    return new(tuple(sizes[c] for c in outt), dtype)
+    shape = tuple(sizes[c] for c in outt)
+    # NumPy's iterator lays the result out in the order it loops (often transposed, C operands
+    # or not), and one operand whose letters all reach the output is a view of it (a
+    # transpose, a diagonal: strided even along one axis)
+    if len(operands) == 1 and set(terms[0]) == set(outt) and math.prod(shape) > 1:
+        return AbstractArray(shape, dtype, contiguous=False)
+    return not_in_c_order(shape, dtype)
 
 
 def _einsum_memory(out, subscripts, /, *operands, optimize=False):

@@ -25,6 +25,7 @@ from ._rules.shapes import (
     broadcast,
     broadcast_view,
     data_dependent,
+    in_operands_order,
     is_array,
     measured_layouts,
     new,
@@ -463,7 +464,9 @@ roll.defbatch(
 
 
 def _roll_shape(a, x, /, shift, *, axis=None):
-    return new(x.shape, x.dtype)
+    if axis is None:  # NumPy rolls x.ravel(), in C order
+        return new(x.shape, x.dtype)
+    return in_operands_order(x.shape, x.dtype, x)  # into empty_like(x): x's layout
 
 
 @measured_layouts

@@ -14,6 +14,7 @@ from typing import Any
 import array_api_compat.numpy as npx
 import numpy as np
 
+from .._abstract import AbstractArray
 from .._primitive import Array, primitive
 from ..namespace._backend import _BY_XP, SELECT_MIN, _zero_bits
 from ._rules.batching import align, batch_size, batched, flat_reduction, reduction
@@ -24,6 +25,7 @@ from ._rules.shapes import (
     broadcast_view,
     data_dependent,
     elementwise_out,
+    in_operands_order,
     is_array,
     measured_layouts,
     new,
@@ -70,7 +72,12 @@ def where_memory(out, c, x1, x2, /):
 
 
 def _arg_shape(a, x, /, *, axis=None, keepdims=False):
-    return new(reduced(x.shape, axis, keepdims), "int64")
+    return new(reduced(x.shape, axis, keepdims), "int64")  # (NumPy's argmax: C order)
+
+
+def _count_shape(a, x, /, *, axis=None, keepdims=False):
+    # a sum of x != 0: the reduction's result keeps x's layout (order K)
+    return in_operands_order(reduced(x.shape, axis, keepdims), "int64", x)
 
 
 # -- argmax, argmin ------------------------------------------------------------------------------
@@ -123,7 +130,7 @@ def _count_nonzero_memory(out, x, /, *, axis=None, keepdims=False):
     return copy + k * min(x.size, BUFFER_ELEMENTS) * 8
 
 
-count_nonzero.defshape(_arg_shape, memory=_count_nonzero_memory)
+count_nonzero.defshape(_count_shape, memory=_count_nonzero_memory)
 
 
 # -- nonzero -------------------------------------------------------------------------------------
@@ -148,7 +155,9 @@ def nonzero_shape(a, x, /):
     else:
         data_dependent("nonzero")
         n = x.size if x.ndim else 1
-    return tuple(new((n,), "int64") for _ in range(max(x.ndim, 1)))
+    # NumPy's are the columns of one (n, ndim) array: strided views where x has two axes or more
+    one = x.ndim <= 1 or n <= 1
+    return tuple(AbstractArray((n,), "int64", contiguous=one) for _ in range(max(x.ndim, 1)))
 
 
 # -- searchsorted --------------------------------------------------------------------------------

@@ -15,7 +15,13 @@ import numpy as np
 from .._primitive import Array, primitive
 from ._rules.batching import batched, reduction, shift
 from ._rules.jvp import linear
-from ._rules.shapes import BUFFER_ELEMENTS, is_array, measured_layouts, new, reduced
+from ._rules.shapes import (
+    BUFFER_ELEMENTS,
+    in_operands_order,
+    is_array,
+    measured_layouts,
+    reduced,
+)
 from ._rules.vjp import is_scalar
 
 # -- all, any ------------------------------------------------------------------------------------
@@ -32,7 +38,7 @@ def any(bk: Any, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> An
 
 
 def _truth_shape(a, x, /, *, axis=None, keepdims=False):
-    return new(reduced(x.shape, axis, keepdims), "bool")
+    return in_operands_order(reduced(x.shape, axis, keepdims), "bool", x)  # (as reductions')
 
 
 for _row in (all, any):
@@ -110,7 +116,7 @@ def diff_batch(ns, dims, x, /, *, axis=-1, n=1, prepend=None, append=None):
 
 def _diff_shape(a, x, /, *, axis=-1, n=1, prepend=None, append=None, **_):
     if n == 0:  # x itself, the ends left out
-        return new(tuple(x.shape), x.dtype)
+        return in_operands_order(x.shape, x.dtype, x)
     shape = list(x.shape)
     ax = axis % x.ndim
     for end in (prepend, append):
@@ -118,8 +124,9 @@ def _diff_shape(a, x, /, *, axis=-1, n=1, prepend=None, append=None, **_):
             shape[ax] += end.shape[ax] if end.ndim else 1
     shape[ax] = max(shape[ax] - n, 0)
     # NumPy concatenates the ends first: the result takes their promoted dtype
-    ends = [e.dtype for e in (prepend, append) if is_array(e)]
-    return new(shape, np.result_type(x.dtype, *ends))
+    ends = [e for e in (prepend, append) if is_array(e)]
+    # subtract(a[1:], a[:-1]) of views of x (or of the ends joined to it): x's layout
+    return in_operands_order(shape, np.result_type(x.dtype, *(e.dtype for e in ends)), x, *ends)
 
 
 @measured_layouts

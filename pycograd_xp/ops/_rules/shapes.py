@@ -75,6 +75,34 @@ def elementwise_out(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
     return AbstractArray(shape, dtype, contiguous=not (strided or only_broadcast))
 
 
+def long_axes(shape: Any) -> int:
+    """How many axes of ``shape`` are longer than 1 (a new array with at most one is in C order
+    whatever its strides: NumPy's flags ignore the others)."""
+    return sum(1 for d in shape if d > 1)
+
+
+def in_operands_order(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
+    """A new result NumPy lays out in its operands' memory order (order "K"), of another shape
+    than theirs: a transform, a pool, a difference, a roll, a normalisation of an array in
+    Fortran order is in Fortran order. The abstract arrays know C order or not: the result is
+    in C order where every operand of more than one element is (or it has at most one axis
+    longer than 1), else taken as not (tests/memory/test_layouts.py checks each row's claim
+    against NumPy's result)."""
+    shape = tuple(shape)
+    c = long_axes(shape) <= 1 or all(
+        x.contiguous for x in operands if isinstance(x, AbstractArray) and x.size > 1
+    )
+    return AbstractArray(shape, dtype, contiguous=c)
+
+
+def not_in_c_order(shape: Any, dtype: Any) -> AbstractArray:
+    """A new result NumPy lays out transposed whatever its operands' layout (``einsum``'s
+    iterator, an inverse's transpose times a scale): not in C order unless it has at most one
+    axis longer than 1."""
+    shape = tuple(shape)
+    return AbstractArray(shape, dtype, contiguous=long_axes(shape) <= 1)
+
+
 def view(
     x: AbstractArray,
     shape: Any,

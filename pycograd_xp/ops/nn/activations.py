@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._primitive import Array, primitive
 from .._rules.jvp import call
-from .._rules.shapes import new, ufunc_buffers
+from .._rules.shapes import in_operands_order, new, ufunc_buffers
 from ..searching import select, where_memory
 from .pieces import (
     FP,
@@ -57,7 +57,7 @@ def _relu_jvp(ns, t, out, x, /):
 
 
 def _relu_shape(a, x, /):
-    return new(x.shape, x.dtype)
+    return in_operands_order(x.shape, x.dtype, x)
 
 
 def _relu_memory(out, x, /):

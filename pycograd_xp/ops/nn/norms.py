@@ -14,7 +14,7 @@ import numpy as np
 from ..._primitive import Array, primitive
 from .._rules.batching import batch_size, batched, to_rank
 from .._rules.jvp import plus
-from .._rules.shapes import BUFFER_ELEMENTS, broadcast, new
+from .._rules.shapes import BUFFER_ELEMENTS, broadcast, in_operands_order
 from .pieces import (
     FP,
     BlockConst,
@@ -395,7 +395,9 @@ def _layer_norm_shape(a, x, weight=None, bias=None, /, *, eps=1e-5, axis=-1):
     _check_params("layer_norm", x, weight, bias)
     stats = _stats_shape(x, axis)
     dtype = np.result_type(x.dtype, *(p.dtype for p in params))
-    return new(x.shape, dtype), new(stats, x.dtype), new(stats, x.dtype)
+    # in x's layout (NumPy's order K: a normalisation of an array in Fortran order is one)
+    like = in_operands_order
+    return like(x.shape, dtype, x), like(stats, x.dtype, x), like(stats, x.dtype, x)
 
 
 def _norm_memory(out, x, axes, k, params, temps):
@@ -551,7 +553,8 @@ def _rms_norm_shape(a, x, weight=None, /, *, eps=1e-6, axis=-1):
     _check_params("rms_norm", x, weight)
     stats = _stats_shape(x, axis)
     dtype = x.dtype if weight is None else np.result_type(x.dtype, weight.dtype)
-    return new(x.shape, dtype), new(stats, x.dtype)
+    like = in_operands_order  # in x's layout, as layer_norm's
+    return like(x.shape, dtype, x), like(stats, x.dtype, x)
 
 
 def _rms_norm_memory(out, x, weight=None, /, *, eps=1e-6, axis=-1):

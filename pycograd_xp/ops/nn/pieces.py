@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from ..._abstract import models_a_gpu
-from .._rules.shapes import BUFFER_ELEMENTS, new
+from .._rules.shapes import BUFFER_ELEMENTS, in_operands_order
 from .windows import _like, _raw, caps, itemsize
 
 FP = "real floating-point"
@@ -191,7 +191,7 @@ def _sum_to(ns: Any, a: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _same_shape(a: Any, x: Any, /, **kw: Any) -> Any:
-    return new(x.shape, x.dtype)
+    return in_operands_order(x.shape, x.dtype, x)  # x's layout, as NumPy's ufuncs give
 
 
 def _pieces_memory(temps: int) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..._primitive import Array, primitive
 from .._rules.jvp import linear
-from .._rules.shapes import BUFFER_ELEMENTS, new
+from .._rules.shapes import BUFFER_ELEMENTS, in_operands_order
 from ..searching import select
 from .pieces import FP
 from .windows import (
@@ -214,7 +214,7 @@ def _pool_shape(fname):
     def shape(a, x, /, *, kernel, stride, padding):
         n = len(kernel)
         out = out_sizes(fname, x.shape[x.ndim - n :], kernel, stride, padding, (1,) * n)
-        return new((*x.shape[: x.ndim - n], *out), x.dtype)
+        return in_operands_order((*x.shape[: x.ndim - n], *out), x.dtype, x)
 
     def memory(out, x, /, *, kernel, stride, padding):
         # each pairwise step reads two strided window slices through the iterator's buffers,

@@ -12,6 +12,7 @@ from .._rules.shapes import (
     BUFFER_ELEMENTS,
     broadcast_view,
     elementwise_out,
+    in_operands_order,
     measured_layouts,
     new,
     probe_dtype,
@@ -26,7 +27,10 @@ def reduced_shape(row: Any) -> Any:
 
     def rule(a, x, /, *, axis=None, keepdims=False, **kw):
         kw = {k: v for k, v in kw.items() if k in ("dtype", "correction")}
-        return new(reduced(x.shape, axis, keepdims), probe_dtype(ref, x, axis=axis, **kw))
+        shape = reduced(x.shape, axis, keepdims)
+        # NumPy's reduction allocates its result in x's memory order (order K): the sum over
+        # the first axis of an array in Fortran order is in Fortran order
+        return in_operands_order(shape, probe_dtype(ref, x, axis=axis, **kw), x)
 
     return rule
 
@@ -40,8 +44,10 @@ def cumulative_shape(row: Any) -> Any:
         ax = 0 if axis is None else axis % len(shape)
         shape[ax] += 1 if include_initial else 0
         dt = probe_dtype(ref, x, axis=axis, dtype=dtype)
-        if include_initial or x.ndim == 0:
+        if x.ndim == 0:
             return new(shape, dt)
+        if include_initial:  # written into a new array of x's layout
+            return in_operands_order(shape, dt, x)
         return elementwise_out(shape, dt, x)  # NumPy's cumsum keeps the input's memory order
 
     return rule
