@@ -318,8 +318,12 @@ def jvp(
     ctx = _Context(nested)
     for c, t in zip(inputs, t_leaves, strict=True):
         ctx.tangents[c.node] = t if nested else t._data
-    with interpreting(Jvp(ctx, _propagate, each_jvp), GradMode(True)):
-        res = f(*tree_unflatten(p_td, tracked))
+    frame = Jvp(ctx, _propagate, each_jvp)
+    try:
+        with interpreting(frame, GradMode(True)):
+            res = f(*tree_unflatten(p_td, tracked))
+    finally:  # each_jvp's cache holds the stack, the frame in it: no cycle left to the collector
+        frame.outside = ((), ())
     out, aux = res if has_aux else (res, None)
     _api._check_out(out, where, scalar=False)
     out_leaves, out_td = tree_flatten(out)

@@ -135,11 +135,12 @@ class Plan:
 
 
 # The Python objects a dropped output's recipe costs while the tape holds it, beyond the
-# projection's allowance per call (memory._report.OVERHEAD_PER_CALL): its Recompute, the
-# arguments it holds and the node's rewritten ones, the finalizer that unregisters it, the
-# protected buffers' entries. Measured with tracemalloc on a random program's tape (186 outputs
-# dropped: 1.11 kB each, 836 B of them this module's objects, 240 B weakref.finalize's), rounded
-# up; a projection counts it from the drop to the step's end (the pass frees it sooner).
+# projection's allowance per call (memory._report: OVERHEAD_PER_CALL times its objects): its
+# Recompute, the arguments it holds and the node's rewritten ones, the finalizer that
+# unregisters it, the protected buffers' entries. Measured with tracemalloc on a random
+# program's tape (186 outputs dropped: 1.11 kB each, 836 B of them this module's objects, 240 B
+# weakref.finalize's), rounded up; a projection counts it from the drop to the step's end (the
+# pass frees it sooner).
 RECIPE_BYTES = 1280
 
 

@@ -379,3 +379,37 @@ def test_jacobians_carry_no_tape_but_nest():
         lo = float(xp.sum(pg.jacrev(f)(w - xp.asarray(e)) ** 2))
         fd[i] = (hi - lo) / 2e-6
     np.testing.assert_allclose(np.asarray(pg.unwrap(outer)), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda f, x, t: pg.jvp(f, [x], [t]),
+        lambda f, x, t: pg.jvp(pg.grad(f), [x], [t]),
+        lambda f, x, t: pg.jvp(lambda z: pg.jvp(f, [z], [t])[1], [x], [t]),
+        lambda f, x, t: pg.linearize(f, x)[1](t),
+        lambda f, x, t: pg.hessian(f)(x),
+    ],
+    ids=["jvp", "jvp of grad", "jvp of jvp", "linearize", "hessian"],
+)
+def test_forward_mode_leaves_no_reference_cycle(transform):
+    """Nothing a jvp made outlives it waiting for the cyclic collector: its frame cached the
+    stack it ran in, the frame among it (a cycle holding the jvp's table of tangents: 36 kB a
+    call over 200 nodes, until a collection), so a measured peak depended on when one ran."""
+    import gc
+
+    xp = pg.namespace(np)
+    x = xp.asarray(np.linspace(0.1, 1.0, 6))
+    t = xp.ones_like(x)
+
+    def f(z):
+        return xp.sum(xp.sin(z) * z)
+
+    transform(f, x, t)
+    gc.collect()
+    gc.disable()
+    try:
+        transform(f, x, t)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

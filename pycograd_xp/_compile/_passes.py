@@ -248,7 +248,8 @@ def projected_peak(
                 )
             )
         current += new - frees.get(j, 0)
-    return peak + _overhead(sum(max(1, len(c.writes)) for c in steps))
+    # (two allowances an output: a replay's arrays are plain, with no tape, tangent nor batch)
+    return peak + _overhead(sum(2 * max(1, len(c.writes)) for c in steps))
 
 
 def inplace_reuse(

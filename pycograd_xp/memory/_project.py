@@ -127,7 +127,7 @@ def _modelled_backend(tree: Any) -> Any:
 
 def _rows(tracker: Tracker) -> list[Row]:
     return [
-        Row(i, e.op, e.phase, e.outputs, e.transient, e.live, e.peak)
+        Row(i, e.op, e.phase, e.outputs, e.transient, e.live, e.peak, e.objects)
         for i, e in enumerate(tracker.events)
     ]
 

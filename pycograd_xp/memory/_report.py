@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 
 # Python's own objects live during a step beside the arrays' data: wrappers, tape nodes, frames,
 # NumPy's array headers. tracemalloc counts them; the projection allows for them with a fixed
-# part and a part per backend call (measured: docs/calibration.md#overhead).
+# part and a part per backend call: this many bytes times the call's ``objects`` (two, more
+# under jvp and vmap: pycograd_xp._abstract.objects; measured: docs/calibration.md#overhead).
 OVERHEAD_FIXED = 24 * 1024
-OVERHEAD_PER_CALL = 256
+OVERHEAD_PER_CALL = 128
 
 
 def _overhead(calls: int) -> int:
@@ -29,13 +30,14 @@ def _overhead(calls: int) -> int:
 
 
 def _calls(rows: Sequence[Any]) -> int:
-    """Calls to allow for (:func:`_overhead`): one per row, plus its outputs beyond the first.
+    """Calls to allow for (:func:`_overhead`): one per row, plus its outputs beyond the first,
+    each as many times as its ``objects`` (a call under ``jvp`` or ``vmap`` counts more).
     The rows of a micro-batch (``"slice a:b ..."``, ``memory._batches``) count as the largest
     micro-batch's, plus one per micro-batch: a micro-batch's objects go with its tape, before
     the next one's are made."""
     outside, per = 0, dict[str, int]()
     for r in rows:
-        n = max(1, len(r.outputs))
+        n = max(1, len(r.outputs)) * r.objects
         if r.op.startswith("slice "):
             key = r.op.split(" ", 2)[1]
             per[key] = per.get(key, 0) + n
@@ -70,6 +72,9 @@ class Row:
         Live right after the call.
     peak_bytes : int
         Live at the most, during the call.
+    objects : int, default 2
+        The allowances for Python's objects each output holds (more under ``jvp`` and
+        ``vmap``: a tangent's or a batch's wrappers; ``overhead_bytes``).
     """
 
     index: int
@@ -79,6 +84,7 @@ class Row:
     transient_bytes: int  # allocated by the call beyond its outputs, while it runs
     live_bytes: int  # live right after the call
     peak_bytes: int  # live at the most, during the call
+    objects: int = 2  # allowances for Python's objects per output (_calls)
 
 
 @dataclass
