@@ -67,7 +67,9 @@ def test_memory_budget_example_fits_its_budget_with_the_same_gradients(tmp_path)
 def test_char_transformer_learns_below_the_unigram_baseline_and_projects_its_step():
     """A small config of examples/char_transformer.py (seconds; the default trains for a few
     minutes): the held-out loss well below the unigram baseline, the compiled step traced once,
-    a sample drawn, and the step's projected peak within 10 % of the measured one."""
+    a sample drawn, and the measured peak at least 85 % of the projected one (0.908 with 256 B
+    a call for Python's objects, 0.898 since reverse mode allows 384 B an output, the margin
+    every mode keeps from a measurement with empty free lists: docs/calibration.md#overhead)."""
     import importlib.util
     import sys
 
@@ -101,7 +103,7 @@ def test_char_transformer_learns_below_the_unigram_baseline_and_projects_its_ste
     assert r["held_out_loss"] < 0.9 * r["baseline"], r
     assert r["compiled_traces"] == 1
     assert len(r["sample"]) == 40 and r["tokens_per_s"] > 0
-    assert 0.9 <= r["measured_bytes"] / r["projected_bytes"] <= 1.0, r
+    assert 0.85 <= r["measured_bytes"] / r["projected_bytes"] <= 1.0, r
 
 
 def test_typed_user_code_runs(capsys):
