@@ -169,13 +169,13 @@ class Tracker:
 
 def objects() -> int:
     """The Python objects an output of a call made now holds while it lives, in allowances of
-    ``memory._report.OVERHEAD_PER_CALL`` bytes: two for its header, wrapper and tape node; three
-    more for each running ``jvp`` (its tangent's wrapper and header, and the jvp's record of
-    the pair), one more under a running ``vmap`` (the batched wrapper and its dims) and in a
-    differentiable backward pass (a nested ``grad``: the rules' own nodes). Measured per call
-    on programs of many small arrays (docs/calibration.md#overhead): up to 243 B in reverse
-    mode, a nested grad's included, 305 B under vmap, 394 B under a jvp, 385 B for a jvp of a
-    gradient, 410 B for a jvp of a jvp."""
+    ``memory._report.OVERHEAD_PER_CALL`` bytes: three for its header, wrapper and tape node;
+    three more for each running ``jvp`` (its tangent's wrapper and header, and the jvp's record
+    of the pair), one more under a running ``vmap`` (the batched wrapper and its dims) and in a
+    differentiable backward pass (a nested ``grad``: the rules' own nodes). Measured on
+    programs of many small arrays in nine modes, from empty free lists: every mode's peak
+    grows at least 25 B an allowance slower than this allows (docs/calibration.md#overhead).
+    A compiled replay's plain arrays take two (``Event``'s and ``Row``'s default)."""
     return 3 + 3 * len(STACK.jvp) + (STACK.batch is not None) + (STACK.grad_depth > 1)
 
 

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 # Python's own objects live during a step beside the arrays' data: wrappers, tape nodes, frames,
 # NumPy's array headers. tracemalloc counts them; the projection allows for them with a fixed
-# part and a part per backend call: this many bytes times the call's ``objects`` (two, more
-# under jvp and vmap: pycograd_xp._abstract.objects; measured: docs/calibration.md#overhead).
+# part and a part per backend call: this many bytes times the call's ``objects`` (three, more
+# under jvp and vmap, two in a compiled replay: pycograd_xp._abstract.objects; measured:
+# docs/calibration.md#overhead).
 OVERHEAD_FIXED = 24 * 1024
 OVERHEAD_PER_CALL = 128
 
@@ -73,8 +74,9 @@ class Row:
     peak_bytes : int
         Live at the most, during the call.
     objects : int, default 2
-        The allowances for Python's objects each output holds (more under ``jvp`` and
-        ``vmap``: a tangent's or a batch's wrappers; ``overhead_bytes``).
+        The allowances for Python's objects each output holds (two in a compiled replay, three
+        eager, more under ``jvp`` and ``vmap``: a tangent's or a batch's wrappers;
+        ``overhead_bytes``).
     """
 
     index: int
