@@ -82,9 +82,10 @@ def long_axes(shape: Any) -> int:
 
 
 def in_operands_order(shape: Any, dtype: Any, *operands: Any) -> AbstractArray:
-    """A new result NumPy lays out in its operands' memory order (order "K"), of another shape
-    than theirs: a transform, a pool, a difference, a roll, a normalisation of an array in
-    Fortran order is in Fortran order. The abstract arrays know C order or not: the result is
+    """A new result NumPy lays out in its operands' memory order (order "K") without
+    broadcasting them (that is :func:`elementwise_out`): a transform, a pool, a difference, a
+    roll, an activation or a normalisation of an array in Fortran order is in Fortran order,
+    whatever the result's shape. The abstract arrays know C order or not: the result is
     in C order where every operand of more than one element is (or it has at most one axis
     longer than 1), else taken as not (tests/memory/test_layouts.py checks each row's claim
     against NumPy's result)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._primitive import Array, primitive
 from .._rules.jvp import call
-from .._rules.shapes import in_operands_order, new, ufunc_buffers
+from .._rules.shapes import new, ufunc_buffers
 from ..searching import select, where_memory
 from .pieces import (
     FP,
@@ -56,10 +56,6 @@ def _relu_jvp(ns, t, out, x, /):
     return select(ns, out > 0, t[0], 0)
 
 
-def _relu_shape(a, x, /):
-    return in_operands_order(x.shape, x.dtype, x)
-
-
 def _relu_memory(out, x, /):
     """The mask ``x > 0`` (one byte an element) beside the select's own transients."""
     mask = new(x.shape, np.bool_)
@@ -89,7 +85,7 @@ _relu.defjvp(_relu_jvp)
 _relu.defbatch(lambda ns, dims, x, /: ns._relu(x))
 
 
-_relu.defshape(_relu_shape, memory=_relu_memory)
+_relu.defshape(_same_shape, memory=_relu_memory)
 
 
 # -- _gelu, _gelu_tanh ---------------------------------------------------------------------------
