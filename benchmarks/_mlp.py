@@ -70,14 +70,56 @@ def numpy_step(params, x, y, lr):
         del gw, gb
 
 
+def numpy_tape_floor_step(params, x, y, lr):
+    """The operations reverse mode does for :func:`loss_fn`, written out in NumPy with no tape:
+    every forward op of ``loss_fn`` (its log-softmax and its sum over ``y * logp``, where
+    :func:`numpy_step` fuses the softmax's gradient into ``p - y``), each rule's cotangents as
+    the rows compute them (the max's ties shared, the reductions' cotangents broadcast views),
+    and the update after the whole backward pass, as an autodiff library's caller writes it. The
+    floor an eager tape could reach on this model: what is left above it is the tape's own
+    work."""
+    hs, h = [x], x
+    for i in range(0, len(params) - 2, 2):
+        h = np.tanh(h @ params[i] + params[i + 1])
+        hs.append(h)
+    logits = h @ params[-2] + params[-1]
+    m = logits.max(axis=1, keepdims=True)
+    z = logits - m
+    e = np.exp(z)
+    s = e.sum(axis=1, keepdims=True)
+    logp = z - np.log(s)
+    _ = -(y * logp).sum() / x.shape[0]  # the loss, as loss_fn returns it
+    g_logp = np.broadcast_to(np.asarray(-1.0 / x.shape[0], logp.dtype), logp.shape) * y
+    g_s = -g_logp.sum(axis=1, keepdims=True) / s
+    g_z = g_logp + np.broadcast_to(g_s, e.shape) * e
+    hit = (logits == m).astype(logits.dtype)
+    g = g_z + hit * (-g_z.sum(axis=1, keepdims=True) / hit.sum(axis=1, keepdims=True))
+    del m, z, e, s, logp, g_logp, g_s, g_z, hit, logits
+    grads = [None] * len(params)
+    for i in range(len(params) - 2, -1, -2):
+        h = hs.pop()
+        grads[i], grads[i + 1] = h.T @ g, g.sum(axis=0)
+        if i:
+            g = g @ params[i].T
+            t = h * h
+            t *= g
+            g -= t  # tanh's rule: g - out^2 g, into g (only the pass holds it)
+        del h
+    for p, gp in zip(params, grads, strict=True):
+        p -= lr * gp
+
+
 def numpy_contenders(params, x, y, lr):
     """One-step closures for the contenders that compute with NumPy: hand-written backprop,
-    pycograd_xp over NumPy and (if installed) HIPS autograd, each on its own copy of params."""
+    reverse mode's own operations without a tape (:func:`numpy_tape_floor_step`), pycograd_xp
+    over NumPy and (if installed) HIPS autograd, each on its own copy of params."""
     import pycograd_xp as pg
 
     out = {}
     p_np = [p.copy() for p in params]
     out["numpy by hand"] = lambda: numpy_step(p_np, x, y, lr)
+    p_floor = [p.copy() for p in params]
+    out["numpy, reverse mode's ops"] = lambda: numpy_tape_floor_step(p_floor, x, y, lr)
 
     xp = pg.namespace(np)
     p_pg = [xp.asarray(p.copy()) for p in params]

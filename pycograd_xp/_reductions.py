@@ -82,3 +82,21 @@ def mean(bk: Any, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
             return s.dtype.type(s / n)
         del s  # (no element to average: NumPy's mean and its warning, the sum freed first)
     return bk.mean(x, axis=axis, keepdims=keepdims)
+
+
+_BROADCAST_TO = _namespaces("broadcast_to")
+
+
+def broadcast_to(bk: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    """``bk.broadcast_to(x, shape)`` (the cotangent of ``sum`` and ``mean``). For a C-contiguous
+    base ``ndarray`` of numbers, NumPy's view made directly (its base ``x``, zero strides where
+    ``x`` has a 1, read only: 1.1 against 4.3 us, NumPy's goes through an ``nditer``)."""
+    if type(x) is _ndarray and id(bk) in _BROADCAST_TO and x.flags.c_contiguous:
+        lead, pairs = len(shape) - x.ndim, zip(x.shape, x.strides, strict=True)
+        if lead >= 0 and x.dtype.kind in "biufc" and 0 not in shape:
+            if all(n in (1, s) for n, s in zip(x.shape, shape[lead:], strict=True)):
+                strides = (0,) * lead + tuple(0 if n == 1 else t for n, t in pairs)
+                v = _ndarray(shape, x.dtype, x, 0, strides)
+                v.flags.writeable = False
+                return v
+    return bk.broadcast_to(x, shape)  # (and NumPy's errors)

@@ -193,3 +193,37 @@ def test_the_namespace_rows_and_rules_give_the_same_values():
     want = zz.mean() + np.sum(zz.max(0) * zz.min(1, keepdims=True)) + np.prod(zz[0]) + ce
     assert abs(float(value) - want) < 1e-4
     assert np.asarray(pg.unwrap(g)).dtype == np.float32
+
+
+@st.composite
+def broadcast_case(draw):
+    """An array (any layout) and a shape it may or may not broadcast to."""
+    x, _, _ = draw(case(DTYPES))
+    lead = draw(st.lists(st.integers(0, 4), max_size=2))
+    shape = [draw(st.sampled_from([n, n, 3] if n == 1 else [n, n, n + 1])) for n in x.shape]
+    return x, (*lead, *shape)
+
+
+@pytest.mark.parametrize("bk", [np, cnp], ids=["numpy", "compat"])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_broadcast_to_is_numpys_view(bk, data):
+    # the view sum's and mean's cotangents are: NumPy's shape, strides, flags and values, read
+    # only, over the same memory; NumPy's error where the shapes do not broadcast
+    x, shape = data.draw(broadcast_case())
+    (a, _), (b, _) = (
+        outcome(partial(fast.broadcast_to, bk, x, shape)),
+        outcome(partial(np.broadcast_to, x, shape)),
+    )
+    if isinstance(b, tuple):
+        assert isinstance(a, tuple) and a[0] is b[0]
+        return
+    assert type(a) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype
+    assert a.strides == b.strides
+    assert (a.flags.c_contiguous, a.flags.f_contiguous) == (
+        b.flags.c_contiguous,
+        b.flags.f_contiguous,
+    )
+    assert not a.flags.writeable
+    assert a.tobytes() == b.tobytes()
+    assert a.size == 0 or np.shares_memory(a, x)
