@@ -3,12 +3,20 @@ batch 256, float32 and float64.
 
     python benchmarks/bench_mlp.py
 
-Contenders side by side in one process, interleaved, medians and ratios against hand-written
-NumPy backprop: pycograd_xp over NumPy, HIPS autograd, PyTorch eager, JAX eager and jit.
-For the fastest NumPy kernels run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
+Contenders side by side in one process, interleaved: pycograd_xp over NumPy (eager and
+compiled), reverse mode's own operations written in NumPy without a tape (the floor an eager
+tape could reach, ``_mlp.numpy_tape_floor_step``), HIPS autograd, PyTorch eager, JAX eager and
+jit. The ratio is against hand-written NumPy backprop: the median over the rounds of each
+round's ratio of CPU times (two steps each, back to back), with its quartiles; the times are
+medians. For the fastest NumPy kernels run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
+
+    python benchmarks/bench_mlp.py [--rounds 41]
 """
 
 from __future__ import annotations
+
+import argparse
+import statistics
 
 import _common  # pins threads before the contenders load
 import _mlp
@@ -82,7 +90,21 @@ def contenders(dtype):
     return out
 
 
+def paired_table(title: str, contenders: dict, rounds: int, base: str = "numpy by hand") -> str:
+    """Median CPU ms of each contender and the median (quartiles) of its per-round ratio."""
+    _, cpu = _common.interleaved_rounds(contenders, repeats=rounds, number=2)
+    lines = [title, f"  {'contender':28s} {'ms':>10s} {'ratio':>8s} {'(q1, q3)':>15s}"]
+    for name, times in cpu.items():
+        q1, ratio, q3 = _common.quartiles([t / b for t, b in zip(times, cpu[base], strict=True)])
+        ms = statistics.median(times) * 1e3
+        lines.append(f"  {name:28s} {ms:10.3f} {ratio:8.3f} {f'({q1:.3f}, {q3:.3f})':>15s}")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds (41)")
+    args = parser.parse_args()
     try:
         from threadpoolctl import threadpool_info
 
@@ -91,14 +113,8 @@ def main() -> None:
     except ImportError:
         pass
     for dtype in (np.float32, np.float64):
-        med = _common.interleaved(contenders(dtype), repeats=11, number=5)
-        print(
-            _common.table(
-                f"MLP step {'-'.join(map(str, SIZES))}, batch {BATCH}, {np.dtype(dtype).name}",
-                med,
-                "numpy by hand",
-            )
-        )
+        title = f"MLP step {'-'.join(map(str, SIZES))}, batch {BATCH}, {np.dtype(dtype).name}"
+        print(paired_table(title, contenders(dtype), args.rounds))
 
 
 if __name__ == "__main__":
