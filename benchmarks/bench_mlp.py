@@ -1,16 +1,16 @@
 """Workload (b): one MLP training step (784-512-512-10, tanh, softmax cross-entropy, SGD),
 batch 256, float32 and float64.
 
-    python benchmarks/bench_mlp.py
+    python benchmarks/bench_mlp.py [--rounds 41]
 
 Contenders side by side in one process, interleaved: pycograd_xp over NumPy (eager and
 compiled), reverse mode's own operations written in NumPy without a tape (the floor an eager
 tape could reach, ``_mlp.numpy_tape_floor_step``), HIPS autograd, PyTorch eager, JAX eager and
 jit. The ratio is against hand-written NumPy backprop: the median over the rounds of each
-round's ratio of CPU times (two steps each, back to back), with its quartiles; the times are
-medians. For the fastest NumPy kernels run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
-
-    python benchmarks/bench_mlp.py [--rounds 41]
+round's ratio of times (two steps each, back to back), with its quartiles; the times are
+medians. Wall-clock times: XLA's runtime spends CPU time on threads of its own beside the step
+(JAX jit's step took 2x its wall time in CPU time here). For the fastest NumPy kernels run it
+with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
 """
 
 from __future__ import annotations
@@ -91,11 +91,11 @@ def contenders(dtype):
 
 
 def paired_table(title: str, contenders: dict, rounds: int, base: str = "numpy by hand") -> str:
-    """Median CPU ms of each contender and the median (quartiles) of its per-round ratio."""
-    _, cpu = _common.interleaved_rounds(contenders, repeats=rounds, number=2)
+    """Median ms of each contender and the median (quartiles) of its per-round ratio."""
+    wall, _ = _common.interleaved_rounds(contenders, repeats=rounds, number=2)
     lines = [title, f"  {'contender':28s} {'ms':>10s} {'ratio':>8s} {'(q1, q3)':>15s}"]
-    for name, times in cpu.items():
-        q1, ratio, q3 = _common.quartiles([t / b for t, b in zip(times, cpu[base], strict=True)])
+    for name, times in wall.items():
+        q1, ratio, q3 = _common.quartiles([t / b for t, b in zip(times, wall[base], strict=True)])
         ms = statistics.median(times) * 1e3
         lines.append(f"  {name:28s} {ms:10.3f} {ratio:8.3f} {f'({q1:.3f}, {q3:.3f})':>15s}")
     return "\n".join(lines)
