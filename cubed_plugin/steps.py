@@ -189,9 +189,9 @@ def _host(tree: Any) -> Any:
 def graph_fusion() -> Any:
     """The ``optimize_function`` graph mode computes with.
 
-    1. Cheap elementwise producers with several consumers (up to eight) are copied into each
-       consumer (:mod:`cubed_plugin._fusion`): Cubed fuses an op only into a single consumer,
-       and a reverse-mode graph fans out everywhere (residuals read by forward and backward,
+    1. Cheap elementwise producers with several consumers are copied into each consumer
+       (:mod:`cubed_plugin._fusion`): Cubed fuses an op only into a single consumer, and a
+       reverse-mode graph fans out everywhere (residuals read by forward and backward,
        cotangents handed to every branch of a sum), so those arrays were written to storage
        and read back.
     2. Cubed's multiple-input fusion, allowed 32 source arrays and 80 input blocks per fused
