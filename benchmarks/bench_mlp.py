@@ -90,9 +90,9 @@ def contenders(dtype):
     return out
 
 
-def paired_table(title: str, contenders: dict, rounds: int, base: str = "numpy by hand") -> str:
-    """Median ms of each contender and the median (quartiles) of its per-round ratio."""
-    wall, _ = _common.interleaved_rounds(contenders, repeats=rounds, number=2)
+def paired_table(title: str, steps: dict, rounds: int, base: str = "numpy by hand") -> str:
+    """Median ms of each contender's step and the median (quartiles) of its per-round ratio."""
+    wall, _ = _common.interleaved_rounds(steps, repeats=rounds, number=2)
     lines = [title, f"  {'contender':28s} {'ms':>10s} {'ratio':>8s} {'(q1, q3)':>15s}"]
     for name, times in wall.items():
         q1, ratio, q3 = _common.quartiles([t / b for t, b in zip(times, wall[base], strict=True)])

@@ -13,7 +13,9 @@ Each function here makes NumPy's inner call itself where ``bk`` is NumPy's names
 or array-api-compat's, whose reductions are NumPy's own functions: checked at import) and ``x`` a
 base ``ndarray``: the same call, so the same values, dtypes and errors. Anything else (another
 backend, an abstract or traced array, a subclass, ``mean`` of float16 or of an empty slice,
-which NumPy computes in float32 or warns about) calls ``bk``'s function.
+which NumPy computes in float32 or warns about) calls ``bk``'s function. The reductions' own
+cotangent, ``broadcast_to``, is here too: NumPy's read-only view, made without NumPy's
+``nditer``.
 """
 
 from __future__ import annotations
@@ -92,10 +94,11 @@ def broadcast_to(bk: Any, x: Any, shape: tuple[int, ...]) -> Any:
     base ``ndarray`` of numbers, NumPy's view made directly (its base ``x``, zero strides where
     ``x`` has a 1, read only: 1.1 against 4.3 us, NumPy's goes through an ``nditer``)."""
     if type(x) is _ndarray and id(bk) in _BROADCAST_TO and x.flags.c_contiguous:
-        lead, pairs = len(shape) - x.ndim, zip(x.shape, x.strides, strict=True)
+        lead = len(shape) - x.ndim
         if lead >= 0 and x.dtype.kind in "biufc" and 0 not in shape:
             if all(n in (1, s) for n, s in zip(x.shape, shape[lead:], strict=True)):
-                strides = (0,) * lead + tuple(0 if n == 1 else t for n, t in pairs)
+                kept = zip(x.shape, x.strides, strict=True)
+                strides = (0,) * lead + tuple(0 if n == 1 else t for n, t in kept)
                 v = _ndarray(shape, x.dtype, x, 0, strides)
                 v.flags.writeable = False
                 return v
