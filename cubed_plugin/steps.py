@@ -189,9 +189,9 @@ def _host(tree: Any) -> Any:
 def graph_fusion() -> Any:
     """The ``optimize_function`` graph mode computes with.
 
-    1. Cheap elementwise producers with several consumers are copied into each consumer
-       (:mod:`cubed_plugin._fusion`): Cubed fuses an op only into a single consumer, and a
-       reverse-mode graph fans out everywhere (residuals read by forward and backward,
+    1. Cheap elementwise producers with several consumers (up to eight) are copied into each
+       consumer (:mod:`cubed_plugin._fusion`): Cubed fuses an op only into a single consumer,
+       and a reverse-mode graph fans out everywhere (residuals read by forward and backward,
        cotangents handed to every branch of a sum), so those arrays were written to storage
        and read back.
     2. Cubed's multiple-input fusion, allowed 32 source arrays and 80 input blocks per fused
@@ -239,9 +239,11 @@ READ_COPIES = 3
 
 
 def read_peak(dag: Any, op: str) -> int:
-    """What a task of ``op`` (an op of the optimized ``dag``) holds while it reads its last
-    stored block: reserved memory, every stored block it reads, and the two buffers more that
-    reading the largest of them takes; 0 for an op that reads nothing stored."""
+    """What a task of ``op`` (an op of the optimized ``dag``) holds while it reads its stored
+    blocks: reserved memory, every stored block it reads, the buffers that reading the largest
+    of them takes, and those of the read before it (docs/calibration.md#read-copies: Zarr's
+    pool threads let go of a read's buffers only once they next hold the GIL, and the task's
+    thread may read its next block first); 0 for an op that reads nothing stored."""
     from ._cubed_seam import is_blockwise, is_stored, node_op
     from ._fusion import _blocks_read, _nbytes, apply_blockwise_read_once
 
@@ -253,7 +255,10 @@ def read_peak(dag: Any, op: str) -> int:
     if not stored:
         return 0
     held = sum(_nbytes(dag, a) * blocks[a] for a in stored)
-    return po.reserved_mem + held + max(_read_buffers(dag, a) for a in stored)
+    # each block read once (apply_blockwise_read_once), in any order: the two largest reads'
+    # buffers are the most that one read and the read before it can hold together
+    reads = sorted((_read_buffers(dag, a) for a in stored for _ in range(blocks[a])), reverse=True)
+    return po.reserved_mem + held + sum(reads[:2])
 
 
 def _read_buffers(dag: Any, array: str) -> int:

@@ -345,6 +345,9 @@ def test_check_warns_where_cubeds_own_projection_falls_short():
 def test_ops_are_named_by_the_part_of_the_loss_that_built_them():
     spec = cubed.Spec(allowed_mem="500MB", reserved_mem="100MB")
     v, g = _mlp_step(spec)
+    from cubed_plugin._cubed_seam import op_nodes
+    from cubed_plugin.steps import read_peak
+
     unfused = cubed.plan(pg.unwrap(v), *map(pg.unwrap, pg.tree_leaves(g)), optimize_graph=False)
     parts = {
         part_of(unfused.dag, n)
@@ -363,8 +366,8 @@ def test_ops_are_named_by_the_part_of_the_loss_that_built_them():
         if fused.dag.nodes[n].get("primitive_op") is not None
     )
     # and a refusal names the part, with figures that do not round into each other (an op's
-    # own projection 1 byte over the limit: no plan fuses it away)
-    top = unfused.max_projected_mem
+    # own projection, its reads' buffers counted, 1 byte over the limit: no plan fuses it away)
+    top = max(max(po.projected_mem, read_peak(unfused.dag, n)) for n, po in op_nodes(unfused.dag))
     tight = cubed.Spec(allowed_mem=top - 1, reserved_mem="100MB")
     with pytest.raises(memory.MemoryLimitError) as e:
         cp.check(*_mlp_step(tight))

@@ -277,9 +277,11 @@ def test_a_chunk_read_from_the_store_is_projected_with_the_http_clients_buffers(
 
     remote, local = projected(f"{bucket}/data"), projected(str(tmp_path))
     x, y = chunk * features * 8, chunk * 8
-    # the task holds reserved_mem, both chunks, and while reading X's: Zarr's two buffers of it
-    # (READ_COPIES) and the HTTP client's (locally Cubed's own projection was the larger)
-    assert remote == 100_000_000 + x + y + (READ_COPIES - 1 + REMOTE_READ_COPIES) * x
+    # the task holds reserved_mem, both chunks, and while reading one: Zarr's two buffers of X
+    # (READ_COPIES) and the HTTP client's, with those of y's read beside them (a read's buffers
+    # outlive it until Zarr's pool threads run; locally Cubed's own projection was the larger)
+    buffers = READ_COPIES - 1 + REMOTE_READ_COPIES
+    assert remote == 100_000_000 + x + y + buffers * (x + y)
     assert local < remote
 
 
