@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
+@pytest.mark.slow  # 35 s: the default run's slowest test (run by .ci/run's slow checks)
 def test_budget_benchmark_runs_and_fits():
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "benchmarks", "bench_remat.py"), "--quick"],
