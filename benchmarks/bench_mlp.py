@@ -11,12 +11,26 @@ round's ratio of times (two steps each, back to back), with its quartiles; the t
 medians. Wall-clock times: XLA's runtime spends CPU time on threads of its own beside the step
 (JAX jit's step took 2x its wall time in CPU time here). For the fastest NumPy kernels run it
 with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
+
+    python benchmarks/bench_mlp.py --default-malloc [--launches 5]
+
+Each contender in a process of its own with glibc's default malloc, as a user's training
+process runs (the side-by-side run fixes glibc's thresholds for every contender alike:
+``_common.py``): the median over the launches of its ms per step, its ratio to hand-written
+NumPy's median, and the page faults per step that the default thresholds bring (memory handed
+back to the system and faulted in again every step).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
+import time
 
 import _common  # pins threads before the contenders load
 import _mlp
@@ -101,10 +115,60 @@ def paired_table(title: str, steps: dict, rounds: int, base: str = "numpy by han
     return "\n".join(lines)
 
 
+def one_process(name: str, dtype: str, steps: int) -> dict:
+    """``name``'s step run ``steps`` times after 10 to warm up, in this process: ms per step
+    and minor page faults per step."""
+    step = contenders(np.dtype(dtype))[name]
+    for _ in range(10):
+        step()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    seconds = time.perf_counter() - t0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    return {"ms": seconds / steps * 1e3, "faults": faults / steps}
+
+
+def default_malloc_table(dtype, launches: int, steps: int) -> str:
+    """Each contender in a fresh process with glibc's default malloc, launched in turn
+    ``launches`` times: median ms per step, ratio to hand-written NumPy's, faults per step."""
+    names = list(contenders(dtype))
+    env = {**os.environ, "PYCOGRAD_BENCH_KEEP_MALLOC": "1"}
+    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        env.pop(var, None)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for _ in range(launches):
+        for n in names:
+            child = [sys.executable, __file__, "--child", n, np.dtype(dtype).name, str(steps)]
+            out = subprocess.run(child, env=env, capture_output=True, text=True, check=True)
+            runs[n].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    base = statistics.median(r["ms"] for r in runs["numpy by hand"])
+    title = f"MLP step, {np.dtype(dtype).name}, one process each, glibc's default malloc"
+    lines = [title, f"  {'contender':28s} {'ms':>10s} {'ratio':>8s} {'faults/step':>12s}"]
+    for n, rs in runs.items():
+        ms = statistics.median(r["ms"] for r in rs)
+        faults = statistics.median(r["faults"] for r in rs)
+        lines.append(f"  {n:28s} {ms:10.3f} {ms / base:8.3f} {faults:12.0f}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds (41)")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="each contender in its own process with glibc's default malloc",
+    )
+    parser.add_argument("--launches", type=int, default=5, help="with --default-malloc (5)")
+    parser.add_argument("--steps", type=int, default=60, help="with --default-malloc (60)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # NAME DTYPE STEPS
     args = parser.parse_args()
+    if args.child:
+        name, dtype, steps = args.child
+        print(json.dumps(one_process(name, dtype, int(steps))))
+        return
     try:
         from threadpoolctl import threadpool_info
 
@@ -113,6 +177,9 @@ def main() -> None:
     except ImportError:
         pass
     for dtype in (np.float32, np.float64):
+        if args.default_malloc:
+            print(default_malloc_table(dtype, args.launches, args.steps))
+            continue
         title = f"MLP step {'-'.join(map(str, SIZES))}, batch {BATCH}, {np.dtype(dtype).name}"
         print(paired_table(title, contenders(dtype), args.rounds))
 

@@ -35,3 +35,19 @@ def test_the_numpy_steps_take_pycograd_xps_step(dtype, ties):
         for a, b in zip(got, want, strict=True):
             assert a.dtype == dtype
             np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_default_malloc_mode_runs_a_contender_in_a_process_of_its_own():
+    """``bench_mlp.py --default-malloc`` launches each contender alone, with glibc's default
+    thresholds (``PYCOGRAD_BENCH_KEEP_MALLOC``: no re-execution with fixed ones); a launch
+    reports its ms per step and page faults per step as JSON."""
+    import json
+    import subprocess
+
+    script = os.path.join(os.path.dirname(_mlp.__file__), "bench_mlp.py")
+    env = {**os.environ, "PYCOGRAD_BENCH_KEEP_MALLOC": "1"}
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    child = [sys.executable, script, "--child", "pycograd_xp (numpy)", "float32", "2"]
+    out = subprocess.run(child, env=env, capture_output=True, text=True, check=True, timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["ms"] > 0 and got["faults"] >= 0
