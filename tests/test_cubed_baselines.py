@@ -301,6 +301,7 @@ def _advice_in_fresh_processes(tmp_path, processes, runs):
 
 
 @measured
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 def test_advice_holds_in_fresh_processes(tmp_path, processes):
     """The chunk a refusal advises, planned in fresh interpreters that each measure their own
     baseline (nothing kept), fits there: the advice leaves headroom for the variation."""

@@ -401,6 +401,7 @@ def wide_rows(p, X, y):  # the same loss, declared row-separable (fit's one-pass
     return (xp.sum(xp.tanh(X @ p["W"]), axis=1) - y) ** 2
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 def test_plan_rows_plans_the_mode_fit_runs():
     """One planner: auto plans what fit(mode="auto") runs (one-pass for a row loss, graph
     otherwise); the two modes hold different things per task, so they need different chunks;

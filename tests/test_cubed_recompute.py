@@ -230,6 +230,7 @@ def test_a_scheduled_chunk_step_is_the_whole_steps_bit_for_bit():
     np.testing.assert_array_equal(scheduled, plain)
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 @pytest.mark.filterwarnings("ignore::cubed_plugin.ReservedMemWarning")
 def test_fit_recomputes_a_chunk_too_large_with_the_whole_chunks_values(
     tmp_path, monkeypatch, dear_slices

@@ -185,6 +185,7 @@ def _ours(xp, key):
     return tuple(xp.asarray(p) if isinstance(p, np.ndarray) else p for p in key)
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 @pytest.mark.parametrize("shape", [(3, 4, 2), (2, 3, 3), (4, 3)])
 def test_keys_with_an_integer_array_read_and_write_as_numpys(shape):
     """Reads, writes and their gradients for keys with one integer array among integers,

@@ -136,6 +136,7 @@ def test_char_transformer_refuses_bad_options_before_training():
         assert says in run.stderr, (args, run.stderr)
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 def test_cubed_task_memory_example_draws_the_plan_measured_within_projection(tmp_path):
     """examples/cubed_task_memory.py, run as a program (the processes executor's workers import
     its main script again): every op's measured task peak within its projection and the

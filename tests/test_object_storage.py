@@ -301,6 +301,7 @@ def _saved_step(npz):
     return int(npz[f"leaf_{kinds.index('int')}"])  # the step: the checkpoint's one int
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 def test_the_command_line_killed_resumes_from_its_checkpoint_on_the_store(bucket, s3):
     """``python -m cubed_plugin.train`` with ``--data``, ``--work-dir`` and ``--checkpoint-dir``
     on the store (the endpoint given as ``--storage-option``), killed (SIGKILL) once it has

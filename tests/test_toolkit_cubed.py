@@ -35,6 +35,7 @@ def params(xp):
     }
 
 
+@pytest.mark.slow  # 9-21 s: run by .ci/run's slow checks
 def test_layers_optimizer_and_batches_on_cubed(cxp):
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((40, 4)), rng.integers(0, 3, 40)
