@@ -240,10 +240,10 @@ READ_COPIES = 3
 
 def read_peak(dag: Any, op: str) -> int:
     """What a task of ``op`` (an op of the optimized ``dag``) holds while it reads its stored
-    blocks: reserved memory, every stored block it reads, the buffers that reading the largest
-    of them takes, and those of the read before it (docs/calibration.md#read-copies: Zarr's
-    pool threads let go of a read's buffers only once they next hold the GIL, and the task's
-    thread may read its next block first); 0 for an op that reads nothing stored."""
+    blocks: reserved memory, every stored block it reads, and the buffers of the two largest
+    reads, since a read's buffers can still be held while the next read runs
+    (docs/calibration.md#read-copies: Zarr's pool threads let go of them only once they next
+    hold the GIL); 0 for an op that reads nothing stored."""
     from ._cubed_seam import is_blockwise, is_stored, node_op
     from ._fusion import _blocks_read, _nbytes, apply_blockwise_read_once
 
